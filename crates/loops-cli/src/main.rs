@@ -1,0 +1,2 @@
+//! The `loops` binary. STUB.
+fn main() {}

@@ -1,0 +1,55 @@
+//! Domain core of loops: the SPEC §1 types, validation, durations, cron and
+//! schedule math.
+//!
+//! Architecture invariant: this crate does no I/O. It reads no clock (every
+//! function that needs "now" takes it as a [`Timestamp`]), draws no
+//! randomness (ids are built from bytes the caller supplies), runs no SQL and
+//! spawns no processes. The one environmental input is the host's local time
+//! zone, which cron schedules without an explicit `timezone` are evaluated in,
+//! as the original does (SPEC §2.2).
+//!
+//! ```
+//! use loops_core::{initial_next_run, Schedule, Timestamp};
+//! let now: Timestamp = "2026-01-01T00:07:00Z".parse().unwrap();
+//! let every = Schedule::Interval { every_ms: 60_000, anchor: None };
+//! assert_eq!(
+//!     initial_next_run(&every, now).unwrap().unwrap().to_string(),
+//!     "2026-01-01T00:08:00.000Z"
+//! );
+//! ```
+
+mod cron;
+mod duration;
+mod id;
+mod liveness;
+mod model;
+mod schedule;
+mod status;
+mod time;
+mod validate;
+
+pub use crate::cron::{CronError, CronExpr, Zone, next_cron_run};
+pub use crate::duration::{DurationError, parse_duration, parse_positive_duration};
+pub use crate::id::{
+    EventId, IdError, LeaseId, LoopId, RunId, StepRunId, WorkflowId, WorkflowRunId, is_id,
+};
+pub use crate::liveness::{Liveness, ProcessRef};
+pub use crate::model::{
+    Account, AgentTarget, CommandTarget, DEFAULT_CATCH_UP_LIMIT, DEFAULT_DYNAMIC_INTERVAL_MS,
+    DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MS, DEFAULT_TIMEOUT_MS,
+    DaemonLease, ExecutorResult, Loop, LoopRun, NewLoop, NewWorkflow, ProcessTarget, Schedule,
+    Step, StepRun, Target, WorkflowEvent, WorkflowRun, WorkflowSpec, WorkflowTarget,
+};
+pub use crate::schedule::{
+    LoopAdvance, ScheduleError, compute_next_after, due_slots, initial_next_run, is_expired,
+    plan_advance, validate_schedule,
+};
+pub use crate::status::{
+    AgentProvider, Anchor, CatchUp, ConfigIsolation, EnumError, ExecutorStatus, LoopStatus,
+    Overlap, RunStatus, StepRunStatus, WorkflowRunStatus, WorkflowStatus,
+};
+pub use crate::time::{Timestamp, TimestampError};
+pub use crate::validate::{
+    ValidationError, validate_account, validate_name, validate_new_loop, validate_process_target,
+    validate_target, workflow_execution_order, workflow_from_json,
+};

@@ -1,0 +1,202 @@
+//! Instants: [`Timestamp`], a UTC instant with millisecond precision (SPEC §0).
+//!
+//! Every instant loops stores or prints is a `Timestamp` rendered as
+//! `YYYY-MM-DDTHH:MM:SS.mmmZ`. SQL and the code compare instants as strings,
+//! so the rendering is fixed-width and the representable range is limited to
+//! the years 0000 through 9999.
+//!
+//! Architecture invariant: this module never reads a clock. "Now" is always
+//! passed in by the caller.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, NaiveDate, NaiveDateTime, SecondsFormat, TimeZone, Utc};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Milliseconds of the earliest representable instant, `0000-01-01T00:00:00.000Z`.
+const MIN_MS: i64 = -62_167_219_200_000;
+/// Milliseconds of the latest representable instant, `9999-12-31T23:59:59.999Z`.
+const MAX_MS: i64 = 253_402_300_799_999;
+
+/// A UTC instant with millisecond precision.
+///
+/// The field is private: every constructor normalizes to whole milliseconds
+/// inside the representable range, so `to_string()` is always the canonical
+/// SPEC §0 form.
+///
+/// ```
+/// use loops_core::Timestamp;
+/// let t: Timestamp = "2026-01-01T00:15:00Z".parse().unwrap();
+/// assert_eq!(t.to_string(), "2026-01-01T00:15:00.000Z");
+/// assert_eq!(t.add_ms(1500).to_string(), "2026-01-01T00:15:01.500Z");
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(i64);
+
+/// Why a string is not an instant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid timestamp: {input} (expected ISO-8601 such as 2026-01-01T00:15:00.000Z)")]
+pub struct TimestampError {
+    /// The rejected input.
+    pub input: String,
+}
+
+impl Timestamp {
+    /// The Unix epoch.
+    pub const EPOCH: Timestamp = Timestamp(0);
+
+    /// Builds an instant from milliseconds since the Unix epoch, or `None`
+    /// outside the years 0000–9999.
+    pub fn from_millis(ms: i64) -> Option<Timestamp> {
+        (MIN_MS..=MAX_MS).contains(&ms).then_some(Timestamp(ms))
+    }
+
+    /// Milliseconds since the Unix epoch.
+    pub fn as_millis(self) -> i64 {
+        self.0
+    }
+
+    /// Converts a chrono instant, truncating to the millisecond.
+    pub fn from_datetime<Tz: TimeZone>(dt: &DateTime<Tz>) -> Option<Timestamp> {
+        Timestamp::from_millis(dt.timestamp_millis())
+    }
+
+    /// The instant as a chrono UTC date-time.
+    pub fn to_datetime(self) -> DateTime<Utc> {
+        // The constructor keeps the value inside chrono's range.
+        DateTime::from_timestamp_millis(self.0).unwrap_or(DateTime::<Utc>::MIN_UTC)
+    }
+
+    /// This instant plus `ms` milliseconds, saturating at the representable range.
+    pub fn add_ms(self, ms: i64) -> Timestamp {
+        Timestamp(self.0.saturating_add(ms).clamp(MIN_MS, MAX_MS))
+    }
+
+    /// This instant plus `ms` milliseconds, or `None` past the representable range.
+    pub fn checked_add_ms(self, ms: i64) -> Option<Timestamp> {
+        self.0.checked_add(ms).and_then(Timestamp::from_millis)
+    }
+
+    /// Milliseconds from `earlier` to `self` (negative when `self` is earlier).
+    pub fn millis_since(self, earlier: Timestamp) -> i64 {
+        self.0 - earlier.0
+    }
+
+    /// Parses an instant.
+    ///
+    /// Accepted forms:
+    /// - RFC 3339 / ISO-8601 with `Z` or a numeric offset, with or without
+    ///   fractional seconds (`2026-01-01T00:15:00Z`, `2026-01-01T01:15:00+01:00`);
+    /// - a bare date, read as UTC midnight (as JavaScript's `Date` does).
+    ///
+    /// Fractions finer than a millisecond are truncated. A date-time without
+    /// an offset is rejected here; the CLI resolves those in a time zone.
+    pub fn parse(input: &str) -> Result<Timestamp, TimestampError> {
+        let err = || TimestampError {
+            input: input.to_owned(),
+        };
+        let s = input.trim();
+        if let Ok(dt) = DateTime::parse_from_rfc3339(s) {
+            return Timestamp::from_datetime(&dt).ok_or_else(err);
+        }
+        // RFC 3339 requires the `T` to be there and seconds to be present;
+        // ISO-8601 as JavaScript reads it also allows `HH:MM`.
+        if let Ok(dt) = DateTime::parse_from_str(s, "%Y-%m-%dT%H:%M%#z") {
+            return Timestamp::from_datetime(&dt).ok_or_else(err);
+        }
+        if let Ok(date) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+            let dt = date.and_hms_opt(0, 0, 0).ok_or_else(err)?;
+            return Timestamp::from_datetime(&Utc.from_utc_datetime(&dt)).ok_or_else(err);
+        }
+        Err(err())
+    }
+
+    /// Parses a date-time without an offset (`2026-01-01T09:00[:00[.000]]`),
+    /// the form that needs a time zone to become an instant.
+    pub fn parse_naive(input: &str) -> Option<NaiveDateTime> {
+        let s = input.trim();
+        ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%d %H:%M"]
+            .iter()
+            .find_map(|f| NaiveDateTime::parse_from_str(s, f).ok())
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_datetime().to_rfc3339_opts(SecondsFormat::Millis, true))
+    }
+}
+
+impl fmt::Debug for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Timestamp({self})")
+    }
+}
+
+impl FromStr for Timestamp {
+    type Err = TimestampError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Timestamp::parse(s)
+    }
+}
+
+impl Serialize for Timestamp {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Timestamp {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Timestamp::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(input: &str, expected: &str) {
+        assert_eq!(Timestamp::parse(input).unwrap().to_string(), expected, "{input}");
+    }
+
+    #[test]
+    fn parses_and_normalizes() {
+        check("2026-01-01T00:15:00.000Z", "2026-01-01T00:15:00.000Z");
+        check("2026-01-01T00:15:00Z", "2026-01-01T00:15:00.000Z");
+        check("2026-01-01T01:15:00+01:00", "2026-01-01T00:15:00.000Z");
+        check("2026-01-01T00:15:00.123456Z", "2026-01-01T00:15:00.123Z");
+        check("2026-01-01", "2026-01-01T00:00:00.000Z");
+        check(" 2026-01-01T00:15Z ", "2026-01-01T00:15:00.000Z");
+    }
+
+    #[test]
+    fn rejects_garbage_and_naive() {
+        for bad in ["", "soon", "2026-13-01", "2026-01-01T00:15:00", "12345"] {
+            assert!(Timestamp::parse(bad).is_err(), "{bad}");
+        }
+        assert!(Timestamp::parse_naive("2026-01-01T09:00").is_some());
+    }
+
+    #[test]
+    fn range_is_bounded_for_string_ordering() {
+        assert!(Timestamp::from_millis(MAX_MS + 1).is_none());
+        assert_eq!(
+            Timestamp::from_millis(MAX_MS).unwrap().to_string(),
+            "9999-12-31T23:59:59.999Z"
+        );
+        assert_eq!(
+            Timestamp::from_millis(MIN_MS).unwrap().to_string(),
+            "0000-01-01T00:00:00.000Z"
+        );
+        assert_eq!(Timestamp::EPOCH.add_ms(i64::MAX).as_millis(), MAX_MS);
+    }
+
+    #[test]
+    fn serde_is_a_string() {
+        let t: Timestamp = serde_json::from_str("\"2026-01-01T00:00:00Z\"").unwrap();
+        assert_eq!(serde_json::to_string(&t).unwrap(), "\"2026-01-01T00:00:00.000Z\"");
+    }
+}
