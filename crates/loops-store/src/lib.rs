@@ -1,1 +1,130 @@
-//! SQLite persistence for loops. STUB.
+//! SQLite persistence for loops (SPEC §4).
+//!
+//! [`Store`] is one connection to one `loops.db`. Every claim, lease,
+//! finalize and state change is a single guarded statement or a single
+//! `BEGIN IMMEDIATE` transaction, so two processes sharing a database never
+//! double-claim a slot, never lose a finalize, and never strand a loop
+//! between a finalized run and its advance (SPEC §9 items 7–12).
+//!
+//! Architecture invariant: this is the only crate that knows SQL, and no
+//! rusqlite type appears in its public API (errors wrap it as [`DbError`]),
+//! so a PostgreSQL backend can implement the same operations later.
+//! The store does no process work: liveness checks go through the
+//! [`Liveness`](loops_core::Liveness) it is given.
+//!
+//! ```
+//! use loops_store::Store;
+//! let store = Store::open_in_memory(std::sync::Arc::new(|_| false)).unwrap();
+//! assert_eq!(store.count_loops(None).unwrap(), 0);
+//! ```
+
+mod error;
+mod lease;
+mod loops;
+mod open;
+mod rows;
+mod runs;
+mod workflows;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use loops_core::Liveness;
+use rusqlite::Connection;
+
+pub use crate::error::{DbError, Result, StoreError};
+pub use crate::lease::*;
+pub use crate::loops::*;
+pub use crate::open::{DB_FILE, schema_version};
+pub use crate::runs::*;
+pub use crate::workflows::*;
+
+/// One connection to a loops database.
+///
+/// A `Store` is `Send` but not `Sync`: give each thread its own, opened on
+/// the same file. SQLite's locking plus the guarded statements make the
+/// handles safe to use concurrently, across threads and processes.
+pub struct Store {
+    conn: Connection,
+    liveness: Arc<dyn Liveness>,
+    path: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens (creating and migrating if needed) the database file at `path`.
+    ///
+    /// Missing parent directories are created with mode 0700 and a new
+    /// database file with mode 0600. A file that is not a SQLite database,
+    /// or that a newer loops wrote, is refused and left untouched.
+    pub fn open(path: &Path, liveness: Arc<dyn Liveness>) -> Result<Store> {
+        let conn = open::open_file(path)?;
+        Ok(Store {
+            conn,
+            liveness,
+            path: Some(path.to_owned()),
+        })
+    }
+
+    /// Opens `<data_dir>/loops.db`, creating `data_dir` with mode 0700.
+    pub fn open_in_dir(data_dir: &Path, liveness: Arc<dyn Liveness>) -> Result<Store> {
+        open::create_private_dir(data_dir)?;
+        Store::open(&data_dir.join(DB_FILE), liveness)
+    }
+
+    /// Opens a private in-memory database (SPEC §4.1 `:memory:`).
+    pub fn open_in_memory(liveness: Arc<dyn Liveness>) -> Result<Store> {
+        Ok(Store {
+            conn: open::open_memory()?,
+            liveness,
+            path: None,
+        })
+    }
+
+    /// The database file, or `None` in memory.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Runs `f` inside `BEGIN IMMEDIATE … COMMIT`, rolling back on error.
+    ///
+    /// `BEGIN IMMEDIATE` takes the write lock up front, so the reads inside
+    /// `f` see the state its writes are guarded against.
+    pub(crate) fn write_tx<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        self.conn
+            .execute_batch("BEGIN IMMEDIATE")
+            .map_err(StoreError::db("starting a write transaction"))?;
+        let out = f(&self.conn).and_then(|v| {
+            self.conn
+                .execute_batch("COMMIT")
+                .map_err(StoreError::db("committing"))?;
+            Ok(v)
+        });
+        if out.is_err() && !self.conn.is_autocommit() {
+            // The transaction is already failing; a rollback error adds nothing.
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        out
+    }
+}
+
+/// Six random bytes for a new id (SPEC §0).
+pub(crate) fn random_id_bytes() -> [u8; 6] {
+    let mut b = [0u8; 6];
+    // getrandom only fails when the OS has no entropy source at all; fall
+    // back to the clock and pid so an id is still produced rather than
+    // aborting a write.
+    if getrandom::fill(&mut b).is_err() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let mixed = nanos ^ (u128::from(std::process::id()) << 64);
+        b.copy_from_slice(&mixed.to_le_bytes()[..6]);
+    }
+    b
+}

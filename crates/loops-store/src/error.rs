@@ -1,0 +1,159 @@
+//! The store's error type.
+//!
+//! No rusqlite type crosses the crate boundary: database failures are carried
+//! as [`DbError`], an opaque wrapper, so a PostgreSQL backend can report the
+//! same variants.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// An opaque database driver error.
+#[derive(Debug)]
+pub struct DbError(pub(crate) rusqlite::Error);
+
+impl fmt::Display for DbError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for DbError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl DbError {
+    /// True when the database was busy or locked past the busy timeout.
+    pub fn is_busy(&self) -> bool {
+        matches!(
+            self.0.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        )
+    }
+}
+
+/// Everything a store operation can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A database call failed.
+    #[error("database error while {context}: {source}")]
+    Db {
+        /// What the store was doing.
+        context: &'static str,
+        /// The driver error.
+        #[source]
+        source: DbError,
+    },
+    /// The file at the database path is not a SQLite database, or is corrupt.
+    /// The file is left untouched.
+    #[error(
+        "{path} is not a usable loops database ({reason}); it was left untouched. \
+         Move it aside or point LOOPS_DATA_DIR at another directory"
+    )]
+    NotADatabase {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite said.
+        reason: String,
+    },
+    /// The database was written by a newer loops whose schema this binary
+    /// does not know. Nothing was written.
+    #[error(
+        "{path} has schema version {found}, newer than the {supported} this loops knows; \
+         it was not modified. Upgrade loops to open it"
+    )]
+    NewerSchema {
+        /// The database file.
+        path: PathBuf,
+        /// The schema version found.
+        found: i64,
+        /// The newest version this binary knows.
+        supported: i64,
+    },
+    /// Creating or securing the data directory or database file failed.
+    #[error("cannot prepare {path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Applying the embedded migrations failed.
+    #[error("migrating the database failed: {0}")]
+    Migration(String),
+    /// A stored row does not decode (bad JSON, unknown enum value).
+    #[error("stored {table} row {id} is unreadable: {reason}")]
+    Corrupt {
+        /// The table.
+        table: &'static str,
+        /// The row id.
+        id: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// A lookup by id or name found nothing, e.g. `loop not found: nightly`.
+    #[error("{kind} not found: {key}")]
+    NotFound {
+        /// `loop`, `run`, `workflow`, `workflow run`.
+        kind: &'static str,
+        /// The id or name looked up.
+        key: String,
+    },
+    /// Input rejected before anything was written.
+    #[error(transparent)]
+    Invalid(#[from] loops_core::ValidationError),
+    /// A schedule could not produce run times.
+    #[error(transparent)]
+    Schedule(#[from] loops_core::ScheduleError),
+    /// An active workflow already has this name.
+    #[error(
+        "an active workflow named {name:?} already exists; archive it or choose another name"
+    )]
+    DuplicateWorkflowName {
+        /// The name.
+        name: String,
+    },
+    /// A workflow step cannot be started in its current state.
+    #[error("workflow step is not claimable: {run_id}/{step_id} status={status}")]
+    StepNotClaimable {
+        /// The workflow run.
+        run_id: String,
+        /// The step.
+        step_id: String,
+        /// Its current status.
+        status: String,
+    },
+    /// A workflow step row is missing.
+    #[error("workflow step run not found: {run_id}/{step_id}")]
+    StepNotFound {
+        /// The workflow run.
+        run_id: String,
+        /// The step.
+        step_id: String,
+    },
+    /// Recovery refused because step processes are alive.
+    #[error("cannot recover workflow run while step processes are still alive: {steps}")]
+    StepsAlive {
+        /// `<stepId> pid=<pid>` entries, comma separated.
+        steps: String,
+    },
+}
+
+impl StoreError {
+    pub(crate) fn db(context: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
+        move |source| StoreError::Db {
+            context,
+            source: DbError(source),
+        }
+    }
+
+    /// True when the error is a busy or locked database.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, StoreError::Db { source, .. } if source.is_busy())
+    }
+}
+
+/// The store's result type.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;

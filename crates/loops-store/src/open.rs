@@ -1,0 +1,186 @@
+//! Opening a database: files and permissions, pragmas, the newer-schema
+//! guard and the embedded migrations (SPEC §4.1).
+
+use std::fs::{DirBuilder, OpenOptions};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+
+use crate::error::{Result, StoreError};
+
+mod embedded {
+    refinery::embed_migrations!("migrations");
+}
+
+/// The file name of the database inside the data directory.
+pub const DB_FILE: &str = "loops.db";
+
+/// How long a statement waits for a competing writer (SPEC §4.1).
+pub(crate) const BUSY_TIMEOUT_MS: u64 = 5000;
+
+/// The newest schema version this binary knows: the highest embedded
+/// migration.
+pub fn schema_version() -> i64 {
+    embedded::migrations::runner()
+        .get_migrations()
+        .iter()
+        .map(|m| i64::from(m.version()))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Creates `dir` (and parents) with mode 0700 when missing.
+pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|source| StoreError::Io {
+            path: dir.to_owned(),
+            source,
+        })
+}
+
+/// Creates the database file with mode 0600 when missing, so SQLite never
+/// creates it with the process umask.
+fn create_private_file(path: &Path) -> Result<()> {
+    let io = |source| StoreError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    match OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(io(e)),
+    }
+    .and_then(|()| {
+        // An existing file keeps its mode unless it is readable by others,
+        // which a scheduler database holding prompts and output must not be.
+        let meta = std::fs::metadata(path).map_err(io)?;
+        if meta.permissions().mode() & 0o077 != 0 {
+            let mut perms = meta.permissions();
+            perms.set_mode(0o600);
+            // Best effort: a file owned by someone else keeps its mode.
+            let _ = std::fs::set_permissions(path, perms);
+        }
+        Ok(())
+    })
+}
+
+/// Opens (creating if needed) the database at `path` and migrates it.
+pub(crate) fn open_file(path: &Path) -> Result<Connection> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        create_private_dir(dir)?;
+    }
+    create_private_file(path)?;
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| not_a_database(path, e))?;
+    prepare(conn, Some(path))
+}
+
+/// Opens a private in-memory database.
+pub(crate) fn open_memory() -> Result<Connection> {
+    let conn = Connection::open_in_memory().map_err(StoreError::db("opening :memory:"))?;
+    prepare(conn, None)
+}
+
+fn not_a_database(path: &Path, e: rusqlite::Error) -> StoreError {
+    StoreError::NotADatabase {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    }
+}
+
+/// Checks the file is a database of a schema we know, then sets the pragmas
+/// and migrates. Nothing is written before both checks pass.
+fn prepare(mut conn: Connection, path: Option<&Path>) -> Result<Connection> {
+    let shown: PathBuf = path.map_or_else(|| PathBuf::from(":memory:"), Path::to_owned);
+    conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))
+        .map_err(StoreError::db("setting the busy timeout"))?;
+
+    // Reading the schema is the first access to the file: a non-SQLite or
+    // corrupt file fails here, before any write.
+    let history: bool = conn
+        .query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'refinery_schema_history'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .map(|n| n > 0)
+        .map_err(|e| not_a_database(&shown, e))?;
+    if history {
+        let found: Option<i64> = conn
+            .query_row(
+                "SELECT MAX(version) FROM refinery_schema_history",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| not_a_database(&shown, e))?
+            .flatten();
+        let supported = schema_version();
+        if let Some(found) = found.filter(|f| *f > supported) {
+            return Err(StoreError::NewerSchema {
+                path: shown,
+                found,
+                supported,
+            });
+        }
+    }
+
+    if path.is_some() {
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(|e| not_a_database(&shown, e))?;
+        // WAL with NORMAL sync is durable across application crashes, which
+        // is what a scheduler needs; a power loss may drop the last commits
+        // but never corrupts the file.
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(StoreError::db("setting synchronous"))?;
+    }
+    upgrade_pre_0_3(&conn)?;
+    embedded::migrations::runner()
+        .run(&mut conn)
+        .map_err(|e| StoreError::Migration(e.to_string()))?;
+    Ok(conn)
+}
+
+/// Databases from before 0.3 lack `workflow_step_runs.pid` (SPEC §4.1 step
+/// 2). The embedded migration creates tables only when missing, so the
+/// column is added here when the table exists without it.
+fn upgrade_pre_0_3(conn: &Connection) -> Result<()> {
+    let has_table: bool = conn
+        .query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'workflow_step_runs'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .map(|n| n > 0)
+        .map_err(StoreError::db("inspecting the schema"))?;
+    if !has_table {
+        return Ok(());
+    }
+    let has_pid: bool = conn
+        .query_row(
+            "SELECT COUNT(*) FROM pragma_table_info('workflow_step_runs') WHERE name = 'pid'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .map(|n| n > 0)
+        .map_err(StoreError::db("inspecting the schema"))?;
+    if !has_pid {
+        conn.execute("ALTER TABLE workflow_step_runs ADD COLUMN pid INTEGER", [])
+            .map_err(StoreError::db("adding workflow_step_runs.pid"))?;
+    }
+    Ok(())
+}

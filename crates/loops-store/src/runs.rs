@@ -1,0 +1,1 @@
+//! STUB: runs operations.
