@@ -1,23 +1,245 @@
-//! Duration grammar (SPEC §2.1). STUB: to be implemented.
+//! The duration grammar of SPEC §2.1: `500ms`, `2s`, `3m`, `1h`, `1d`, `1.5s`,
+//! `10` (bare numbers are milliseconds), parsed into whole milliseconds.
+//!
+//! The trimmed input must match `^(\d+(\.\d+)?)(ms|s|m|h|d)?$`; the value is
+//! rounded half up to the millisecond. Two deliberate departures from 0.3.1:
+//!
+//! - Rounding is exact decimal arithmetic. The original multiplies a binary
+//!   float, so `1.0005s` becomes 1000 there and 1001 here; every input with at
+//!   most three significant fractional digits of milliseconds agrees.
+//! - Values above 100 years are rejected instead of overflowing into
+//!   nonsense instants.
+//!
+//! [`parse_positive_duration`] also rejects zero (SPEC §9 item 28: the
+//! original accepts `--timeout 0`, which then times out immediately).
 
-/// A duration string that does not parse, or is zero where zero is not allowed.
+/// The largest duration accepted: 100 years of 365 days, in milliseconds.
+///
+/// Anything longer is certainly a typo, and refusing it keeps every
+/// `instant + duration` inside the representable range of a `Timestamp`.
+const MAX_DURATION_MS: u64 = 100 * 365 * 86_400_000;
+
+/// A duration string that does not parse, is too large, or is zero where zero
+/// is not allowed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DurationError {
-    /// `invalid duration: <input>`.
+    /// The input does not match the grammar: `invalid duration: <input>`.
     #[error("invalid duration: {input}")]
     Invalid {
-        /// The rejected input.
+        /// The rejected input, as given.
         input: String,
+    },
+    /// The input parses but exceeds 100 years.
+    #[error("duration too large: {input} (the maximum is 100 years)")]
+    TooLarge {
+        /// The rejected input, as given.
+        input: String,
+    },
+    /// The input is zero where a positive duration is required.
+    #[error("{what} must be greater than zero")]
+    Zero {
+        /// What the duration is for, for example `--timeout`.
+        what: String,
     },
 }
 
-/// Parses `^(\d+(\.\d+)?)(ms|s|m|h|d)?$` into milliseconds.
+/// Parses a SPEC §2.1 duration into milliseconds.
+///
+/// ```
+/// use loops_core::parse_duration;
+/// assert_eq!(parse_duration("1.5s").unwrap(), 1500);
+/// assert_eq!(parse_duration(" 10 ").unwrap(), 10);
+/// assert_eq!(
+///     parse_duration("1h30m").unwrap_err().to_string(),
+///     "invalid duration: 1h30m"
+/// );
+/// ```
 pub fn parse_duration(input: &str) -> Result<u64, DurationError> {
-    Err(DurationError::Invalid { input: input.to_owned() })
+    let invalid = || DurationError::Invalid {
+        input: input.to_owned(),
+    };
+    let s = input.trim();
+    let (number, unit) = split_number(s).ok_or_else(invalid)?;
+    let multiplier: u64 = match unit {
+        "" | "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(invalid()),
+    };
+    let (whole, fraction) = match number.split_once('.') {
+        Some((whole, fraction)) => (whole, fraction),
+        None => (number, ""),
+    };
+    let too_large = || DurationError::TooLarge {
+        input: input.to_owned(),
+    };
+    let whole_ms = parse_digits(whole)
+        .and_then(|w| w.checked_mul(u128::from(multiplier)))
+        .ok_or_else(too_large)?;
+    let total = whole_ms + fraction_ms(fraction, multiplier);
+    u64::try_from(total)
+        .ok()
+        .filter(|&ms| ms <= MAX_DURATION_MS)
+        .ok_or_else(too_large)
 }
 
-/// Like [`parse_duration`], but zero is rejected with `<what> must be greater than zero`.
+/// Like [`parse_duration`], but zero is rejected with
+/// `<what> must be greater than zero` (SPEC §9 item 28).
+///
+/// ```
+/// use loops_core::parse_positive_duration;
+/// assert_eq!(parse_positive_duration("2s", "--timeout").unwrap(), 2000);
+/// assert_eq!(
+///     parse_positive_duration("0", "--timeout").unwrap_err().to_string(),
+///     "--timeout must be greater than zero"
+/// );
+/// ```
 pub fn parse_positive_duration(input: &str, what: &str) -> Result<u64, DurationError> {
-    let _ = what;
-    parse_duration(input)
+    match parse_duration(input)? {
+        0 => Err(DurationError::Zero {
+            what: what.to_owned(),
+        }),
+        ms => Ok(ms),
+    }
+}
+
+/// Splits `s` into the `\d+(\.\d+)?` number and the rest, or `None` when the
+/// number part is malformed.
+fn split_number(s: &str) -> Option<(&str, &str)> {
+    let bytes = s.as_bytes();
+    let whole_end = bytes.iter().take_while(|b| b.is_ascii_digit()).count();
+    if whole_end == 0 {
+        return None;
+    }
+    let mut end = whole_end;
+    if bytes.get(end) == Some(&b'.') {
+        let fraction_len = bytes[end + 1..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        if fraction_len == 0 {
+            return None;
+        }
+        end += 1 + fraction_len;
+    }
+    // Every byte before `end` is ASCII, so `end` is a char boundary.
+    Some(s.split_at(end))
+}
+
+/// Parses ASCII digits, or `None` if the value does not fit in a `u128`.
+fn parse_digits(digits: &str) -> Option<u128> {
+    digits.bytes().try_fold(0u128, |acc, b| {
+        acc.checked_mul(10)?.checked_add(u128::from(b - b'0'))
+    })
+}
+
+/// `0.<fraction> * multiplier`, rounded half up, computed exactly.
+///
+/// Multiplying the digit string by `multiplier` from the right leaves the
+/// integer part in the final carry and the first fractional digit of the
+/// product in the last digit produced; that digit alone decides rounding.
+/// This works for fractions of any length without overflow, because the
+/// carry never exceeds `multiplier`.
+fn fraction_ms(fraction: &str, multiplier: u64) -> u128 {
+    let mut carry: u64 = 0;
+    let mut first_digit: u64 = 0;
+    for b in fraction.bytes().rev() {
+        let product = u64::from(b - b'0') * multiplier + carry;
+        first_digit = product % 10;
+        carry = product / 10;
+    }
+    u128::from(carry + u64::from(first_digit >= 5))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(input: &str, expected: Result<u64, &str>) {
+        let got = parse_duration(input).map_err(|e| e.to_string());
+        assert_eq!(got, expected.map_err(str::to_owned), "input {input:?}");
+    }
+
+    #[test]
+    fn spec_checklist_item_1() {
+        check("500ms", Ok(500));
+        check("2s", Ok(2_000));
+        check("3m", Ok(180_000));
+        check("1h", Ok(3_600_000));
+        check("1d", Ok(86_400_000));
+        check("1.5s", Ok(1_500));
+        check("10", Ok(10));
+        check("1h30m", Err("invalid duration: 1h30m"));
+    }
+
+    #[test]
+    fn trims_and_rounds_half_up() {
+        check("  2s\t", Ok(2_000));
+        check("0.5", Ok(1));
+        check("0.4", Ok(0));
+        check("1.0005s", Ok(1_001));
+        check("1.0004999s", Ok(1_000));
+        check("0.0000001d", Ok(9));
+        check("1.25ms", Ok(1));
+        check("2.5ms", Ok(3));
+        check("0", Ok(0));
+        check("007s", Ok(7_000));
+        check("1.000000000000000000000000000000000000000001s", Ok(1_000));
+        check(
+            "0.99999999999999999999999999999999999999999999m",
+            Ok(60_000),
+        );
+    }
+
+    #[test]
+    fn rejects_malformed_input_verbatim() {
+        for bad in [
+            "", " ", "s", "1.s", ".5s", "1.", "-1s", "+1s", "1 s", "1S", "1sec", "1w", "1e3",
+            "1,5s", "0x10", "１s", "1h30m",
+        ] {
+            check(bad, Err(&format!("invalid duration: {bad}")));
+        }
+        // The message quotes the input as given, not trimmed.
+        check(" 5x ", Err("invalid duration:  5x "));
+    }
+
+    #[test]
+    fn rejects_absurd_values() {
+        check("36500d", Ok(MAX_DURATION_MS));
+        check(
+            "36501d",
+            Err("duration too large: 36501d (the maximum is 100 years)"),
+        );
+        check(
+            "99999999999999999999999999999999999999999999d",
+            Err(
+                "duration too large: 99999999999999999999999999999999999999999999d (the maximum is 100 years)",
+            ),
+        );
+        check(
+            "18446744073709551616",
+            Err("duration too large: 18446744073709551616 (the maximum is 100 years)"),
+        );
+    }
+
+    #[test]
+    fn positive_rejects_zero() {
+        assert_eq!(parse_positive_duration("1.5s", "--timeout"), Ok(1_500));
+        for zero in ["0", "0ms", "0.0s", "0.4"] {
+            assert_eq!(
+                parse_positive_duration(zero, "--timeout")
+                    .unwrap_err()
+                    .to_string(),
+                "--timeout must be greater than zero"
+            );
+        }
+        assert_eq!(
+            parse_positive_duration("soon", "--timeout")
+                .unwrap_err()
+                .to_string(),
+            "invalid duration: soon"
+        );
+    }
 }

@@ -135,7 +135,13 @@ mod tests {
 
     #[test]
     fn rejects_bad_shapes() {
-        for bad in ["", "001FABCDEFFF", "001fabcdeff", "001fabcdefff0", "zzzzzzzzzzzz"] {
+        for bad in [
+            "",
+            "001FABCDEFFF",
+            "001fabcdeff",
+            "001fabcdefff0",
+            "zzzzzzzzzzzz",
+        ] {
             assert!(LoopId::parse(bad).is_err(), "{bad}");
         }
     }

@@ -42,7 +42,7 @@ pub use crate::model::{
 };
 pub use crate::schedule::{
     LoopAdvance, ScheduleError, compute_next_after, due_slots, initial_next_run, is_expired,
-    plan_advance, validate_schedule,
+    parse_schedule_at, plan_advance, validate_schedule,
 };
 pub use crate::status::{
     AgentProvider, Anchor, CatchUp, ConfigIsolation, EnumError, ExecutorStatus, LoopStatus,

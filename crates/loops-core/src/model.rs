@@ -8,9 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::id::{
-    EventId, LeaseId, LoopId, RunId, StepRunId, WorkflowId, WorkflowRunId,
-};
+use crate::id::{EventId, LeaseId, LoopId, RunId, StepRunId, WorkflowId, WorkflowRunId};
 use crate::status::{
     AgentProvider, Anchor, CatchUp, ConfigIsolation, ExecutorStatus, LoopStatus, Overlap,
     RunStatus, StepRunStatus, WorkflowRunStatus, WorkflowStatus,
@@ -32,7 +30,11 @@ pub const DEFAULT_LEASE_MS: u64 = 1_800_000;
 
 /// When a loop runs (SPEC §1.2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "lowercase", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "lowercase",
+    rename_all_fields = "camelCase"
+)]
 pub enum Schedule {
     /// Once, at an instant.
     Once {
@@ -675,12 +677,29 @@ mod tests {
 
     #[test]
     fn schedule_json_matches_the_original() {
-        let s: Schedule = serde_json::from_value(json!({"type":"interval","everyMs":60000,"anchor":"fixed_rate"})).unwrap();
-        assert_eq!(s, Schedule::Interval { every_ms: 60000, anchor: Some(Anchor::FixedRate) });
-        let s = Schedule::Dynamic { min_interval_ms: None };
+        let s: Schedule = serde_json::from_value(
+            json!({"type":"interval","everyMs":60000,"anchor":"fixed_rate"}),
+        )
+        .unwrap();
+        assert_eq!(
+            s,
+            Schedule::Interval {
+                every_ms: 60000,
+                anchor: Some(Anchor::FixedRate)
+            }
+        );
+        let s = Schedule::Dynamic {
+            min_interval_ms: None,
+        };
         assert_eq!(serde_json::to_value(&s).unwrap(), json!({"type":"dynamic"}));
-        let s = Schedule::Cron { expression: "0 9 * * 1".into(), timezone: None };
-        assert_eq!(serde_json::to_value(&s).unwrap(), json!({"type":"cron","expression":"0 9 * * 1"}));
+        let s = Schedule::Cron {
+            expression: "0 9 * * 1".into(),
+            timezone: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&s).unwrap(),
+            json!({"type":"cron","expression":"0 9 * * 1"})
+        );
     }
 
     #[test]
@@ -693,7 +712,10 @@ mod tests {
             serde_json::to_value(&t).unwrap(),
             json!({"type":"command","command":"printf","args":["hello"],"shell":true})
         );
-        let t: Target = serde_json::from_value(json!({"type":"workflow","workflowId":"0123456789ab","timeoutMs":50})).unwrap();
+        let t: Target = serde_json::from_value(
+            json!({"type":"workflow","workflowId":"0123456789ab","timeoutMs":50}),
+        )
+        .unwrap();
         assert_eq!(t.kind(), "workflow");
     }
 

@@ -1,60 +1,349 @@
-//! Schedule math (SPEC §2.3–§2.6, §3.4). STUB: to be implemented.
+//! Schedule math (SPEC §2.3–§2.6 and the pure core of §3.4): the first
+//! `nextRunAt`, the next run after a finish, the due slots of a tick, expiry,
+//! and the loop update `advanceLoop` writes.
+//!
+//! Every function is a pure function of its arguments; "now" is passed in.
+//!
+//! Invariants:
+//! - the cost of a call is proportional to the slots it returns, never to the
+//!   time elapsed since `nextRunAt` (SPEC §9 item 3): interval catch-up and
+//!   fixed-rate advancement are arithmetic, cron `latest` is one backward
+//!   search, and cron advancement is one forward search;
+//! - `due_slots` returns sorted, strictly increasing slots, all `<= now`;
+//!   apart from a pending retry's slot, none is before `nextRunAt`, so
+//!   `latest` never steps backwards, also across a DST fall-back (SPEC §9
+//!   item 5);
+//! - an instant past the representable range (year 9999) is an error, never
+//!   a wrapped or clamped value.
 
-use crate::cron::CronError;
-use crate::model::{Loop, LoopRun, Schedule};
-use crate::status::LoopStatus;
+use crate::cron::{CronError, CronExpr};
+use crate::model::{DEFAULT_DYNAMIC_INTERVAL_MS, Loop, LoopRun, Schedule};
+use crate::status::{Anchor, CatchUp, LoopStatus, RunStatus};
 use crate::time::Timestamp;
 
 /// A schedule that cannot produce run times.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ScheduleError {
-    /// A bad cron expression.
+    /// A bad cron expression or time zone.
     #[error(transparent)]
     Cron(#[from] CronError),
+    /// An interval of zero (SPEC §10 item 11).
+    #[error("interval everyMs must be > 0")]
+    IntervalNotPositive,
+    /// A dynamic schedule with `minIntervalMs: 0`.
+    #[error("dynamic minIntervalMs must be > 0")]
+    DynamicNotPositive,
+    /// A `once` instant that does not parse (SPEC §10 item 11).
+    #[error("invalid schedule.at: {input}")]
+    InvalidAt {
+        /// The rejected input, as given.
+        input: String,
+    },
+    /// The next run would fall after `9999-12-31T23:59:59.999Z`.
+    #[error("next run is past the latest representable instant (year 9999)")]
+    OutOfRange,
 }
 
 /// What `advanceLoop` writes to a loop (SPEC §3.4).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoopAdvance {
-    /// The new status.
+    /// The new status: active, or stopped when there is no next run.
     pub status: LoopStatus,
     /// The new `nextRunAt`.
     pub next_run_at: Option<Timestamp>,
-    /// The new `retryScheduledFor`.
+    /// The new `retryScheduledFor`: the slot a retry re-runs, or `None`.
     pub retry_scheduled_for: Option<Timestamp>,
 }
 
-/// Checks that a schedule can produce run times.
+/// Checks that a schedule can produce run times: a positive interval, a
+/// positive dynamic gap, and a cron expression and zone that parse and can
+/// fire.
+///
+/// ```
+/// use loops_core::{validate_schedule, Schedule};
+/// let zero = Schedule::Interval { every_ms: 0, anchor: None };
+/// assert_eq!(validate_schedule(&zero).unwrap_err().to_string(), "interval everyMs must be > 0");
+/// let cron = Schedule::Cron { expression: "0 0 30 2 *".into(), timezone: None };
+/// assert!(validate_schedule(&cron).is_err());
+/// ```
 pub fn validate_schedule(schedule: &Schedule) -> Result<(), ScheduleError> {
-    let _ = schedule;
-    Ok(())
+    match schedule {
+        Schedule::Once { .. } => Ok(()),
+        Schedule::Interval { every_ms, .. } => interval_ms(*every_ms).map(drop),
+        Schedule::Cron {
+            expression,
+            timezone,
+        } => CronExpr::parse(expression, timezone.as_deref())
+            .map(drop)
+            .map_err(ScheduleError::from),
+        Schedule::Dynamic { min_interval_ms } => dynamic_ms(*min_interval_ms).map(drop),
+    }
 }
 
-/// The `nextRunAt` of a new loop (SPEC §2.3).
-pub fn initial_next_run(schedule: &Schedule, now: Timestamp) -> Result<Option<Timestamp>, ScheduleError> {
-    let _ = (schedule, now);
-    Ok(None)
+/// Parses the `at` of a `once` schedule, failing with
+/// `invalid schedule.at: <input>` (SPEC §2.3).
+///
+/// ```
+/// use loops_core::parse_schedule_at;
+/// assert_eq!(parse_schedule_at("2026-01-01T09:00:00+01:00").unwrap().to_string(), "2026-01-01T08:00:00.000Z");
+/// assert_eq!(parse_schedule_at("soon").unwrap_err().to_string(), "invalid schedule.at: soon");
+/// ```
+pub fn parse_schedule_at(input: &str) -> Result<Timestamp, ScheduleError> {
+    Timestamp::parse(input).map_err(|_| ScheduleError::InvalidAt {
+        input: input.to_owned(),
+    })
 }
 
-/// `computeNextAfter` (SPEC §2.4).
-pub fn compute_next_after(schedule: &Schedule, slot: Timestamp, finished_at: Timestamp) -> Result<Option<Timestamp>, ScheduleError> {
-    let _ = (schedule, slot, finished_at);
-    Ok(None)
+/// The `nextRunAt` of a new loop (SPEC §2.3), with `now` as `from`.
+///
+/// - once: `at`, even if it is in the past;
+/// - interval: `now + everyMs`;
+/// - cron: the first fire time after `now`;
+/// - dynamic: `now + (minIntervalMs ?? 60000)`.
+///
+/// It is always `Some` today; the `Option` leaves room for schedules that
+/// start without a run.
+///
+/// ```
+/// use loops_core::{initial_next_run, Schedule, Timestamp};
+/// let now: Timestamp = "2026-01-01T00:07:00Z".parse().unwrap();
+/// let cron = Schedule::Cron { expression: "*/15 * * * *".into(), timezone: Some("UTC".into()) };
+/// assert_eq!(initial_next_run(&cron, now).unwrap().unwrap().to_string(), "2026-01-01T00:15:00.000Z");
+/// let dynamic = Schedule::Dynamic { min_interval_ms: None };
+/// assert_eq!(initial_next_run(&dynamic, now).unwrap().unwrap().to_string(), "2026-01-01T00:08:00.000Z");
+/// ```
+pub fn initial_next_run(
+    schedule: &Schedule,
+    now: Timestamp,
+) -> Result<Option<Timestamp>, ScheduleError> {
+    let next = match schedule {
+        Schedule::Once { at } => *at,
+        Schedule::Interval { every_ms, .. } => add(now, interval_ms(*every_ms)?)?,
+        Schedule::Cron {
+            expression,
+            timezone,
+        } => CronExpr::parse(expression, timezone.as_deref())?.next_after(now)?,
+        Schedule::Dynamic { min_interval_ms } => add(now, dynamic_ms(*min_interval_ms)?)?,
+    };
+    Ok(Some(next))
 }
 
-/// `dueSlots` (SPEC §2.5).
+/// `computeNextAfter(schedule, slot, finishedAt)` (SPEC §2.4): the next run
+/// after the run of `slot` finished at `finished_at`, or `None` when the
+/// schedule is done.
+///
+/// - once: `None`;
+/// - interval, fixed_rate: the first `slot + k·everyMs` (k ≥ 1) strictly
+///   after `finished_at`, so the loop stays on its grid;
+/// - interval, fixed_delay: `finished_at + everyMs`;
+/// - cron: the first fire time strictly after `max(slot, finished_at)`,
+///   which is where repeating `nextCronRun` from `slot` ends;
+/// - dynamic: `finished_at + (minIntervalMs ?? 60000)`.
+///
+/// ```
+/// use loops_core::{compute_next_after, Schedule, Timestamp};
+/// let at = |s: &str| s.parse::<Timestamp>().unwrap();
+/// let rate = Schedule::Interval { every_ms: 60_000, anchor: None };
+/// // A run of the 00:00 slot that took 2.5 minutes lands on the next grid point.
+/// assert_eq!(
+///     compute_next_after(&rate, at("2026-01-01T00:00:00Z"), at("2026-01-01T00:02:30Z")).unwrap(),
+///     Some(at("2026-01-01T00:03:00Z"))
+/// );
+/// ```
+pub fn compute_next_after(
+    schedule: &Schedule,
+    slot: Timestamp,
+    finished_at: Timestamp,
+) -> Result<Option<Timestamp>, ScheduleError> {
+    let next = match schedule {
+        Schedule::Once { .. } => return Ok(None),
+        Schedule::Interval { every_ms, anchor } => {
+            let every = interval_ms(*every_ms)?;
+            match anchor.unwrap_or(Anchor::FixedRate) {
+                Anchor::FixedRate => {
+                    // The smallest k >= 1 with slot + k·every > finished_at,
+                    // computed directly instead of by repeated addition.
+                    let behind = finished_at.millis_since(slot);
+                    let k = if behind < 0 { 1 } else { behind / every + 1 };
+                    add(slot, k.checked_mul(every).ok_or(out_of_range())?)?
+                }
+                Anchor::FixedDelay => add(finished_at, every)?,
+            }
+        }
+        Schedule::Cron {
+            expression,
+            timezone,
+        } => {
+            let cron = CronExpr::parse(expression, timezone.as_deref())?;
+            cron.next_after(slot.max(finished_at))?
+        }
+        Schedule::Dynamic { min_interval_ms } => add(finished_at, dynamic_ms(*min_interval_ms)?)?,
+    };
+    Ok(Some(next))
+}
+
+/// `dueSlots(loop, now)` (SPEC §2.5): the slots a tick runs for this loop,
+/// oldest first. The checks run in the SPEC's order:
+///
+/// 1. none if `nextRunAt` is absent or the loop is not active;
+/// 2. none if `expiresAt <= now`;
+/// 3. none if `nextRunAt > now`;
+/// 4. a pending retry's slot alone;
+/// 5. `[nextRunAt]` for once and dynamic;
+/// 6. interval and cron by `catchUp`: `all` walks from `nextRunAt` while
+///    `<= now`, at most `catchUpLimit` slots; `latest` is the last slot of
+///    that walk; `none` is `[nextRunAt]`.
+///
+/// A `catchUpLimit` of 0 counts as 1: the loop is due, and returning no slot
+/// would leave it due forever without running.
+///
+/// ```
+/// use loops_core::{due_slots, CatchUp, Loop, Schedule, Timestamp};
+/// # fn a_loop() -> Loop {
+/// #     serde_json::from_value(serde_json::json!({
+/// #         "id": "0123456789ab", "name": "n", "status": "active",
+/// #         "schedule": {"type": "interval", "everyMs": 60000},
+/// #         "target": {"type": "command", "command": "true"},
+/// #         "catchUp": "latest", "catchUpLimit": 50, "overlap": "skip", "maxAttempts": 1,
+/// #         "retryDelayMs": 60000, "leaseMs": 1800000,
+/// #         "createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z"
+/// #     })).unwrap()
+/// # }
+/// let at = |s: &str| s.parse::<Timestamp>().unwrap();
+/// let mut lp = a_loop(); // every minute, catchUp latest
+/// lp.next_run_at = Some(at("2026-01-01T00:00:00Z"));
+/// // SPEC §10 item 13: the one slot is the latest grid point.
+/// assert_eq!(due_slots(&lp, at("2026-01-01T00:04:30Z")).unwrap(), vec![at("2026-01-01T00:04:00Z")]);
+/// lp.catch_up = CatchUp::All;
+/// assert_eq!(due_slots(&lp, at("2026-01-01T00:02:00Z")).unwrap().len(), 3);
+/// ```
 pub fn due_slots(lp: &Loop, now: Timestamp) -> Result<Vec<Timestamp>, ScheduleError> {
-    let _ = (lp, now);
-    Ok(Vec::new())
+    let Some(next) = lp.next_run_at else {
+        return Ok(Vec::new());
+    };
+    if lp.status != LoopStatus::Active || is_expired(lp, now) || next > now {
+        return Ok(Vec::new());
+    }
+    if let Some(retry) = lp.retry_scheduled_for {
+        return Ok(vec![retry]);
+    }
+    let limit = usize::try_from(lp.catch_up_limit.max(1)).unwrap_or(usize::MAX);
+    match &lp.schedule {
+        Schedule::Once { .. } | Schedule::Dynamic { .. } => Ok(vec![next]),
+        Schedule::Interval { every_ms, .. } => {
+            let every = interval_ms(*every_ms)?;
+            // How many grid points after `next` are also <= now.
+            let behind = now.millis_since(next) / every;
+            Ok(match lp.catch_up {
+                CatchUp::None => vec![next],
+                CatchUp::Latest => vec![add(next, behind * every)?],
+                CatchUp::All => {
+                    let count =
+                        usize::try_from(behind).map_or(limit, |b| b.saturating_add(1).min(limit));
+                    // Every slot is <= now, so none of these additions overflows.
+                    (0..count as i64).map(|i| next.add_ms(i * every)).collect()
+                }
+            })
+        }
+        Schedule::Cron {
+            expression,
+            timezone,
+        } => {
+            let cron = CronExpr::parse(expression, timezone.as_deref())?;
+            Ok(match lp.catch_up {
+                CatchUp::None => vec![next],
+                CatchUp::Latest => {
+                    let latest = cron.latest_at_or_before(now).unwrap_or(next);
+                    vec![latest.max(next)]
+                }
+                CatchUp::All => {
+                    let mut slots = vec![next];
+                    while slots.len() < limit {
+                        let Some(&last) = slots.last() else { break };
+                        // No fire time left in range ends the walk.
+                        match cron.next_after(last) {
+                            Ok(slot) if slot <= now => slots.push(slot),
+                            _ => break,
+                        }
+                    }
+                    slots
+                }
+            })
+        }
+    }
 }
 
-/// Whether a loop has expired at `now` (SPEC §2.6).
+/// Whether a loop has expired at `now` (SPEC §2.6): `expiresAt <= now`.
+///
+/// Only active loops expire; checking the status is the caller's job.
 pub fn is_expired(lp: &Loop, now: Timestamp) -> bool {
     lp.expires_at.is_some_and(|e| e <= now)
 }
 
-/// `advanceLoop` as a pure plan (SPEC §3.4).
-pub fn plan_advance(lp: &Loop, run: &LoopRun, finished_at: Timestamp, succeeded: bool) -> Result<Option<LoopAdvance>, ScheduleError> {
-    let _ = (lp, run, finished_at, succeeded);
-    Ok(None)
+/// `advanceLoop(loop, run, finishedAt, succeeded)` as a pure plan (SPEC §3.4):
+/// what to write to the loop, or `None` to leave it alone.
+///
+/// - `None` if the run is still running or the loop is not active;
+/// - a retry if the run failed and `attempt < maxAttempts`: stay active,
+///   `nextRunAt = finishedAt + retryDelayMs`, `retryScheduledFor = slot`;
+/// - otherwise `nextRunAt = computeNextAfter(..)`, stopped when that is
+///   `None`, and the pending retry cleared.
+///
+/// The caller re-reads the loop and writes the plan in the same transaction
+/// as the run's finalize, which closes the gap of SPEC §9 item 7.
+pub fn plan_advance(
+    lp: &Loop,
+    run: &LoopRun,
+    finished_at: Timestamp,
+    succeeded: bool,
+) -> Result<Option<LoopAdvance>, ScheduleError> {
+    if run.status == RunStatus::Running || lp.status != LoopStatus::Active {
+        return Ok(None);
+    }
+    if !succeeded && run.attempt < lp.max_attempts {
+        let delay = i64::try_from(lp.retry_delay_ms).map_err(|_| out_of_range())?;
+        return Ok(Some(LoopAdvance {
+            status: LoopStatus::Active,
+            next_run_at: Some(add(finished_at, delay)?),
+            retry_scheduled_for: Some(run.scheduled_for),
+        }));
+    }
+    let next = compute_next_after(&lp.schedule, run.scheduled_for, finished_at)?;
+    Ok(Some(LoopAdvance {
+        status: if next.is_some() {
+            LoopStatus::Active
+        } else {
+            LoopStatus::Stopped
+        },
+        next_run_at: next,
+        retry_scheduled_for: None,
+    }))
 }
+
+/// `everyMs` as a positive `i64`.
+fn interval_ms(every_ms: u64) -> Result<i64, ScheduleError> {
+    match every_ms {
+        0 => Err(ScheduleError::IntervalNotPositive),
+        ms => i64::try_from(ms).map_err(|_| out_of_range()),
+    }
+}
+
+/// `minIntervalMs ?? 60000` as a positive `i64`.
+fn dynamic_ms(min_interval_ms: Option<u64>) -> Result<i64, ScheduleError> {
+    match min_interval_ms.unwrap_or(DEFAULT_DYNAMIC_INTERVAL_MS) {
+        0 => Err(ScheduleError::DynamicNotPositive),
+        ms => i64::try_from(ms).map_err(|_| out_of_range()),
+    }
+}
+
+fn add(t: Timestamp, ms: i64) -> Result<Timestamp, ScheduleError> {
+    t.checked_add_ms(ms).ok_or(out_of_range())
+}
+
+fn out_of_range() -> ScheduleError {
+    ScheduleError::OutOfRange
+}
+
+#[cfg(test)]
+mod tests;

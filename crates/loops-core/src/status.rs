@@ -103,7 +103,10 @@ impl RunStatus {
 
     /// Failed, timed out or abandoned: re-claimable while attempts remain.
     pub fn is_retryable(self) -> bool {
-        matches!(self, RunStatus::Failed | RunStatus::TimedOut | RunStatus::Abandoned)
+        matches!(
+            self,
+            RunStatus::Failed | RunStatus::TimedOut | RunStatus::Abandoned
+        )
     }
 
     /// Anything but running.
@@ -243,7 +246,10 @@ string_enum!(
 impl StepRunStatus {
     /// States a step may be started from (the run must also be running).
     pub fn is_startable(self) -> bool {
-        matches!(self, StepRunStatus::Pending | StepRunStatus::Failed | StepRunStatus::TimedOut)
+        matches!(
+            self,
+            StepRunStatus::Pending | StepRunStatus::Failed | StepRunStatus::TimedOut
+        )
     }
 
     /// Pending or running: the states a skip or cancel applies to.
@@ -300,7 +306,10 @@ mod tests {
     fn spellings_round_trip() {
         for s in RunStatus::ALL {
             assert_eq!(s.as_str().parse::<RunStatus>().unwrap(), *s);
-            assert_eq!(serde_json::to_string(s).unwrap(), format!("\"{}\"", s.as_str()));
+            assert_eq!(
+                serde_json::to_string(s).unwrap(),
+                format!("\"{}\"", s.as_str())
+            );
         }
         assert_eq!(Anchor::FixedDelay.as_str(), "fixed_delay");
         assert_eq!(AgentProvider::Cursor.binary(), "cursor-agent");

@@ -116,15 +116,24 @@ impl Timestamp {
     /// the form that needs a time zone to become an instant.
     pub fn parse_naive(input: &str) -> Option<NaiveDateTime> {
         let s = input.trim();
-        ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%d %H:%M"]
-            .iter()
-            .find_map(|f| NaiveDateTime::parse_from_str(s, f).ok())
+        [
+            "%Y-%m-%dT%H:%M:%S%.f",
+            "%Y-%m-%dT%H:%M",
+            "%Y-%m-%d %H:%M:%S%.f",
+            "%Y-%m-%d %H:%M",
+        ]
+        .iter()
+        .find_map(|f| NaiveDateTime::parse_from_str(s, f).ok())
     }
 }
 
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.to_datetime().to_rfc3339_opts(SecondsFormat::Millis, true))
+        f.write_str(
+            &self
+                .to_datetime()
+                .to_rfc3339_opts(SecondsFormat::Millis, true),
+        )
     }
 }
 
@@ -159,7 +168,11 @@ mod tests {
     use super::*;
 
     fn check(input: &str, expected: &str) {
-        assert_eq!(Timestamp::parse(input).unwrap().to_string(), expected, "{input}");
+        assert_eq!(
+            Timestamp::parse(input).unwrap().to_string(),
+            expected,
+            "{input}"
+        );
     }
 
     #[test]
@@ -197,6 +210,9 @@ mod tests {
     #[test]
     fn serde_is_a_string() {
         let t: Timestamp = serde_json::from_str("\"2026-01-01T00:00:00Z\"").unwrap();
-        assert_eq!(serde_json::to_string(&t).unwrap(), "\"2026-01-01T00:00:00.000Z\"");
+        assert_eq!(
+            serde_json::to_string(&t).unwrap(),
+            "\"2026-01-01T00:00:00.000Z\""
+        );
     }
 }

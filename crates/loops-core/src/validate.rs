@@ -1,52 +1,1007 @@
-//! Validation of user input (SPEC §6.1, §7.3). STUB: to be implemented.
+//! Validation of user input: names, accounts, targets and loop options
+//! (SPEC §1.3, §7.3), workflow files (SPEC §6.1), and the workflow execution
+//! order (SPEC §6.2).
+//!
+//! Every check returns a [`ValidationError`] whose `Display` is the message
+//! shown to the user. Where the SPEC fixes a message it is used verbatim;
+//! checks that are new in this port say what was wrong and how to fix it.
+//!
+//! Invariants:
+//! - Nothing here panics, whatever the input. Graph walks (cycle detection,
+//!   execution order) are iterative, so a 10,000-step chain cannot overflow
+//!   the stack; the only recursion is serde_json's own `Value::clone` of
+//!   unknown step keys, which is bounded by the depth of the caller's value.
+//! - [`workflow_from_json`] runs the sixteen SPEC §6.1 checks first, in SPEC
+//!   order, so every file the original rejects is rejected here with the same
+//!   first message. The stricter checks of this port (types of optional
+//!   fields, NUL bytes, environment names, accounts, name length, `version`)
+//!   run only after all sixteen have passed.
+//!
+//! Departures from 0.3.1, on purpose:
+//! - SPEC §9 item 27: the "executable without spaces" check applies to every
+//!   command target whose `shell` is not true, not only to workflow steps.
+//! - SPEC §9 item 28: a target `timeoutMs` of 0 is rejected, because it would
+//!   time out immediately. A workflow target's `timeoutMs` of 0 still means
+//!   "no timeout" (SPEC §1.3).
+//! - SPEC §5.2: `agent` with provider codex is rejected, because codex has no
+//!   `--agent` flag and the original silently drops it.
 
-use crate::model::{Account, NewLoop, NewWorkflow, ProcessTarget, Step, Target};
+use std::collections::{HashMap, HashSet};
 
-/// Input that does not validate; the message says what and how to fix it.
+use serde_json::{Map, Number, Value};
+
+use crate::model::{
+    Account, AgentTarget, CommandTarget, NewLoop, NewWorkflow, ProcessTarget, Step, Target,
+};
+use crate::schedule::validate_schedule;
+use crate::status::{AgentProvider, ConfigIsolation};
+
+/// Longest accepted loop or workflow name, in characters (after trimming).
+const MAX_NAME_CHARS: usize = 200;
+
+/// The largest integer a JSON number from the original (a JavaScript double)
+/// holds exactly: 2^53 - 1.
+const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+
+/// Input that does not validate.
+///
+/// `Display` is the user-facing message: it says what was wrong and, for the
+/// checks that are new in this port, how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct ValidationError {
-    /// The message.
+    /// Where the problem is: a path into the input such as
+    /// `workflow.steps[2].dependsOn` or `target.command`, or a CLI option such
+    /// as `--attempts`.
+    pub field: String,
+    /// The user-facing message.
     pub message: String,
 }
 
-/// Validates a loop or workflow name.
-pub fn validate_name(name: &str, label: &str) -> Result<(), ValidationError> {
-    let _ = (name, label);
+impl ValidationError {
+    /// An error about `field` with the user-facing `message`.
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> ValidationError {
+        ValidationError {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+type Result<T, E = ValidationError> = std::result::Result<T, E>;
+
+/// Whitespace as JavaScript's `\s` and `String.prototype.trim` see it: the
+/// Unicode `White_Space` set plus the byte-order mark.
+fn is_space(c: char) -> bool {
+    c.is_whitespace() || c == '\u{feff}'
+}
+
+fn trim(s: &str) -> &str {
+    s.trim_matches(is_space)
+}
+
+fn is_blank(s: &str) -> bool {
+    trim(s).is_empty()
+}
+
+/// `<field> must be a non-empty string` (blank counts as empty).
+fn require_non_empty(value: &str, field: &str) -> Result<()> {
+    if is_blank(value) {
+        return Err(ValidationError::new(
+            field,
+            format!("{field} must be a non-empty string"),
+        ));
+    }
     Ok(())
 }
 
-/// Validates an account reference.
-pub fn validate_account(account: &Account, label: &str) -> Result<(), ValidationError> {
-    let _ = (account, label);
+/// A NUL byte cannot be passed to a process as an argument, an environment
+/// value or a path, so it is rejected up front rather than at spawn time.
+fn require_no_nul(value: &str, field: &str) -> Result<()> {
+    if value.contains('\0') {
+        return Err(ValidationError::new(
+            field,
+            format!(
+                "{field} must not contain a NUL character; processes cannot receive NUL in \
+                 arguments, paths or environment values"
+            ),
+        ));
+    }
     Ok(())
 }
 
-/// Validates a command or agent target.
-pub fn validate_process_target(target: &ProcessTarget, label: &str) -> Result<(), ValidationError> {
-    let _ = (target, label);
+/// Whether `name` matches `[A-Za-z_][A-Za-z0-9_]*`.
+fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Validates a loop or workflow name: non-empty after trimming, at most 200
+/// characters, and free of control characters such as newlines and tabs.
+///
+/// `label` names the input in the message, for example `name` or
+/// `workflow.name`.
+pub fn validate_name(name: &str, label: &str) -> Result<()> {
+    require_non_empty(name, label)?;
+    if name.chars().any(char::is_control) {
+        return Err(ValidationError::new(
+            label,
+            format!(
+                "{label} must not contain control characters such as newlines or tabs; use a \
+                 single line of text"
+            ),
+        ));
+    }
+    let chars = trim(name).chars().count();
+    if chars > MAX_NAME_CHARS {
+        return Err(ValidationError::new(
+            label,
+            format!(
+                "{label} must be at most {MAX_NAME_CHARS} characters, got {chars}; use a shorter \
+                 name and put details in the description"
+            ),
+        ));
+    }
     Ok(())
 }
 
-/// Validates a loop target.
-pub fn validate_target(target: &Target, label: &str) -> Result<(), ValidationError> {
-    let _ = (target, label);
+/// Validates an account reference (SPEC §5.4).
+///
+/// The profile and the tool are passed as separate argv elements to
+/// `accounts env <profile> --tool <tool>`, so each must be a single word that
+/// cannot be mistaken for a flag. `label` names the account, for example
+/// `target.account`.
+pub fn validate_account(account: &Account, label: &str) -> Result<()> {
+    validate_account_word(&account.profile, &format!("{label}.profile"))?;
+    if let Some(tool) = &account.tool {
+        validate_account_word(tool, &format!("{label}.tool"))?;
+    }
     Ok(())
 }
 
-/// Validates loop creation input.
-pub fn validate_new_loop(new: &NewLoop) -> Result<(), ValidationError> {
-    let _ = new;
+fn validate_account_word(value: &str, field: &str) -> Result<()> {
+    require_non_empty(value, field)?;
+    if value.chars().any(|c| is_space(c) || c.is_control()) {
+        return Err(ValidationError::new(
+            field,
+            format!(
+                "{field} must not contain whitespace or control characters, got {value:?}; use \
+                 the bare name that `accounts env` expects"
+            ),
+        ));
+    }
+    if value.starts_with('-') {
+        return Err(ValidationError::new(
+            field,
+            format!(
+                "{field} must not start with \"-\", got {value:?}: it is passed as an argument to \
+                 `accounts env <profile> --tool <tool>`, which would read it as a flag"
+            ),
+        ));
+    }
     Ok(())
 }
 
-/// Validates a workflow file body (SPEC §6.1).
-pub fn workflow_from_json(value: &serde_json::Value, name_override: Option<&str>) -> Result<NewWorkflow, ValidationError> {
-    let _ = (value, name_override);
-    Err(ValidationError { message: "unimplemented".into() })
+/// Validates a command or agent target, as run by a loop or a workflow step.
+///
+/// `label` is the path of the target in the input, for example `target` or
+/// `workflow.steps[2].target`; every message starts with it.
+///
+/// A command target needs a non-empty `command`. Unless `shell` is true, the
+/// trimmed command must not contain whitespace, for loops as well as for
+/// workflow steps (SPEC §9 item 27). `timeoutMs`, when set, must be greater
+/// than zero (SPEC §9 item 28). Environment names must match
+/// `[A-Za-z_][A-Za-z0-9_]*`, and no argument, path or value may contain NUL.
+///
+/// An agent target needs a non-empty `prompt`; `model` and `agent` must be
+/// non-empty when set, and `agent` is rejected for codex, which has no
+/// `--agent` flag (SPEC §5.2).
+pub fn validate_process_target(target: &ProcessTarget, label: &str) -> Result<()> {
+    match target {
+        ProcessTarget::Command(command) => validate_command_target(command, label),
+        ProcessTarget::Agent(agent) => validate_agent_target(agent, label),
+    }
 }
 
-/// Execution order (SPEC §6.2).
+/// Validates a loop target: a command or agent target as
+/// [`validate_process_target`] checks it, or a workflow target.
+///
+/// A workflow target has nothing left to check: its id is already typed, its
+/// `input` is unused (SPEC §9 item 34), and a `timeoutMs` of 0 means no
+/// timeout (SPEC §1.3).
+pub fn validate_target(target: &Target, label: &str) -> Result<()> {
+    match target {
+        Target::Command(command) => validate_command_target(command, label),
+        Target::Agent(agent) => validate_agent_target(agent, label),
+        Target::Workflow(_) => Ok(()),
+    }
+}
+
+fn validate_command_target(target: &CommandTarget, label: &str) -> Result<()> {
+    let field = format!("{label}.command");
+    require_non_empty(&target.command, &field)?;
+    // SPEC §9 item 27: the original checks only workflow steps; we check every
+    // command target that does not run through a shell.
+    if !target.is_shell() && trim(&target.command).contains(is_space) {
+        return Err(ValidationError::new(
+            &field,
+            format!(
+                "{field} must be an executable without spaces when shell is false; put flags in \
+                 args or set shell true"
+            ),
+        ));
+    }
+    require_no_nul(&target.command, &field)?;
+    for (i, arg) in target.args().iter().enumerate() {
+        require_no_nul(arg, &format!("{label}.args[{i}]"))?;
+    }
+    validate_cwd(target.cwd.as_deref(), label)?;
+    if let Some(env) = &target.env {
+        for (name, value) in env {
+            if !is_env_name(name) {
+                return Err(ValidationError::new(
+                    format!("{label}.env"),
+                    format!(
+                        "{label}.env has an invalid variable name {name:?}; names must match \
+                         [A-Za-z_][A-Za-z0-9_]*"
+                    ),
+                ));
+            }
+            require_no_nul(value, &format!("{label}.env.{name}"))?;
+        }
+    }
+    validate_timeout(target.timeout_ms, label)?;
+    if let Some(account) = &target.account {
+        validate_account(account, &format!("{label}.account"))?;
+    }
+    Ok(())
+}
+
+fn validate_agent_target(target: &AgentTarget, label: &str) -> Result<()> {
+    let field = format!("{label}.prompt");
+    require_non_empty(&target.prompt, &field)?;
+    require_no_nul(&target.prompt, &field)?;
+    if let Some(model) = &target.model {
+        let field = format!("{label}.model");
+        validate_optional_word(model, &field, "omit it to use the provider's default model")?;
+    }
+    if let Some(agent) = &target.agent {
+        let field = format!("{label}.agent");
+        validate_optional_word(agent, &field, "omit it to use the provider's default agent")?;
+        // SPEC §5.2: codex has no --agent flag; the original drops it silently.
+        if target.provider == AgentProvider::Codex {
+            return Err(ValidationError::new(
+                &field,
+                format!(
+                    "{field} is not supported by provider codex, which has no --agent flag; \
+                     remove agent or choose another provider"
+                ),
+            ));
+        }
+    }
+    for (i, arg) in target.extra_args.iter().flatten().enumerate() {
+        require_no_nul(arg, &format!("{label}.extraArgs[{i}]"))?;
+    }
+    validate_cwd(target.cwd.as_deref(), label)?;
+    validate_timeout(target.timeout_ms, label)?;
+    if let Some(account) = &target.account {
+        validate_account(account, &format!("{label}.account"))?;
+    }
+    Ok(())
+}
+
+/// An optional string that, when present, must be non-empty and NUL-free.
+fn validate_optional_word(value: &str, field: &str, hint: &str) -> Result<()> {
+    if is_blank(value) {
+        return Err(ValidationError::new(
+            field,
+            format!("{field} must be a non-empty string when set; {hint}"),
+        ));
+    }
+    require_no_nul(value, field)
+}
+
+fn validate_cwd(cwd: Option<&str>, label: &str) -> Result<()> {
+    if let Some(cwd) = cwd {
+        let field = format!("{label}.cwd");
+        validate_optional_word(cwd, &field, "omit it to run in the current directory")?;
+    }
+    Ok(())
+}
+
+/// SPEC §9 item 28: a zero timeout would time out immediately.
+fn validate_timeout(timeout_ms: Option<u64>, label: &str) -> Result<()> {
+    if timeout_ms == Some(0) {
+        let field = format!("{label}.timeoutMs");
+        return Err(ValidationError::new(
+            &field,
+            format!("{field} must be greater than zero"),
+        ));
+    }
+    Ok(())
+}
+
+/// Validates loop creation input (SPEC §7.3).
+///
+/// Checks run in this order, stopping at the first failure: the name (label
+/// `name`), the schedule (through [`validate_schedule`], reported with its
+/// own message), the numeric options in the SPEC §7.3 table order
+/// (`--catch-up-limit`, `--attempts`, `--retry-delay`, `--lease`, with their
+/// SPEC messages), and last the target (label `target`).
+pub fn validate_new_loop(new: &NewLoop) -> Result<()> {
+    validate_name(&new.name, "name")?;
+    validate_schedule(&new.schedule)
+        .map_err(|e| ValidationError::new("schedule", e.to_string()))?;
+    let option =
+        |option: &str, rule: &str| Err(ValidationError::new(option, format!("{option} {rule}")));
+    if new.catch_up_limit == 0 {
+        return option("--catch-up-limit", "must be a positive integer");
+    }
+    if new.max_attempts == 0 {
+        return option("--attempts", "must be a positive integer");
+    }
+    if new.retry_delay_ms == 0 {
+        return option("--retry-delay", "must be greater than zero");
+    }
+    if new.lease_ms == 0 {
+        return option("--lease", "must be greater than zero");
+    }
+    validate_target(&new.target, "target")
+}
+
+/// `workflow.steps[i]`, the SPEC's `Li`.
+fn step_label(i: usize) -> String {
+    format!("workflow.steps[{i}]")
+}
+
+/// `workflow.steps[i].target`, the SPEC's `Ti`.
+fn target_label(i: usize) -> String {
+    format!("workflow.steps[{i}].target")
+}
+
+/// Reads a workflow file body and validates it (SPEC §6.1).
+///
+/// `name_override` is `--name`; it replaces the file's `name`. The stored name
+/// is trimmed. `description` is used only if it is a string, and `version`
+/// only if it is a number (default 1); a numeric `version` must be a whole
+/// number from 1 to 4294967295.
+///
+/// The sixteen SPEC §6.1 checks run first, in SPEC order and with the SPEC
+/// messages. Checks 5 to 13 run step by step (step 0 entirely, then step 1,
+/// …), as the original does. Checks 14 and 15 then run step by step and,
+/// within a step, dependency by dependency: a missing dependency is reported
+/// before a self-dependency only when it comes first in `dependsOn`. A cycle
+/// (check 16) is reported as
+/// `workflow dependency cycle includes step <id>: <id> -> … -> <id>`, where
+/// each arrow points from a step to one of its dependencies.
+///
+/// Only then do the stricter checks of this port run: the name's length and
+/// characters (as [`validate_name`]), the numeric `version`, and then, step by
+/// step, the reading of each step into a [`Step`], which checks the types of
+/// the optional fields (naming the offending path), rejects control
+/// characters in ids, and runs [`validate_process_target`] on the target and
+/// [`validate_account`] on the step account. Unknown step keys are kept in
+/// [`Step::extra`]; unknown target keys are ignored, as [`ProcessTarget`] has
+/// nowhere to keep them.
+pub fn workflow_from_json(value: &Value, name_override: Option<&str>) -> Result<NewWorkflow> {
+    // Check 1.
+    let Some(root) = value.as_object() else {
+        return Err(ValidationError::new(
+            "workflow",
+            "workflow file must be an object",
+        ));
+    };
+    // Check 2.
+    let name = match name_override {
+        Some(name) => name,
+        None => root.get("name").and_then(Value::as_str).unwrap_or(""),
+    };
+    require_non_empty(name, "workflow.name")?;
+    // Checks 3 and 4.
+    let Some(steps) = root.get("steps").and_then(Value::as_array) else {
+        return Err(ValidationError::new(
+            "workflow.steps",
+            "workflow.steps must be an array",
+        ));
+    };
+    if steps.is_empty() {
+        return Err(ValidationError::new(
+            "workflow.steps",
+            "workflow.steps must contain at least one step",
+        ));
+    }
+    // Checks 5 to 13.
+    let mut step_maps = Vec::with_capacity(steps.len());
+    let mut ids: HashMap<&str, usize> = HashMap::with_capacity(steps.len());
+    for (i, step) in steps.iter().enumerate() {
+        let (map, id) = check_step_shape(step, i)?;
+        if ids.insert(id, i).is_some() {
+            return Err(ValidationError::new(
+                format!("{}.id", step_label(i)),
+                format!("duplicate workflow step id: {id}"),
+            ));
+        }
+        check_target_shape(map.get("target"), i)?;
+        step_maps.push((map, id));
+    }
+    // Checks 14 and 15.
+    let mut edges: Vec<Vec<usize>> = Vec::with_capacity(step_maps.len());
+    for (i, (map, id)) in step_maps.iter().enumerate() {
+        let deps = read_depends_on(map, i)?;
+        let mut step_edges = Vec::with_capacity(deps.len());
+        for dep in deps {
+            let Some(&j) = ids.get(dep) else {
+                return Err(ValidationError::new(
+                    format!("{}.dependsOn", step_label(i)),
+                    format!("step {id} depends on missing step {dep}"),
+                ));
+            };
+            if j == i {
+                return Err(ValidationError::new(
+                    format!("{}.dependsOn", step_label(i)),
+                    format!("step {id} cannot depend on itself"),
+                ));
+            }
+            step_edges.push(j);
+        }
+        edges.push(step_edges);
+    }
+    // Check 16.
+    if let Some(cycle) = find_cycle(&edges) {
+        let ids_on_cycle: Vec<&str> = cycle.iter().map(|&k| step_maps[k].1).collect();
+        let first = cycle.first().copied().unwrap_or_default();
+        return Err(ValidationError::new(
+            format!("{}.dependsOn", step_label(first)),
+            format!(
+                "workflow dependency cycle includes step {}: {}",
+                step_maps[first].1,
+                ids_on_cycle.join(" -> ")
+            ),
+        ));
+    }
+
+    // The SPEC checks have passed; now the stricter checks of this port, top
+    // of the file first.
+    validate_name(name, "workflow.name")?;
+    let version = match root.get("version") {
+        Some(Value::Number(n)) => read_version(n)?,
+        _ => 1,
+    };
+    let steps = step_maps
+        .iter()
+        .enumerate()
+        .map(|(i, (map, id))| read_step(map, id, i))
+        .collect::<Result<Vec<Step>>>()?;
+    Ok(NewWorkflow {
+        name: trim(name).to_owned(),
+        description: root
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        version,
+        steps,
+    })
+}
+
+/// Checks 5 and 6: the step is an object with a non-empty string id.
+fn check_step_shape(step: &Value, i: usize) -> Result<(&Map<String, Value>, &str)> {
+    let Some(map) = step.as_object() else {
+        let label = step_label(i);
+        return Err(ValidationError::new(
+            &label,
+            format!("{label} must be an object"),
+        ));
+    };
+    let field = format!("{}.id", step_label(i));
+    let id = map.get("id").and_then(Value::as_str).unwrap_or("");
+    require_non_empty(id, &field)?;
+    Ok((map, id))
+}
+
+/// Checks 8 to 13 on the raw JSON of a step's target.
+fn check_target_shape(target: Option<&Value>, i: usize) -> Result<()> {
+    let label = target_label(i);
+    let Some(map) = target.and_then(Value::as_object) else {
+        return Err(ValidationError::new(
+            &label,
+            format!("{label} must be an object"),
+        ));
+    };
+    let string = |key: &str| map.get(key).and_then(Value::as_str).unwrap_or("");
+    match map.get("type").and_then(Value::as_str) {
+        Some("command") => {
+            let field = format!("{label}.command");
+            let command = string("command");
+            require_non_empty(command, &field)?;
+            if map.get("shell") != Some(&Value::Bool(true)) && trim(command).contains(is_space) {
+                return Err(ValidationError::new(
+                    &field,
+                    format!(
+                        "{field} must be an executable without spaces when shell is false; put \
+                         flags in args or set shell true"
+                    ),
+                ));
+            }
+            Ok(())
+        }
+        Some("agent") => {
+            let provider = string("provider");
+            require_non_empty(provider, &format!("{label}.provider"))?;
+            require_non_empty(string("prompt"), &format!("{label}.prompt"))?;
+            if provider.parse::<AgentProvider>().is_err() {
+                return Err(ValidationError::new(
+                    format!("{label}.provider"),
+                    format!(
+                        "{label}.provider must be one of claude, cursor, codewith, aicopilot, \
+                         opencode, codex"
+                    ),
+                ));
+            }
+            Ok(())
+        }
+        _ => Err(ValidationError::new(
+            format!("{label}.type"),
+            format!("{label}.type must be command or agent"),
+        )),
+    }
+}
+
+/// A step's `dependsOn`: absent or null is empty; otherwise an array of
+/// strings.
+fn read_depends_on(map: &Map<String, Value>, i: usize) -> Result<Vec<&str>> {
+    let field = format!("{}.dependsOn", step_label(i));
+    match map.get("dependsOn") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(deps)) => deps
+            .iter()
+            .map(|dep| {
+                dep.as_str().ok_or_else(|| {
+                    ValidationError::new(
+                        &field,
+                        format!(
+                            "{field} must be an array of step ids; every entry must be a string"
+                        ),
+                    )
+                })
+            })
+            .collect(),
+        Some(_) => Err(ValidationError::new(
+            &field,
+            format!("{field} must be an array of step ids, for example [\"build\"]"),
+        )),
+    }
+}
+
+/// Finds a dependency cycle by an iterative depth-first search that visits
+/// steps in declaration order and dependencies in listed order, as the
+/// original's recursive search does. Returns the cycle as step indices, from
+/// the step found twice on the current path back to itself.
+fn find_cycle(edges: &[Vec<usize>]) -> Option<Vec<usize>> {
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Mark {
+        New,
+        OnPath,
+        Done,
+    }
+    let mut marks = vec![Mark::New; edges.len()];
+    let mut path: Vec<(usize, usize)> = Vec::new();
+    for root in 0..edges.len() {
+        if marks[root] != Mark::New {
+            continue;
+        }
+        marks[root] = Mark::OnPath;
+        path.push((root, 0));
+        while let Some((node, cursor)) = path.last_mut() {
+            let node = *node;
+            let Some(&dep) = edges.get(node).and_then(|deps| deps.get(*cursor)) else {
+                marks[node] = Mark::Done;
+                path.pop();
+                continue;
+            };
+            *cursor += 1;
+            match marks.get(dep).copied() {
+                Some(Mark::New) => {
+                    marks[dep] = Mark::OnPath;
+                    path.push((dep, 0));
+                }
+                Some(Mark::OnPath) => {
+                    let start = path.iter().position(|&(n, _)| n == dep).unwrap_or_default();
+                    let mut cycle: Vec<usize> = path[start..].iter().map(|&(n, _)| n).collect();
+                    cycle.push(dep);
+                    return Some(cycle);
+                }
+                Some(Mark::Done) | None => {}
+            }
+        }
+    }
+    None
+}
+
+/// A numeric `version`: a whole number from 1 to `u32::MAX`.
+fn read_version(n: &Number) -> Result<u32> {
+    whole_number(n)
+        .and_then(|v| u32::try_from(v).ok())
+        .filter(|&v| v >= 1)
+        .ok_or_else(|| {
+            ValidationError::new(
+                "workflow.version",
+                format!(
+                    "workflow.version must be a whole number from 1 to {}, got {n}; omit it to \
+                     use 1",
+                    u32::MAX
+                ),
+            )
+        })
+}
+
+/// A non-negative whole JSON number, including floats such as `2.0` that a
+/// JavaScript writer produces, up to 2^53 - 1 for floats.
+fn whole_number(n: &Number) -> Option<u64> {
+    if let Some(v) = n.as_u64() {
+        return Some(v);
+    }
+    let f = n.as_f64()?;
+    // The range check makes the cast exact.
+    (f.fract() == 0.0 && (0.0..=MAX_SAFE_INTEGER).contains(&f)).then_some(f as u64)
+}
+
+/// The known keys of a step; the rest go to [`Step::extra`].
+const STEP_KEYS: [&str; 8] = [
+    "id",
+    "name",
+    "description",
+    "target",
+    "dependsOn",
+    "continueOnFailure",
+    "timeoutMs",
+    "account",
+];
+
+/// Reads a step that passed the SPEC checks into a [`Step`], checking the
+/// types of its optional fields and then its target and account.
+fn read_step(map: &Map<String, Value>, id: &str, i: usize) -> Result<Step> {
+    let label = step_label(i);
+    if id.chars().any(char::is_control) {
+        let field = format!("{label}.id");
+        return Err(ValidationError::new(
+            &field,
+            format!("{field} must not contain control characters such as newlines or tabs"),
+        ));
+    }
+    let name = opt_string(map, "name", &label)?;
+    let description = opt_string(map, "description", &label)?;
+    let target_label = target_label(i);
+    let target = read_process_target(map.get("target").and_then(Value::as_object), &target_label)?;
+    validate_process_target(&target, &target_label)?;
+    let depends_on = read_depends_on(map, i)?
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let continue_on_failure = opt_bool(map, "continueOnFailure", &label)?.unwrap_or(false);
+    let timeout_ms = opt_ms(map, "timeoutMs", &label)?;
+    validate_timeout(timeout_ms, &label)?;
+    let account = opt_account(map, &label)?;
+    if let Some(account) = &account {
+        validate_account(account, &format!("{label}.account"))?;
+    }
+    // Unknown keys are copied last, once the step is known to be valid.
+    let extra = map
+        .iter()
+        .filter(|(key, _)| !STEP_KEYS.contains(&key.as_str()))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    Ok(Step {
+        id: id.to_owned(),
+        name,
+        description,
+        target,
+        depends_on,
+        continue_on_failure,
+        timeout_ms,
+        account,
+        extra,
+    })
+}
+
+/// Reads a target that passed checks 8 to 13.
+fn read_process_target(map: Option<&Map<String, Value>>, label: &str) -> Result<ProcessTarget> {
+    let Some(map) = map else {
+        return Err(ValidationError::new(
+            label,
+            format!("{label} must be an object"),
+        ));
+    };
+    let string =
+        |key: &str| -> Result<String> { Ok(opt_string(map, key, label)?.unwrap_or_default()) };
+    match map.get("type").and_then(Value::as_str) {
+        Some("command") => Ok(ProcessTarget::Command(CommandTarget {
+            command: string("command")?,
+            args: opt_strings(map, "args", label)?,
+            cwd: opt_string(map, "cwd", label)?,
+            shell: opt_bool(map, "shell", label)?,
+            env: opt_env(map, label)?,
+            timeout_ms: opt_ms(map, "timeoutMs", label)?,
+            account: opt_account(map, label)?,
+        })),
+        Some("agent") => {
+            let provider = string("provider")?;
+            let provider = provider.parse::<AgentProvider>().map_err(|_| {
+                ValidationError::new(
+                    format!("{label}.provider"),
+                    format!(
+                        "{label}.provider must be one of claude, cursor, codewith, aicopilot, \
+                         opencode, codex"
+                    ),
+                )
+            })?;
+            Ok(ProcessTarget::Agent(AgentTarget {
+                provider,
+                prompt: string("prompt")?,
+                cwd: opt_string(map, "cwd", label)?,
+                model: opt_string(map, "model", label)?,
+                agent: opt_string(map, "agent", label)?,
+                extra_args: opt_strings(map, "extraArgs", label)?,
+                timeout_ms: opt_ms(map, "timeoutMs", label)?,
+                config_isolation: opt_isolation(map, label)?,
+                account: opt_account(map, label)?,
+            }))
+        }
+        _ => Err(ValidationError::new(
+            format!("{label}.type"),
+            format!("{label}.type must be command or agent"),
+        )),
+    }
+}
+
+/// An optional field: absent and `null` both mean unset.
+fn opt_field<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    map.get(key).filter(|v| !v.is_null())
+}
+
+fn opt_string(map: &Map<String, Value>, key: &str, label: &str) -> Result<Option<String>> {
+    match opt_field(map, key) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => {
+            let field = format!("{label}.{key}");
+            Err(ValidationError::new(
+                &field,
+                format!("{field} must be a string"),
+            ))
+        }
+    }
+}
+
+fn opt_bool(map: &Map<String, Value>, key: &str, label: &str) -> Result<Option<bool>> {
+    match opt_field(map, key) {
+        None => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => {
+            let field = format!("{label}.{key}");
+            Err(ValidationError::new(
+                &field,
+                format!("{field} must be true or false"),
+            ))
+        }
+    }
+}
+
+fn opt_strings(map: &Map<String, Value>, key: &str, label: &str) -> Result<Option<Vec<String>>> {
+    let field = format!("{label}.{key}");
+    match opt_field(map, key) {
+        None => Ok(None),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(j, item)| match item {
+                Value::String(s) => Ok(s.clone()),
+                _ => {
+                    let field = format!("{field}[{j}]");
+                    Err(ValidationError::new(
+                        &field,
+                        format!("{field} must be a string"),
+                    ))
+                }
+            })
+            .collect::<Result<Vec<String>>>()
+            .map(Some),
+        Some(_) => Err(ValidationError::new(
+            &field,
+            format!("{field} must be an array of strings, for example [\"--verbose\"]"),
+        )),
+    }
+}
+
+fn opt_env(
+    map: &Map<String, Value>,
+    label: &str,
+) -> Result<Option<std::collections::BTreeMap<String, String>>> {
+    let field = format!("{label}.env");
+    match opt_field(map, "env") {
+        None => Ok(None),
+        Some(Value::Object(vars)) => vars
+            .iter()
+            .map(|(name, value)| match value {
+                Value::String(s) => Ok((name.clone(), s.clone())),
+                _ => Err(ValidationError::new(
+                    &field,
+                    format!(
+                        "{field} value of {name:?} must be a string; quote numbers and booleans"
+                    ),
+                )),
+            })
+            .collect::<Result<_>>()
+            .map(Some),
+        Some(_) => Err(ValidationError::new(
+            &field,
+            format!("{field} must be an object of string values, for example {{\"DEBUG\": \"1\"}}"),
+        )),
+    }
+}
+
+/// An optional duration in milliseconds: a non-negative whole number. Zero is
+/// accepted here and rejected by the target and step checks, with the SPEC §9
+/// item 28 message.
+fn opt_ms(map: &Map<String, Value>, key: &str, label: &str) -> Result<Option<u64>> {
+    match opt_field(map, key) {
+        None => Ok(None),
+        Some(Value::Number(n)) if whole_number(n).is_some() => Ok(whole_number(n)),
+        Some(_) => {
+            let field = format!("{label}.{key}");
+            Err(ValidationError::new(
+                &field,
+                format!(
+                    "{field} must be a positive whole number of milliseconds, for example 60000"
+                ),
+            ))
+        }
+    }
+}
+
+fn opt_isolation(map: &Map<String, Value>, label: &str) -> Result<Option<ConfigIsolation>> {
+    match opt_field(map, "configIsolation") {
+        None => Ok(None),
+        Some(v) => v
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .map(Some)
+            .ok_or_else(|| {
+                let field = format!("{label}.configIsolation");
+                ValidationError::new(&field, format!("{field} must be safe or none"))
+            }),
+    }
+}
+
+fn opt_account(map: &Map<String, Value>, label: &str) -> Result<Option<Account>> {
+    let field = format!("{label}.account");
+    let Some(value) = opt_field(map, "account") else {
+        return Ok(None);
+    };
+    let Some(account) = value.as_object() else {
+        return Err(ValidationError::new(
+            &field,
+            format!(
+                "{field} must be an object with a profile and an optional tool, for example \
+                 {{\"profile\": \"work\", \"tool\": \"claude\"}}"
+            ),
+        ));
+    };
+    let profile = opt_string(account, "profile", &field)?.unwrap_or_default();
+    require_non_empty(&profile, &format!("{field}.profile"))?;
+    let tool = opt_string(account, "tool", &field)?;
+    Ok(Some(Account { profile, tool }))
+}
+
+/// The order in which a workflow's steps run (SPEC §6.2).
+///
+/// Depth-first post-order: steps are visited in declaration order, and each
+/// step's `dependsOn` in its listed order, so `[c→b, a, b→a]` runs a, b, c.
+///
+/// The input is expected to have passed [`workflow_from_json`], but any input
+/// is safe: the walk is iterative, unknown dependencies are skipped, a cycle
+/// is broken where it closes, a duplicated id resolves to its first step, and
+/// every step appears in the result exactly once.
+///
+/// ```
+/// use loops_core::{workflow_execution_order, workflow_from_json};
+/// let file = serde_json::json!({"name": "w", "steps": [
+///     {"id": "c", "dependsOn": ["b"], "target": {"type": "command", "command": "true"}},
+///     {"id": "a", "target": {"type": "command", "command": "true"}},
+///     {"id": "b", "dependsOn": ["a"], "target": {"type": "command", "command": "true"}},
+/// ]});
+/// let workflow = workflow_from_json(&file, None).unwrap();
+/// let order: Vec<&str> =
+///     workflow_execution_order(&workflow.steps).iter().map(|s| s.id.as_str()).collect();
+/// assert_eq!(order, ["a", "b", "c"]);
+/// ```
 pub fn workflow_execution_order(steps: &[Step]) -> Vec<&Step> {
-    steps.iter().collect()
+    let mut index: HashMap<&str, usize> = HashMap::with_capacity(steps.len());
+    for (i, step) in steps.iter().enumerate() {
+        index.entry(step.id.as_str()).or_insert(i);
+    }
+    let mut seen: HashSet<usize> = HashSet::with_capacity(steps.len());
+    let mut order = Vec::with_capacity(steps.len());
+    let mut path: Vec<(usize, usize)> = Vec::new();
+    for root in 0..steps.len() {
+        if !seen.insert(root) {
+            continue;
+        }
+        path.push((root, 0));
+        while let Some((node, cursor)) = path.last_mut() {
+            let node = *node;
+            match steps[node].depends_on.get(*cursor) {
+                Some(dep) => {
+                    *cursor += 1;
+                    if let Some(&j) = index.get(dep.as_str())
+                        && seen.insert(j)
+                    {
+                        path.push((j, 0));
+                    }
+                }
+                None => {
+                    order.push(&steps[node]);
+                    path.pop();
+                }
+            }
+        }
+    }
+    order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_names() {
+        for name in ["A", "_", "a_1", "PATH", "_X9"] {
+            assert!(is_env_name(name), "{name}");
+        }
+        for name in ["", "1A", "A-B", "A B", "É", "A="] {
+            assert!(!is_env_name(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn whole_numbers() {
+        let n = |v: Value| match v {
+            Value::Number(n) => whole_number(&n),
+            _ => None,
+        };
+        assert_eq!(n(serde_json::json!(0)), Some(0));
+        assert_eq!(n(serde_json::json!(u64::MAX)), Some(u64::MAX));
+        assert_eq!(n(serde_json::json!(2.0)), Some(2));
+        assert_eq!(
+            n(serde_json::json!(9_007_199_254_740_991.0)),
+            Some(9_007_199_254_740_991)
+        );
+        assert_eq!(n(serde_json::json!(1e300)), None);
+        assert_eq!(n(serde_json::json!(-1)), None);
+        assert_eq!(n(serde_json::json!(-0.5)), None);
+        assert_eq!(n(serde_json::json!(0.5)), None);
+    }
+
+    #[test]
+    fn cycles_are_found_from_the_first_step_seen_twice() {
+        assert_eq!(find_cycle(&[]), None);
+        assert_eq!(find_cycle(&[vec![1], vec![2], vec![]]), None);
+        assert_eq!(
+            find_cycle(&[vec![1], vec![2], vec![1]]),
+            Some(vec![1, 2, 1])
+        );
+        assert_eq!(
+            find_cycle(&[vec![], vec![0, 2], vec![3], vec![1]]),
+            Some(vec![1, 2, 3, 1])
+        );
+        // Out-of-range edges cannot come from validated input; they are ignored.
+        assert_eq!(find_cycle(&[vec![7]]), None);
+    }
+
+    #[test]
+    fn javascript_whitespace() {
+        assert_eq!(trim("\u{feff}\u{a0} x \u{3000}"), "x");
+        assert!(is_blank("\u{2028}\t"));
+        assert!(!is_blank("\u{200b}"));
+    }
 }

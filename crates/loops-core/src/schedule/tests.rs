@@ -1,0 +1,460 @@
+//! Table-driven tests of the schedule math against SPEC §10 items 9–17 and
+//! the `advanceLoop` plan of SPEC §3.4.
+
+use super::*;
+use crate::id::{LoopId, RunId};
+use crate::model::{CommandTarget, Target};
+use crate::status::Overlap;
+
+fn at(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+fn every(ms: u64) -> Schedule {
+    Schedule::Interval {
+        every_ms: ms,
+        anchor: None,
+    }
+}
+
+fn cron(expr: &str) -> Schedule {
+    Schedule::Cron {
+        expression: expr.into(),
+        timezone: Some("UTC".into()),
+    }
+}
+
+fn a_loop(schedule: Schedule, next: &str) -> Loop {
+    let created = at("2026-01-01T00:00:00Z");
+    Loop {
+        id: LoopId::from_bytes([1, 2, 3, 4, 5, 6]),
+        name: "nightly".into(),
+        description: None,
+        status: LoopStatus::Active,
+        schedule,
+        target: Target::Command(CommandTarget::new("true")),
+        next_run_at: Some(at(next)),
+        retry_scheduled_for: None,
+        catch_up: CatchUp::Latest,
+        catch_up_limit: 50,
+        overlap: Overlap::Skip,
+        max_attempts: 1,
+        retry_delay_ms: 60_000,
+        lease_ms: 1_800_000,
+        expires_at: None,
+        created_at: created,
+        updated_at: created,
+    }
+}
+
+fn a_run(slot: &str, attempt: u32, status: RunStatus) -> LoopRun {
+    LoopRun {
+        id: RunId::from_bytes([9, 9, 9, 9, 9, 9]),
+        loop_id: LoopId::from_bytes([1, 2, 3, 4, 5, 6]),
+        loop_name: "nightly".into(),
+        scheduled_for: at(slot),
+        attempt,
+        status,
+        started_at: None,
+        finished_at: None,
+        claimed_by: None,
+        lease_expires_at: None,
+        pid: None,
+        exit_code: None,
+        duration_ms: None,
+        stdout: None,
+        stderr: None,
+        error: None,
+        created_at: at(slot),
+        updated_at: at(slot),
+    }
+}
+
+/// Checks the due slots of `lp` at `now`.
+fn check_slots(lp: &Loop, now: &str, expected: &[&str]) {
+    let got = due_slots(lp, at(now)).unwrap();
+    let expected: Vec<Timestamp> = expected.iter().map(|s| at(s)).collect();
+    assert_eq!(got, expected, "{:?} at {now}", lp.schedule);
+}
+
+/// Checks `computeNextAfter`.
+fn check_next(schedule: &Schedule, slot: &str, finished: &str, expected: Option<&str>) {
+    let got = compute_next_after(schedule, at(slot), at(finished)).unwrap();
+    assert_eq!(
+        got,
+        expected.map(at),
+        "{schedule:?} slot {slot} finished {finished}"
+    );
+}
+
+#[test]
+fn spec_checklist_item_10_initial_next_run() {
+    let now = at("2026-01-01T00:07:00Z");
+    let first = |s: &Schedule| initial_next_run(s, now).unwrap().unwrap().to_string();
+    assert_eq!(first(&every(90_000)), "2026-01-01T00:08:30.000Z");
+    assert_eq!(
+        first(&Schedule::Dynamic {
+            min_interval_ms: None
+        }),
+        "2026-01-01T00:08:00.000Z"
+    );
+    assert_eq!(
+        first(&Schedule::Dynamic {
+            min_interval_ms: Some(5_000)
+        }),
+        "2026-01-01T00:07:05.000Z"
+    );
+    let past = Schedule::Once {
+        at: at("2020-01-01T00:00:00Z"),
+    };
+    assert_eq!(first(&past), "2020-01-01T00:00:00.000Z");
+    // SPEC §10 item 2 through the schedule API.
+    assert_eq!(first(&cron("*/15 * * * *")), "2026-01-01T00:15:00.000Z");
+    let on_the_slot = initial_next_run(&cron("*/15 * * * *"), at("2026-01-01T00:15:00Z"));
+    assert_eq!(on_the_slot.unwrap(), Some(at("2026-01-01T00:30:00Z")));
+}
+
+#[test]
+fn spec_checklist_items_9_and_11_invalid_schedules() {
+    let now = at("2026-01-01T00:00:00Z");
+    let err = |s: &Schedule| initial_next_run(s, now).unwrap_err().to_string();
+    assert_eq!(err(&every(0)), "interval everyMs must be > 0");
+    assert_eq!(
+        validate_schedule(&every(0)).unwrap_err().to_string(),
+        "interval everyMs must be > 0"
+    );
+    assert_eq!(
+        err(&Schedule::Dynamic {
+            min_interval_ms: Some(0)
+        }),
+        "dynamic minIntervalMs must be > 0"
+    );
+    assert_eq!(
+        parse_schedule_at("tomorrow").unwrap_err().to_string(),
+        "invalid schedule.at: tomorrow"
+    );
+    assert_eq!(
+        err(&cron("0 0 31 4 *")),
+        "cron expression can never fire: \"0 0 31 4 *\" (day 31 does not exist in April)"
+    );
+    let mars = Schedule::Cron {
+        expression: "* * * * *".into(),
+        timezone: Some("Mars/Base".into()),
+    };
+    assert_eq!(
+        validate_schedule(&mars).unwrap_err().to_string(),
+        "unknown time zone: Mars/Base (use an IANA name such as Europe/Berlin)"
+    );
+    assert_eq!(
+        err(&every(u64::MAX)),
+        "next run is past the latest representable instant (year 9999)"
+    );
+    assert!(validate_schedule(&cron("0 0 29 2 *")).is_ok());
+    assert!(validate_schedule(&Schedule::Once { at: now }).is_ok());
+}
+
+#[test]
+fn spec_checklist_item_12_compute_next_after() {
+    let rate = every(60_000);
+    // Finished within the period: the next grid point.
+    check_next(
+        &rate,
+        "2026-01-01T00:00:00Z",
+        "2026-01-01T00:00:10Z",
+        Some("2026-01-01T00:01:00Z"),
+    );
+    // Finished exactly on a grid point: strictly after it.
+    check_next(
+        &rate,
+        "2026-01-01T00:00:00Z",
+        "2026-01-01T00:03:00Z",
+        Some("2026-01-01T00:04:00Z"),
+    );
+    check_next(
+        &rate,
+        "2026-01-01T00:00:00Z",
+        "2026-01-01T00:03:00.001Z",
+        Some("2026-01-01T00:04:00Z"),
+    );
+    // A finish before the slot (clock skew) still moves forward one period.
+    check_next(
+        &rate,
+        "2026-01-01T00:00:00Z",
+        "2025-12-31T23:59:00Z",
+        Some("2026-01-01T00:01:00Z"),
+    );
+    // A year late is still one division, not half a million additions.
+    check_next(
+        &rate,
+        "2025-01-01T00:00:00Z",
+        "2026-01-01T00:00:30Z",
+        Some("2026-01-01T00:01:00Z"),
+    );
+    let delay = Schedule::Interval {
+        every_ms: 60_000,
+        anchor: Some(Anchor::FixedDelay),
+    };
+    check_next(
+        &delay,
+        "2026-01-01T00:00:00Z",
+        "2026-01-01T00:02:30Z",
+        Some("2026-01-01T00:03:30Z"),
+    );
+    check_next(
+        &Schedule::Once {
+            at: at("2026-01-01T00:00:00Z"),
+        },
+        "2026-01-01T00:00:00Z",
+        "2026-01-01T00:00:01Z",
+        None,
+    );
+    let dynamic = Schedule::Dynamic {
+        min_interval_ms: None,
+    };
+    check_next(
+        &dynamic,
+        "2026-01-01T00:00:00Z",
+        "2026-01-01T00:02:30Z",
+        Some("2026-01-01T00:03:30Z"),
+    );
+    let quarter = cron("*/15 * * * *");
+    check_next(
+        &quarter,
+        "2026-01-01T00:15:00Z",
+        "2026-01-01T00:16:00Z",
+        Some("2026-01-01T00:30:00Z"),
+    );
+    check_next(
+        &quarter,
+        "2026-01-01T00:15:00Z",
+        "2026-01-01T00:45:00Z",
+        Some("2026-01-01T01:00:00Z"),
+    );
+    check_next(
+        &quarter,
+        "2026-01-01T00:15:00Z",
+        "2026-01-01T00:00:00Z",
+        Some("2026-01-01T00:30:00Z"),
+    );
+    check_next(
+        &cron("0 0 29 2 *"),
+        "2024-02-29T00:00:00Z",
+        "2024-02-29T00:00:05Z",
+        Some("2028-02-29T00:00:00Z"),
+    );
+}
+
+#[test]
+fn spec_checklist_item_13_latest() {
+    let lp = a_loop(every(60_000), "2026-01-01T00:00:00Z");
+    check_slots(&lp, "2026-01-01T00:04:30Z", &["2026-01-01T00:04:00Z"]);
+    check_slots(&lp, "2026-01-01T00:00:00Z", &["2026-01-01T00:00:00Z"]);
+    let lp = a_loop(cron("* * * * *"), "2026-01-01T00:00:00Z");
+    check_slots(&lp, "2026-01-01T00:04:30Z", &["2026-01-01T00:04:00Z"]);
+    // A year of downtime is one backward search.
+    check_slots(&lp, "2027-01-01T00:00:30Z", &["2027-01-01T00:00:00Z"]);
+    // A next run that is not a fire time is never stepped back from.
+    let lp = a_loop(cron("0 * * * *"), "2026-01-01T00:30:00Z");
+    check_slots(&lp, "2026-01-01T00:45:00Z", &["2026-01-01T00:30:00Z"]);
+    check_slots(&lp, "2026-01-01T01:45:00Z", &["2026-01-01T01:00:00Z"]);
+}
+
+#[test]
+fn latest_never_steps_back_across_fall_back() {
+    // New York falls back at 06:00Z on 2026-11-01: 01:00-02:00 repeats.
+    let mut lp = a_loop(
+        Schedule::Cron {
+            expression: "*/30 * * * *".into(),
+            timezone: Some("America/New_York".into()),
+        },
+        "2026-11-01T06:00:00Z",
+    );
+    check_slots(&lp, "2026-11-01T06:10:00Z", &["2026-11-01T06:00:00Z"]);
+    check_slots(&lp, "2026-11-01T06:40:00Z", &["2026-11-01T06:30:00Z"]);
+    lp.catch_up = CatchUp::All;
+    check_slots(
+        &lp,
+        "2026-11-01T07:00:00Z",
+        &[
+            "2026-11-01T06:00:00Z",
+            "2026-11-01T06:30:00Z",
+            "2026-11-01T07:00:00Z",
+        ],
+    );
+}
+
+#[test]
+fn spec_checklist_item_14_all() {
+    let mut lp = a_loop(every(1_000), "2026-01-01T00:00:01Z");
+    lp.catch_up = CatchUp::All;
+    lp.catch_up_limit = 10;
+    check_slots(
+        &lp,
+        "2026-01-01T00:00:05Z",
+        &[
+            "2026-01-01T00:00:01Z",
+            "2026-01-01T00:00:02Z",
+            "2026-01-01T00:00:03Z",
+            "2026-01-01T00:00:04Z",
+            "2026-01-01T00:00:05Z",
+        ],
+    );
+    lp.catch_up_limit = 3;
+    assert_eq!(due_slots(&lp, at("2026-01-02T00:00:00Z")).unwrap().len(), 3);
+    lp.catch_up_limit = 0;
+    check_slots(&lp, "2026-01-02T00:00:00Z", &["2026-01-01T00:00:01Z"]);
+    let mut lp = a_loop(cron("*/15 * * * *"), "2026-01-01T00:15:00Z");
+    lp.catch_up = CatchUp::All;
+    check_slots(
+        &lp,
+        "2026-01-01T00:50:00Z",
+        &[
+            "2026-01-01T00:15:00Z",
+            "2026-01-01T00:30:00Z",
+            "2026-01-01T00:45:00Z",
+        ],
+    );
+    lp.catch_up_limit = 2;
+    check_slots(
+        &lp,
+        "2027-01-01T00:00:00Z",
+        &["2026-01-01T00:15:00Z", "2026-01-01T00:30:00Z"],
+    );
+}
+
+#[test]
+fn spec_checklist_item_15_none_runs_the_stale_slot() {
+    let mut lp = a_loop(every(60_000), "2026-01-01T00:00:00Z");
+    lp.catch_up = CatchUp::None;
+    check_slots(&lp, "2026-01-01T05:00:00Z", &["2026-01-01T00:00:00Z"]);
+    lp.schedule = cron("0 * * * *");
+    check_slots(&lp, "2026-01-01T05:00:00Z", &["2026-01-01T00:00:00Z"]);
+}
+
+#[test]
+fn spec_checklist_item_16_pending_retry_is_the_only_slot() {
+    let mut lp = a_loop(every(60_000), "2026-01-01T00:05:00Z");
+    lp.retry_scheduled_for = Some(at("2026-01-01T00:00:00Z"));
+    lp.catch_up = CatchUp::All;
+    check_slots(&lp, "2026-01-01T00:10:00Z", &["2026-01-01T00:00:00Z"]);
+    // The retry waits for its own nextRunAt.
+    check_slots(&lp, "2026-01-01T00:04:00Z", &[]);
+}
+
+#[test]
+fn spec_checklist_item_17_inactive_and_expired_have_no_slots() {
+    let base = a_loop(every(60_000), "2026-01-01T00:00:00Z");
+    for status in [LoopStatus::Paused, LoopStatus::Stopped, LoopStatus::Expired] {
+        let lp = Loop {
+            status,
+            ..base.clone()
+        };
+        check_slots(&lp, "2026-01-01T00:10:00Z", &[]);
+    }
+    let expired = Loop {
+        expires_at: Some(at("2026-01-01T00:10:00Z")),
+        ..base.clone()
+    };
+    check_slots(&expired, "2026-01-01T00:10:00Z", &[]);
+    assert!(is_expired(&expired, at("2026-01-01T00:10:00Z")));
+    assert!(!is_expired(&expired, at("2026-01-01T00:09:59.999Z")));
+    check_slots(&expired, "2026-01-01T00:09:00Z", &["2026-01-01T00:09:00Z"]);
+    let no_next = Loop {
+        next_run_at: None,
+        ..base.clone()
+    };
+    check_slots(&no_next, "2026-01-01T00:10:00Z", &[]);
+    check_slots(&base, "2025-12-31T23:59:59.999Z", &[]);
+    let once = a_loop(
+        Schedule::Once {
+            at: at("2026-01-01T00:00:00Z"),
+        },
+        "2026-01-01T00:00:00Z",
+    );
+    check_slots(&once, "2026-06-01T00:00:00Z", &["2026-01-01T00:00:00Z"]);
+}
+
+#[test]
+fn plan_advance_follows_advance_loop() {
+    let lp = Loop {
+        max_attempts: 2,
+        ..a_loop(every(60_000), "2026-01-01T00:00:00Z")
+    };
+    let finished = at("2026-01-01T00:00:30Z");
+    let plan = |lp: &Loop, run: &LoopRun, ok: bool| plan_advance(lp, run, finished, ok).unwrap();
+    // Still running, or the loop is not active: nothing to write.
+    assert_eq!(
+        plan(
+            &lp,
+            &a_run("2026-01-01T00:00:00Z", 1, RunStatus::Running),
+            true
+        ),
+        None
+    );
+    let paused = Loop {
+        status: LoopStatus::Paused,
+        ..lp.clone()
+    };
+    assert_eq!(
+        plan(
+            &paused,
+            &a_run("2026-01-01T00:00:00Z", 1, RunStatus::Succeeded),
+            true
+        ),
+        None
+    );
+    // SPEC §10 item 37: a failure with attempts left schedules a retry.
+    assert_eq!(
+        plan(
+            &lp,
+            &a_run("2026-01-01T00:00:00Z", 1, RunStatus::Failed),
+            false
+        ),
+        Some(LoopAdvance {
+            status: LoopStatus::Active,
+            next_run_at: Some(at("2026-01-01T00:01:30Z")),
+            retry_scheduled_for: Some(at("2026-01-01T00:00:00Z")),
+        })
+    );
+    // Out of attempts: advance normally and clear the retry.
+    let advanced = Some(LoopAdvance {
+        status: LoopStatus::Active,
+        next_run_at: Some(at("2026-01-01T00:01:00Z")),
+        retry_scheduled_for: None,
+    });
+    assert_eq!(
+        plan(
+            &lp,
+            &a_run("2026-01-01T00:00:00Z", 2, RunStatus::Failed),
+            false
+        ),
+        advanced
+    );
+    assert_eq!(
+        plan(
+            &lp,
+            &a_run("2026-01-01T00:00:00Z", 1, RunStatus::Succeeded),
+            true
+        ),
+        advanced
+    );
+    // SPEC §10 item 36: a once loop stops.
+    let once = a_loop(
+        Schedule::Once {
+            at: at("2026-01-01T00:00:00Z"),
+        },
+        "2026-01-01T00:00:00Z",
+    );
+    assert_eq!(
+        plan(
+            &once,
+            &a_run("2026-01-01T00:00:00Z", 1, RunStatus::Succeeded),
+            true
+        ),
+        Some(LoopAdvance {
+            status: LoopStatus::Stopped,
+            next_run_at: None,
+            retry_scheduled_for: None
+        })
+    );
+}
