@@ -108,9 +108,7 @@ pub enum StoreError {
     #[error(transparent)]
     Schedule(#[from] loops_core::ScheduleError),
     /// An active workflow already has this name.
-    #[error(
-        "an active workflow named {name:?} already exists; archive it or choose another name"
-    )]
+    #[error("an active workflow named {name:?} already exists; archive it or choose another name")]
     DuplicateWorkflowName {
         /// The name.
         name: String,
@@ -138,6 +136,29 @@ pub enum StoreError {
     StepsAlive {
         /// `<stepId> pid=<pid>` entries, comma separated.
         steps: String,
+    },
+    /// A value could not be encoded for storage (a JSON column).
+    #[error("could not encode {0}")]
+    Encode(String),
+    /// A transition was asked to lead to a state it cannot, such as
+    /// finalizing a workflow run as `running`.
+    #[error("cannot {action} as {status}")]
+    InvalidTransition {
+        /// What was asked, e.g. `finalize workflow run`.
+        action: &'static str,
+        /// The requested status.
+        status: String,
+    },
+    /// A row vanished between a write and the read-back of its result,
+    /// e.g. `run not found after finalize: 0123456789ab` (SPEC §4.3).
+    #[error("{kind} not found after {op}: {id}")]
+    Vanished {
+        /// `run`, `loop`.
+        kind: &'static str,
+        /// The operation, e.g. `finalize`.
+        op: &'static str,
+        /// The row id.
+        id: String,
     },
 }
 

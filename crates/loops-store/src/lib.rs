@@ -10,7 +10,7 @@
 //! rusqlite type appears in its public API (errors wrap it as [`DbError`]),
 //! so a PostgreSQL backend can implement the same operations later.
 //! The store does no process work: liveness checks go through the
-//! [`Liveness`](loops_core::Liveness) it is given.
+//! [`Liveness`] it is given.
 //!
 //! ```
 //! use loops_store::Store;
@@ -24,6 +24,8 @@ mod loops;
 mod open;
 mod rows;
 mod runs;
+mod steps;
+mod workflow_runs;
 mod workflows;
 
 use std::path::{Path, PathBuf};
@@ -37,6 +39,8 @@ pub use crate::lease::*;
 pub use crate::loops::*;
 pub use crate::open::{DB_FILE, schema_version};
 pub use crate::runs::*;
+pub use crate::steps::*;
+pub use crate::workflow_runs::*;
 pub use crate::workflows::*;
 
 /// One connection to a loops database.
@@ -52,7 +56,9 @@ pub struct Store {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("path", &self.path).finish_non_exhaustive()
+        f.debug_struct("Store")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
     }
 }
 

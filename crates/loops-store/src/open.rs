@@ -108,6 +108,12 @@ fn prepare(mut conn: Connection, path: Option<&Path>) -> Result<Connection> {
     let shown: PathBuf = path.map_or_else(|| PathBuf::from(":memory:"), Path::to_owned);
     conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))
         .map_err(StoreError::db("setting the busy timeout"))?;
+    // The bundled SQLite enables foreign keys by default; the original never
+    // did (SPEC §4.1), and its databases may hold rows that the REFERENCES
+    // clauses would reject. History is kept consistent by the operations
+    // themselves instead.
+    conn.pragma_update(None, "foreign_keys", "OFF")
+        .map_err(StoreError::db("disabling foreign keys"))?;
 
     // Reading the schema is the first access to the file: a non-SQLite or
     // corrupt file fails here, before any write.

@@ -10,8 +10,10 @@ use loops_core::{
     DaemonLease, Loop, LoopRun, ProcessRef, StepRun, Timestamp, WorkflowEvent, WorkflowRun,
     WorkflowSpec,
 };
-use rusqlite::Row;
 use rusqlite::types::Type;
+use rusqlite::{Connection, OptionalExtension, Params, Row};
+
+use crate::error::{DbError, Result, StoreError};
 
 fn conversion<E>(idx: &str, err: E) -> rusqlite::Error
 where
@@ -19,10 +21,14 @@ where
 {
     // rusqlite wants a column index; the name travels in the message instead.
     let _ = idx;
-    rusqlite::Error::FromSqlConversionFailure(0, Type::Text, Box::new(ColumnError {
-        column: idx.to_owned(),
-        message: err.to_string(),
-    }))
+    rusqlite::Error::FromSqlConversionFailure(
+        0,
+        Type::Text,
+        Box::new(ColumnError {
+            column: idx.to_owned(),
+            message: err.to_string(),
+        }),
+    )
 }
 
 #[derive(Debug)]
@@ -61,7 +67,10 @@ where
 }
 
 /// Reads a JSON column.
-pub(crate) fn json<T: serde::de::DeserializeOwned>(row: &Row<'_>, col: &str) -> rusqlite::Result<T> {
+pub(crate) fn json<T: serde::de::DeserializeOwned>(
+    row: &Row<'_>,
+    col: &str,
+) -> rusqlite::Result<T> {
     let s: String = row.get(col)?;
     serde_json::from_str(&s).map_err(|e| conversion(col, e))
 }
@@ -259,4 +268,59 @@ pub(crate) fn ts(t: Timestamp) -> String {
 /// A nullable instant as TEXT.
 pub(crate) fn ts_opt(t: Option<Timestamp>) -> Option<String> {
     t.map(ts)
+}
+
+/// Decodes one row of `table`, reporting a value that does not decode (bad
+/// JSON, unknown status) as [`StoreError::Corrupt`] naming the row's id.
+pub(crate) fn decode<T>(
+    row: &Row<'_>,
+    table: &'static str,
+    map: fn(&Row<'_>) -> rusqlite::Result<T>,
+) -> Result<T> {
+    map(row).map_err(|e| match e {
+        rusqlite::Error::FromSqlConversionFailure(..)
+        | rusqlite::Error::InvalidColumnType(..)
+        | rusqlite::Error::IntegralValueOutOfRange(..) => StoreError::Corrupt {
+            table,
+            id: row.get::<_, String>("id").unwrap_or_default(),
+            reason: e.to_string(),
+        },
+        other => StoreError::Db {
+            context: "decoding a row",
+            source: DbError(other),
+        },
+    })
+}
+
+/// Runs a statement returning at most one row of `table` (a `SELECT` or an
+/// `… RETURNING *` write).
+pub(crate) fn query_opt<T>(
+    conn: &Connection,
+    sql: &str,
+    params: impl Params,
+    (table, context): (&'static str, &'static str),
+    map: fn(&Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Option<T>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(StoreError::db(context))?;
+    stmt.query_row(params, |row| Ok(decode(row, table, map)))
+        .optional()
+        .map_err(StoreError::db(context))?
+        .transpose()
+}
+
+/// Runs a statement returning rows of `table`.
+pub(crate) fn query_vec<T>(
+    conn: &Connection,
+    sql: &str,
+    params: impl Params,
+    (table, context): (&'static str, &'static str),
+    map: fn(&Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<T>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(StoreError::db(context))?;
+    let decoded = stmt
+        .query_map(params, |row| Ok(decode(row, table, map)))
+        .map_err(StoreError::db(context))?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(StoreError::db(context))?;
+    decoded.into_iter().collect()
 }

@@ -1,1 +1,446 @@
-//! STUB: runs operations.
+//! Loop runs: lookups, lease heartbeats, pid recording, fenced finalizes,
+//! overlap skips, and the finalize-and-advance transaction (SPEC §4.3
+//! "Other run operations", `finalizeRun`, §3.3–§3.4).
+//!
+//! Claims live in `runs/claim.rs`, lease recovery in `runs/recover.rs`, and
+//! the in-transaction loop advance in `runs/advance.rs`.
+//!
+//! Invariants: a run in a terminal state (succeeded, skipped) never changes;
+//! a finalize applies only to a running row, and under a [`Fence`] only for
+//! the runner that still holds an unexpired lease; a loop is advanced only
+//! in the same transaction as the write that finished its run.
+
+mod advance;
+mod claim;
+mod recover;
+
+use loops_core::{ExecutorResult, Loop, LoopId, LoopRun, ProcessRef, RunId, RunStatus, Timestamp};
+use rusqlite::{Connection, Row, params};
+
+pub use self::advance::Advance;
+pub use self::claim::{Claim, NotClaimed};
+pub use self::recover::Recovered;
+use crate::error::{Result, StoreError};
+use crate::rows::{self, ts};
+use crate::{Store, random_id_bytes};
+
+/// The default `limit` of [`Store::list_runs`] (SPEC §4.3 `listRuns`).
+pub const DEFAULT_RUN_LIMIT: u32 = 100;
+
+/// What [`Store::list_runs`] returns. Filters combine.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunFilter {
+    /// Only runs of this loop.
+    pub loop_id: Option<LoopId>,
+    /// Only runs with this status.
+    pub status: Option<RunStatus>,
+    /// At most this many runs; [`DEFAULT_RUN_LIMIT`] when unset.
+    pub limit: Option<u32>,
+}
+
+/// The claim a finalize must still hold to apply (SPEC §4.3 `finalizeRun`
+/// fence): the row must be running, claimed by `claimed_by`, with a lease
+/// that has not expired at `now`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fence {
+    /// The runner id that claimed the run.
+    pub claimed_by: String,
+}
+
+impl Fence {
+    /// A fence for `runner_id`.
+    pub fn new(runner_id: impl Into<String>) -> Fence {
+        Fence {
+            claimed_by: runner_id.into(),
+        }
+    }
+}
+
+/// The result of [`Store::finalize_and_advance`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finalized {
+    /// The run as stored: the finalized row, or, when the finalize was
+    /// fenced out, the row as someone else left it.
+    pub run: LoopRun,
+    /// The run's loop as stored after the transaction, if it exists.
+    pub loop_: Option<Loop>,
+    /// Whether this finalize was written (false when fenced out).
+    pub applied: bool,
+    /// What happened to the loop.
+    pub advance: Advance,
+}
+
+/// The result of [`Store::create_skipped_run_and_advance`].
+#[derive(Debug, Clone, PartialEq)]
+// One outcome per call, matched at once and never stored in bulk, so the
+// records are kept inline for easy matching.
+#[allow(clippy::large_enum_variant)]
+pub enum SkipOutcome {
+    /// A skipped row was written and the loop advanced as after a success.
+    Skipped {
+        /// The new skipped row.
+        run: LoopRun,
+        /// The loop as stored afterwards, if it exists.
+        loop_: Option<Loop>,
+        /// What happened to the loop.
+        advance: Advance,
+    },
+    /// The slot already had a row, which is returned unchanged; the loop
+    /// was not advanced, so a pending retry of that row survives (SPEC §9
+    /// item 10).
+    Occupied(LoopRun),
+}
+
+/// The reason recorded on an overlap skip (SPEC §3.2).
+pub const OVERLAP_SKIP_REASON: &str = "previous run still active";
+
+/// A run row together with its recorded process (pid plus start time).
+pub(crate) fn run_and_process(row: &Row<'_>) -> rusqlite::Result<(LoopRun, Option<ProcessRef>)> {
+    Ok((rows::run_row(row)?, rows::process_ref(row)?))
+}
+
+/// Reads one run by id on `conn`.
+pub(crate) fn query_run(conn: &Connection, id: &RunId) -> Result<Option<LoopRun>> {
+    run_returning(
+        conn,
+        "SELECT * FROM loop_runs WHERE id = ?1",
+        [id.as_str()],
+        "reading a run",
+    )
+}
+
+/// Runs a statement returning at most one run row (`SELECT` or
+/// `… RETURNING *`).
+pub(crate) fn run_returning(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    context: &'static str,
+) -> Result<Option<LoopRun>> {
+    rows::query_opt(conn, sql, params, ("loop_runs", context), rows::run_row)
+}
+
+/// Milliseconds as the signed offset [`Timestamp::add_ms`] takes.
+pub(crate) fn offset_ms(ms: u64) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
+/// The finalize `UPDATE`. `?10` is the fence's claimant, or NULL for an
+/// unfenced finalize; either way only a running row changes, so a terminal
+/// row never does. `pid_start_ms` survives only when the pid is the one
+/// recorded at spawn.
+const FINALIZE_SQL: &str = "UPDATE loop_runs SET
+       status = ?2, finished_at = ?3, lease_expires_at = NULL,
+       pid_start_ms = CASE WHEN pid IS ?4 THEN pid_start_ms ELSE NULL END,
+       pid = ?4, exit_code = ?5, duration_ms = ?6, stdout = ?7, stderr = ?8, error = ?9,
+       updated_at = ?3
+     WHERE id = ?1 AND status = 'running'
+       AND (?10 IS NULL OR (claimed_by = ?10 AND lease_expires_at > ?11))
+     RETURNING *";
+
+/// Applies a finalize on `conn`; `Some(row)` when it was written.
+fn apply_finalize(
+    conn: &Connection,
+    run_id: &RunId,
+    result: &ExecutorResult,
+    fence: Option<&Fence>,
+    now: Timestamp,
+) -> Result<Option<LoopRun>> {
+    let status = RunStatus::from(result.status);
+    run_returning(
+        conn,
+        FINALIZE_SQL,
+        params![
+            run_id.as_str(),
+            status.as_str(),
+            ts(result.finished_at),
+            result.pid,
+            result.exit_code,
+            result.duration_ms,
+            result.stdout,
+            result.stderr,
+            result.error,
+            fence.map(|f| f.claimed_by.as_str()),
+            ts(now),
+        ],
+        "finalizing a run",
+    )
+}
+
+fn vanished(id: &RunId, op: &'static str) -> StoreError {
+    StoreError::Vanished {
+        kind: "run",
+        op,
+        id: id.to_string(),
+    }
+}
+
+/// Inserts a skipped row for `slot` unless the slot has one; `Some(row)`
+/// when inserted.
+fn insert_skipped(
+    conn: &Connection,
+    lp: &Loop,
+    slot: Timestamp,
+    reason: &str,
+    now: Timestamp,
+) -> Result<Option<LoopRun>> {
+    run_returning(
+        conn,
+        "INSERT OR IGNORE INTO loop_runs (id, loop_id, loop_name, scheduled_for, attempt, status,
+           started_at, finished_at, error, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, 1, 'skipped', NULL, ?5, ?6, ?5, ?5)
+         RETURNING *",
+        params![
+            RunId::from_bytes(random_id_bytes()).as_str(),
+            lp.id.as_str(),
+            lp.name,
+            ts(slot),
+            ts(now),
+            reason,
+        ],
+        "recording a skipped run",
+    )
+}
+
+fn query_slot(conn: &Connection, loop_id: &LoopId, slot: Timestamp) -> Result<Option<LoopRun>> {
+    run_returning(
+        conn,
+        "SELECT * FROM loop_runs WHERE loop_id = ?1 AND scheduled_for = ?2",
+        params![loop_id.as_str(), ts(slot)],
+        "reading a run by slot",
+    )
+}
+
+impl Store {
+    /// The run with this id, if any.
+    pub fn get_run(&self, id: &RunId) -> Result<Option<LoopRun>> {
+        query_run(&self.conn, id)
+    }
+
+    /// The run of `loop_id` for `slot`, if any (one row per slot).
+    pub fn get_run_by_slot(&self, loop_id: &LoopId, slot: Timestamp) -> Result<Option<LoopRun>> {
+        query_slot(&self.conn, loop_id, slot)
+    }
+
+    /// Lists runs, newest first (SPEC §4.3 `listRuns`).
+    pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<LoopRun>> {
+        let limit = filter.limit.unwrap_or(DEFAULT_RUN_LIMIT);
+        let sql = match (filter.loop_id.is_some(), filter.status.is_some()) {
+            (true, true) => {
+                "SELECT * FROM loop_runs WHERE loop_id = ?1 AND status = ?2
+                             ORDER BY created_at DESC, rowid DESC LIMIT ?3"
+            }
+            (true, false) => {
+                "SELECT * FROM loop_runs WHERE loop_id = ?1 AND ?2 IS NULL
+                              ORDER BY created_at DESC, rowid DESC LIMIT ?3"
+            }
+            (false, true) => {
+                "SELECT * FROM loop_runs WHERE ?1 IS NULL AND status = ?2
+                              ORDER BY created_at DESC, rowid DESC LIMIT ?3"
+            }
+            (false, false) => {
+                "SELECT * FROM loop_runs WHERE ?1 IS NULL AND ?2 IS NULL
+                               ORDER BY created_at DESC, rowid DESC LIMIT ?3"
+            }
+        };
+        rows::query_vec(
+            &self.conn,
+            sql,
+            params![
+                filter.loop_id.as_ref().map(LoopId::as_str),
+                filter.status.map(RunStatus::as_str),
+                limit
+            ],
+            ("loop_runs", "listing runs"),
+            rows::run_row,
+        )
+    }
+
+    /// Extends a run's lease to `now + lease_ms`.
+    ///
+    /// Applies only while the run is running, claimed by `claimed_by`, and
+    /// its lease has not yet expired: SPEC §9 item 11, the original renews
+    /// an expired lease, which lets a stalled runner resurrect a run that
+    /// another runner may already have recovered or re-claimed. Returns the
+    /// renewed row, or `None` when the lease was not renewed (lost).
+    pub fn heartbeat_run_lease(
+        &self,
+        run_id: &RunId,
+        claimed_by: &str,
+        lease_ms: u64,
+        now: Timestamp,
+    ) -> Result<Option<LoopRun>> {
+        run_returning(
+            &self.conn,
+            "UPDATE loop_runs SET lease_expires_at = ?3, updated_at = ?4
+             WHERE id = ?1 AND status = 'running' AND claimed_by = ?2 AND lease_expires_at > ?4
+             RETURNING *",
+            params![
+                run_id.as_str(),
+                claimed_by,
+                ts(now.add_ms(offset_ms(lease_ms))),
+                ts(now)
+            ],
+            "renewing a run lease",
+        )
+    }
+
+    /// Records the child process of a running run: its pid and, in the
+    /// additive `pid_start_ms` column, its start time, so that a reused pid
+    /// is not mistaken for it (SPEC §9 item 14).
+    ///
+    /// Applies only while the run is running and, when `claimed_by` is
+    /// given, owned by that runner. Returns the updated row, or `None` when
+    /// nothing was written.
+    pub fn mark_run_pid(
+        &self,
+        run_id: &RunId,
+        process: ProcessRef,
+        claimed_by: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Option<LoopRun>> {
+        run_returning(
+            &self.conn,
+            "UPDATE loop_runs SET pid = ?2, pid_start_ms = ?3, updated_at = ?5
+             WHERE id = ?1 AND status = 'running' AND (?4 IS NULL OR claimed_by = ?4)
+             RETURNING *",
+            params![
+                run_id.as_str(),
+                process.pid,
+                process.start,
+                claimed_by,
+                ts(now)
+            ],
+            "recording a run's pid",
+        )
+    }
+
+    /// Finalizes a run with an executor result (SPEC §4.3 `finalizeRun`)
+    /// without touching its loop. Use this for ad-hoc manual runs, which
+    /// never advance their loop (SPEC §3.5).
+    ///
+    /// Sets status, `finished_at` (the result's), results and pid, clears
+    /// the lease. Applies only to a running row, and under `fence` only for
+    /// the claimant of an unexpired lease. Always returns the stored row,
+    /// so a fenced-out finalize is dropped without error (SPEC §10 items
+    /// 25–26). A missing row fails with `run not found after finalize`.
+    pub fn finalize_run(
+        &self,
+        run_id: &RunId,
+        result: &ExecutorResult,
+        fence: Option<&Fence>,
+        now: Timestamp,
+    ) -> Result<LoopRun> {
+        if let Some(run) = apply_finalize(&self.conn, run_id, result, fence, now)? {
+            return Ok(run);
+        }
+        self.get_run(run_id)?
+            .ok_or_else(|| vanished(run_id, "finalize"))
+    }
+
+    /// Finalizes a run and advances its loop in one `BEGIN IMMEDIATE`
+    /// transaction (SPEC §9 items 7 and 12).
+    ///
+    /// The finalize is fenced as in [`Store::finalize_run`]. Only when it
+    /// applied is the loop advanced (SPEC §3.4 with the run's `finished_at`
+    /// and `succeeded = status == succeeded`), with a write guarded on the
+    /// loop still being active, so a concurrent pause wins (SPEC §9 item
+    /// 8). If the schedule cannot produce the next run, the finalize is
+    /// still committed and the loop is paused ([`Advance::Paused`]).
+    pub fn finalize_and_advance(
+        &self,
+        run_id: &RunId,
+        result: &ExecutorResult,
+        fence: &Fence,
+        now: Timestamp,
+    ) -> Result<Finalized> {
+        self.write_tx(
+            |conn| match apply_finalize(conn, run_id, result, Some(fence), now)? {
+                Some(run) => {
+                    let finished_at = run.finished_at.unwrap_or(now);
+                    let succeeded = run.status == RunStatus::Succeeded;
+                    let (advance, loop_) = advance::advance_loop(
+                        conn,
+                        &run.loop_id,
+                        &run,
+                        finished_at,
+                        succeeded,
+                        now,
+                    )?;
+                    Ok(Finalized {
+                        run,
+                        loop_,
+                        applied: true,
+                        advance,
+                    })
+                }
+                None => {
+                    let run =
+                        query_run(conn, run_id)?.ok_or_else(|| vanished(run_id, "finalize"))?;
+                    let loop_ = crate::loops::query_loop(conn, &run.loop_id)?;
+                    Ok(Finalized {
+                        run,
+                        loop_,
+                        applied: false,
+                        advance: Advance::FencedOut,
+                    })
+                }
+            },
+        )
+    }
+
+    /// Records a skipped run for `slot` (SPEC §4.3 `createSkippedRun`):
+    /// attempt 1, finished at `now`, error `reason`. If the slot already
+    /// has a row, nothing is written. Returns the stored row either way.
+    pub fn create_skipped_run(
+        &self,
+        lp: &Loop,
+        slot: Timestamp,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<LoopRun> {
+        if let Some(run) = insert_skipped(&self.conn, lp, slot, reason, now)? {
+            return Ok(run);
+        }
+        self.get_run_by_slot(&lp.id, slot)?
+            .ok_or_else(|| StoreError::Vanished {
+                kind: "run",
+                op: "skip",
+                id: format!("{}@{slot}", lp.id),
+            })
+    }
+
+    /// The overlap skip of SPEC §3.2 in one `BEGIN IMMEDIATE` transaction:
+    /// records a skipped row and advances the loop as after a success at
+    /// `now`.
+    ///
+    /// SPEC §9 item 10: when the slot already has a row (say a failed run
+    /// with a pending retry), that row is returned as
+    /// [`SkipOutcome::Occupied`] and the loop is not advanced, so the retry
+    /// survives.
+    pub fn create_skipped_run_and_advance(
+        &self,
+        lp: &Loop,
+        slot: Timestamp,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<SkipOutcome> {
+        self.write_tx(|conn| match insert_skipped(conn, lp, slot, reason, now)? {
+            Some(run) => {
+                let (advance, loop_) = advance::advance_loop(conn, &lp.id, &run, now, true, now)?;
+                Ok(SkipOutcome::Skipped {
+                    run,
+                    loop_,
+                    advance,
+                })
+            }
+            None => query_slot(conn, &lp.id, slot)?
+                .map(SkipOutcome::Occupied)
+                .ok_or_else(|| StoreError::Vanished {
+                    kind: "run",
+                    op: "skip",
+                    id: format!("{}@{slot}", lp.id),
+                }),
+        })
+    }
+}

@@ -1,0 +1,411 @@
+//! Loop creation, lookups, listing and the guarded status changes (SPEC
+//! §4.3 "Loops", §1.5, §2.6; SPEC §9 items 8, 33 and 34).
+
+use loops_core::{ExecutorStatus, LoopStatus, RunStatus, Schedule};
+use loops_store::{
+    Claim, DeleteHistory, DeleteOutcome, Fence, LoopChange, LoopFilter, Refusal, RunFilter,
+    StoreError,
+};
+
+use crate::common::*;
+
+#[test]
+fn create_loop_stores_the_input_and_the_first_next_run() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let lp = create(&store, "nightly", 1);
+    assert_eq!(lp.status, LoopStatus::Active);
+    assert_eq!(lp.next_run_at, Some(t0().add_ms(60_000)));
+    assert_eq!((lp.created_at, lp.updated_at), (t0(), t0()));
+    assert_eq!(store.get_loop(&lp.id).unwrap(), Some(lp.clone()));
+    let schedule: String = fx
+        .raw()
+        .query_row(
+            "SELECT schedule_json FROM loops WHERE id = ?1",
+            [lp.id.as_str()],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        schedule,
+        r#"{"type":"interval","everyMs":60000,"anchor":"fixed_rate"}"#
+    );
+}
+
+#[test]
+fn an_invalid_loop_writes_nothing() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let mut new = interval_loop("bad");
+    new.max_attempts = 0;
+    let err = store.create_loop(&new, t0()).unwrap_err();
+    assert!(matches!(err, StoreError::Invalid(_)), "{err}");
+    assert_eq!(store.count_loops(None).unwrap(), 0);
+}
+
+#[test]
+fn require_loop_tries_the_id_then_the_newest_name() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let old = create(&store, "twin", 1);
+    let newer = store
+        .create_loop(&interval_loop("twin"), t0().add_ms(1))
+        .unwrap();
+    assert_eq!(store.require_loop(old.id.as_str()).unwrap(), old);
+    assert_eq!(store.require_loop("twin").unwrap(), newer);
+    // A loop named like another loop's id is found by that id first.
+    let named_like_id = store
+        .create_loop(&interval_loop(old.id.as_str()), t0().add_ms(2))
+        .unwrap();
+    assert_eq!(store.require_loop(old.id.as_str()).unwrap(), old);
+    assert_ne!(named_like_id.id, old.id);
+    let err = store.require_loop("nope").unwrap_err();
+    assert_eq!(err.to_string(), "loop not found: nope");
+}
+
+#[test]
+fn list_loops_sorts_nulls_first_and_honours_filters_and_limits() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let a = create(&store, "a", 1);
+    let b = create(&store, "b", 1);
+    let c = create(&store, "c", 1);
+    set_next_run(&fx, &a, Some(t("2026-01-01T00:03:00Z")));
+    set_next_run(&fx, &b, None);
+    set_next_run(&fx, &c, Some(t("2026-01-01T00:02:00Z")));
+    store.pause_loop(&c.id, t0()).unwrap();
+    let names = |f: LoopFilter| -> Vec<String> {
+        store
+            .list_loops(&f)
+            .unwrap()
+            .into_iter()
+            .map(|l| l.name)
+            .collect()
+    };
+    assert_eq!(names(LoopFilter::default()), ["b", "a", "c"]);
+    assert_eq!(
+        names(LoopFilter {
+            status: Some(LoopStatus::Active),
+            limit: None
+        }),
+        ["b", "a"]
+    );
+    assert_eq!(
+        names(LoopFilter {
+            status: None,
+            limit: Some(1)
+        }),
+        ["b"]
+    );
+    for i in 0..205 {
+        store
+            .create_loop(&interval_loop(&format!("bulk{i}")), t0())
+            .unwrap();
+    }
+    assert_eq!(store.list_loops(&LoopFilter::default()).unwrap().len(), 200);
+    assert_eq!(
+        store
+            .list_loops(&LoopFilter {
+                status: None,
+                limit: Some(1000)
+            })
+            .unwrap()
+            .len(),
+        208
+    );
+    assert_eq!(store.count_loops(Some(LoopStatus::Paused)).unwrap(), 1);
+}
+
+#[test]
+fn due_loops_are_active_due_and_earliest_first() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let now = t("2026-01-01T01:00:00Z");
+    let late = create(&store, "late", 1);
+    let early = create(&store, "early", 1);
+    let future = create(&store, "future", 1);
+    let paused = create(&store, "paused", 1);
+    let none = create(&store, "none", 1);
+    set_next_run(&fx, &late, Some(now));
+    set_next_run(&fx, &early, Some(t("2026-01-01T00:10:00Z")));
+    set_next_run(&fx, &future, Some(now.add_ms(1)));
+    set_next_run(&fx, &paused, Some(t0()));
+    set_next_run(&fx, &none, None);
+    store.pause_loop(&paused.id, t0()).unwrap();
+    let due: Vec<String> = store
+        .due_loops(now, 100)
+        .unwrap()
+        .into_iter()
+        .map(|l| l.name)
+        .collect();
+    assert_eq!(due, ["early", "late"]);
+    assert_eq!(store.due_loops(now, 1).unwrap().len(), 1);
+}
+
+#[test]
+fn pause_is_guarded_and_keeps_next_run() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let lp = create(&store, "p", 1);
+    let LoopChange::Changed(paused) = store.pause_loop(&lp.id, t0().add_ms(5)).unwrap() else {
+        panic!("not paused");
+    };
+    assert_eq!(paused.status, LoopStatus::Paused);
+    assert_eq!(paused.next_run_at, lp.next_run_at);
+    assert_eq!(paused.updated_at, t0().add_ms(5));
+    assert_eq!(
+        store.pause_loop(&lp.id, t0()).unwrap(),
+        LoopChange::Already(paused)
+    );
+    store.stop_loop(&lp.id, t0()).unwrap();
+    let out = store.pause_loop(&lp.id, t0()).unwrap();
+    assert!(
+        matches!(out, LoopChange::Refused { reason: Refusal::NotActive, ref loop_ } if loop_.status == LoopStatus::Stopped)
+    );
+    let missing = loops_core::LoopId::parse("0123456789ab").unwrap();
+    assert_eq!(
+        store.pause_loop(&missing, t0()).unwrap_err().to_string(),
+        "loop not found: 0123456789ab"
+    );
+}
+
+#[test]
+fn stop_clears_next_run_and_retry() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let lp = create(&store, "s", 1);
+    fx.raw()
+        .execute(
+            "UPDATE loops SET retry_scheduled_for = ?2 WHERE id = ?1",
+            (lp.id.as_str(), t0().to_string()),
+        )
+        .unwrap();
+    let LoopChange::Changed(stopped) = store.stop_loop(&lp.id, t0()).unwrap() else {
+        panic!("not stopped");
+    };
+    assert_eq!(stopped.status, LoopStatus::Stopped);
+    assert_eq!(
+        (stopped.next_run_at, stopped.retry_scheduled_for),
+        (None, None)
+    );
+    assert_eq!(
+        store.stop_loop(&lp.id, t0()).unwrap(),
+        LoopChange::Already(stopped)
+    );
+}
+
+#[test]
+fn resume_keeps_a_paused_next_run_and_recomputes_a_stopped_one() {
+    // SPEC §9 item 33: a resumed stopped loop runs again.
+    let fx = Fixture::new();
+    let store = fx.store();
+    let lp = create(&store, "r", 1);
+    store.pause_loop(&lp.id, t0()).unwrap();
+    let later = t("2026-01-01T05:00:00Z");
+    let LoopChange::Changed(resumed) = store.resume_loop(&lp.id, later).unwrap() else {
+        panic!("not resumed");
+    };
+    assert_eq!(resumed.status, LoopStatus::Active);
+    assert_eq!(resumed.next_run_at, lp.next_run_at);
+    assert_eq!(
+        store.resume_loop(&lp.id, later).unwrap(),
+        LoopChange::Already(resumed)
+    );
+
+    store.stop_loop(&lp.id, later).unwrap();
+    let LoopChange::Changed(resumed) = store.resume_loop(&lp.id, later).unwrap() else {
+        panic!("not resumed");
+    };
+    assert_eq!(resumed.status, LoopStatus::Active);
+    assert_eq!(resumed.next_run_at, Some(later.add_ms(60_000)));
+    assert_eq!(resumed.retry_scheduled_for, None);
+}
+
+#[test]
+fn resume_refuses_an_expired_loop_and_a_spent_once_loop() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let mut new = interval_loop("exp");
+    new.expires_at = Some(t("2026-01-01T00:30:00Z"));
+    let lp = store.create_loop(&new, t0()).unwrap();
+    let expired = store.expire_loops(t("2026-01-01T00:30:00Z")).unwrap();
+    assert_eq!(expired.len(), 1);
+    let out = store
+        .resume_loop(&lp.id, t("2026-01-01T01:00:00Z"))
+        .unwrap();
+    assert!(
+        matches!(
+            out,
+            LoopChange::Refused {
+                reason: Refusal::PastExpiry,
+                ..
+            }
+        ),
+        "{out:?}"
+    );
+
+    let at = t("2026-01-01T00:05:00Z");
+    let mut once = interval_loop("once");
+    once.schedule = Schedule::Once { at };
+    let lp = store.create_loop(&once, t0()).unwrap();
+    let Claim::Claimed { run, .. } = store.claim_run(&lp, at, RUNNER_A, at).unwrap() else {
+        panic!("not claimed");
+    };
+    store
+        .finalize_and_advance(
+            &run.id,
+            &result(ExecutorStatus::Succeeded, at),
+            &Fence::new(RUNNER_A),
+            at,
+        )
+        .unwrap();
+    store.stop_loop(&lp.id, at).unwrap();
+    let out = store.resume_loop(&lp.id, at.add_ms(1)).unwrap();
+    assert!(
+        matches!(
+            out,
+            LoopChange::Refused {
+                reason: Refusal::NothingToRun,
+                ..
+            }
+        ),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn expire_loops_clears_next_run_and_keeps_the_retry() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let mut new = interval_loop("e");
+    new.expires_at = Some(t("2026-01-01T00:30:00Z"));
+    let lp = store.create_loop(&new, t0()).unwrap();
+    let keep = create(&store, "keep", 1);
+    fx.raw()
+        .execute(
+            "UPDATE loops SET retry_scheduled_for = ?2 WHERE id = ?1",
+            (lp.id.as_str(), t0().to_string()),
+        )
+        .unwrap();
+    assert!(
+        store
+            .expire_loops(t("2026-01-01T00:29:59.999Z"))
+            .unwrap()
+            .is_empty()
+    );
+    let expired = store.expire_loops(t("2026-01-01T00:30:00Z")).unwrap();
+    assert_eq!(expired.len(), 1);
+    assert_eq!(expired[0].status, LoopStatus::Expired);
+    assert_eq!(expired[0].next_run_at, None);
+    assert_eq!(expired[0].retry_scheduled_for, Some(t0()));
+    assert_eq!(
+        store.get_loop(&keep.id).unwrap().unwrap().status,
+        LoopStatus::Active
+    );
+}
+
+#[test]
+fn delete_keeps_or_purges_the_history() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let kept = create(&store, "kept", 1);
+    let purged = create(&store, "purged", 1);
+    let mut run_ids = Vec::new();
+    for lp in [&kept, &purged] {
+        let Claim::Claimed { run, .. } = store.claim_run(lp, t0(), RUNNER_A, t0()).unwrap() else {
+            panic!("not claimed");
+        };
+        insert_linked_workflow(&fx, lp.id.as_str(), run.id.as_str(), None);
+        run_ids.push(run.id);
+    }
+    assert_eq!(
+        store.delete_loop(&kept.id, DeleteHistory::Keep).unwrap(),
+        DeleteOutcome::Deleted {
+            runs_deleted: 0,
+            workflow_runs_unlinked: 1
+        }
+    );
+    assert_eq!(store.get_loop(&kept.id).unwrap(), None);
+    assert!(
+        store.get_run(&run_ids[0]).unwrap().is_some(),
+        "history kept"
+    );
+    assert_eq!(
+        store.delete_loop(&purged.id, DeleteHistory::Purge).unwrap(),
+        DeleteOutcome::Deleted {
+            runs_deleted: 1,
+            workflow_runs_unlinked: 1
+        }
+    );
+    assert_eq!(store.get_run(&run_ids[1]).unwrap(), None);
+    let mut links: Vec<(Option<String>, Option<String>)> = fx
+        .raw()
+        .prepare("SELECT loop_id, loop_run_id FROM workflow_runs")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    links.sort();
+    // The kept run stays linked; the purged one is unlinked entirely.
+    assert_eq!(links, [(None, None), (None, Some(run_ids[0].to_string()))]);
+    assert_eq!(
+        store.delete_loop(&purged.id, DeleteHistory::Purge).unwrap(),
+        DeleteOutcome::NotFound
+    );
+    assert_eq!(store.count_runs(None).unwrap(), 1);
+}
+
+#[test]
+fn runs_are_counted_listed_newest_first_and_filtered() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let a = create(&store, "a", 1);
+    let b = create(&store, "b", 1);
+    assert!(!store.has_running_run(&a.id).unwrap());
+    for i in 0..3 {
+        let slot = t0().add_ms(60_000 * i);
+        let Claim::Claimed { run, .. } = store.claim_run(&a, slot, RUNNER_A, slot).unwrap() else {
+            panic!("not claimed");
+        };
+        if i < 2 {
+            store
+                .finalize_run(
+                    &run.id,
+                    &result(ExecutorStatus::Succeeded, slot.add_ms(5)),
+                    None,
+                    slot.add_ms(5),
+                )
+                .unwrap();
+        }
+    }
+    store
+        .create_skipped_run(&b, t0(), "previous run still active", t0())
+        .unwrap();
+    assert!(store.has_running_run(&a.id).unwrap());
+    assert!(!store.has_running_run(&b.id).unwrap());
+    assert_eq!(store.count_runs(None).unwrap(), 4);
+    assert_eq!(store.count_runs(Some(RunStatus::Succeeded)).unwrap(), 2);
+    let all = store.list_runs(&RunFilter::default()).unwrap();
+    assert_eq!(all.len(), 4);
+    assert!(all.windows(2).all(|w| w[0].created_at >= w[1].created_at));
+    assert_eq!(all[0].scheduled_for, t0().add_ms(120_000));
+    let of_a = store
+        .list_runs(&RunFilter {
+            loop_id: Some(a.id),
+            ..RunFilter::default()
+        })
+        .unwrap();
+    assert_eq!(of_a.len(), 3);
+    let done_a = RunFilter {
+        loop_id: Some(a.id),
+        status: Some(RunStatus::Succeeded),
+        limit: Some(1),
+    };
+    assert_eq!(store.list_runs(&done_a).unwrap().len(), 1);
+    let skipped = RunFilter {
+        status: Some(RunStatus::Skipped),
+        ..RunFilter::default()
+    };
+    assert_eq!(store.list_runs(&skipped).unwrap()[0].loop_id, b.id);
+}

@@ -1,0 +1,14 @@
+//! Integration tests of the store on real temporary database files (WAL
+//! and a second connection need a file): claims, leases, finalizes,
+//! recovery, loop state changes, the daemon lease, and opening databases
+//! written by the original 0.3.1 (SPEC §4, §10 items 18–35).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod claim;
+mod common;
+mod compat;
+mod finalize;
+mod lease;
+mod loops;
+mod recover;
