@@ -1,5 +1,65 @@
-//! Turning targets into processes (SPEC §5). The full executor lands with
-//! the executor issue; this crate already owns the production liveness probe.
+//! Turning targets into processes (SPEC §5).
+//!
+//! [`execute_target`] runs a command or agent target to completion and
+//! returns an [`ExecutorResult`](loops_core::ExecutorResult):
+//! - the program and argv come from the target ([`agent_argv`] for agents,
+//!   SPEC §5.2), exec'd directly or through `/bin/sh -c`;
+//! - the environment is rebuilt from scratch (SPEC §5.3): base environment,
+//!   account variables from `accounts env` (SPEC §5.4), the target's `env`,
+//!   the normalized `PATH` ([`normalize_path`], SPEC §5.5) and the `LOOPS_*`
+//!   metadata ([`RunMetadata`]);
+//! - the working directory and executable are checked first, against the
+//!   target's cwd ([`preflight_target`] does only these checks);
+//! - the child leads its own process group; its output is drained to EOF
+//!   and bounded by bytes, keeping the tail;
+//! - a timeout, a [`CancelToken`] or the end of the run tear the whole group
+//!   down with SIGTERM, a grace period and SIGKILL.
+//!
+//! ```
+//! use loops_core::{CommandTarget, ExecutorStatus, ProcessTarget};
+//! use loops_exec::{execute_target, ExecOptions, RunMetadata};
+//!
+//! let mut cmd = CommandTarget::new("printf hello");
+//! cmd.shell = Some(true);
+//! let result = execute_target(
+//!     &ProcessTarget::Command(cmd),
+//!     &RunMetadata::default(),
+//!     &ExecOptions::default(),
+//!     &mut |_spawned| {},
+//! )?;
+//! assert_eq!(result.status, ExecutorStatus::Succeeded);
+//! assert_eq!(result.stdout, "hello");
+//! # Ok::<(), loops_exec::ExecError>(())
+//! ```
+//!
+//! This crate also owns the production liveness probe, [`SystemProbe`],
+//! that the store is handed.
 //!
 //! Architecture invariant: this is the only crate that spawns or signals
-//! processes.
+//! processes, and the only one that uses nix.
+
+mod account;
+mod cancel;
+mod env;
+mod error;
+mod execute;
+mod group;
+mod liveness;
+mod output;
+mod path;
+mod signals;
+mod spec;
+mod supervise;
+
+pub use crate::cancel::CancelToken;
+pub use crate::env::RunMetadata;
+pub use crate::error::{CwdError, ExecError};
+pub use crate::execute::{
+    DEFAULT_ACCOUNTS_TIMEOUT, DEFAULT_KILL_GRACE, DEFAULT_LEAK_TIMEOUT, ExecOptions, Preflight,
+    execute_target, preflight_target,
+};
+pub use crate::liveness::{SystemProbe, process_start_ms};
+pub use crate::output::DEFAULT_MAX_OUTPUT_BYTES;
+pub use crate::path::normalize_path;
+pub use crate::signals::{SignalCancel, SignalWatch};
+pub use crate::spec::agent_argv;

@@ -1,0 +1,159 @@
+//! The environment a target runs with (SPEC §5.3) and the run metadata
+//! that goes into it.
+//!
+//! Built in the SPEC's order: the base environment (the caller's, else the
+//! process's); for an account, the inherited credentials and tool homes are
+//! removed and the account's variables applied; the target's own `env`; the
+//! normalized `PATH`; and last the `LOOPS_*` metadata, which nothing can
+//! override. The child gets exactly this map (`env_clear()` first).
+
+use std::collections::BTreeMap;
+
+use loops_core::Timestamp;
+
+use crate::account::resolve_account_env;
+use crate::error::ExecError;
+use crate::execute::ExecOptions;
+use crate::path::normalize_path;
+use crate::spec::ProcessSpec;
+
+/// What a run is part of, exported to the child as `LOOPS_*` variables.
+/// Unset or empty fields export nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunMetadata {
+    /// `LOOPS_LOOP_ID`.
+    pub loop_id: Option<String>,
+    /// `LOOPS_LOOP_NAME`.
+    pub loop_name: Option<String>,
+    /// `LOOPS_RUN_ID`: the loop run.
+    pub run_id: Option<String>,
+    /// `LOOPS_SCHEDULED_FOR`: the slot.
+    pub scheduled_for: Option<Timestamp>,
+    /// `LOOPS_WORKFLOW_ID`.
+    pub workflow_id: Option<String>,
+    /// `LOOPS_WORKFLOW_NAME`.
+    pub workflow_name: Option<String>,
+    /// `LOOPS_WORKFLOW_RUN_ID`.
+    pub workflow_run_id: Option<String>,
+    /// `LOOPS_WORKFLOW_STEP_ID`.
+    pub workflow_step_id: Option<String>,
+}
+
+impl RunMetadata {
+    /// The `LOOPS_*` variables, in SPEC order.
+    fn vars(&self) -> Vec<(&'static str, String)> {
+        let scheduled_for = self.scheduled_for.map(|t| t.to_string());
+        [
+            ("LOOPS_LOOP_ID", self.loop_id.clone()),
+            ("LOOPS_LOOP_NAME", self.loop_name.clone()),
+            ("LOOPS_RUN_ID", self.run_id.clone()),
+            ("LOOPS_SCHEDULED_FOR", scheduled_for),
+            ("LOOPS_WORKFLOW_ID", self.workflow_id.clone()),
+            ("LOOPS_WORKFLOW_NAME", self.workflow_name.clone()),
+            ("LOOPS_WORKFLOW_RUN_ID", self.workflow_run_id.clone()),
+            ("LOOPS_WORKFLOW_STEP_ID", self.workflow_step_id.clone()),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| value.filter(|v| !v.is_empty()).map(|v| (name, v)))
+        .collect()
+    }
+}
+
+/// Inherited variables an account run must not see: another identity's
+/// credentials and tool homes (SPEC §5.3 step 2.2).
+const ACCOUNT_STRIPPED: [&str; 15] = [
+    "CLAUDE_CONFIG_DIR",
+    "CODEWITH_HOME",
+    "CODEX_HOME",
+    "CURSOR_CONFIG_DIR",
+    "OPENCODE_CONFIG_DIR",
+    "AICOPILOT_CONFIG_DIR",
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "OPENROUTER_API_KEY",
+    "GITHUB_TOKEN",
+    "GH_TOKEN",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+    "XDG_CACHE_HOME",
+];
+
+/// The process environment. Names and values that are not UTF-8 are
+/// converted lossily, as the original's runtime does.
+fn process_env() -> BTreeMap<String, String> {
+    std::env::vars_os()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Builds the environment of `spec` (SPEC §5.3). Runs `accounts env` when
+/// the target has an account, and raises its errors.
+pub(crate) fn build_env(
+    spec: &ProcessSpec<'_>,
+    meta: &RunMetadata,
+    opts: &ExecOptions<'_>,
+) -> Result<BTreeMap<String, String>, ExecError> {
+    let base = opts.base_env.clone().unwrap_or_else(process_env);
+    let mut env = base.clone();
+    if let Some(account) = spec.account {
+        let account_env = resolve_account_env(account, spec.tool_hint, &base, opts)?;
+        for name in ACCOUNT_STRIPPED {
+            env.remove(name);
+        }
+        env.extend(account_env);
+    }
+    if let Some(extra) = spec.env {
+        env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    let path = normalize_path(&env);
+    env.insert("PATH".to_owned(), path);
+    for (name, value) in meta.vars() {
+        env.insert(name.to_owned(), value);
+    }
+    Ok(env)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loops_core::{CommandTarget, ProcessTarget};
+
+    #[test]
+    fn metadata_overrides_target_env_and_path_is_normalized() {
+        let mut c = CommandTarget::new("true");
+        c.env = Some(BTreeMap::from([
+            ("LOOPS_RUN_ID".to_owned(), "forged".to_owned()),
+            ("EXTRA".to_owned(), "1".to_owned()),
+            ("PATH".to_owned(), "/target/bin".to_owned()),
+        ]));
+        let target = ProcessTarget::Command(c);
+        let spec = ProcessSpec::of(&target);
+        let meta = RunMetadata {
+            run_id: Some("r1".into()),
+            loop_name: Some(String::new()),
+            scheduled_for: Some("2026-01-01T00:15:00Z".parse().unwrap()),
+            ..RunMetadata::default()
+        };
+        let opts = ExecOptions {
+            base_env: Some(BTreeMap::from([
+                ("HOME".to_owned(), "/h".to_owned()),
+                ("KEEP".to_owned(), "k".to_owned()),
+            ])),
+            ..ExecOptions::default()
+        };
+        let env = build_env(&spec, &meta, &opts).unwrap();
+        assert_eq!(env["LOOPS_RUN_ID"], "r1");
+        assert_eq!(env["LOOPS_SCHEDULED_FOR"], "2026-01-01T00:15:00.000Z");
+        assert!(!env.contains_key("LOOPS_LOOP_NAME"));
+        assert!(!env.contains_key("LOOPS_LOOP_ID"));
+        assert_eq!(env["EXTRA"], "1");
+        assert_eq!(env["KEEP"], "k");
+        assert!(env["PATH"].starts_with("/target/bin:/h/.local/bin:"));
+    }
+}

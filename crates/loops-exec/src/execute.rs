@@ -1,0 +1,371 @@
+//! [`execute_target`] and [`preflight_target`]: the executor's entry points
+//! (SPEC §5.6, §5.7).
+//!
+//! The order of a run: record `startedAt`; build the environment (which runs
+//! `accounts env` and raises its errors); check the working directory and
+//! the executable; spawn; report the process identity through `on_spawn`;
+//! supervise to the end; map the outcome to an [`ExecutorResult`].
+//!
+//! Job failures are data. Only the account errors of SPEC §5.4 are `Err`;
+//! a bad cwd, a missing executable, a spawn error, a non-zero exit, a
+//! timeout and a cancel are all an `Ok` result with status failed or
+//! timed_out and an `error`. A result whose process never started has no
+//! pid, no exit code, empty output and a duration of 0.
+//!
+//! The cause of a kill is recorded as it happened (SPEC §9 item 15): a
+//! timeout stays `timed out after <ms>ms` and a cancel stays `cancelled` (or
+//! the token's reason), never overwritten by `terminated by SIGTERM` as the
+//! original did. Only a signal loops did not send is reported as
+//! `terminated by <SIG>`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use loops_core::{ExecutorResult, ExecutorStatus, ProcessRef, ProcessTarget, Timestamp};
+use nix::sys::signal::Signal;
+use serde::Serialize;
+
+use crate::cancel::CancelToken;
+use crate::env::{RunMetadata, build_env};
+use crate::error::ExecError;
+use crate::liveness::process_start_ms;
+use crate::output::DEFAULT_MAX_OUTPUT_BYTES;
+use crate::path::{check_cwd, find_executable};
+use crate::spec::{ProcessSpec, Program};
+use crate::supervise::{self, Cause, Finished, Launch, Limits};
+
+/// The default time between SIGTERM and SIGKILL: 2 s.
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
+/// The default wait for a run's pipes to reach EOF after its leader exited.
+pub const DEFAULT_LEAK_TIMEOUT: Duration = Duration::from_millis(500);
+/// The default timeout of one `accounts env` call: 30 s.
+pub const DEFAULT_ACCOUNTS_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How the executor runs a target. [`ExecOptions::default`] gives the SPEC
+/// defaults, the process environment and the system clock.
+pub struct ExecOptions<'a> {
+    /// The environment to start from; `None` means the process environment.
+    pub base_env: Option<BTreeMap<String, String>>,
+    /// Per-stream capture cap in bytes (the tail is kept).
+    pub max_output_bytes: usize,
+    /// Time between SIGTERM and SIGKILL when a group is torn down.
+    pub kill_grace: Duration,
+    /// How long to wait for the pipes to reach EOF after the leader exited,
+    /// before tearing down whatever still holds them.
+    pub leak_timeout: Duration,
+    /// Timeout of the `accounts env` call.
+    pub accounts_timeout: Duration,
+    /// Kills the run (and aborts `accounts env`) when cancelled.
+    pub cancel: Option<CancelToken>,
+    /// Where `startedAt` and `finishedAt` come from. Durations are measured
+    /// with [`Instant`] regardless.
+    pub clock: &'a (dyn Fn() -> Timestamp + Send + Sync),
+}
+
+impl Default for ExecOptions<'_> {
+    fn default() -> Self {
+        ExecOptions {
+            base_env: None,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            kill_grace: DEFAULT_KILL_GRACE,
+            leak_timeout: DEFAULT_LEAK_TIMEOUT,
+            accounts_timeout: DEFAULT_ACCOUNTS_TIMEOUT,
+            cancel: None,
+            clock: &system_now,
+        }
+    }
+}
+
+impl fmt::Debug for ExecOptions<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The environment holds credentials: show only its size.
+        f.debug_struct("ExecOptions")
+            .field(
+                "base_env",
+                &self
+                    .base_env
+                    .as_ref()
+                    .map(|e| format!("{} variables", e.len())),
+            )
+            .field("max_output_bytes", &self.max_output_bytes)
+            .field("kill_grace", &self.kill_grace)
+            .field("leak_timeout", &self.leak_timeout)
+            .field("accounts_timeout", &self.accounts_timeout)
+            .field("cancel", &self.cancel)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The system clock, for [`ExecOptions::default`].
+fn system_now() -> Timestamp {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    Timestamp::from_millis(ms).unwrap_or(Timestamp::EPOCH)
+}
+
+/// What [`preflight_target`] found (SPEC §5.6).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Preflight {
+    /// The target's command, or the agent's binary.
+    pub command: String,
+    /// The account profile, when the target has an account.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account_profile: Option<String>,
+    /// The account tool; always set for agents.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account_tool: Option<String>,
+}
+
+/// Checks that `target` could start, without starting it: builds its
+/// environment (this really runs `accounts env`), then checks its working
+/// directory and, unless it is a shell command, its executable.
+pub fn preflight_target(
+    target: &ProcessTarget,
+    meta: &RunMetadata,
+    opts: &ExecOptions<'_>,
+) -> Result<Preflight, ExecError> {
+    let spec = ProcessSpec::of(target);
+    let env = build_env(&spec, meta, opts)?;
+    let cwd = spec.cwd.map(check_cwd).transpose()?;
+    if let Program::Exec { program, .. } = &spec.program {
+        find_executable(program, path_of(&env), &lookup_dir(cwd))?;
+    }
+    Ok(Preflight {
+        command: spec.command.to_owned(),
+        account_profile: spec.account.map(|a| a.profile.clone()),
+        account_tool: spec.account_tool(),
+    })
+}
+
+/// Runs `target` to completion (SPEC §5.7).
+///
+/// `on_spawn` is called right after the spawn with the child's pid and
+/// start time, so the caller can record the process identity before the
+/// child has done anything.
+///
+/// Returns `Err` only for the account errors of SPEC §5.4, which are raised
+/// before anything is spawned. Every other failure is an `Ok` result with
+/// status failed or timed_out.
+pub fn execute_target(
+    target: &ProcessTarget,
+    meta: &RunMetadata,
+    opts: &ExecOptions<'_>,
+    on_spawn: &mut dyn FnMut(ProcessRef),
+) -> Result<ExecutorResult, ExecError> {
+    // SPEC §5.7: startedAt is taken before the environment is resolved.
+    let started_at = (opts.clock)();
+    let start = Instant::now();
+    let not_started = |error: String| ExecutorResult {
+        status: ExecutorStatus::Failed,
+        exit_code: None,
+        stdout: String::new(),
+        stderr: String::new(),
+        error: Some(error),
+        pid: None,
+        started_at,
+        finished_at: (opts.clock)(),
+        duration_ms: 0,
+    };
+    let cancelled = || opts.cancel.as_ref().and_then(CancelToken::reason);
+    if let Some(reason) = cancelled() {
+        return Ok(not_started(reason));
+    }
+
+    let spec = ProcessSpec::of(target);
+    let env = match build_env(&spec, meta, opts) {
+        Ok(env) => env,
+        Err(ExecError::Cancelled { reason }) => return Ok(not_started(reason)),
+        Err(e) => return Err(e),
+    };
+    let cwd = match spec.cwd.map(check_cwd).transpose() {
+        Ok(cwd) => cwd,
+        Err(e) => return Ok(not_started(e.to_string())),
+    };
+    let shell_args;
+    let (program, arg0, args) = match &spec.program {
+        Program::Shell { script } => {
+            shell_args = ["-c".to_owned(), script.clone()];
+            (PathBuf::from("/bin/sh"), "/bin/sh", &shell_args[..])
+        }
+        Program::Exec { program, args } => {
+            match find_executable(program, path_of(&env), &lookup_dir(cwd.clone())) {
+                Ok(path) => (path, program.as_str(), &args[..]),
+                Err(e) => return Ok(not_started(e.to_string())),
+            }
+        }
+    };
+    // A cancel that arrived during `accounts env` or the checks.
+    if let Some(reason) = cancelled() {
+        return Ok(not_started(reason));
+    }
+
+    let launch = Launch {
+        program: &program,
+        arg0,
+        args,
+        cwd: cwd.as_deref(),
+        env: &env,
+    };
+    let running = match supervise::spawn(&launch) {
+        Ok(running) => running,
+        Err(e) => {
+            let place = cwd.as_ref().map_or_else(
+                || "the current directory".to_owned(),
+                |c| c.display().to_string(),
+            );
+            return Ok(not_started(format!(
+                "failed to spawn {arg0} in {place}: {e}"
+            )));
+        }
+    };
+    let pid = running.pid();
+    on_spawn(ProcessRef {
+        pid,
+        start: process_start_ms(pid),
+    });
+    let finished = running.supervise(&Limits {
+        timeout: Some(Duration::from_millis(spec.timeout_ms)),
+        cancel: opts.cancel.as_ref(),
+        kill_grace: opts.kill_grace,
+        leak_timeout: opts.leak_timeout,
+        max_output_bytes: opts.max_output_bytes,
+    });
+    let (status, error) = outcome(&finished, spec.timeout_ms);
+    Ok(ExecutorResult {
+        status,
+        exit_code: finished.status.and_then(|s| s.code()),
+        stdout: finished.stdout,
+        stderr: finished.stderr,
+        error,
+        pid: Some(pid),
+        started_at,
+        finished_at: (opts.clock)(),
+        duration_ms: i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX),
+    })
+}
+
+/// The status and error of a finished run (SPEC §5.7 "Result").
+fn outcome(finished: &Finished, timeout_ms: u64) -> (ExecutorStatus, Option<String>) {
+    match (&finished.cause, finished.status) {
+        (Some(Cause::TimedOut), _) => (
+            ExecutorStatus::TimedOut,
+            Some(format!("timed out after {timeout_ms}ms")),
+        ),
+        (Some(Cause::Cancelled(reason)), _) => (ExecutorStatus::Failed, Some(reason.clone())),
+        (None, Some(status)) if status.success() => (ExecutorStatus::Succeeded, None),
+        (None, status) => (ExecutorStatus::Failed, Some(failure(status))),
+    }
+}
+
+fn failure(status: Option<ExitStatus>) -> String {
+    if let Some(signal) = status.and_then(|s| s.signal()) {
+        let name = Signal::try_from(signal)
+            .map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_owned());
+        return format!("terminated by {name}");
+    }
+    match status.and_then(|s| s.code()) {
+        Some(code) => format!("process exited with code {code}"),
+        None => "process exited with code unknown".to_owned(),
+    }
+}
+
+fn path_of(env: &BTreeMap<String, String>) -> &str {
+    env.get("PATH").map_or("", String::as_str)
+}
+
+/// Where relative program names and PATH entries are looked up: the
+/// target's cwd, else the loops process's own.
+fn lookup_dir(cwd: Option<PathBuf>) -> PathBuf {
+    cwd.or_else(|| std::env::current_dir().ok())
+        .unwrap_or_else(|| PathBuf::from("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finished(status: Option<ExitStatus>, cause: Option<Cause>) -> Finished {
+        Finished {
+            status,
+            cause,
+            stdout: String::new(),
+            stderr: String::new(),
+        }
+    }
+
+    #[test]
+    fn outcomes_record_the_cause_as_it_happened() {
+        let code = |c: i32| Some(ExitStatus::from_raw(c << 8));
+        let killed_by = |s: Signal| Some(ExitStatus::from_raw(s as i32));
+        let cases = [
+            (finished(code(0), None), ExecutorStatus::Succeeded, None),
+            (
+                finished(code(3), None),
+                ExecutorStatus::Failed,
+                Some("process exited with code 3"),
+            ),
+            (
+                finished(killed_by(Signal::SIGKILL), None),
+                ExecutorStatus::Failed,
+                Some("terminated by SIGKILL"),
+            ),
+            (
+                finished(None, None),
+                ExecutorStatus::Failed,
+                Some("process exited with code unknown"),
+            ),
+            // SPEC §9 item 15: the signal loops sent does not replace the cause.
+            (
+                finished(killed_by(Signal::SIGTERM), Some(Cause::TimedOut)),
+                ExecutorStatus::TimedOut,
+                Some("timed out after 50ms"),
+            ),
+            (
+                finished(
+                    killed_by(Signal::SIGKILL),
+                    Some(Cause::Cancelled("cancelled".into())),
+                ),
+                ExecutorStatus::Failed,
+                Some("cancelled"),
+            ),
+            (
+                finished(code(0), Some(Cause::TimedOut)),
+                ExecutorStatus::TimedOut,
+                Some("timed out after 50ms"),
+            ),
+        ];
+        for (f, status, error) in cases {
+            assert_eq!(outcome(&f, 50), (status, error.map(str::to_owned)), "{f:?}");
+        }
+    }
+
+    #[test]
+    fn options_and_tokens_can_cross_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<ExecOptions<'static>>();
+        send_sync::<CancelToken>();
+        send_sync::<ExecError>();
+    }
+
+    #[test]
+    fn debug_output_hides_the_environment() {
+        let opts = ExecOptions {
+            base_env: Some(BTreeMap::from([(
+                "ANTHROPIC_API_KEY".to_owned(),
+                "secret".to_owned(),
+            )])),
+            ..ExecOptions::default()
+        };
+        let shown = format!("{opts:?}");
+        assert!(
+            shown.contains("1 variables") && !shown.contains("secret"),
+            "{shown}"
+        );
+    }
+}

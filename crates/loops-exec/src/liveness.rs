@@ -1,0 +1,137 @@
+//! The production [`Liveness`] probe (SPEC §4.2 "Liveness", §9 item 14).
+//!
+//! A pid alone is not an identity: once a run's child dies the kernel may
+//! hand its pid to an unrelated process, and the original then believed the
+//! run alive forever. The spawner records the child's start time next to its
+//! pid, and the probe answers "alive" only while a process with that pid
+//! exists *and* started at that time.
+//!
+//! Rows written by the original carry no start time. For those the probe
+//! falls back to existence, and counts `EPERM` (a process we may not signal)
+//! as alive: wrongly believing a run dead would run its slot twice, while
+//! wrongly believing it alive only delays recovery.
+
+use loops_core::{Liveness, ProcessRef};
+use nix::errno::Errno;
+use nix::sys::signal::kill;
+use nix::unistd::Pid;
+
+/// Checks processes of this host.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemProbe;
+
+impl Liveness for SystemProbe {
+    fn is_alive(&self, process: ProcessRef) -> bool {
+        let Ok(raw) = i32::try_from(process.pid) else {
+            return false;
+        };
+        if raw <= 0 {
+            return false;
+        }
+        let exists = match kill(Pid::from_raw(raw), None) {
+            Ok(()) => true,
+            Err(Errno::EPERM) => true,
+            Err(_) => false,
+        };
+        if !exists {
+            return false;
+        }
+        match (process.start, process_start_ms(process.pid)) {
+            // Both known: the identity must match. The tolerance covers the
+            // clock-tick rounding of the kernel's start time.
+            (Some(recorded), Some(current)) => (recorded - current).abs() <= START_TOLERANCE_MS,
+            // A zombie or a process whose start we cannot read: trust the pid.
+            _ => true,
+        }
+    }
+}
+
+/// Start times read twice for one process agree exactly; the tolerance only
+/// absorbs a boot-time reading that moved by a second (NTP adjusting `btime`).
+const START_TOLERANCE_MS: i64 = 1_000;
+
+/// The start time of process `pid` in milliseconds since the Unix epoch, or
+/// `None` when it does not exist or the platform does not tell.
+pub fn process_start_ms(pid: u32) -> Option<i64> {
+    imp::process_start_ms(pid)
+}
+
+#[cfg(target_os = "linux")]
+mod imp {
+    use nix::unistd::{SysconfVar, sysconf};
+
+    pub(super) fn process_start_ms(pid: u32) -> Option<i64> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The command name (field 2) is in parentheses and may contain
+        // spaces or parentheses itself, so fields are counted from the last
+        // `)`. Field 22, starttime, is the 20th after it.
+        let rest = &stat[stat.rfind(')')? + 1..];
+        let ticks: i64 = rest.split_whitespace().nth(19)?.parse().ok()?;
+        let hz = sysconf(SysconfVar::CLK_TCK).ok()??;
+        if hz <= 0 {
+            return None;
+        }
+        let boot_s = boot_time_s()?;
+        Some(boot_s * 1000 + ticks * 1000 / hz)
+    }
+
+    fn boot_time_s() -> Option<i64> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        stat.lines()
+            .find_map(|l| l.strip_prefix("btime "))
+            .and_then(|v| v.trim().parse().ok())
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod imp {
+    pub(super) fn process_start_ms(_pid: u32) -> Option<i64> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_process_is_alive_with_its_start_time() {
+        let me = std::process::id();
+        let start = process_start_ms(me);
+        assert!(cfg!(not(target_os = "linux")) || start.is_some());
+        assert!(SystemProbe.is_alive(ProcessRef { pid: me, start }));
+        assert!(SystemProbe.is_alive(ProcessRef::pid(me)));
+    }
+
+    #[test]
+    fn a_reused_pid_is_not_the_recorded_process() {
+        let me = std::process::id();
+        let Some(start) = process_start_ms(me) else {
+            return;
+        };
+        // Same pid, but the recorded process started an hour earlier: the
+        // pid now belongs to someone else.
+        let old = ProcessRef {
+            pid: me,
+            start: Some(start - 3_600_000),
+        };
+        assert!(!SystemProbe.is_alive(old));
+    }
+
+    #[test]
+    fn an_exited_child_is_dead() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let start = process_start_ms(pid);
+        child.wait().unwrap();
+        assert!(!SystemProbe.is_alive(ProcessRef { pid, start }));
+    }
+
+    #[test]
+    fn dead_and_invalid_pids_are_dead() {
+        assert!(!SystemProbe.is_alive(ProcessRef::pid(0)));
+        assert!(!SystemProbe.is_alive(ProcessRef::pid(u32::MAX)));
+        // pid_max on Linux is at most 2^22, so this pid cannot exist.
+        assert!(!SystemProbe.is_alive(ProcessRef::pid(4_194_305)));
+    }
+}

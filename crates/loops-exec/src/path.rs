@@ -1,0 +1,241 @@
+//! PATH normalization, the executable check and the working-directory check
+//! (SPEC §5.5, §5.6, §9 items 29 and 32).
+//!
+//! **Append, not prepend.** [`normalize_path`] keeps the environment's own
+//! `PATH` entries first and *appends* the common user bin directories
+//! (`~/.local/bin`, `~/.cargo/bin`, Homebrew, …). The original's README says
+//! they are prepended, but its code appends them (SPEC §9 item 32); we match
+//! the code. Appending means a user's own PATH order always wins: the extra
+//! directories only help a service manager's minimal PATH find tools that a
+//! login shell would have found, and never shadow a binary the user chose.
+//!
+//! **Relative names.** A program name containing `/` that is relative
+//! (`./run.sh`, `bin/x`) is resolved against the *target's* working
+//! directory, which is where the child will run. The original resolved it
+//! against the loops process's own directory (SPEC §9 item 29), so the check
+//! and the spawn could disagree. Bare names are searched in the target's
+//! PATH with the `which` crate.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Component, Path, PathBuf};
+
+use nix::unistd::{AccessFlags, access};
+
+use crate::error::{CwdError, ExecError};
+
+/// The common user and system bin directories appended to every PATH, in
+/// order (SPEC §5.5). `home` is `$HOME` of the environment being built.
+fn common_dirs(env: &BTreeMap<String, String>, home: &Path) -> Vec<String> {
+    let under = |base: &Path, rel: &str| base.join(rel).to_string_lossy().into_owned();
+    let set = |name: &str| env.get(name).filter(|v| !v.is_empty());
+    let mut dirs = vec![
+        under(home, ".local/bin"),
+        under(home, ".bun/bin"),
+        under(home, ".cargo/bin"),
+        under(home, ".npm-global/bin"),
+        under(home, "bin"),
+    ];
+    if let Some(bun) = set("BUN_INSTALL") {
+        dirs.push(under(Path::new(bun), "bin"));
+    }
+    if let Some(pnpm) = set("PNPM_HOME") {
+        dirs.push(pnpm.clone());
+    }
+    if let Some(prefix) = set("NPM_CONFIG_PREFIX") {
+        dirs.push(under(Path::new(prefix), "bin"));
+    }
+    dirs.extend(
+        [
+            "/opt/homebrew/bin",
+            "/usr/local/bin",
+            "/usr/bin",
+            "/bin",
+            "/usr/sbin",
+            "/sbin",
+        ]
+        .map(String::from),
+    );
+    dirs
+}
+
+/// The PATH a target runs with: `env`'s own `PATH` entries, then the common
+/// bin directories, trimmed, without empty entries or duplicates (the first
+/// occurrence wins).
+///
+/// `$HOME` is read from `env`, falling back to the OS home directory.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// let env = BTreeMap::from([
+///     ("PATH".to_string(), "/usr/bin: /bin::/usr/bin".to_string()),
+///     ("HOME".to_string(), "/home/u".to_string()),
+/// ]);
+/// let path = loops_exec::normalize_path(&env);
+/// assert!(path.starts_with("/usr/bin:/bin:/home/u/.local/bin:"));
+/// assert!(path.ends_with(":/usr/local/bin:/usr/sbin:/sbin"));
+/// ```
+pub fn normalize_path(env: &BTreeMap<String, String>) -> String {
+    let home = match env.get("HOME").filter(|h| !h.is_empty()) {
+        Some(home) => PathBuf::from(home),
+        None => std::env::home_dir().unwrap_or_default(),
+    };
+    let own = env.get("PATH").map(String::as_str).unwrap_or("");
+    let mut seen = HashSet::new();
+    let mut parts = Vec::new();
+    let common = common_dirs(env, &home);
+    for part in own.split(':').chain(common.iter().map(String::as_str)) {
+        let part = part.trim();
+        if !part.is_empty() && seen.insert(part) {
+            parts.push(part);
+        }
+    }
+    parts.join(":")
+}
+
+/// Resolves `program` the way the child's `exec` will: a name with `/` is a
+/// path (relative ones against `cwd`), any other name is searched in `path`.
+/// Returns an absolute path when `cwd` is absolute.
+pub(crate) fn find_executable(program: &str, path: &str, cwd: &Path) -> Result<PathBuf, ExecError> {
+    let not_found = || ExecError::ExecutableNotFound {
+        program: program.to_owned(),
+        path: path.to_owned(),
+    };
+    if program.is_empty() {
+        return Err(not_found());
+    }
+    if program.contains('/') {
+        // Checked by hand rather than through `which`, which would expand a
+        // leading `~` that the child's exec would not.
+        let relative: PathBuf = Path::new(program)
+            .components()
+            .filter(|c| !matches!(c, Component::CurDir))
+            .collect();
+        let candidate = cwd.join(relative);
+        return if is_executable_file(&candidate) {
+            Ok(candidate)
+        } else {
+            Err(not_found())
+        };
+    }
+    which::which_in(program, Some(path), cwd).map_err(|_| not_found())
+}
+
+fn is_executable_file(path: &Path) -> bool {
+    path.metadata().is_ok_and(|m| m.is_file()) && access(path, AccessFlags::X_OK).is_ok()
+}
+
+/// Checks that `cwd` is a directory the child can enter, and returns it as
+/// an absolute path (relative ones are taken from the loops process's own
+/// directory, as the OS would).
+pub(crate) fn check_cwd(cwd: &str) -> Result<PathBuf, CwdError> {
+    let absolute = std::path::absolute(cwd).map_err(|e| CwdError::NotAccessible {
+        cwd: cwd.to_owned(),
+        reason: e.to_string(),
+    })?;
+    match std::fs::metadata(&absolute) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(CwdError::Missing {
+            cwd: cwd.to_owned(),
+        }),
+        Err(e) => Err(CwdError::NotAccessible {
+            cwd: cwd.to_owned(),
+            reason: e.to_string(),
+        }),
+        Ok(meta) if !meta.is_dir() => Err(CwdError::NotADirectory {
+            cwd: cwd.to_owned(),
+        }),
+        Ok(_) => match access(&absolute, AccessFlags::X_OK) {
+            Ok(()) => Ok(absolute),
+            Err(errno) => Err(CwdError::NotAccessible {
+                cwd: cwd.to_owned(),
+                reason: errno.desc().to_owned(),
+            }),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    const TAIL: &str = "/opt/homebrew/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+
+    #[test]
+    fn own_entries_come_first_then_common_dirs() {
+        // SPEC §10 item 57.
+        let e = env(&[("PATH", "/usr/bin:/bin"), ("HOME", "/h")]);
+        assert_eq!(
+            normalize_path(&e),
+            format!(
+                "/usr/bin:/bin:/h/.local/bin:/h/.bun/bin:/h/.cargo/bin:/h/.npm-global/bin:/h/bin:\
+                 /opt/homebrew/bin:/usr/local/bin:/usr/sbin:/sbin"
+            )
+        );
+    }
+
+    #[test]
+    fn entries_are_trimmed_and_deduplicated_first_wins() {
+        let e = env(&[("PATH", " /sbin ::/x:/x: /h/bin"), ("HOME", "/h")]);
+        let path = normalize_path(&e);
+        assert!(path.starts_with("/sbin:/x:/h/bin:/h/.local/bin:"), "{path}");
+        let parts: Vec<&str> = path.split(':').collect();
+        let unique: HashSet<&str> = parts.iter().copied().collect();
+        assert_eq!(parts.len(), unique.len(), "{path}");
+        assert!(parts.iter().all(|p| !p.is_empty()));
+    }
+
+    #[test]
+    fn conditional_dirs_follow_their_variables() {
+        let e = env(&[
+            ("PATH", ""),
+            ("HOME", "/h/"),
+            ("BUN_INSTALL", "/b"),
+            ("PNPM_HOME", "/p"),
+            ("NPM_CONFIG_PREFIX", "/n"),
+        ]);
+        assert_eq!(
+            normalize_path(&e),
+            format!(
+                "/h/.local/bin:/h/.bun/bin:/h/.cargo/bin:/h/.npm-global/bin:/h/bin:\
+                 /b/bin:/p:/n/bin:{TAIL}"
+            )
+        );
+        let unset = env(&[("HOME", "/h"), ("BUN_INSTALL", "")]);
+        assert!(!normalize_path(&unset).contains("/bin/bin"));
+    }
+
+    #[test]
+    fn home_falls_back_to_the_os_home() {
+        let Some(home) = std::env::home_dir() else {
+            return;
+        };
+        let path = normalize_path(&env(&[("PATH", "/usr/bin")]));
+        let expected = home.join(".local/bin");
+        assert!(path.contains(&*expected.to_string_lossy()), "{path}");
+    }
+
+    #[test]
+    fn missing_and_non_directory_cwds_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope");
+        let missing = missing.to_str().unwrap();
+        assert_eq!(
+            check_cwd(missing).unwrap_err().to_string(),
+            format!("working directory does not exist: {missing}")
+        );
+        let file = dir.path().join("f");
+        std::fs::write(&file, "").unwrap();
+        let file = file.to_str().unwrap();
+        assert_eq!(
+            check_cwd(file).unwrap_err().to_string(),
+            format!("working directory is not a directory: {file}")
+        );
+        assert_eq!(check_cwd(dir.path().to_str().unwrap()).unwrap(), dir.path());
+    }
+}

@@ -1,0 +1,385 @@
+//! From a target to what runs: the program, its argv, cwd, extra env,
+//! timeout and account (SPEC §5.1, §5.2).
+//!
+//! Agent argv is a pure function, [`agent_argv`], so every provider and
+//! isolation mode is checked by table tests without spawning anything. The
+//! prompt is always the last argv element and never passes through a shell.
+
+use std::collections::BTreeMap;
+
+use loops_core::{Account, AgentProvider, AgentTarget, ConfigIsolation, ProcessTarget};
+
+/// What the child executes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Program {
+    /// Exec'd directly: no shell, the arguments are passed as they are.
+    Exec {
+        /// The program as the target names it.
+        program: String,
+        /// Its arguments.
+        args: Vec<String>,
+    },
+    /// Run as `/bin/sh -c <script>`.
+    Shell {
+        /// The command text and its arguments, joined by spaces, unquoted
+        /// (SPEC §5.7).
+        script: String,
+    },
+}
+
+/// The process a target describes (SPEC §5.1).
+#[derive(Debug)]
+pub(crate) struct ProcessSpec<'a> {
+    /// What runs.
+    pub(crate) program: Program,
+    /// The target's `command` (or the provider binary): what preflight reports.
+    pub(crate) command: &'a str,
+    /// Working directory.
+    pub(crate) cwd: Option<&'a str>,
+    /// Extra environment (command targets only).
+    pub(crate) env: Option<&'a BTreeMap<String, String>>,
+    /// The effective timeout.
+    pub(crate) timeout_ms: u64,
+    /// The account to run under.
+    pub(crate) account: Option<&'a Account>,
+    /// The tool `accounts env` is asked for when the account names none:
+    /// the provider's tool for agents, nothing for commands.
+    pub(crate) tool_hint: Option<&'static str>,
+}
+
+impl<'a> ProcessSpec<'a> {
+    /// The spec of `target`.
+    pub(crate) fn of(target: &'a ProcessTarget) -> ProcessSpec<'a> {
+        match target {
+            ProcessTarget::Command(c) => {
+                let program = if c.is_shell() {
+                    let mut words = vec![c.command.as_str()];
+                    words.extend(c.args().iter().map(String::as_str));
+                    Program::Shell {
+                        script: words.join(" "),
+                    }
+                } else {
+                    Program::Exec {
+                        program: c.command.clone(),
+                        args: c.args().to_vec(),
+                    }
+                };
+                ProcessSpec {
+                    program,
+                    command: &c.command,
+                    cwd: non_empty(c.cwd.as_deref()),
+                    env: c.env.as_ref(),
+                    timeout_ms: c.timeout_ms(),
+                    account: c.account.as_ref(),
+                    tool_hint: None,
+                }
+            }
+            ProcessTarget::Agent(a) => {
+                let (program, args) = agent_argv(a);
+                ProcessSpec {
+                    program: Program::Exec {
+                        program: program.to_owned(),
+                        args,
+                    },
+                    command: program,
+                    cwd: non_empty(a.cwd.as_deref()),
+                    env: None,
+                    timeout_ms: a.timeout_ms(),
+                    account: a.account.as_ref(),
+                    tool_hint: Some(a.provider.tool()),
+                }
+            }
+        }
+    }
+
+    /// The account tool: the account's own, else the provider's. Always set
+    /// for agents (SPEC §5.6), even without an account.
+    pub(crate) fn account_tool(&self) -> Option<String> {
+        self.account
+            .and_then(|a| a.tool.clone())
+            .or_else(|| self.tool_hint.map(str::to_owned))
+    }
+}
+
+/// An empty cwd means "no cwd", as it does for the original's `spawn`.
+fn non_empty(s: Option<&str>) -> Option<&str> {
+    s.filter(|s| !s.is_empty())
+}
+
+/// The program and arguments an agent target runs (SPEC §5.2).
+///
+/// ```
+/// use loops_core::{AgentProvider, AgentTarget};
+/// let target = AgentTarget::new(AgentProvider::Cursor, "fix the build");
+/// let (program, args) = loops_exec::agent_argv(&target);
+/// assert_eq!(program, "cursor-agent");
+/// assert_eq!(args, ["-p", "fix the build"]);
+/// ```
+pub fn agent_argv(target: &AgentTarget) -> (&'static str, Vec<String>) {
+    let safe = target.config_isolation() == ConfigIsolation::Safe;
+    let mut args: Vec<String> = Vec::new();
+    let mut push = |words: &[&str]| args.extend(words.iter().map(|w| (*w).to_owned()));
+    let cwd = non_empty(target.cwd.as_deref());
+    // Where `--cd`/`--dir` go for the providers that take the cwd as a flag.
+    let mut dir_flag = None;
+    let mut takes_agent = true;
+    match target.provider {
+        AgentProvider::Claude => {
+            if safe {
+                push(&[
+                    "--safe-mode",
+                    "--setting-sources",
+                    "local",
+                    "--no-session-persistence",
+                ]);
+            }
+            push(&["-p", "--output-format", "json"]);
+        }
+        AgentProvider::Cursor => push(&["-p"]),
+        AgentProvider::Codewith => {
+            // The approval flag is global to codewith, so it precedes `exec`.
+            push(&[
+                "--ask-for-approval",
+                "never",
+                "exec",
+                "--json",
+                "--ephemeral",
+            ]);
+            push(&["--sandbox", "workspace-write", "--skip-git-repo-check"]);
+            if safe {
+                push(&["--ignore-rules"]);
+            }
+            dir_flag = Some("--cd");
+        }
+        AgentProvider::Codex => {
+            push(&[
+                "exec",
+                "--json",
+                "--ephemeral",
+                "--ask-for-approval",
+                "never",
+            ]);
+            push(&["--sandbox", "workspace-write"]);
+            if safe {
+                push(&["--ignore-rules"]);
+            }
+            dir_flag = Some("--cd");
+            takes_agent = false;
+        }
+        AgentProvider::Aicopilot | AgentProvider::Opencode => {
+            push(&["run", "--format", "json"]);
+            if safe {
+                push(&["--pure"]);
+            }
+            dir_flag = Some("--dir");
+        }
+    }
+    if let (Some(flag), Some(cwd)) = (dir_flag, cwd) {
+        push(&[flag, cwd]);
+    }
+    if let Some(model) = &target.model {
+        push(&["--model", model]);
+    }
+    if let (true, Some(agent)) = (takes_agent, &target.agent) {
+        push(&["--agent", agent]);
+    }
+    args.extend(target.extra_args.iter().flatten().cloned());
+    args.push(target.prompt.clone());
+    (target.provider.binary(), args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loops_core::CommandTarget;
+
+    /// An agent target with every optional argv field set.
+    fn full(provider: AgentProvider, isolation: ConfigIsolation) -> AgentTarget {
+        let mut t = AgentTarget::new(provider, "do it");
+        t.cwd = Some("/w".into());
+        t.model = Some("m1".into());
+        t.agent = Some("a1".into());
+        t.extra_args = Some(vec!["--x".into(), "y".into()]);
+        t.config_isolation = Some(isolation);
+        t
+    }
+
+    fn check(target: &AgentTarget, program: &str, expected: &str) {
+        let (p, args) = agent_argv(target);
+        assert_eq!(p, program);
+        assert_eq!(
+            args.join(" "),
+            expected,
+            "{:?} {:?}",
+            target.provider,
+            target.config_isolation
+        );
+        assert_eq!(
+            args.last().map(String::as_str),
+            Some(target.prompt.as_str())
+        );
+    }
+
+    #[test]
+    fn every_provider_and_isolation_mode() {
+        use AgentProvider::*;
+        use ConfigIsolation::{None as Off, Safe};
+        let table: &[(AgentProvider, ConfigIsolation, &str, &str)] = &[
+            (
+                Claude,
+                Safe,
+                "claude",
+                "--safe-mode --setting-sources local --no-session-persistence -p --output-format json --model m1 --agent a1 --x y do it",
+            ),
+            (
+                Claude,
+                Off,
+                "claude",
+                "-p --output-format json --model m1 --agent a1 --x y do it",
+            ),
+            (
+                Cursor,
+                Safe,
+                "cursor-agent",
+                "-p --model m1 --agent a1 --x y do it",
+            ),
+            (
+                Cursor,
+                Off,
+                "cursor-agent",
+                "-p --model m1 --agent a1 --x y do it",
+            ),
+            (
+                Codewith,
+                Safe,
+                "codewith",
+                "--ask-for-approval never exec --json --ephemeral --sandbox workspace-write --skip-git-repo-check --ignore-rules --cd /w --model m1 --agent a1 --x y do it",
+            ),
+            (
+                Codewith,
+                Off,
+                "codewith",
+                "--ask-for-approval never exec --json --ephemeral --sandbox workspace-write --skip-git-repo-check --cd /w --model m1 --agent a1 --x y do it",
+            ),
+            (
+                Codex,
+                Safe,
+                "codex",
+                "exec --json --ephemeral --ask-for-approval never --sandbox workspace-write --ignore-rules --cd /w --model m1 --x y do it",
+            ),
+            (
+                Codex,
+                Off,
+                "codex",
+                "exec --json --ephemeral --ask-for-approval never --sandbox workspace-write --cd /w --model m1 --x y do it",
+            ),
+            (
+                Opencode,
+                Safe,
+                "opencode",
+                "run --format json --pure --dir /w --model m1 --agent a1 --x y do it",
+            ),
+            (
+                Opencode,
+                Off,
+                "opencode",
+                "run --format json --dir /w --model m1 --agent a1 --x y do it",
+            ),
+            (
+                Aicopilot,
+                Safe,
+                "aicopilot",
+                "run --format json --pure --dir /w --model m1 --agent a1 --x y do it",
+            ),
+            (
+                Aicopilot,
+                Off,
+                "aicopilot",
+                "run --format json --dir /w --model m1 --agent a1 --x y do it",
+            ),
+        ];
+        for (provider, isolation, program, expected) in table {
+            check(&full(*provider, *isolation), program, expected);
+        }
+    }
+
+    #[test]
+    fn minimal_targets_default_to_safe() {
+        use AgentProvider::*;
+        let table: &[(AgentProvider, &str)] = &[
+            (
+                Claude,
+                "--safe-mode --setting-sources local --no-session-persistence -p --output-format json p",
+            ),
+            (Cursor, "-p p"),
+            (
+                Codewith,
+                "--ask-for-approval never exec --json --ephemeral --sandbox workspace-write --skip-git-repo-check --ignore-rules p",
+            ),
+            (
+                Codex,
+                "exec --json --ephemeral --ask-for-approval never --sandbox workspace-write --ignore-rules p",
+            ),
+            (Opencode, "run --format json --pure p"),
+            (Aicopilot, "run --format json --pure p"),
+        ];
+        for (provider, expected) in table {
+            check(
+                &AgentTarget::new(*provider, "p"),
+                provider.binary(),
+                expected,
+            );
+        }
+    }
+
+    #[test]
+    fn the_prompt_is_one_final_element_even_when_it_looks_like_flags() {
+        let mut t = AgentTarget::new(AgentProvider::Claude, "--model x; rm -rf / $(id)");
+        t.extra_args = Some(vec!["--verbose".into()]);
+        let (_, args) = agent_argv(&t);
+        assert_eq!(args[args.len() - 2], "--verbose");
+        assert_eq!(args[args.len() - 1], "--model x; rm -rf / $(id)");
+    }
+
+    #[test]
+    fn codex_never_gets_an_agent_flag() {
+        let t = full(AgentProvider::Codex, ConfigIsolation::Safe);
+        assert!(!agent_argv(&t).1.iter().any(|a| a == "--agent" || a == "a1"));
+    }
+
+    #[test]
+    fn shell_commands_join_args_unquoted() {
+        let mut c = CommandTarget::new("printf");
+        c.args = Some(vec!["'%s\\n'".into(), "a b".into()]);
+        c.shell = Some(true);
+        let target = ProcessTarget::Command(c);
+        let spec = ProcessSpec::of(&target);
+        assert_eq!(
+            spec.program,
+            Program::Shell {
+                script: "printf '%s\\n' a b".into()
+            }
+        );
+        assert_eq!(spec.command, "printf");
+        assert_eq!(spec.account_tool(), None);
+    }
+
+    #[test]
+    fn agents_always_have_an_account_tool() {
+        let mut a = AgentTarget::new(AgentProvider::Cursor, "p");
+        let target = ProcessTarget::Agent(a.clone());
+        assert_eq!(
+            ProcessSpec::of(&target).account_tool().as_deref(),
+            Some("cursor")
+        );
+        a.account = Some(Account {
+            profile: "w".into(),
+            tool: Some("claude".into()),
+        });
+        let target = ProcessTarget::Agent(a);
+        assert_eq!(
+            ProcessSpec::of(&target).account_tool().as_deref(),
+            Some("claude")
+        );
+    }
+}
