@@ -1,1 +1,293 @@
-//! STUB
+//! Helpers for the black-box tests: each test gets a temporary
+//! `LOOPS_DATA_DIR`, `HOME` and a `bin` directory at the front of `PATH`
+//! (for fake agent CLIs), and runs the built `loops` binary through a
+//! builder in the style of just's `Test`:
+//!
+//! ```no_run
+//! use loops_tests::TestEnv;
+//! let env = TestEnv::new();
+//! let ran = env.loops(["create", "command", "a", "--cmd", "true", "--every", "1m"]).run();
+//! assert!(ran.stdout.starts_with("created loop "));
+//! env.loops(["show", "nope"]).code(1).stderr_has("loop not found: nope").run();
+//! ```
+
+use std::ffi::OsStr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The `loops` binary under test: `$LOOPS_BIN`, or the one cargo built next
+/// to this test executable (as ripgrep's tests find `rg`).
+pub fn loops_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("LOOPS_BIN") {
+        return PathBuf::from(bin);
+    }
+    let exe = std::env::current_exe().expect("the test executable has a path");
+    // target/<profile>/deps/blackbox-<hash> → target/<profile>/loops
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test executables live in target/<profile>/deps");
+    profile_dir.join("loops")
+}
+
+/// A scratch environment: a data dir, a home dir and a bin dir, removed on
+/// drop.
+pub struct TestEnv {
+    dir: tempfile::TempDir,
+}
+
+impl Default for TestEnv {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TestEnv {
+    /// A fresh environment.
+    pub fn new() -> TestEnv {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        std::fs::create_dir_all(dir.path().join("home")).expect("a home dir");
+        std::fs::create_dir_all(dir.path().join("bin")).expect("a bin dir");
+        TestEnv { dir }
+    }
+
+    /// The data directory (`LOOPS_DATA_DIR`).
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// The database file.
+    pub fn db_path(&self) -> PathBuf {
+        self.data_dir().join("loops.db")
+    }
+
+    /// The home directory (`HOME`).
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    /// A directory placed first on `PATH`.
+    pub fn bin_dir(&self) -> PathBuf {
+        self.dir.path().join("bin")
+    }
+
+    /// Writes an executable `#!/bin/sh` script named `name` into the bin
+    /// directory, so runs find it on `PATH`.
+    pub fn write_script(&self, name: &str, body: &str) -> PathBuf {
+        let path = self.bin_dir().join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("a script");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .expect("an executable script");
+        path
+    }
+
+    /// A `loops` command in this environment: its own data dir, home and
+    /// PATH, no colors, and a fixed terminal width for help text.
+    pub fn cmd(&self) -> Command {
+        let mut cmd = Command::new(loops_bin());
+        let path = format!(
+            "{}:{}",
+            self.bin_dir().display(),
+            std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".to_owned())
+        );
+        cmd.env("LOOPS_DATA_DIR", self.data_dir())
+            .env("HOME", self.home())
+            .env("PATH", path)
+            .env("NO_COLOR", "1")
+            .env("COLUMNS", "100")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs `loops <args>` and returns its output.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().expect("loops runs")
+    }
+
+    /// A builder for `loops <args>` that expects exit code 0 unless told.
+    pub fn loops<I, S>(&self, args: I) -> Test
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = self.cmd();
+        cmd.args(args);
+        Test {
+            cmd,
+            code: 0,
+            stdout: None,
+            stdout_has: Vec::new(),
+            stderr_has: Vec::new(),
+        }
+    }
+
+    /// Creates a command loop and returns its id.
+    pub fn create_command(&self, name: &str, command: &str, schedule: &[&str]) -> String {
+        let ran = self
+            .loops(["--json", "create", "command", name, "--cmd", command])
+            .args(schedule)
+            .run();
+        ran.json()["id"]
+            .as_str()
+            .expect("create --json prints the loop id")
+            .to_owned()
+    }
+
+    /// Starts `loops <args>` without waiting for it.
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.cmd()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("loops starts")
+    }
+}
+
+/// One `loops` invocation and what it must produce.
+#[must_use = "a Test does nothing until .run()"]
+pub struct Test {
+    cmd: Command,
+    code: i32,
+    stdout: Option<String>,
+    stdout_has: Vec<String>,
+    stderr_has: Vec<String>,
+}
+
+impl Test {
+    /// More arguments.
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.cmd.args(args);
+        self
+    }
+
+    /// An environment variable for this run (or removes it when `None`).
+    pub fn env(mut self, key: &str, value: Option<&str>) -> Self {
+        match value {
+            Some(v) => self.cmd.env(key, v),
+            None => self.cmd.env_remove(key),
+        };
+        self
+    }
+
+    /// The expected exit code (0 by default).
+    pub fn code(mut self, code: i32) -> Self {
+        self.code = code;
+        self
+    }
+
+    /// The exact expected stdout.
+    pub fn stdout(mut self, text: &str) -> Self {
+        self.stdout = Some(text.to_owned());
+        self
+    }
+
+    /// Text stdout must contain.
+    pub fn stdout_has(mut self, text: &str) -> Self {
+        self.stdout_has.push(text.to_owned());
+        self
+    }
+
+    /// Text stderr must contain.
+    pub fn stderr_has(mut self, text: &str) -> Self {
+        self.stderr_has.push(text.to_owned());
+        self
+    }
+
+    /// Runs the command and checks every expectation.
+    pub fn run(mut self) -> Ran {
+        let out = self.cmd.output().expect("loops runs");
+        let ran = Ran::from(out);
+        assert_eq!(
+            ran.code, self.code,
+            "exit code of {:?}\nstdout:\n{}\nstderr:\n{}",
+            self.cmd, ran.stdout, ran.stderr
+        );
+        if let Some(expected) = &self.stdout {
+            assert_eq!(&ran.stdout, expected, "stdout of {:?}", self.cmd);
+        }
+        for text in &self.stdout_has {
+            assert!(
+                ran.stdout.contains(text.as_str()),
+                "stdout of {:?} lacks {text:?}:\n{}",
+                self.cmd,
+                ran.stdout
+            );
+        }
+        for text in &self.stderr_has {
+            assert!(
+                ran.stderr.contains(text.as_str()),
+                "stderr of {:?} lacks {text:?}:\n{}",
+                self.cmd,
+                ran.stderr
+            );
+        }
+        ran
+    }
+}
+
+/// What a run of `loops` produced.
+#[derive(Debug)]
+pub struct Ran {
+    /// Exit code (-1 when killed by a signal).
+    pub code: i32,
+    /// Stdout, lossily decoded.
+    pub stdout: String,
+    /// Stderr, lossily decoded.
+    pub stderr: String,
+}
+
+impl From<Output> for Ran {
+    fn from(out: Output) -> Ran {
+        Ran {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+impl Ran {
+    /// Stdout parsed as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
+    }
+}
+
+/// Polls `check` until it returns `Some`, failing after `timeout`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Insta settings that hide what changes between runs: ids, instants,
+/// durations, pids and runner ids.
+pub fn snapshot_settings() -> insta::Settings {
+    let mut settings = insta::Settings::clone_current();
+    for (pattern, replacement) in [
+        (
+            r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z",
+            "YYYY-MM-DDTHH:MM:SS.mmmZ",
+        ),
+        (r"\b[0-9a-f]{12}\b", "[id]"),
+        (r#""durationMs": \d+"#, r#""durationMs": "[ms]""#),
+        (r#""pid": \d+"#, r#""pid": "[pid]""#),
+        (r"(manual(-tick)?):\d+", "$1:[pid]"),
+    ] {
+        settings.add_filter(pattern, replacement);
+    }
+    settings
+}

@@ -1,1 +1,9 @@
-//! STUB
+//! Black-box tests of the `loops` binary, one module per topic. Each test
+//! runs the built binary in its own temporary data directory.
+
+mod cli;
+mod compat;
+mod create;
+mod manage;
+mod runners;
+mod runs;

@@ -1,0 +1,389 @@
+//! The command line, stage one: clap parses raw values (SPEC §7).
+//!
+//! Every value with a SPEC error message (durations, counts, policies,
+//! dates) is kept here as the string the user typed, so `resolve` can reject
+//! it with that exact message and exit code 1; clap only catches what the
+//! SPEC leaves to the parser (unknown flags, missing required options), and
+//! those exit 2. Each flag's help text sits next to it and names its default.
+
+use clap::{Args, Parser, Subcommand};
+
+/// Local-first scheduler for persistent loops: recurring or one-shot jobs
+/// that survive restarts and record every run.
+#[derive(Debug, Parser)]
+#[command(
+    name = "loops",
+    version = "0.3.1",
+    long_about = None,
+    after_help = "Loops live in $LOOPS_DATA_DIR/loops.db (default ~/.hasna/loops). A runner \
+                  (`loops tick`, `loops run-now` or the daemon) claims due slots, runs them and \
+                  records each run.",
+    subcommand_required = true,
+    arg_required_else_help = true,
+    max_term_width = 100
+)]
+pub(crate) struct Cli {
+    /// Print machine-readable JSON (pretty, camelCase) instead of text.
+    #[arg(short = 'j', long, global = true)]
+    pub(crate) json: bool,
+
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+// Parsed once per process, so the size of the largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Create a loop that runs a command or a coding agent.
+    #[command(subcommand)]
+    Create(Create),
+    /// List loops, grouped by status, soonest next run first.
+    #[command(visible_alias = "ls")]
+    List(ListArgs),
+    /// Print one loop as JSON.
+    Show(LoopRef),
+    /// List recorded runs, newest first.
+    Runs(RunsArgs),
+    /// Pause an active loop; its next run is kept.
+    Pause(LoopRef),
+    /// Put a paused or stopped loop back on its schedule.
+    Resume(LoopRef),
+    /// Stop a loop and clear its next run.
+    Stop(LoopRef),
+    /// Remove a loop; its run history is kept unless --purge is given.
+    #[command(visible_alias = "rm")]
+    Remove(RemoveArgs),
+    /// Run a loop now, whatever its status, and wait for the result.
+    RunNow(RunNowArgs),
+    /// Run every due slot once, then exit.
+    Tick(TickArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Create {
+    /// Create a loop that runs a command.
+    Command(CreateCommand),
+    /// Create a loop that runs a headless coding agent.
+    Agent(CreateAgent),
+    /// Create a loop that runs a stored workflow (not available yet).
+    Workflow(CreateWorkflow),
+}
+
+/// The options every `create` command shares (SPEC §7.3).
+#[derive(Debug, Args)]
+pub(crate) struct LoopOptions {
+    /// Name of the loop. Names need not be unique; lookups by name pick the
+    /// newest loop.
+    pub(crate) name: String,
+
+    /// Run once, at TIME. ISO-8601 with Z or an offset is exact, a bare date
+    /// is UTC midnight, a date-time without an offset is host local time.
+    #[arg(
+        long,
+        value_name = "TIME",
+        help_heading = "Schedule (choose exactly one)"
+    )]
+    pub(crate) at: Option<String>,
+
+    /// Run every DURATION on a fixed-rate grid (500ms, 30s, 5m, 1h, 1d; a
+    /// bare number is milliseconds).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        help_heading = "Schedule (choose exactly one)"
+    )]
+    pub(crate) every: Option<String>,
+
+    /// Run on a 5-field cron expression: minute hour day-of-month month
+    /// day-of-week, e.g. "0 9 * * 1-5".
+    #[arg(
+        long,
+        value_name = "EXPR",
+        help_heading = "Schedule (choose exactly one)"
+    )]
+    pub(crate) cron: Option<String>,
+
+    /// Run again one minute after each run finishes.
+    #[arg(long, help_heading = "Schedule (choose exactly one)")]
+    pub(crate) dynamic: bool,
+
+    /// Evaluate --cron in this IANA time zone, e.g. Europe/Berlin [default:
+    /// host local time].
+    #[arg(
+        long,
+        value_name = "ZONE",
+        help_heading = "Schedule (choose exactly one)"
+    )]
+    pub(crate) tz: Option<String>,
+
+    /// What a runner does with missed slots: none (run the stale slot once),
+    /// latest (run only the newest), all (run each, up to --catch-up-limit).
+    #[arg(
+        long,
+        value_name = "POLICY",
+        default_value = "latest",
+        help_heading = "Policy"
+    )]
+    pub(crate) catch_up: String,
+
+    /// Most missed slots one tick runs under --catch-up all.
+    #[arg(long, value_name = "N", default_value = "50", help_heading = "Policy")]
+    pub(crate) catch_up_limit: String,
+
+    /// What happens to a slot that comes due while a run is still active:
+    /// skip (record it as skipped) or allow (run it anyway).
+    #[arg(
+        long,
+        value_name = "POLICY",
+        default_value = "skip",
+        help_heading = "Policy"
+    )]
+    pub(crate) overlap: String,
+
+    /// Attempts per slot; a failed run is retried until they are used up.
+    #[arg(long, value_name = "N", default_value = "1", help_heading = "Policy")]
+    pub(crate) attempts: String,
+
+    /// Delay before a retry.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "1m",
+        help_heading = "Policy"
+    )]
+    pub(crate) retry_delay: String,
+
+    /// How long a runner owns a run without a heartbeat before another
+    /// runner may recover it.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "30m",
+        help_heading = "Policy"
+    )]
+    pub(crate) lease: String,
+
+    /// Stop scheduling the loop at TIME (same formats as --at) [default:
+    /// never].
+    #[arg(long, value_name = "TIME", help_heading = "Policy")]
+    pub(crate) expires_at: Option<String>,
+
+    /// Free-text description.
+    #[arg(short = 'd', long, value_name = "TEXT")]
+    pub(crate) description: Option<String>,
+}
+
+/// The account options of command and agent targets (SPEC §5.4).
+#[derive(Debug, Args)]
+pub(crate) struct AccountOptions {
+    /// Run under this `accounts` profile (its environment comes from
+    /// `accounts env <profile> --tool <tool>`).
+    #[arg(long, value_name = "PROFILE", help_heading = "Account")]
+    pub(crate) account: Option<String>,
+
+    /// The `accounts` tool of --account [default: the agent's provider].
+    #[arg(long, value_name = "TOOL", help_heading = "Account")]
+    pub(crate) account_tool: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CreateCommand {
+    #[command(flatten)]
+    pub(crate) options: LoopOptions,
+
+    /// The command line to run, through /bin/sh -c unless --no-shell.
+    #[arg(
+        long = "cmd",
+        value_name = "COMMAND",
+        allow_hyphen_values = true,
+        help_heading = "Target"
+    )]
+    pub(crate) command: String,
+
+    /// An argument to append to the command (repeatable).
+    #[arg(
+        long = "arg",
+        value_name = "ARG",
+        allow_hyphen_values = true,
+        help_heading = "Target"
+    )]
+    pub(crate) args: Vec<String>,
+
+    /// Run the command directly instead of through a shell: --cmd is then a
+    /// single executable and its arguments go in --arg.
+    #[arg(long, help_heading = "Target")]
+    pub(crate) no_shell: bool,
+
+    /// Working directory of the run [default: the runner's directory].
+    #[arg(long, value_name = "DIR", help_heading = "Target")]
+    pub(crate) cwd: Option<String>,
+
+    /// Environment variables of the run. The help text is an attribute
+    /// because its brackets would read as a rustdoc link.
+    #[arg(
+        long = "env",
+        value_name = "KEY=VALUE",
+        help_heading = "Target",
+        help = "An environment variable for the run, KEY=VALUE (repeatable). Values are stored \
+                in the database and always printed as \"[redacted]\""
+    )]
+    pub(crate) env: Vec<String>,
+
+    /// Kill the run after DURATION [default: 30m].
+    #[arg(long, value_name = "DURATION", help_heading = "Target")]
+    pub(crate) timeout: Option<String>,
+
+    #[command(flatten)]
+    pub(crate) account: AccountOptions,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CreateAgent {
+    #[command(flatten)]
+    pub(crate) options: LoopOptions,
+
+    /// The agent CLI: claude, cursor, codewith, aicopilot, opencode or codex.
+    #[arg(long, value_name = "PROVIDER", help_heading = "Target")]
+    pub(crate) provider: String,
+
+    /// The prompt, passed as the agent's last argument.
+    #[arg(
+        long,
+        value_name = "TEXT",
+        allow_hyphen_values = true,
+        help_heading = "Target"
+    )]
+    pub(crate) prompt: String,
+
+    /// Working directory of the run [default: the runner's directory].
+    #[arg(long, value_name = "DIR", help_heading = "Target")]
+    pub(crate) cwd: Option<String>,
+
+    /// The model to ask the provider for [default: the provider's].
+    #[arg(long, value_name = "MODEL", help_heading = "Target")]
+    pub(crate) model: Option<String>,
+
+    /// The provider's named agent to run (not for codex).
+    #[arg(long, value_name = "AGENT", help_heading = "Target")]
+    pub(crate) agent: Option<String>,
+
+    /// Kill the run after DURATION [default: 30m].
+    #[arg(long, value_name = "DURATION", help_heading = "Target")]
+    pub(crate) timeout: Option<String>,
+
+    /// safe runs the agent with the provider's isolation flags (no user
+    /// settings, no session persistence); none adds nothing.
+    #[arg(
+        long,
+        value_name = "MODE",
+        default_value = "safe",
+        help_heading = "Target"
+    )]
+    pub(crate) config_isolation: String,
+
+    #[command(flatten)]
+    pub(crate) account: AccountOptions,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CreateWorkflow {
+    /// Accepted and ignored until workflow loops land.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    pub(crate) rest: Vec<String>,
+}
+
+/// A loop, by id or name.
+#[derive(Debug, Args)]
+pub(crate) struct LoopRef {
+    /// Loop id, or name (the newest loop of that name).
+    #[arg(value_name = "LOOP")]
+    pub(crate) target: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ListArgs {
+    /// Only loops with this status: active, paused, stopped or expired.
+    #[arg(long, value_name = "STATUS")]
+    pub(crate) status: Option<String>,
+
+    /// Show at most N loops [default: all].
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunsArgs {
+    /// Only runs of this loop (id or name; the id of a removed loop whose
+    /// history was kept works too) [default: every loop].
+    #[arg(value_name = "LOOP")]
+    pub(crate) target: Option<String>,
+
+    /// Show at most N runs.
+    #[arg(long, value_name = "N", default_value = "50")]
+    pub(crate) limit: String,
+
+    /// Only runs with this status: running, succeeded, failed, timed_out,
+    /// abandoned or skipped.
+    #[arg(long, value_name = "STATUS")]
+    pub(crate) status: Option<String>,
+
+    /// Print the runs' stdout and stderr instead of their lengths.
+    #[arg(long)]
+    pub(crate) show_output: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RemoveArgs {
+    #[command(flatten)]
+    pub(crate) target: LoopRef,
+
+    /// Also delete the loop's run history [default: keep it].
+    #[arg(long)]
+    pub(crate) purge: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunNowArgs {
+    #[command(flatten)]
+    pub(crate) target: LoopRef,
+
+    /// Print the run's stdout and stderr instead of their lengths.
+    #[arg(long)]
+    pub(crate) show_output: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct TickArgs {
+    /// Most runs executing at once (the slots of one loop always run one
+    /// after another).
+    #[arg(long, value_name = "N", default_value = "8")]
+    pub(crate) max_parallel: String,
+
+    /// Print the runs' stdout and stderr instead of their lengths.
+    #[arg(long)]
+    pub(crate) show_output: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_tick_default_is_the_schedulers() {
+        let cli = Cli::try_parse_from(["loops", "tick"]).unwrap();
+        let Command::Tick(tick) = cli.command else {
+            panic!("parsed as {:?}", cli.command);
+        };
+        assert_eq!(
+            tick.max_parallel,
+            loops_workflow::DEFAULT_MAX_PARALLEL.to_string()
+        );
+    }
+}

@@ -1,0 +1,169 @@
+//! The runners: `run-now` and `tick` (SPEC §3.1, §3.5, §7.4).
+//!
+//! Both run targets as real processes, under the runner ids of SPEC §0
+//! (`manual:<pid>`, `manual-tick:<pid>`). SIGINT and SIGTERM cancel the
+//! runs in flight (SPEC §9 item 19): each run's process group is torn down,
+//! the run is recorded as failed with `cancelled by SIGINT`, no further slot
+//! starts, and the command exits 1.
+//!
+//! Exit codes: `run-now` exits 0 only when its run succeeded (the original
+//! exits 0 after a failed run until 0.3.2); `tick` exits 0 whatever its runs
+//! did, unless a signal interrupted it.
+
+use anyhow::{Context, Result};
+use loops_core::{ExecutorResult, Loop, LoopRun, RunStatus};
+use loops_exec::SignalCancel;
+use loops_workflow::{
+    ProcessExecutor, RunControl, RunExecutor, SystemClock, TickOptions, TickResult,
+};
+
+use crate::args::{RunNowArgs, TickArgs};
+use crate::exit::Outcome;
+use crate::paths;
+use crate::redact::{self, Output};
+use crate::render::{self, Printer};
+use crate::resolve;
+
+/// The production executor, with each run's cancel token also cancelled by
+/// SIGINT/SIGTERM.
+///
+/// The scheduler passes its stop token on to the runs only when it next
+/// wakes up, which can be a heartbeat period (up to a minute) away; watching
+/// each run's own token makes a Ctrl-C kill the child at once.
+struct Interruptible<'a> {
+    inner: ProcessExecutor<'a>,
+    signals: &'a SignalCancel,
+}
+
+impl RunExecutor for Interruptible<'_> {
+    fn execute(
+        &self,
+        lp: &Loop,
+        run: &LoopRun,
+        control: &RunControl<'_>,
+    ) -> Result<ExecutorResult, String> {
+        let _watch = self.signals.watch(&control.cancel);
+        self.inner.execute(lp, run, control)
+    }
+}
+
+fn install_signals() -> Result<SignalCancel> {
+    SignalCancel::install().context("installing the SIGINT/SIGTERM handlers")
+}
+
+/// `run-now <loop>`.
+pub(crate) fn run_now(args: &RunNowArgs, out: &mut Printer) -> Result<Outcome> {
+    let store = paths::open_store()?;
+    let lp = store.require_loop(&args.target.target)?;
+    let signals = install_signals()?;
+    let clock = SystemClock;
+    let executor = Interruptible {
+        inner: ProcessExecutor::new(&clock),
+        signals: &signals,
+    };
+    let runner_id = format!("manual:{}", std::process::id());
+    let opts = TickOptions {
+        runner_id: &runner_id,
+        clock: &clock,
+        executor: &executor,
+        max_parallel: 1,
+        stop: Some(signals.token()),
+        on_run: None,
+        on_error: None,
+    };
+    let run = loops_workflow::run_now(&store, &lp, &opts)?;
+    print_run(&run, Output::from_flag(args.show_output), out)?;
+    Ok(if run.status == RunStatus::Succeeded {
+        Outcome::Success
+    } else {
+        Outcome::Failure
+    })
+}
+
+/// `<runId> <status>`, the error, then the output blocks or their lengths.
+fn print_run(run: &LoopRun, output: Output, out: &mut Printer) -> std::io::Result<()> {
+    if out.json {
+        return out.json(&redact::run_json(run, output));
+    }
+    out.line(&format!("{} {}", run.id, run.status))?;
+    if let Some(error) = &run.error {
+        out.line(&format!("  error: {error}"))?;
+    }
+    match output {
+        Output::Shown => {
+            for line in render::output_blocks(run) {
+                out.line(&line)?;
+            }
+        }
+        Output::Redacted => {
+            for (label, text) in [("stdout", &run.stdout), ("stderr", &run.stderr)] {
+                if let Some(text) = text.as_deref().filter(|t| !t.is_empty()) {
+                    out.line(&format!(
+                        "  {label}: {} (--show-output prints it)",
+                        redact::redacted_len(text)
+                    ))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `tick`.
+pub(crate) fn tick(args: &TickArgs, out: &mut Printer) -> Result<Outcome> {
+    let max_parallel = resolve::positive_int(&args.max_parallel, "--max-parallel")?;
+    let output = Output::from_flag(args.show_output);
+    let store = paths::open_store()?;
+    let signals = install_signals()?;
+    let clock = SystemClock;
+    let executor = Interruptible {
+        inner: ProcessExecutor::new(&clock),
+        signals: &signals,
+    };
+    let runner_id = format!("manual-tick:{}", std::process::id());
+    let on_error = |lp: &Loop, message: &str| {
+        // A loop's failure does not stop the tick; say which loop it was.
+        render::note(
+            "warning",
+            &format!("loop {} ({}): {message}", lp.name, lp.id),
+        );
+    };
+    let opts = TickOptions {
+        runner_id: &runner_id,
+        clock: &clock,
+        executor: &executor,
+        max_parallel: usize::try_from(max_parallel).unwrap_or(usize::MAX),
+        stop: Some(signals.token()),
+        on_run: None,
+        on_error: Some(&on_error),
+    };
+    let result = loops_workflow::tick(&store, &opts)?;
+    print_tick(&result, output, out)?;
+    if let Some(reason) = signals.token().reason() {
+        render::note("error", &format!("tick interrupted ({reason})"));
+        return Ok(Outcome::Failure);
+    }
+    Ok(Outcome::Success)
+}
+
+fn print_tick(result: &TickResult, output: Output, out: &mut Printer) -> std::io::Result<()> {
+    if out.json {
+        return out.json(&redact::tick_json(result, output));
+    }
+    out.line(&format!(
+        "completed={} skipped={} recovered={} expired={}",
+        result.completed.len(),
+        result.skipped.len(),
+        result.recovered.len(),
+        result.expired.len()
+    ))?;
+    if output == Output::Shown {
+        for run in &result.completed {
+            out.line(&format!("{} {} {}", run.id, run.status, run.loop_name))?;
+            for line in render::output_blocks(run) {
+                out.line(&line)?;
+            }
+        }
+    }
+    Ok(())
+}

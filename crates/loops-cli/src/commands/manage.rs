@@ -1,0 +1,210 @@
+//! Loop management: `list`, `show`, `pause`, `resume`, `stop`, `remove`
+//! (SPEC §7.4).
+//!
+//! Departures from 0.3.1, on purpose:
+//! - `list` shows every loop unless `--limit` is given; the original
+//!   silently stops at 200.
+//! - `resume` puts a stopped or expired loop back on its schedule with a
+//!   fresh next run (SPEC §9 item 33); a paused loop keeps its next run.
+//!   `pause` refuses a loop that is not active instead of making a stopped
+//!   loop "paused".
+//! - `remove` says what happens to the loop's history (SPEC §9 item 34):
+//!   kept by default (as the original, which orphans the runs silently),
+//!   deleted with `--purge`.
+
+use anyhow::{Result, bail};
+use loops_core::{Loop, LoopId};
+use loops_store::{DeleteHistory, DeleteOutcome, LoopChange, LoopFilter, RunFilter, Store};
+use serde_json::json;
+
+use super::now;
+use crate::args::{ListArgs, LoopRef, RemoveArgs};
+use crate::exit::Outcome;
+use crate::paths;
+use crate::redact;
+use crate::render::{Column, Printer, Table};
+use crate::resolve;
+
+/// `list` / `ls`.
+pub(crate) fn list(args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
+    let status = args
+        .status
+        .as_deref()
+        .map(resolve::loop_status)
+        .transpose()?;
+    let limit = args
+        .limit
+        .as_deref()
+        .map(|l| resolve::positive_int(l, "--limit"))
+        .transpose()?;
+    let store = paths::open_store()?;
+    let loops = store.list_loops(&LoopFilter {
+        status,
+        limit: Some(limit.unwrap_or(u32::MAX)),
+    })?;
+    if out.json {
+        out.json(&loops.iter().map(redact::loop_json).collect())?;
+        return Ok(Outcome::Success);
+    }
+    let mut table = Table::new(vec![
+        Column {
+            header: "ID",
+            plain_prefix: "",
+        },
+        Column {
+            header: "STATUS",
+            plain_prefix: "",
+        },
+        Column {
+            header: "NEXT RUN",
+            plain_prefix: "next=",
+        },
+        Column {
+            header: "NAME",
+            plain_prefix: "",
+        },
+    ]);
+    for lp in &loops {
+        table.row(vec![
+            lp.id.to_string(),
+            lp.status.to_string(),
+            lp.next_run_at
+                .map_or_else(|| "-".to_owned(), |t| t.to_string()),
+            lp.name.clone(),
+        ]);
+    }
+    out.table(&table, |_| Vec::new())?;
+    if let Some(limit) = limit {
+        let total = store.count_loops(status)?;
+        if total > u64::from(limit) {
+            out.line(&format!(
+                "showing {} of {total} loops; raise --limit to see more",
+                loops.len()
+            ))?;
+        }
+    }
+    Ok(Outcome::Success)
+}
+
+/// `show`: always JSON (SPEC §7.1).
+pub(crate) fn show(args: &LoopRef, out: &mut Printer) -> Result<Outcome> {
+    let store = paths::open_store()?;
+    let lp = store.require_loop(&args.target)?;
+    out.json(&redact::loop_json(&lp))?;
+    Ok(Outcome::Success)
+}
+
+/// `pause`: active → paused, next run kept.
+pub(crate) fn pause(args: &LoopRef, out: &mut Printer) -> Result<Outcome> {
+    change(args, out, "pause", Store::pause_loop)
+}
+
+/// `resume`: back on schedule; prints the next run.
+pub(crate) fn resume(args: &LoopRef, out: &mut Printer) -> Result<Outcome> {
+    change(args, out, "resume", Store::resume_loop)
+}
+
+/// `stop`: stopped, next run cleared.
+pub(crate) fn stop(args: &LoopRef, out: &mut Printer) -> Result<Outcome> {
+    change(args, out, "stop", Store::stop_loop)
+}
+
+type ChangeFn = fn(&Store, &LoopId, loops_core::Timestamp) -> loops_store::Result<LoopChange>;
+
+fn change(args: &LoopRef, out: &mut Printer, verb: &str, apply: ChangeFn) -> Result<Outcome> {
+    let store = paths::open_store()?;
+    let lp = store.require_loop(&args.target)?;
+    let lp = match apply(&store, &lp.id, now())? {
+        LoopChange::Changed(lp) | LoopChange::Already(lp) => lp,
+        LoopChange::Refused { loop_, reason } => bail!(
+            "cannot {verb} {} ({}): it is {}, and {reason}",
+            loop_.name,
+            loop_.id,
+            loop_.status
+        ),
+    };
+    print_status(&lp, verb == "resume", out)?;
+    Ok(Outcome::Success)
+}
+
+/// `<id> <status>`, plus `next=<nextRunAt>` after a resume.
+fn print_status(lp: &Loop, with_next: bool, out: &mut Printer) -> std::io::Result<()> {
+    if out.json {
+        return out.json(&redact::loop_json(lp));
+    }
+    let mut line = format!("{} {}", lp.id, lp.status);
+    if with_next {
+        let next = lp
+            .next_run_at
+            .map_or_else(|| "-".to_owned(), |t| t.to_string());
+        line.push_str(&format!(" next={next}"));
+    }
+    out.line(&line)
+}
+
+/// `remove` / `rm`.
+pub(crate) fn remove(args: &RemoveArgs, out: &mut Printer) -> Result<Outcome> {
+    let store = paths::open_store()?;
+    let lp = store.require_loop(&args.target.target)?;
+    let history = if args.purge {
+        DeleteHistory::Purge
+    } else {
+        DeleteHistory::Keep
+    };
+    let kept = match history {
+        DeleteHistory::Keep => count_runs(&store, &lp.id)?,
+        DeleteHistory::Purge => 0,
+    };
+    let runs_deleted = match store.delete_loop(&lp.id, history)? {
+        DeleteOutcome::Deleted { runs_deleted, .. } => runs_deleted,
+        DeleteOutcome::NotFound => {
+            // Removed by someone else between the lookup and the delete.
+            if out.json {
+                out.json(&json!({ "removed": false }))?;
+            } else {
+                out.line("not removed")?;
+            }
+            return Ok(Outcome::Success);
+        }
+    };
+    if out.json {
+        out.json(&json!({
+            "removed": true,
+            "id": lp.id,
+            "name": lp.name,
+            "history": if args.purge { "purged" } else { "kept" },
+            "runsKept": kept,
+            "runsDeleted": runs_deleted,
+        }))?;
+        return Ok(Outcome::Success);
+    }
+    out.line("removed")?;
+    let runs = |n: u64| if n == 1 { "run" } else { "runs" };
+    match history {
+        DeleteHistory::Purge => out.line(&format!(
+            "deleted {runs_deleted} {} of {}",
+            runs(runs_deleted),
+            lp.name
+        ))?,
+        DeleteHistory::Keep if kept > 0 => out.line(&format!(
+            "kept {kept} {} of {}; list them with `loops runs {}` (remove --purge deletes a loop's runs with it)",
+            runs(kept),
+            lp.name,
+            lp.id
+        ))?,
+        DeleteHistory::Keep => out.line(&format!("{} had no runs", lp.name))?,
+    }
+    Ok(Outcome::Success)
+}
+
+/// How many runs a loop has.
+fn count_runs(store: &Store, id: &LoopId) -> Result<u64> {
+    // The store has no per-loop count, so the runs are listed; a CLI
+    // command that runs once can afford it.
+    let runs = store.list_runs(&RunFilter {
+        loop_id: Some(*id),
+        status: None,
+        limit: Some(u32::MAX),
+    })?;
+    Ok(runs.len() as u64)
+}

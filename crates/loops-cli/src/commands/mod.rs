@@ -1,0 +1,16 @@
+//! The commands, one module per group: `create`, loop management
+//! (`manage`: list, show, pause, resume, stop, remove), `runs`, and the
+//! runners (`execute`: run-now, tick).
+
+pub(crate) mod create;
+pub(crate) mod execute;
+pub(crate) mod manage;
+pub(crate) mod runs;
+
+use loops_core::Timestamp;
+use loops_workflow::{Clock, SystemClock};
+
+/// The current instant, from the system clock.
+fn now() -> Timestamp {
+    SystemClock.now()
+}

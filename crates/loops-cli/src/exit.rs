@@ -1,0 +1,73 @@
+//! Exit codes: the one place where an outcome or an error becomes a code.
+//!
+//! | Code | When |
+//! |---|---|
+//! | 0 | success, including `--help`, `--version` and a closed stdout pipe |
+//! | 1 | any error (printed as `error: <msg>` on stderr), and a `run-now` whose run did not succeed or a runner interrupted by a signal |
+//! | 2 | a usage error found by clap (unknown flag, missing argument) |
+//!
+//! Departures from 0.3.1: the original exits 1 on usage errors too (SPEC
+//! §7.1) and 0 after a failed `run-now`.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use loops_store::StoreError;
+
+/// How a command that did not fail ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Exit 0.
+    Success,
+    /// Exit 1 without an error message: the command did its job and already
+    /// said why it is not a success (a failed run, an interrupted tick).
+    Failure,
+}
+
+/// Maps the result of a command to the process exit code, printing the
+/// error if there is one.
+pub(crate) fn code(result: anyhow::Result<Outcome>) -> ExitCode {
+    let err = match result {
+        Ok(Outcome::Success) => return ExitCode::SUCCESS,
+        Ok(Outcome::Failure) => return ExitCode::FAILURE,
+        Err(err) => err,
+    };
+    if let Some(usage) = err.downcast_ref::<clap::Error>() {
+        // clap prints help and the version to stdout (code 0) and usage
+        // errors to stderr (code 2). A closed pipe while printing help is
+        // not worth reporting.
+        let _ = usage.print();
+        return ExitCode::from(u8::try_from(usage.exit_code()).unwrap_or(2));
+    }
+    if is_broken_pipe(&err) {
+        // `loops runs | head -1`: the reader left, which is not an error.
+        return ExitCode::SUCCESS;
+    }
+    let mut stderr = std::io::stderr().lock();
+    // Nothing useful is left to do if stderr is gone too.
+    let _ = writeln!(stderr, "error: {err:#}");
+    if let Some(hint) = hint(&err) {
+        let _ = writeln!(stderr, "hint: {hint}");
+    }
+    ExitCode::FAILURE
+}
+
+/// Whether a closed stdout pipe caused the error, anywhere in its chain.
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// What to do next, for errors where the message alone does not say.
+fn hint(err: &anyhow::Error) -> Option<&'static str> {
+    err.chain()
+        .find_map(|cause| match cause.downcast_ref::<StoreError>() {
+            Some(StoreError::NotFound { kind: "loop", .. }) => {
+                Some("run `loops list` to see the ids and names of existing loops")
+            }
+            _ => None,
+        })
+}

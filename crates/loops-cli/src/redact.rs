@@ -1,0 +1,149 @@
+//! Redaction of what the CLI prints (SPEC §7.2), with the gaps of SPEC §9
+//! item 26 closed: every surface, human or `--json`, including `tick --json`
+//! and `runs --json`, goes through these functions.
+//!
+//! | Field | Default | With `--show-output` |
+//! |---|---|---|
+//! | agent `prompt` longer than 80 characters | first 80 + `... [redacted <n> chars]` | same |
+//! | command `env` values | `"[redacted]"` | same |
+//! | run `stdout` / `stderr` | `[redacted <n> chars]`, omitted when empty | raw |
+//!
+//! Lengths count characters. Error strings and `args` are never redacted.
+
+use loops_core::{Loop, LoopRun};
+use loops_workflow::TickResult;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+/// Prompts up to this many characters are shown whole.
+const PROMPT_VISIBLE_CHARS: usize = 80;
+
+/// Whether run output is shown (`--show-output`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Output {
+    /// Replace output by its length.
+    Redacted,
+    /// Show output as captured.
+    Shown,
+}
+
+impl Output {
+    pub(crate) fn from_flag(show_output: bool) -> Output {
+        if show_output {
+            Output::Shown
+        } else {
+            Output::Redacted
+        }
+    }
+}
+
+/// A loop as JSON, with its secrets redacted.
+pub(crate) fn loop_json(lp: &Loop) -> Value {
+    let mut value = to_value(lp);
+    if let Some(target) = value.get_mut("target").and_then(Value::as_object_mut) {
+        redact_target(target);
+    }
+    value
+}
+
+/// A run as JSON, with its output redacted unless shown.
+pub(crate) fn run_json(run: &LoopRun, output: Output) -> Value {
+    let mut value = to_value(run);
+    if output == Output::Redacted
+        && let Some(fields) = value.as_object_mut()
+    {
+        for stream in ["stdout", "stderr"] {
+            redact_stream(fields, stream);
+        }
+    }
+    value
+}
+
+/// A tick result as JSON: exactly the keys of SPEC §3.1 step 7.
+pub(crate) fn tick_json(result: &TickResult, output: Output) -> Value {
+    let runs = |runs: &[LoopRun]| -> Value { runs.iter().map(|r| run_json(r, output)).collect() };
+    json!({
+        "claimed": runs(&result.claimed),
+        "completed": runs(&result.completed),
+        "skipped": runs(&result.skipped),
+        "recovered": runs(&result.recovered),
+        "expired": result.expired.iter().map(loop_json).collect::<Value>(),
+    })
+}
+
+/// `[redacted <n> chars]` for a non-empty stream.
+pub(crate) fn redacted_len(text: &str) -> String {
+    format!("[redacted {} chars]", text.chars().count())
+}
+
+/// A prompt as it may be printed: whole up to 80 characters, else its
+/// first 80 and the count of the rest.
+pub(crate) fn prompt(text: &str) -> String {
+    let total = text.chars().count();
+    if total <= PROMPT_VISIBLE_CHARS {
+        return text.to_owned();
+    }
+    let visible: String = text.chars().take(PROMPT_VISIBLE_CHARS).collect();
+    format!(
+        "{visible}... [redacted {} chars]",
+        total - PROMPT_VISIBLE_CHARS
+    )
+}
+
+fn redact_target(target: &mut Map<String, Value>) {
+    if let Some(Value::Object(env)) = target.get_mut("env") {
+        for value in env.values_mut() {
+            *value = Value::from("[redacted]");
+        }
+    }
+    if let Some(Value::String(text)) = target.get_mut("prompt") {
+        *text = prompt(text);
+    }
+}
+
+fn redact_stream(fields: &mut Map<String, Value>, stream: &str) {
+    match fields.get(stream) {
+        Some(Value::String(text)) if text.is_empty() => {
+            // shift_remove keeps the order of the remaining keys.
+            fields.shift_remove(stream);
+        }
+        Some(Value::String(text)) => {
+            let redacted = redacted_len(text);
+            fields.insert(stream.to_owned(), Value::from(redacted));
+        }
+        _ => {}
+    }
+}
+
+fn to_value<T: Serialize>(record: &T) -> Value {
+    // The core records serialize to plain maps of strings and numbers;
+    // serde_json cannot fail on them.
+    serde_json::to_value(record).unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_prompts_keep_their_first_80_characters() {
+        assert_eq!(prompt("short"), "short");
+        let long = "é".repeat(100);
+        assert_eq!(
+            prompt(&long),
+            format!("{}... [redacted 20 chars]", "é".repeat(80))
+        );
+        assert_eq!(prompt(&"x".repeat(80)), "x".repeat(80));
+    }
+
+    #[test]
+    fn empty_streams_are_omitted_and_others_measured() {
+        let mut fields = Map::new();
+        fields.insert("stdout".into(), Value::from("hello"));
+        fields.insert("stderr".into(), Value::from(""));
+        redact_stream(&mut fields, "stdout");
+        redact_stream(&mut fields, "stderr");
+        assert_eq!(fields["stdout"], "[redacted 5 chars]");
+        assert!(!fields.contains_key("stderr"));
+    }
+}

@@ -1,0 +1,253 @@
+//! Writing to stdout: pretty JSON, aligned tables and output blocks
+//! (SPEC §7.2, §7.4).
+//!
+//! Every write returns its `io::Error`, so a closed pipe ends the command
+//! quietly through `exit` instead of panicking as `println!` would.
+//!
+//! Tables have two looks. *Plain* is used when stdout is not a terminal or
+//! `NO_COLOR` is set: no header, no box drawing, the original's `key=value`
+//! cells, columns separated by two spaces, so scripts that read the
+//! original's lines keep working. *Styled* (a terminal) adds a header row
+//! and a rule under it. Both align their columns.
+
+use std::io::{IsTerminal, StdoutLock, Write};
+
+use comfy_table::{ContentArrangement, LineStyle, Table as Grid, TableStyle};
+use loops_core::LoopRun;
+use serde_json::Value;
+
+/// Output text is cut at this many characters (SPEC §7.2).
+const BLOCK_MAX_CHARS: usize = 32_768;
+
+/// How human output looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Look {
+    /// No header, no drawing: for pipes and `NO_COLOR`.
+    Plain,
+    /// A header row and a rule: for terminals.
+    Styled,
+}
+
+/// Where command output goes.
+pub(crate) struct Printer {
+    out: StdoutLock<'static>,
+    /// `--json` was given.
+    pub(crate) json: bool,
+    look: Look,
+}
+
+impl Printer {
+    /// Stdout, styled only on a terminal without `NO_COLOR`.
+    pub(crate) fn stdout(json: bool) -> Printer {
+        let out = std::io::stdout();
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let look = if out.is_terminal() && !no_color {
+            Look::Styled
+        } else {
+            Look::Plain
+        };
+        Printer {
+            out: out.lock(),
+            json,
+            look,
+        }
+    }
+
+    /// Pretty-prints `value` with two-space indentation (SPEC §0).
+    pub(crate) fn json(&mut self, value: &Value) -> std::io::Result<()> {
+        serde_json::to_writer_pretty(&mut self.out, value)?;
+        writeln!(self.out)
+    }
+
+    /// One line of text.
+    pub(crate) fn line(&mut self, text: &str) -> std::io::Result<()> {
+        writeln!(self.out, "{text}")
+    }
+
+    /// A table; `after(i)` gives lines to print after row `i` (output
+    /// blocks), which do not take part in the alignment.
+    pub(crate) fn table(
+        &mut self,
+        table: &Table,
+        after: impl Fn(usize) -> Vec<String>,
+    ) -> std::io::Result<()> {
+        let rendered = table.render(self.look);
+        for line in &rendered.head {
+            self.line(line)?;
+        }
+        for (i, line) in rendered.rows.iter().enumerate() {
+            self.line(line)?;
+            for extra in after(i) {
+                self.line(&extra)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Prints `<label>: <text>` on stderr. A closed stderr leaves nobody to
+/// tell, so write errors are ignored (where `eprintln!` would panic).
+pub(crate) fn note(label: &str, text: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{label}: {text}");
+}
+
+/// A column: its header in the styled look and the prefix of its cells in
+/// the plain look (`next=`, `attempt=`), as the original prints them.
+pub(crate) struct Column {
+    pub(crate) header: &'static str,
+    pub(crate) plain_prefix: &'static str,
+}
+
+/// Rows of cells under [`Column`]s.
+pub(crate) struct Table {
+    columns: Vec<Column>,
+    rows: Vec<Vec<String>>,
+}
+
+struct Rendered {
+    head: Vec<String>,
+    rows: Vec<String>,
+}
+
+impl Table {
+    pub(crate) fn new(columns: Vec<Column>) -> Table {
+        Table {
+            columns,
+            rows: Vec::new(),
+        }
+    }
+
+    pub(crate) fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    fn render(&self, look: Look) -> Rendered {
+        if self.rows.is_empty() {
+            return Rendered {
+                head: Vec::new(),
+                rows: Vec::new(),
+            };
+        }
+        let mut grid = Grid::new();
+        let style = match look {
+            Look::Plain => TableStyle::new(),
+            Look::Styled => {
+                TableStyle::new().header_separator(LineStyle::none().fill('─').junction('─'))
+            }
+        };
+        grid.load_style(style)
+            .set_content_arrangement(ContentArrangement::Disabled);
+        if look == Look::Styled {
+            grid.set_header(self.columns.iter().map(|c| c.header));
+        }
+        for cells in &self.rows {
+            grid.add_row(
+                cells
+                    .iter()
+                    .zip(&self.columns)
+                    .map(|(cell, col)| match look {
+                        Look::Plain => format!("{}{cell}", col.plain_prefix),
+                        Look::Styled => cell.clone(),
+                    }),
+            );
+        }
+        // Two spaces between columns, as the original separates fields. The
+        // rule under the styled header puts a one-character junction
+        // between columns, which counts as one of the two.
+        let gap = match look {
+            Look::Plain => 2,
+            Look::Styled => 1,
+        };
+        let last = self.columns.len().saturating_sub(1);
+        for (i, column) in grid.column_iter_mut().enumerate() {
+            column.set_padding((0, if i == last { 0 } else { gap }));
+        }
+        // Cells never contain newlines (names are single-line by
+        // validation), so each line is one row; the last column is padded
+        // to its width, which is trimmed away.
+        let mut lines: Vec<String> = grid.lines().map(|l| l.trim_end().to_owned()).collect();
+        let head = match look {
+            Look::Plain => Vec::new(),
+            Look::Styled => lines.drain(..2.min(lines.len())).collect(),
+        };
+        Rendered { head, rows: lines }
+    }
+}
+
+/// The output blocks of a run (SPEC §7.2): `  stdout:` then the text
+/// indented four spaces, then the same for stderr; empty streams are
+/// skipped.
+pub(crate) fn output_blocks(run: &LoopRun) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (label, text) in [("stdout", &run.stdout), ("stderr", &run.stderr)] {
+        let Some(text) = text.as_deref().filter(|t| !t.is_empty()) else {
+            continue;
+        };
+        lines.push(format!("  {label}:"));
+        let shown = cut(text);
+        for line in shown.trim_end().split('\n') {
+            lines.push(format!("    {line}"));
+        }
+    }
+    lines
+}
+
+/// The text cut at 32768 characters, with `\n[truncated <n> chars]` when
+/// something was cut.
+fn cut(text: &str) -> String {
+    match text.char_indices().nth(BLOCK_MAX_CHARS) {
+        None => text.to_owned(),
+        Some((end, _)) => {
+            let rest = text[end..].chars().count();
+            format!("{}\n[truncated {rest} chars]", &text[..end])
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> Table {
+        let mut t = Table::new(vec![
+            Column {
+                header: "ID",
+                plain_prefix: "",
+            },
+            Column {
+                header: "NEXT",
+                plain_prefix: "next=",
+            },
+            Column {
+                header: "NAME",
+                plain_prefix: "",
+            },
+        ]);
+        t.row(vec!["a".into(), "-".into(), "first".into()]);
+        t.row(vec!["bbb".into(), "2026".into(), "second".into()]);
+        t
+    }
+
+    #[test]
+    fn plain_tables_align_without_decoration() {
+        let r = table().render(Look::Plain);
+        assert!(r.head.is_empty());
+        assert_eq!(r.rows, ["a    next=-     first", "bbb  next=2026  second"]);
+    }
+
+    #[test]
+    fn styled_tables_have_a_header_and_a_rule() {
+        let r = table().render(Look::Styled);
+        assert_eq!(r.head[0], "ID   NEXT  NAME");
+        assert!(r.head[1].starts_with('─'), "{:?}", r.head);
+        assert_eq!(r.rows, ["a    -     first", "bbb  2026  second"]);
+    }
+
+    #[test]
+    fn long_output_is_cut_with_a_marker() {
+        let text = "x".repeat(BLOCK_MAX_CHARS + 5);
+        let shown = cut(&text);
+        assert!(shown.ends_with("\n[truncated 5 chars]"));
+        assert_eq!(cut("short"), "short");
+    }
+}

@@ -1,0 +1,268 @@
+//! The command line, stage two: raw values become core types (SPEC §7.3).
+//!
+//! Nothing here opens the database or spawns anything, so a rejected
+//! `create` writes no row and does not even create the data directory. The
+//! one input from the host is its time zone, for dates without an offset,
+//! as JavaScript's `Date` reads them in the original.
+//!
+//! Checks run in the order of the SPEC §7.3 table: the schedule, then the
+//! policy options, then the target; the first failure is reported with the
+//! SPEC wording. Departures from 0.3.1: `--timeout 0` is rejected (SPEC §9
+//! item 28), `--tz` is new, and `--no-shell` commands get the whitespace
+//! check of workflow steps (SPEC §9 item 27, done by core validation).
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+use anyhow::{Context, Result, anyhow, bail, ensure};
+use chrono::{Local, NaiveDateTime, TimeZone};
+use loops_core::{
+    Account, AgentProvider, AgentTarget, Anchor, CatchUp, CommandTarget, ConfigIsolation,
+    LoopStatus, NewLoop, Overlap, RunStatus, Schedule, Target, Timestamp, parse_duration,
+    parse_positive_duration, validate_new_loop,
+};
+
+use crate::args::{AccountOptions, CreateAgent, CreateCommand, LoopOptions};
+
+/// `create command`: the validated loop.
+pub(crate) fn command_loop(args: &CreateCommand) -> Result<NewLoop> {
+    let (mut new, timeout_ms) = loop_options(&args.options, args.timeout.as_deref())?;
+    let mut target = CommandTarget::new(args.command.clone());
+    // SPEC §7.3, §10 item 91: CLI command loops run through a shell unless
+    // --no-shell is given (JSON and library targets default to no shell).
+    target.shell = Some(!args.no_shell);
+    target.args = (!args.args.is_empty()).then(|| args.args.clone());
+    target.cwd = args.cwd.clone();
+    target.env = env_map(&args.env)?;
+    target.timeout_ms = timeout_ms;
+    target.account = account(&args.account)?;
+    new.target = Target::Command(target);
+    validate_new_loop(&new).map_err(|e| {
+        // Core speaks of the stored fields (`shell`, `args`); say it in flags.
+        if e.field == "target.command" && e.message.contains("without spaces") {
+            anyhow!(
+                "--cmd must be a single executable without spaces when --no-shell is given; \
+                 pass its arguments with --arg, or drop --no-shell"
+            )
+        } else {
+            e.into()
+        }
+    })?;
+    Ok(new)
+}
+
+/// `create agent`: the validated loop.
+pub(crate) fn agent_loop(args: &CreateAgent) -> Result<NewLoop> {
+    let (mut new, timeout_ms) = loop_options(&args.options, args.timeout.as_deref())?;
+    let provider = AgentProvider::from_str(&args.provider).map_err(|_| {
+        anyhow!(
+            "unsupported provider: {} (use one of claude, cursor, codewith, aicopilot, opencode, codex)",
+            args.provider
+        )
+    })?;
+    let isolation = ConfigIsolation::from_str(&args.config_isolation)
+        .map_err(|_| anyhow!("--config-isolation must be safe or none"))?;
+    let mut target = AgentTarget::new(provider, args.prompt.clone());
+    target.cwd = args.cwd.clone();
+    target.model = args.model.clone();
+    target.agent = args.agent.clone();
+    target.timeout_ms = timeout_ms;
+    target.config_isolation = Some(isolation);
+    target.account = account(&args.account)?;
+    new.target = Target::Agent(target);
+    validated(new)
+}
+
+/// Runs the core checks (name, schedule, options, target) before anything
+/// touches the database.
+fn validated(new: NewLoop) -> Result<NewLoop> {
+    validate_new_loop(&new)?;
+    Ok(new)
+}
+
+/// The shared options, as a loop with a placeholder target, plus the
+/// resolved `--timeout`.
+fn loop_options(opts: &LoopOptions, timeout: Option<&str>) -> Result<(NewLoop, Option<u64>)> {
+    let schedule = schedule(opts)?;
+    // The target is filled in by the caller.
+    let mut new = NewLoop::new(
+        opts.name.clone(),
+        schedule,
+        Target::Command(CommandTarget::new("")),
+    );
+    new.description = opts.description.clone();
+    new.catch_up = CatchUp::from_str(&opts.catch_up)
+        .map_err(|_| anyhow!("--catch-up must be none, latest, or all"))?;
+    new.catch_up_limit = positive_int(&opts.catch_up_limit, "--catch-up-limit")?;
+    new.overlap =
+        Overlap::from_str(&opts.overlap).map_err(|_| anyhow!("--overlap must be skip or allow"))?;
+    new.max_attempts = positive_int(&opts.attempts, "--attempts")?;
+    new.retry_delay_ms = parse_positive_duration(&opts.retry_delay, "--retry-delay")?;
+    new.lease_ms = parse_positive_duration(&opts.lease, "--lease")?;
+    new.expires_at = opts
+        .expires_at
+        .as_deref()
+        .map(|v| {
+            instant(v).ok_or_else(|| {
+                anyhow!("invalid --expires-at: {v} (use ISO-8601 such as 2026-01-01T09:00:00Z)")
+            })
+        })
+        .transpose()?;
+    // SPEC §9 item 28: a zero timeout would time out at once.
+    let timeout_ms = timeout
+        .map(|t| parse_positive_duration(t, "--timeout"))
+        .transpose()?;
+    Ok((new, timeout_ms))
+}
+
+fn schedule(opts: &LoopOptions) -> Result<Schedule> {
+    let chosen = [
+        opts.at.is_some(),
+        opts.every.is_some(),
+        opts.cron.is_some(),
+        opts.dynamic,
+    ];
+    ensure!(
+        chosen.iter().filter(|c| **c).count() == 1,
+        "choose exactly one schedule: --at, --every, --cron, or --dynamic"
+    );
+    if opts.tz.is_some() && opts.cron.is_none() {
+        bail!("--tz requires --cron: only cron schedules are evaluated in a time zone");
+    }
+    if let Some(at) = &opts.at {
+        let at = instant(at).ok_or_else(|| anyhow!("invalid schedule.at: {at}"))?;
+        return Ok(Schedule::Once { at });
+    }
+    if let Some(every) = &opts.every {
+        // `--every 0` parses and is then rejected by the schedule check with
+        // `interval everyMs must be > 0` (SPEC §10 item 11).
+        return Ok(Schedule::Interval {
+            every_ms: parse_duration(every)?,
+            anchor: Some(Anchor::FixedRate),
+        });
+    }
+    if let Some(expression) = &opts.cron {
+        return Ok(Schedule::Cron {
+            expression: expression.clone(),
+            timezone: opts.tz.as_ref().map(|tz| tz.trim().to_owned()),
+        });
+    }
+    Ok(Schedule::Dynamic {
+        min_interval_ms: None,
+    })
+}
+
+/// `--account`/`--account-tool`.
+fn account(opts: &AccountOptions) -> Result<Option<Account>> {
+    match (&opts.account, &opts.account_tool) {
+        (None, Some(_)) => bail!("--account-tool requires --account"),
+        (None, None) => Ok(None),
+        (Some(profile), tool) => Ok(Some(Account {
+            profile: profile.clone(),
+            tool: tool.clone(),
+        })),
+    }
+}
+
+/// Repeated `--env KEY=VALUE`; `None` when there are none.
+fn env_map(pairs: &[String]) -> Result<Option<BTreeMap<String, String>>> {
+    if pairs.is_empty() {
+        return Ok(None);
+    }
+    let mut env = BTreeMap::new();
+    for pair in pairs {
+        let (key, value) = pair
+            .split_once('=')
+            .with_context(|| format!("--env expects KEY=VALUE, got {pair:?}"))?;
+        env.insert(key.to_owned(), value.to_owned());
+    }
+    Ok(Some(env))
+}
+
+/// A date as JavaScript's `Date` parses it (SPEC §7.3): ISO-8601 with `Z`
+/// or an offset is exact, a bare date is UTC midnight, and a date-time
+/// without an offset is host local time.
+pub(crate) fn instant(input: &str) -> Option<Timestamp> {
+    if let Ok(t) = Timestamp::parse(input) {
+        return Some(t);
+    }
+    let naive = Timestamp::parse_naive(input)?;
+    local_instant(naive)
+}
+
+/// A host-local wall time as an instant. A repeated wall time (DST fall
+/// back) is the earlier instant; a skipped one (spring forward) moves
+/// forward by the gap, as JavaScript does.
+fn local_instant(naive: NaiveDateTime) -> Option<Timestamp> {
+    let resolved = Local.from_local_datetime(&naive).earliest().or_else(|| {
+        let later = naive.checked_add_signed(chrono::TimeDelta::hours(1))?;
+        Local.from_local_datetime(&later).earliest()
+    })?;
+    Timestamp::from_datetime(&resolved)
+}
+
+/// A positive integer option, with the SPEC wording
+/// `<flag> must be a positive integer`.
+pub(crate) fn positive_int(value: &str, flag: &str) -> Result<u32> {
+    value
+        .trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| anyhow!("{flag} must be a positive integer"))
+}
+
+/// `--status` of `list`.
+pub(crate) fn loop_status(value: &str) -> Result<LoopStatus> {
+    LoopStatus::from_str(value)
+        .map_err(|_| anyhow!("--status must be active, paused, stopped, or expired"))
+}
+
+/// `--status` of `runs`.
+pub(crate) fn run_status(value: &str) -> Result<RunStatus> {
+    RunStatus::from_str(value).map_err(|_| {
+        anyhow!("--status must be running, succeeded, failed, timed_out, abandoned, or skipped")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_parse_like_javascript() {
+        let utc = |s: &str| instant(s).map(|t| t.to_string());
+        assert_eq!(
+            utc("2026-01-01").as_deref(),
+            Some("2026-01-01T00:00:00.000Z")
+        );
+        assert_eq!(
+            utc("2026-01-01T09:00:00+01:00").as_deref(),
+            Some("2026-01-01T08:00:00.000Z")
+        );
+        assert!(utc("soon").is_none());
+        // A naive date-time is host local: it round-trips through Local.
+        let local = instant("2026-06-01T12:30:00").unwrap();
+        let back = local.to_datetime().with_timezone(&Local).naive_local();
+        assert_eq!(back.to_string(), "2026-06-01 12:30:00");
+    }
+
+    #[test]
+    fn positive_ints_use_the_spec_wording() {
+        assert_eq!(positive_int("3", "--attempts").unwrap(), 3);
+        for bad in ["0", "-1", "x", "1.5", ""] {
+            assert_eq!(
+                positive_int(bad, "--attempts").unwrap_err().to_string(),
+                "--attempts must be a positive integer"
+            );
+        }
+    }
+
+    #[test]
+    fn env_pairs_split_on_the_first_equals_sign() {
+        let env = env_map(&["A=1=2".into(), "B=".into()]).unwrap().unwrap();
+        assert_eq!(env["A"], "1=2");
+        assert_eq!(env["B"], "");
+        assert!(env_map(&["nope".into()]).is_err());
+    }
+}

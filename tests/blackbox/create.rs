@@ -1,0 +1,442 @@
+//! `loops create command|agent` (SPEC §7.3, §10 items 89–92; §9 items 27
+//! and 28).
+
+use loops_tests::TestEnv;
+
+fn create(env: &TestEnv, args: &[&str]) -> serde_json::Value {
+    env.loops(["--json", "create"]).args(args).run().json()
+}
+
+fn rejects(env: &TestEnv, args: &[&str], message: &str) {
+    let ran = env.loops(["create"]).args(args).code(1).run();
+    assert_eq!(
+        ran.stderr.lines().next(),
+        Some(format!("error: {message}").as_str()),
+        "{args:?}"
+    );
+    assert!(ran.stdout.is_empty(), "{}", ran.stdout);
+}
+
+#[test]
+fn human_create_prints_id_name_and_next_run() {
+    let env = TestEnv::new();
+    let ran = env
+        .loops([
+            "create",
+            "command",
+            "nightly",
+            "--cmd",
+            "true",
+            "--at",
+            "2030-01-02T03:04:05Z",
+        ])
+        .run();
+    let line = ran.stdout.trim_end();
+    let (head, next) = line.split_once(" next=").unwrap();
+    assert_eq!(next, "2030-01-02T03:04:05.000Z");
+    let id = head
+        .strip_prefix("created loop ")
+        .unwrap()
+        .strip_suffix(" (nightly)")
+        .unwrap();
+    assert_eq!(id.len(), 12);
+    assert!(
+        id.chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+    );
+}
+
+#[test]
+fn zero_or_two_schedules_are_rejected() {
+    let env = TestEnv::new();
+    let msg = "choose exactly one schedule: --at, --every, --cron, or --dynamic";
+    rejects(&env, &["command", "x", "--cmd", "true"], msg);
+    rejects(
+        &env,
+        &[
+            "command",
+            "x",
+            "--cmd",
+            "true",
+            "--every",
+            "1m",
+            "--dynamic",
+        ],
+        msg,
+    );
+    rejects(
+        &env,
+        &[
+            "agent",
+            "x",
+            "--provider",
+            "claude",
+            "--prompt",
+            "p",
+            "--at",
+            "2030-01-01",
+            "--cron",
+            "* * * * *",
+        ],
+        msg,
+    );
+}
+
+#[test]
+fn option_errors_use_the_spec_messages() {
+    let env = TestEnv::new();
+    let base = ["command", "x", "--cmd", "true", "--every", "1m"];
+    for (extra, message) in [
+        (
+            &["--attempts", "0"][..],
+            "--attempts must be a positive integer",
+        ),
+        (
+            &["--attempts", "two"],
+            "--attempts must be a positive integer",
+        ),
+        (&["--lease", "0"], "--lease must be greater than zero"),
+        (
+            &["--retry-delay", "0"],
+            "--retry-delay must be greater than zero",
+        ),
+        (
+            &["--catch-up", "some"],
+            "--catch-up must be none, latest, or all",
+        ),
+        (
+            &["--catch-up-limit", "0"],
+            "--catch-up-limit must be a positive integer",
+        ),
+        (&["--overlap", "queue"], "--overlap must be skip or allow"),
+        (
+            &["--account-tool", "claude"],
+            "--account-tool requires --account",
+        ),
+        (&["--timeout", "0"], "--timeout must be greater than zero"),
+        (&["--timeout", "1h30m"], "invalid duration: 1h30m"),
+    ] {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        rejects(&env, &args, message);
+    }
+    rejects(
+        &env,
+        &["command", "x", "--cmd", "true", "--every", "0"],
+        "interval everyMs must be > 0",
+    );
+    rejects(
+        &env,
+        &["command", "x", "--cmd", "true", "--at", "soon"],
+        "invalid schedule.at: soon",
+    );
+    rejects(
+        &env,
+        &["command", "x", "--cmd", "true", "--cron", "* * * *"],
+        "cron must have 5 fields, got 4: \"* * * *\"",
+    );
+}
+
+#[test]
+fn agent_options_are_checked() {
+    let env = TestEnv::new();
+    let base = ["agent", "x", "--prompt", "hi", "--every", "1m"];
+    let with =
+        |extra: &[&'static str]| -> Vec<&str> { base.iter().chain(extra).copied().collect() };
+    let ran = env
+        .loops(["create"])
+        .args(with(&["--provider", "gpt"]))
+        .code(1)
+        .run();
+    assert!(
+        ran.stderr.starts_with("error: unsupported provider"),
+        "{}",
+        ran.stderr
+    );
+    rejects(
+        &env,
+        &with(&["--provider", "claude", "--config-isolation", "strict"]),
+        "--config-isolation must be safe or none",
+    );
+}
+
+#[test]
+fn a_rejected_create_writes_no_row() {
+    let env = TestEnv::new();
+    // February 30th never comes.
+    env.loops([
+        "create",
+        "command",
+        "x",
+        "--cmd",
+        "true",
+        "--cron",
+        "0 0 30 2 *",
+    ])
+    .code(1)
+    .stderr_has("error: ")
+    .run();
+    // Validation happens before the database is even opened.
+    assert!(!env.db_path().exists());
+    env.create_command("ok", "true", &["--every", "1m"]);
+    env.loops([
+        "create",
+        "command",
+        "bad",
+        "--cmd",
+        "true",
+        "--every",
+        "1m",
+        "--attempts",
+        "0",
+    ])
+    .code(1)
+    .run();
+    let all = env.loops(["--json", "list"]).run().json();
+    assert_eq!(all.as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn command_loops_run_through_a_shell_unless_no_shell() {
+    let env = TestEnv::new();
+    let lp = create(
+        &env,
+        &["command", "a", "--cmd", "printf hi", "--every", "5m"],
+    );
+    assert_eq!(lp["target"]["shell"], true);
+    assert_eq!(lp["target"]["command"], "printf hi");
+    assert_eq!(
+        lp["schedule"],
+        serde_json::json!({"type": "interval", "everyMs": 300000, "anchor": "fixed_rate"})
+    );
+    assert_eq!(lp["catchUp"], "latest");
+    assert_eq!(lp["catchUpLimit"], 50);
+    assert_eq!(lp["overlap"], "skip");
+    assert_eq!(lp["maxAttempts"], 1);
+    assert_eq!(lp["retryDelayMs"], 60000);
+    assert_eq!(lp["leaseMs"], 1800000);
+
+    let lp = create(
+        &env,
+        &[
+            "command",
+            "b",
+            "--cmd",
+            "printf",
+            "--arg",
+            "%s",
+            "--arg",
+            "x y",
+            "--no-shell",
+            "--every",
+            "5m",
+        ],
+    );
+    assert_eq!(lp["target"]["shell"], false);
+    assert_eq!(lp["target"]["args"], serde_json::json!(["%s", "x y"]));
+    // SPEC §9 item 27: without a shell the command must be one executable.
+    let ran = env
+        .loops([
+            "create",
+            "command",
+            "c",
+            "--cmd",
+            "printf hi",
+            "--no-shell",
+            "--every",
+            "5m",
+        ])
+        .code(1)
+        .run();
+    assert!(
+        ran.stderr.contains("--cmd must be a single executable"),
+        "{}",
+        ran.stderr
+    );
+}
+
+#[test]
+fn every_option_is_stored() {
+    let env = TestEnv::new();
+    let lp = create(
+        &env,
+        &[
+            "command",
+            "full",
+            "--cmd",
+            "true",
+            "--dynamic",
+            "--catch-up",
+            "all",
+            "--catch-up-limit",
+            "7",
+            "--overlap",
+            "allow",
+            "--attempts",
+            "3",
+            "--retry-delay",
+            "30s",
+            "--lease",
+            "2m",
+            "--expires-at",
+            "2031-01-01",
+            "-d",
+            "a description",
+            "--cwd",
+            "/tmp",
+            "--timeout",
+            "90s",
+            "--env",
+            "TOKEN=s3cret",
+            "--account",
+            "work",
+            "--account-tool",
+            "claude",
+        ],
+    );
+    assert_eq!(lp["schedule"], serde_json::json!({"type": "dynamic"}));
+    assert_eq!(lp["catchUp"], "all");
+    assert_eq!(lp["catchUpLimit"], 7);
+    assert_eq!(lp["overlap"], "allow");
+    assert_eq!(lp["maxAttempts"], 3);
+    assert_eq!(lp["retryDelayMs"], 30000);
+    assert_eq!(lp["leaseMs"], 120000);
+    assert_eq!(lp["expiresAt"], "2031-01-01T00:00:00.000Z");
+    assert_eq!(lp["description"], "a description");
+    assert_eq!(lp["target"]["cwd"], "/tmp");
+    assert_eq!(lp["target"]["timeoutMs"], 90000);
+    assert_eq!(
+        lp["target"]["env"],
+        serde_json::json!({"TOKEN": "[redacted]"})
+    );
+    assert_eq!(
+        lp["target"]["account"],
+        serde_json::json!({"profile": "work", "tool": "claude"})
+    );
+}
+
+#[test]
+fn at_parses_like_a_javascript_date() {
+    let env = TestEnv::new();
+    for (at, expected) in [
+        ("2030-01-02", "2030-01-02T00:00:00.000Z"),
+        ("2030-01-02T03:04:05+02:00", "2030-01-02T01:04:05.000Z"),
+        ("2030-01-02T03:04Z", "2030-01-02T03:04:00.000Z"),
+    ] {
+        let lp = create(&env, &["command", "once", "--cmd", "true", "--at", at]);
+        assert_eq!(lp["schedule"]["at"], expected, "{at}");
+        assert_eq!(lp["nextRunAt"], expected, "{at}");
+    }
+    // Without an offset the time is host-local; with TZ=UTC that is UTC.
+    let ran = env
+        .loops([
+            "--json",
+            "create",
+            "command",
+            "local",
+            "--cmd",
+            "true",
+            "--at",
+            "2030-01-02T03:04:05",
+        ])
+        .env("TZ", Some("UTC"))
+        .run();
+    assert_eq!(ran.json()["nextRunAt"], "2030-01-02T03:04:05.000Z");
+}
+
+#[test]
+fn tz_is_stored_for_cron_and_checked() {
+    let env = TestEnv::new();
+    let lp = create(
+        &env,
+        &[
+            "command",
+            "c",
+            "--cmd",
+            "true",
+            "--cron",
+            "0 9 * * 1-5",
+            "--tz",
+            "Europe/Berlin",
+        ],
+    );
+    assert_eq!(
+        lp["schedule"],
+        serde_json::json!({"type": "cron", "expression": "0 9 * * 1-5", "timezone": "Europe/Berlin"})
+    );
+    // 09:00 in Berlin is 07:00 or 08:00 UTC, whatever the season.
+    let next = lp["nextRunAt"].as_str().unwrap();
+    assert!(
+        next.ends_with("T07:00:00.000Z") || next.ends_with("T08:00:00.000Z"),
+        "{next}"
+    );
+
+    let ran = env
+        .loops([
+            "create",
+            "command",
+            "c",
+            "--cmd",
+            "true",
+            "--cron",
+            "0 9 * * *",
+            "--tz",
+            "Mars/Olympus",
+        ])
+        .code(1)
+        .run();
+    assert!(
+        ran.stderr
+            .starts_with("error: unknown time zone: Mars/Olympus"),
+        "{}",
+        ran.stderr
+    );
+    let ran = env
+        .loops([
+            "create", "command", "c", "--cmd", "true", "--every", "1m", "--tz", "UTC",
+        ])
+        .code(1)
+        .run();
+    assert!(
+        ran.stderr.starts_with("error: --tz requires --cron"),
+        "{}",
+        ran.stderr
+    );
+    let all = env.loops(["--json", "ls"]).run().json();
+    assert_eq!(all.as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn agent_loops_store_their_target() {
+    let env = TestEnv::new();
+    let lp = create(
+        &env,
+        &[
+            "agent",
+            "review",
+            "--provider",
+            "codex",
+            "--prompt",
+            "review the diff",
+            "--model",
+            "o4",
+            "--cwd",
+            "/tmp",
+            "--timeout",
+            "10m",
+            "--config-isolation",
+            "none",
+            "--account",
+            "me",
+            "--every",
+            "1h",
+        ],
+    );
+    assert_eq!(
+        lp["target"],
+        serde_json::json!({
+            "type": "agent", "provider": "codex", "prompt": "review the diff", "cwd": "/tmp",
+            "model": "o4", "timeoutMs": 600000, "configIsolation": "none",
+            "account": {"profile": "me"}
+        })
+    );
+}
