@@ -1,2 +1,111 @@
-//! STUB
-fn main() {}
+//! Project automation, std only: `cargo xtask <task>`.
+//!
+//! - `ci`: everything CI checks, in CI's order; `.ci/run` calls it.
+//! - `demo`: build `loops` and show it working in a fresh data directory.
+//! - `bench`: end-to-end figures of the built binary; `--criterion` adds the
+//!   Criterion micro-benchmarks.
+//! - `tidy`: the source hygiene checks (also a `#[test]`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+mod bench;
+mod demo;
+mod tidy;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let task = args.first().map(String::as_str).unwrap_or("help");
+    let result = match task {
+        "ci" => ci(),
+        "bench" => bench::bench(&args[1..]),
+        "demo" => demo::demo(),
+        "tidy" => tidy::check(&root()).map_err(|problems| {
+            for p in &problems {
+                eprintln!("tidy: {p}");
+            }
+            format!("{} tidy problem(s)", problems.len())
+        }),
+        "help" | "-h" | "--help" => {
+            println!(
+                "usage: cargo xtask <task>\n\n\
+                 tasks:\n  \
+                 ci      fmt --check, clippy -D warnings, tidy, tests (doctests too), rustdoc -D warnings, build\n  \
+                 demo    build loops, create a sample loop in a fresh data dir, run it, show the run\n  \
+                 bench   end-to-end CLI figures; --criterion adds the Criterion benchmarks\n  \
+                 tidy    check module docs and forbidden macros"
+            );
+            Ok(())
+        }
+        other => Err(format!("unknown task {other:?}; run `cargo xtask help`")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The workspace root: the parent of this crate's directory.
+pub(crate) fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+pub(crate) fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(root());
+    cmd
+}
+
+pub(crate) fn run(step: &str, mut cmd: Command) -> Result<(), String> {
+    eprintln!("\n==> {step}");
+    let started = std::time::Instant::now();
+    let status = cmd
+        .status()
+        .map_err(|e| format!("{step}: could not start: {e}"))?;
+    eprintln!("<== {step}: {status} in {:.1?}", started.elapsed());
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{step} failed ({status})"))
+    }
+}
+
+fn ci() -> Result<(), String> {
+    let mut fmt = cargo();
+    fmt.args(["fmt", "--all", "--", "--check"]);
+    run("cargo fmt --check", fmt)?;
+
+    let mut clippy = cargo();
+    clippy.args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--locked",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    run("cargo clippy -D warnings", clippy)?;
+
+    tidy::check(&root()).map_err(|problems| problems.join("\n"))?;
+
+    let mut test = cargo();
+    test.args(["test", "--workspace", "--locked"]);
+    run("cargo test --workspace (doctests included)", test)?;
+
+    let mut doc = cargo();
+    doc.args(["doc", "--workspace", "--no-deps", "--locked"])
+        .env("RUSTDOCFLAGS", "-D warnings");
+    run("cargo doc -D warnings", doc)?;
+
+    let mut build = cargo();
+    build.args(["build", "--locked", "-p", "loops-cli"]);
+    run("cargo build -p loops-cli", build)?;
+    eprintln!("\nci: all checks passed");
+    Ok(())
+}

@@ -1,0 +1,186 @@
+//! `cargo xtask bench`: end-to-end figures of the built `loops` binary, plus
+//! (with `--criterion`) the Criterion micro-benchmarks.
+//!
+//! Each figure runs in a fresh temporary data directory against a release
+//! build, so results do not depend on earlier state:
+//! - `loops create command`, sequential creates per second;
+//! - the median wall time of `loops --json list` with 1,000 loops stored;
+//! - one `loops tick` over 1,000 due `true` loops (`--no-shell`), every run
+//!   verified in `loops runs --json`, in runs per second, next to the cost of
+//!   spawning `true` directly from this process (the spawn floor).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{cargo, root, run};
+
+const LOOPS: usize = 1000;
+const LIST_SAMPLES: usize = 50;
+
+pub(crate) fn bench(args: &[String]) -> Result<(), String> {
+    let mut build = cargo();
+    build.args(["build", "--release", "--locked", "-p", "loops-cli"]);
+    run("cargo build --release -p loops-cli", build)?;
+    let bin = root().join("target/release/loops");
+
+    let scratch = scratch_dir("loops-bench")?;
+    let result = figures(&bin, &scratch);
+    let _ = std::fs::remove_dir_all(&scratch);
+    result?;
+
+    if args.iter().any(|a| a == "--criterion") {
+        let mut cmd = cargo();
+        cmd.args(["bench", "--workspace", "--locked"]);
+        run("cargo bench (Criterion)", cmd)?;
+    }
+    Ok(())
+}
+
+fn figures(bin: &Path, scratch: &Path) -> Result<(), String> {
+    // 1. Sequential creates.
+    let data = scratch.join("create");
+    let started = Instant::now();
+    for i in 0..LOOPS {
+        let name = format!("bench-{i}");
+        loops(
+            bin,
+            &data,
+            &[
+                "create",
+                "command",
+                &name,
+                "--every",
+                "1h",
+                "--cmd",
+                "true",
+                "--no-shell",
+            ],
+        )?;
+    }
+    let create_elapsed = started.elapsed();
+    let creates_per_s = LOOPS as f64 / create_elapsed.as_secs_f64();
+    println!(
+        "create: {LOOPS} sequential `loops create command` in {:.2?} = {creates_per_s:.0} creates/s",
+        create_elapsed
+    );
+
+    // 2. `loops --json list` with 1,000 loops stored.
+    let mut samples = Vec::with_capacity(LIST_SAMPLES);
+    for _ in 0..LIST_SAMPLES {
+        let t = Instant::now();
+        let out = loops(bin, &data, &["--json", "list"])?;
+        samples.push(t.elapsed());
+        if out.matches("\"id\"").count() != LOOPS {
+            return Err(format!(
+                "list returned {} loops, expected {LOOPS}",
+                out.matches("\"id\"").count()
+            ));
+        }
+    }
+    samples.sort();
+    println!(
+        "list: median `loops --json list` with {LOOPS} loops = {:.2} ms (min {:.2} ms, max {:.2} ms, {LIST_SAMPLES} runs)",
+        ms(samples[LIST_SAMPLES / 2]),
+        ms(samples[0]),
+        ms(samples[LIST_SAMPLES - 1])
+    );
+
+    // 3. One tick over 1,000 due loops.
+    let data = scratch.join("tick");
+    for i in 0..LOOPS {
+        let name = format!("due-{i}");
+        loops(
+            bin,
+            &data,
+            &[
+                "create",
+                "command",
+                &name,
+                "--at",
+                "2020-01-01T00:00:00Z",
+                "--cmd",
+                "true",
+                "--no-shell",
+            ],
+        )?;
+    }
+    let t = Instant::now();
+    let summary = loops(bin, &data, &["tick"])?;
+    let tick_elapsed = t.elapsed();
+    let runs = loops(bin, &data, &["--json", "runs", "--limit", "100000"])?;
+    let succeeded = runs.matches("\"status\": \"succeeded\"").count();
+    if succeeded != LOOPS {
+        return Err(format!(
+            "tick recorded {succeeded} succeeded runs, expected {LOOPS} ({})",
+            summary.trim()
+        ));
+    }
+    let runs_per_s = LOOPS as f64 / tick_elapsed.as_secs_f64();
+
+    // The spawn floor: spawning and reaping `true` from here, one at a time.
+    let true_bin = which_true();
+    let t = Instant::now();
+    for _ in 0..LOOPS {
+        Command::new(&true_bin)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map_err(|e| format!("spawning {}: {e}", true_bin.display()))?;
+    }
+    let floor = t.elapsed();
+    let per_run = tick_elapsed.as_secs_f64() * 1000.0 / LOOPS as f64;
+    let per_spawn = floor.as_secs_f64() * 1000.0 / LOOPS as f64;
+    println!(
+        "tick: {LOOPS} due `true` loops in {:.2?} = {runs_per_s:.0} runs/s ({per_run:.3} ms/run), all {succeeded} verified succeeded",
+        tick_elapsed
+    );
+    println!(
+        "spawn floor: {LOOPS} sequential spawns of `true` in {:.2?} = {per_spawn:.3} ms/spawn; tick per-run cost / floor = {:.2}",
+        floor,
+        per_run / per_spawn
+    );
+    Ok(())
+}
+
+fn loops(bin: &Path, data: &Path, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(bin)
+        .args(args)
+        .env("LOOPS_DATA_DIR", data)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("running {}: {e}", bin.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`loops {}` failed ({}): {}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn which_true() -> PathBuf {
+    ["/usr/bin/true", "/bin/true"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .unwrap_or_else(|| PathBuf::from("true"))
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// A fresh directory under the system temp dir, removed by the caller.
+pub(crate) fn scratch_dir(prefix: &str) -> Result<PathBuf, String> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let dir = std::env::temp_dir().join(format!("{prefix}-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    Ok(dir)
+}
