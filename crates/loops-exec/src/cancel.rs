@@ -114,7 +114,7 @@ impl CancelToken {
     /// subscribing.
     ///
     /// The waker runs under the token's lock and must not call the token.
-    pub(crate) fn subscribe(&self, waker: impl Fn() + Send + 'static) -> Subscription {
+    pub fn subscribe(&self, waker: impl Fn() + Send + 'static) -> Subscription {
         let mut state = self.lock();
         let id = state.next_id;
         state.next_id += 1;
@@ -146,7 +146,8 @@ impl fmt::Debug for CancelToken {
 }
 
 /// Keeps a waker registered; dropping it unregisters the waker.
-pub(crate) struct Subscription {
+#[must_use = "dropping a subscription unregisters its waker"]
+pub struct Subscription {
     token: CancelToken,
     id: u64,
 }

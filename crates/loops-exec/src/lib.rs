@@ -51,7 +51,7 @@ mod signals;
 mod spec;
 mod supervise;
 
-pub use crate::cancel::CancelToken;
+pub use crate::cancel::{CancelToken, Subscription};
 pub use crate::env::RunMetadata;
 pub use crate::error::{CwdError, ExecError};
 pub use crate::execute::{
@@ -61,5 +61,5 @@ pub use crate::execute::{
 pub use crate::liveness::{SystemProbe, process_start_ms};
 pub use crate::output::DEFAULT_MAX_OUTPUT_BYTES;
 pub use crate::path::normalize_path;
-pub use crate::signals::{SignalCancel, SignalWatch};
+pub use crate::signals::SignalCancel;
 pub use crate::spec::agent_argv;

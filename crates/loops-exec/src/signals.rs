@@ -6,23 +6,17 @@
 //! died and left the child running and the run row `running`. Here a
 //! background thread reads the signals through `signal-hook`'s iterator (a
 //! self-pipe, so no code runs in signal context and no `unsafe` is needed)
-//! and cancels a token. Runners pass that token as their stop token, and
-//! each executing run's own token is [watched](SignalCancel::watch), so a
-//! signal tears the child's process group down at once instead of waiting
-//! for the runner's next wake-up. The run is then finalized as failed with
-//! the token's reason, `cancelled by SIGINT` (or `SIGTERM`).
-//!
-//! Invariants: the first signal wins and cancels every token exactly once;
-//! a token watched after the signal arrived is cancelled on the spot.
+//! and cancels a token. Runners pass that token as their stop token; the
+//! scheduler subscribes to it and cancels every run in flight at once, so
+//! each child's process group is torn down and the run is finalized as
+//! failed with the token's reason, `cancelled by SIGINT` (or `SIGTERM`).
 //!
 //! Once installed, the handler replaces the default action of both signals
 //! for the rest of the process, also after [`SignalCancel`] is dropped
 //! (signal-hook never restores a default action). It is meant for commands
 //! that exit soon after their run, such as `loops run-now` and `loops tick`.
 
-use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
 use signal_hook::consts::{SIGINT, SIGTERM};
@@ -37,52 +31,15 @@ use crate::cancel::CancelToken;
 /// ```no_run
 /// use loops_exec::SignalCancel;
 /// let signals = SignalCancel::install()?;
-/// // Pass `signals.token()` as the runner's stop token, and watch the token
-/// // of every run while it executes:
-/// let run_token = loops_exec::CancelToken::new();
-/// let _watch = signals.watch(&run_token);
+/// // Pass `signals.token()` as the runner's stop token.
+/// let stop: &loops_exec::CancelToken = signals.token();
+/// # let _ = stop;
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct SignalCancel {
-    shared: Arc<Shared>,
+    token: CancelToken,
     handle: Handle,
     listener: Option<JoinHandle<()>>,
-}
-
-/// State shared with the listener thread.
-struct Shared {
-    /// Cancelled on the first signal.
-    token: CancelToken,
-    registry: Mutex<Registry>,
-}
-
-#[derive(Default)]
-struct Registry {
-    /// The reason of the first signal, once one arrived.
-    fired: Option<String>,
-    next_id: u64,
-    watched: BTreeMap<u64, CancelToken>,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Registry> {
-        // Every update is a single assignment or map operation, so the state
-        // is consistent even after a panic elsewhere.
-        self.registry.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Cancels the token and every watched token, once.
-    fn fire(&self, reason: String) {
-        let mut registry = self.lock();
-        if registry.fired.is_some() {
-            return;
-        }
-        registry.fired = Some(reason.clone());
-        self.token.cancel(reason.clone());
-        for token in std::mem::take(&mut registry.watched).into_values() {
-            token.cancel(reason.clone());
-        }
-    }
 }
 
 impl SignalCancel {
@@ -91,26 +48,24 @@ impl SignalCancel {
     pub fn install() -> std::io::Result<SignalCancel> {
         let mut signals = Signals::new([SIGINT, SIGTERM])?;
         let handle = signals.handle();
-        let shared = Arc::new(Shared {
-            token: CancelToken::new(),
-            registry: Mutex::new(Registry::default()),
-        });
-        let listener_shared = Arc::clone(&shared);
+        let token = CancelToken::new();
+        let listener_token = token.clone();
         let listener = std::thread::Builder::new()
             .name("loops-signals".to_owned())
             .spawn(move || {
-                // `forever` ends when the handle is closed on drop.
+                // `forever` ends when the handle is closed on drop. The
+                // first signal's reason wins (CancelToken keeps the first).
                 for signal in signals.forever() {
                     let name = if signal == SIGINT {
                         "SIGINT"
                     } else {
                         "SIGTERM"
                     };
-                    listener_shared.fire(format!("cancelled by {name}"));
+                    listener_token.cancel(format!("cancelled by {name}"));
                 }
             })?;
         Ok(SignalCancel {
-            shared,
+            token,
             handle,
             listener: Some(listener),
         })
@@ -118,35 +73,14 @@ impl SignalCancel {
 
     /// The token the first signal cancels; a runner's stop token.
     pub fn token(&self) -> &CancelToken {
-        &self.shared.token
-    }
-
-    /// Cancels `token` too when a signal arrives, for as long as the
-    /// returned watch lives. If a signal already arrived, `token` is
-    /// cancelled now.
-    pub fn watch(&self, token: &CancelToken) -> SignalWatch {
-        let mut registry = self.shared.lock();
-        if let Some(reason) = &registry.fired {
-            token.cancel(reason.clone());
-            return SignalWatch {
-                shared: None,
-                id: 0,
-            };
-        }
-        let id = registry.next_id;
-        registry.next_id += 1;
-        registry.watched.insert(id, token.clone());
-        SignalWatch {
-            shared: Some(Arc::clone(&self.shared)),
-            id,
-        }
+        &self.token
     }
 }
 
 impl fmt::Debug for SignalCancel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SignalCancel")
-            .field("token", &self.shared.token)
+            .field("token", &self.token)
             .finish_non_exhaustive()
     }
 }
@@ -162,38 +96,15 @@ impl Drop for SignalCancel {
     }
 }
 
-/// Keeps a token watched by a [`SignalCancel`]; dropping it stops watching.
-pub struct SignalWatch {
-    shared: Option<Arc<Shared>>,
-    id: u64,
-}
-
-impl fmt::Debug for SignalWatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SignalWatch").field("id", &self.id).finish()
-    }
-}
-
-impl Drop for SignalWatch {
-    fn drop(&mut self) {
-        if let Some(shared) = &self.shared {
-            shared.lock().watched.remove(&self.id);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;
 
     #[test]
-    fn a_signal_cancels_the_token_and_watched_tokens_once() {
+    fn a_signal_cancels_the_token_with_its_name() {
         let signals = SignalCancel::install().unwrap();
-        let run = CancelToken::new();
-        let watch = signals.watch(&run);
-        let unwatched = CancelToken::new();
-        drop(signals.watch(&unwatched));
+        assert!(!signals.token().is_cancelled());
         // Delivered to this process; the handler is installed, so the test
         // process is not terminated.
         signal_hook::low_level::raise(SIGTERM).unwrap();
@@ -202,15 +113,5 @@ mod tests {
             signals.token().reason().as_deref(),
             Some("cancelled by SIGTERM")
         );
-        assert_eq!(run.reason().as_deref(), Some("cancelled by SIGTERM"));
-        assert!(
-            !unwatched.is_cancelled(),
-            "a dropped watch is not cancelled"
-        );
-        drop(watch);
-
-        let late = CancelToken::new();
-        let _late_watch = signals.watch(&late);
-        assert_eq!(late.reason().as_deref(), Some("cancelled by SIGTERM"));
     }
 }

@@ -43,11 +43,6 @@ use crate::executor::{RunControl, RunExecutor};
 /// The default number of runs a tick executes at once.
 pub const DEFAULT_MAX_PARALLEL: usize = 8;
 
-/// The longest the dispatcher waits before looking at the stop token again.
-/// The token has no public waker, and the next heartbeat may be a minute
-/// away, so without this bound a shutdown would wait for it.
-const STOP_POLL: Duration = Duration::from_millis(20);
-
 /// What a scheduler operation can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum SchedulerError {
@@ -232,6 +227,8 @@ enum FinalizeMode {
 
 /// A message from a worker thread to the store-owning thread.
 enum Report {
+    /// The stop token was cancelled.
+    Stop,
     Spawned(RunId, ProcessRef),
     Done(RunId, Result<ExecutorResult, String>),
 }
@@ -302,6 +299,14 @@ impl<'s, 'o> Dispatcher<'s, 'o> {
         let max_parallel = self.opts.max_parallel.max(1);
         let executor = self.opts.executor;
         let (tx, rx) = mpsc::channel::<Report>();
+        // A stop wakes the dispatcher at once, however far away the next
+        // heartbeat is.
+        let _stop_wake = self.opts.stop.map(|stop| {
+            let tx = tx.clone();
+            stop.subscribe(move || {
+                let _ = tx.send(Report::Stop);
+            })
+        });
         std::thread::scope(|scope| -> Result<(), SchedulerError> {
             let mut inflight: HashMap<RunId, InFlight> = HashMap::new();
             let start = |work: LoopWork, run: LoopRun, inflight: &mut HashMap<RunId, InFlight>| {
@@ -388,14 +393,11 @@ impl<'s, 'o> Dispatcher<'s, 'o> {
                         }
                     }
 
-                    let mut wait = inflight
+                    let wait = inflight
                         .values()
                         .map(|f| f.next_heartbeat.saturating_duration_since(Instant::now()))
                         .min()
                         .unwrap_or(Duration::from_millis(10));
-                    if self.opts.stop.is_some() && !stop_sent {
-                        wait = wait.min(STOP_POLL);
-                    }
                     let report = rx.recv_timeout(wait);
                     // Renew due leases whatever woke us: a steady stream of
                     // reports must not starve the heartbeats.
@@ -431,7 +433,7 @@ impl<'s, 'o> Dispatcher<'s, 'o> {
                                 queue.push_front(work);
                             }
                         }
-                        Err(mpsc::RecvTimeoutError::Timeout) => {}
+                        Ok(Report::Stop) | Err(mpsc::RecvTimeoutError::Timeout) => {}
                         Err(mpsc::RecvTimeoutError::Disconnected) => break,
                     }
                 }

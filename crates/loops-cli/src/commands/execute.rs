@@ -11,11 +11,9 @@
 //! did, unless a signal interrupted it.
 
 use anyhow::{Context, Result};
-use loops_core::{ExecutorResult, Loop, LoopRun, RunStatus};
+use loops_core::{Loop, LoopRun, RunStatus};
 use loops_exec::SignalCancel;
-use loops_workflow::{
-    ProcessExecutor, RunControl, RunExecutor, SystemClock, TickOptions, TickResult,
-};
+use loops_workflow::{ProcessExecutor, SystemClock, TickOptions, TickResult};
 
 use crate::args::{RunNowArgs, TickArgs};
 use crate::exit::Outcome;
@@ -23,29 +21,6 @@ use crate::paths;
 use crate::redact::{self, Output};
 use crate::render::{self, Printer};
 use crate::resolve;
-
-/// The production executor, with each run's cancel token also cancelled by
-/// SIGINT/SIGTERM.
-///
-/// The scheduler passes its stop token on to the runs only when it next
-/// wakes up, which can be a heartbeat period (up to a minute) away; watching
-/// each run's own token makes a Ctrl-C kill the child at once.
-struct Interruptible<'a> {
-    inner: ProcessExecutor<'a>,
-    signals: &'a SignalCancel,
-}
-
-impl RunExecutor for Interruptible<'_> {
-    fn execute(
-        &self,
-        lp: &Loop,
-        run: &LoopRun,
-        control: &RunControl<'_>,
-    ) -> Result<ExecutorResult, String> {
-        let _watch = self.signals.watch(&control.cancel);
-        self.inner.execute(lp, run, control)
-    }
-}
 
 fn install_signals() -> Result<SignalCancel> {
     SignalCancel::install().context("installing the SIGINT/SIGTERM handlers")
@@ -57,10 +32,7 @@ pub(crate) fn run_now(args: &RunNowArgs, out: &mut Printer) -> Result<Outcome> {
     let lp = store.require_loop(&args.target.target)?;
     let signals = install_signals()?;
     let clock = SystemClock;
-    let executor = Interruptible {
-        inner: ProcessExecutor::new(&clock),
-        signals: &signals,
-    };
+    let executor = ProcessExecutor::new(&clock);
     let runner_id = format!("manual:{}", std::process::id());
     let opts = TickOptions {
         runner_id: &runner_id,
@@ -116,10 +88,7 @@ pub(crate) fn tick(args: &TickArgs, out: &mut Printer) -> Result<Outcome> {
     let store = paths::open_store()?;
     let signals = install_signals()?;
     let clock = SystemClock;
-    let executor = Interruptible {
-        inner: ProcessExecutor::new(&clock),
-        signals: &signals,
-    };
+    let executor = ProcessExecutor::new(&clock);
     let runner_id = format!("manual-tick:{}", std::process::id());
     let on_error = |lp: &Loop, message: &str| {
         // A loop's failure does not stop the tick; say which loop it was.
