@@ -11,7 +11,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use chrono::{DateTime, NaiveDate, NaiveDateTime, SecondsFormat, TimeZone, Utc};
+use chrono::{DateTime, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Milliseconds of the earliest representable instant, `0000-01-01T00:00:00.000Z`.
@@ -97,6 +97,11 @@ impl Timestamp {
             input: input.to_owned(),
         };
         let s = input.trim();
+        // Every stored instant is in the canonical form, so reading rows is
+        // dominated by this case; it skips chrono's general parser.
+        if let Some(t) = parse_canonical(s) {
+            return Ok(t);
+        }
         if let Ok(dt) = DateTime::parse_from_rfc3339(s) {
             return Timestamp::from_datetime(&dt).ok_or_else(err);
         }
@@ -129,12 +134,91 @@ impl Timestamp {
 
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(
-            &self
-                .to_datetime()
-                .to_rfc3339_opts(SecondsFormat::Millis, true),
+        let days = self.0.div_euclid(MS_PER_DAY);
+        let ms_of_day = self.0.rem_euclid(MS_PER_DAY);
+        let (year, month, day) = civil_from_days(days);
+        let (h, m, sec, ms) = (
+            ms_of_day / 3_600_000,
+            ms_of_day / 60_000 % 60,
+            ms_of_day / 1000 % 60,
+            ms_of_day % 1000,
+        );
+        write!(
+            f,
+            "{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{sec:02}.{ms:03}Z"
         )
     }
+}
+
+const MS_PER_DAY: i64 = 86_400_000;
+
+/// Parses exactly `YYYY-MM-DDTHH:MM:SS.mmmZ`, the SPEC §0 form, or `None`.
+fn parse_canonical(s: &str) -> Option<Timestamp> {
+    let b = s.as_bytes();
+    if b.len() != 24
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+        || b[19] != b'.'
+        || b[23] != b'Z'
+    {
+        return None;
+    }
+    let num = |from: usize, to: usize| -> Option<i64> {
+        b[from..to].iter().try_fold(0i64, |acc, &c| {
+            c.is_ascii_digit().then(|| acc * 10 + i64::from(c - b'0'))
+        })
+    };
+    let (year, month, day) = (num(0, 4)?, num(5, 7)?, num(8, 10)?);
+    let (h, m, sec, ms) = (num(11, 13)?, num(14, 16)?, num(17, 19)?, num(20, 23)?);
+    if !(1..=12).contains(&month)
+        || day < 1
+        || day > days_in_month(year, month)
+        || h > 23
+        || m > 59
+        || sec > 59
+    {
+        return None;
+    }
+    let days = days_from_civil(year, month, day);
+    Timestamp::from_millis(days * MS_PER_DAY + ((h * 60 + m) * 60 + sec) * 1000 + ms)
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+/// `days_from_civil`).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The inverse of [`days_from_civil`].
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
 }
 
 impl fmt::Debug for Timestamp {
@@ -205,6 +289,35 @@ mod tests {
             "0000-01-01T00:00:00.000Z"
         );
         assert_eq!(Timestamp::EPOCH.add_ms(i64::MAX).as_millis(), MAX_MS);
+    }
+
+    #[test]
+    fn canonical_fast_path_agrees_with_chrono() {
+        // A spread of instants across the whole range, leap days included.
+        let mut ms = MIN_MS;
+        while ms <= MAX_MS {
+            let t = Timestamp(ms);
+            let text = t.to_string();
+            let chrono_text = t
+                .to_datetime()
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+            assert_eq!(text, chrono_text, "{ms}");
+            assert_eq!(parse_canonical(&text), Some(t), "{text}");
+            ms += 7_919_993_137_i64;
+        }
+        for leap in ["2024-02-29T23:59:59.999Z", "2000-02-29T00:00:00.000Z"] {
+            assert_eq!(Timestamp::parse(leap).unwrap().to_string(), leap);
+        }
+        for bad in [
+            "2023-02-29T00:00:00.000Z",
+            "2026-01-01T24:00:00.000Z",
+            "2026-13-01T00:00:00.000Z",
+        ] {
+            assert!(parse_canonical(bad).is_none(), "{bad}");
+            assert!(Timestamp::parse(bad).is_err(), "{bad}");
+        }
+        // A leap second is left to chrono's general parser.
+        assert!(parse_canonical("2026-01-01T00:00:60.000Z").is_none());
     }
 
     #[test]
