@@ -18,7 +18,7 @@ use loops_core::{
     EventId, NewWorkflow, RunId, Timestamp, WorkflowEvent, WorkflowId, WorkflowRunId, WorkflowSpec,
     WorkflowStatus,
 };
-use rusqlite::{Connection, OptionalExtension, Params, Row, params};
+use rusqlite::{Connection, Params, Row, params};
 
 use crate::error::{Result, StoreError};
 use crate::rows::{self, ts};
@@ -101,24 +101,6 @@ pub(crate) fn linked_step_processes(
 /// A row mapper of [`rows`].
 pub(crate) type RowMapper<T> = fn(&Row<'_>) -> rusqlite::Result<T>;
 
-/// Decodes one row, reporting a value that does not decode as
-/// [`StoreError::Corrupt`] naming the table and the row's id.
-fn decode<T>(row: &Row<'_>, table: &'static str, map: RowMapper<T>) -> Result<T> {
-    map(row).map_err(|e| match e {
-        rusqlite::Error::FromSqlConversionFailure(..)
-        | rusqlite::Error::InvalidColumnType(..)
-        | rusqlite::Error::IntegralValueOutOfRange(..) => StoreError::Corrupt {
-            table,
-            id: row.get::<_, String>("id").unwrap_or_default(),
-            reason: e.to_string(),
-        },
-        other => StoreError::Db {
-            context: "decoding a row",
-            source: crate::error::DbError(other),
-        },
-    })
-}
-
 /// Runs a query expected to return at most one row of `table`.
 pub(crate) fn query_one<T>(
     conn: &Connection,
@@ -127,12 +109,7 @@ pub(crate) fn query_one<T>(
     table: &'static str,
     map: RowMapper<T>,
 ) -> Result<Option<T>> {
-    let context = "reading a workflow record";
-    let mut stmt = conn.prepare_cached(sql).map_err(StoreError::db(context))?;
-    stmt.query_row(params, |row| Ok(decode(row, table, map)))
-        .optional()
-        .map_err(StoreError::db(context))?
-        .transpose()
+    rows::query_opt(conn, sql, params, (table, "reading a workflow record"), map)
 }
 
 /// Runs a query returning rows of `table`.
@@ -143,14 +120,7 @@ pub(crate) fn query_all<T>(
     table: &'static str,
     map: RowMapper<T>,
 ) -> Result<Vec<T>> {
-    let context = "listing workflow records";
-    let mut stmt = conn.prepare_cached(sql).map_err(StoreError::db(context))?;
-    let decoded = stmt
-        .query_map(params, |row| Ok(decode(row, table, map)))
-        .map_err(StoreError::db(context))?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(StoreError::db(context))?;
-    decoded.into_iter().collect()
+    rows::query_vec(conn, sql, params, (table, "listing workflow records"), map)
 }
 
 /// The spec with id `id`, any status.
