@@ -3,7 +3,7 @@
 use anyhow::Result;
 
 use crate::args::{Cli, Command, Create};
-use crate::commands::{create, execute, manage, runs};
+use crate::commands::{create, daemon, execute, manage, runs, workflows};
 use crate::exit::Outcome;
 use crate::render::Printer;
 
@@ -23,5 +23,8 @@ pub(crate) fn run(cli: Cli) -> Result<Outcome> {
         Command::Remove(args) => manage::remove(&args, &mut out),
         Command::RunNow(args) => execute::run_now(&args, &mut out),
         Command::Tick(args) => execute::tick(&args, &mut out),
+        Command::Workflows(cmd) => workflows::run(cmd, &mut out),
+        Command::Daemon(cmd) => daemon::run(cmd, &mut out),
+        Command::Doctor(args) => daemon::doctor(&args, &mut out),
     }
 }

@@ -58,6 +58,14 @@ pub(crate) enum Command {
     RunNow(RunNowArgs),
     /// Run every due slot once, then exit.
     Tick(TickArgs),
+    /// Validate, store, run and inspect workflows: DAGs of command and agent steps.
+    #[command(subcommand, visible_alias = "workflow")]
+    Workflows(crate::workflow_args::Workflows),
+    /// Run the scheduler as a daemon, and start, stop, inspect or install it.
+    #[command(subcommand)]
+    Daemon(crate::daemon_args::Daemon),
+    /// Check that the data dir, PATH, accounts and daemon are ready.
+    Doctor(crate::daemon_args::DoctorArgs),
 }
 
 #[derive(Debug, Subcommand)]

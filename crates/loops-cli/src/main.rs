@@ -6,11 +6,13 @@
 mod app;
 mod args;
 mod commands;
+mod daemon_args;
 mod exit;
 mod paths;
 mod redact;
 mod render;
 mod resolve;
+mod workflow_args;
 
 use std::process::ExitCode;
 

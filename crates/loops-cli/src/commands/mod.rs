@@ -1,11 +1,14 @@
 //! The commands, one module per group: `create`, loop management
 //! (`manage`: list, show, pause, resume, stop, remove), `runs`, and the
-//! runners (`execute`: run-now, tick).
+//! runners (`execute`: run-now, tick), `workflows`, and `daemon` (with
+//! `doctor`).
 
 pub(crate) mod create;
+pub(crate) mod daemon;
 pub(crate) mod execute;
 pub(crate) mod manage;
 pub(crate) mod runs;
+pub(crate) mod workflows;
 
 use loops_core::Timestamp;
 use loops_workflow::{Clock, SystemClock};
