@@ -10,21 +10,31 @@ use crate::render::Printer;
 /// Runs the command; the outcome becomes the exit code in `exit`.
 pub(crate) fn run(cli: Cli) -> Result<Outcome> {
     let mut out = Printer::stdout(cli.json);
-    match cli.command {
-        Command::Create(Create::Command(args)) => create::command(&args, &mut out),
-        Command::Create(Create::Agent(args)) => create::agent(&args, &mut out),
+    let outcome = dispatch(cli.command, &mut out);
+    // Whatever the command printed reaches stdout even when it failed; a
+    // failed flush (a full disk, a closed pipe) is the command's error too.
+    let flushed = out.flush();
+    let outcome = outcome?;
+    flushed?;
+    Ok(outcome)
+}
+
+fn dispatch(command: Command, out: &mut Printer) -> Result<Outcome> {
+    match command {
+        Command::Create(Create::Command(args)) => create::command(&args, out),
+        Command::Create(Create::Agent(args)) => create::agent(&args, out),
         Command::Create(Create::Workflow(_)) => create::workflow(),
-        Command::List(args) => manage::list(&args, &mut out),
-        Command::Show(args) => manage::show(&args, &mut out),
-        Command::Runs(args) => runs::list(&args, &mut out),
-        Command::Pause(args) => manage::pause(&args, &mut out),
-        Command::Resume(args) => manage::resume(&args, &mut out),
-        Command::Stop(args) => manage::stop(&args, &mut out),
-        Command::Remove(args) => manage::remove(&args, &mut out),
-        Command::RunNow(args) => execute::run_now(&args, &mut out),
-        Command::Tick(args) => execute::tick(&args, &mut out),
-        Command::Workflows(cmd) => workflows::run(cmd, &mut out),
-        Command::Daemon(cmd) => daemon::run(cmd, &mut out),
-        Command::Doctor(args) => daemon::doctor(&args, &mut out),
+        Command::List(args) => manage::list(&args, out),
+        Command::Show(args) => manage::show(&args, out),
+        Command::Runs(args) => runs::list(&args, out),
+        Command::Pause(args) => manage::pause(&args, out),
+        Command::Resume(args) => manage::resume(&args, out),
+        Command::Stop(args) => manage::stop(&args, out),
+        Command::Remove(args) => manage::remove(&args, out),
+        Command::RunNow(args) => execute::run_now(&args, out),
+        Command::Tick(args) => execute::tick(&args, out),
+        Command::Workflows(cmd) => workflows::run(cmd, out),
+        Command::Daemon(cmd) => daemon::run(cmd, out),
+        Command::Doctor(args) => daemon::doctor(&args, out),
     }
 }

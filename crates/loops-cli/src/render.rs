@@ -10,7 +10,7 @@
 //! original's lines keep working. *Styled* (a terminal) adds a header row
 //! and a rule under it. Both align their columns.
 
-use std::io::{IsTerminal, StdoutLock, Write};
+use std::io::{BufWriter, IsTerminal, StdoutLock, Write};
 
 use comfy_table::{ContentArrangement, LineStyle, Table as Grid, TableStyle};
 use loops_core::LoopRun;
@@ -30,7 +30,10 @@ pub(crate) enum Look {
 
 /// Where command output goes.
 pub(crate) struct Printer {
-    out: StdoutLock<'static>,
+    /// Buffered: stdout is line-buffered, and a pretty JSON list of a
+    /// thousand loops would otherwise cost tens of thousands of writes. The
+    /// buffer is flushed by [`Printer::flush`] and when the printer drops.
+    out: BufWriter<StdoutLock<'static>>,
     /// `--json` was given.
     pub(crate) json: bool,
     look: Look,
@@ -47,7 +50,7 @@ impl Printer {
             Look::Plain
         };
         Printer {
-            out: out.lock(),
+            out: BufWriter::with_capacity(64 * 1024, out.lock()),
             json,
             look,
         }
@@ -62,6 +65,12 @@ impl Printer {
     /// One line of text.
     pub(crate) fn line(&mut self, text: &str) -> std::io::Result<()> {
         writeln!(self.out, "{text}")
+    }
+
+    /// Writes out everything printed so far; for progress that should show
+    /// before a long wait.
+    pub(crate) fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
     }
 
     /// A table; `after(i)` gives lines to print after row `i` (output
