@@ -5,10 +5,17 @@
 //! group id and a signal to `-pid` reaches the grandchildren too.
 //!
 //! Invariant: a group id is only signalled while it cannot have been handed
-//! to someone else. On Linux the supervisor keeps the group leader unreaped
-//! (a zombie still owns its pid, and with it the group id) until the group
-//! has been torn down. Where the leader must be reaped first, the group is
-//! signalled only right after a probe saw members in it.
+//! to someone else. Until the leader is reaped, its zombie owns the pid and
+//! with it the group id. After the reap, the group is signalled only right
+//! after a probe saw members in it: while any member (even a zombie) is
+//! left, the kernel keeps the group id allocated.
+//!
+//! Once a run's leader has exited, the supervisor reaps it and probes the
+//! group with `kill(-pgid, 0)`, one system call; only when that finds
+//! members does it read `/proc` to tell live members from zombies waiting
+//! for their new parent to reap them (which a container's init may do
+//! slowly, or never). Scanning `/proc` for every run cost about a third of
+//! a tick's CPU.
 
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
@@ -35,9 +42,9 @@ pub(crate) fn exists(pgid: Pid) -> bool {
 /// the platform cannot tell without reaping the leader first.
 ///
 /// On Linux this reads `/proc/<pid>/stat` of every process, which costs a
-/// few milliseconds; the supervisor calls it once when a run's leader has
-/// exited, and then every few milliseconds only while a teardown is under
-/// way.
+/// few milliseconds; the supervisor calls it only after a probe found the
+/// group still populated, and then every few milliseconds only while a
+/// teardown is under way.
 pub(crate) fn has_live_members(pgid: Pid) -> Option<bool> {
     imp::has_live_members(pgid)
 }

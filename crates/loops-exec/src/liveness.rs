@@ -76,10 +76,15 @@ mod imp {
     }
 
     fn boot_time_s() -> Option<i64> {
-        let stat = std::fs::read_to_string("/proc/stat").ok()?;
-        stat.lines()
-            .find_map(|l| l.strip_prefix("btime "))
-            .and_then(|v| v.trim().parse().ok())
+        // The boot time is fixed while the host runs; read it once per
+        // process instead of once per spawn.
+        static BOOT: std::sync::OnceLock<Option<i64>> = std::sync::OnceLock::new();
+        *BOOT.get_or_init(|| {
+            let stat = std::fs::read_to_string("/proc/stat").ok()?;
+            stat.lines()
+                .find_map(|l| l.strip_prefix("btime "))
+                .and_then(|v| v.trim().parse().ok())
+        })
     }
 }
 

@@ -347,13 +347,19 @@ impl Supervisor {
     /// Whether anything in the group can still run. Only asked once the
     /// leader has exited.
     fn group_alive(&mut self) -> bool {
-        if let Some(alive) = group::has_live_members(self.pgid) {
-            return alive;
-        }
-        // Without /proc, a zombie leader cannot be told apart from a live
-        // member, so the leader is reaped first and the group probed after.
+        // The leader has exited: reap it, so that a probe of the group no
+        // longer counts it, then probe. An empty group (the common case)
+        // costs one system call.
         if self.status.is_none() {
             self.status = self.child.try_wait().ok().flatten();
+        }
+        if self.status.is_some() && !group::exists(self.pgid) {
+            return false;
+        }
+        // Members remain, and zombies among them must not count: they
+        // cannot run, and only their parent can remove them.
+        if let Some(alive) = group::has_live_members(self.pgid) {
+            return alive;
         }
         self.status.is_none() || group::exists(self.pgid)
     }
