@@ -27,6 +27,7 @@ mod schedule;
 mod status;
 mod time;
 mod validate;
+mod workflow_file;
 
 pub use crate::cron::{CronError, CronExpr, Zone, next_cron_run};
 pub use crate::duration::{DurationError, parse_duration, parse_positive_duration};
@@ -39,6 +40,7 @@ pub use crate::model::{
     DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MS, DEFAULT_TIMEOUT_MS,
     DaemonLease, ExecutorResult, Loop, LoopRun, NewLoop, NewWorkflow, ProcessTarget, Schedule,
     Step, StepRun, Target, WorkflowEvent, WorkflowRun, WorkflowSpec, WorkflowTarget,
+    loop_workflow_key,
 };
 pub use crate::schedule::{
     LoopAdvance, ScheduleError, compute_next_after, due_slots, initial_next_run, is_expired,
@@ -53,3 +55,4 @@ pub use crate::validate::{
     ValidationError, validate_account, validate_name, validate_new_loop, validate_process_target,
     validate_target, workflow_execution_order, workflow_from_json,
 };
+pub use crate::workflow_file::{MAX_WORKFLOW_PARALLEL, WorkflowFile, workflow_file_schema};

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::id::{EventId, LeaseId, LoopId, RunId, StepRunId, WorkflowId, WorkflowRunId};
@@ -79,7 +80,7 @@ impl Schedule {
 }
 
 /// An account profile to run under, resolved through `accounts env`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Account {
     /// The profile name.
@@ -90,10 +91,11 @@ pub struct Account {
 }
 
 /// A command to run (SPEC §1.3).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CommandTarget {
     /// The program, or the shell text when `shell` is true.
+    #[schemars(length(min = 1))]
     pub command: String,
     /// Arguments; empty when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -109,6 +111,7 @@ pub struct CommandTarget {
     pub env: Option<BTreeMap<String, String>>,
     /// Timeout; 30 minutes when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub timeout_ms: Option<u64>,
     /// Account to run under.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -146,12 +149,13 @@ impl CommandTarget {
 }
 
 /// A headless coding-agent run (SPEC §1.3).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentTarget {
     /// The agent CLI.
     pub provider: AgentProvider,
     /// The prompt, always the last argv element.
+    #[schemars(length(min = 1))]
     pub prompt: String,
     /// Working directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -167,6 +171,7 @@ pub struct AgentTarget {
     pub extra_args: Option<Vec<String>>,
     /// Timeout; 30 minutes when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub timeout_ms: Option<u64>,
     /// safe when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -231,7 +236,7 @@ pub enum Target {
 
 /// What one process runs: a command or an agent. Workflow steps and the
 /// executor accept only these.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum ProcessTarget {
     /// A command.
@@ -431,10 +436,11 @@ pub struct LoopRun {
 }
 
 /// One workflow step (SPEC §1.4). Unknown keys are kept.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Step {
     /// Unique within the workflow.
+    #[schemars(length(min = 1))]
     pub id: String,
     /// Display name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -452,6 +458,7 @@ pub struct Step {
     pub continue_on_failure: bool,
     /// The step's own timeout, over the target's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub timeout_ms: Option<u64>,
     /// The step's account, over the target's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -490,6 +497,11 @@ pub struct WorkflowSpec {
     pub status: WorkflowStatus,
     /// The steps, in declaration order.
     pub steps: Vec<Step>,
+    /// Most steps that run at once; unset means 1, the original's serial
+    /// order (SPEC §6.3). New in loops: stored in the additive
+    /// `workflow_specs.max_parallel` column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_parallel: Option<u32>,
     /// Creation instant.
     pub created_at: Timestamp,
     /// Last change.
@@ -507,6 +519,34 @@ pub struct NewWorkflow {
     pub version: u32,
     /// The steps.
     pub steps: Vec<Step>,
+    /// Most steps that run at once; unset means 1 (serial).
+    pub max_parallel: Option<u32>,
+}
+
+impl WorkflowSpec {
+    /// The effective step parallelism: `maxParallel`, else 1, the original's
+    /// serial order.
+    pub fn parallelism(&self) -> u32 {
+        self.max_parallel.unwrap_or(1).max(1)
+    }
+}
+
+/// The idempotency key of the workflow run a loop run executes (SPEC §6.8):
+/// `<loopId>:<scheduledFor>:attempt:<attempt>`. Each retry (a new attempt)
+/// therefore gets a new workflow run, and a re-claim of the same attempt
+/// resumes the existing one.
+///
+/// ```
+/// use loops_core::{loop_workflow_key, LoopId};
+/// let id: LoopId = "0123456789ab".parse().unwrap();
+/// let slot = "2026-01-01T00:15:00Z".parse().unwrap();
+/// assert_eq!(
+///     loop_workflow_key(&id, slot, 2),
+///     "0123456789ab:2026-01-01T00:15:00.000Z:attempt:2"
+/// );
+/// ```
+pub fn loop_workflow_key(loop_id: &LoopId, scheduled_for: Timestamp, attempt: u32) -> String {
+    format!("{loop_id}:{scheduled_for}:attempt:{attempt}")
 }
 
 /// One execution of a workflow.

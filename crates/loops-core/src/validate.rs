@@ -35,6 +35,7 @@ use crate::model::{
 };
 use crate::schedule::validate_schedule;
 use crate::status::{AgentProvider, ConfigIsolation};
+use crate::workflow_file::MAX_WORKFLOW_PARALLEL;
 
 /// Longest accepted loop or workflow name, in characters (after trimming).
 const MAX_NAME_CHARS: usize = 200;
@@ -377,7 +378,8 @@ fn target_label(i: usize) -> String {
 /// each arrow points from a step to one of its dependencies.
 ///
 /// Only then do the stricter checks of this port run: the name's length and
-/// characters (as [`validate_name`]), the numeric `version`, and then, step by
+/// characters (as [`validate_name`]), the numeric `version`, `maxParallel`
+/// (new in loops: a whole number from 1 to 64, absent meaning 1), and then, step by
 /// step, the reading of each step into a [`Step`], which checks the types of
 /// the optional fields (naming the offending path), rejects control
 /// characters in ids, and runs [`validate_process_target`] on the target and
@@ -468,6 +470,7 @@ pub fn workflow_from_json(value: &Value, name_override: Option<&str>) -> Result<
         Some(Value::Number(n)) => read_version(n)?,
         _ => 1,
     };
+    let max_parallel = read_max_parallel(root.get("maxParallel"))?;
     let steps = step_maps
         .iter()
         .enumerate()
@@ -481,6 +484,7 @@ pub fn workflow_from_json(value: &Value, name_override: Option<&str>) -> Result<
             .map(str::to_owned),
         version,
         steps,
+        max_parallel,
     })
 }
 
@@ -633,6 +637,35 @@ fn read_version(n: &Number) -> Result<u32> {
                 ),
             )
         })
+}
+
+/// `maxParallel`, new in loops: absent or null means unset (1, serial);
+/// otherwise a whole number from 1 to [`MAX_WORKFLOW_PARALLEL`].
+fn read_max_parallel(value: Option<&Value>) -> Result<Option<u32>> {
+    let field = "workflow.maxParallel";
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => whole_number(n)
+            .and_then(|v| u32::try_from(v).ok())
+            .filter(|v| (1..=MAX_WORKFLOW_PARALLEL).contains(v))
+            .map(Some)
+            .ok_or_else(|| {
+                ValidationError::new(
+                    field,
+                    format!(
+                        "{field} must be a whole number from 1 to {MAX_WORKFLOW_PARALLEL}, got \
+                         {n}; omit it to run steps one at a time"
+                    ),
+                )
+            }),
+        Some(other) => Err(ValidationError::new(
+            field,
+            format!(
+                "{field} must be a whole number from 1 to {MAX_WORKFLOW_PARALLEL}, got {other}; \
+                 omit it to run steps one at a time"
+            ),
+        )),
+    }
 }
 
 /// A non-negative whole JSON number, including floats such as `2.0` that a

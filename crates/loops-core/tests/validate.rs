@@ -361,6 +361,39 @@ mod validate {
     }
 
     #[test]
+    fn max_parallel_is_a_whole_number_from_1_to_64() {
+        let with = |v: Value| json!({"name": "w", "maxParallel": v, "steps": [step("a", &[])]});
+        let read = |v: Value| workflow_from_json(&with(v), None).map(|w| w.max_parallel);
+        assert_eq!(read(json!(1)).unwrap(), Some(1));
+        assert_eq!(read(json!(64)).unwrap(), Some(64));
+        assert_eq!(read(json!(8.0)).unwrap(), Some(8));
+        assert_eq!(read(Value::Null).unwrap(), None);
+        let plain = json!({"name": "w", "steps": [step("a", &[])]});
+        assert_eq!(workflow_from_json(&plain, None).unwrap().max_parallel, None);
+        for bad in [
+            json!(0),
+            json!(65),
+            json!(1.5),
+            json!(-1),
+            json!("4"),
+            json!(true),
+        ] {
+            check(
+                &with(bad.clone()),
+                &format!(
+                    "workflow.maxParallel must be a whole number from 1 to 64, got {bad}; omit it \
+                     to run steps one at a time"
+                ),
+            );
+        }
+        // The SPEC checks still come first.
+        check(
+            &json!({"name": "w", "maxParallel": 0, "steps": []}),
+            "workflow.steps must contain at least one step",
+        );
+    }
+
+    #[test]
     fn name_override_description_and_version() {
         let file =
             json!({"name": " file ", "description": "d", "version": 3, "steps": [step("a", &[])]});

@@ -37,7 +37,7 @@ use rusqlite::Connection;
 pub use crate::error::{DbError, Result, StoreError};
 pub use crate::lease::*;
 pub use crate::loops::*;
-pub use crate::open::{DB_FILE, schema_version};
+pub use crate::open::{DB_FILE, SCHEMA_VERSION, schema_version};
 pub use crate::runs::*;
 pub use crate::steps::*;
 pub use crate::workflow_runs::*;

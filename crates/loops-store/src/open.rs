@@ -20,14 +20,18 @@ pub const DB_FILE: &str = "loops.db";
 pub(crate) const BUSY_TIMEOUT_MS: u64 = 5000;
 
 /// The newest schema version this binary knows: the highest embedded
-/// migration.
+/// migration. Bump it with every new migration; a unit test checks that it
+/// matches `migrations/`.
+///
+/// It is a constant because building refinery's runner parses every
+/// migration name with a freshly compiled regex, which cost more than the
+/// rest of a small command put together. A database already at this version
+/// is opened without building the runner at all.
+pub const SCHEMA_VERSION: i64 = 3;
+
+/// The newest schema version this binary knows ([`SCHEMA_VERSION`]).
 pub fn schema_version() -> i64 {
-    embedded::migrations::runner()
-        .get_migrations()
-        .iter()
-        .map(|m| i64::from(m.version()))
-        .max()
-        .unwrap_or(0)
+    SCHEMA_VERSION
 }
 
 /// Creates `dir` (and parents) with mode 0700 when missing.
@@ -125,8 +129,9 @@ fn prepare(mut conn: Connection, path: Option<&Path>) -> Result<Connection> {
         )
         .map(|n| n > 0)
         .map_err(|e| not_a_database(&shown, e))?;
+    let mut found = None;
     if history {
-        let found: Option<i64> = conn
+        found = conn
             .query_row(
                 "SELECT MAX(version) FROM refinery_schema_history",
                 [],
@@ -135,12 +140,11 @@ fn prepare(mut conn: Connection, path: Option<&Path>) -> Result<Connection> {
             .optional()
             .map_err(|e| not_a_database(&shown, e))?
             .flatten();
-        let supported = schema_version();
-        if let Some(found) = found.filter(|f| *f > supported) {
+        if let Some(found) = found.filter(|f| *f > SCHEMA_VERSION) {
             return Err(StoreError::NewerSchema {
                 path: shown,
                 found,
-                supported,
+                supported: SCHEMA_VERSION,
             });
         }
     }
@@ -154,10 +158,15 @@ fn prepare(mut conn: Connection, path: Option<&Path>) -> Result<Connection> {
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(StoreError::db("setting synchronous"))?;
     }
-    upgrade_pre_0_3(&conn)?;
-    embedded::migrations::runner()
-        .run(&mut conn)
-        .map_err(|e| StoreError::Migration(e.to_string()))?;
+    if found != Some(SCHEMA_VERSION) {
+        upgrade_pre_0_3(&conn)?;
+        embedded::migrations::runner()
+            .run(&mut conn)
+            .map_err(|e| StoreError::Migration(e.to_string()))?;
+        // Checked once, when a database reaches this version: later opens
+        // of the same file skip it.
+        crate::rows::check_layout(&conn)?;
+    }
     Ok(conn)
 }
 
@@ -189,4 +198,23 @@ fn upgrade_pre_0_3(conn: &Connection) -> Result<()> {
             .map_err(StoreError::db("adding workflow_step_runs.pid"))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_version_matches_the_embedded_migrations() {
+        let newest = embedded::migrations::runner()
+            .get_migrations()
+            .iter()
+            .map(|m| i64::from(m.version()))
+            .max()
+            .unwrap_or(0);
+        assert_eq!(
+            SCHEMA_VERSION, newest,
+            "bump open::SCHEMA_VERSION to the newest migration in crates/loops-store/migrations"
+        );
+    }
 }

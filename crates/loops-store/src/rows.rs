@@ -1,8 +1,14 @@
 //! Row decoding: SQLite rows into core records (SPEC §4.2 columns, §1 JSON).
 //!
-//! Every mapper reads columns by name, so the `SELECT *` of a database with
-//! extra additive columns still decodes. A value that does not decode (bad
-//! JSON, unknown status) becomes a conversion error naming the column.
+//! Mappers read columns by name, so the `SELECT *` of a database with extra
+//! additive columns still decodes. The two hot tables, `loops` and
+//! `loop_runs`, are read by position instead: a name lookup compares the
+//! name against every column, which cost more than the rest of decoding a
+//! row. Their positions are the original's column order, which additive
+//! migrations never change (new columns go at the end), and
+//! [`check_layout`] verifies it when a database is opened. A value that does
+//! not decode (bad JSON, unknown status) becomes a conversion error naming
+//! the column.
 
 use std::str::FromStr;
 
@@ -15,17 +21,129 @@ use rusqlite::{Connection, OptionalExtension, Params, Row};
 
 use crate::error::{DbError, Result, StoreError};
 
-fn conversion<E>(idx: &str, err: E) -> rusqlite::Error
+/// A column of a row: by name (`&str`) or by position ([`At`]).
+pub(crate) trait Column: Copy + std::fmt::Display {
+    /// Reads the column.
+    fn get<T: rusqlite::types::FromSql>(self, row: &Row<'_>) -> rusqlite::Result<T>;
+}
+
+impl Column for &str {
+    fn get<T: rusqlite::types::FromSql>(self, row: &Row<'_>) -> rusqlite::Result<T> {
+        row.get(self)
+    }
+}
+
+/// A column at a known position, with its name for messages.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct At(usize, &'static str);
+
+impl std::fmt::Display for At {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.1)
+    }
+}
+
+impl Column for At {
+    fn get<T: rusqlite::types::FromSql>(self, row: &Row<'_>) -> rusqlite::Result<T> {
+        row.get(self.0)
+    }
+}
+
+/// The original's columns of `loops`, in table order.
+const LOOP_COLUMNS: [&str; 17] = [
+    "id",
+    "name",
+    "description",
+    "status",
+    "schedule_json",
+    "target_json",
+    "next_run_at",
+    "retry_scheduled_for",
+    "catch_up",
+    "catch_up_limit",
+    "overlap",
+    "max_attempts",
+    "retry_delay_ms",
+    "lease_ms",
+    "expires_at",
+    "created_at",
+    "updated_at",
+];
+
+/// The original's columns of `loop_runs`, in table order.
+const RUN_COLUMNS: [&str; 18] = [
+    "id",
+    "loop_id",
+    "loop_name",
+    "scheduled_for",
+    "attempt",
+    "status",
+    "started_at",
+    "finished_at",
+    "claimed_by",
+    "lease_expires_at",
+    "pid",
+    "exit_code",
+    "duration_ms",
+    "stdout",
+    "stderr",
+    "error",
+    "created_at",
+    "updated_at",
+];
+
+/// Column `i` of `loops`.
+const fn lc(i: usize) -> At {
+    At(i, LOOP_COLUMNS[i])
+}
+
+/// Column `i` of `loop_runs`.
+const fn rc(i: usize) -> At {
+    At(i, RUN_COLUMNS[i])
+}
+
+/// Checks that `loops` and `loop_runs` start with the original's columns in
+/// the original's order, which the positional mappers rely on.
+pub(crate) fn check_layout(conn: &Connection) -> Result<()> {
+    for (table, expected) in [
+        ("loops", &LOOP_COLUMNS[..]),
+        ("loop_runs", &RUN_COLUMNS[..]),
+    ] {
+        let mut stmt = conn
+            .prepare("SELECT name FROM pragma_table_info(?1) ORDER BY cid")
+            .map_err(StoreError::db("inspecting the schema"))?;
+        let names = stmt
+            .query_map([table], |r| r.get::<_, String>(0))
+            .map_err(StoreError::db("inspecting the schema"))?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(StoreError::db("inspecting the schema"))?;
+        let prefix: Vec<&str> = names
+            .iter()
+            .take(expected.len())
+            .map(String::as_str)
+            .collect();
+        if prefix != expected {
+            return Err(StoreError::Migration(format!(
+                "table {table} has columns ({}) where loops expects ({}) first; \
+                 the database was changed by hand or by another program",
+                names.join(", "),
+                expected.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn conversion<E>(col: impl std::fmt::Display, err: E) -> rusqlite::Error
 where
     E: std::error::Error + Send + Sync + 'static,
 {
     // rusqlite wants a column index; the name travels in the message instead.
-    let _ = idx;
     rusqlite::Error::FromSqlConversionFailure(
         0,
         Type::Text,
         Box::new(ColumnError {
-            column: idx.to_owned(),
+            column: col.to_string(),
             message: err.to_string(),
         }),
     )
@@ -46,22 +164,22 @@ impl std::fmt::Display for ColumnError {
 impl std::error::Error for ColumnError {}
 
 /// Reads a parsable text column (ids, enums, instants).
-pub(crate) fn parsed<T>(row: &Row<'_>, col: &str) -> rusqlite::Result<T>
+pub(crate) fn parsed<T>(row: &Row<'_>, col: impl Column) -> rusqlite::Result<T>
 where
     T: FromStr,
     T::Err: std::error::Error + Send + Sync + 'static,
 {
-    let s: String = row.get(col)?;
+    let s: String = col.get(row)?;
     s.parse().map_err(|e| conversion(col, e))
 }
 
 /// Reads a nullable parsable text column.
-pub(crate) fn parsed_opt<T>(row: &Row<'_>, col: &str) -> rusqlite::Result<Option<T>>
+pub(crate) fn parsed_opt<T>(row: &Row<'_>, col: impl Column) -> rusqlite::Result<Option<T>>
 where
     T: FromStr,
     T::Err: std::error::Error + Send + Sync + 'static,
 {
-    let s: Option<String> = row.get(col)?;
+    let s: Option<String> = col.get(row)?;
     s.map(|s| s.parse().map_err(|e| conversion(col, e)))
         .transpose()
 }
@@ -69,44 +187,44 @@ where
 /// Reads a JSON column.
 pub(crate) fn json<T: serde::de::DeserializeOwned>(
     row: &Row<'_>,
-    col: &str,
+    col: impl Column,
 ) -> rusqlite::Result<T> {
-    let s: String = row.get(col)?;
+    let s: String = col.get(row)?;
     serde_json::from_str(&s).map_err(|e| conversion(col, e))
 }
 
 /// Reads a nullable JSON column.
 pub(crate) fn json_opt<T: serde::de::DeserializeOwned>(
     row: &Row<'_>,
-    col: &str,
+    col: impl Column,
 ) -> rusqlite::Result<Option<T>> {
-    let s: Option<String> = row.get(col)?;
+    let s: Option<String> = col.get(row)?;
     s.map(|s| serde_json::from_str(&s).map_err(|e| conversion(col, e)))
         .transpose()
 }
 
 /// Reads a non-negative integer column into `u32`.
-pub(crate) fn u32_col(row: &Row<'_>, col: &str) -> rusqlite::Result<u32> {
-    let v: i64 = row.get(col)?;
+pub(crate) fn u32_col(row: &Row<'_>, col: impl Column) -> rusqlite::Result<u32> {
+    let v: i64 = col.get(row)?;
     u32::try_from(v).map_err(|e| conversion(col, e))
 }
 
 /// Reads a nullable non-negative integer column into `u32`.
-pub(crate) fn u32_opt(row: &Row<'_>, col: &str) -> rusqlite::Result<Option<u32>> {
-    let v: Option<i64> = row.get(col)?;
+pub(crate) fn u32_opt(row: &Row<'_>, col: impl Column) -> rusqlite::Result<Option<u32>> {
+    let v: Option<i64> = col.get(row)?;
     v.map(|v| u32::try_from(v).map_err(|e| conversion(col, e)))
         .transpose()
 }
 
 /// Reads a non-negative integer column into `u64`.
-pub(crate) fn u64_col(row: &Row<'_>, col: &str) -> rusqlite::Result<u64> {
-    let v: i64 = row.get(col)?;
+pub(crate) fn u64_col(row: &Row<'_>, col: impl Column) -> rusqlite::Result<u64> {
+    let v: i64 = col.get(row)?;
     u64::try_from(v).map_err(|e| conversion(col, e))
 }
 
 /// Reads a nullable `i32` column (exit codes).
-pub(crate) fn i32_opt(row: &Row<'_>, col: &str) -> rusqlite::Result<Option<i32>> {
-    let v: Option<i64> = row.get(col)?;
+pub(crate) fn i32_opt(row: &Row<'_>, col: impl Column) -> rusqlite::Result<Option<i32>> {
+    let v: Option<i64> = col.get(row)?;
     v.map(|v| i32::try_from(v).map_err(|e| conversion(col, e)))
         .transpose()
 }
@@ -130,50 +248,50 @@ pub(crate) fn process_ref(row: &Row<'_>) -> rusqlite::Result<Option<ProcessRef>>
     Ok(pid.map(|pid| ProcessRef { pid, start }))
 }
 
-/// `loops` row → [`Loop`].
+/// `loops` row → [`Loop`], by position (see the module docs).
 pub(crate) fn loop_row(row: &Row<'_>) -> rusqlite::Result<Loop> {
     Ok(Loop {
-        id: parsed(row, "id")?,
-        name: row.get("name")?,
-        description: row.get("description")?,
-        status: parsed(row, "status")?,
-        schedule: json(row, "schedule_json")?,
-        target: json(row, "target_json")?,
-        next_run_at: parsed_opt(row, "next_run_at")?,
-        retry_scheduled_for: parsed_opt(row, "retry_scheduled_for")?,
-        catch_up: parsed(row, "catch_up")?,
-        catch_up_limit: u32_col(row, "catch_up_limit")?,
-        overlap: parsed(row, "overlap")?,
-        max_attempts: u32_col(row, "max_attempts")?,
-        retry_delay_ms: u64_col(row, "retry_delay_ms")?,
-        lease_ms: u64_col(row, "lease_ms")?,
-        expires_at: parsed_opt(row, "expires_at")?,
-        created_at: parsed(row, "created_at")?,
-        updated_at: parsed(row, "updated_at")?,
+        id: parsed(row, lc(0))?,
+        name: lc(1).get(row)?,
+        description: lc(2).get(row)?,
+        status: parsed(row, lc(3))?,
+        schedule: json(row, lc(4))?,
+        target: json(row, lc(5))?,
+        next_run_at: parsed_opt(row, lc(6))?,
+        retry_scheduled_for: parsed_opt(row, lc(7))?,
+        catch_up: parsed(row, lc(8))?,
+        catch_up_limit: u32_col(row, lc(9))?,
+        overlap: parsed(row, lc(10))?,
+        max_attempts: u32_col(row, lc(11))?,
+        retry_delay_ms: u64_col(row, lc(12))?,
+        lease_ms: u64_col(row, lc(13))?,
+        expires_at: parsed_opt(row, lc(14))?,
+        created_at: parsed(row, lc(15))?,
+        updated_at: parsed(row, lc(16))?,
     })
 }
 
-/// `loop_runs` row → [`LoopRun`].
+/// `loop_runs` row → [`LoopRun`], by position (see the module docs).
 pub(crate) fn run_row(row: &Row<'_>) -> rusqlite::Result<LoopRun> {
     Ok(LoopRun {
-        id: parsed(row, "id")?,
-        loop_id: parsed(row, "loop_id")?,
-        loop_name: row.get("loop_name")?,
-        scheduled_for: parsed(row, "scheduled_for")?,
-        attempt: u32_col(row, "attempt")?,
-        status: parsed(row, "status")?,
-        started_at: parsed_opt(row, "started_at")?,
-        finished_at: parsed_opt(row, "finished_at")?,
-        claimed_by: row.get("claimed_by")?,
-        lease_expires_at: parsed_opt(row, "lease_expires_at")?,
-        pid: u32_opt(row, "pid")?,
-        exit_code: i32_opt(row, "exit_code")?,
-        duration_ms: row.get("duration_ms")?,
-        stdout: row.get("stdout")?,
-        stderr: row.get("stderr")?,
-        error: row.get("error")?,
-        created_at: parsed(row, "created_at")?,
-        updated_at: parsed(row, "updated_at")?,
+        id: parsed(row, rc(0))?,
+        loop_id: parsed(row, rc(1))?,
+        loop_name: rc(2).get(row)?,
+        scheduled_for: parsed(row, rc(3))?,
+        attempt: u32_col(row, rc(4))?,
+        status: parsed(row, rc(5))?,
+        started_at: parsed_opt(row, rc(6))?,
+        finished_at: parsed_opt(row, rc(7))?,
+        claimed_by: rc(8).get(row)?,
+        lease_expires_at: parsed_opt(row, rc(9))?,
+        pid: u32_opt(row, rc(10))?,
+        exit_code: i32_opt(row, rc(11))?,
+        duration_ms: rc(12).get(row)?,
+        stdout: rc(13).get(row)?,
+        stderr: rc(14).get(row)?,
+        error: rc(15).get(row)?,
+        created_at: parsed(row, rc(16))?,
+        updated_at: parsed(row, rc(17))?,
     })
 }
 
@@ -186,6 +304,9 @@ pub(crate) fn workflow_row(row: &Row<'_>) -> rusqlite::Result<WorkflowSpec> {
         version: u32_col(row, "version")?,
         status: parsed(row, "status")?,
         steps: json(row, "steps_json")?,
+        max_parallel: optional_column::<i64>(row, "max_parallel")?
+            .map(|v| u32::try_from(v).map_err(|e| conversion("max_parallel", e)))
+            .transpose()?,
         created_at: parsed(row, "created_at")?,
         updated_at: parsed(row, "updated_at")?,
     })

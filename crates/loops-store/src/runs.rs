@@ -347,6 +347,11 @@ impl Store {
     /// loop still being active, so a concurrent pause wins (SPEC §9 item
     /// 8). If the schedule cannot produce the next run, the finalize is
     /// still committed and the loop is paused ([`Advance::Paused`]).
+    ///
+    /// SPEC §9 item 21: a failed run whose attempt ran a workflow run that
+    /// was cancelled (the one keyed
+    /// [`loop_workflow_key`](loops_core::loop_workflow_key)) is not retried,
+    /// whatever attempts remain: the loop advances to its next slot.
     pub fn finalize_and_advance(
         &self,
         run_id: &RunId,

@@ -300,6 +300,21 @@ impl Store {
         }
     }
 
+    /// The run's status alone, or `None` when the run does not exist.
+    ///
+    /// One primary-key lookup that decodes a single column: cheap enough for
+    /// a runner to poll every few tens of milliseconds to notice a cancel
+    /// written by another process (SPEC §6.5, §9 item 21).
+    pub fn workflow_run_status(&self, id: &WorkflowRunId) -> Result<Option<WorkflowRunStatus>> {
+        rows::query_opt(
+            &self.conn,
+            "SELECT id, status FROM workflow_runs WHERE id = ?1",
+            [id.as_str()],
+            ("workflow_runs", "reading a workflow run's status"),
+            |row| rows::parsed(row, "status"),
+        )
+    }
+
     /// Whether the run is terminal (succeeded, failed, timed_out or
     /// cancelled). Fails with `workflow run not found: <id>`.
     pub fn is_workflow_run_terminal(&self, id: &WorkflowRunId) -> Result<bool> {

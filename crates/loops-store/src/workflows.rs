@@ -185,8 +185,9 @@ impl Store {
                 return Err(duplicate());
             }
             conn.execute(
-                "INSERT INTO workflow_specs (id, name, description, version, status, steps_json, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, 'active', ?5, ?6, ?6)",
+                "INSERT INTO workflow_specs (id, name, description, version, status, steps_json,
+                        max_parallel, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, 'active', ?5, ?7, ?6, ?6)",
                 params![
                     id.as_str(),
                     input.name,
@@ -194,6 +195,7 @@ impl Store {
                     input.version,
                     steps_json,
                     ts(now),
+                    input.max_parallel,
                 ],
             )
             .map_err(|e| {

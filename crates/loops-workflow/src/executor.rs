@@ -1,24 +1,31 @@
 //! The seam between the scheduler and processes: a [`RunExecutor`] turns one
-//! claimed loop run into an [`ExecutorResult`] (SPEC §3.3 "execute", §8
-//! "execute override").
+//! claimed loop run into an [`ExecutorResult`] (SPEC §3.3 "execute", §6.8
+//! `executeLoopTarget`, §8 "execute override").
 //!
 //! The scheduler never spawns anything itself. Production uses
 //! [`ProcessExecutor`], which hands command and agent targets to
-//! `loops_exec`; tests pass a fake that returns canned results, so a tick
-//! runs without a single process.
+//! `loops_exec` and runs workflow targets through
+//! [`execute_workflow`]; tests pass a fake that
+//! returns canned results, so a tick runs without a single process.
 
-use std::collections::BTreeMap;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use loops_core::{ExecutorResult, Loop, LoopRun, ProcessRef, Target, Timestamp};
-use loops_exec::{CancelToken, ExecOptions, RunMetadata, execute_target};
+use loops_core::{
+    ExecutorResult, Loop, LoopRun, ProcessRef, Target, Timestamp, WorkflowTarget, loop_workflow_key,
+};
+use loops_exec::{CancelToken, RunMetadata, SystemProbe, execute_target};
+use loops_store::Store;
 
 use crate::clock::Clock;
+use crate::settings::ExecSettings;
+use crate::workflow::{WorkflowRunOptions, execute_workflow};
 
 /// What an executor may do while a run executes.
 pub struct RunControl<'a> {
     /// Cancelled when the run must stop: its lease was lost, or the runner
-    /// is shutting down. The executor kills its process group then.
+    /// is shutting down. The executor kills its process group then; a
+    /// workflow run is recorded cancelled with the token's reason.
     pub cancel: CancelToken,
     /// Reports the spawned child, so its identity is recorded on the run.
     pub on_spawn: &'a (dyn Fn(ProcessRef) + Sync),
@@ -42,29 +49,85 @@ pub trait RunExecutor: Send + Sync {
 }
 
 /// The production executor: command and agent targets become processes
-/// through `loops_exec::execute_target`.
+/// through `loops_exec::execute_target`; workflow targets run their stored
+/// workflow (SPEC §6.8), which needs the database ([`with_database`]).
+///
+/// [`with_database`]: ProcessExecutor::with_database
 pub struct ProcessExecutor<'a> {
     /// Where `startedAt`/`finishedAt` come from.
     pub clock: &'a dyn Clock,
-    /// The environment runs start from; `None` is the process environment.
-    pub base_env: Option<BTreeMap<String, String>>,
-    /// Per-stream output cap in bytes.
-    pub max_output_bytes: usize,
-    /// Time between SIGTERM and SIGKILL.
-    pub kill_grace: Duration,
+    /// Environment, output cap and kill grace of every child.
+    pub exec: ExecSettings,
+    /// The database workflow targets read their workflow from and record
+    /// their runs in; `None` fails workflow targets.
+    pub database: Option<PathBuf>,
 }
 
 impl<'a> ProcessExecutor<'a> {
-    /// An executor with the SPEC defaults.
+    /// An executor with the SPEC defaults and no database.
     pub fn new(clock: &'a dyn Clock) -> ProcessExecutor<'a> {
-        let defaults = ExecOptions::default();
         ProcessExecutor {
             clock,
-            base_env: None,
-            max_output_bytes: defaults.max_output_bytes,
-            kill_grace: defaults.kill_grace,
+            exec: ExecSettings::default(),
+            database: None,
         }
     }
+
+    /// An executor with the SPEC defaults whose workflow targets use the
+    /// database file `store` was opened on (none for an in-memory store).
+    pub fn for_store(clock: &'a dyn Clock, store: &Store) -> ProcessExecutor<'a> {
+        ProcessExecutor {
+            database: store.path().map(Path::to_owned),
+            ..ProcessExecutor::new(clock)
+        }
+    }
+
+    /// Runs workflow targets against the database file at `path`. Each
+    /// workflow run opens its own connection to it on the run's worker
+    /// thread, since a store handle cannot be shared between threads.
+    pub fn with_database(mut self, path: impl Into<PathBuf>) -> ProcessExecutor<'a> {
+        self.database = Some(path.into());
+        self
+    }
+
+    /// SPEC §6.8: runs the loop's workflow under the key of this slot and
+    /// attempt, with the target's timeout.
+    fn execute_workflow_target(
+        &self,
+        target: &WorkflowTarget,
+        lp: &Loop,
+        run: &LoopRun,
+        control: &RunControl<'_>,
+    ) -> Result<ExecutorResult, String> {
+        let Some(path) = self.database.as_deref() else {
+            return Err(format!(
+                "cannot run workflow {}: this runner was started without a database",
+                target.workflow_id
+            ));
+        };
+        let store = open_store(path)?;
+        // By id only: archived workflows still run (SPEC §4.3).
+        let workflow = store
+            .get_workflow(&target.workflow_id)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("workflow not found: {}", target.workflow_id))?;
+        let opts = WorkflowRunOptions {
+            exec: self.exec.clone(),
+            stop: Some(&control.cancel),
+            idempotency_key: Some(loop_workflow_key(&lp.id, run.scheduled_for, run.attempt)),
+            loop_context: Some((lp, run)),
+            timeout_ms: target.timeout_ms,
+            on_spawn: Some(control.on_spawn),
+            ..WorkflowRunOptions::new(self.clock)
+        };
+        execute_workflow(&store, &workflow, &opts)
+            .map(|outcome| outcome.result)
+            .map_err(|e| e.to_string())
+    }
+}
+
+fn open_store(path: &Path) -> Result<Store, String> {
+    Store::open(path, Arc::new(SystemProbe)).map_err(|e| e.to_string())
 }
 
 /// The `LOOPS_*` metadata of a loop run (SPEC §5.3 step 5).
@@ -85,27 +148,13 @@ impl RunExecutor for ProcessExecutor<'_> {
         run: &LoopRun,
         control: &RunControl<'_>,
     ) -> Result<ExecutorResult, String> {
-        let Some(target) = lp.target.to_process() else {
-            let Target::Workflow(w) = &lp.target else {
-                return Err("loop target is not runnable".to_owned());
-            };
-            // The workflow runner lands with the workflow issue; until then a
-            // workflow loop fails its run with a clear reason instead of
-            // pretending to succeed.
-            return Err(format!(
-                "workflow targets are not supported by this build yet (workflow {})",
-                w.workflow_id
-            ));
+        let target = match &lp.target {
+            Target::Workflow(w) => return self.execute_workflow_target(w, lp, run, control),
+            Target::Command(c) => loops_core::ProcessTarget::Command(c.clone()),
+            Target::Agent(a) => loops_core::ProcessTarget::Agent(a.clone()),
         };
-        let clock = |/* injected */| -> Timestamp { self.clock.now() };
-        let opts = ExecOptions {
-            base_env: self.base_env.clone(),
-            max_output_bytes: self.max_output_bytes,
-            kill_grace: self.kill_grace,
-            cancel: Some(control.cancel.clone()),
-            clock: &clock,
-            ..ExecOptions::default()
-        };
+        let clock = || -> Timestamp { self.clock.now() };
+        let opts = self.exec.options(&clock, Some(control.cancel.clone()));
         execute_target(&target, &loop_metadata(lp, run), &opts, &mut |p| {
             (control.on_spawn)(p)
         })

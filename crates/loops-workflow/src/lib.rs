@@ -4,6 +4,8 @@
 //! claims them, executes them through a [`RunExecutor`] and finalizes each
 //! run together with its loop's advance. Time comes from a [`Clock`], so
 //! tests drive ticks with a [`ManualClock`] and a fake executor.
+//! [`execute_workflow`] runs a stored workflow's steps (SPEC §6), directly
+//! or as a loop's target through [`ProcessExecutor`].
 //!
 //! Architecture invariant: nothing here spawns processes or writes SQL
 //! directly; those go through `loops_exec` and `loops_store`.
@@ -11,10 +13,18 @@
 mod clock;
 mod executor;
 mod scheduler;
+mod settings;
+mod workflow;
 
 pub use crate::clock::{Clock, ManualClock, SystemClock};
 pub use crate::executor::{ProcessExecutor, RunControl, RunExecutor, loop_metadata};
 pub use crate::scheduler::{
     DEFAULT_MAX_PARALLEL, SchedulerError, TickOptions, TickResult, heartbeat_period,
     manual_run_scheduled_for, run_now, should_advance_manual_run, tick,
+};
+pub use crate::settings::ExecSettings;
+pub use crate::workflow::{
+    DEFAULT_CANCEL_POLL, STEP_OUTPUT_SUMMARY_BYTES, WorkflowError, WorkflowOutcome,
+    WorkflowRunOptions, execute_workflow, preflight_new_workflow, preflight_workflow,
+    workflow_result,
 };

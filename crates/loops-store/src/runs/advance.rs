@@ -8,13 +8,23 @@
 //!
 //! SPEC §9 item 8: the advance is not a blind read-merge-write. It re-reads
 //! the loop inside the transaction, plans with
-//! [`plan_advance`](loops_core::plan_advance), and writes with
+//! [`plan_advance`], and writes with
 //! `WHERE id = ? AND status = 'active'`, so a pause is never overwritten.
+//!
+//! SPEC §9 item 21: in the original, cancelling a scheduled workflow run
+//! fails its loop run, which can trigger a retry that runs the workflow the
+//! user just cancelled. Here a failed run whose attempt's workflow run (the
+//! one keyed [`loop_workflow_key`]) was cancelled advances as if its attempts
+//! were spent: no retry, the loop moves on to its next slot. The check reads
+//! the database inside the same transaction, so every caller (a tick, the
+//! daemon, lease recovery) gets it without passing anything.
 
-use loops_core::{Loop, LoopAdvance, LoopId, LoopRun, ScheduleError, Timestamp, plan_advance};
+use loops_core::{
+    Loop, LoopAdvance, LoopId, LoopRun, ScheduleError, Timestamp, loop_workflow_key, plan_advance,
+};
 use rusqlite::{Connection, params};
 
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 use crate::loops::query_loop;
 use crate::rows::{self, ts, ts_opt};
 
@@ -42,7 +52,9 @@ pub enum Advance {
 
 /// Advances the loop of `run` inside the caller's transaction.
 ///
-/// Returns what happened and the loop as stored afterwards.
+/// A run that did not succeed is retried while attempts remain, unless the
+/// workflow run of its attempt was cancelled (SPEC §9 item 21, see the
+/// module docs). Returns what happened and the loop as stored afterwards.
 pub(crate) fn advance_loop(
     conn: &Connection,
     loop_id: &LoopId,
@@ -58,7 +70,11 @@ pub(crate) fn advance_loop(
     if lp.status != loops_core::LoopStatus::Active {
         return Ok((Advance::NotActive, Some(lp)));
     }
-    match plan_advance(&lp, run, finished_at, succeeded) {
+    let may_retry = !succeeded && !attempt_workflow_cancelled(conn, run)?;
+    // `succeeded` only decides whether plan_advance takes its retry branch
+    // (SPEC §3.4 step 3); a run that may not be retried advances exactly as
+    // a success does (step 4).
+    match plan_advance(&lp, run, finished_at, !may_retry) {
         Ok(Some(plan)) => {
             let stored = update_active(
                 conn,
@@ -89,6 +105,18 @@ pub(crate) fn advance_loop(
             Ok((Advance::Paused(err), stored.or(Some(lp))))
         }
     }
+}
+
+/// Whether the workflow run this attempt of `run` executed was cancelled.
+/// Runs that are not workflow runs have no such row.
+fn attempt_workflow_cancelled(conn: &Connection, run: &LoopRun) -> Result<bool> {
+    let key = loop_workflow_key(&run.loop_id, run.scheduled_for, run.attempt);
+    conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM workflow_runs
+           WHERE loop_run_id = ?1 AND idempotency_key = ?2 AND status = 'cancelled')",
+    )
+    .and_then(|mut stmt| stmt.query_row(params![run.id.as_str(), key], |r| r.get(0)))
+    .map_err(StoreError::db("checking for a cancelled workflow run"))
 }
 
 fn update_active(

@@ -209,6 +209,100 @@ fn finalize_and_advance_on_failure_with_attempts_left_schedules_a_retry() {
 }
 
 #[test]
+fn a_cancelled_workflow_run_of_the_attempt_is_never_retried() {
+    // SPEC §9 item 21: the user's cancel must not come back as a retry.
+    let fx = Fixture::new();
+    let store = fx.store();
+    let lp = create(&store, "cancelled", 3);
+    let spec = store
+        .create_workflow(
+            &loops_core::workflow_from_json(
+                &serde_json::json!({"name": "wf", "steps": [
+                    {"id": "a", "target": {"type": "command", "command": "true"}}
+                ]}),
+                None,
+            )
+            .unwrap(),
+            t0(),
+        )
+        .unwrap();
+    let slot = t("2026-01-01T00:01:00Z");
+    let run = claim(&store, &lp, slot, RUNNER_A, slot);
+    let key = loops_core::loop_workflow_key(&lp.id, slot, run.attempt);
+    // A cancelled run under another attempt's key does not count.
+    let other = loops_store::NewWorkflowRun::new(&spec)
+        .for_loop_run(&run)
+        .with_key(loops_core::loop_workflow_key(&lp.id, slot, 9));
+    let other = store.create_workflow_run(&other, slot).unwrap();
+    store.cancel_workflow_run(&other.id, "x", slot).unwrap();
+    let wr = loops_store::NewWorkflowRun::new(&spec)
+        .for_loop_run(&run)
+        .with_key(key);
+    let wr = store.create_workflow_run(&wr, slot).unwrap();
+    assert_eq!(
+        store.workflow_run_status(&wr.id).unwrap(),
+        Some(loops_core::WorkflowRunStatus::Running)
+    );
+    store
+        .cancel_workflow_run(&wr.id, "cancelled by user", slot)
+        .unwrap();
+    assert_eq!(
+        store.workflow_run_status(&wr.id).unwrap(),
+        Some(loops_core::WorkflowRunStatus::Cancelled)
+    );
+    let fin = t("2026-01-01T00:01:05Z");
+    let out = store
+        .finalize_and_advance(
+            &run.id,
+            &result(ExecutorStatus::Failed, fin),
+            &Fence::new(RUNNER_A),
+            fin,
+        )
+        .unwrap();
+    assert_eq!(out.run.status, RunStatus::Failed);
+    let lp = out.loop_.unwrap();
+    assert_eq!(lp.retry_scheduled_for, None);
+    assert_eq!(lp.next_run_at, Some(t("2026-01-01T00:02:00Z")));
+    assert_eq!(lp.status, LoopStatus::Active);
+}
+
+#[test]
+fn max_parallel_round_trips_and_old_rows_read_as_unset() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let file = |name: &str, extra: serde_json::Value| {
+        let mut v = serde_json::json!({"name": name, "steps": [
+            {"id": "a", "target": {"type": "command", "command": "true"}}
+        ]});
+        if let Some(n) = extra.as_u64() {
+            v["maxParallel"] = n.into();
+        }
+        loops_core::workflow_from_json(&v, None).unwrap()
+    };
+    let with = store.create_workflow(&file("p", 8.into()), t0()).unwrap();
+    let without = store
+        .create_workflow(&file("s", serde_json::Value::Null), t0())
+        .unwrap();
+    assert_eq!(
+        store.get_workflow(&with.id).unwrap().unwrap().max_parallel,
+        Some(8)
+    );
+    let plain = store.get_workflow(&without.id).unwrap().unwrap();
+    assert_eq!((plain.max_parallel, plain.parallelism()), (None, 1));
+    assert!(
+        !serde_json::to_string(&plain)
+            .unwrap()
+            .contains("maxParallel")
+    );
+    assert_eq!(
+        store
+            .workflow_run_status(&"0123456789ab".parse().unwrap())
+            .unwrap(),
+        None
+    );
+}
+
+#[test]
 fn a_once_loop_stops_after_its_run() {
     let fx = Fixture::new();
     let store = fx.store();

@@ -1,0 +1,144 @@
+//! One step as a process, on a worker thread (SPEC §6.3 step 2.6).
+//!
+//! The worker builds the step's effective target (`step.account ??
+//! target.account`, `step.timeoutMs ?? target.timeoutMs`), runs it through
+//! `loops_exec::execute_target` with the step's own [`CancelToken`], and
+//! reports the spawn and the result to the store thread. It touches no
+//! store: the store thread records the pid and the result.
+//!
+//! An executor `Err` (the account errors of SPEC §5.4, raised before
+//! anything is spawned) becomes a failed result with that message, and so
+//! does a panic, so the store thread always hears back from every worker.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::mpsc::Sender;
+use std::time::Instant;
+
+use loops_core::{ExecutorResult, ExecutorStatus, ProcessRef, ProcessTarget, Step, Timestamp};
+use loops_exec::{CancelToken, RunMetadata, execute_target};
+
+use crate::clock::Clock;
+use crate::settings::ExecSettings;
+
+/// A message from a step worker (or the stop token) to the store thread.
+pub(crate) enum Report {
+    /// The stop token was cancelled.
+    Stop,
+    /// The step at this position spawned its child.
+    Spawned(usize, ProcessRef),
+    /// The step at this position finished.
+    Done(usize, ExecutorResult),
+}
+
+/// Everything a worker needs to run one step.
+pub(crate) struct StepJob<'a> {
+    /// The step's position in execution order, echoed in its reports.
+    pub(crate) pos: usize,
+    /// The step.
+    pub(crate) step: &'a Step,
+    /// Its `LOOPS_*` variables.
+    pub(crate) meta: RunMetadata,
+    /// Kills the step's process group when cancelled.
+    pub(crate) cancel: CancelToken,
+    /// When the step was started, for a result that never spawned.
+    pub(crate) started_at: Timestamp,
+}
+
+/// The target a step runs: its own target with the step's account and
+/// timeout laid over the target's (SPEC §6.3 step 2.6, §6.4).
+pub(crate) fn effective_target(step: &Step) -> ProcessTarget {
+    let account = step.effective_account().cloned();
+    let timeout_ms = step.effective_timeout_ms();
+    let mut target = step.target.clone();
+    match &mut target {
+        ProcessTarget::Command(c) => {
+            c.account = account;
+            c.timeout_ms = timeout_ms;
+        }
+        ProcessTarget::Agent(a) => {
+            a.account = account;
+            a.timeout_ms = timeout_ms;
+        }
+    }
+    target
+}
+
+/// Runs `job` to completion and reports its spawn and its result on `tx`.
+pub(crate) fn run_step(
+    job: StepJob<'_>,
+    exec: &ExecSettings,
+    clock: &dyn Clock,
+    tx: &Sender<Report>,
+) {
+    let began = Instant::now();
+    let pos = job.pos;
+    let now = || clock.now();
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        let opts = exec.options(&now, Some(job.cancel.clone()));
+        let spawn_tx = tx.clone();
+        execute_target(
+            &effective_target(job.step),
+            &job.meta,
+            &opts,
+            &mut |process| {
+                // The receiver outlives every worker; a failed send only
+                // means the store thread is already gone.
+                let _ = spawn_tx.send(Report::Spawned(pos, process));
+            },
+        )
+        .map_err(|e| e.to_string())
+    }))
+    .unwrap_or_else(|panic| Err(format!("step executor panicked: {}", panic_text(&*panic))));
+    let result = outcome.unwrap_or_else(|error| {
+        // SPEC §6.3 step 2.6: a thrown error becomes a failed result.
+        let finished_at = clock.now();
+        ExecutorResult {
+            status: ExecutorStatus::Failed,
+            exit_code: None,
+            stdout: String::new(),
+            stderr: String::new(),
+            error: Some(error),
+            pid: None,
+            started_at: job.started_at,
+            finished_at,
+            duration_ms: i64::try_from(began.elapsed().as_millis()).unwrap_or(i64::MAX),
+        }
+    });
+    let _ = tx.send(Report::Done(pos, result));
+}
+
+/// The message of a caught panic, when it is a string.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("non-string panic payload")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loops_core::workflow_from_json;
+    use serde_json::json;
+
+    #[test]
+    fn step_account_and_timeout_override_the_target() {
+        let w = workflow_from_json(
+            &json!({"name": "w", "steps": [
+                {"id": "a", "timeoutMs": 50, "account": {"profile": "p", "tool": "claude"},
+                 "target": {"type": "command", "command": "true", "timeoutMs": 9000,
+                            "account": {"profile": "q", "tool": "codex"}}},
+                {"id": "b", "target": {"type": "agent", "provider": "claude", "prompt": "x",
+                                        "timeoutMs": 9000}}
+            ]}),
+            None,
+        )
+        .unwrap();
+        let a = effective_target(&w.steps[0]);
+        assert_eq!(a.timeout_ms(), Some(50));
+        assert_eq!(a.account().map(|a| a.profile.as_str()), Some("p"));
+        let b = effective_target(&w.steps[1]);
+        assert_eq!((b.timeout_ms(), b.account()), (Some(9000), None));
+    }
+}
