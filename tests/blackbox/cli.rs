@@ -93,7 +93,7 @@ fn an_unknown_loop_exits_1_with_the_spec_message() {
 }
 
 #[test]
-fn create_workflow_is_not_available_yet() {
+fn create_workflow_needs_a_stored_workflow() {
     TestEnv::new()
         .loops([
             "create",
@@ -105,7 +105,7 @@ fn create_workflow_is_not_available_yet() {
             "1m",
         ])
         .code(1)
-        .stderr_has("error: create workflow is not available yet")
+        .stderr_has("error: workflow not found: deploy")
         .run();
 }
 

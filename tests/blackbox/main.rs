@@ -7,3 +7,6 @@ mod create;
 mod manage;
 mod runners;
 mod runs;
+mod workflow_control;
+mod workflow_runs;
+mod workflows;

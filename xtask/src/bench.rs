@@ -7,7 +7,13 @@
 //! - the median wall time of `loops --json list` with 1,000 loops stored;
 //! - one `loops tick` over 1,000 due `true` loops (`--no-shell`), every run
 //!   verified in `loops runs --json`, in runs per second, next to the cost of
-//!   spawning `true` directly from this process (the spawn floor).
+//!   spawning `true` directly from this process (the spawn floor);
+//! - the median wall time of `loops workflows run` over 50 `true` steps:
+//!   independent with `maxParallel` 1, independent with `maxParallel` 8, and
+//!   a chain where each step depends on the previous one. Each sample runs in
+//!   a fresh data directory with the workflow created beforehand.
+//!
+//! `--workflows` measures only the workflow runs.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -25,7 +31,11 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
     let bin = root().join("target/release/loops");
 
     let scratch = scratch_dir("loops-bench")?;
-    let result = figures(&bin, &scratch);
+    let result = if args.iter().any(|a| a == "--workflows") {
+        workflow_figures(&bin, &scratch)
+    } else {
+        figures(&bin, &scratch).and_then(|()| workflow_figures(&bin, &scratch))
+    };
     let _ = std::fs::remove_dir_all(&scratch);
     result?;
 
@@ -142,6 +152,95 @@ fn figures(bin: &Path, scratch: &Path) -> Result<(), String> {
         per_run / per_spawn
     );
     Ok(())
+}
+
+/// Steps per benchmarked workflow.
+const WORKFLOW_STEPS: usize = 50;
+/// Samples per workflow figure; the median is reported.
+const WORKFLOW_SAMPLES: usize = 5;
+
+/// The shape of a benchmarked workflow.
+struct WorkflowShape {
+    label: &'static str,
+    max_parallel: u32,
+    chain: bool,
+    goal_ms: u32,
+}
+
+fn workflow_figures(bin: &Path, scratch: &Path) -> Result<(), String> {
+    let shapes = [
+        WorkflowShape {
+            label: "independent, maxParallel 1",
+            max_parallel: 1,
+            chain: false,
+            goal_ms: 150,
+        },
+        WorkflowShape {
+            label: "independent, maxParallel 8",
+            max_parallel: 8,
+            chain: false,
+            goal_ms: 60,
+        },
+        WorkflowShape {
+            label: "chain (each step depends on the previous)",
+            max_parallel: 1,
+            chain: true,
+            goal_ms: 150,
+        },
+    ];
+    for (i, shape) in shapes.iter().enumerate() {
+        let file = scratch.join(format!("workflow-{i}.json"));
+        std::fs::write(&file, workflow_file(shape))
+            .map_err(|e| format!("writing {}: {e}", file.display()))?;
+        let file = file.display().to_string();
+        let mut samples = Vec::with_capacity(WORKFLOW_SAMPLES);
+        for sample in 0..WORKFLOW_SAMPLES {
+            let data = scratch.join(format!("workflow-{i}-{sample}"));
+            loops(bin, &data, &["workflows", "create", &file])?;
+            let t = Instant::now();
+            let out = loops(bin, &data, &["workflows", "run", "bench"])?;
+            samples.push(t.elapsed());
+            let succeeded = out.lines().filter(|l| l.contains(" succeeded ")).count();
+            if !out
+                .lines()
+                .next()
+                .is_some_and(|l| l.ends_with(" succeeded"))
+                || succeeded != WORKFLOW_STEPS
+            {
+                return Err(format!("workflow run did not succeed:\n{out}"));
+            }
+        }
+        samples.sort();
+        println!(
+            "workflow run: {WORKFLOW_STEPS} `true` steps, {}: median {:.2} ms (min {:.2} ms, max {:.2} ms, {WORKFLOW_SAMPLES} runs; goal <= {} ms)",
+            shape.label,
+            ms(samples[WORKFLOW_SAMPLES / 2]),
+            ms(samples[0]),
+            ms(samples[WORKFLOW_SAMPLES - 1]),
+            shape.goal_ms
+        );
+    }
+    Ok(())
+}
+
+/// A workflow file of [`WORKFLOW_STEPS`] `true` steps run without a shell,
+/// written by hand because xtask uses only std.
+fn workflow_file(shape: &WorkflowShape) -> String {
+    let steps: Vec<String> = (1..=WORKFLOW_STEPS)
+        .map(|i| {
+            let depends = if shape.chain && i > 1 {
+                format!(r#","dependsOn":["s{}"]"#, i - 1)
+            } else {
+                String::new()
+            };
+            format!(r#"{{"id":"s{i}","target":{{"type":"command","command":"true"}}{depends}}}"#)
+        })
+        .collect();
+    format!(
+        r#"{{"name":"bench","maxParallel":{},"steps":[{}]}}"#,
+        shape.max_parallel,
+        steps.join(",")
+    )
 }
 
 fn loops(bin: &Path, data: &Path, args: &[&str]) -> Result<String, String> {

@@ -32,7 +32,7 @@ fn main() -> ExitCode {
                  tasks:\n  \
                  ci      fmt --check, clippy -D warnings, tidy, tests (doctests too), rustdoc -D warnings, build\n  \
                  demo    build loops, create a sample loop in a fresh data dir, run it, show the run\n  \
-                 bench   end-to-end CLI figures; --criterion adds the Criterion benchmarks\n  \
+                 bench   end-to-end CLI figures; --workflows only the workflow runs, --criterion adds Criterion\n  \
                  tidy    check module docs and forbidden macros"
             );
             Ok(())

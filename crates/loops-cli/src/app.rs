@@ -23,7 +23,7 @@ fn dispatch(command: Command, out: &mut Printer) -> Result<Outcome> {
     match command {
         Command::Create(Create::Command(args)) => create::command(&args, out),
         Command::Create(Create::Agent(args)) => create::agent(&args, out),
-        Command::Create(Create::Workflow(_)) => create::workflow(),
+        Command::Create(Create::Workflow(args)) => create::workflow(&args, out),
         Command::List(args) => manage::list(&args, out),
         Command::Show(args) => manage::show(&args, out),
         Command::Runs(args) => runs::list(&args, out),

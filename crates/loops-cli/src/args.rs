@@ -35,7 +35,7 @@ pub(crate) struct Cli {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Create a loop that runs a command or a coding agent.
+    /// Create a loop that runs a command, a coding agent or a workflow.
     #[command(subcommand)]
     Create(Create),
     /// List loops, grouped by status, soonest next run first.
@@ -74,7 +74,7 @@ pub(crate) enum Create {
     Command(CreateCommand),
     /// Create a loop that runs a headless coding agent.
     Agent(CreateAgent),
-    /// Create a loop that runs a stored workflow (not available yet).
+    /// Create a loop that runs a stored workflow.
     Workflow(CreateWorkflow),
 }
 
@@ -296,9 +296,19 @@ pub(crate) struct CreateAgent {
 
 #[derive(Debug, Args)]
 pub(crate) struct CreateWorkflow {
-    /// Accepted and ignored until workflow loops land.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-    pub(crate) rest: Vec<String>,
+    #[command(flatten)]
+    pub(crate) options: LoopOptions,
+
+    /// The workflow to run: its id, or the name of an active workflow. The
+    /// id is stored, so renaming or archiving the workflow does not change
+    /// what the loop runs.
+    #[arg(long, value_name = "WORKFLOW", help_heading = "Target")]
+    pub(crate) workflow: String,
+
+    /// Stop the whole workflow run after DURATION; 0 means no limit
+    /// [default: no limit; each step still has its own timeout].
+    #[arg(long, value_name = "DURATION", help_heading = "Target")]
+    pub(crate) timeout: Option<String>,
 }
 
 /// A loop, by id or name.

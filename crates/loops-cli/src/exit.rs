@@ -68,6 +68,13 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
             Some(StoreError::NotFound { kind: "loop", .. }) => {
                 Some("run `loops list` to see the ids and names of existing loops")
             }
+            Some(StoreError::NotFound {
+                kind: "workflow", ..
+            }) => Some("run `loops workflows list` to see the ids and names of active workflows"),
+            Some(StoreError::NotFound {
+                kind: "workflow run",
+                ..
+            }) => Some("run `loops workflows runs` to see the ids of recent workflow runs"),
             _ => None,
         })
 }

@@ -8,9 +8,14 @@
 //! | command `env` values | `"[redacted]"` | same |
 //! | run `stdout` / `stderr` | `[redacted <n> chars]`, omitted when empty | raw |
 //!
-//! Lengths count characters. Error strings and `args` are never redacted.
+//! Workflow step targets are redacted as loop targets are; step runs and a
+//! workflow run's summary result (whose stdout embeds every step's output)
+//! as loop runs are. Lengths count characters. Error strings, `args`,
+//! workflow runs and events are never redacted.
 
-use loops_core::{Loop, LoopRun};
+use std::borrow::Cow;
+
+use loops_core::{ExecutorResult, Loop, LoopRun, StepRun, Target, WorkflowSpec};
 use loops_workflow::TickResult;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -37,18 +42,71 @@ impl Output {
     }
 }
 
-/// A loop as JSON, with its secrets redacted.
-pub(crate) fn loop_json(lp: &Loop) -> Value {
-    let mut value = to_value(lp);
-    if let Some(target) = value.get_mut("target").and_then(Value::as_object_mut) {
-        redact_target(target);
+/// A loop as it may be printed, with its secrets redacted.
+///
+/// Typed rather than a JSON value: `list --json` prints thousands of these,
+/// and most loops have nothing to redact, so they are borrowed as they are.
+pub(crate) fn loop_json(lp: &Loop) -> Cow<'_, Loop> {
+    let secret = match &lp.target {
+        Target::Command(c) => c.env.as_ref().is_some_and(|env| !env.is_empty()),
+        Target::Agent(a) => a.prompt.chars().nth(PROMPT_VISIBLE_CHARS).is_some(),
+        Target::Workflow(_) => false,
+    };
+    if !secret {
+        return Cow::Borrowed(lp);
     }
-    value
+    let mut owned = lp.clone();
+    match &mut owned.target {
+        Target::Command(c) => {
+            for value in c.env.iter_mut().flat_map(|env| env.values_mut()) {
+                *value = "[redacted]".to_owned();
+            }
+        }
+        Target::Agent(a) => a.prompt = prompt(&a.prompt),
+        Target::Workflow(_) => {}
+    }
+    Cow::Owned(owned)
 }
 
 /// A run as JSON, with its output redacted unless shown.
 pub(crate) fn run_json(run: &LoopRun, output: Output) -> Value {
-    let mut value = to_value(run);
+    with_streams(run, output)
+}
+
+/// A workflow step run as JSON, with its output redacted unless shown.
+pub(crate) fn step_json(step: &StepRun, output: Output) -> Value {
+    with_streams(step, output)
+}
+
+/// An executor result as JSON (a workflow run's summary), with its output
+/// redacted unless shown: the summary's stdout embeds every step's output.
+pub(crate) fn result_json(result: &ExecutorResult, output: Output) -> Value {
+    with_streams(result, output)
+}
+
+/// A workflow as JSON, with the secrets of its steps' targets redacted.
+pub(crate) fn workflow_json(spec: &WorkflowSpec) -> Value {
+    let mut value = to_value(spec);
+    redact_steps(&mut value);
+    value
+}
+
+/// Redacts the targets of the `steps` array of a workflow JSON object.
+pub(crate) fn redact_steps(workflow: &mut Value) {
+    let Some(steps) = workflow.get_mut("steps").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for step in steps {
+        if let Some(target) = step.get_mut("target").and_then(Value::as_object_mut) {
+            redact_target(target);
+        }
+    }
+}
+
+/// A record with `stdout` and `stderr` fields as JSON, those redacted
+/// unless shown.
+fn with_streams<T: Serialize>(record: &T, output: Output) -> Value {
+    let mut value = to_value(record);
     if output == Output::Redacted
         && let Some(fields) = value.as_object_mut()
     {
@@ -67,7 +125,7 @@ pub(crate) fn tick_json(result: &TickResult, output: Output) -> Value {
         "completed": runs(&result.completed),
         "skipped": runs(&result.skipped),
         "recovered": runs(&result.recovered),
-        "expired": result.expired.iter().map(loop_json).collect::<Value>(),
+        "expired": result.expired.iter().map(loop_json).collect::<Vec<_>>(),
     })
 }
 

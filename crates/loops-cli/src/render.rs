@@ -58,6 +58,15 @@ impl Printer {
 
     /// Pretty-prints `value` with two-space indentation (SPEC §0).
     pub(crate) fn json(&mut self, value: &Value) -> std::io::Result<()> {
+        self.json_of(value)
+    }
+
+    /// Pretty-prints any serializable record, without building a
+    /// `serde_json::Value` first (lists of thousands of loops).
+    pub(crate) fn json_of<T: serde::Serialize + ?Sized>(
+        &mut self,
+        value: &T,
+    ) -> std::io::Result<()> {
         serde_json::to_writer_pretty(&mut self.out, value)?;
         writeln!(self.out)
     }
@@ -187,9 +196,15 @@ impl Table {
 /// indented four spaces, then the same for stderr; empty streams are
 /// skipped.
 pub(crate) fn output_blocks(run: &LoopRun) -> Vec<String> {
+    stream_blocks(run.stdout.as_deref(), run.stderr.as_deref())
+}
+
+/// The output blocks of any record with a stdout and a stderr, such as a
+/// workflow step run.
+pub(crate) fn stream_blocks(stdout: Option<&str>, stderr: Option<&str>) -> Vec<String> {
     let mut lines = Vec::new();
-    for (label, text) in [("stdout", &run.stdout), ("stderr", &run.stderr)] {
-        let Some(text) = text.as_deref().filter(|t| !t.is_empty()) else {
+    for (label, text) in [("stdout", stdout), ("stderr", stderr)] {
+        let Some(text) = text.filter(|t| !t.is_empty()) else {
             continue;
         };
         lines.push(format!("  {label}:"));

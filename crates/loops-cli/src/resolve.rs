@@ -18,11 +18,11 @@ use anyhow::{Context, Result, anyhow, bail, ensure};
 use chrono::{Local, NaiveDateTime, TimeZone};
 use loops_core::{
     Account, AgentProvider, AgentTarget, Anchor, CatchUp, CommandTarget, ConfigIsolation,
-    LoopStatus, NewLoop, Overlap, RunStatus, Schedule, Target, Timestamp, parse_duration,
-    parse_positive_duration, validate_new_loop,
+    LoopStatus, NewLoop, Overlap, RunStatus, Schedule, Target, Timestamp, WorkflowId,
+    WorkflowTarget, parse_duration, parse_positive_duration, validate_new_loop,
 };
 
-use crate::args::{AccountOptions, CreateAgent, CreateCommand, LoopOptions};
+use crate::args::{AccountOptions, CreateAgent, CreateCommand, CreateWorkflow, LoopOptions};
 
 /// `create command`: the validated loop.
 pub(crate) fn command_loop(args: &CreateCommand) -> Result<NewLoop> {
@@ -70,6 +70,27 @@ pub(crate) fn agent_loop(args: &CreateAgent) -> Result<NewLoop> {
     target.config_isolation = Some(isolation);
     target.account = account(&args.account)?;
     new.target = Target::Agent(target);
+    validated(new)
+}
+
+/// `create workflow`: the validated loop. Its target names no workflow yet
+/// (a placeholder id): `--workflow` is resolved against the store, which
+/// this stage does not open, and the caller sets the id it finds.
+pub(crate) fn workflow_loop(args: &CreateWorkflow) -> Result<NewLoop> {
+    let (mut new, _) = loop_options(&args.options, None)?;
+    // SPEC §1.3: a workflow timeout of 0 means none, so unlike the step
+    // timeouts of command and agent loops, `--timeout 0` is accepted.
+    let timeout_ms = args
+        .timeout
+        .as_deref()
+        .map(parse_duration)
+        .transpose()?
+        .filter(|ms| *ms > 0);
+    new.target = Target::Workflow(WorkflowTarget {
+        workflow_id: WorkflowId::from_bytes([0; 6]),
+        input: None,
+        timeout_ms,
+    });
     validated(new)
 }
 

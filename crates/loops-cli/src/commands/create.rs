@@ -1,12 +1,12 @@
-//! `loops create command|agent <name>` (SPEC §7.3).
+//! `loops create command|agent|workflow <name>` (SPEC §7.3).
 //!
 //! The arguments are resolved and validated before the store is opened, so
 //! a rejected create leaves no row behind (SPEC §2.3).
 
-use anyhow::{Result, bail};
-use loops_core::{Loop, NewLoop};
+use anyhow::Result;
+use loops_core::{Loop, NewLoop, Target};
 
-use crate::args::{CreateAgent, CreateCommand};
+use crate::args::{CreateAgent, CreateCommand, CreateWorkflow};
 use crate::exit::Outcome;
 use crate::paths;
 use crate::redact;
@@ -24,12 +24,29 @@ pub(crate) fn agent(args: &CreateAgent, out: &mut Printer) -> Result<Outcome> {
     create(&new, out)
 }
 
-/// `create workflow` lands with the workflow commands.
-pub(crate) fn workflow() -> Result<Outcome> {
-    bail!(
-        "create workflow is not available yet in this version of loops; \
-         create command and create agent are"
-    )
+/// `create workflow`: the loop stores the id `--workflow` resolves to
+/// (SPEC §7.3), by id whatever its status, else the newest active workflow
+/// of that name.
+pub(crate) fn workflow(args: &CreateWorkflow, out: &mut Printer) -> Result<Outcome> {
+    let mut new = crate::resolve::workflow_loop(args)?;
+    let store = paths::open_store()?;
+    let workflow = store.require_workflow(&args.workflow)?;
+    if let Target::Workflow(target) = &mut new.target {
+        target.workflow_id = workflow.id;
+    }
+    let lp = store.create_loop(&new, super::now())?;
+    if out.json {
+        out.json_of(&redact::loop_json(&lp))?;
+        return Ok(Outcome::Success);
+    }
+    out.line(&format!(
+        "created workflow loop {} ({}) workflow={} next={}",
+        lp.id,
+        lp.name,
+        workflow.name,
+        next_run(&lp)
+    ))?;
+    Ok(Outcome::Success)
 }
 
 fn create(new: &NewLoop, out: &mut Printer) -> Result<Outcome> {
@@ -41,10 +58,18 @@ fn create(new: &NewLoop, out: &mut Printer) -> Result<Outcome> {
 
 fn print_created(lp: &Loop, out: &mut Printer) -> std::io::Result<()> {
     if out.json {
-        return out.json(&redact::loop_json(lp));
+        return out.json_of(&redact::loop_json(lp));
     }
-    let next = lp
-        .next_run_at
-        .map_or_else(|| "-".to_owned(), |t| t.to_string());
-    out.line(&format!("created loop {} ({}) next={next}", lp.id, lp.name))
+    out.line(&format!(
+        "created loop {} ({}) next={}",
+        lp.id,
+        lp.name,
+        next_run(lp)
+    ))
+}
+
+/// The loop's next run, or `-`.
+fn next_run(lp: &Loop) -> String {
+    lp.next_run_at
+        .map_or_else(|| "-".to_owned(), |t| t.to_string())
 }

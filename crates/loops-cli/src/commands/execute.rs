@@ -32,7 +32,7 @@ pub(crate) fn run_now(args: &RunNowArgs, out: &mut Printer) -> Result<Outcome> {
     let lp = store.require_loop(&args.target.target)?;
     let signals = install_signals()?;
     let clock = SystemClock;
-    let executor = ProcessExecutor::new(&clock);
+    let executor = ProcessExecutor::for_store(&clock, &store);
     let runner_id = format!("manual:{}", std::process::id());
     let opts = TickOptions {
         runner_id: &runner_id,
@@ -88,7 +88,7 @@ pub(crate) fn tick(args: &TickArgs, out: &mut Printer) -> Result<Outcome> {
     let store = paths::open_store()?;
     let signals = install_signals()?;
     let clock = SystemClock;
-    let executor = ProcessExecutor::new(&clock);
+    let executor = ProcessExecutor::for_store(&clock, &store);
     let runner_id = format!("manual-tick:{}", std::process::id());
     let on_error = |lp: &Loop, message: &str| {
         // A loop's failure does not stop the tick; say which loop it was.

@@ -43,7 +43,7 @@ pub(crate) fn list(args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
         limit: Some(limit.unwrap_or(u32::MAX)),
     })?;
     if out.json {
-        out.json(&loops.iter().map(redact::loop_json).collect())?;
+        out.json_of(&loops.iter().map(redact::loop_json).collect::<Vec<_>>())?;
         return Ok(Outcome::Success);
     }
     let mut table = Table::new(vec![
@@ -90,7 +90,7 @@ pub(crate) fn list(args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
 pub(crate) fn show(args: &LoopRef, out: &mut Printer) -> Result<Outcome> {
     let store = paths::open_store()?;
     let lp = store.require_loop(&args.target)?;
-    out.json(&redact::loop_json(&lp))?;
+    out.json_of(&redact::loop_json(&lp))?;
     Ok(Outcome::Success)
 }
 
@@ -130,7 +130,7 @@ fn change(args: &LoopRef, out: &mut Printer, verb: &str, apply: ChangeFn) -> Res
 /// `<id> <status>`, plus `next=<nextRunAt>` after a resume.
 fn print_status(lp: &Loop, with_next: bool, out: &mut Printer) -> std::io::Result<()> {
     if out.json {
-        return out.json(&redact::loop_json(lp));
+        return out.json_of(&redact::loop_json(lp));
     }
     let mut line = format!("{} {}", lp.id, lp.status);
     if with_next {

@@ -1,0 +1,88 @@
+//! `loops workflows …` (SPEC §6, §7.4 "workflows").
+//!
+//! - `specs`: the workflow files and stored workflows (`validate`,
+//!   `create`, `list`, `show`, `archive`, `schema`);
+//! - `run`: `run`, the one command that executes steps;
+//! - `history`: the recorded runs (`runs`, `inspect`, `events`, `cancel`,
+//!   `recover`).
+//!
+//! Nothing here prints run output unless `--show-output` asks for it, in
+//! human or JSON form (SPEC §7.2, with the gaps of §9 item 26 closed: the
+//! original printed raw step output in `inspect --json` and in the summary
+//! of `run --json`). Step targets are printed with their `env` values and
+//! long prompts redacted, as loop targets are.
+
+mod history;
+mod run;
+mod specs;
+
+use anyhow::Result;
+use loops_core::{StepRun, WorkflowRunId};
+use loops_store::StoreError;
+
+use crate::exit::Outcome;
+use crate::render::{self, Printer};
+use crate::workflow_args::Workflows;
+
+/// Runs one `workflows` subcommand.
+pub(crate) fn run(cmd: Workflows, out: &mut Printer) -> Result<Outcome> {
+    match cmd {
+        Workflows::Validate(args) => specs::validate(&args, out),
+        Workflows::Create(args) => specs::create(&args, out),
+        Workflows::List(args) => specs::list(&args, out),
+        Workflows::Show(args) => specs::show(&args, out),
+        Workflows::Archive(args) => specs::archive(&args, out),
+        Workflows::Schema => specs::schema(out),
+        Workflows::Run(args) => run::run(&args, out),
+        Workflows::Runs(args) => history::runs(&args, out),
+        Workflows::Inspect(args) => history::inspect(&args, out),
+        Workflows::Events(args) => history::events(&args, out),
+        Workflows::Cancel(args) => history::cancel(&args, out),
+        Workflows::Recover(args) => history::recover(&args, out),
+    }
+}
+
+/// A workflow run id as typed: anything that is not an id cannot name a
+/// run, so it gets the same `workflow run not found: <x>` as an unknown id.
+fn run_id(text: &str) -> Result<WorkflowRunId> {
+    WorkflowRunId::parse(text.trim()).map_err(|_| {
+        StoreError::NotFound {
+            kind: "workflow run",
+            key: text.to_owned(),
+        }
+        .into()
+    })
+}
+
+/// One step line: `  <seq 2 digits>  <status padEnd 10>  <stepId>  <error>`
+/// (SPEC §7.4 `workflows run`), with step ids padded to `id_width` so the
+/// errors line up.
+fn step_line(step: &StepRun, id_width: usize) -> String {
+    let error = step.error.as_deref().unwrap_or("");
+    let line = format!(
+        "  {:02}  {:<10}  {:<id_width$}  {error}",
+        step.sequence,
+        step.status.as_str(),
+        step.step_id,
+    );
+    line.trim_end().to_owned()
+}
+
+/// Prints the step lines of a run, each followed by its output blocks when
+/// `show_output` is set.
+fn print_steps(steps: &[StepRun], show_output: bool, out: &mut Printer) -> std::io::Result<()> {
+    let id_width = steps
+        .iter()
+        .map(|s| s.step_id.chars().count())
+        .max()
+        .unwrap_or(0);
+    for step in steps {
+        out.line(&step_line(step, id_width))?;
+        if show_output {
+            for line in render::stream_blocks(step.stdout.as_deref(), step.stderr.as_deref()) {
+                out.line(&line)?;
+            }
+        }
+    }
+    Ok(())
+}

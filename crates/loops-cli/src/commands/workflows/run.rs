@@ -1,0 +1,108 @@
+//! `workflows run <x> [--show-output] [--resume <runId>]` (SPEC §6.3,
+//! §7.4).
+//!
+//! Departures from 0.3.1, on purpose:
+//! - The command reports the run it started, never "the newest run of the
+//!   workflow", which another process may have started meanwhile (SPEC §9
+//!   item 38).
+//! - It exits 0 only when the run succeeded, and 1 otherwise (the original
+//!   exits 0 after a failed run).
+//! - SIGINT and SIGTERM cancel the run (SPEC §9 item 19): the running steps'
+//!   process groups are torn down, the run is recorded as cancelled and the
+//!   command exits 1. The original left the child running and the run
+//!   `running` forever.
+//! - `--resume <runId>` continues a run whose runner died, after `workflows
+//!   recover`, from its first unfinished step (SPEC §6.5: the original had
+//!   no way to resume a manual run).
+//! - `--json` prints the steps' output, and the summary's copy of it, only
+//!   with `--show-output` (SPEC §9 item 26).
+//!
+//! Progress goes to stderr, one step line as each step starts and
+//! finishes, so a long run shows what it is doing while stdout keeps the
+//! original's lines for scripts.
+
+use std::io::Write;
+
+use anyhow::{Context, Result, ensure};
+use loops_core::{ExecutorStatus, StepRun};
+use loops_exec::SignalCancel;
+use loops_workflow::{SystemClock, WorkflowOutcome, WorkflowRunOptions, execute_workflow};
+use serde_json::{Value, json};
+
+use super::{print_steps, run_id, step_line};
+use crate::exit::Outcome;
+use crate::paths;
+use crate::redact::{self, Output};
+use crate::render::{self, Printer};
+use crate::workflow_args::RunArgs;
+
+/// `workflows run`.
+pub(super) fn run(args: &RunArgs, out: &mut Printer) -> Result<Outcome> {
+    let output = Output::from_flag(args.show_output);
+    let resume = args.resume.as_deref().map(run_id).transpose()?;
+    let store = paths::open_store()?;
+    let workflow = store.require_workflow(&args.target.target)?;
+    if let Some(id) = &resume {
+        let run = store.require_workflow_run(id)?;
+        ensure!(
+            run.workflow_id == workflow.id,
+            "workflow run {id} is a run of {} ({}), not of {} ({})",
+            run.workflow_name,
+            run.workflow_id,
+            workflow.name,
+            workflow.id
+        );
+    }
+    let signals = SignalCancel::install().context("installing the SIGINT/SIGTERM handlers")?;
+    let clock = SystemClock;
+    let id_width = workflow
+        .steps
+        .iter()
+        .map(|s| s.id.chars().count())
+        .max()
+        .unwrap_or(0);
+    // Stderr is unbuffered and may be written from the runner's worker
+    // threads; a closed stderr only loses the progress.
+    let progress = move |step: &StepRun| {
+        let _ = writeln!(std::io::stderr().lock(), "{}", step_line(step, id_width));
+    };
+    let mut opts = WorkflowRunOptions::new(&clock);
+    opts.stop = Some(signals.token());
+    opts.resume = resume;
+    if !out.json {
+        opts.on_step = Some(&progress);
+    }
+    let outcome = execute_workflow(&store, &workflow, &opts)?;
+    print_outcome(&outcome, output, out)?;
+    if let Some(reason) = signals.token().reason() {
+        render::note("error", &format!("workflow run interrupted ({reason})"));
+    }
+    Ok(if outcome.result.status == ExecutorStatus::Succeeded {
+        Outcome::Success
+    } else {
+        Outcome::Failure
+    })
+}
+
+/// JSON `{result, workflowRun, steps}`, or `<runId> <mappedStatus>`, the
+/// run's error and the step lines with their output blocks.
+fn print_outcome(outcome: &WorkflowOutcome, output: Output, out: &mut Printer) -> Result<()> {
+    if out.json {
+        out.json(&json!({
+            "result": redact::result_json(&outcome.result, output),
+            "workflowRun": serde_json::to_value(&outcome.run)?,
+            "steps": outcome
+                .steps
+                .iter()
+                .map(|s| redact::step_json(s, output))
+                .collect::<Value>(),
+        }))?;
+        return Ok(());
+    }
+    out.line(&format!("{} {}", outcome.run.id, outcome.result.status))?;
+    if let Some(error) = &outcome.result.error {
+        out.line(&format!("  error: {error}"))?;
+    }
+    print_steps(&outcome.steps, output == Output::Shown, out)?;
+    Ok(())
+}

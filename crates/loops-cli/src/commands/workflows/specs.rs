@@ -1,0 +1,219 @@
+//! Workflow files and stored workflows: `validate`, `create`, `list`,
+//! `show`, `archive` and `schema` (SPEC §6.1, §7.4).
+//!
+//! A workflow file is read and validated by core
+//! (`loops_core::workflow_from_json`), whose messages are printed verbatim.
+//! `validate` never opens the store: its preview carries the id
+//! `validation`, as the original's does.
+
+use std::str::FromStr;
+
+use anyhow::{Context, Result, anyhow};
+use loops_core::{NewWorkflow, Timestamp, WorkflowId, WorkflowSpec, WorkflowStatus};
+use loops_exec::Preflight;
+use loops_store::WorkflowFilter;
+use loops_workflow::ExecSettings;
+use serde_json::{Value, json};
+
+use crate::commands::now;
+use crate::exit::Outcome;
+use crate::paths;
+use crate::redact;
+use crate::render::{Column, Printer, Table};
+use crate::resolve;
+use crate::workflow_args::{CreateArgs, FileArgs, ListArgs, ValidateArgs, WorkflowRef};
+
+/// The id of the preview `validate` prints (SPEC §7.4).
+const PREVIEW_ID: &str = "validation";
+
+/// Reads, parses and validates a workflow file.
+fn read_workflow(args: &FileArgs) -> Result<NewWorkflow> {
+    let text = std::fs::read_to_string(&args.file)
+        .with_context(|| format!("reading workflow file {}", args.file))?;
+    let value: Value = serde_json::from_str(&text)
+        .with_context(|| format!("workflow file {} is not valid JSON", args.file))?;
+    Ok(loops_core::workflow_from_json(
+        &value,
+        args.name.as_deref(),
+    )?)
+}
+
+/// The workflow `validate` describes: what `create` would store, not yet
+/// stored. Its id is a placeholder that the JSON shows as `validation`.
+fn preview(new: &NewWorkflow, now: Timestamp) -> WorkflowSpec {
+    WorkflowSpec {
+        id: WorkflowId::from_bytes([0; 6]),
+        name: new.name.clone(),
+        description: new.description.clone(),
+        version: new.version,
+        status: WorkflowStatus::Active,
+        steps: new.steps.clone(),
+        max_parallel: new.max_parallel,
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+/// `workflows validate <file> [--name] [--preflight]`.
+pub(super) fn validate(args: &ValidateArgs, out: &mut Printer) -> Result<Outcome> {
+    let new = read_workflow(&args.file)?;
+    let spec = preview(&new, now());
+    let preflight = if args.preflight {
+        Some(loops_workflow::preflight_new_workflow(
+            &new,
+            &ExecSettings::default(),
+        )?)
+    } else {
+        None
+    };
+    if out.json {
+        let mut workflow = redact::workflow_json(&spec);
+        workflow["id"] = json!(PREVIEW_ID);
+        let mut report = json!({ "valid": true, "workflow": workflow });
+        if let Some(preflight) = &preflight {
+            report["preflight"] = serde_json::to_value(preflight)?;
+        }
+        out.json(&report)?;
+        return Ok(Outcome::Success);
+    }
+    out.line(&format!(
+        "valid workflow {} steps={}",
+        spec.name,
+        spec.steps.len()
+    ))?;
+    if let Some(preflight) = &preflight {
+        print_preflight(&spec, preflight, out)?;
+    }
+    Ok(Outcome::Success)
+}
+
+/// One line per step, in execution order as preflight checks them:
+/// `  <stepId>  <command>[  account=<profile>[/<tool>]]`.
+fn print_preflight(
+    spec: &WorkflowSpec,
+    preflight: &[Preflight],
+    out: &mut Printer,
+) -> std::io::Result<()> {
+    let order = loops_core::workflow_execution_order(&spec.steps);
+    let width = order
+        .iter()
+        .map(|s| s.id.chars().count())
+        .max()
+        .unwrap_or(0);
+    for (step, checked) in order.iter().zip(preflight) {
+        let mut line = format!("  {:<width$}  {}", step.id, checked.command);
+        if let Some(profile) = &checked.account_profile {
+            line.push_str(&format!("  account={profile}"));
+            if let Some(tool) = &checked.account_tool {
+                line.push_str(&format!("/{tool}"));
+            }
+        }
+        out.line(&line)?;
+    }
+    Ok(())
+}
+
+/// `workflows create <file> [--name]`.
+pub(super) fn create(args: &CreateArgs, out: &mut Printer) -> Result<Outcome> {
+    let new = read_workflow(&args.file)?;
+    let store = paths::open_store()?;
+    let spec = store.create_workflow(&new, now())?;
+    if out.json {
+        out.json(&redact::workflow_json(&spec))?;
+    } else {
+        out.line(&format!(
+            "created workflow {} ({}) steps={}",
+            spec.id,
+            spec.name,
+            spec.steps.len()
+        ))?;
+    }
+    Ok(Outcome::Success)
+}
+
+/// `workflows list` / `ls [--status active] [--limit N]`.
+pub(super) fn list(args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
+    let status = WorkflowStatus::from_str(args.status.trim())
+        .map_err(|_| anyhow!("--status must be active or archived"))?;
+    let limit = args
+        .limit
+        .as_deref()
+        .map(|l| resolve::positive_int(l, "--limit"))
+        .transpose()?;
+    let store = paths::open_store()?;
+    // One more than asked, to tell whether the limit hid anything.
+    let mut workflows = store.list_workflows(&WorkflowFilter {
+        status: Some(status),
+        limit: Some(limit.map_or(u32::MAX, |l| l.saturating_add(1))),
+    })?;
+    let more = limit.is_some_and(|l| workflows.len() > l as usize);
+    if let Some(limit) = limit {
+        workflows.truncate(limit as usize);
+    }
+    if out.json {
+        out.json(&workflows.iter().map(redact::workflow_json).collect())?;
+        return Ok(Outcome::Success);
+    }
+    let mut table = Table::new(vec![
+        Column {
+            header: "ID",
+            plain_prefix: "",
+        },
+        Column {
+            header: "STATUS",
+            plain_prefix: "",
+        },
+        Column {
+            header: "STEPS",
+            plain_prefix: "steps=",
+        },
+        Column {
+            header: "NAME",
+            plain_prefix: "",
+        },
+    ]);
+    for spec in &workflows {
+        table.row(vec![
+            spec.id.to_string(),
+            spec.status.to_string(),
+            spec.steps.len().to_string(),
+            spec.name.clone(),
+        ]);
+    }
+    out.table(&table, |_| Vec::new())?;
+    if more {
+        out.line(&format!(
+            "showing the first {} {status} workflows; raise --limit to see more",
+            workflows.len()
+        ))?;
+    }
+    Ok(Outcome::Success)
+}
+
+/// `workflows show <x>`: always JSON (SPEC §7.1).
+pub(super) fn show(args: &WorkflowRef, out: &mut Printer) -> Result<Outcome> {
+    let store = paths::open_store()?;
+    let spec = store.require_workflow(&args.target)?;
+    out.json(&redact::workflow_json(&spec))?;
+    Ok(Outcome::Success)
+}
+
+/// `workflows archive <x>`: `<id> <status>`.
+pub(super) fn archive(args: &WorkflowRef, out: &mut Printer) -> Result<Outcome> {
+    let store = paths::open_store()?;
+    let spec = store.require_workflow(&args.target)?;
+    let spec = store.archive_workflow(&spec.id, now())?;
+    if out.json {
+        out.json(&redact::workflow_json(&spec))?;
+    } else {
+        out.line(&format!("{} {}", spec.id, spec.status))?;
+    }
+    Ok(Outcome::Success)
+}
+
+/// `workflows schema`: the JSON Schema of workflow files, generated from
+/// the types that read them. It is JSON whether or not `--json` is given.
+pub(super) fn schema(out: &mut Printer) -> Result<Outcome> {
+    out.json(&loops_core::workflow_file_schema())?;
+    Ok(Outcome::Success)
+}

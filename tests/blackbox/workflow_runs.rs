@@ -1,0 +1,327 @@
+//! `loops workflows run` with real processes and what it records: step
+//! order, events, failures, redaction of step output, `inspect`, and a
+//! workflow loop run by `tick` (SPEC §6.3, §6.6, §6.8, §7.4; §10 items
+//! 73–78 and 86; §9 items 26 and 38).
+
+use loops_tests::{TestEnv, snapshot_settings};
+use serde_json::{Value, json};
+
+use crate::workflows::{create_workflow, exec_step, shell_step};
+
+fn event_types(env: &TestEnv, run_id: &str) -> Vec<(String, Option<String>)> {
+    let events = env
+        .loops(["--json", "workflows", "events", run_id])
+        .run()
+        .json();
+    events
+        .as_array()
+        .expect("events --json prints an array")
+        .iter()
+        .map(|e| {
+            (
+                e["eventType"]
+                    .as_str()
+                    .expect("every event has a type")
+                    .to_owned(),
+                e["stepId"].as_str().map(str::to_owned),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn run_executes_steps_in_dependency_order_and_records_events() {
+    let env = TestEnv::new();
+    let log = env.home().join("order.log");
+    let log = log.display();
+    let workflow = json!({
+        "name": "ordered",
+        "steps": [
+            shell_step("c", &format!("echo c >> {log}"), &["b"]),
+            shell_step("a", &format!("echo a >> {log}"), &[]),
+            shell_step("b", &format!("echo b >> {log}"), &["a"]),
+        ],
+    });
+    create_workflow(&env, &workflow);
+    let ran = env.loops(["workflows", "run", "ordered"]).run();
+    let lines: Vec<&str> = ran.stdout.lines().collect();
+    let (run_id, status) = lines[0].split_once(' ').unwrap();
+    assert_eq!(status, "succeeded");
+    // Step lines are in declaration order, with their sequence numbers.
+    assert_eq!(
+        &lines[1..],
+        [
+            "  00  succeeded   c",
+            "  01  succeeded   a",
+            "  02  succeeded   b"
+        ]
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.home().join("order.log")).unwrap(),
+        "a\nb\nc\n"
+    );
+    // Progress went to stderr as each step started and finished.
+    assert!(
+        ran.stderr.contains("  01  running     a\n"),
+        "{}",
+        ran.stderr
+    );
+    assert!(
+        ran.stderr.contains("  00  succeeded   c\n"),
+        "{}",
+        ran.stderr
+    );
+
+    let step = |t: &str, s: &str| (t.to_owned(), Some(s.to_owned()));
+    assert_eq!(
+        event_types(&env, run_id),
+        [
+            ("created".to_owned(), None),
+            step("step_started", "a"),
+            step("step_succeeded", "a"),
+            step("step_started", "b"),
+            step("step_succeeded", "b"),
+            step("step_started", "c"),
+            step("step_succeeded", "c"),
+            ("succeeded".to_owned(), None),
+        ]
+    );
+    let events = env.loops(["workflows", "events", run_id]).run();
+    let first = events.stdout.lines().next().unwrap();
+    assert!(first.starts_with("001  created         -  20"), "{first}");
+    assert_eq!(
+        env.loops(["workflows", "events", run_id, "--limit", "2"])
+            .run()
+            .stdout
+            .lines()
+            .count(),
+        2
+    );
+
+    let runs = env.loops(["workflows", "runs", "ordered"]).run();
+    assert!(
+        runs.stdout
+            .starts_with(&format!("{run_id}  succeeded  ordered  started=20")),
+        "{}",
+        runs.stdout
+    );
+    let runs = env.loops(["--json", "workflows", "runs"]).run().json();
+    assert_eq!(runs[0]["id"], run_id);
+    assert_eq!(runs[0]["status"], "succeeded");
+}
+
+#[test]
+fn a_failing_step_fails_the_run_skips_its_dependents_and_exits_1() {
+    let env = TestEnv::new();
+    let workflow = json!({
+        "name": "fragile",
+        "steps": [
+            shell_step("build", "exit 3", &[]),
+            exec_step("test", "true", &["build"]),
+            exec_step("lint", "true", &[]),
+        ],
+    });
+    create_workflow(&env, &workflow);
+    let ran = env.loops(["workflows", "run", "fragile"]).code(1).run();
+    let lines: Vec<&str> = ran.stdout.lines().collect();
+    assert!(lines[0].ends_with(" failed"), "{}", ran.stdout);
+    // SPEC §6.3: the failure stops the walk and skips every open step with
+    // the run's reason.
+    assert_eq!(
+        &lines[1..],
+        [
+            "  error: step build failed: process exited with code 3",
+            "  00  failed      build  process exited with code 3",
+            "  01  skipped     test   step build failed: process exited with code 3",
+            "  02  skipped     lint   step build failed: process exited with code 3",
+        ],
+        "{}",
+        ran.stdout
+    );
+
+    let out = env
+        .loops(["--json", "workflows", "run", "fragile"])
+        .code(1)
+        .run()
+        .json();
+    assert_eq!(out["result"]["status"], "failed");
+    assert_eq!(out["result"]["exitCode"], 1);
+    assert_eq!(out["workflowRun"]["status"], "failed");
+    assert_eq!(out["steps"][0]["status"], "failed");
+    assert_eq!(out["steps"][0]["exitCode"], 3);
+    assert_eq!(out["steps"][1]["status"], "skipped");
+}
+
+#[test]
+fn output_is_redacted_unless_shown() {
+    let env = TestEnv::new();
+    let workflow = json!({
+        "name": "chatty",
+        "steps": [
+            shell_step("say", "printf secret-output; printf oops >&2", &[]),
+            {
+                "id": "env",
+                "target": {
+                    "type": "command", "command": "true",
+                    "env": {"TOKEN": "hunter2"},
+                },
+            },
+        ],
+    });
+    create_workflow(&env, &workflow);
+    for args in [
+        vec!["--json", "workflows", "show", "chatty"],
+        vec!["--json", "workflows", "list"],
+    ] {
+        let ran = env.loops(&args).run();
+        assert!(!ran.stdout.contains("hunter2"), "{args:?}: {}", ran.stdout);
+        assert!(ran.stdout.contains("[redacted]"), "{args:?}");
+    }
+
+    let ran = env.loops(["--json", "workflows", "run", "chatty"]).run();
+    assert!(!ran.stdout.contains("secret-output"), "{}", ran.stdout);
+    let out = ran.json();
+    assert_eq!(out["steps"][0]["stdout"], "[redacted 13 chars]");
+    assert_eq!(out["steps"][0]["stderr"], "[redacted 4 chars]");
+    assert!(out["steps"][1].get("stdout").is_none());
+    let summary = out["result"]["stdout"].as_str().unwrap();
+    assert!(summary.starts_with("[redacted "), "{summary}");
+    let run_id = out["workflowRun"]["id"].as_str().unwrap();
+
+    let inspected = env.loops(["--json", "workflows", "inspect", run_id]).run();
+    assert!(!inspected.stdout.contains("secret-output"));
+    assert_eq!(
+        inspected.json()["steps"][0]["stdout"],
+        "[redacted 13 chars]"
+    );
+    let human = env.loops(["workflows", "inspect", run_id]).run();
+    assert!(!human.stdout.contains("secret-output"), "{}", human.stdout);
+
+    let shown = env
+        .loops(["--json", "workflows", "inspect", run_id, "--show-output"])
+        .run()
+        .json();
+    assert_eq!(shown["steps"][0]["stdout"], "secret-output");
+    let shown = env
+        .loops(["--json", "workflows", "run", "chatty", "--show-output"])
+        .run()
+        .json();
+    assert_eq!(shown["steps"][0]["stdout"], "secret-output");
+    let summary: Value = serde_json::from_str(shown["result"]["stdout"].as_str().unwrap()).unwrap();
+    assert_eq!(summary["steps"][0]["stdout"], "secret-output");
+
+    let ran = env
+        .loops(["workflows", "run", "chatty", "--show-output"])
+        .run();
+    assert!(
+        ran.stdout.contains(
+            "  00  succeeded   say\n  stdout:\n    secret-output\n  stderr:\n    oops\n  01  succeeded   env\n"
+        ),
+        "{}",
+        ran.stdout
+    );
+}
+
+#[test]
+fn inspect_prints_the_run_its_steps_and_its_event_count() {
+    let env = TestEnv::new();
+    let workflow = json!({
+        "name": "deploy",
+        "steps": [
+            shell_step("build", "exit 3", &[]),
+            exec_step("test", "true", &["build"]),
+        ],
+    });
+    create_workflow(&env, &workflow);
+    let out = env
+        .loops(["--json", "workflows", "run", "deploy"])
+        .code(1)
+        .run()
+        .json();
+    let run_id = out["workflowRun"]["id"].as_str().unwrap();
+    let ran = env.loops(["workflows", "inspect", run_id]).run();
+    let json = env
+        .loops(["--json", "workflows", "inspect", run_id])
+        .run()
+        .json();
+    assert_eq!(json["workflowRun"]["id"], run_id);
+    assert_eq!(json["steps"].as_array().map(Vec::len), Some(2));
+    let events = json["events"].as_array().unwrap().len();
+    assert!(ran.stdout.ends_with(&format!("  events={events}\n")));
+    let _guard = snapshot_settings().bind_to_scope();
+    insta::assert_snapshot!("inspect_human", ran.stdout);
+}
+
+#[test]
+fn a_workflow_loop_runs_on_tick() {
+    let env = TestEnv::new();
+    let marker = env.home().join("ran");
+    let workflow = json!({
+        "name": "nightly-build",
+        "steps": [shell_step("touch", &format!("touch {}", marker.display()), &[])],
+    });
+    let workflow_id = create_workflow(&env, &workflow);
+    let ran = env
+        .loops([
+            "create",
+            "workflow",
+            "nightly",
+            "--workflow",
+            "nightly-build",
+            "--at",
+            "2020-01-01T00:00:00Z",
+        ])
+        .run();
+    let (head, tail) = ran.stdout.split_once(" (nightly) ").unwrap();
+    let loop_id = head.strip_prefix("created workflow loop ").unwrap();
+    assert_eq!(
+        tail,
+        "workflow=nightly-build next=2020-01-01T00:00:00.000Z\n"
+    );
+    let lp = env.loops(["show", loop_id]).run().json();
+    assert_eq!(
+        lp["target"],
+        json!({"type": "workflow", "workflowId": workflow_id})
+    );
+
+    env.loops(["tick"])
+        .stdout("completed=1 skipped=0 recovered=0 expired=0\n")
+        .run();
+    assert!(marker.exists());
+    let run = &env.loops(["--json", "runs", loop_id]).run().json()[0];
+    assert_eq!(run["status"], "succeeded");
+    let wf_runs = env.loops(["--json", "workflows", "runs"]).run().json();
+    assert_eq!(wf_runs[0]["status"], "succeeded");
+    assert_eq!(wf_runs[0]["loopId"], loop_id);
+    assert_eq!(wf_runs[0]["loopRunId"], run["id"]);
+}
+
+#[test]
+fn agent_steps_run_the_provider_cli_with_the_prompt_last() {
+    let env = TestEnv::new();
+    // A fake `claude` on PATH that prints its last argument and its step id.
+    env.write_script(
+        "claude",
+        r#"for a in "$@"; do last="$a"; done; printf '%s|%s' "$LOOPS_WORKFLOW_STEP_ID" "$last""#,
+    );
+    let prompt = format!("review {}", "the change ".repeat(10));
+    create_workflow(
+        &env,
+        &json!({
+            "name": "review",
+            "steps": [{"id": "ask", "target": {"type": "agent", "provider": "claude", "prompt": prompt}}],
+        }),
+    );
+    let shown = env.loops(["workflows", "show", "review"]).run().json();
+    let stored = shown["steps"][0]["target"]["prompt"].as_str().unwrap();
+    assert!(
+        stored.ends_with(&format!("... [redacted {} chars]", prompt.len() - 80)),
+        "{stored}"
+    );
+    let out = env
+        .loops(["--json", "workflows", "run", "review", "--show-output"])
+        .run()
+        .json();
+    assert_eq!(out["steps"][0]["status"], "succeeded");
+    assert_eq!(out["steps"][0]["stdout"], format!("ask|{prompt}"));
+}
