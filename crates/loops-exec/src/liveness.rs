@@ -36,11 +36,18 @@ impl Liveness for SystemProbe {
         if !exists {
             return false;
         }
-        match (process.start, process_start_ms(process.pid)) {
+        let current = imp::process_state(process.pid);
+        // A zombie has finished: it holds its pid only until its parent
+        // reaps it, which a container's init may do late or never. Counting
+        // it alive would block recovery of a run whose process is gone.
+        if current.is_some_and(|c| c.zombie) {
+            return false;
+        }
+        match (process.start, current.and_then(|c| c.start_ms)) {
             // Both known: the identity must match. The tolerance covers the
             // clock-tick rounding of the kernel's start time.
             (Some(recorded), Some(current)) => (recorded - current).abs() <= START_TOLERANCE_MS,
-            // A zombie or a process whose start we cannot read: trust the pid.
+            // A process whose start we cannot read: trust the pid.
             _ => true,
         }
     }
@@ -53,20 +60,39 @@ const START_TOLERANCE_MS: i64 = 1_000;
 /// The start time of process `pid` in milliseconds since the Unix epoch, or
 /// `None` when it does not exist or the platform does not tell.
 pub fn process_start_ms(pid: u32) -> Option<i64> {
-    imp::process_start_ms(pid)
+    imp::process_state(pid).and_then(|s| s.start_ms)
+}
+
+/// What `/proc/<pid>/stat` says about a process.
+#[derive(Debug, Clone, Copy)]
+struct ProcessState {
+    /// Exited, waiting to be reaped (state `Z`, or `X` while dying).
+    zombie: bool,
+    /// Start time in milliseconds since the Unix epoch.
+    start_ms: Option<i64>,
 }
 
 #[cfg(target_os = "linux")]
 mod imp {
     use nix::unistd::{SysconfVar, sysconf};
 
-    pub(super) fn process_start_ms(pid: u32) -> Option<i64> {
+    use super::ProcessState;
+
+    pub(super) fn process_state(pid: u32) -> Option<ProcessState> {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
         // The command name (field 2) is in parentheses and may contain
         // spaces or parentheses itself, so fields are counted from the last
-        // `)`. Field 22, starttime, is the 20th after it.
-        let rest = &stat[stat.rfind(')')? + 1..];
-        let ticks: i64 = rest.split_whitespace().nth(19)?.parse().ok()?;
+        // `)`: the state (field 3) first, starttime (field 22) 20th.
+        let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+        let state = fields.next()?;
+        let ticks: Option<i64> = fields.nth(18).and_then(|t| t.parse().ok());
+        Some(ProcessState {
+            zombie: matches!(state, "Z" | "X" | "x"),
+            start_ms: ticks.and_then(start_ms),
+        })
+    }
+
+    fn start_ms(ticks: i64) -> Option<i64> {
         let hz = sysconf(SysconfVar::CLK_TCK).ok()??;
         if hz <= 0 {
             return None;
@@ -90,7 +116,9 @@ mod imp {
 
 #[cfg(not(target_os = "linux"))]
 mod imp {
-    pub(super) fn process_start_ms(_pid: u32) -> Option<i64> {
+    use super::ProcessState;
+
+    pub(super) fn process_state(_pid: u32) -> Option<ProcessState> {
         None
     }
 }
@@ -121,6 +149,23 @@ mod tests {
             start: Some(start - 3_600_000),
         };
         assert!(!SystemProbe.is_alive(old));
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn an_unreaped_zombie_is_dead() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let start = process_start_ms(pid);
+        // Wait until it has exited but leave it unreaped: a zombie.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while imp::process_state(pid).is_some_and(|s| !s.zombie) {
+            assert!(std::time::Instant::now() < deadline, "child never exited");
+            std::thread::yield_now();
+        }
+        assert!(!SystemProbe.is_alive(ProcessRef { pid, start }));
+        assert!(!SystemProbe.is_alive(ProcessRef::pid(pid)));
+        child.wait().unwrap();
     }
 
     #[test]
