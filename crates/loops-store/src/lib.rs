@@ -102,13 +102,18 @@ impl Store {
     /// `BEGIN IMMEDIATE` takes the write lock up front, so the reads inside
     /// `f` see the state its writes are guarded against.
     pub(crate) fn write_tx<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        self.conn
-            .execute_batch("BEGIN IMMEDIATE")
-            .map_err(StoreError::db("starting a write transaction"))?;
-        let out = f(&self.conn).and_then(|v| {
+        // Cached: BEGIN and COMMIT run for every write, and re-parsing them
+        // each time showed up in profiles.
+        let run = |sql: &str, context: &'static str| {
             self.conn
-                .execute_batch("COMMIT")
-                .map_err(StoreError::db("committing"))?;
+                .prepare_cached(sql)
+                .and_then(|mut stmt| stmt.execute([]))
+                .map(drop)
+                .map_err(StoreError::db(context))
+        };
+        run("BEGIN IMMEDIATE", "starting a write transaction")?;
+        let out = f(&self.conn).and_then(|v| {
+            run("COMMIT", "committing")?;
             Ok(v)
         });
         if out.is_err() && !self.conn.is_autocommit() {

@@ -381,6 +381,14 @@ pub(crate) fn lease_row(row: &Row<'_>) -> rusqlite::Result<DaemonLease> {
     })
 }
 
+/// Executes one statement through the connection's statement cache.
+///
+/// `Connection::execute` parses its SQL on every call; the hot writes (step
+/// transitions, events) run thousands of times per process.
+pub(crate) fn exec(conn: &Connection, sql: &str, params: impl Params) -> rusqlite::Result<usize> {
+    conn.prepare_cached(sql)?.execute(params)
+}
+
 /// An instant as the TEXT SQL compares.
 pub(crate) fn ts(t: Timestamp) -> String {
     t.to_string()

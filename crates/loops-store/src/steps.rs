@@ -115,15 +115,15 @@ fn skip_in_tx(
     reason: &str,
     now: Timestamp,
 ) -> Result<usize> {
-    let changed = conn
-        .execute(
-            "UPDATE workflow_step_runs
+    let changed = crate::rows::exec(
+        conn,
+        "UPDATE workflow_step_runs
              SET status = 'skipped', finished_at = ?3, pid = NULL, pid_start_ms = NULL,
                  error = ?4, updated_at = ?3
              WHERE workflow_run_id = ?1 AND step_id = ?2 AND status IN ('pending', 'running')",
-            params![run_id.as_str(), step_id, ts(now), reason],
-        )
-        .map_err(StoreError::db("skipping a workflow step"))?;
+        params![run_id.as_str(), step_id, ts(now), reason],
+    )
+    .map_err(StoreError::db("skipping a workflow step"))?;
     if changed == 1 {
         append_event(
             conn,
@@ -163,8 +163,7 @@ impl Store {
         now: Timestamp,
     ) -> Result<StepRun> {
         self.write_tx(|conn| {
-            let changed = conn
-                .execute(
+            let changed = crate::rows::exec(conn,
                     "UPDATE workflow_step_runs
                      SET status = 'running', started_at = ?3, finished_at = NULL, exit_code = NULL,
                          duration_ms = NULL, pid = NULL, pid_start_ms = NULL, stdout = NULL,
@@ -200,19 +199,19 @@ impl Store {
         process: ProcessRef,
         now: Timestamp,
     ) -> Result<StepRun> {
-        self.conn
-            .execute(
-                "UPDATE workflow_step_runs SET pid = ?3, pid_start_ms = ?4, updated_at = ?5
+        crate::rows::exec(
+            &self.conn,
+            "UPDATE workflow_step_runs SET pid = ?3, pid_start_ms = ?4, updated_at = ?5
                  WHERE workflow_run_id = ?1 AND step_id = ?2 AND status = 'running'",
-                params![
-                    run_id.as_str(),
-                    step_id,
-                    process.pid,
-                    process.start,
-                    ts(now)
-                ],
-            )
-            .map_err(StoreError::db("recording a workflow step pid"))?;
+            params![
+                run_id.as_str(),
+                step_id,
+                process.pid,
+                process.start,
+                ts(now)
+            ],
+        )
+        .map_err(StoreError::db("recording a workflow step pid"))?;
         require_step(&self.conn, run_id, step_id)
     }
 
@@ -232,26 +231,26 @@ impl Store {
         let status = StepRunStatus::from(outcome.status);
         let finished = outcome.finished_at.unwrap_or(now);
         self.write_tx(|conn| {
-            let changed = conn
-                .execute(
-                    "UPDATE workflow_step_runs
+            let changed = crate::rows::exec(
+                conn,
+                "UPDATE workflow_step_runs
                      SET status = ?3, finished_at = ?4, exit_code = ?5, duration_ms = ?6,
                          pid = NULL, pid_start_ms = NULL, stdout = ?7, stderr = ?8, error = ?9,
                          updated_at = ?4
                      WHERE workflow_run_id = ?1 AND step_id = ?2 AND status = 'running'",
-                    params![
-                        run_id.as_str(),
-                        step_id,
-                        status.as_str(),
-                        ts_opt(Some(finished)),
-                        outcome.exit_code,
-                        outcome.duration_ms,
-                        outcome.stdout,
-                        outcome.stderr,
-                        outcome.error,
-                    ],
-                )
-                .map_err(StoreError::db("finalizing a workflow step"))?;
+                params![
+                    run_id.as_str(),
+                    step_id,
+                    status.as_str(),
+                    ts_opt(Some(finished)),
+                    outcome.exit_code,
+                    outcome.duration_ms,
+                    outcome.stdout,
+                    outcome.stderr,
+                    outcome.error,
+                ],
+            )
+            .map_err(StoreError::db("finalizing a workflow step"))?;
             if changed == 1 {
                 let mut payload = Map::new();
                 if let Some(code) = outcome.exit_code {

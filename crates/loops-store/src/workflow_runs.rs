@@ -163,7 +163,7 @@ fn insert_run(
 ) -> Result<WorkflowRunId> {
     let spec = input.workflow;
     let id = WorkflowRunId::from_bytes(random_id_bytes());
-    conn.execute(
+    crate::rows::exec(conn,
         "INSERT INTO workflow_runs (id, workflow_id, workflow_name, loop_id, loop_run_id, scheduled_for,
                 idempotency_key, status, started_at, finished_at, duration_ms, error, created_at, updated_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, NULL, NULL, NULL, ?8, ?8)",
@@ -181,7 +181,7 @@ fn insert_run(
     .map_err(StoreError::db("inserting a workflow run"))?;
     for (sequence, step) in spec.steps.iter().enumerate() {
         let account = step.effective_account();
-        conn.execute(
+        crate::rows::exec(conn,
             "INSERT INTO workflow_step_runs (id, workflow_run_id, step_id, sequence, status, started_at,
                     finished_at, exit_code, pid, duration_ms, stdout, stderr, error, account_profile,
                     account_tool, created_at, updated_at)
@@ -343,8 +343,7 @@ impl Store {
         }
         let finished = patch.finished_at.unwrap_or(now);
         self.write_tx(|conn| {
-            let changed = conn
-                .execute(
+            let changed = crate::rows::exec(conn,
                     &format!(
                         "UPDATE workflow_runs
                          SET status = ?2, finished_at = ?3, duration_ms = ?4, error = ?5, updated_at = ?3
@@ -383,18 +382,19 @@ impl Store {
     ) -> Result<WorkflowRun> {
         self.write_tx(|conn| {
             require_run(conn, id)?;
-            let changed = conn
-                .execute(
-                    &format!(
-                        "UPDATE workflow_runs
+            let changed = crate::rows::exec(
+                conn,
+                &format!(
+                    "UPDATE workflow_runs
                          SET status = 'cancelled', finished_at = ?2, error = ?3, updated_at = ?2
                          WHERE id = ?1 AND status NOT IN {TERMINAL_RUN_SQL}"
-                    ),
-                    params![id.as_str(), ts(now), reason],
-                )
-                .map_err(StoreError::db("cancelling a workflow run"))?;
+                ),
+                params![id.as_str(), ts(now), reason],
+            )
+            .map_err(StoreError::db("cancelling a workflow run"))?;
             if changed == 1 {
-                conn.execute(
+                crate::rows::exec(
+                    conn,
                     "UPDATE workflow_step_runs
                      SET status = 'cancelled', finished_at = ?2, pid = NULL, pid_start_ms = NULL,
                          error = ?3, updated_at = ?2
@@ -466,7 +466,7 @@ impl Store {
                     recovered_steps: Vec::new(),
                 });
             }
-            conn.execute(
+            crate::rows::exec(conn,
                 "UPDATE workflow_step_runs
                  SET status = 'pending', started_at = NULL, finished_at = NULL, exit_code = NULL,
                      pid = NULL, pid_start_ms = NULL, duration_ms = NULL, stdout = NULL, stderr = NULL,

@@ -56,7 +56,7 @@ pub(crate) fn append_event(
         .map(serde_json::to_string)
         .transpose()
         .map_err(|e| StoreError::Encode(format!("event payload: {e}")))?;
-    conn.execute(
+    crate::rows::exec(conn,
         "INSERT INTO workflow_events (id, workflow_run_id, sequence, event_type, step_id, payload_json, created_at)
          VALUES (?1, ?2,
                  (SELECT COALESCE(MAX(sequence), 0) + 1 FROM workflow_events WHERE workflow_run_id = ?2),
@@ -184,7 +184,8 @@ impl Store {
             if active_spec_by_name(conn, &input.name)?.is_some() {
                 return Err(duplicate());
             }
-            conn.execute(
+            crate::rows::exec(
+                conn,
                 "INSERT INTO workflow_specs (id, name, description, version, status, steps_json,
                         max_parallel, created_at, updated_at)
                  VALUES (?1, ?2, ?3, ?4, 'active', ?5, ?7, ?6, ?6)",
@@ -258,12 +259,12 @@ impl Store {
     /// archived workflow stays archived, and loops that reference its id
     /// still run it. Fails with `workflow not found: <id>`.
     pub fn archive_workflow(&self, id: &WorkflowId, now: Timestamp) -> Result<WorkflowSpec> {
-        self.conn
-            .execute(
-                "UPDATE workflow_specs SET status = 'archived', updated_at = ?2 WHERE id = ?1",
-                params![id.as_str(), ts(now)],
-            )
-            .map_err(StoreError::db("archiving a workflow"))?;
+        crate::rows::exec(
+            &self.conn,
+            "UPDATE workflow_specs SET status = 'archived', updated_at = ?2 WHERE id = ?1",
+            params![id.as_str(), ts(now)],
+        )
+        .map_err(StoreError::db("archiving a workflow"))?;
         self.get_workflow(id)?.ok_or_else(|| StoreError::NotFound {
             kind: "workflow",
             key: id.to_string(),

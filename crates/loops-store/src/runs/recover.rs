@@ -132,7 +132,8 @@ fn fail_linked_workflow_runs(
     let payload = json!({"error": PARENT_LEASE_EXPIRED, "loopRunId": loop_run_id.as_str()});
     for wr in &failed {
         // No step events are written for these skips, as in the original.
-        conn.execute(
+        crate::rows::exec(
+            conn,
             "UPDATE workflow_step_runs SET status = 'skipped', finished_at = ?2, pid = NULL,
                pid_start_ms = NULL, error = ?3, updated_at = ?2
              WHERE workflow_run_id = ?1 AND status IN ('pending', 'running')",
