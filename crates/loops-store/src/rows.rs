@@ -16,7 +16,7 @@ use loops_core::{
     DaemonLease, Loop, LoopRun, ProcessRef, StepRun, Timestamp, WorkflowEvent, WorkflowRun,
     WorkflowSpec,
 };
-use rusqlite::types::Type;
+use rusqlite::types::{Type, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Params, Row};
 
 use crate::error::{DbError, Result, StoreError};
@@ -25,11 +25,26 @@ use crate::error::{DbError, Result, StoreError};
 pub(crate) trait Column: Copy + std::fmt::Display {
     /// Reads the column.
     fn get<T: rusqlite::types::FromSql>(self, row: &Row<'_>) -> rusqlite::Result<T>;
+
+    /// Borrows the column's raw value, without copying text out of SQLite.
+    fn get_ref<'r>(self, row: &'r Row<'_>) -> rusqlite::Result<ValueRef<'r>>;
+
+    /// Borrows a TEXT column, `None` when NULL.
+    fn text<'r>(self, row: &'r Row<'_>) -> rusqlite::Result<Option<&'r str>> {
+        match self.get_ref(row)? {
+            ValueRef::Null => Ok(None),
+            other => other.as_str().map(Some).map_err(|e| conversion(self, e)),
+        }
+    }
 }
 
 impl Column for &str {
     fn get<T: rusqlite::types::FromSql>(self, row: &Row<'_>) -> rusqlite::Result<T> {
         row.get(self)
+    }
+
+    fn get_ref<'r>(self, row: &'r Row<'_>) -> rusqlite::Result<ValueRef<'r>> {
+        row.get_ref(self)
     }
 }
 
@@ -46,6 +61,10 @@ impl std::fmt::Display for At {
 impl Column for At {
     fn get<T: rusqlite::types::FromSql>(self, row: &Row<'_>) -> rusqlite::Result<T> {
         row.get(self.0)
+    }
+
+    fn get_ref<'r>(self, row: &'r Row<'_>) -> rusqlite::Result<ValueRef<'r>> {
+        row.get_ref(self.0)
     }
 }
 
@@ -169,9 +188,23 @@ where
     T: FromStr,
     T::Err: std::error::Error + Send + Sync + 'static,
 {
-    let s: String = col.get(row)?;
-    s.parse().map_err(|e| conversion(col, e))
+    col.text(row)?
+        .ok_or_else(|| conversion(col, NullColumn))?
+        .parse()
+        .map_err(|e| conversion(col, e))
 }
+
+/// A NOT NULL column read as NULL.
+#[derive(Debug)]
+struct NullColumn;
+
+impl std::fmt::Display for NullColumn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("unexpected NULL")
+    }
+}
+
+impl std::error::Error for NullColumn {}
 
 /// Reads a nullable parsable text column.
 pub(crate) fn parsed_opt<T>(row: &Row<'_>, col: impl Column) -> rusqlite::Result<Option<T>>
@@ -179,8 +212,8 @@ where
     T: FromStr,
     T::Err: std::error::Error + Send + Sync + 'static,
 {
-    let s: Option<String> = col.get(row)?;
-    s.map(|s| s.parse().map_err(|e| conversion(col, e)))
+    col.text(row)?
+        .map(|s| s.parse().map_err(|e| conversion(col, e)))
         .transpose()
 }
 
@@ -189,8 +222,8 @@ pub(crate) fn json<T: serde::de::DeserializeOwned>(
     row: &Row<'_>,
     col: impl Column,
 ) -> rusqlite::Result<T> {
-    let s: String = col.get(row)?;
-    serde_json::from_str(&s).map_err(|e| conversion(col, e))
+    let s = col.text(row)?.ok_or_else(|| conversion(col, NullColumn))?;
+    serde_json::from_str(s).map_err(|e| conversion(col, e))
 }
 
 /// Reads a nullable JSON column.
