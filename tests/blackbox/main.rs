@@ -4,6 +4,7 @@
 mod cli;
 mod compat;
 mod create;
+mod daemon;
 mod manage;
 mod runners;
 mod runs;

@@ -13,7 +13,10 @@
 //!   a chain where each step depends on the previous one. Each sample runs in
 //!   a fresh data directory with the workflow created beforehand.
 //!
-//! `--workflows` measures only the workflow runs.
+//! - the daemon's figures (`bench_daemon.rs`): lateness, idle memory and
+//!   CPU, and the time from SIGTERM to exit.
+//!
+//! `--workflows` measures only the workflow runs, `--daemon` only the daemon.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -33,8 +36,12 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
     let scratch = scratch_dir("loops-bench")?;
     let result = if args.iter().any(|a| a == "--workflows") {
         workflow_figures(&bin, &scratch)
+    } else if args.iter().any(|a| a == "--daemon") {
+        crate::bench_daemon::figures(&bin, &scratch)
     } else {
-        figures(&bin, &scratch).and_then(|()| workflow_figures(&bin, &scratch))
+        figures(&bin, &scratch)
+            .and_then(|()| workflow_figures(&bin, &scratch))
+            .and_then(|()| crate::bench_daemon::figures(&bin, &scratch))
     };
     let _ = std::fs::remove_dir_all(&scratch);
     result?;

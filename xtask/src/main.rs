@@ -1,7 +1,8 @@
 //! Project automation, std only: `cargo xtask <task>`.
 //!
 //! - `ci`: everything CI checks, in CI's order; `.ci/run` calls it.
-//! - `demo`: build `loops` and show it working in a fresh data directory.
+//! - `demo`: build `loops` and run the daemon on sample loops in a fresh data
+//!   directory, in the foreground.
 //! - `bench`: end-to-end figures of the built binary; `--criterion` adds the
 //!   Criterion micro-benchmarks.
 //! - `tidy`: the source hygiene checks (also a `#[test]`).
@@ -10,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 mod bench;
+mod bench_daemon;
 mod demo;
 mod tidy;
 
@@ -19,7 +21,7 @@ fn main() -> ExitCode {
     let result = match task {
         "ci" => ci(),
         "bench" => bench::bench(&args[1..]),
-        "demo" => demo::demo(),
+        "demo" => demo::demo(&args[1..]),
         "tidy" => tidy::check(&root()).map_err(|problems| {
             for p in &problems {
                 eprintln!("tidy: {p}");
@@ -31,8 +33,8 @@ fn main() -> ExitCode {
                 "usage: cargo xtask <task>\n\n\
                  tasks:\n  \
                  ci      fmt --check, clippy -D warnings, tidy, tests (doctests too), rustdoc -D warnings, build\n  \
-                 demo    build loops, create a sample loop in a fresh data dir, run it, show the run\n  \
-                 bench   end-to-end CLI figures; --workflows only the workflow runs, --criterion adds Criterion\n  \
+                 demo    build loops, create sample loops in a fresh data dir, run the daemon (Ctrl-C stops it; --for N stops after N s)\n  \
+                 bench   end-to-end CLI figures; --workflows only the workflow runs, --daemon only the daemon, --criterion adds Criterion\n  \
                  tidy    check module docs and forbidden macros"
             );
             Ok(())

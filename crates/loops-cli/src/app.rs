@@ -10,7 +10,16 @@ use crate::render::Printer;
 /// Runs the command; the outcome becomes the exit code in `exit`.
 pub(crate) fn run(cli: Cli) -> Result<Outcome> {
     let mut out = Printer::stdout(cli.json);
+    let wakes_daemon = changes_loops(&cli.command);
     let outcome = dispatch(cli.command, &mut out);
+    // SPEC §9 item 6: the daemon sleeps until its next deadline, so a change
+    // to the loops wakes it at once. Best effort: no daemon, no effect.
+    if wakes_daemon
+        && outcome.is_ok()
+        && let Ok(dir) = crate::paths::data_dir()
+    {
+        loops_workflow::notify_daemon(&dir);
+    }
     // Whatever the command printed reaches stdout even when it failed; a
     // failed flush (a full disk, a closed pipe) is the command's error too.
     let flushed = out.flush();
@@ -37,4 +46,19 @@ fn dispatch(command: Command, out: &mut Printer) -> Result<Outcome> {
         Command::Daemon(cmd) => daemon::run(cmd, out),
         Command::Doctor(args) => daemon::doctor(&args, out),
     }
+}
+
+/// Whether a command changes what the daemon schedules: loops, their
+/// status, or their runs.
+fn changes_loops(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Create(_)
+            | Command::Pause(_)
+            | Command::Resume(_)
+            | Command::Stop(_)
+            | Command::Remove(_)
+            | Command::RunNow(_)
+            | Command::Tick(_)
+    )
 }

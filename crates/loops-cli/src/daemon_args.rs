@@ -5,7 +5,88 @@ use clap::{Args, Subcommand};
 
 /// `loops daemon <command>`.
 #[derive(Debug, Subcommand)]
-pub(crate) enum Daemon {}
+pub(crate) enum Daemon {
+    /// Run the scheduler in the foreground until SIGINT or SIGTERM (for
+    /// systemd, launchd or a terminal). It logs to daemon.log in the data
+    /// directory, and to stderr too unless stderr is a file.
+    Run(RunArgs),
+    /// Start the daemon in the background, with a pid file and a log file.
+    Start(RunArgs),
+    /// Stop the daemon: no new runs, runs in flight get --grace to finish,
+    /// the rest are interrupted without counting as an attempt.
+    Stop(StopArgs),
+    /// Show whether the daemon runs, its lease, and loop and run counts.
+    Status,
+    /// Print the end of the daemon's log.
+    Logs(LogsArgs),
+    /// Install the daemon as a systemd user unit (Linux) or launchd agent
+    /// (macOS).
+    Install(InstallArgs),
+    /// Remove the systemd user unit or launchd agent.
+    Uninstall(UninstallArgs),
+}
+
+/// The daemon's tuning, for `daemon run` and `daemon start`.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// Longest sleep, in ms, between two looks at the database when nothing
+    /// is due (at most 60000). Slots, retries and CLI changes wake the
+    /// daemon at once whatever this is [default: $LOOPS_DAEMON_INTERVAL_MS,
+    /// else 60000].
+    #[arg(long, value_name = "MS")]
+    pub(crate) interval_ms: Option<String>,
+
+    /// Most runs executing at once.
+    #[arg(long, value_name = "N", default_value = "8")]
+    pub(crate) max_parallel: String,
+
+    /// How long runs in flight may take to finish when the daemon stops.
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub(crate) grace: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct StopArgs {
+    /// How long runs in flight may take to finish before they are
+    /// interrupted.
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub(crate) grace: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct LogsArgs {
+    /// Print the last N lines; 0 prints the whole log.
+    #[arg(short = 'n', long = "lines", value_name = "N", default_value = "80")]
+    pub(crate) lines: String,
+
+    /// Keep printing new lines as they are written, across log rotation.
+    #[arg(short = 'f', long)]
+    pub(crate) follow: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct InstallArgs {
+    /// Also load and start the service (runs the printed commands, except
+    /// `loginctl`).
+    #[arg(long)]
+    pub(crate) enable: bool,
+
+    /// Write the file of this platform (linux or macos) instead of this
+    /// machine's; for tests and packaging.
+    #[arg(long, value_name = "PLATFORM", hide = true)]
+    pub(crate) platform: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct UninstallArgs {
+    /// Also stop and unload the service before removing its file.
+    #[arg(long)]
+    pub(crate) disable: bool,
+
+    /// Remove the file of this platform (linux or macos); for tests.
+    #[arg(long, value_name = "PLATFORM", hide = true)]
+    pub(crate) platform: Option<String>,
+}
 
 /// `loops doctor`.
 #[derive(Debug, Args)]

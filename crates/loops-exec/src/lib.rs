@@ -47,6 +47,7 @@ mod group;
 mod liveness;
 mod output;
 mod path;
+mod process;
 mod signals;
 mod spec;
 mod supervise;
@@ -61,5 +62,9 @@ pub use crate::execute::{
 pub use crate::liveness::{SystemProbe, process_start_ms};
 pub use crate::output::DEFAULT_MAX_OUTPUT_BYTES;
 pub use crate::path::normalize_path;
+pub use crate::process::{
+    Detached, OrphanKill, ProcessSignal, hostname, is_running, kill_orphan_group, signal_process,
+    spawn_detached,
+};
 pub use crate::signals::SignalCancel;
 pub use crate::spec::agent_argv;

@@ -19,7 +19,7 @@
 use std::fmt;
 use std::thread::JoinHandle;
 
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::{Handle, Signals};
 
 use crate::cancel::CancelToken;
@@ -46,7 +46,24 @@ impl SignalCancel {
     /// Installs the SIGINT and SIGTERM handlers and starts the listener
     /// thread. Fails only when the OS refuses the handler or the thread.
     pub fn install() -> std::io::Result<SignalCancel> {
-        let mut signals = Signals::new([SIGINT, SIGTERM])?;
+        SignalCancel::listen(false)
+    }
+
+    /// [`SignalCancel::install`] for a long-lived daemon: SIGHUP is also
+    /// caught, and ignored, so that closing the terminal a daemon was
+    /// started from does not kill it (a daemon started by `loops daemon
+    /// start` is in its own process group, but `daemon run` may be started
+    /// under `nohup`-less shells too).
+    pub fn install_daemon() -> std::io::Result<SignalCancel> {
+        SignalCancel::listen(true)
+    }
+
+    fn listen(catch_hup: bool) -> std::io::Result<SignalCancel> {
+        let mut signals = if catch_hup {
+            Signals::new([SIGINT, SIGTERM, SIGHUP])?
+        } else {
+            Signals::new([SIGINT, SIGTERM])?
+        };
         let handle = signals.handle();
         let token = CancelToken::new();
         let listener_token = token.clone();
@@ -56,10 +73,10 @@ impl SignalCancel {
                 // `forever` ends when the handle is closed on drop. The
                 // first signal's reason wins (CancelToken keeps the first).
                 for signal in signals.forever() {
-                    let name = if signal == SIGINT {
-                        "SIGINT"
-                    } else {
-                        "SIGTERM"
+                    let name = match signal {
+                        SIGINT => "SIGINT",
+                        SIGTERM => "SIGTERM",
+                        _ => continue,
                     };
                     listener_token.cancel(format!("cancelled by {name}"));
                 }

@@ -66,6 +66,26 @@ impl Store {
     /// every lease row is replaced by the caller's, with heartbeat `now` and
     /// expiry `now + ttl_ms`.
     pub fn acquire_daemon_lease(&self, req: &LeaseRequest, now: Timestamp) -> Result<LeaseAcquire> {
+        self.acquire_daemon_lease_with(req, now, &|h: &DaemonLease| {
+            !self.liveness.is_alive(ProcessRef::pid(h.pid))
+        })
+    }
+
+    /// [`Store::acquire_daemon_lease`] with the caller's own test of whether
+    /// an unexpired holder on the caller's host is gone.
+    ///
+    /// `holder_is_gone` is asked only about holders whose `hostname` equals
+    /// the request's; a holder on another host is trusted until its lease
+    /// expires, since its pid means nothing here. A daemon passes a test
+    /// that also compares the process start time with the lease's
+    /// `created_at`, so a pid reused by an unrelated process does not block
+    /// a restart (SPEC §9 items 14 and 16).
+    pub fn acquire_daemon_lease_with(
+        &self,
+        req: &LeaseRequest,
+        now: Timestamp,
+        holder_is_gone: &dyn Fn(&DaemonLease) -> bool,
+    ) -> Result<LeaseAcquire> {
         self.write_tx(|conn| {
             let holders = rows::query_vec(
                 conn,
@@ -75,11 +95,9 @@ impl Store {
                 CONTEXT,
                 rows::lease_row,
             )?;
-            let blocking = holders.into_iter().find(|h| {
-                let crashed_here =
-                    h.hostname == req.hostname && !self.liveness.is_alive(ProcessRef::pid(h.pid));
-                !crashed_here
-            });
+            let blocking = holders
+                .into_iter()
+                .find(|h| !(h.hostname == req.hostname && holder_is_gone(h)));
             if let Some(holder) = blocking {
                 return Ok(LeaseAcquire::Held(holder));
             }

@@ -18,6 +18,7 @@
 //! assert_eq!(store.count_loops(None).unwrap(), 0);
 //! ```
 
+mod daemon;
 mod error;
 mod lease;
 mod loops;
@@ -34,6 +35,7 @@ use std::sync::Arc;
 use loops_core::Liveness;
 use rusqlite::Connection;
 
+pub use crate::daemon::*;
 pub use crate::error::{DbError, Result, StoreError};
 pub use crate::lease::*;
 pub use crate::loops::*;

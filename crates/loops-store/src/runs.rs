@@ -13,6 +13,7 @@
 mod advance;
 mod claim;
 mod recover;
+mod release;
 
 use loops_core::{ExecutorResult, Loop, LoopId, LoopRun, ProcessRef, RunId, RunStatus, Timestamp};
 use rusqlite::{Connection, Row, params};
@@ -20,6 +21,7 @@ use rusqlite::{Connection, Row, params};
 pub use self::advance::Advance;
 pub use self::claim::{Claim, NotClaimed};
 pub use self::recover::Recovered;
+pub use self::release::{INTERRUPTED_BY_SHUTDOWN, Released};
 use crate::error::{Result, StoreError};
 use crate::rows::{self, ts};
 use crate::{Store, random_id_bytes};

@@ -11,12 +11,24 @@
 //! directly; those go through `loops_exec` and `loops_store`.
 
 mod clock;
+mod daemon;
+mod dispatch;
+mod doctor;
 mod executor;
 mod scheduler;
 mod settings;
 mod workflow;
 
 pub use crate::clock::{Clock, ManualClock, SystemClock};
+pub use crate::daemon::{
+    DEFAULT_GRACE, DEFAULT_LEASE_TTL, DEFAULT_MAX_SLEEP, DaemonError, DaemonExit, DaemonLog,
+    DaemonOptions, DaemonPaths, DaemonStatus, EnableResult, Installed, LOG_FILE, LogConfig,
+    LoopCounts, PID_FILE, Platform, RunCounts, SOCKET_FILE, ServiceSpec, StartOutcome, StopOutcome,
+    Uninstalled, daemon_status, enable_startup, follow, format_line, install_startup,
+    launchd_plist, notify_daemon, read_pid, run_daemon, service_path, start_daemon, stop_daemon,
+    systemd_unit, tail_lines, uninstall_startup, unload_instructions,
+};
+pub use crate::doctor::{Check, CheckStatus, DoctorOptions, DoctorReport, run_doctor};
 pub use crate::executor::{ProcessExecutor, RunControl, RunExecutor, loop_metadata};
 pub use crate::scheduler::{
     DEFAULT_MAX_PARALLEL, SchedulerError, TickOptions, TickResult, heartbeat_period,

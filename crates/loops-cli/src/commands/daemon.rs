@@ -1,19 +1,459 @@
 //! `loops daemon …` and `loops doctor` (SPEC §7.5, §7.6).
+//!
+//! The work is `loops_workflow`'s (`run_daemon`, `start_daemon`, …); this
+//! module resolves the options, prints, and picks exit codes.
+//!
+//! Departures from 0.3.1, on purpose:
+//! - `daemon status` prints a summary unless `--json` is given (the
+//!   original always printed JSON); the JSON also has `nextRunAt` and
+//!   `dataDir`.
+//! - `daemon start` exits 1 when the daemon did not come up, and says why.
+//! - `daemon stop --grace` and `daemon run --grace` bound how long runs in
+//!   flight may take to finish (SPEC §9 item 17).
+//! - `daemon logs -f` follows the log, across its rotation.
+//! - `daemon uninstall` is new.
+//! - `doctor` exits 1 whenever a check fails, with or without `--json`
+//!   (SPEC §9 item 31).
 
-use anyhow::Result;
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use crate::daemon_args::{Daemon, DoctorArgs};
+use anyhow::{Context, Result, bail};
+use loops_core::parse_duration;
+use loops_exec::SignalCancel;
+use loops_workflow::{
+    Clock, DEFAULT_LEASE_TTL, DEFAULT_MAX_SLEEP, DaemonLog, DaemonOptions, DaemonPaths,
+    DaemonStatus, DoctorOptions, LogConfig, Platform, ProcessExecutor, ServiceSpec, SystemClock,
+};
+use serde_json::{Value, json};
+
+use super::now;
+use crate::daemon_args::{
+    Daemon, DoctorArgs, InstallArgs, LogsArgs, RunArgs, StopArgs, UninstallArgs,
+};
 use crate::exit::Outcome;
-use crate::render::Printer;
+use crate::paths;
+use crate::render::{self, Printer};
+use crate::resolve;
+
+/// SIGTERM-to-SIGKILL time for the process groups a dead daemon left.
+const ORPHAN_GRACE: Duration = Duration::from_secs(2);
+/// How often `daemon logs -f` looks for new lines.
+const FOLLOW_POLL: Duration = Duration::from_millis(200);
 
 /// Runs one `daemon` subcommand.
 pub(crate) fn run(cmd: Daemon, out: &mut Printer) -> Result<Outcome> {
-    let _ = out;
-    match cmd {}
+    match cmd {
+        Daemon::Run(args) => run_foreground(&args),
+        Daemon::Start(args) => start(&args, out),
+        Daemon::Stop(args) => stop(&args, out),
+        Daemon::Status => status(out),
+        Daemon::Logs(args) => logs(&args, out),
+        Daemon::Install(args) => install(&args, out),
+        Daemon::Uninstall(args) => uninstall(&args, out),
+    }
+}
+
+fn daemon_paths() -> Result<DaemonPaths> {
+    Ok(DaemonPaths::new(absolute(paths::data_dir()?)?))
+}
+
+fn absolute(path: PathBuf) -> Result<PathBuf> {
+    if path.is_absolute() {
+        return Ok(path);
+    }
+    Ok(std::env::current_dir()
+        .context("reading the current directory")?
+        .join(path))
+}
+
+/// The validated tuning of `daemon run` / `daemon start`.
+struct Tuning {
+    max_sleep: Duration,
+    max_parallel: usize,
+    grace: Duration,
+}
+
+fn tuning(args: &RunArgs) -> Result<Tuning> {
+    let interval = match &args.interval_ms {
+        Some(v) => Some(u64::from(resolve::positive_int(v, "--interval-ms")?)),
+        // SPEC §7.6: the variable counts only when it is a number > 0.
+        None => std::env::var("LOOPS_DAEMON_INTERVAL_MS")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .filter(|v| *v > 0),
+    };
+    let max_sleep = interval
+        .map_or(DEFAULT_MAX_SLEEP, Duration::from_millis)
+        .min(DEFAULT_MAX_SLEEP);
+    let max_parallel = resolve::positive_int(&args.max_parallel, "--max-parallel")?;
+    Ok(Tuning {
+        max_sleep,
+        max_parallel: usize::try_from(max_parallel).unwrap_or(usize::MAX),
+        grace: grace(&args.grace)?,
+    })
+}
+
+fn grace(value: &str) -> Result<Duration> {
+    let ms = parse_duration(value).with_context(|| format!("--grace {value}"))?;
+    Ok(Duration::from_millis(ms))
+}
+
+/// Whether stderr is a file (the log itself, under `daemon start` or
+/// launchd): lines then go to the log only.
+fn stderr_is_file() -> bool {
+    use std::os::fd::AsFd;
+    std::io::stderr()
+        .as_fd()
+        .try_clone_to_owned()
+        .map(std::fs::File::from)
+        .and_then(|f| f.metadata())
+        .is_ok_and(|m| m.is_file())
+}
+
+/// `daemon run`: the foreground daemon.
+fn run_foreground(args: &RunArgs) -> Result<Outcome> {
+    let tuning = tuning(args)?;
+    let paths = daemon_paths()?;
+    let store = paths::open_store()?;
+    let log_path = paths.log_file();
+    let log = DaemonLog::open(&log_path, LogConfig::default(), !stderr_is_file())
+        .with_context(|| format!("opening {}", log_path.display()))?;
+    let signals = SignalCancel::install_daemon().context("installing the signal handlers")?;
+    let clock = SystemClock;
+    let executor = ProcessExecutor::for_store(&clock, &store);
+    let write = |line: &str| log.line(clock.now(), line);
+    let opts = DaemonOptions {
+        paths: &paths,
+        clock: &clock,
+        executor: &executor,
+        stop: signals.token(),
+        log: &write,
+        on_sleep: None,
+        host: loops_exec::hostname(),
+        pid: std::process::id(),
+        max_parallel: tuning.max_parallel,
+        grace: tuning.grace,
+        max_sleep: tuning.max_sleep,
+        lease_ttl: DEFAULT_LEASE_TTL,
+        orphan_grace: ORPHAN_GRACE,
+    };
+    match loops_workflow::run_daemon(&store, &opts) {
+        Ok(_) => Ok(Outcome::Success),
+        Err(e) => {
+            // Whoever started us in the background reads the log; stderr
+            // gets the error from the exit code mapping.
+            log.file_line(clock.now(), &format!("error: {e}"));
+            Err(e.into())
+        }
+    }
+}
+
+/// `daemon start`.
+fn start(args: &RunArgs, out: &mut Printer) -> Result<Outcome> {
+    // Validated here, so a bad value fails now rather than in the child.
+    tuning(args)?;
+    let paths = daemon_paths()?;
+    let store = paths::open_store()?;
+    let exe = std::env::current_exe().context("locating the loops executable")?;
+    let mut child_args: Vec<OsString> = vec!["daemon".into(), "run".into()];
+    child_args.extend(["--max-parallel".into(), args.max_parallel.clone().into()]);
+    child_args.extend(["--grace".into(), args.grace.clone().into()]);
+    if let Some(ms) = &args.interval_ms {
+        child_args.extend(["--interval-ms".into(), ms.clone().into()]);
+    }
+    let started =
+        loops_workflow::start_daemon(&store, &paths, &loops_exec::hostname(), &exe, &child_args)?;
+    if out.json {
+        out.json(&serde_json::to_value(&started)?)?;
+    } else if started.already_running {
+        out.line(&format!(
+            "already running pid={}",
+            started.pid.unwrap_or_default()
+        ))?;
+    } else if started.started {
+        out.line(&format!("started pid={}", started.pid.unwrap_or_default()))?;
+    } else {
+        out.line("failed to start")?;
+    }
+    if !started.started && !started.already_running {
+        if let Some(error) = &started.error {
+            render::note("error", error);
+        }
+        return Ok(Outcome::Failure);
+    }
+    Ok(Outcome::Success)
+}
+
+/// `daemon stop`.
+fn stop(args: &StopArgs, out: &mut Printer) -> Result<Outcome> {
+    let grace = grace(&args.grace)?;
+    let paths = daemon_paths()?;
+    let store = paths::open_store()?;
+    let stopped =
+        loops_workflow::stop_daemon(&store, &paths, &loops_exec::hostname(), grace, now())?;
+    if out.json {
+        out.json(&serde_json::to_value(stopped)?)?;
+    } else if stopped.was_running {
+        out.line(&format!("stopped pid={}", stopped.pid.unwrap_or_default()))?;
+    } else {
+        out.line("not running")?;
+    }
+    Ok(Outcome::Success)
+}
+
+/// `daemon status`.
+fn status(out: &mut Printer) -> Result<Outcome> {
+    let paths = daemon_paths()?;
+    let store = paths::open_store()?;
+    let status = loops_workflow::daemon_status(&store, &paths, &loops_exec::hostname(), now())?;
+    if out.json {
+        out.json(&serde_json::to_value(&status)?)?;
+    } else {
+        for line in status_lines(&status) {
+            out.line(&line)?;
+        }
+    }
+    Ok(Outcome::Success)
+}
+
+fn status_lines(s: &DaemonStatus) -> Vec<String> {
+    let daemon = if s.running {
+        let mut line = format!("daemon: running pid={}", s.pid.unwrap_or_default());
+        if let Some(lease) = &s.lease {
+            line.push_str(&format!(
+                " on {} since {} (lease {} until {})",
+                lease.hostname, lease.created_at, lease.id, lease.expires_at
+            ));
+        }
+        line
+    } else if s.stale {
+        format!(
+            "daemon: not running (stale pid file names pid {})",
+            s.pid.unwrap_or_default()
+        )
+    } else {
+        "daemon: not running".to_owned()
+    };
+    let l = &s.loops;
+    let r = &s.runs;
+    let next = s
+        .next_run_at
+        .map_or_else(|| "-".to_owned(), |t| t.to_string());
+    vec![
+        daemon,
+        format!(
+            "loops: {} total, {} active, {} paused, {} stopped, {} expired; next run {next}",
+            l.total, l.active, l.paused, l.stopped, l.expired
+        ),
+        format!(
+            "runs: {} total, {} running, {} succeeded, {} failed, {} abandoned",
+            r.total, r.running, r.succeeded, r.failed, r.abandoned
+        ),
+        format!("log: {}", s.log_path),
+    ]
+}
+
+/// `daemon logs [-n N] [-f]`.
+fn logs(args: &LogsArgs, out: &mut Printer) -> Result<Outcome> {
+    let lines: usize = args
+        .lines
+        .trim()
+        .parse()
+        .map_err(|_| anyhow::anyhow!("--lines must be a non-negative integer"))?;
+    let path = daemon_paths()?.log_file();
+    let (text, read) = loops_workflow::tail_lines(&path, lines)
+        .with_context(|| format!("reading {}", path.display()))?;
+    out.line(&text)?;
+    if !args.follow {
+        return Ok(Outcome::Success);
+    }
+    out.flush()?;
+    // Ends only when stdout closes (a broken pipe exits quietly) or on
+    // Ctrl-C, which ends the process.
+    let mut stdout = std::io::stdout().lock();
+    loops_workflow::follow(&path, read, FOLLOW_POLL, &mut |chunk| {
+        stdout.write_all(chunk.as_bytes())?;
+        stdout.flush()
+    })?;
+    Ok(Outcome::Success)
+}
+
+fn platform(flag: Option<&str>) -> Result<Platform> {
+    match flag {
+        Some(name) => Platform::parse(name)
+            .with_context(|| format!("--platform must be linux or macos, not {name}")),
+        None => Platform::current().with_context(|| {
+            format!(
+                "startup install is not implemented for {}",
+                std::env::consts::OS
+            )
+        }),
+    }
+}
+
+fn home() -> Result<PathBuf> {
+    match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        Some(home) => Ok(PathBuf::from(home)),
+        None => bail!("HOME is not set; the service file goes under $HOME"),
+    }
+}
+
+/// `daemon install [--enable]`.
+fn install(args: &InstallArgs, out: &mut Printer) -> Result<Outcome> {
+    let platform = platform(args.platform.as_deref())?;
+    let home = home()?;
+    let paths = daemon_paths()?;
+    let exe = std::env::current_exe().context("locating the loops executable")?;
+    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let spec = ServiceSpec {
+        exe: exe.canonicalize().unwrap_or(exe),
+        args: vec!["daemon".to_owned(), "run".to_owned()],
+        path_env: loops_exec::normalize_path(&env),
+        data_dir: paths.data_dir.clone(),
+        log_file: paths.log_file(),
+        grace: loops_workflow::DEFAULT_GRACE,
+    };
+    let installed = loops_workflow::install_startup(platform, &home, &spec)
+        .with_context(|| format!("writing the service file under {}", home.display()))?;
+    let enabled = args
+        .enable
+        .then(|| loops_workflow::enable_startup(&installed.instructions));
+    if out.json {
+        let mut value = serde_json::to_value(&installed)?;
+        if let (Some(results), Value::Object(map)) = (&enabled, &mut value) {
+            map.insert("enableResults".to_owned(), serde_json::to_value(results)?);
+        }
+        out.json(&value)?;
+    } else {
+        out.line(&format!("wrote {}", installed.path))?;
+        for instruction in &installed.instructions {
+            out.line(&format!("  {instruction}"))?;
+        }
+        for result in enabled.iter().flatten() {
+            out.line(&enable_line(&result.command, result.status))?;
+        }
+    }
+    let failed = enabled.iter().flatten().any(|r| r.status != 0);
+    Ok(if failed {
+        Outcome::Failure
+    } else {
+        Outcome::Success
+    })
+}
+
+fn enable_line(command: &str, status: i32) -> String {
+    if status == 0 {
+        format!("{command} -> ok")
+    } else {
+        format!("{command} -> exit {status}")
+    }
+}
+
+/// `daemon uninstall [--disable]`.
+fn uninstall(args: &UninstallArgs, out: &mut Printer) -> Result<Outcome> {
+    let platform = platform(args.platform.as_deref())?;
+    let home = home()?;
+    let mut ran = Vec::new();
+    let present = loops_workflow::service_path(platform, &home).exists();
+    if args.disable && present {
+        ran.extend(loops_workflow::enable_startup(
+            &loops_workflow::unload_instructions(platform, &home),
+        ));
+    }
+    let removed = loops_workflow::uninstall_startup(platform, &home)
+        .with_context(|| format!("removing the service file under {}", home.display()))?;
+    if args.disable && removed.removed {
+        ran.extend(loops_workflow::enable_startup(&removed.instructions));
+    }
+    let instructions = if args.disable {
+        Vec::new()
+    } else {
+        unload_then(platform, &home, &removed.instructions)
+    };
+    if out.json {
+        let mut value = serde_json::to_value(&removed)?;
+        if let Value::Object(map) = &mut value {
+            map.insert("instructions".to_owned(), json!(instructions));
+            if args.disable {
+                map.insert("disableResults".to_owned(), serde_json::to_value(&ran)?);
+            }
+        }
+        out.json(&value)?;
+    } else {
+        if removed.removed {
+            out.line(&format!("removed {}", removed.path))?;
+        } else {
+            out.line(&format!("nothing to remove at {}", removed.path))?;
+        }
+        if removed.removed && !instructions.is_empty() {
+            out.line("if the service is still loaded, unload it:")?;
+            for instruction in &instructions {
+                out.line(&format!("  {instruction}"))?;
+            }
+        }
+        for result in &ran {
+            out.line(&enable_line(&result.command, result.status))?;
+        }
+    }
+    Ok(if ran.iter().any(|r| r.status != 0) {
+        Outcome::Failure
+    } else {
+        Outcome::Success
+    })
+}
+
+fn unload_then(platform: Platform, home: &Path, after: &[String]) -> Vec<String> {
+    let mut all = loops_workflow::unload_instructions(platform, home);
+    all.extend(after.iter().cloned());
+    all
 }
 
 /// Runs `doctor`.
 pub(crate) fn doctor(args: &DoctorArgs, out: &mut Printer) -> Result<Outcome> {
-    let _ = (args, out);
-    anyhow::bail!("doctor is not available yet")
+    let _ = args;
+    let data_dir = absolute(paths::data_dir()?)?;
+    let report = loops_workflow::run_doctor(&DoctorOptions {
+        data_dir: &data_dir,
+        env: std::env::vars().collect(),
+        host: loops_exec::hostname(),
+        now: now(),
+    });
+    if out.json {
+        out.json(&serde_json::to_value(&report)?)?;
+    } else {
+        for check in &report.checks {
+            let mut line = format!(
+                "{:<4} {:<22} {}",
+                check.status.as_str(),
+                check.id,
+                check.message
+            );
+            if let Some(detail) = &check.detail {
+                line.push_str(&format!(" ({detail})"));
+            }
+            out.line(&line)?;
+        }
+    }
+    // SPEC §9 item 31: the exit code does not depend on the output mode.
+    Ok(if report.ok {
+        Outcome::Success
+    } else {
+        Outcome::Failure
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grace_takes_durations_including_zero() {
+        assert_eq!(grace("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(grace("0").unwrap(), Duration::ZERO);
+        assert!(grace("soon").is_err());
+    }
 }

@@ -12,5 +12,6 @@ mod account;
 mod agent;
 mod command;
 mod kill;
+mod orphan;
 mod output;
 mod support;

@@ -88,49 +88,78 @@ impl Store {
         runner_id: &str,
         now: Timestamp,
     ) -> Result<Claim> {
+        self.write_tx(|conn| self.claim_in(conn, lp, slot, runner_id, now))
+    }
+
+    /// [`Store::claim_run`] for several slots of different loops, in one
+    /// `BEGIN IMMEDIATE` transaction: each request is decided exactly as a
+    /// single claim, and the results come back in request order. A runner
+    /// that finds many slots due at once claims them all with one commit,
+    /// so the last one is not late by the sum of the commits before it.
+    pub fn claim_runs(
+        &self,
+        requests: &[(&Loop, Timestamp)],
+        runner_id: &str,
+        now: Timestamp,
+    ) -> Result<Vec<Claim>> {
         self.write_tx(|conn| {
-            let Some(fresh) = query_loop(conn, &lp.id)? else {
-                return Ok(Claim::NotClaimed(NotClaimed::LoopMissing));
-            };
-            let lease = now.add_ms(offset_ms(fresh.lease_ms));
-            let existing = rows::query_opt(
-                conn,
-                "SELECT * FROM loop_runs WHERE loop_id = ?1 AND scheduled_for = ?2",
-                params![fresh.id.as_str(), ts(slot)],
-                ("loop_runs", "reading a run by slot"),
-                run_and_process,
-            )?;
-            let claimed = match existing {
-                None => insert_claim(conn, &fresh, slot, runner_id, now, lease)?,
-                Some((run, process)) => match run.status {
-                    RunStatus::Running => match run.lease_expires_at {
-                        Some(expiry) if expiry <= now => {
-                            if process.is_some_and(|p| self.liveness.is_alive(p)) {
-                                return not_claimed(NotClaimed::ProcessAlive(run));
-                            }
-                            // Same connection, inside this transaction.
-                            if self.has_live_step_processes(&run.id)? {
-                                return not_claimed(NotClaimed::StepProcessAlive(run));
-                            }
-                            reclaim_expired(conn, &run.id, runner_id, now, lease)?
+            requests
+                .iter()
+                .map(|(lp, slot)| self.claim_in(conn, lp, *slot, runner_id, now))
+                .collect()
+        })
+    }
+
+    /// One claim decision inside the caller's write transaction.
+    fn claim_in(
+        &self,
+        conn: &Connection,
+        lp: &Loop,
+        slot: Timestamp,
+        runner_id: &str,
+        now: Timestamp,
+    ) -> Result<Claim> {
+        let Some(fresh) = query_loop(conn, &lp.id)? else {
+            return Ok(Claim::NotClaimed(NotClaimed::LoopMissing));
+        };
+        let lease = now.add_ms(offset_ms(fresh.lease_ms));
+        let existing = rows::query_opt(
+            conn,
+            "SELECT * FROM loop_runs WHERE loop_id = ?1 AND scheduled_for = ?2",
+            params![fresh.id.as_str(), ts(slot)],
+            ("loop_runs", "reading a run by slot"),
+            run_and_process,
+        )?;
+        let claimed = match existing {
+            None => insert_claim(conn, &fresh, slot, runner_id, now, lease)?,
+            Some((run, process)) => match run.status {
+                RunStatus::Running => match run.lease_expires_at {
+                    Some(expiry) if expiry <= now => {
+                        if process.is_some_and(|p| self.liveness.is_alive(p)) {
+                            return not_claimed(NotClaimed::ProcessAlive(run));
                         }
-                        _ => return not_claimed(NotClaimed::LeaseHeld(run)),
-                    },
-                    RunStatus::Succeeded | RunStatus::Skipped => {
-                        return not_claimed(NotClaimed::Finished(run));
-                    }
-                    RunStatus::Failed | RunStatus::TimedOut | RunStatus::Abandoned => {
-                        if run.attempt >= fresh.max_attempts {
-                            return not_claimed(NotClaimed::AttemptsExhausted(run));
+                        // Same connection, inside this transaction.
+                        if self.has_live_step_processes(&run.id)? {
+                            return not_claimed(NotClaimed::StepProcessAlive(run));
                         }
-                        claim_retry(conn, &run.id, fresh.max_attempts, runner_id, now, lease)?
+                        reclaim_expired(conn, &run.id, runner_id, now, lease)?
                     }
+                    _ => return not_claimed(NotClaimed::LeaseHeld(run)),
                 },
-            };
-            Ok(match claimed {
-                Some(run) => Claim::Claimed { run, loop_: fresh },
-                None => Claim::NotClaimed(NotClaimed::Raced),
-            })
+                RunStatus::Succeeded | RunStatus::Skipped => {
+                    return not_claimed(NotClaimed::Finished(run));
+                }
+                RunStatus::Failed | RunStatus::TimedOut | RunStatus::Abandoned => {
+                    if run.attempt >= fresh.max_attempts {
+                        return not_claimed(NotClaimed::AttemptsExhausted(run));
+                    }
+                    claim_retry(conn, &run.id, fresh.max_attempts, runner_id, now, lease)?
+                }
+            },
+        };
+        Ok(match claimed {
+            Some(run) => Claim::Claimed { run, loop_: fresh },
+            None => Claim::NotClaimed(NotClaimed::Raced),
         })
     }
 }

@@ -101,7 +101,8 @@ impl Store {
         else {
             return Ok(None);
         };
-        let workflow_runs_failed = fail_linked_workflow_runs(conn, &run.id, now)?;
+        let workflow_runs_failed =
+            fail_linked_workflow_runs(conn, &run.id, PARENT_LEASE_EXPIRED, now)?;
         let (advance, loop_) = advance_loop(conn, &run.loop_id, &run, now, false, now)?;
         Ok(Some(Recovered {
             run,
@@ -112,11 +113,13 @@ impl Store {
     }
 }
 
-/// Fails the non-terminal workflow runs linked to `loop_run_id`, skips
-/// their open steps, and appends a `failed` event to each (SPEC §4.3).
-fn fail_linked_workflow_runs(
+/// Fails the non-terminal workflow runs linked to `loop_run_id` with
+/// `reason`, skips their open steps, and appends a `failed` event to each
+/// (SPEC §4.3).
+pub(super) fn fail_linked_workflow_runs(
     conn: &Connection,
     loop_run_id: &RunId,
+    reason: &str,
     now: Timestamp,
 ) -> Result<Vec<WorkflowRunId>> {
     let failed: Vec<WorkflowRunId> = rows::query_vec(
@@ -125,11 +128,11 @@ fn fail_linked_workflow_runs(
          WHERE loop_run_id = ?1
            AND status NOT IN ('succeeded', 'failed', 'timed_out', 'cancelled')
          RETURNING id",
-        params![loop_run_id.as_str(), ts(now), PARENT_LEASE_EXPIRED],
+        params![loop_run_id.as_str(), ts(now), reason],
         ("workflow_runs", "failing linked workflow runs"),
         |r| rows::parsed(r, "id"),
     )?;
-    let payload = json!({"error": PARENT_LEASE_EXPIRED, "loopRunId": loop_run_id.as_str()});
+    let payload = json!({"error": reason, "loopRunId": loop_run_id.as_str()});
     for wr in &failed {
         // No step events are written for these skips, as in the original.
         crate::rows::exec(
@@ -137,7 +140,7 @@ fn fail_linked_workflow_runs(
             "UPDATE workflow_step_runs SET status = 'skipped', finished_at = ?2, pid = NULL,
                pid_start_ms = NULL, error = ?3, updated_at = ?2
              WHERE workflow_run_id = ?1 AND status IN ('pending', 'running')",
-            params![wr.as_str(), ts(now), PARENT_LEASE_EXPIRED],
+            params![wr.as_str(), ts(now), reason],
         )
         .map_err(StoreError::db(
             "skipping the steps of a failed workflow run",

@@ -8,6 +8,7 @@
 mod claim;
 mod common;
 mod compat;
+mod daemon;
 mod finalize;
 mod lease;
 mod loops;

@@ -7,6 +7,7 @@
 
 mod common;
 mod concurrency;
+mod daemon;
 mod lease;
 mod manual;
 mod process;

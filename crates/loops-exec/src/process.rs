@@ -1,0 +1,290 @@
+//! Processes that are not a run's own child: the daemon itself (started
+//! detached, signalled by `loops daemon stop`, probed through its pid file)
+//! and the process groups a dead daemon's runs left behind (SPEC §7.6, §9
+//! items 16–18).
+//!
+//! Invariant: a process is signalled only when its identity is known. A
+//! pid file's pid is signalled only after the caller matched it against the
+//! daemon lease; an orphaned run group only when its leader's recorded
+//! start time matches the live process, or when the leader is gone and
+//! members of its group are still alive (a group id cannot be handed out
+//! again while any member of the group exists).
+
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use loops_core::ProcessRef;
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::group;
+use crate::liveness::process_start_ms;
+
+/// How often a teardown re-checks whether a group or process is gone.
+const RECHECK: Duration = Duration::from_millis(10);
+
+/// Start times read for one process agree to the clock tick; a boot time
+/// moved by NTP can shift them by about a second.
+const START_TOLERANCE_MS: i64 = 1_000;
+
+/// The signals loops sends to processes it did not spawn in this run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessSignal {
+    /// SIGTERM: asks the process to stop (a daemon then shuts down
+    /// gracefully).
+    Terminate,
+    /// SIGKILL.
+    Kill,
+}
+
+impl ProcessSignal {
+    fn nix(self) -> Signal {
+        match self {
+            ProcessSignal::Terminate => Signal::SIGTERM,
+            ProcessSignal::Kill => Signal::SIGKILL,
+        }
+    }
+}
+
+/// This host's name, as the daemon records it in its lease and runner id
+/// (SPEC §0); `localhost` when the OS does not say.
+pub fn hostname() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .map(|h| h.to_string_lossy().into_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+/// Whether process `pid` exists and is not a zombie. A process we may not
+/// signal (`EPERM`) exists (SPEC §4.2 counts it alive for the pid file).
+///
+/// Unlike [`SystemProbe`](crate::SystemProbe), an exited process that its
+/// parent has not reaped yet counts as gone, which is what a caller waiting
+/// for a daemon to exit needs.
+pub fn is_running(pid: u32) -> bool {
+    let Some(raw) = raw_pid(pid) else {
+        return false;
+    };
+    match kill(raw, None) {
+        Ok(()) | Err(Errno::EPERM) => !is_zombie(pid),
+        Err(_) => false,
+    }
+}
+
+/// Sends `signal` to process `pid` (not its group). `Ok(false)` when there
+/// is no such process.
+pub fn signal_process(pid: u32, signal: ProcessSignal) -> io::Result<bool> {
+    let Some(raw) = raw_pid(pid) else {
+        return Ok(false);
+    };
+    match kill(raw, signal.nix()) {
+        Ok(()) => Ok(true),
+        Err(Errno::ESRCH) => Ok(false),
+        Err(e) => Err(io::Error::from(e)),
+    }
+}
+
+/// A child started by [`spawn_detached`].
+#[derive(Debug)]
+pub struct Detached {
+    child: Child,
+}
+
+impl Detached {
+    /// The child's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The exit code if the child has already exited (reaping it), else
+    /// `None`. A child killed by a signal reports -1.
+    pub fn exited(&mut self) -> Option<i32> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(status.code().unwrap_or(-1)),
+            Ok(None) | Err(_) => None,
+        }
+    }
+}
+
+/// Starts `program args…` detached from the caller, for `loops daemon
+/// start` (SPEC §7.6): in its own process group, so the terminal's Ctrl-C
+/// and job control do not reach it; stdin from `/dev/null`; stdout and
+/// stderr appended to `log` (created with mode 0600). The environment and
+/// working directory are inherited. The caller does not wait for it.
+pub fn spawn_detached(program: &Path, args: &[OsString], log: &Path) -> io::Result<Detached> {
+    let out = open_log(log)?;
+    let err = out.try_clone()?;
+    let child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0)
+        .spawn()?;
+    Ok(Detached { child })
+}
+
+fn open_log(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+}
+
+/// What [`kill_orphan_group`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrphanKill {
+    /// Nothing of the group was alive; nothing was signalled.
+    Gone,
+    /// The group was signalled and is gone now; `forced` when SIGKILL was
+    /// needed after the grace period.
+    Killed {
+        /// SIGKILL was sent.
+        forced: bool,
+    },
+    /// The group was not signalled: no start time was recorded for its
+    /// leader, or the pid now belongs to another process, or the platform
+    /// cannot tell who is in the group.
+    NotVerified,
+    /// Members survived SIGKILL (a process we may not signal).
+    Survived,
+}
+
+/// Tears down the process group a run recorded as `process` after its
+/// runner died (SPEC §9 item 18): SIGTERM to the group, up to `grace` for it
+/// to empty, then SIGKILL.
+///
+/// The group is signalled only when `process` has a recorded start time
+/// and either its leader is alive with that start time, or its leader is
+/// gone while members of its group live on (see the module docs).
+pub fn kill_orphan_group(process: ProcessRef, grace: Duration) -> OrphanKill {
+    let (Some(recorded), Some(pgid)) = (process.start, raw_pid(process.pid)) else {
+        return OrphanKill::NotVerified;
+    };
+    let leader_exists = matches!(kill(pgid, None), Ok(()) | Err(Errno::EPERM));
+    if leader_exists {
+        match process_start_ms(process.pid) {
+            Some(current) if (current - recorded).abs() <= START_TOLERANCE_MS => {}
+            _ => return OrphanKill::NotVerified,
+        }
+    } else {
+        match group::has_live_members(pgid) {
+            Some(true) => {}
+            Some(false) => return OrphanKill::Gone,
+            None => return OrphanKill::NotVerified,
+        }
+    }
+    let outcome = if !group_alive(pgid) {
+        OrphanKill::Gone
+    } else {
+        group::signal(pgid, Signal::SIGTERM);
+        if wait_group_gone(pgid, grace) {
+            OrphanKill::Killed { forced: false }
+        } else {
+            group::signal(pgid, Signal::SIGKILL);
+            if wait_group_gone(pgid, Duration::from_secs(1)) {
+                OrphanKill::Killed { forced: true }
+            } else {
+                return OrphanKill::Survived;
+            }
+        }
+    };
+    // The leader may stay a zombie until its new parent (init or a
+    // subreaper) reaps it; liveness probes count such a leader dead.
+    outcome
+}
+
+/// Whether group `pgid` has a member that can still run. Where the platform
+/// cannot list members, an existing group (a zombie leader included)
+/// counts.
+fn group_alive(pgid: Pid) -> bool {
+    group::has_live_members(pgid).unwrap_or_else(|| group::exists(pgid))
+}
+
+fn wait_group_gone(pgid: Pid, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if !group_alive(pgid) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(RECHECK);
+    }
+}
+
+fn raw_pid(pid: u32) -> Option<Pid> {
+    i32::try_from(pid)
+        .ok()
+        .filter(|p| *p > 0)
+        .map(Pid::from_raw)
+}
+
+/// Whether `pid` is a zombie (exited, not yet reaped). False where the
+/// platform does not tell.
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let rest = &stat[stat.rfind(')')? + 1..];
+            rest.split_whitespace()
+                .next()
+                .map(|s| matches!(s, "Z" | "X" | "x"))
+        })
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unreaped_child_is_not_running() {
+        let mut child = Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while is_running(pid) {
+            assert!(Instant::now() < deadline, "true never exited");
+            std::thread::sleep(RECHECK);
+        }
+        child.wait().unwrap();
+        assert!(is_running(std::process::id()));
+        assert!(!is_running(0));
+    }
+
+    #[test]
+    fn an_unrecorded_start_time_is_never_signalled() {
+        let me = std::process::id();
+        assert_eq!(
+            kill_orphan_group(ProcessRef::pid(me), Duration::ZERO),
+            OrphanKill::NotVerified
+        );
+        let Some(start) = process_start_ms(me) else {
+            return;
+        };
+        // A pid that now belongs to a process started an hour later.
+        let reused = ProcessRef {
+            pid: me,
+            start: Some(start - 3_600_000),
+        };
+        assert_eq!(
+            kill_orphan_group(reused, Duration::ZERO),
+            OrphanKill::NotVerified
+        );
+    }
+
+    #[test]
+    fn the_host_has_a_name() {
+        assert!(!hostname().is_empty());
+    }
+}

@@ -1,0 +1,323 @@
+//! `daemon start`, `daemon stop` and `daemon status` (SPEC §7.6).
+//!
+//! A daemon is *running* when its pid file names a live process that is
+//! (or was) the database lease holder on this host; a pid file naming
+//! anything else is *stale*. Stop signals only that lease holder (SPEC §10
+//! item 99), and start spawns `<exe> daemon run` detached, through
+//! `loops_exec::spawn_detached`.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use loops_core::{DaemonLease, LoopStatus, RunStatus, Timestamp};
+use loops_exec::{ProcessSignal, is_running, signal_process, spawn_detached};
+use loops_store::{Store, StoreError};
+use serde::Serialize;
+
+use super::DaemonPaths;
+use super::pidfile::{read_pid, remove_pid_if};
+use super::wake::request_stop;
+
+/// How long `start` waits for the daemon's pid file (SPEC §7.6: 4000 ms).
+const START_WAIT: Duration = Duration::from_secs(4);
+/// How often `start` and `stop` look again.
+const POLL: Duration = Duration::from_millis(20);
+/// What `stop` waits beyond the grace period: the SIGTERM-to-SIGKILL time
+/// of the runs it interrupts, plus recording them.
+const STOP_MARGIN: Duration = Duration::from_secs(5);
+/// How long `stop` waits after SIGKILL (SPEC §7.6: 150 ms).
+const KILL_WAIT: Duration = Duration::from_millis(150);
+
+/// Loop counts by status (SPEC §7.6 `daemon status`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct LoopCounts {
+    /// All loops.
+    pub total: u64,
+    /// Active loops.
+    pub active: u64,
+    /// Paused loops.
+    pub paused: u64,
+    /// Stopped loops.
+    pub stopped: u64,
+    /// Expired loops.
+    pub expired: u64,
+}
+
+/// Run counts by status (SPEC §7.6 `daemon status`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RunCounts {
+    /// All runs.
+    pub total: u64,
+    /// Running now.
+    pub running: u64,
+    /// Failed.
+    pub failed: u64,
+    /// Succeeded.
+    pub succeeded: u64,
+    /// Abandoned (including runs a shutdown interrupted).
+    pub abandoned: u64,
+}
+
+/// What `daemon status` reports (SPEC §7.6, plus `dataDir`, `socketPath`,
+/// `nextRunAt`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DaemonStatus {
+    /// A daemon runs (see the module docs).
+    pub running: bool,
+    /// The pid file names a process that is not a running daemon.
+    pub stale: bool,
+    /// The pid the pid file names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// The database lease, expired or not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease: Option<DaemonLease>,
+    /// This host.
+    pub host: String,
+    /// Loops by status.
+    pub loops: LoopCounts,
+    /// Runs by status.
+    pub runs: RunCounts,
+    /// The earliest next run of an active loop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_run_at: Option<Timestamp>,
+    /// The log file.
+    pub log_path: String,
+    /// The data directory.
+    pub data_dir: String,
+}
+
+/// Whether the pid file names the lease holder's live process.
+fn daemon_pid(paths: &DaemonPaths, lease: Option<&DaemonLease>, host: &str) -> (Option<u32>, bool) {
+    let pid = read_pid(&paths.pid_file());
+    let running = pid.is_some_and(|pid| {
+        is_running(pid) && lease.is_some_and(|l| l.pid == pid && l.hostname == host)
+    });
+    (pid, running)
+}
+
+/// Reads the daemon's state and the counts (SPEC §7.6 `daemon status`).
+pub fn daemon_status(
+    store: &Store,
+    paths: &DaemonPaths,
+    host: &str,
+    now: Timestamp,
+) -> Result<DaemonStatus, StoreError> {
+    let lease = store.get_daemon_lease()?;
+    let (pid, running) = daemon_pid(paths, lease.as_ref(), host);
+    let loops = LoopCounts {
+        total: store.count_loops(None)?,
+        active: store.count_loops(Some(LoopStatus::Active))?,
+        paused: store.count_loops(Some(LoopStatus::Paused))?,
+        stopped: store.count_loops(Some(LoopStatus::Stopped))?,
+        expired: store.count_loops(Some(LoopStatus::Expired))?,
+    };
+    let runs = RunCounts {
+        total: store.count_runs(None)?,
+        running: store.count_runs(Some(RunStatus::Running))?,
+        failed: store.count_runs(Some(RunStatus::Failed))?,
+        succeeded: store.count_runs(Some(RunStatus::Succeeded))?,
+        abandoned: store.count_runs(Some(RunStatus::Abandoned))?,
+    };
+    let next_run_at = store.next_wake(now, "", &[])?.due;
+    Ok(DaemonStatus {
+        running,
+        stale: pid.is_some() && !running,
+        pid,
+        lease,
+        host: host.to_owned(),
+        loops,
+        runs,
+        next_run_at,
+        log_path: paths.log_file().display().to_string(),
+        data_dir: paths.dir().display().to_string(),
+    })
+}
+
+/// What `daemon start` did (SPEC §7.6: `{started, alreadyRunning, pid?}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartOutcome {
+    /// A new daemon is running.
+    pub started: bool,
+    /// A daemon was already running; nothing was started.
+    pub already_running: bool,
+    /// The daemon's pid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// Why the new daemon did not come up (not part of the original JSON;
+    /// set only when `started` is false and nothing was running).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Starts `<exe> <args…>` (normally `daemon run …`) detached, with its
+/// output appended to the log, unless a daemon already runs; then waits up
+/// to 4 s for its pid file (SPEC §7.6 `daemon start`).
+pub fn start_daemon(
+    store: &Store,
+    paths: &DaemonPaths,
+    host: &str,
+    exe: &Path,
+    args: &[OsString],
+) -> Result<StartOutcome, StoreError> {
+    let lease = store.get_daemon_lease()?;
+    let (pid, running) = daemon_pid(paths, lease.as_ref(), host);
+    if running {
+        return Ok(StartOutcome {
+            started: false,
+            already_running: true,
+            pid,
+            error: None,
+        });
+    }
+    if let Some(stale) = pid {
+        remove_pid_if(&paths.pid_file(), stale);
+    }
+    let log = paths.log_file();
+    let mut child = match spawn_detached(exe, args, &log) {
+        Ok(child) => child,
+        Err(e) => {
+            return Ok(StartOutcome {
+                started: false,
+                already_running: false,
+                pid: None,
+                error: Some(format!("cannot start {}: {e}", exe.display())),
+            });
+        }
+    };
+    let deadline = Instant::now() + START_WAIT;
+    loop {
+        if let Some(pid) = read_pid(&paths.pid_file())
+            && pid == child.pid()
+            && is_running(pid)
+        {
+            return Ok(StartOutcome {
+                started: true,
+                already_running: false,
+                pid: Some(pid),
+                error: None,
+            });
+        }
+        if let Some(code) = child.exited() {
+            return Ok(StartOutcome {
+                started: false,
+                already_running: false,
+                pid: None,
+                error: Some(format!(
+                    "the daemon exited with code {code}; see {}",
+                    log.display()
+                )),
+            });
+        }
+        if Instant::now() >= deadline {
+            return Ok(StartOutcome {
+                started: false,
+                already_running: false,
+                pid: None,
+                error: Some(format!(
+                    "no daemon pid file after {}s; see {}",
+                    START_WAIT.as_secs(),
+                    log.display()
+                )),
+            });
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// What `daemon stop` did (SPEC §7.6: `{wasRunning, stopped, forced, pid?}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StopOutcome {
+    /// A daemon was running.
+    pub was_running: bool,
+    /// It is gone now.
+    pub stopped: bool,
+    /// SIGKILL was needed.
+    pub forced: bool,
+    /// The pid the pid file named.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+}
+
+/// Stops the daemon gracefully (SPEC §7.6 `daemon stop`, §9 item 17): asks
+/// it to stop with `grace` for its runs in flight, sends SIGTERM, waits
+/// `grace` plus a margin, and only then sends SIGKILL.
+///
+/// Only the lease holder is ever signalled: a pid file that names a dead
+/// process, or a live process that is not the holder of an unexpired lease
+/// on this host, is removed and nothing is signalled (SPEC §10 item 99).
+pub fn stop_daemon(
+    store: &Store,
+    paths: &DaemonPaths,
+    host: &str,
+    grace: Duration,
+    now: Timestamp,
+) -> Result<StopOutcome, StoreError> {
+    let pid_path = paths.pid_file();
+    let not_running = |pid: Option<u32>| StopOutcome {
+        was_running: false,
+        stopped: false,
+        forced: false,
+        pid,
+    };
+    let Some(pid) = read_pid(&pid_path) else {
+        return Ok(not_running(None));
+    };
+    let lease = store.get_daemon_lease()?;
+    let holder = lease
+        .as_ref()
+        .is_some_and(|l| l.pid == pid && l.hostname == host && l.expires_at > now);
+    if !is_running(pid) || !holder {
+        remove_pid_if(&pid_path, pid);
+        return Ok(not_running(Some(pid)));
+    }
+    request_stop(paths.dir(), grace);
+    match signal_process(pid, ProcessSignal::Terminate) {
+        Ok(true) => {}
+        // Gone already, or not ours to signal: nothing left to stop.
+        Ok(false) | Err(_) => {
+            remove_pid_if(&pid_path, pid);
+            return Ok(StopOutcome {
+                was_running: true,
+                stopped: true,
+                forced: false,
+                pid: Some(pid),
+            });
+        }
+    }
+    if wait_gone(pid, grace + STOP_MARGIN) {
+        remove_pid_if(&pid_path, pid);
+        return Ok(StopOutcome {
+            was_running: true,
+            stopped: true,
+            forced: false,
+            pid: Some(pid),
+        });
+    }
+    let _ = signal_process(pid, ProcessSignal::Kill);
+    let stopped = wait_gone(pid, KILL_WAIT);
+    remove_pid_if(&pid_path, pid);
+    Ok(StopOutcome {
+        was_running: true,
+        stopped,
+        forced: true,
+        pid: Some(pid),
+    })
+}
+
+fn wait_gone(pid: u32, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if !is_running(pid) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(POLL);
+    }
+}

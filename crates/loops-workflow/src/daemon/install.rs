@@ -1,0 +1,417 @@
+//! `daemon install` and `daemon uninstall` (SPEC §7.6): a systemd user unit
+//! on Linux, a launchd agent on macOS.
+//!
+//! SPEC §9 item 37: the original joins `ExecStart` with spaces and no
+//! quoting, writes plist values without XML escaping, and leaves
+//! `LOOPS_DATA_DIR` out, so a daemon started by the service manager may
+//! schedule a different database than the one the user installed it for.
+//! Here every `ExecStart` argument follows systemd's quoting rules, every
+//! plist string is escaped, and both files carry `LOOPS_DATA_DIR` and the
+//! normalized PATH. Stopping the service lets runs finish within the
+//! daemon's grace period: the unit sends SIGTERM to the daemon alone
+//! (`KillMode=mixed`) and both files allow the grace period plus a margin
+//! before the service manager kills anything.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use loops_core::{CommandTarget, ExecutorStatus, ProcessTarget};
+use loops_exec::{ExecOptions, RunMetadata, execute_target};
+use serde::Serialize;
+
+/// The launchd label.
+const LABEL: &str = "com.hasna.loops.daemon";
+/// The systemd unit name.
+const UNIT: &str = "loops-daemon.service";
+/// What the service manager waits beyond the grace period before SIGKILL.
+const STOP_MARGIN: Duration = Duration::from_secs(15);
+
+/// A service manager.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Platform {
+    /// systemd user units.
+    Linux,
+    /// launchd agents.
+    Macos,
+}
+
+impl Platform {
+    /// This machine's, if loops can install there.
+    pub fn current() -> Option<Platform> {
+        match std::env::consts::OS {
+            "linux" => Some(Platform::Linux),
+            "macos" => Some(Platform::Macos),
+            _ => None,
+        }
+    }
+
+    /// `linux` or `macos` (`darwin` is accepted too).
+    pub fn parse(name: &str) -> Option<Platform> {
+        match name {
+            "linux" => Some(Platform::Linux),
+            "macos" | "darwin" => Some(Platform::Macos),
+            _ => None,
+        }
+    }
+}
+
+/// What the service runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceSpec {
+    /// The `loops` executable.
+    pub exe: PathBuf,
+    /// Its arguments (`daemon run`).
+    pub args: Vec<String>,
+    /// The PATH the daemon runs with, already normalized.
+    pub path_env: String,
+    /// The data directory, carried as `LOOPS_DATA_DIR`.
+    pub data_dir: PathBuf,
+    /// The log file (launchd's stdout and stderr).
+    pub log_file: PathBuf,
+    /// The daemon's grace period on stop.
+    pub grace: Duration,
+}
+
+/// Where the service file of `platform` lives under `home`.
+pub fn service_path(platform: Platform, home: &Path) -> PathBuf {
+    match platform {
+        Platform::Linux => home.join(".config/systemd/user").join(UNIT),
+        Platform::Macos => home
+            .join("Library/LaunchAgents")
+            .join(format!("{LABEL}.plist")),
+    }
+}
+
+/// The systemd user unit for `spec`.
+pub fn systemd_unit(spec: &ServiceSpec) -> String {
+    let exec: Vec<String> = std::iter::once(spec.exe.display().to_string())
+        .chain(spec.args.iter().cloned())
+        .map(|a| systemd_exec_arg(&a))
+        .collect();
+    let stop_secs = (spec.grace + STOP_MARGIN).as_secs();
+    format!(
+        "[Unit]\n\
+         Description=Hasna OpenLoops daemon\n\
+         After=default.target\n\
+         \n\
+         [Service]\n\
+         Type=simple\n\
+         ExecStart={}\n\
+         Restart=always\n\
+         RestartSec=5\n\
+         Environment={}\n\
+         Environment={}\n\
+         KillMode=mixed\n\
+         TimeoutStopSec={stop_secs}\n\
+         \n\
+         [Install]\n\
+         WantedBy=default.target\n",
+        exec.join(" "),
+        systemd_env("PATH", &spec.path_env),
+        systemd_env("LOOPS_DATA_DIR", &spec.data_dir.display().to_string()),
+    )
+}
+
+/// One `ExecStart` argument: `%` and `$` doubled (specifiers and variable
+/// expansion), and double-quoted with `\` escapes when it holds
+/// whitespace, quotes, backslashes, `;` or control characters, or is
+/// empty.
+fn systemd_exec_arg(arg: &str) -> String {
+    let escaped = arg.replace('%', "%%").replace('$', "$$");
+    let needs_quotes = escaped.is_empty()
+        || escaped
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '"' | '\'' | '\\' | ';'));
+    if needs_quotes {
+        quote_c(&escaped)
+    } else {
+        escaped
+    }
+}
+
+/// `"NAME=value"`, quoted for `Environment=`: no `$` expansion happens
+/// there, but `%` specifiers and C escapes do.
+fn systemd_env(name: &str, value: &str) -> String {
+    quote_c(&format!("{name}={}", value.replace('%', "%%")))
+}
+
+fn quote_c(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The launchd agent for `spec`.
+pub fn launchd_plist(spec: &ServiceSpec) -> String {
+    let string = |s: &str| format!("<string>{}</string>", xml_escape(s));
+    let mut program = String::new();
+    for arg in std::iter::once(spec.exe.display().to_string()).chain(spec.args.iter().cloned()) {
+        program.push_str(&format!("    {}\n", string(&arg)));
+    }
+    let log = spec.log_file.display().to_string();
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
+         <!DOCTYPE plist PUBLIC \"-//Apple//DTD PLIST 1.0//EN\" \"http://www.apple.com/DTDs/PropertyList-1.0.dtd\">\n\
+         <plist version=\"1.0\">\n\
+         <dict>\n\
+         \x20 <key>Label</key>\n\
+         \x20 {label}\n\
+         \x20 <key>ProgramArguments</key>\n\
+         \x20 <array>\n\
+         {program}\
+         \x20 </array>\n\
+         \x20 <key>RunAtLoad</key>\n\
+         \x20 <true/>\n\
+         \x20 <key>KeepAlive</key>\n\
+         \x20 <true/>\n\
+         \x20 <key>ExitTimeOut</key>\n\
+         \x20 <integer>{exit}</integer>\n\
+         \x20 <key>EnvironmentVariables</key>\n\
+         \x20 <dict>\n\
+         \x20   <key>PATH</key>\n\
+         \x20   {path}\n\
+         \x20   <key>LOOPS_DATA_DIR</key>\n\
+         \x20   {data}\n\
+         \x20 </dict>\n\
+         \x20 <key>StandardOutPath</key>\n\
+         \x20 {log}\n\
+         \x20 <key>StandardErrorPath</key>\n\
+         \x20 {log}\n\
+         </dict>\n\
+         </plist>\n",
+        label = string(LABEL),
+        exit = (spec.grace + STOP_MARGIN).as_secs(),
+        path = string(&spec.path_env),
+        data = string(&spec.data_dir.display().to_string()),
+        log = string(&log),
+    )
+}
+
+fn xml_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// What [`install_startup`] wrote (SPEC §7.6: `{platform, path,
+/// instructions}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Installed {
+    /// The service manager.
+    pub platform: Platform,
+    /// The file written.
+    pub path: String,
+    /// The commands that load it.
+    pub instructions: Vec<String>,
+}
+
+/// Writes the service file of `platform` under `home` (SPEC §7.6 `daemon
+/// install`). The plist is written with mode 0600.
+pub fn install_startup(
+    platform: Platform,
+    home: &Path,
+    spec: &ServiceSpec,
+) -> std::io::Result<Installed> {
+    let path = service_path(platform, home);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let (text, mode) = match platform {
+        Platform::Linux => (systemd_unit(spec), 0o644),
+        Platform::Macos => (launchd_plist(spec), 0o600),
+    };
+    write_with_mode(&path, &text, mode)?;
+    let instructions = match platform {
+        Platform::Linux => vec![
+            "systemctl --user daemon-reload".to_owned(),
+            format!("systemctl --user enable --now {UNIT}"),
+            "loginctl enable-linger $USER".to_owned(),
+        ],
+        Platform::Macos => vec![format!("launchctl load -w {}", sh_quote(&path))],
+    };
+    Ok(Installed {
+        platform,
+        path: path.display().to_string(),
+        instructions,
+    })
+}
+
+fn write_with_mode(path: &Path, text: &str, mode: u32) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(mode)
+        .open(path)?;
+    file.write_all(text.as_bytes())?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
+/// A path quoted for `sh -c`, when it needs it.
+fn sh_quote(path: &Path) -> String {
+    let s = path.display().to_string();
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+:@".contains(c))
+    {
+        s
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// What [`uninstall_startup`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Uninstalled {
+    /// The service manager.
+    pub platform: Platform,
+    /// The service file.
+    pub path: String,
+    /// Whether a file was removed.
+    pub removed: bool,
+    /// The commands to run after the removal.
+    pub instructions: Vec<String>,
+}
+
+/// The commands that stop and unload an installed service; they need its
+/// file, so they come before [`uninstall_startup`].
+pub fn unload_instructions(platform: Platform, home: &Path) -> Vec<String> {
+    match platform {
+        Platform::Linux => vec![format!("systemctl --user disable --now {UNIT}")],
+        Platform::Macos => vec![format!(
+            "launchctl unload -w {}",
+            sh_quote(&service_path(platform, home))
+        )],
+    }
+}
+
+/// Removes the service file of `platform` under `home`; the instructions
+/// returned are the ones to run after the removal.
+pub fn uninstall_startup(platform: Platform, home: &Path) -> std::io::Result<Uninstalled> {
+    let path = service_path(platform, home);
+    let removed = match std::fs::remove_file(&path) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => return Err(e),
+    };
+    let instructions = match platform {
+        Platform::Linux => vec!["systemctl --user daemon-reload".to_owned()],
+        Platform::Macos => Vec::new(),
+    };
+    Ok(Uninstalled {
+        platform,
+        path: path.display().to_string(),
+        removed,
+        instructions,
+    })
+}
+
+/// One instruction run by `--enable` (SPEC §7.6: `{command, status,
+/// stdout, stderr}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EnableResult {
+    /// The command line.
+    pub command: String,
+    /// Its exit status; -1 when it could not run.
+    pub status: i32,
+    /// Its stdout.
+    pub stdout: String,
+    /// Its stderr.
+    pub stderr: String,
+}
+
+/// Runs each instruction through `sh -c`, except `loginctl` (which needs a
+/// human decision), and records what each did (SPEC §7.6 `--enable`).
+pub fn enable_startup(instructions: &[String]) -> Vec<EnableResult> {
+    instructions
+        .iter()
+        .filter(|i| !i.starts_with("loginctl "))
+        .map(|command| run_shell(command))
+        .collect()
+}
+
+fn run_shell(command: &str) -> EnableResult {
+    let mut target = CommandTarget::new(command);
+    target.shell = Some(true);
+    target.timeout_ms = Some(60_000);
+    let outcome = execute_target(
+        &ProcessTarget::Command(target),
+        &RunMetadata::default(),
+        &ExecOptions::default(),
+        &mut |_| {},
+    );
+    match outcome {
+        Ok(r) => EnableResult {
+            command: command.to_owned(),
+            status: match r.status {
+                ExecutorStatus::Succeeded => 0,
+                _ => r.exit_code.unwrap_or(-1),
+            },
+            stdout: r.stdout,
+            stderr: if r.stderr.is_empty() {
+                r.error.unwrap_or_default()
+            } else {
+                r.stderr
+            },
+        },
+        Err(e) => EnableResult {
+            command: command.to_owned(),
+            status: -1,
+            stdout: String::new(),
+            stderr: e.to_string(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exec_arguments_follow_systemd_quoting() {
+        let cases = [
+            ("/usr/bin/loops", "/usr/bin/loops"),
+            ("run", "run"),
+            ("/opt/my loops/bin", "\"/opt/my loops/bin\""),
+            ("100%", "100%%"),
+            ("$HOME", "$$HOME"),
+            ("a\"b", "\"a\\\"b\""),
+            ("back\\slash", "\"back\\\\slash\""),
+            ("", "\"\""),
+        ];
+        for (arg, want) in cases {
+            assert_eq!(systemd_exec_arg(arg), want, "{arg:?}");
+        }
+        assert_eq!(
+            systemd_env("LOOPS_DATA_DIR", "/d/50% \"x\""),
+            "\"LOOPS_DATA_DIR=/d/50%% \\\"x\\\"\""
+        );
+    }
+
+    #[test]
+    fn plist_strings_are_escaped() {
+        assert_eq!(xml_escape("a<b>&'\""), "a&lt;b&gt;&amp;&apos;&quot;");
+    }
+}

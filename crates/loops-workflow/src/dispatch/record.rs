@@ -1,0 +1,175 @@
+//! Recording what runs did: finalize-and-advance or, for a run a daemon
+//! shutdown cut short, a release that does not count the attempt (SPEC
+//! §3.3; §9 item 17); renewing run leases; and stopping runs in flight.
+
+use std::time::{Duration, Instant};
+
+use loops_core::{ExecutorResult, ExecutorStatus, LoopRun};
+use loops_exec::CancelToken;
+use loops_store::{Fence, StoreError};
+
+use super::{Dispatcher, FinalizeMode, InFlight};
+use crate::scheduler::SchedulerError;
+
+impl Dispatcher<'_, '_> {
+    /// Records a finished run under its fence (SPEC §3.3): released when a
+    /// shutdown interrupted it, else finalized, together with its loop's
+    /// advance unless this is an ad-hoc manual run.
+    ///
+    /// `None` when the run's row no longer exists (its loop was deleted with
+    /// its history while it ran): that is reported through `on_error` and
+    /// the other runs go on.
+    pub(super) fn finish(
+        &mut self,
+        done: &InFlight,
+        outcome: Result<ExecutorResult, String>,
+    ) -> Result<Option<LoopRun>, SchedulerError> {
+        let now = self.opts.clock.now();
+        let result = match outcome {
+            Ok(r) => r,
+            Err(message) => {
+                self.report_error(&done.work.lp, &message);
+                let started = done.run.started_at.unwrap_or(done.run.created_at);
+                ExecutorResult {
+                    status: ExecutorStatus::Failed,
+                    exit_code: None,
+                    stdout: String::new(),
+                    stderr: String::new(),
+                    error: Some(message),
+                    pid: None,
+                    started_at: started,
+                    finished_at: now,
+                    duration_ms: now.millis_since(started).max(0),
+                }
+            }
+        };
+        if done.interrupted && result.status != ExecutorStatus::Succeeded {
+            // SPEC §9 item 17: a run the shutdown cut short does not count.
+            return match self
+                .store
+                .release_run(&done.run.id, &result, self.opts.runner_id, now)?
+            {
+                Some(released) => Ok(Some(released.run)),
+                None => Ok(self.store.get_run(&done.run.id)?),
+            };
+        }
+        let fence = Fence::new(self.opts.runner_id);
+        let stored = match self.opts.mode {
+            FinalizeMode::Advance => self
+                .store
+                .finalize_and_advance(&done.run.id, &result, &fence, now)
+                .map(|f| f.run),
+            FinalizeMode::FinalizeOnly => {
+                self.store
+                    .finalize_run(&done.run.id, &result, Some(&fence), now)
+            }
+        };
+        match stored {
+            Ok(run) => Ok(Some(run)),
+            Err(e @ StoreError::Vanished { .. }) => {
+                self.report_error(&done.work.lp, &e.to_string());
+                self.vanished.get_or_insert(e);
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Renews the leases whose heartbeat is due. A run whose lease was lost
+    /// (recovered or taken over by another runner) is cancelled: its result
+    /// could no longer be recorded, and its slot may already run elsewhere.
+    pub(crate) fn heartbeat(&mut self) -> Result<(), StoreError> {
+        let now_instant = Instant::now();
+        for f in self.inflight.values_mut() {
+            if f.next_heartbeat > now_instant {
+                continue;
+            }
+            f.next_heartbeat = now_instant + f.period;
+            let now = self.opts.clock.now();
+            let renewed = self.store.heartbeat_run_lease(
+                &f.run.id,
+                self.opts.runner_id,
+                f.work.lp.lease_ms,
+                now,
+            )?;
+            if renewed.is_none() {
+                f.cancel.cancel("run lease lost");
+            }
+        }
+        Ok(())
+    }
+
+    /// Cancels the runs in flight once the stop token fired (tick, run-now).
+    fn cancel_if_stopped(&mut self) {
+        if self.stop_sent {
+            return;
+        }
+        let Some(reason) = self.opts.stop.and_then(CancelToken::reason) else {
+            return;
+        };
+        self.stop_sent = true;
+        self.cancel_all(&reason);
+    }
+
+    /// Cancels every run in flight with `reason`; each is recorded as it
+    /// ends.
+    pub(crate) fn cancel_all(&self, reason: &str) {
+        for f in self.inflight.values() {
+            f.cancel.cancel(reason);
+        }
+    }
+
+    /// Stops starting slots and forgets the queued ones: they were never
+    /// claimed, so they stay due for the next runner (SPEC §9 item 17).
+    pub(crate) fn drain_queue(&mut self) {
+        self.draining = true;
+        self.queue.clear();
+        for b in self.busy.values_mut() {
+            b.next_overlap = None;
+        }
+    }
+
+    /// Cancels every run in flight for a shutdown: each is released rather
+    /// than finalized when it ends without succeeding (SPEC §9 item 17).
+    pub(crate) fn interrupt_all(&mut self, reason: &str) {
+        for f in self.inflight.values_mut() {
+            f.interrupted = true;
+            f.cancel.cancel(reason);
+        }
+    }
+
+    /// Runs queued slots and waits for every run to be recorded (what a
+    /// tick does after planning).
+    pub(crate) fn run_to_idle(&mut self) -> Result<(), SchedulerError> {
+        let outcome = self.drive_to_idle();
+        if let Err(e) = &outcome {
+            // Nobody is left to heartbeat or finalize these runs: stop them
+            // now rather than let them run unobserved until their leases
+            // expire. The scope joins their threads.
+            self.cancel_all(&format!("runner failed: {e}"));
+        }
+        outcome
+    }
+
+    fn drive_to_idle(&mut self) -> Result<(), SchedulerError> {
+        loop {
+            self.start_ready()?;
+            if self.inflight.is_empty() {
+                return Ok(());
+            }
+            self.cancel_if_stopped();
+            let wait = self
+                .next_heartbeat()
+                .map_or(Duration::from_millis(10), |t| {
+                    t.saturating_duration_since(Instant::now())
+                });
+            let report = self.wait(wait);
+            // Renew due leases whatever woke us: a steady stream of reports
+            // must not starve the heartbeats.
+            self.heartbeat()?;
+            if let Some(report) = report {
+                self.handle(report)?;
+            }
+        }
+    }
+}

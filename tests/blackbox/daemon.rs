@@ -1,0 +1,615 @@
+//! The daemon with real processes: start, status, stop and logs; a second
+//! daemon; a stale pid file; `kill -9` mid-run and the restart that
+//! recovers it; a stop within and beyond the grace period; the service
+//! files; doctor's exit codes (SPEC §7.5, §7.6, §10 items 95–102; §9 items
+//! 6, 16–18, 31, 37).
+//!
+//! Every daemon runs in the test's own data directory and is stopped when
+//! the test ends, even when it fails.
+
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use loops_tests::{TestEnv, snapshot_settings, wait_for};
+
+const DEADLINE: Duration = Duration::from_secs(10);
+
+/// Stops the test's daemon when dropped: gracefully, then by force.
+struct Daemon<'a> {
+    env: &'a TestEnv,
+}
+
+impl<'a> Daemon<'a> {
+    /// `loops daemon start <args>`; returns the daemon and its pid.
+    fn start(env: &'a TestEnv, args: &[&str]) -> (Daemon<'a>, u32) {
+        let ran = env.loops(["daemon", "start"]).args(args).run();
+        let pid = ran
+            .stdout
+            .trim()
+            .strip_prefix("started pid=")
+            .unwrap_or_else(|| panic!("{}{}", ran.stdout, ran.stderr))
+            .parse()
+            .expect("a pid");
+        (Daemon { env }, pid)
+    }
+}
+
+impl Drop for Daemon<'_> {
+    fn drop(&mut self) {
+        let pid_file = self.env.data_dir().join("daemon.pid");
+        if let Ok(pid) = std::fs::read_to_string(&pid_file) {
+            let _ = self.env.run(&["daemon", "stop", "--grace", "0"]);
+            if is_running(pid.trim().parse().unwrap_or(0)) {
+                let _ = Command::new("kill").args(["-9", pid.trim()]).status();
+            }
+        }
+    }
+}
+
+/// Whether `pid` runs: it exists and is not a zombie (a killed daemon's
+/// parent may be slow to reap it).
+fn is_running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let state = stat[stat.rfind(')')? + 1..].split_whitespace().next()?;
+            Some(state != "Z" && state != "X")
+        })
+        .unwrap_or(false)
+}
+
+fn runs(env: &TestEnv, loop_name: &str) -> Vec<serde_json::Value> {
+    let runs = env.loops(["--json", "runs", loop_name]).run().json();
+    runs.as_array().cloned().unwrap_or_default()
+}
+
+fn status(env: &TestEnv) -> serde_json::Value {
+    env.loops(["--json", "daemon", "status"]).run().json()
+}
+
+fn log(env: &TestEnv) -> String {
+    std::fs::read_to_string(env.data_dir().join("daemon.log")).unwrap_or_default()
+}
+
+#[test]
+fn start_status_logs_and_stop() {
+    let env = TestEnv::new();
+    env.loops(["daemon", "stop"]).stdout("not running\n").run();
+    let (daemon, pid) = Daemon::start(&env, &[]);
+    env.loops(["daemon", "start"])
+        .stdout(&format!("already running pid={pid}\n"))
+        .run();
+    let started = env.loops(["--json", "daemon", "start"]).run().json();
+    assert_eq!(started["started"], false);
+    assert_eq!(started["alreadyRunning"], true);
+    assert_eq!(started["pid"], pid);
+
+    let s = status(&env);
+    assert_eq!(s["running"], true);
+    assert_eq!(s["stale"], false);
+    assert_eq!(s["pid"], pid);
+    assert_eq!(s["lease"]["pid"], pid);
+    assert_eq!(s["loops"]["total"], 0);
+    assert_eq!(s["runs"]["abandoned"], 0);
+    assert!(s["logPath"].as_str().unwrap().ends_with("/daemon.log"));
+    let human = env.loops(["daemon", "status"]).run().stdout;
+    assert!(
+        human.starts_with(&format!("daemon: running pid={pid} on ")),
+        "{human}"
+    );
+    assert!(human.contains("\nloops: 0 total, 0 active"), "{human}");
+
+    // SPEC §10 item 102, with timestamps (SPEC §9 item 37).
+    let logs = env.loops(["daemon", "logs", "-n", "1"]).run().stdout;
+    let (stamp, rest) = logs.split_once(' ').unwrap();
+    assert_eq!(stamp.len(), "2026-11-30T09:00:00.000Z".len(), "{logs}");
+    assert!(
+        rest.starts_with(&format!("[loops-daemon] started pid={pid} ")),
+        "{logs}"
+    );
+
+    env.loops(["daemon", "stop"])
+        .stdout(&format!("stopped pid={pid}\n"))
+        .run();
+    assert!(!is_running(pid));
+    assert!(!env.data_dir().join("daemon.pid").exists());
+    assert!(!env.data_dir().join("daemon.sock").exists());
+    let s = status(&env);
+    assert_eq!(s["running"], false);
+    assert!(s.get("pid").is_none() && s.get("lease").is_none(), "{s}");
+    let stopped = env.loops(["--json", "daemon", "stop"]).run().json();
+    assert_eq!(
+        stopped,
+        serde_json::json!({"wasRunning": false, "stopped": false, "forced": false})
+    );
+    assert!(log(&env).trim_end().ends_with("[loops-daemon] stopped"));
+    drop(daemon);
+}
+
+#[test]
+fn a_second_daemon_is_refused_naming_the_holder() {
+    let env = TestEnv::new();
+    let (_daemon, pid) = Daemon::start(&env, &[]);
+    env.loops(["daemon", "run"])
+        .code(1)
+        .stderr_has(&format!(
+            "error: another loops daemon holds the database lease: pid {pid} on "
+        ))
+        .run();
+    assert!(is_running(pid), "the first daemon is untouched");
+}
+
+#[test]
+fn a_stale_pid_file_is_removed_and_its_process_never_signalled() {
+    // SPEC §10 item 99.
+    let env = TestEnv::new();
+    std::fs::create_dir_all(env.data_dir()).unwrap();
+    let pid_file = env.data_dir().join("daemon.pid");
+    let mut bystander = Command::new("sleep").arg("30").spawn().unwrap();
+    std::fs::write(&pid_file, bystander.id().to_string()).unwrap();
+    let s = status(&env);
+    assert_eq!(
+        (s["running"].clone(), s["stale"].clone()),
+        (false.into(), true.into())
+    );
+    env.loops(["daemon", "stop"]).stdout("not running\n").run();
+    assert!(!pid_file.exists());
+    assert!(bystander.try_wait().unwrap().is_none(), "not signalled");
+    bystander.kill().unwrap();
+    bystander.wait().unwrap();
+
+    // A dead pid is stale too, and `start` replaces it.
+    std::fs::write(&pid_file, bystander.id().to_string()).unwrap();
+    let (_daemon, pid) = Daemon::start(&env, &[]);
+    assert_ne!(pid, bystander.id());
+    assert_eq!(status(&env)["running"], true);
+}
+
+#[test]
+fn runs_land_on_schedule_and_a_create_wakes_the_daemon() {
+    // SPEC §9 item 6: the idle daemon sleeps for up to a minute, yet a loop
+    // created after it started runs within a second of its slot.
+    let env = TestEnv::new();
+    let (_daemon, _) = Daemon::start(&env, &[]);
+    env.create_command("tick", "echo tick", &["--every", "1s"]);
+    let done = wait_for("two runs of a 1s loop", DEADLINE, || {
+        let runs = runs(&env, "tick");
+        (runs.len() >= 2).then_some(runs)
+    });
+    for run in &done {
+        if run["status"] == "running" {
+            continue;
+        }
+        assert_eq!(run["status"], "succeeded", "{run}");
+        let late = millis(&run["startedAt"]) - millis(&run["scheduledFor"]);
+        assert!(
+            (0..1000).contains(&late),
+            "started {late} ms after its slot"
+        );
+        assert!(run["claimedBy"].as_str().unwrap().split(':').count() == 3);
+    }
+}
+
+fn millis(instant: &serde_json::Value) -> i64 {
+    // YYYY-MM-DDTHH:MM:SS.mmmZ; the runs of one test share a day.
+    let s = instant.as_str().expect("an instant");
+    let hms: Vec<i64> = s[11..19]
+        .split(':')
+        .map(|p| p.parse().expect("a number"))
+        .collect();
+    let ms: i64 = s[20..23].parse().expect("milliseconds");
+    ((hms[0] * 60 + hms[1]) * 60 + hms[2]) * 1000 + ms
+}
+
+/// A job that sleeps on its first run and succeeds on the next, logging
+/// every start and whether the first run's process was still alive then.
+fn write_slow_job(env: &TestEnv) -> std::path::PathBuf {
+    let dir = env.home().join("job");
+    std::fs::create_dir_all(&dir).expect("a job directory");
+    env.write_script(
+        "slowjob",
+        r#"dir="$1"
+echo "start $$" >> "$dir/log"
+if [ -f "$dir/first" ]; then
+  first=$(cat "$dir/first")
+  state=$(sed -e 's/.*) //' "/proc/$first/stat" 2>/dev/null | cut -c1)
+  if [ -n "$state" ] && [ "$state" != Z ]; then echo overlap >> "$dir/log"; fi
+  exit 0
+fi
+echo $$ > "$dir/first"
+exec sleep 30"#,
+    );
+    dir
+}
+
+#[test]
+fn kill_9_mid_run_is_recovered_at_once_on_restart() {
+    // SPEC §9 items 16 and 18: no waiting out the dead daemon's leases, and
+    // its orphaned process group is gone before the slot runs again.
+    let env = TestEnv::new();
+    let job = write_slow_job(&env);
+    let cmd = format!("slowjob {}", job.display());
+    env.create_command(
+        "slow",
+        &cmd,
+        &[
+            "--at",
+            "2020-01-01T00:00:00Z",
+            "--attempts",
+            "2",
+            "--retry-delay",
+            "1s",
+        ],
+    );
+    let (daemon, pid) = Daemon::start(&env, &[]);
+    let orphan: u32 = wait_for("the first run's job", DEADLINE, || {
+        std::fs::read_to_string(job.join("first"))
+            .ok()
+            .and_then(|p| p.trim().parse().ok())
+    });
+    Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    wait_for("the daemon to die", DEADLINE, || {
+        (!is_running(pid)).then_some(())
+    });
+    assert!(is_running(orphan), "the job outlived its daemon");
+    assert_eq!(runs(&env, "slow")[0]["status"], "running");
+
+    let (_restarted, _) = Daemon::start(&env, &[]);
+    let run = wait_for("the retry to succeed", DEADLINE, || {
+        let run = runs(&env, "slow").remove(0);
+        (run["status"] == "succeeded").then_some(run)
+    });
+    assert_eq!(run["attempt"], 2);
+    assert!(!is_running(orphan), "the orphaned group was torn down");
+    let job_log = std::fs::read_to_string(job.join("log")).unwrap();
+    assert_eq!(job_log.matches("start ").count(), 2, "{job_log}");
+    assert!(!job_log.contains("overlap"), "{job_log}");
+    let log = log(&env);
+    assert!(log.contains("killed orphaned process group"), "{log}");
+    assert!(log.contains("exited before the run completed"), "{log}");
+    drop(daemon);
+}
+
+#[test]
+fn a_stop_lets_runs_finish_within_the_grace_period() {
+    let env = TestEnv::new();
+    env.create_command(
+        "short",
+        "sleep 0.3; echo done",
+        &["--at", "2020-01-01T00:00:00Z"],
+    );
+    let (_daemon, pid) = Daemon::start(&env, &[]);
+    wait_for("the run to start", DEADLINE, || {
+        runs(&env, "short").first().map(|_| ())
+    });
+    env.loops(["daemon", "stop", "--grace", "10s"])
+        .stdout(&format!("stopped pid={pid}\n"))
+        .run();
+    let run = runs(&env, "short").remove(0);
+    assert_eq!(run["status"], "succeeded", "{run}");
+    assert_eq!(
+        env.loops(["show", "short"]).run().json()["status"],
+        "stopped"
+    );
+}
+
+#[test]
+fn a_stop_past_the_grace_period_releases_runs_and_spawns_nothing_more() {
+    // SPEC §9 item 17: the interrupted run keeps its attempt, and the slot
+    // that was due behind it is not spawned only to be killed.
+    let env = TestEnv::new();
+    let job = write_slow_job(&env);
+    let cmd = format!("slowjob {}", job.display());
+    env.create_command("long", &cmd, &["--at", "2020-01-01T00:00:00Z"]);
+    env.create_command("behind", "true", &["--at", "2020-01-01T00:00:00Z"]);
+    let (_daemon, pid) = Daemon::start(&env, &["--max-parallel", "1"]);
+    wait_for("the long run's job", DEADLINE, || {
+        job.join("first").exists().then_some(())
+    });
+    let stopped = env
+        .loops(["--json", "daemon", "stop", "--grace", "200ms"])
+        .run()
+        .json();
+    assert_eq!(
+        stopped,
+        serde_json::json!({"wasRunning": true, "stopped": true, "forced": false, "pid": pid})
+    );
+    let run = runs(&env, "long").remove(0);
+    assert_eq!(run["status"], "abandoned");
+    assert_eq!(run["attempt"], 0);
+    assert_eq!(
+        run["error"],
+        "interrupted by daemon shutdown; not counted as an attempt"
+    );
+    assert!(runs(&env, "behind").is_empty());
+    let lp = env.loops(["show", "long"]).run().json();
+    assert_eq!(lp["status"], "active");
+    assert_eq!(lp["nextRunAt"], "2020-01-01T00:00:00.000Z");
+    assert!(log(&env).contains("grace period over: interrupting 1 run(s)"));
+
+    // The next daemon runs the slot again as attempt 1 (the job now
+    // succeeds), then the one behind it.
+    let (_again, _) = Daemon::start(&env, &["--max-parallel", "1"]);
+    wait_for("both slots to run", DEADLINE, || {
+        let long = runs(&env, "long").remove(0);
+        let behind = runs(&env, "behind");
+        (long["status"] == "succeeded"
+            && behind.first().is_some_and(|r| r["status"] == "succeeded"))
+        .then_some(())
+    });
+    assert_eq!(runs(&env, "long")[0]["attempt"], 1);
+}
+
+#[test]
+fn logs_print_the_tail_and_follow_across_rotation() {
+    let env = TestEnv::new();
+    // SPEC §10 item 102: a missing log prints an empty line.
+    env.loops(["daemon", "logs"]).stdout("\n").run();
+    std::fs::create_dir_all(env.data_dir()).unwrap();
+    let path = env.data_dir().join("daemon.log");
+    let lines: String = (1..=10).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(&path, &lines).unwrap();
+    env.loops(["daemon", "logs", "-n", "3"])
+        .stdout("line 8\nline 9\nline 10\n")
+        .run();
+    env.loops(["daemon", "logs", "-n", "0"])
+        .stdout(&lines)
+        .run();
+
+    let mut follow = env
+        .cmd()
+        .args(["daemon", "logs", "-f", "-n", "1"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let seen = Arc::new(Mutex::new(String::new()));
+    let mut stdout = follow.stdout.take().unwrap();
+    let reader = {
+        let seen = Arc::clone(&seen);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 256];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                seen.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+    let saw = |text: &str| seen.lock().unwrap().contains(text);
+    wait_for("the tail", DEADLINE, || saw("line 10\n").then_some(()));
+    append(&path, "line 11\n");
+    wait_for("an appended line", DEADLINE, || {
+        saw("line 11\n").then_some(())
+    });
+    append(&path, "line 12\n");
+    std::fs::rename(&path, env.data_dir().join("daemon.log.1")).unwrap();
+    std::fs::write(&path, "after rotation\n").unwrap();
+    wait_for("the rotated log", DEADLINE, || {
+        saw("after rotation\n").then_some(())
+    });
+    follow.kill().unwrap();
+    follow.wait().unwrap();
+    reader.join().unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen, "line 10\nline 11\nline 12\nafter rotation\n");
+}
+
+fn append(path: &Path, text: &str) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .expect("the log");
+    f.write_all(text.as_bytes()).expect("an append");
+}
+
+/// Snapshot filters for the machine-specific parts of a service file.
+fn service_settings(env: &TestEnv) -> insta::Settings {
+    let mut settings = snapshot_settings();
+    let exe = loops_tests::loops_bin();
+    let exe = exe.canonicalize().unwrap_or(exe);
+    for (path, name) in [
+        (exe.display().to_string(), "[EXE]"),
+        (env.data_dir().display().to_string(), "[DATA]"),
+        (env.home().display().to_string(), "[HOME]"),
+    ] {
+        settings.add_filter(&regex_escape(&path), name);
+    }
+    settings.add_filter(r"PATH=[^\x22<]*", "PATH=[PATH]");
+    settings.add_filter(
+        r"<string>/usr/bin:/bin:[^<]*</string>",
+        "<string>[PATH]</string>",
+    );
+    settings
+}
+
+fn regex_escape(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '/' || c == '_' || c == '-' {
+                c.to_string()
+            } else {
+                format!("\\{c}")
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn install_writes_a_systemd_unit_and_a_launchd_plist() {
+    // SPEC §10 item 100 and §9 item 37.
+    let env = TestEnv::new();
+    let ran = env
+        .loops(["daemon", "install", "--platform", "linux"])
+        .env("PATH", Some("/usr/bin:/bin"))
+        .run();
+    let unit_path = env.home().join(".config/systemd/user/loops-daemon.service");
+    let unit = std::fs::read_to_string(&unit_path).unwrap();
+    assert!(unit.contains(&format!(
+        "Environment=\"PATH=/usr/bin:/bin:{}/.local/bin:",
+        env.home().display()
+    )));
+    assert!(unit.contains(&format!(
+        "Environment=\"LOOPS_DATA_DIR={}\"",
+        env.data_dir().display()
+    )));
+    let plist_ran = env
+        .loops(["daemon", "install", "--platform", "macos"])
+        .env("PATH", Some("/usr/bin:/bin"))
+        .run();
+    let plist_path = env
+        .home()
+        .join("Library/LaunchAgents/com.hasna.loops.daemon.plist");
+    let plist = std::fs::read_to_string(&plist_path).unwrap();
+    let mode = std::fs::metadata(&plist_path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    let settings = service_settings(&env);
+    settings.bind(|| {
+        insta::assert_snapshot!("install_linux_stdout", ran.stdout);
+        insta::assert_snapshot!("systemd_unit", unit);
+        insta::assert_snapshot!("install_macos_stdout", plist_ran.stdout);
+        insta::assert_snapshot!("launchd_plist", plist);
+    });
+
+    env.loops(["daemon", "uninstall", "--platform", "linux"])
+        .stdout_has("removed ")
+        .run();
+    assert!(!unit_path.exists());
+}
+
+#[test]
+fn service_files_quote_and_escape_what_they_carry() {
+    // SPEC §9 item 37: systemd quoting and specifiers, XML escaping.
+    let env = TestEnv::new();
+    let data = env.home().join("my data 100% & <co>");
+    env.loops(["daemon", "install", "--platform", "linux"])
+        .env("LOOPS_DATA_DIR", Some(data.to_str().unwrap()))
+        .run();
+    let unit =
+        std::fs::read_to_string(env.home().join(".config/systemd/user/loops-daemon.service"))
+            .unwrap();
+    assert!(
+        unit.contains(&format!(
+            "Environment=\"LOOPS_DATA_DIR={}/my data 100%% & <co>\"\n",
+            env.home().display()
+        )),
+        "{unit}"
+    );
+    env.loops(["daemon", "install", "--platform", "macos"])
+        .env("LOOPS_DATA_DIR", Some(data.to_str().unwrap()))
+        .run();
+    let plist = std::fs::read_to_string(
+        env.home()
+            .join("Library/LaunchAgents/com.hasna.loops.daemon.plist"),
+    )
+    .unwrap();
+    assert!(
+        plist.contains(&format!(
+            "<string>{}/my data 100% &amp; &lt;co&gt;/daemon.log</string>",
+            env.home().display()
+        )),
+        "{plist}"
+    );
+}
+
+#[test]
+fn install_enable_runs_the_instructions_except_loginctl() {
+    let env = TestEnv::new();
+    let calls = env.home().join("systemctl.calls");
+    env.write_script(
+        "systemctl",
+        &format!("echo \"$@\" >> '{}'", calls.display()),
+    );
+    let ran = env
+        .loops([
+            "--json",
+            "daemon",
+            "install",
+            "--enable",
+            "--platform",
+            "linux",
+        ])
+        .run()
+        .json();
+    let results = ran["enableResults"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    assert!(results.iter().all(|r| r["status"] == 0), "{ran}");
+    assert_eq!(
+        std::fs::read_to_string(&calls).unwrap(),
+        "--user daemon-reload\n--user enable --now loops-daemon.service\n"
+    );
+    let human = env
+        .loops(["daemon", "install", "--enable", "--platform", "linux"])
+        .run()
+        .stdout;
+    assert!(human.ends_with(
+        "systemctl --user daemon-reload -> ok\nsystemctl --user enable --now loops-daemon.service -> ok\n"
+    ), "{human}");
+}
+
+#[test]
+fn doctor_exits_1_only_when_a_check_fails_in_both_modes() {
+    // SPEC §9 item 31, §10 item 95.
+    let env = TestEnv::new();
+    let ran = env.loops(["doctor"]).run();
+    assert!(
+        ran.stdout
+            .starts_with("ok   data-dir               data directory is writable ("),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        ran.stdout
+            .contains("\nok   daemon                 daemon is not running\n")
+    );
+    let report = env.loops(["--json", "doctor"]).run().json();
+    assert_eq!(report["ok"], true);
+    let ids: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        &ids[..5],
+        [
+            "data-dir",
+            "database",
+            "path",
+            "accounts",
+            "provider:claude"
+        ]
+    );
+    assert!(!ids.contains(&"bun"), "SPEC §7.5: no bun check");
+
+    // A database from a newer loops fails the report in both modes.
+    let db = rusqlite::Connection::open(env.db_path()).unwrap();
+    // `doctor` created the database above.
+    db.execute(
+        "INSERT INTO refinery_schema_history (version, name, applied_on, checksum)
+         VALUES (999, 'future', '', '')",
+        [],
+    )
+    .unwrap();
+    drop(db);
+    let ran = env.loops(["doctor"]).code(1).run();
+    assert!(
+        ran.stdout
+            .contains("\nfail database               database schema version 999 is newer"),
+        "{}",
+        ran.stdout
+    );
+    let report = env.loops(["--json", "doctor"]).code(1).run().json();
+    assert_eq!(report["ok"], false);
+}
