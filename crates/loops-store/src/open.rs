@@ -168,17 +168,6 @@ fn prepare(mut conn: Connection, path: Option<&Path>) -> Result<Connection> {
         // but never corrupts the file.
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(StoreError::db("setting synchronous"))?;
-        // Every CLI command opens and closes its own connection, and the last
-        // connection to close would otherwise checkpoint the WAL into the
-        // database file (with an fsync) every time. The WAL is checkpointed
-        // in the background of later commits instead (SQLite's automatic
-        // checkpoint at 1000 pages); a commit in the WAL is as durable as one
-        // in the database file.
-        conn.set_db_config(
-            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
-            true,
-        )
-        .map_err(StoreError::db("configuring checkpoints"))?;
     }
     if found != Some(SCHEMA_VERSION) {
         upgrade_pre_0_3(&conn)?;
