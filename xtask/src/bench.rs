@@ -250,7 +250,8 @@ fn workflow_file(shape: &WorkflowShape) -> String {
     )
 }
 
-fn loops(bin: &Path, data: &Path, args: &[&str]) -> Result<String, String> {
+/// Runs `loops <args>` in data dir `data`, returning its stdout.
+pub(crate) fn loops(bin: &Path, data: &Path, args: &[&str]) -> Result<String, String> {
     let out = Command::new(bin)
         .args(args)
         .env("LOOPS_DATA_DIR", data)

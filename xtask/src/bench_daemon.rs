@@ -15,6 +15,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::bench::loops;
+
 const DUE_LOOPS: usize = 20;
 const ROUNDS: usize = 5;
 const IDLE_LOOPS: usize = 100;
@@ -293,25 +295,6 @@ fn cpu_ns(pid: u32) -> u64 {
                 .and_then(|v| v.parse::<u64>().ok())
         })
         .sum()
-}
-
-fn loops(bin: &Path, data: &Path, args: &[&str]) -> Result<String, String> {
-    let out = Command::new(bin)
-        .args(args)
-        .env("LOOPS_DATA_DIR", data)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("running {}: {e}", bin.display()))?;
-    if !out.status.success() {
-        return Err(format!(
-            "`loops {}` failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn ms(d: Duration) -> f64 {
