@@ -113,6 +113,60 @@ impl Store {
     }
 }
 
+/// How [`close_linked_workflow_runs`] ends the open workflow runs of a loop
+/// run: the statuses it writes, the reason, and the event it appends.
+pub(super) struct LinkedClose<'a> {
+    /// The terminal status the workflow runs get.
+    pub(super) run_status: &'static str,
+    /// The status their pending and running steps get.
+    pub(super) step_status: &'static str,
+    /// Recorded as the error of the runs and steps.
+    pub(super) reason: &'a str,
+    /// The event appended to each closed run (its type is `run_status`).
+    pub(super) payload: serde_json::Value,
+    /// What the store was doing, for error messages.
+    pub(super) context: &'static str,
+}
+
+/// Ends the non-terminal workflow runs linked to `loop_run_id`, closes
+/// their open steps (no step events, as in the original), and appends one
+/// event to each run. Lease recovery fails them (SPEC §4.3); a daemon
+/// shutdown cancels them. Returns the ids of the runs it closed.
+pub(super) fn close_linked_workflow_runs(
+    conn: &Connection,
+    loop_run_id: &RunId,
+    close: &LinkedClose<'_>,
+    now: Timestamp,
+) -> Result<Vec<WorkflowRunId>> {
+    let closed: Vec<WorkflowRunId> = rows::query_vec(
+        conn,
+        "UPDATE workflow_runs SET status = ?4, finished_at = ?2, error = ?3, updated_at = ?2
+         WHERE loop_run_id = ?1
+           AND status NOT IN ('succeeded', 'failed', 'timed_out', 'cancelled')
+         RETURNING id",
+        params![
+            loop_run_id.as_str(),
+            ts(now),
+            close.reason,
+            close.run_status
+        ],
+        ("workflow_runs", close.context),
+        |r| rows::parsed(r, "id"),
+    )?;
+    for wr in &closed {
+        crate::rows::exec(
+            conn,
+            "UPDATE workflow_step_runs SET status = ?4, finished_at = ?2, pid = NULL,
+               pid_start_ms = NULL, error = ?3, updated_at = ?2
+             WHERE workflow_run_id = ?1 AND status IN ('pending', 'running')",
+            params![wr.as_str(), ts(now), close.reason, close.step_status],
+        )
+        .map_err(StoreError::db(close.context))?;
+        append_event(conn, wr, close.run_status, None, Some(&close.payload), now)?;
+    }
+    Ok(closed)
+}
+
 /// Fails the non-terminal workflow runs linked to `loop_run_id` with
 /// `reason`, skips their open steps, and appends a `failed` event to each
 /// (SPEC §4.3).
@@ -122,30 +176,12 @@ pub(super) fn fail_linked_workflow_runs(
     reason: &str,
     now: Timestamp,
 ) -> Result<Vec<WorkflowRunId>> {
-    let failed: Vec<WorkflowRunId> = rows::query_vec(
-        conn,
-        "UPDATE workflow_runs SET status = 'failed', finished_at = ?2, error = ?3, updated_at = ?2
-         WHERE loop_run_id = ?1
-           AND status NOT IN ('succeeded', 'failed', 'timed_out', 'cancelled')
-         RETURNING id",
-        params![loop_run_id.as_str(), ts(now), reason],
-        ("workflow_runs", "failing linked workflow runs"),
-        |r| rows::parsed(r, "id"),
-    )?;
-    let payload = json!({"error": reason, "loopRunId": loop_run_id.as_str()});
-    for wr in &failed {
-        // No step events are written for these skips, as in the original.
-        crate::rows::exec(
-            conn,
-            "UPDATE workflow_step_runs SET status = 'skipped', finished_at = ?2, pid = NULL,
-               pid_start_ms = NULL, error = ?3, updated_at = ?2
-             WHERE workflow_run_id = ?1 AND status IN ('pending', 'running')",
-            params![wr.as_str(), ts(now), reason],
-        )
-        .map_err(StoreError::db(
-            "skipping the steps of a failed workflow run",
-        ))?;
-        append_event(conn, wr, "failed", None, Some(&payload), now)?;
-    }
-    Ok(failed)
+    let close = LinkedClose {
+        run_status: "failed",
+        step_status: "skipped",
+        reason,
+        payload: json!({"error": reason, "loopRunId": loop_run_id.as_str()}),
+        context: "failing linked workflow runs",
+    };
+    close_linked_workflow_runs(conn, loop_run_id, &close, now)
 }

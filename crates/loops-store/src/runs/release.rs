@@ -38,12 +38,13 @@ use rusqlite::{Connection, params};
 use serde_json::json;
 
 use super::advance::{Advance, advance_loop};
-use super::recover::{Recovered, fail_linked_workflow_runs};
+use super::recover::{
+    LinkedClose, Recovered, close_linked_workflow_runs, fail_linked_workflow_runs,
+};
 use super::{query_slot, run_and_process, run_returning};
 use crate::Store;
 use crate::error::{Result, StoreError};
 use crate::rows::{self, ts};
-use crate::workflows::append_event;
 
 /// The error recorded on a run released by a daemon shutdown.
 pub const INTERRUPTED_BY_SHUTDOWN: &str =
@@ -212,30 +213,14 @@ fn release_linked_workflow_runs(
     run: &LoopRun,
     now: Timestamp,
 ) -> Result<Vec<WorkflowRunId>> {
-    let cancelled: Vec<WorkflowRunId> = rows::query_vec(
-        conn,
-        "UPDATE workflow_runs SET status = 'cancelled', finished_at = ?2, error = ?3,
-           updated_at = ?2
-         WHERE loop_run_id = ?1
-           AND status NOT IN ('succeeded', 'failed', 'timed_out', 'cancelled')
-         RETURNING id",
-        params![run.id.as_str(), ts(now), INTERRUPTED_BY_SHUTDOWN],
-        ("workflow_runs", "cancelling linked workflow runs"),
-        |r| rows::parsed(r, "id"),
-    )?;
-    let payload = json!({"reason": INTERRUPTED_BY_SHUTDOWN});
-    for wr in &cancelled {
-        conn.execute(
-            "UPDATE workflow_step_runs SET status = 'cancelled', finished_at = ?2, pid = NULL,
-               pid_start_ms = NULL, error = ?3, updated_at = ?2
-             WHERE workflow_run_id = ?1 AND status IN ('pending', 'running')",
-            params![wr.as_str(), ts(now), INTERRUPTED_BY_SHUTDOWN],
-        )
-        .map_err(StoreError::db(
-            "cancelling the steps of an interrupted workflow run",
-        ))?;
-        append_event(conn, wr, "cancelled", None, Some(&payload), now)?;
-    }
+    let close = LinkedClose {
+        run_status: "cancelled",
+        step_status: "cancelled",
+        reason: INTERRUPTED_BY_SHUTDOWN,
+        payload: json!({"reason": INTERRUPTED_BY_SHUTDOWN}),
+        context: "cancelling linked workflow runs",
+    };
+    let cancelled = close_linked_workflow_runs(conn, &run.id, &close, now)?;
     // The attempt number was given back, so its key will be asked for again.
     let key = loop_workflow_key(
         &run.loop_id,
