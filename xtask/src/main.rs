@@ -5,6 +5,8 @@
 //!   directory, in the foreground.
 //! - `bench`: end-to-end figures of the built binary; `--criterion` adds the
 //!   Criterion micro-benchmarks.
+//! - `reliability`: the reliability suite's long variants (`--short` for
+//!   the ones CI runs).
 //! - `tidy`: the source hygiene checks (also a `#[test]`).
 
 use std::path::{Path, PathBuf};
@@ -13,6 +15,7 @@ use std::process::{Command, ExitCode};
 mod bench;
 mod bench_daemon;
 mod demo;
+mod reliability;
 mod tidy;
 
 fn main() -> ExitCode {
@@ -22,6 +25,7 @@ fn main() -> ExitCode {
         "ci" => ci(),
         "bench" => bench::bench(&args[1..]),
         "demo" => demo::demo(&args[1..]),
+        "reliability" => reliability::reliability(&args[1..]),
         "tidy" => tidy::check(&root()).map_err(|problems| {
             for p in &problems {
                 eprintln!("tidy: {p}");
@@ -35,6 +39,8 @@ fn main() -> ExitCode {
                  ci      fmt --check, clippy -D warnings, tidy, tests (doctests too), rustdoc -D warnings, build\n  \
                  demo    build loops, create sample loops in a fresh data dir, run the daemon (Ctrl-C stops it; --for N stops after N s)\n  \
                  bench   end-to-end CLI figures; --workflows only the workflow runs, --daemon only the daemon, --criterion adds Criterion\n  \
+                 reliability  the reliability suite's long variants (crash loop, races, floods, fuzzing, ...);\n               \
+                 --short runs the CI variants; other arguments filter tests\n  \
                  tidy    check module docs and forbidden macros"
             );
             Ok(())

@@ -1,0 +1,1 @@
+//! Reliability: crash (to be written).

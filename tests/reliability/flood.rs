@@ -1,0 +1,1 @@
+//! Reliability: flood (to be written).

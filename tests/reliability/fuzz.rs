@@ -1,0 +1,1 @@
+//! Reliability: fuzz (to be written).

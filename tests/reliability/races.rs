@@ -1,0 +1,1 @@
+//! Reliability: races (to be written).

@@ -1,0 +1,1 @@
+//! Reliability: secrets (to be written).

@@ -1,0 +1,1 @@
+//! Reliability: storage (to be written).

@@ -1,0 +1,1 @@
+//! Reliability: trees (to be written).

@@ -1,0 +1,28 @@
+//! `cargo xtask reliability`: the reliability suite's long variants.
+//!
+//! It builds `loops`, then runs `tests/reliability` with
+//! `LOOPS_RELIABILITY_LONG=1`, one test at a time (so the figures are not
+//! skewed by each other), with `--nocapture` so the `reliability: ...`
+//! figure lines show. `--short` runs the short variants CI runs; any other
+//! argument is passed on to the test harness as a filter.
+
+use crate::{cargo, run};
+
+pub(crate) fn reliability(args: &[String]) -> Result<(), String> {
+    let short = args.iter().any(|a| a == "--short");
+    let filters: Vec<&String> = args.iter().filter(|a| *a != "--short").collect();
+
+    let mut build = cargo();
+    build.args(["build", "-p", "loops-cli"]);
+    run("cargo build -p loops-cli", build)?;
+
+    let mut test = cargo();
+    test.args(["test", "-p", "loops-tests", "--test", "reliability", "--"]);
+    test.args(filters);
+    test.args(["--nocapture", "--test-threads=1"]);
+    if !short {
+        test.env("LOOPS_RELIABILITY_LONG", "1");
+    }
+    let what = if short { "short" } else { "long" };
+    run(&format!("reliability suite ({what} variants)"), test)
+}
