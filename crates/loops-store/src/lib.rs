@@ -64,6 +64,14 @@ impl std::fmt::Debug for Store {
     }
 }
 
+impl Drop for Store {
+    fn drop(&mut self) {
+        if let Some(path) = &self.path {
+            open::close_checkpoint(&self.conn, path);
+        }
+    }
+}
+
 impl Store {
     /// Opens (creating and migrating if needed) the database file at `path`.
     ///

@@ -409,3 +409,35 @@ fn runs_are_counted_listed_newest_first_and_filtered() {
     };
     assert_eq!(store.list_runs(&skipped).unwrap()[0].loop_id, b.id);
 }
+
+#[test]
+fn closing_keeps_a_short_wal_and_truncates_a_long_one() {
+    let fx = Fixture::new();
+    let mut wal = fx.path().into_os_string();
+    wal.push("-wal");
+    let wal_len = || std::fs::metadata(&wal).map_or(0, |m| m.len());
+
+    // One short command: its commit stays in the WAL, which the next
+    // connection reads.
+    let first = {
+        let store = fx.store();
+        create(&store, "short", 1)
+    };
+    assert!(wal_len() > 0, "a short WAL is kept on close");
+    assert_eq!(fx.store().get_loop(&first.id).unwrap(), Some(first));
+
+    // Many commits: the closing connection checkpoints and truncates.
+    let mut ids = Vec::new();
+    {
+        let store = fx.store();
+        for i in 0..400 {
+            ids.push(create(&store, &format!("long-{i}"), 1).id);
+        }
+        assert!(wal_len() > 256 * 1024, "the WAL grew: {} bytes", wal_len());
+    }
+    assert_eq!(wal_len(), 0, "a long WAL is truncated on close");
+    let store = fx.store();
+    for id in &ids {
+        assert!(store.get_loop(id).unwrap().is_some(), "{id} survived");
+    }
+}
