@@ -375,7 +375,7 @@ pub(crate) struct RunNowArgs {
 pub(crate) struct TickArgs {
     /// Most runs executing at once (the slots of one loop always run one
     /// after another).
-    #[arg(long, value_name = "N", default_value = "8")]
+    #[arg(long, value_name = "N", default_value = "32")]
     pub(crate) max_parallel: String,
 
     /// Print the runs' stdout and stderr instead of their lengths.
@@ -403,5 +403,22 @@ mod tests {
             tick.max_parallel,
             loops_workflow::DEFAULT_MAX_PARALLEL.to_string()
         );
+    }
+
+    #[test]
+    fn the_daemon_default_is_the_schedulers() {
+        for verb in ["run", "start"] {
+            let cli = Cli::try_parse_from(["loops", "daemon", verb]).unwrap();
+            let Command::Daemon(
+                crate::daemon_args::Daemon::Run(run) | crate::daemon_args::Daemon::Start(run),
+            ) = cli.command
+            else {
+                panic!("parsed as {:?}", cli.command);
+            };
+            assert_eq!(
+                run.max_parallel,
+                loops_workflow::DEFAULT_MAX_PARALLEL.to_string()
+            );
+        }
     }
 }

@@ -37,7 +37,7 @@ pub(crate) struct RunArgs {
     pub(crate) interval_ms: Option<String>,
 
     /// Most runs executing at once.
-    #[arg(long, value_name = "N", default_value = "8")]
+    #[arg(long, value_name = "N", default_value = "32")]
     pub(crate) max_parallel: String,
 
     /// How long runs in flight may take to finish when the daemon stops.

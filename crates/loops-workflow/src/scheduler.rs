@@ -35,8 +35,12 @@ use crate::clock::Clock;
 use crate::dispatch::{DispatchOptions, Dispatcher, FinalizeMode};
 use crate::executor::RunExecutor;
 
-/// The default number of runs a tick executes at once.
-pub const DEFAULT_MAX_PARALLEL: usize = 8;
+/// The default number of runs a tick or the daemon executes at once.
+///
+/// High enough that the slots due at one moment start together (cron and
+/// systemd timers start every due job at once), low enough that a burst of
+/// hundreds of due loops does not fork hundreds of processes at once.
+pub const DEFAULT_MAX_PARALLEL: usize = 32;
 
 /// What a scheduler operation can fail with.
 #[derive(Debug, thiserror::Error)]
