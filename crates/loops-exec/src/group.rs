@@ -16,6 +16,12 @@
 //! for their new parent to reap them (which a container's init may do
 //! slowly, or never). Scanning `/proc` for every run cost about a third of
 //! a tick's CPU.
+//!
+//! A process that left the group (`setsid`, a daemonizing fork) is beyond
+//! these signals; the supervisor finds it by its spawn cookie instead
+//! (`cookie.rs`), with a second `/proc` scan that likewise runs only during
+//! a teardown. Neither reaches a process that left the group and also
+//! dropped the cookie from its environment, nor one of another uid.
 
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};

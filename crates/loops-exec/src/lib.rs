@@ -13,7 +13,10 @@
 //! - the child leads its own process group; its output is drained to EOF
 //!   and bounded by bytes, keeping the tail;
 //! - a timeout, a [`CancelToken`] or the end of the run tear the whole group
-//!   down with SIGTERM, a grace period and SIGKILL.
+//!   down with SIGTERM, a grace period and SIGKILL; a timeout, a cancel or
+//!   members left behind by the leader also bring down, on Linux, the
+//!   processes that left the group but carry the spawn's `LOOPS_SPAWN_ID`
+//!   cookie.
 //!
 //! ```
 //! use loops_core::{CommandTarget, ExecutorStatus, ProcessTarget};
@@ -40,6 +43,7 @@
 
 mod account;
 mod cancel;
+mod cookie;
 mod env;
 mod error;
 mod execute;

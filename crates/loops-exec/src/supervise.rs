@@ -1,11 +1,12 @@
 //! Spawning a child in its own process group and supervising it until its
 //! whole group is gone (SPEC §5.7; §9 items 15, 22–24).
 //!
-//! **Spawn.** `env_clear()` and then exactly the built environment, stdin
-//! from `/dev/null`, stdout and stderr piped, and `process_group(0)`. There is
-//! no `pre_exec`, and the program arrives already resolved to an absolute
-//! path, so std keeps its `posix_spawn` fast path (std falls back to
-//! fork/exec to search a bare name in a child PATH that differs from ours).
+//! **Spawn.** `env_clear()` and then exactly the built environment plus the
+//! spawn cookie `LOOPS_SPAWN_ID` (see `cookie.rs`), stdin from `/dev/null`,
+//! stdout and stderr piped, and `process_group(0)`. There is no `pre_exec`,
+//! and the program arrives already resolved to an absolute path, so std
+//! keeps its `posix_spawn` fast path (std falls back to fork/exec to search
+//! a bare name in a child PATH that differs from ours).
 //!
 //! **One wait loop.** The calling thread polls three descriptors: the
 //! child's stdout, its stderr, and a wake-up pipe. The pipe gets a byte when
@@ -25,10 +26,32 @@
 //! on its own, the supervisor waits for both pipes to reach EOF, or for the
 //! short leak timeout (default 500 ms) when a background grandchild still
 //! holds them open, and then tears down whatever is left in the group with
-//! the same SIGTERM, grace, SIGKILL sequence. A process that moved itself to
-//! another group or session (`setsid`, a daemonizing fork) has opted out of
-//! this and is not followed; if it keeps the pipes open, the run ends anyway
-//! after the leak timeout and the rest of its output is not read.
+//! the same SIGTERM, grace, SIGKILL sequence.
+//!
+//! **Processes that left the group are followed on Linux.** A process that
+//! moved itself to another group or session (`setsid`, a daemonizing double
+//! fork) no longer gets the group's signals. Every teardown (timeout, cancel,
+//! or members left in the group after the leader exited) therefore also
+//! scans `/proc` for the processes of this uid that carry the spawn's cookie
+//! in their environment, and gives them the group's treatment: SIGTERM with
+//! the group, SIGKILL with the group, and the teardown is over only once the
+//! group is empty *and* a fresh scan finds no carrier (or a grace period
+//! after the SIGKILL, as for the group). While carriers remain after the
+//! SIGKILL, every rescan sends SIGKILL again, which also catches processes
+//! forked in between.
+//!
+//! The common path pays nothing for this: a run whose group is empty once
+//! its leader has exited is not torn down, so `/proc` is not scanned. A
+//! process that detached itself from such a run (a daemon started on
+//! purpose) is left alone; if it keeps the pipes open, the run ends after
+//! the leak timeout and the rest of its output is not read.
+//!
+//! What cannot be followed, and is left running (the run still ends on
+//! time): a process that left the group *and* cleared or rewrote its
+//! environment before an exec (`setsid env -i ...`), since nothing then ties
+//! it to the run; a process of another uid, or one that made itself
+//! non-dumpable (`ssh-agent`), whose environment cannot be read; and on
+//! platforms other than Linux every process that left the group.
 
 use std::collections::BTreeMap;
 use std::io::{self, PipeReader, PipeWriter, Read, Write};
@@ -45,6 +68,7 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
 use crate::cancel::CancelToken;
+use crate::cookie;
 use crate::group;
 use crate::output::Capture;
 
@@ -54,6 +78,10 @@ const RECHECK: Duration = Duration::from_millis(10);
 
 /// The bytes read from a pipe at once.
 const READ_CHUNK: usize = 64 * 1024;
+
+/// How often a teardown rescans `/proc` for processes that carry the spawn
+/// cookie while it last found some: a scan costs milliseconds.
+const ESCAPEE_RECHECK: Duration = Duration::from_millis(50);
 
 /// What to start.
 pub(crate) struct Launch<'a> {
@@ -109,6 +137,8 @@ pub(crate) struct Finished {
 pub(crate) struct Running {
     child: Child,
     wake: Wake,
+    /// The spawn cookie in the child's `LOOPS_SPAWN_ID`.
+    cookie: String,
 }
 
 /// The wake-up pipe of one run.
@@ -128,11 +158,14 @@ fn ring(writer: &PipeWriter) {
 pub(crate) fn spawn(launch: &Launch<'_>) -> io::Result<Running> {
     // The pipe comes first, so that a spawned child always has one.
     let (reader, writer) = io::pipe()?;
+    let cookie = cookie::next();
+    let inherited = launch.env.get(cookie::VAR).map(String::as_str);
     let mut cmd = Command::new(launch.program);
     cmd.arg0(launch.arg0)
         .args(launch.args)
         .env_clear()
         .envs(launch.env)
+        .env(cookie::VAR, cookie::chain(inherited, &cookie))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -147,6 +180,7 @@ pub(crate) fn spawn(launch: &Launch<'_>) -> io::Result<Running> {
             reader,
             writer: Arc::new(writer),
         },
+        cookie,
     })
 }
 
@@ -182,7 +216,11 @@ impl Running {
     /// [`Running::supervise`], optionally without the waiter thread (the
     /// fallback where none can be started or `waitid` is missing).
     fn supervise_with(self, limits: &Limits<'_>, use_waiter: bool) -> Finished {
-        let Running { mut child, wake } = self;
+        let Running {
+            mut child,
+            wake,
+            cookie,
+        } = self;
         // The pid of a child std spawned always fits in a pid_t.
         let pgid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
         let mut out = Capture::new(
@@ -212,6 +250,7 @@ impl Running {
             cause: None,
             term_at: None,
             kill_at: None,
+            escapees: Escapees::new(cookie),
         };
         let deadline = limits.timeout.and_then(|t| Instant::now().checked_add(t));
         let mut buf = vec![0u8; READ_CHUNK];
@@ -239,7 +278,8 @@ impl Running {
                 let leak_deadline = exited.checked_add(limits.leak_timeout);
                 let drained = out.is_closed() && err.is_closed();
                 if drained || reached(now, leak_deadline) || sup.term_at.is_some() {
-                    if !sup.group_alive() {
+                    // Escapees are looked for only once a teardown began.
+                    if !sup.group_alive() && !sup.escapees.alive(now, sup.kill_at.is_some()) {
                         break;
                     }
                     if sup.term_at.is_none() {
@@ -326,6 +366,8 @@ struct Supervisor {
     term_at: Option<Instant>,
     /// When SIGKILL went to the group.
     kill_at: Option<Instant>,
+    /// The processes that left the group but carry the spawn cookie.
+    escapees: Escapees,
 }
 
 impl Supervisor {
@@ -366,11 +408,13 @@ impl Supervisor {
 
     fn terminate(&mut self, now: Instant) {
         self.signal(Signal::SIGTERM);
+        self.escapees.signal(Signal::SIGTERM, now);
         self.term_at = Some(now);
     }
 
     fn kill(&mut self, now: Instant) {
         self.signal(Signal::SIGKILL);
+        self.escapees.signal(Signal::SIGKILL, now);
         self.kill_at = Some(now);
     }
 
@@ -395,6 +439,56 @@ impl Supervisor {
             let _ = thread.join();
         }
         self.status
+    }
+}
+
+/// The processes of a run that left its process group, found by the spawn
+/// cookie in their environment (`cookie.rs`). Nothing is scanned until a
+/// teardown begins.
+struct Escapees {
+    cookie: String,
+    /// Set by the first signal: from then on the teardown follows them.
+    following: bool,
+    /// The last scan, if it found carriers.
+    seen_at: Option<Instant>,
+}
+
+impl Escapees {
+    fn new(cookie: String) -> Escapees {
+        Escapees {
+            cookie,
+            following: false,
+            seen_at: None,
+        }
+    }
+
+    /// Sends `signal` to every carrier of the cookie, and follows them from
+    /// now on.
+    fn signal(&mut self, signal: Signal, now: Instant) {
+        self.following = true;
+        self.record(cookie::signal_carriers(&self.cookie, Some(signal)), now);
+    }
+
+    /// Whether carriers may still be alive; always `false` before the
+    /// teardown began. Once SIGKILL has gone out (`killing`), every scan
+    /// sends it again. A positive answer may be up to [`ESCAPEE_RECHECK`]
+    /// old; a negative one is always fresh, since it ends the teardown.
+    fn alive(&mut self, now: Instant, killing: bool) -> bool {
+        if !self.following {
+            return false;
+        }
+        if let Some(seen) = self.seen_at
+            && now < seen + ESCAPEE_RECHECK
+        {
+            return true;
+        }
+        let signal = killing.then_some(Signal::SIGKILL);
+        self.record(cookie::signal_carriers(&self.cookie, signal), now);
+        self.seen_at.is_some()
+    }
+
+    fn record(&mut self, found: usize, now: Instant) {
+        self.seen_at = (found > 0).then_some(now);
     }
 }
 
@@ -594,5 +688,193 @@ mod tests {
         let finished = sh("exit 7", dir.path()).supervise(&limits(10_000));
         assert_eq!(finished.status.and_then(|s| s.code()), Some(7));
         assert_eq!(finished.cause, None);
+    }
+
+    /// Tests of the processes that leave the group, which need `setsid`
+    /// (util-linux) and `/proc`.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    mod escapees {
+        use super::*;
+
+        /// Whether `setsid` exists; the tests skip themselves without it.
+        fn have_setsid() -> bool {
+            let found = which::which("setsid").is_ok();
+            if !found {
+                eprintln!("setsid is not installed: skipped");
+            }
+            found
+        }
+
+        /// An escapee that writes its pid to `up`, then `late` after 1.5 s,
+        /// unless killed first. With `stubborn`, it ignores SIGTERM.
+        fn escapee(stubborn: bool) -> String {
+            let trap = if stubborn { "trap '' TERM; " } else { "" };
+            format!(
+                "sh -c '{trap}echo $$ >\"$DIR/pid\"; mv \"$DIR/pid\" \"$DIR/up\"; \
+                 sleep 1.5; touch \"$DIR/late\"' >/dev/null 2>&1"
+            )
+        }
+
+        /// Waits until the escapee is up.
+        const WAIT_UP: &str = "while [ ! -e \"$DIR/up\" ]; do sleep 0.01; done";
+
+        /// Checks that the escapee started and is dead (a zombie at most),
+        /// and that nothing carries the cookie any more.
+        fn assert_followed(dir: &Path, cookie: &str) {
+            let pid = std::fs::read_to_string(dir.join("up")).expect("the escapee started");
+            let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()));
+            if let Ok(stat) = stat {
+                let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+                assert!(state.starts_with('Z'), "the escapee lives: {stat}");
+            }
+            assert_eq!(cookie::signal_carriers(cookie, None), 0, "an escapee lives");
+            assert!(!dir.join("late").exists());
+        }
+
+        /// Kills what still carries `cookie`, so no test leaves a process.
+        fn clean_up(cookie: &str) -> usize {
+            let found = cookie::signal_carriers(cookie, Some(Signal::SIGKILL));
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while cookie::signal_carriers(cookie, Some(Signal::SIGKILL)) > 0 {
+                assert!(Instant::now() < deadline, "{cookie} cannot be killed");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            found
+        }
+
+        #[test]
+        fn a_timeout_follows_processes_that_left_the_group() {
+            if !have_setsid() {
+                return;
+            }
+            let cases = [
+                // setsid, and a double fork whose middle process exits.
+                (
+                    format!("setsid {} & {WAIT_UP}; sleep 30", escapee(false)),
+                    true,
+                ),
+                (
+                    format!("( setsid {} & ); {WAIT_UP}; sleep 30", escapee(true)),
+                    true,
+                ),
+                (
+                    format!("setsid {} & {WAIT_UP}; sleep 30", escapee(true)),
+                    false,
+                ),
+            ];
+            // The cases run side by side: each waits out its late write.
+            let threads: Vec<_> = cases
+                .into_iter()
+                .map(|(script, use_waiter)| {
+                    std::thread::spawn(move || {
+                        let dir = tempfile::tempdir().unwrap();
+                        let running = sh(&script, dir.path());
+                        let cookie = running.cookie.clone();
+                        let finished = running.supervise_with(&limits(1_000), use_waiter);
+                        clean_up(&cookie);
+                        assert_eq!(finished.cause, Some(Cause::TimedOut), "{script}");
+                        assert_followed(dir.path(), &cookie);
+                    })
+                })
+                .collect();
+            for case in threads {
+                case.join().unwrap();
+            }
+        }
+
+        #[test]
+        fn a_cancel_follows_processes_that_left_the_group() {
+            if !have_setsid() {
+                return;
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let script = format!("setsid {} & {WAIT_UP}; sleep 30", escapee(true));
+            let running = sh(&script, dir.path());
+            let cookie = running.cookie.clone();
+            let token = CancelToken::new();
+            let canceller = {
+                let (token, up) = (token.clone(), dir.path().join("up"));
+                std::thread::spawn(move || {
+                    let deadline = Instant::now() + Duration::from_secs(10);
+                    while !up.exists() && Instant::now() < deadline {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    token.cancel("stop");
+                })
+            };
+            let limits = Limits {
+                timeout: None,
+                cancel: Some(&token),
+                ..limits(0)
+            };
+            let finished = running.supervise(&limits);
+            canceller.join().unwrap();
+            clean_up(&cookie);
+            assert_eq!(finished.cause, Some(Cause::Cancelled("stop".into())));
+            assert_followed(dir.path(), &cookie);
+        }
+
+        #[test]
+        fn members_left_behind_by_the_leader_bring_their_escapees_down() {
+            if !have_setsid() {
+                return;
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let script = format!(
+                "setsid {} & sleep 30 >/dev/null 2>&1 & {WAIT_UP}; echo done",
+                escapee(false)
+            );
+            let running = sh(&script, dir.path());
+            let cookie = running.cookie.clone();
+            let finished = running.supervise(&limits(10_000));
+            clean_up(&cookie);
+            assert_eq!(finished.cause, None);
+            assert!(finished.status.unwrap().success());
+            assert_eq!(finished.stdout, "done\n");
+            assert_followed(dir.path(), &cookie);
+        }
+
+        #[test]
+        fn a_clean_exit_leaves_a_detached_process_alone() {
+            // The common path: the group is empty once the leader exits, so
+            // nothing is scanned and a daemon started on purpose survives.
+            if !have_setsid() {
+                return;
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let script = format!("setsid {} & {WAIT_UP}", escapee(false));
+            let running = sh(&script, dir.path());
+            let cookie = running.cookie.clone();
+            let finished = running.supervise(&limits(10_000));
+            // The escapee and its `sleep`.
+            let survivors = clean_up(&cookie);
+            assert!(finished.status.unwrap().success());
+            assert!(survivors >= 1, "the detached process was not left alone");
+        }
+
+        #[test]
+        fn a_process_that_cleared_its_environment_is_lost_but_the_run_ends() {
+            // The OS limit: `env -i` drops the cookie, `setsid` the group.
+            if !have_setsid() {
+                return;
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let pid_file = dir.path().join("pid");
+            let script = format!(
+                "setsid env -i /bin/sh -c 'echo $$ > {pid}.tmp; mv {pid}.tmp {pid}; exec sleep 30' & \
+                 while [ ! -e {pid} ]; do sleep 0.01; done; sleep 30",
+                pid = pid_file.display()
+            );
+            let finished = sh(&script, dir.path()).supervise(&limits(500));
+            assert_eq!(finished.cause, Some(Cause::TimedOut));
+            let pid: i32 = std::fs::read_to_string(&pid_file)
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            // It survived, as documented; the test cleans up after it.
+            let survived = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok();
+            assert!(survived, "a process without the cookie was found after all");
+        }
     }
 }
