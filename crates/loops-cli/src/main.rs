@@ -9,6 +9,7 @@ mod commands;
 mod daemon_args;
 mod exit;
 mod paths;
+mod pretty;
 mod redact;
 mod render;
 mod resolve;

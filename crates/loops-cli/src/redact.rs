@@ -55,17 +55,25 @@ pub(crate) fn loop_json(lp: &Loop) -> Cow<'_, Loop> {
     if !secret {
         return Cow::Borrowed(lp);
     }
-    let mut owned = lp.clone();
-    match &mut owned.target {
+    Cow::Owned(into_loop_json(lp.clone()))
+}
+
+/// [`loop_json`] of an owned loop: env values replaced, a long prompt cut.
+pub(crate) fn into_loop_json(mut lp: Loop) -> Loop {
+    match &mut lp.target {
         Target::Command(c) => {
             for value in c.env.iter_mut().flat_map(|env| env.values_mut()) {
                 *value = "[redacted]".to_owned();
             }
         }
-        Target::Agent(a) => a.prompt = prompt(&a.prompt),
+        Target::Agent(a) => {
+            if a.prompt.chars().nth(PROMPT_VISIBLE_CHARS).is_some() {
+                a.prompt = prompt(&a.prompt);
+            }
+        }
         Target::Workflow(_) => {}
     }
-    Cow::Owned(owned)
+    lp
 }
 
 /// A run as JSON, with its output redacted unless shown.

@@ -67,7 +67,16 @@ impl Printer {
         &mut self,
         value: &T,
     ) -> std::io::Result<()> {
-        serde_json::to_writer_pretty(&mut self.out, value)?;
+        let mut text = Vec::new();
+        crate::pretty::write(&mut text, value)?;
+        text.push(b'\n');
+        self.out.write_all(&text)
+    }
+
+    /// Prints JSON text already rendered by [`crate::pretty`], and a
+    /// newline.
+    pub(crate) fn json_text(&mut self, text: &[u8]) -> std::io::Result<()> {
+        self.out.write_all(text)?;
         writeln!(self.out)
     }
 

@@ -25,6 +25,7 @@ mod liveness;
 mod model;
 mod schedule;
 mod status;
+mod tagged;
 mod time;
 mod validate;
 mod workflow_file;

@@ -7,13 +7,14 @@
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::id::{EventId, LeaseId, LoopId, RunId, StepRunId, WorkflowId, WorkflowRunId};
 use crate::status::{
     AgentProvider, Anchor, CatchUp, ConfigIsolation, ExecutorStatus, LoopStatus, Overlap,
     RunStatus, StepRunStatus, WorkflowRunStatus, WorkflowStatus,
 };
+use crate::tagged::{self, Tagged};
 use crate::time::Timestamp;
 
 /// Default run timeout for command and agent targets: 30 minutes.
@@ -30,7 +31,10 @@ pub const DEFAULT_RETRY_DELAY_MS: u64 = 60_000;
 pub const DEFAULT_LEASE_MS: u64 = 1_800_000;
 
 /// When a loop runs (SPEC §1.2).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Deserialized through [`crate::tagged`], which skips serde's buffering
+/// when `type` comes first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(
     tag = "type",
     rename_all = "lowercase",
@@ -76,6 +80,67 @@ impl Schedule {
             Schedule::Cron { .. } => "cron",
             Schedule::Dynamic { .. } => "dynamic",
         }
+    }
+}
+
+impl<'de> Deserialize<'de> for Schedule {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        tagged::deserialize(d)
+    }
+}
+
+impl Tagged for Schedule {
+    const EXPECTING: &'static str = "a schedule object with a type";
+    const VARIANTS: &'static [&'static str] = &["once", "interval", "cron", "dynamic"];
+
+    fn from_rest<'de, D: Deserializer<'de>>(tag: &str, rest: D) -> Result<Self, D::Error> {
+        // The fields of each variant, as the derived `Serialize` writes them.
+        #[derive(Deserialize)]
+        struct Once {
+            at: Timestamp,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Interval {
+            every_ms: u64,
+            #[serde(default)]
+            anchor: Option<Anchor>,
+        }
+        #[derive(Deserialize)]
+        struct Cron {
+            expression: String,
+            #[serde(default)]
+            timezone: Option<String>,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Dynamic {
+            #[serde(default)]
+            min_interval_ms: Option<u64>,
+        }
+        Ok(match tag {
+            "once" => Schedule::Once {
+                at: Once::deserialize(rest)?.at,
+            },
+            "interval" => {
+                let Interval { every_ms, anchor } = Interval::deserialize(rest)?;
+                Schedule::Interval { every_ms, anchor }
+            }
+            "cron" => {
+                let Cron {
+                    expression,
+                    timezone,
+                } = Cron::deserialize(rest)?;
+                Schedule::Cron {
+                    expression,
+                    timezone,
+                }
+            }
+            "dynamic" => Schedule::Dynamic {
+                min_interval_ms: Dynamic::deserialize(rest)?.min_interval_ms,
+            },
+            other => return Err(tagged::unknown::<Self, _>(other)),
+        })
     }
 }
 
@@ -223,7 +288,10 @@ pub struct WorkflowTarget {
 }
 
 /// What a loop runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// Deserialized through [`crate::tagged`], which skips serde's buffering
+/// when `type` comes first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum Target {
     /// A command.
@@ -279,6 +347,26 @@ impl Target {
             Target::Command(_) => "command",
             Target::Agent(_) => "agent",
             Target::Workflow(_) => "workflow",
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Target {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        tagged::deserialize(d)
+    }
+}
+
+impl Tagged for Target {
+    const EXPECTING: &'static str = "a target object with a type";
+    const VARIANTS: &'static [&'static str] = &["command", "agent", "workflow"];
+
+    fn from_rest<'de, D: Deserializer<'de>>(tag: &str, rest: D) -> Result<Self, D::Error> {
+        match tag {
+            "command" => CommandTarget::deserialize(rest).map(Target::Command),
+            "agent" => AgentTarget::deserialize(rest).map(Target::Agent),
+            "workflow" => WorkflowTarget::deserialize(rest).map(Target::Workflow),
+            other => Err(tagged::unknown::<Self, _>(other)),
         }
     }
 }

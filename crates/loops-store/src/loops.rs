@@ -243,19 +243,40 @@ impl Store {
     /// Lists loops (SPEC §4.3 `listLoops`): with a status filter sorted by
     /// `next_run_at`, without one by status then `next_run_at`; NULLs first.
     pub fn list_loops(&self, filter: &LoopFilter) -> Result<Vec<Loop>> {
+        let mut all = Vec::new();
+        self.for_each_loop(filter, |lp| {
+            all.push(lp);
+            Ok(())
+        })?;
+        Ok(all)
+    }
+
+    /// [`Store::list_loops`], handing each loop to `each` as its row is
+    /// read, so the caller can print the first loops while later rows are
+    /// still being decoded. An error from `each` stops the listing.
+    pub fn for_each_loop(
+        &self,
+        filter: &LoopFilter,
+        each: impl FnMut(Loop) -> Result<()>,
+    ) -> Result<()> {
         let limit = filter.limit.unwrap_or(DEFAULT_LOOP_LIMIT);
+        let what = ("loops", "listing loops");
         match filter.status {
-            Some(status) => loops_from(
+            Some(status) => rows::query_each(
                 &self.conn,
                 "SELECT * FROM loops WHERE status = ?1 ORDER BY next_run_at, rowid LIMIT ?2",
                 params![status.as_str(), limit],
-                "listing loops",
+                what,
+                rows::loop_row,
+                each,
             ),
-            None => loops_from(
+            None => rows::query_each(
                 &self.conn,
                 "SELECT * FROM loops ORDER BY status, next_run_at, rowid LIMIT ?1",
                 [limit],
-                "listing loops",
+                what,
+                rows::loop_row,
+                each,
             ),
         }
     }

@@ -475,14 +475,31 @@ pub(crate) fn query_vec<T>(
     conn: &Connection,
     sql: &str,
     params: impl Params,
-    (table, context): (&'static str, &'static str),
+    what: (&'static str, &'static str),
     map: fn(&Row<'_>) -> rusqlite::Result<T>,
 ) -> Result<Vec<T>> {
+    let mut all = Vec::new();
+    query_each(conn, sql, params, what, map, |v| {
+        all.push(v);
+        Ok(())
+    })?;
+    Ok(all)
+}
+
+/// Runs a statement returning rows of `table`, handing each decoded row to
+/// `each` as it is read; an error from `each` stops the query.
+pub(crate) fn query_each<T>(
+    conn: &Connection,
+    sql: &str,
+    params: impl Params,
+    (table, context): (&'static str, &'static str),
+    map: fn(&Row<'_>) -> rusqlite::Result<T>,
+    mut each: impl FnMut(T) -> Result<()>,
+) -> Result<()> {
     let mut stmt = conn.prepare_cached(sql).map_err(StoreError::db(context))?;
-    let decoded = stmt
-        .query_map(params, |row| Ok(decode(row, table, map)))
-        .map_err(StoreError::db(context))?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(StoreError::db(context))?;
-    decoded.into_iter().collect()
+    let mut rows = stmt.query(params).map_err(StoreError::db(context))?;
+    while let Some(row) = rows.next().map_err(StoreError::db(context))? {
+        each(decode(row, table, map)?)?;
+    }
+    Ok(())
 }

@@ -21,6 +21,7 @@ use super::now;
 use crate::args::{ListArgs, LoopRef, RemoveArgs};
 use crate::exit::Outcome;
 use crate::paths;
+use crate::pretty::ListWriter;
 use crate::redact;
 use crate::render::{Column, Printer, Table};
 use crate::resolve;
@@ -38,14 +39,24 @@ pub(crate) fn list(args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
         .map(|l| resolve::positive_int(l, "--limit"))
         .transpose()?;
     let store = paths::open_store()?;
-    let loops = store.list_loops(&LoopFilter {
+    let filter = LoopFilter {
         status,
         limit: Some(limit.unwrap_or(u32::MAX)),
-    })?;
+    };
     if out.json {
-        out.json_of(&loops.iter().map(redact::loop_json).collect::<Vec<_>>())?;
+        // Rows are decoded here while a second thread prints them.
+        let text = std::thread::scope(|s| -> Result<Vec<u8>> {
+            let mut list = ListWriter::new(s);
+            store.for_each_loop(&filter, |lp| {
+                list.push(redact::into_loop_json(lp));
+                Ok(())
+            })?;
+            Ok(list.finish()?)
+        })?;
+        out.json_text(&text)?;
         return Ok(Outcome::Success);
     }
+    let loops = store.list_loops(&filter)?;
     let mut table = Table::new(vec![
         Column {
             header: "ID",
