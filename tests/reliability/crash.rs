@@ -514,6 +514,17 @@ fn kill_9_at_random_moments_loses_and_repeats_nothing() {
     let mut daemon = Foreground::spawn(&env, &stderr, &["--grace", "10s"]);
     let pid = daemon.pid();
     let own = format!(":{pid}:");
+    // Up and holding the lease before anything else, so the graceful stop
+    // below is never a SIGTERM during process start-up.
+    let started_line = format!("started pid={pid} ");
+    assert!(
+        wait_for(Duration::from_secs(20), || daemon_log(&env)
+            .contains(&started_line)
+            .then_some(()))
+        .is_some(),
+        "the last daemon did not start:\n{}",
+        daemon.stderr()
+    );
     let settled = wait_for(
         pick(Duration::from_secs(20), Duration::from_secs(60)),
         || {

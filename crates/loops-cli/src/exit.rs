@@ -45,11 +45,33 @@ pub(crate) fn code(result: anyhow::Result<Outcome>) -> ExitCode {
     }
     let mut stderr = std::io::stderr().lock();
     // Nothing useful is left to do if stderr is gone too.
+    if let Some(db) = damaged_database(&err) {
+        // SQLite checks pages as it reads them, so damage can surface in
+        // any command, long after the file was opened: name the file.
+        let _ = writeln!(stderr, "error: {err:#} (the database file {db} is damaged)");
+        let _ = writeln!(
+            stderr,
+            "hint: stop every loops process, then restore {db} from a backup, or move it \
+             (with its -wal and -shm files) aside to start afresh"
+        );
+        return ExitCode::FAILURE;
+    }
     let _ = writeln!(stderr, "error: {err:#}");
     if let Some(hint) = hint(&err) {
         let _ = writeln!(stderr, "hint: {hint}");
     }
     ExitCode::FAILURE
+}
+
+/// The database file, when the error is a query finding it damaged.
+fn damaged_database(err: &anyhow::Error) -> Option<String> {
+    let corrupt = err.chain().any(|cause| {
+        cause
+            .downcast_ref::<StoreError>()
+            .is_some_and(StoreError::is_corrupt)
+    });
+    let dir = crate::paths::data_dir().ok()?;
+    corrupt.then(|| dir.join(loops_store::DB_FILE).display().to_string())
 }
 
 /// Whether a closed stdout pipe caused the error, anywhere in its chain.

@@ -20,6 +20,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    loops_exec::survive_file_size_limit();
     let result = args::Cli::try_parse()
         .map_err(anyhow::Error::from)
         .and_then(app::run);

@@ -18,8 +18,8 @@ use anyhow::{Context, Result, anyhow, bail, ensure};
 use chrono::{Local, NaiveDateTime, TimeZone};
 use loops_core::{
     Account, AgentProvider, AgentTarget, Anchor, CatchUp, CommandTarget, ConfigIsolation,
-    LoopStatus, NewLoop, Overlap, RunStatus, Schedule, Target, Timestamp, WorkflowId,
-    WorkflowTarget, parse_duration, parse_positive_duration, validate_new_loop,
+    DurationError, LoopStatus, NewLoop, Overlap, RunStatus, Schedule, Target, Timestamp,
+    WorkflowId, WorkflowTarget, parse_duration, parse_positive_duration, validate_new_loop,
 };
 
 use crate::args::{AccountOptions, CreateAgent, CreateCommand, CreateWorkflow, LoopOptions};
@@ -83,7 +83,7 @@ pub(crate) fn workflow_loop(args: &CreateWorkflow) -> Result<NewLoop> {
     let timeout_ms = args
         .timeout
         .as_deref()
-        .map(parse_duration)
+        .map(|t| duration(t, "--timeout"))
         .transpose()?
         .filter(|ms| *ms > 0);
     new.target = Target::Workflow(WorkflowTarget {
@@ -118,8 +118,8 @@ fn loop_options(opts: &LoopOptions, timeout: Option<&str>) -> Result<(NewLoop, O
     new.overlap =
         Overlap::from_str(&opts.overlap).map_err(|_| anyhow!("--overlap must be skip or allow"))?;
     new.max_attempts = positive_int(&opts.attempts, "--attempts")?;
-    new.retry_delay_ms = parse_positive_duration(&opts.retry_delay, "--retry-delay")?;
-    new.lease_ms = parse_positive_duration(&opts.lease, "--lease")?;
+    new.retry_delay_ms = positive_duration(&opts.retry_delay, "--retry-delay")?;
+    new.lease_ms = positive_duration(&opts.lease, "--lease")?;
     new.expires_at = opts
         .expires_at
         .as_deref()
@@ -131,9 +131,32 @@ fn loop_options(opts: &LoopOptions, timeout: Option<&str>) -> Result<(NewLoop, O
         .transpose()?;
     // SPEC §9 item 28: a zero timeout would time out at once.
     let timeout_ms = timeout
-        .map(|t| parse_positive_duration(t, "--timeout"))
+        .map(|t| positive_duration(t, "--timeout"))
         .transpose()?;
     Ok((new, timeout_ms))
+}
+
+/// A duration option, with the SPEC's `invalid duration: <value>`. A value
+/// that would not show in that message (blank, or holding control
+/// characters that would break the line) is quoted instead, with the option
+/// it came from, so the message still says what to fix.
+pub(crate) fn duration(value: &str, flag: &str) -> Result<u64> {
+    parse_duration(value).map_err(|e| with_flag(e, value, flag))
+}
+
+/// [`duration`], which must also be greater than zero.
+fn positive_duration(value: &str, flag: &str) -> Result<u64> {
+    parse_positive_duration(value, flag).map_err(|e| with_flag(e, value, flag))
+}
+
+fn with_flag(e: DurationError, value: &str, flag: &str) -> anyhow::Error {
+    let unreadable = value.trim().is_empty() || value.chars().any(char::is_control);
+    if unreadable && matches!(e, DurationError::Invalid { .. }) {
+        return anyhow!(
+            "invalid duration: {value:?} for {flag} (use a number with ms, s, m, h or d, such as 30s)"
+        );
+    }
+    e.into()
 }
 
 fn schedule(opts: &LoopOptions) -> Result<Schedule> {
@@ -158,7 +181,7 @@ fn schedule(opts: &LoopOptions) -> Result<Schedule> {
         // `--every 0` parses and is then rejected by the schedule check with
         // `interval everyMs must be > 0` (SPEC §10 item 11).
         return Ok(Schedule::Interval {
-            every_ms: parse_duration(every)?,
+            every_ms: duration(every, "--every")?,
             anchor: Some(Anchor::FixedRate),
         });
     }

@@ -70,5 +70,5 @@ pub use crate::process::{
     Detached, OrphanKill, ProcessSignal, hostname, is_running, kill_orphan_group, signal_process,
     spawn_detached,
 };
-pub use crate::signals::SignalCancel;
+pub use crate::signals::{SignalCancel, survive_file_size_limit};
 pub use crate::spec::agent_argv;

@@ -113,6 +113,22 @@ impl Drop for SignalCancel {
     }
 }
 
+/// Makes a file-size limit (`ulimit -f`, systemd's `LimitFSIZE`) an error
+/// instead of a silent death: SIGXFSZ's default action kills the process,
+/// so a write past the limit would end `loops` (or the daemon) with
+/// nothing printed. With a handler installed, the write fails with EFBIG,
+/// which SQLite reports as an I/O error that is printed like any other.
+///
+/// A handler, not `SIG_IGN`: an ignored signal would be inherited by the
+/// runs' children, while a handler is reset by `exec`.
+pub fn survive_file_size_limit() {
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Registering only fails for signals that cannot be caught; SIGXFSZ
+    // can, so the default action stays only if the OS refuses.
+    let _ = signal_hook::flag::register(signal_hook::consts::SIGXFSZ, flag);
+}
+
+
 #[cfg(test)]
 mod tests {
     use super::*;

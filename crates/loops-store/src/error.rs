@@ -17,11 +17,9 @@ impl fmt::Display for DbError {
     }
 }
 
-impl std::error::Error for DbError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.0.source()
-    }
-}
+// No `source()`: the driver's message already says everything its inner
+// error would, and a printed chain (`{:#}`) would repeat it.
+impl std::error::Error for DbError {}
 
 impl DbError {
     /// True when the database was busy or locked past the busy timeout.
@@ -31,19 +29,27 @@ impl DbError {
             Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
         )
     }
+
+    /// True when the database file is damaged (or is not a database).
+    pub fn is_corrupt(&self) -> bool {
+        matches!(
+            self.0.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+        )
+    }
 }
 
 /// Everything a store operation can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// A database call failed.
-    #[error("database error while {context}: {source}")]
+    /// A database call failed. The driver error is part of the message
+    /// rather than a `source`, so a printed chain does not repeat it.
+    #[error("database error while {context}: {error}")]
     Db {
         /// What the store was doing.
         context: &'static str,
         /// The driver error.
-        #[source]
-        source: DbError,
+        error: DbError,
     },
     /// The file at the database path is not a SQLite database, or is corrupt.
     /// The file is left untouched.
@@ -72,13 +78,28 @@ pub enum StoreError {
         supported: i64,
     },
     /// Creating or securing the data directory or database file failed.
-    #[error("cannot prepare {path}: {source}")]
+    /// The OS error is part of the message, not a `source`.
+    #[error("cannot prepare {path}: {error}")]
     Io {
         /// The path.
         path: PathBuf,
         /// The OS error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
+    },
+    /// The database cannot be opened for writing: the data directory or its
+    /// files are read-only. Nothing was written.
+    #[error(
+        "cannot open {path} ({reason}): the data directory or its files are not writable \
+         (loops keeps loops.db-wal and loops.db-shm next to the database); \
+         check the permissions of {dir}, or point LOOPS_DATA_DIR at a writable directory"
+    )]
+    NotWritable {
+        /// The database file.
+        path: PathBuf,
+        /// Its directory.
+        dir: PathBuf,
+        /// What SQLite said.
+        reason: String,
     },
     /// Applying the embedded migrations failed.
     #[error("migrating the database failed: {0}")]
@@ -164,15 +185,22 @@ pub enum StoreError {
 
 impl StoreError {
     pub(crate) fn db(context: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
-        move |source| StoreError::Db {
+        move |error| StoreError::Db {
             context,
-            source: DbError(source),
+            error: DbError(error),
         }
     }
 
     /// True when the error is a busy or locked database.
     pub fn is_busy(&self) -> bool {
-        matches!(self, StoreError::Db { source, .. } if source.is_busy())
+        matches!(self, StoreError::Db { error, .. } if error.is_busy())
+    }
+
+    /// True when a query found the database file damaged (SQLite checks
+    /// pages only as it reads them, so this can surface long after the
+    /// file was opened).
+    pub fn is_corrupt(&self) -> bool {
+        matches!(self, StoreError::Db { error, .. } if error.is_corrupt())
     }
 }
 

@@ -66,18 +66,18 @@ pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|source| StoreError::Io {
+        .map_err(|error| StoreError::Io {
             path: dir.to_owned(),
-            source,
+            error,
         })
 }
 
 /// Creates the database file with mode 0600 when missing, so SQLite never
 /// creates it with the process umask.
 fn create_private_file(path: &Path) -> Result<()> {
-    let io = |source| StoreError::Io {
+    let io = |error| StoreError::Io {
         path: path.to_owned(),
-        source,
+        error,
     };
     match OpenOptions::new()
         .write(true)
@@ -125,10 +125,26 @@ pub(crate) fn open_memory() -> Result<Connection> {
     prepare(conn, None)
 }
 
+/// The error of a failed first read: a file that is not a database (or
+/// is damaged) is refused as such; a file SQLite cannot open for writing
+/// (a read-only data directory, where even a read must create the WAL's
+/// shared-memory file) is reported as not writable, not as corrupt; the
+/// rest are plain database errors.
 fn not_a_database(path: &Path, e: rusqlite::Error) -> StoreError {
-    StoreError::NotADatabase {
-        path: path.to_owned(),
-        reason: e.to_string(),
+    use rusqlite::ErrorCode as C;
+    match e.sqlite_error_code() {
+        Some(C::NotADatabase | C::DatabaseCorrupt) => StoreError::NotADatabase {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        },
+        Some(C::CannotOpen | C::ReadOnly | C::PermissionDenied) => StoreError::NotWritable {
+            path: path.to_owned(),
+            dir: path
+                .parent()
+                .map_or_else(|| PathBuf::from("."), Path::to_owned),
+            reason: e.to_string(),
+        },
+        _ => StoreError::db("opening the database")(e),
     }
 }
 

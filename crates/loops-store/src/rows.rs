@@ -449,7 +449,7 @@ pub(crate) fn decode<T>(
         },
         other => StoreError::Db {
             context: "decoding a row",
-            source: DbError(other),
+            error: DbError(other),
         },
     })
 }

@@ -22,7 +22,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use loops_core::parse_duration;
 use loops_exec::SignalCancel;
 use loops_workflow::{
     Clock, DEFAULT_LEASE_TTL, DEFAULT_MAX_SLEEP, DaemonLog, DaemonOptions, DaemonPaths,
@@ -98,7 +97,7 @@ fn tuning(args: &RunArgs) -> Result<Tuning> {
 }
 
 fn grace(value: &str) -> Result<Duration> {
-    let ms = parse_duration(value).with_context(|| format!("--grace {value}"))?;
+    let ms = crate::resolve::duration(value, "--grace")?;
     Ok(Duration::from_millis(ms))
 }
 
@@ -116,13 +115,15 @@ fn stderr_is_file() -> bool {
 
 /// `daemon run`: the foreground daemon.
 fn run_foreground(args: &RunArgs) -> Result<Outcome> {
+    // First, so a stop that arrives while the daemon starts up is a clean
+    // stop, not a death by the signal's default action.
+    let signals = SignalCancel::install_daemon().context("installing the signal handlers")?;
     let tuning = tuning(args)?;
     let paths = daemon_paths()?;
     let store = paths::open_store()?;
     let log_path = paths.log_file();
     let log = DaemonLog::open(&log_path, LogConfig::default(), !stderr_is_file())
         .with_context(|| format!("opening {}", log_path.display()))?;
-    let signals = SignalCancel::install_daemon().context("installing the signal handlers")?;
     let clock = SystemClock;
     let executor = ProcessExecutor::for_store(&clock, &store);
     let write = |line: &str| log.line(clock.now(), line);
