@@ -8,6 +8,7 @@
 //! override. The child gets exactly this map (`env_clear()` first).
 
 use std::collections::BTreeMap;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use loops_core::Timestamp;
 
@@ -81,15 +82,46 @@ const ACCOUNT_STRIPPED: [&str; 15] = [
 
 /// The process environment. Names and values that are not UTF-8 are
 /// converted lossily, as the original's runtime does.
+///
+/// Read once: loops never changes its own environment, and a runner builds
+/// an environment for every run.
 fn process_env() -> BTreeMap<String, String> {
-    std::env::vars_os()
-        .map(|(k, v)| {
-            (
-                k.to_string_lossy().into_owned(),
-                v.to_string_lossy().into_owned(),
-            )
-        })
-        .collect()
+    static ENV: OnceLock<BTreeMap<String, String>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        std::env::vars_os()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.to_string_lossy().into_owned(),
+                )
+            })
+            .collect()
+    })
+    .clone()
+}
+
+/// [`normalize_path`], remembering the last result: runs of one runner
+/// nearly always share the variables it depends on.
+fn normalized_path(env: &BTreeMap<String, String>) -> String {
+    type Key = [Option<String>; 5];
+    static LAST: Mutex<Option<(Key, String)>> = Mutex::new(None);
+    let key: Key = [
+        "PATH",
+        "HOME",
+        "BUN_INSTALL",
+        "PNPM_HOME",
+        "NPM_CONFIG_PREFIX",
+    ]
+    .map(|name| env.get(name).cloned());
+    let mut last = LAST.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((k, path)) = last.as_ref()
+        && *k == key
+    {
+        return path.clone();
+    }
+    let path = normalize_path(env);
+    *last = Some((key, path.clone()));
+    path
 }
 
 /// Builds the environment of `spec` (SPEC §5.3). Runs `accounts env` when
@@ -111,7 +143,7 @@ pub(crate) fn build_env(
     if let Some(extra) = spec.env {
         env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
-    let path = normalize_path(&env);
+    let path = normalized_path(&env);
     env.insert("PATH".to_owned(), path);
     for (name, value) in meta.vars() {
         env.insert(name.to_owned(), value);

@@ -128,7 +128,6 @@ pub fn survive_file_size_limit() {
     let _ = signal_hook::flag::register(signal_hook::consts::SIGXFSZ, flag);
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -110,20 +110,16 @@ impl Store {
     /// Runs `f` inside `BEGIN IMMEDIATE … COMMIT`, rolling back on error.
     ///
     /// `BEGIN IMMEDIATE` takes the write lock up front, so the reads inside
-    /// `f` see the state its writes are guarded against.
+    /// `f` see the state its writes are guarded against. Inside a
+    /// [`Store::batch`], `f` runs in a savepoint instead: still all or
+    /// nothing, committed with the batch.
     pub(crate) fn write_tx<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        // Cached: BEGIN and COMMIT run for every write, and re-parsing them
-        // each time showed up in profiles.
-        let run = |sql: &str, context: &'static str| {
-            self.conn
-                .prepare_cached(sql)
-                .and_then(|mut stmt| stmt.execute([]))
-                .map(drop)
-                .map_err(StoreError::db(context))
-        };
-        run("BEGIN IMMEDIATE", "starting a write transaction")?;
+        if !self.conn.is_autocommit() {
+            return self.savepoint(f);
+        }
+        self.exec_cached("BEGIN IMMEDIATE", "starting a write transaction")?;
         let out = f(&self.conn).and_then(|v| {
-            run("COMMIT", "committing")?;
+            self.exec_cached("COMMIT", "committing")?;
             Ok(v)
         });
         if out.is_err() && !self.conn.is_autocommit() {
@@ -131,6 +127,64 @@ impl Store {
             let _ = self.conn.execute_batch("ROLLBACK");
         }
         out
+    }
+
+    fn savepoint<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        self.exec_cached("SAVEPOINT write_tx", "starting a savepoint")?;
+        match f(&self.conn) {
+            Ok(v) => {
+                self.exec_cached("RELEASE write_tx", "releasing a savepoint")?;
+                Ok(v)
+            }
+            Err(e) => {
+                // Undo this operation only; the batch goes on.
+                let _ = self
+                    .conn
+                    .execute_batch("ROLLBACK TO write_tx; RELEASE write_tx");
+                Err(e)
+            }
+        }
+    }
+
+    /// Cached: BEGIN and COMMIT run for every write, and re-parsing them
+    /// each time showed up in profiles.
+    fn exec_cached(&self, sql: &str, context: &'static str) -> Result<()> {
+        self.conn
+            .prepare_cached(sql)
+            .and_then(|mut stmt| stmt.execute([]))
+            .map(drop)
+            .map_err(StoreError::db(context))
+    }
+
+    /// Runs `f`, whose store operations all commit together at its end: one
+    /// transaction and one WAL append instead of one per operation, for a
+    /// runner applying many small results at once.
+    ///
+    /// Each operation inside stays atomic on its own (a savepoint), and a
+    /// failed one does not undo the others: when `f` fails, what succeeded
+    /// before the failure is still committed, then its error is returned,
+    /// as if the operations had run one by one. Nested batches join the
+    /// outer one.
+    pub fn batch<T, E: From<StoreError>>(
+        &self,
+        f: impl FnOnce() -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        if !self.conn.is_autocommit() {
+            return f();
+        }
+        self.exec_cached("BEGIN IMMEDIATE", "starting a write transaction")?;
+        let out = f();
+        if self.conn.is_autocommit() {
+            // Something inside ended the transaction already.
+            return out;
+        }
+        match self.exec_cached("COMMIT", "committing") {
+            Ok(()) => out,
+            Err(e) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                out.and(Err(e.into()))
+            }
+        }
     }
 }
 

@@ -367,24 +367,25 @@ pub(crate) fn workflow_run_row(row: &Row<'_>) -> rusqlite::Result<WorkflowRun> {
 
 /// `workflow_step_runs` row → [`StepRun`].
 pub(crate) fn step_run_row(row: &Row<'_>) -> rusqlite::Result<StepRun> {
+    let c = |i: usize, name: &'static str| At(i, name);
     Ok(StepRun {
-        id: parsed(row, "id")?,
-        workflow_run_id: parsed(row, "workflow_run_id")?,
-        step_id: row.get("step_id")?,
-        sequence: u32_col(row, "sequence")?,
-        status: parsed(row, "status")?,
-        started_at: parsed_opt(row, "started_at")?,
-        finished_at: parsed_opt(row, "finished_at")?,
-        exit_code: i32_opt(row, "exit_code")?,
-        pid: u32_opt(row, "pid")?,
-        duration_ms: row.get("duration_ms")?,
-        stdout: row.get("stdout")?,
-        stderr: row.get("stderr")?,
-        error: row.get("error")?,
-        account_profile: row.get("account_profile")?,
-        account_tool: row.get("account_tool")?,
-        created_at: parsed(row, "created_at")?,
-        updated_at: parsed(row, "updated_at")?,
+        id: parsed(row, c(0, "id"))?,
+        workflow_run_id: parsed(row, c(1, "workflow_run_id"))?,
+        step_id: c(2, "step_id").get(row)?,
+        sequence: u32_col(row, c(3, "sequence"))?,
+        status: parsed(row, c(4, "status"))?,
+        started_at: parsed_opt(row, c(5, "started_at"))?,
+        finished_at: parsed_opt(row, c(6, "finished_at"))?,
+        exit_code: i32_opt(row, c(7, "exit_code"))?,
+        pid: u32_opt(row, c(8, "pid"))?,
+        duration_ms: c(9, "duration_ms").get(row)?,
+        stdout: c(10, "stdout").get(row)?,
+        stderr: c(11, "stderr").get(row)?,
+        error: c(12, "error").get(row)?,
+        account_profile: c(13, "account_profile").get(row)?,
+        account_tool: c(14, "account_tool").get(row)?,
+        created_at: parsed(row, c(15, "created_at"))?,
+        updated_at: parsed(row, c(16, "updated_at"))?,
     })
 }
 

@@ -72,6 +72,18 @@ impl From<&ExecutorResult> for StepOutcome {
     }
 }
 
+/// The columns [`rows::step_run_row`] reads, in its order. Listed rather
+/// than `*`: databases from before 0.3 got `pid` appended at the end, so
+/// the table's own order varies, and reading by position is several times
+/// cheaper than by name.
+macro_rules! step_columns {
+    () => {
+        "id, workflow_run_id, step_id, sequence, status, started_at, finished_at, exit_code, \
+         pid, duration_ms, stdout, stderr, error, account_profile, account_tool, created_at, \
+         updated_at"
+    };
+}
+
 /// The step `step_id` of run `run_id`.
 pub(crate) fn step_by_id(
     conn: &Connection,
@@ -80,7 +92,11 @@ pub(crate) fn step_by_id(
 ) -> Result<Option<StepRun>> {
     query_one(
         conn,
-        "SELECT * FROM workflow_step_runs WHERE workflow_run_id = ?1 AND step_id = ?2",
+        concat!(
+            "SELECT ",
+            step_columns!(),
+            " FROM workflow_step_runs WHERE workflow_run_id = ?1 AND step_id = ?2"
+        ),
         [run_id.as_str(), step_id],
         "workflow_step_runs",
         rows::step_run_row,
@@ -91,7 +107,11 @@ pub(crate) fn step_by_id(
 pub(crate) fn steps_of_run(conn: &Connection, run_id: &WorkflowRunId) -> Result<Vec<StepRun>> {
     query_all(
         conn,
-        "SELECT * FROM workflow_step_runs WHERE workflow_run_id = ?1 ORDER BY sequence ASC",
+        concat!(
+            "SELECT ",
+            step_columns!(),
+            " FROM workflow_step_runs WHERE workflow_run_id = ?1 ORDER BY sequence ASC"
+        ),
         [run_id.as_str()],
         "workflow_step_runs",
         rows::step_run_row,

@@ -441,3 +441,30 @@ fn closing_keeps_a_short_wal_and_truncates_a_long_one() {
         assert!(store.get_loop(id).unwrap().is_some(), "{id} survived");
     }
 }
+
+#[test]
+fn a_batch_commits_once_and_keeps_what_succeeded_before_an_error() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let other = fx.store();
+    let ok: Result<(), loops_store::StoreError> = store.batch(|| {
+        create(&store, "a", 1);
+        // Not visible elsewhere until the batch commits.
+        assert_eq!(other.count_loops(None).unwrap(), 0);
+        create(&store, "b", 1);
+        Ok(())
+    });
+    ok.unwrap();
+    assert_eq!(other.count_loops(None).unwrap(), 2);
+
+    let failed: Result<(), loops_store::StoreError> = store.batch(|| {
+        create(&store, "c", 1);
+        Err(loops_store::StoreError::Encode("stop here".into()))
+    });
+    assert!(failed.is_err());
+    assert_eq!(
+        other.count_loops(None).unwrap(),
+        3,
+        "the create before the error is committed"
+    );
+}

@@ -324,7 +324,15 @@ impl Daemon<'_, '_> {
     fn wait(&self, d: &mut Dispatcher<'_, '_>, sleep: Duration) {
         let mut next = d.wait(sleep);
         while let Some(report) = next {
-            if let Err(e) = d.handle(report) {
+            // One batch for the reports waiting now; an error is logged and
+            // the others are still applied.
+            let applied = d.handle_waiting(report, |_, result| {
+                if let Err(e) = result {
+                    self.log(&format!("error: {e}"));
+                }
+                Ok(())
+            });
+            if let Err(e) = applied {
                 self.log(&format!("error: {e}"));
             }
             next = d.poll();

@@ -8,7 +8,11 @@ use loops_core::{ExecutorResult, ExecutorStatus, LoopRun};
 use loops_exec::CancelToken;
 use loops_store::{Fence, StoreError};
 
-use super::{Dispatcher, FinalizeMode, InFlight};
+use super::{Dispatcher, FinalizeMode, InFlight, Report};
+
+/// Most reports applied in one store batch, so a steady stream of them
+/// never holds the write lock for long.
+const BATCH_REPORTS: usize = 64;
 use crate::scheduler::SchedulerError;
 
 impl Dispatcher<'_, '_> {
@@ -99,6 +103,32 @@ impl Dispatcher<'_, '_> {
         Ok(())
     }
 
+    /// Applies `first` and the reports already waiting behind it (at most
+    /// [`BATCH_REPORTS`]) in one store batch: one commit for many finished
+    /// runs. `on_result` sees each report's outcome and decides whether an
+    /// error stops the batch (tick) or is only logged (daemon); the
+    /// operations that succeeded are committed either way.
+    pub(crate) fn handle_waiting(
+        &mut self,
+        first: Report,
+        mut on_result: impl FnMut(&Self, Result<(), SchedulerError>) -> Result<(), SchedulerError>,
+    ) -> Result<(), SchedulerError> {
+        let store = self.store;
+        store.batch(|| {
+            let mut next = Some(first);
+            let mut handled = 0;
+            while let Some(report) = next.take() {
+                let result = self.handle(report);
+                on_result(self, result)?;
+                handled += 1;
+                if handled < BATCH_REPORTS {
+                    next = self.poll();
+                }
+            }
+            Ok(())
+        })
+    }
+
     /// Cancels the runs in flight once the stop token fired (tick, run-now).
     fn cancel_if_stopped(&mut self) {
         if self.stop_sent {
@@ -168,7 +198,7 @@ impl Dispatcher<'_, '_> {
             // must not starve the heartbeats.
             self.heartbeat()?;
             if let Some(report) = report {
-                self.handle(report)?;
+                self.handle_waiting(report, |_, result| result)?;
             }
         }
     }

@@ -221,10 +221,12 @@ impl<'r> Runner<'r> {
     ) -> Result<(), WorkflowError> {
         let poll = self.opts.cancel_poll.max(Duration::from_millis(1));
         let mut next_poll = Instant::now() + poll;
+        let store = self.store;
         loop {
             self.check_stop()?;
             self.check_deadline();
-            self.dispatch(spawn)?;
+            // The steps started together commit together.
+            store.batch(|| self.dispatch(spawn))?;
             if self.inflight.is_empty() {
                 return Ok(());
             }
@@ -234,9 +236,20 @@ impl<'r> Runner<'r> {
                 wait = wait.min(deadline.saturating_duration_since(now));
             }
             match rx.recv_timeout(wait) {
-                Ok(Report::Spawned(pos, process)) => self.spawned(pos, process)?,
-                Ok(Report::Done(pos, result)) => self.complete(pos, result)?,
-                Ok(Report::Stop) | Err(RecvTimeoutError::Timeout) => {}
+                // It and the reports waiting behind it, in one commit.
+                Ok(first) => store.batch(|| {
+                    let mut next = Some(first);
+                    while let Some(report) = next.take() {
+                        match report {
+                            Report::Spawned(pos, process) => self.spawned(pos, process)?,
+                            Report::Done(pos, result) => self.complete(pos, result)?,
+                            Report::Stop => {}
+                        }
+                        next = rx.try_recv().ok();
+                    }
+                    Ok::<(), WorkflowError>(())
+                })?,
+                Err(RecvTimeoutError::Timeout) => {}
                 // This thread holds a sender, so the channel cannot close.
                 Err(RecvTimeoutError::Disconnected) => return Ok(()),
             }

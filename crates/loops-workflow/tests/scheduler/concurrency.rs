@@ -84,12 +84,16 @@ fn a_slow_loop_does_not_delay_another_loops_run() {
     let r = std::thread::scope(|s| {
         let _open = fake.open_on_drop();
         let ticking = s.spawn(|| tick(&fx.store(), &opts(&clock, &fake)));
-        wait_until("the fast run to be finalized", || {
-            runs_of(&store, &fast.id)
-                .first()
-                .is_some_and(|r| r.status == RunStatus::Succeeded)
-        });
-        assert_eq!(fake.waiting("slow"), 1, "the slow run is still blocked");
+        // The slow worker may reach its gate after the fast run is done.
+        wait_until(
+            "the slow run to block and the fast run to be finalized",
+            || {
+                fake.waiting("slow") == 1
+                    && runs_of(&store, &fast.id)
+                        .first()
+                        .is_some_and(|r| r.status == RunStatus::Succeeded)
+            },
+        );
         assert_eq!(
             runs_of(&store, &slow.id)[0].status,
             RunStatus::Running,
