@@ -108,6 +108,10 @@ fn option_errors_use_the_spec_messages() {
             &["--catch-up-limit", "0"],
             "--catch-up-limit must be a positive integer",
         ),
+        (
+            &["--catch-up-limit", "10001"],
+            "--catch-up-limit must be at most 10000 (the most missed slots one tick runs)",
+        ),
         (&["--overlap", "queue"], "--overlap must be skip or allow"),
         (
             &["--account-tool", "claude"],

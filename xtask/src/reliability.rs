@@ -3,8 +3,10 @@
 //! It builds `loops`, then runs `tests/reliability` with
 //! `LOOPS_RELIABILITY_LONG=1`, one test at a time (so the figures are not
 //! skewed by each other), with `--nocapture` so the `reliability: ...`
-//! figure lines show. `--short` runs the short variants CI runs; any other
-//! argument is passed on to the test harness as a filter.
+//! figure lines show, and the core crate's property tests
+//! (`crates/loops-core/tests/fuzz.rs`) with `PROPTEST_CASES=4096`. `--short`
+//! runs the short variants CI runs; any other argument is passed on to the
+//! test harness as a filter.
 
 use crate::{cargo, run};
 
@@ -24,5 +26,12 @@ pub(crate) fn reliability(args: &[String]) -> Result<(), String> {
         test.env("LOOPS_RELIABILITY_LONG", "1");
     }
     let what = if short { "short" } else { "long" };
-    run(&format!("reliability suite ({what} variants)"), test)
+    run(&format!("reliability suite ({what} variants)"), test)?;
+
+    let mut props = cargo();
+    props.args(["test", "-p", "loops-core", "--test", "fuzz", "--", "--nocapture"]);
+    if !short {
+        props.env("PROPTEST_CASES", "4096");
+    }
+    run(&format!("core property fuzzing ({what})"), props)
 }

@@ -135,7 +135,7 @@ pub(crate) struct LoopOptions {
     )]
     pub(crate) catch_up: String,
 
-    /// Most missed slots one tick runs under --catch-up all.
+    /// Most missed slots one tick runs under --catch-up all (1 to 10000).
     #[arg(long, value_name = "N", default_value = "50", help_heading = "Policy")]
     pub(crate) catch_up_limit: String,
 

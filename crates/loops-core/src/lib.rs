@@ -37,7 +37,7 @@ pub use crate::id::{
 };
 pub use crate::liveness::{Liveness, ProcessRef};
 pub use crate::model::{
-    Account, AgentTarget, CommandTarget, DEFAULT_CATCH_UP_LIMIT, DEFAULT_DYNAMIC_INTERVAL_MS,
+    Account, AgentTarget, CommandTarget, DEFAULT_CATCH_UP_LIMIT, DEFAULT_DYNAMIC_INTERVAL_MS, MAX_CATCH_UP_LIMIT,
     DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MS, DEFAULT_TIMEOUT_MS,
     DaemonLease, ExecutorResult, Loop, LoopRun, NewLoop, NewWorkflow, ProcessTarget, Schedule,
     Step, StepRun, Target, WorkflowEvent, WorkflowRun, WorkflowSpec, WorkflowTarget,

@@ -23,6 +23,10 @@ pub const DEFAULT_TIMEOUT_MS: u64 = 1_800_000;
 pub const DEFAULT_DYNAMIC_INTERVAL_MS: u64 = 60_000;
 /// Default `catchUpLimit`.
 pub const DEFAULT_CATCH_UP_LIMIT: u32 = 50;
+/// The largest `catchUpLimit`: a tick plans at most this many missed slots
+/// of one loop, so a huge limit after a long downtime cannot make it build
+/// an enormous list (the original accepts any positive limit).
+pub const MAX_CATCH_UP_LIMIT: u32 = 10_000;
 /// Default `maxAttempts`.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 1;
 /// Default `retryDelayMs`: 1 minute.

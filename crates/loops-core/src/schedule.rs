@@ -228,7 +228,10 @@ pub fn due_slots(lp: &Loop, now: Timestamp) -> Result<Vec<Timestamp>, ScheduleEr
     if let Some(retry) = lp.retry_scheduled_for {
         return Ok(vec![retry]);
     }
-    let limit = usize::try_from(lp.catch_up_limit.max(1)).unwrap_or(usize::MAX);
+    // A stored limit above the maximum (the original accepts any) is
+    // clamped, so one tick never plans an enormous list of slots.
+    let limit = usize::try_from(lp.catch_up_limit.clamp(1, crate::MAX_CATCH_UP_LIMIT))
+        .unwrap_or(usize::MAX);
     match &lp.schedule {
         Schedule::Once { .. } | Schedule::Dynamic { .. } => Ok(vec![next]),
         Schedule::Interval { every_ms, .. } => {

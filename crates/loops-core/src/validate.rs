@@ -332,6 +332,15 @@ pub fn validate_new_loop(new: &NewLoop) -> Result<()> {
     if new.catch_up_limit == 0 {
         return option("--catch-up-limit", "must be a positive integer");
     }
+    if new.catch_up_limit > crate::MAX_CATCH_UP_LIMIT {
+        return option(
+            "--catch-up-limit",
+            &format!(
+                "must be at most {} (the most missed slots one tick runs)",
+                crate::MAX_CATCH_UP_LIMIT
+            ),
+        );
+    }
     if new.max_attempts == 0 {
         return option("--attempts", "must be a positive integer");
     }

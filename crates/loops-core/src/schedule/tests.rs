@@ -303,6 +303,14 @@ fn spec_checklist_item_14_all() {
     assert_eq!(due_slots(&lp, at("2026-01-02T00:00:00Z")).unwrap().len(), 3);
     lp.catch_up_limit = 0;
     check_slots(&lp, "2026-01-02T00:00:00Z", &["2026-01-01T00:00:01Z"]);
+    // A stored limit above the maximum is clamped: a year of 1 ms slots
+    // plans 10,000 of them, not 31 billion.
+    lp.schedule = every(1);
+    lp.catch_up_limit = u32::MAX;
+    assert_eq!(
+        due_slots(&lp, at("2027-01-01T00:00:00Z")).unwrap().len(),
+        crate::MAX_CATCH_UP_LIMIT as usize
+    );
     let mut lp = a_loop(cron("*/15 * * * *"), "2026-01-01T00:15:00Z");
     lp.catch_up = CatchUp::All;
     check_slots(
