@@ -14,62 +14,11 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use loops_tests::TestEnv;
 
-use crate::support::{figure, pick, wait_for};
-
-/// A xorshift64 random source, seeded from `LOOPS_RELIABILITY_SEED` or the
-/// clock; the seed is printed as a figure so a failure can be replayed.
-pub(crate) struct Rng(u64);
-
-impl Rng {
-    /// A source for `test`, announcing its seed.
-    pub(crate) fn seeded(test: &str) -> Rng {
-        let seed = std::env::var("LOOPS_RELIABILITY_SEED")
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .unwrap_or_else(|| {
-                let now = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .unwrap_or_default();
-                now.as_secs()
-                    ^ (u64::from(now.subsec_nanos()) << 20)
-                    ^ u64::from(std::process::id())
-            });
-        figure(
-            test,
-            &format!("seed {seed} (replay with LOOPS_RELIABILITY_SEED={seed})"),
-        );
-        Rng(seed.max(1))
-    }
-
-    /// An independent source for another thread.
-    pub(crate) fn fork(&mut self) -> Rng {
-        Rng(self.next_u64().max(1))
-    }
-
-    /// The next 64 random bits.
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    /// A number in `0..n` (`n` > 0).
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-
-    /// A duration between `lo_ms` and `hi_ms` milliseconds.
-    pub(crate) fn millis(&mut self, lo_ms: u64, hi_ms: u64) -> Duration {
-        Duration::from_millis(lo_ms + self.below(hi_ms.saturating_sub(lo_ms) + 1))
-    }
-}
+use crate::support::{Rng, figure, pick, wait_for};
 
 /// A `loops daemon run` child of the test, its stderr appended to a file;
 /// killed with SIGKILL and reaped when dropped, so a failing test leaves no

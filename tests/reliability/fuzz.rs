@@ -26,61 +26,12 @@ use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::process::ExitStatusExt;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use loops_tests::TestEnv;
 use serde_json::{Value, json};
 
-use crate::support::{figure, pick};
-
-/// A xorshift64 generator.
-struct Rng(u64);
-
-impl Rng {
-    /// A generator seeded from `LOOPS_RELIABILITY_SEED` or the clock; the
-    /// seed is printed as a figure of `test`.
-    fn seeded(test: &str) -> Rng {
-        let seed = std::env::var("LOOPS_RELIABILITY_SEED")
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .unwrap_or_else(|| {
-                let now = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .unwrap_or_default();
-                now.as_secs()
-                    ^ (u64::from(now.subsec_nanos()) << 20)
-                    ^ u64::from(std::process::id())
-            });
-        figure(
-            test,
-            &format!("seed {seed} (replay with LOOPS_RELIABILITY_SEED={seed})"),
-        );
-        Rng(seed.max(1))
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    /// A number in `0..n` (`n > 0`).
-    fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-
-    /// True with probability `1/n`.
-    fn one_in(&mut self, n: usize) -> bool {
-        self.below(n) == 0
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
+use crate::support::{Rng, figure, pick};
 
 /// How an invocation ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1465,8 +1416,9 @@ fn loops_with_extreme_valid_values_run() {
             "100",
             "--catch-up",
             "all",
+            // The largest limit loops accepts.
             "--catch-up-limit",
-            "4294967295",
+            "10000",
         ],
         &[
             "command",

@@ -22,10 +22,10 @@ use loops_tests::{Ran, TestEnv};
 use serde_json::Value;
 
 use crate::crash::{
-    Foreground, Rng, StrayGuard, daemon_log, duplicate_slots, loop_rows, marker_command,
+    Foreground, StrayGuard, daemon_log, duplicate_slots, loop_rows, marker_command,
     marks_against_runs, read_marks, reap_strays, run_rows, status_counts,
 };
-use crate::support::{figure, pick, wait_for};
+use crate::support::{Rng, figure, pick, wait_for};
 
 const TEST: &str = "races";
 /// Loops owned by each pause/resume thread.
@@ -161,7 +161,7 @@ fn toggler(
         }
     };
     while Instant::now() < until {
-        let i = usize::try_from(rng.below(owned.len() as u64)).unwrap_or(0);
+        let i = rng.below(owned.len());
         flip(&mut tally, &mut owned[i]);
         std::thread::sleep(rng.millis(0, 20));
     }
@@ -287,7 +287,7 @@ fn two_daemons_and_four_writers_on_one_database() {
                 while Instant::now() < until {
                     let mut pool = fixed.clone();
                     pool.extend(created.lock().expect("the created list").iter().cloned());
-                    let i = usize::try_from(rng.below(pool.len() as u64)).unwrap_or(0);
+                    let i = rng.below(pool.len());
                     let args = ["--json", "run-now", pool[i].as_str()];
                     let ran = tally.call(env, "run-now", &args);
                     match ran.code {

@@ -29,7 +29,15 @@ pub(crate) fn reliability(args: &[String]) -> Result<(), String> {
     run(&format!("reliability suite ({what} variants)"), test)?;
 
     let mut props = cargo();
-    props.args(["test", "-p", "loops-core", "--test", "fuzz", "--", "--nocapture"]);
+    props.args([
+        "test",
+        "-p",
+        "loops-core",
+        "--test",
+        "fuzz",
+        "--",
+        "--nocapture",
+    ]);
     if !short {
         props.env("PROPTEST_CASES", "4096");
     }

@@ -37,11 +37,11 @@ pub use crate::id::{
 };
 pub use crate::liveness::{Liveness, ProcessRef};
 pub use crate::model::{
-    Account, AgentTarget, CommandTarget, DEFAULT_CATCH_UP_LIMIT, DEFAULT_DYNAMIC_INTERVAL_MS, MAX_CATCH_UP_LIMIT,
+    Account, AgentTarget, CommandTarget, DEFAULT_CATCH_UP_LIMIT, DEFAULT_DYNAMIC_INTERVAL_MS,
     DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MS, DEFAULT_TIMEOUT_MS,
-    DaemonLease, ExecutorResult, Loop, LoopRun, NewLoop, NewWorkflow, ProcessTarget, Schedule,
-    Step, StepRun, Target, WorkflowEvent, WorkflowRun, WorkflowSpec, WorkflowTarget,
-    loop_workflow_key,
+    DaemonLease, ExecutorResult, Loop, LoopRun, MAX_CATCH_UP_LIMIT, NewLoop, NewWorkflow,
+    ProcessTarget, Schedule, Step, StepRun, Target, WorkflowEvent, WorkflowRun, WorkflowSpec,
+    WorkflowTarget, loop_workflow_key,
 };
 pub use crate::schedule::{
     LoopAdvance, ScheduleError, compute_next_after, due_slots, initial_next_run, is_expired,
