@@ -102,6 +102,27 @@ fn figures(bin: &Path, scratch: &Path) -> Result<(), String> {
         ms(samples[0]),
         ms(samples[LIST_SAMPLES - 1])
     );
+    // What any command costs here before it does any work: starting the
+    // process, and opening the database.
+    let empty = scratch.join("empty");
+    loops(bin, &empty, &["list"])?;
+    for (label, args) in [
+        ("`loops --version`", &["--version"][..]),
+        ("`loops --json list` with no loops", &["--json", "list"][..]),
+    ] {
+        let mut floor = Vec::with_capacity(LIST_SAMPLES);
+        for _ in 0..LIST_SAMPLES {
+            let t = Instant::now();
+            loops(bin, &empty, args)?;
+            floor.push(t.elapsed());
+        }
+        floor.sort();
+        println!(
+            "floor: median {label} = {:.2} ms (min {:.2} ms, {LIST_SAMPLES} runs)",
+            ms(floor[LIST_SAMPLES / 2]),
+            ms(floor[0])
+        );
+    }
 
     // 3. One tick over 1,000 due loops.
     let data = scratch.join("tick");
