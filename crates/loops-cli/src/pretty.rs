@@ -122,71 +122,73 @@ struct Writer<'scope, T> {
     handle: ScopedJoinHandle<'scope, io::Result<Vec<u8>>>,
 }
 
-/// Writes a JSON array element by element, on a thread of its own, while
-/// the caller produces the elements: `push` them, then `finish` for the
-/// text. Without a second core everything happens in `finish`.
-pub(crate) struct ListWriter<'scope, T> {
+/// Writes a JSON array element by element while the caller produces the
+/// elements: `push` them, then `finish` for the text. A short list is
+/// written by the caller in `finish`; once a list passes [`BATCH`]
+/// elements, a thread of the scope starts writing them while the caller
+/// produces the rest (a thread costs more than it saves on a short list).
+pub(crate) struct ListWriter<'scope, 'env, T> {
+    scope: &'scope Scope<'scope, 'env>,
     batch: Vec<T>,
-    /// The writer thread and its queue; `None` on a single core.
+    /// The writer thread and its queue, once the list is long.
     thread: Option<Writer<'scope, T>>,
-    /// Everything, when there is no thread.
-    all: Vec<T>,
 }
 
-impl<'scope, T: Serialize + Send + 'scope> ListWriter<'scope, T> {
-    /// A writer that serializes on a thread of `scope` when there are two
-    /// cores or more.
-    pub(crate) fn new<'env>(scope: &'scope Scope<'scope, 'env>) -> Self {
-        let parallel = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
-        let thread = parallel.then(|| {
-            let (tx, rx) = mpsc::sync_channel::<Vec<T>>(64);
-            let handle = scope.spawn(move || {
-                let mut out = Vec::with_capacity(64 * 1024);
-                let mut first = true;
-                for batch in rx {
-                    for item in &batch {
-                        element(&mut out, item, first)?;
-                        first = false;
-                    }
-                }
-                close(&mut out, first);
-                Ok(out)
-            });
-            Writer { queue: tx, handle }
-        });
+impl<'scope, 'env, T: Serialize + Send + 'scope> ListWriter<'scope, 'env, T> {
+    /// A writer that may start a thread of `scope`.
+    pub(crate) fn new(scope: &'scope Scope<'scope, 'env>) -> Self {
         ListWriter {
+            scope,
             batch: Vec::with_capacity(BATCH),
-            thread,
-            all: Vec::new(),
+            thread: None,
         }
+    }
+
+    fn start_thread(&self) -> Writer<'scope, T> {
+        let (tx, rx) = mpsc::sync_channel::<Vec<T>>(64);
+        let handle = self.scope.spawn(move || {
+            let mut out = Vec::with_capacity(64 * 1024);
+            let mut first = true;
+            for batch in rx {
+                for item in &batch {
+                    element(&mut out, item, first)?;
+                    first = false;
+                }
+            }
+            close(&mut out, first);
+            Ok(out)
+        });
+        Writer { queue: tx, handle }
     }
 
     /// Adds the next element.
     pub(crate) fn push(&mut self, item: T) {
-        let Some(Writer { queue: tx, .. }) = &self.thread else {
-            self.all.push(item);
-            return;
-        };
         self.batch.push(item);
-        if self.batch.len() == BATCH {
-            let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
-            // A failed send means the writer stopped on an error, which
-            // `finish` reports.
-            let _ = tx.send(batch);
+        if self.batch.len() < BATCH {
+            return;
         }
+        let writer = match self.thread.take() {
+            Some(writer) => writer,
+            None => self.start_thread(),
+        };
+        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
+        // A failed send means the writer stopped on an error, which
+        // `finish` reports.
+        let _ = writer.queue.send(batch);
+        self.thread = Some(writer);
     }
 
     /// The text of the whole array.
     pub(crate) fn finish(self) -> io::Result<Vec<u8>> {
-        let Some(Writer { queue: tx, handle }) = self.thread else {
-            let mut out = Vec::with_capacity(self.all.len() * 640 + 2);
-            write(&mut out, &self.all)?;
+        let Some(Writer { queue, handle }) = self.thread else {
+            let mut out = Vec::with_capacity(self.batch.len() * 640 + 2);
+            write(&mut out, &self.batch)?;
             return Ok(out);
         };
         if !self.batch.is_empty() {
-            let _ = tx.send(self.batch);
+            let _ = queue.send(self.batch);
         }
-        drop(tx);
+        drop(queue);
         handle
             .join()
             .unwrap_or_else(|_| Err(io::Error::other("serializing the list panicked")))
