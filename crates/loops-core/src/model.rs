@@ -36,8 +36,8 @@ pub const DEFAULT_LEASE_MS: u64 = 1_800_000;
 
 /// When a loop runs (SPEC §1.2).
 ///
-/// Deserialized through [`crate::tagged`], which skips serde's buffering
-/// when `type` comes first.
+/// Deserialized by hand (`tagged.rs`): when `type` comes first, the rest of
+/// the object goes straight to the variant, without serde's buffering.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(
     tag = "type",
@@ -293,8 +293,8 @@ pub struct WorkflowTarget {
 
 /// What a loop runs.
 ///
-/// Deserialized through [`crate::tagged`], which skips serde's buffering
-/// when `type` comes first.
+/// Deserialized by hand (`tagged.rs`): when `type` comes first, the rest of
+/// the object goes straight to the variant, without serde's buffering.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum Target {
