@@ -325,3 +325,48 @@ fn agent_steps_run_the_provider_cli_with_the_prompt_last() {
     assert_eq!(out["steps"][0]["status"], "succeeded");
     assert_eq!(out["steps"][0]["stdout"], format!("ask|{prompt}"));
 }
+
+#[test]
+fn a_step_runs_only_after_its_start_is_committed() {
+    // A step whose start were still uncommitted when its process ran could
+    // run twice after a crash of the runner: a resume would not know it
+    // had started. Each step here asks another `loops` process (another
+    // connection) what the database says of it while it runs.
+    let env = TestEnv::new();
+    let bin = loops_tests::loops_bin();
+    let seen = env.home().join("seen");
+    let check = |id: &str| {
+        shell_step(
+            id,
+            &format!(
+                "\"{}\" --json workflows inspect \"$LOOPS_WORKFLOW_RUN_ID\" > \"{}/$LOOPS_WORKFLOW_STEP_ID.json\"",
+                bin.display(),
+                seen.display()
+            ),
+            &[],
+        )
+    };
+    std::fs::create_dir_all(&seen).unwrap();
+    // Many steps start in one batch, so a spawn before the batch's commit
+    // would leave the first steps running long before their starts land.
+    let mut workflow = json!({
+        "name": "committed",
+        "steps": (0..64).map(|i| check(&format!("s{i}"))).collect::<Vec<_>>(),
+    });
+    workflow["maxParallel"] = json!(64);
+    create_workflow(&env, &workflow);
+    env.loops(["workflows", "run", "committed"]).run();
+    for i in 0..64 {
+        let step = format!("s{i}");
+        let text = std::fs::read_to_string(seen.join(format!("{step}.json"))).unwrap();
+        let inspected: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let steps = inspected["steps"]
+            .as_array()
+            .expect("inspect lists the steps");
+        let own = steps
+            .iter()
+            .find(|s| s["stepId"] == step.as_str())
+            .expect("the step's own row");
+        assert_eq!(own["status"], "running", "{step} saw itself as {own}");
+    }
+}

@@ -225,8 +225,20 @@ impl<'r> Runner<'r> {
         loop {
             self.check_stop()?;
             self.check_deadline();
-            // The steps started together commit together.
-            store.batch(|| self.dispatch(spawn))?;
+            // The steps started together commit together, and only then
+            // are their processes spawned: a step never runs without its
+            // start on disk, so a crash of the runner cannot lead a resume
+            // to run it twice.
+            let mut ready = Vec::new();
+            if let Err(e) = store.batch(|| self.dispatch(&mut |job| ready.push(job))) {
+                for job in &ready {
+                    self.inflight.remove(&job.pos);
+                }
+                return Err(e);
+            }
+            for job in ready {
+                spawn(job);
+            }
             if self.inflight.is_empty() {
                 return Ok(());
             }
