@@ -222,15 +222,29 @@ impl<'r> Runner<'r> {
         let poll = self.opts.cancel_poll.max(Duration::from_millis(1));
         let mut next_poll = Instant::now() + poll;
         let store = self.store;
+        let mut pending: Option<Report> = None;
         loop {
-            self.check_stop()?;
-            self.check_deadline();
-            // The steps started together commit together, and only then
-            // are their processes spawned: a step never runs without its
-            // start on disk, so a crash of the runner cannot lead a resume
-            // to run it twice.
+            // One commit per turn: the reports that arrived (and those
+            // waiting behind them), then the steps that can start. The
+            // started steps are spawned only after that commit: a step
+            // never runs without its start on disk, so a crash of the
+            // runner cannot lead a resume to run it twice.
             let mut ready = Vec::new();
-            if let Err(e) = store.batch(|| self.dispatch(&mut |job| ready.push(job))) {
+            let turn = store.batch(|| {
+                let mut next = pending.take();
+                while let Some(report) = next.take() {
+                    match report {
+                        Report::Spawned(pos, process) => self.spawned(pos, process)?,
+                        Report::Done(pos, result) => self.complete(pos, result)?,
+                        Report::Stop => {}
+                    }
+                    next = rx.try_recv().ok();
+                }
+                self.check_stop()?;
+                self.check_deadline();
+                self.dispatch(&mut |job| ready.push(job))
+            });
+            if let Err(e) = turn {
                 for job in &ready {
                     self.inflight.remove(&job.pos);
                 }
@@ -248,19 +262,7 @@ impl<'r> Runner<'r> {
                 wait = wait.min(deadline.saturating_duration_since(now));
             }
             match rx.recv_timeout(wait) {
-                // It and the reports waiting behind it, in one commit.
-                Ok(first) => store.batch(|| {
-                    let mut next = Some(first);
-                    while let Some(report) = next.take() {
-                        match report {
-                            Report::Spawned(pos, process) => self.spawned(pos, process)?,
-                            Report::Done(pos, result) => self.complete(pos, result)?,
-                            Report::Stop => {}
-                        }
-                        next = rx.try_recv().ok();
-                    }
-                    Ok::<(), WorkflowError>(())
-                })?,
+                Ok(report) => pending = Some(report),
                 Err(RecvTimeoutError::Timeout) => {}
                 // This thread holds a sender, so the channel cannot close.
                 Err(RecvTimeoutError::Disconnected) => return Ok(()),
