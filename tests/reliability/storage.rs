@@ -675,9 +675,16 @@ fn a_corrupt_database_is_left_untouched_and_can_be_restored() {
     .iter()
     .map(|s| (*s).to_owned())
     .collect();
-    let base_seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64);
+    // `LOOPS_RELIABILITY_SEED=<n>` replays the flips named `bit flips #<n>`
+    // first.
+    let base_seed = std::env::var("LOOPS_RELIABILITY_SEED")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
     for i in 0..pick(6, 60) {
         kinds.push(format!("bit flips #{}", base_seed.wrapping_add(i)));
     }

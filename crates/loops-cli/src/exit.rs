@@ -65,11 +65,9 @@ pub(crate) fn code(result: anyhow::Result<Outcome>) -> ExitCode {
 
 /// The database file, when the error is a query finding it damaged.
 fn damaged_database(err: &anyhow::Error) -> Option<String> {
-    let corrupt = err.chain().any(|cause| {
-        cause
-            .downcast_ref::<StoreError>()
-            .is_some_and(StoreError::is_corrupt)
-    });
+    let corrupt = err
+        .chain()
+        .any(|cause| store_error(cause).is_some_and(StoreError::is_corrupt));
     let dir = crate::paths::data_dir().ok()?;
     corrupt.then(|| dir.join(loops_store::DB_FILE).display().to_string())
 }
@@ -83,20 +81,63 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
     })
 }
 
+/// The store error a cause is or wraps. The runners' errors wrap it
+/// transparently, which hides it from a plain walk of the chain.
+fn store_error<'a>(cause: &'a (dyn std::error::Error + 'static)) -> Option<&'a StoreError> {
+    use loops_workflow::{DaemonError, SchedulerError, WorkflowError};
+    if let Some(e) = cause.downcast_ref::<StoreError>() {
+        return Some(e);
+    }
+    match (
+        cause.downcast_ref::<WorkflowError>(),
+        cause.downcast_ref::<SchedulerError>(),
+        cause.downcast_ref::<DaemonError>(),
+    ) {
+        (Some(WorkflowError::Store(e)), _, _)
+        | (_, Some(SchedulerError::Store(e)), _)
+        | (_, _, Some(DaemonError::Store(e))) => Some(e),
+        _ => None,
+    }
+}
+
 /// What to do next, for errors where the message alone does not say.
 fn hint(err: &anyhow::Error) -> Option<&'static str> {
-    err.chain()
-        .find_map(|cause| match cause.downcast_ref::<StoreError>() {
-            Some(StoreError::NotFound { kind: "loop", .. }) => {
-                Some("run `loops list` to see the ids and names of existing loops")
-            }
-            Some(StoreError::NotFound {
-                kind: "workflow", ..
-            }) => Some("run `loops workflows list` to see the ids and names of active workflows"),
-            Some(StoreError::NotFound {
-                kind: "workflow run",
-                ..
-            }) => Some("run `loops workflows runs` to see the ids of recent workflow runs"),
-            _ => None,
-        })
+    err.chain().find_map(|cause| match store_error(cause) {
+        Some(StoreError::NotFound { kind: "loop", .. }) => {
+            Some("run `loops list` to see the ids and names of existing loops")
+        }
+        Some(StoreError::NotFound {
+            kind: "workflow", ..
+        }) => Some("run `loops workflows list` to see the ids and names of active workflows"),
+        Some(StoreError::NotFound {
+            kind: "workflow run",
+            ..
+        }) => Some("run `loops workflows runs` to see the ids of recent workflow runs"),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_errors_are_found_inside_the_runners_errors() {
+        let not_found = || StoreError::NotFound {
+            kind: "loop",
+            key: "x".to_owned(),
+        };
+        for err in [
+            anyhow::Error::from(not_found()),
+            anyhow::Error::from(loops_workflow::WorkflowError::Store(not_found())),
+            anyhow::Error::from(loops_workflow::SchedulerError::Store(not_found())),
+            anyhow::Error::from(loops_workflow::DaemonError::Store(not_found()))
+                .context("running the daemon"),
+        ] {
+            assert!(
+                hint(&err).is_some_and(|h| h.contains("loops list")),
+                "{err:#}"
+            );
+        }
+    }
 }

@@ -180,14 +180,14 @@ pub enum DaemonError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// A daemon file could not be written.
-    #[error("cannot write {path}: {source}")]
+    /// A daemon file could not be written. The OS error is part of the
+    /// message, not a `source`, so a printed chain does not repeat it.
+    #[error("cannot write {path}: {error}")]
     Io {
         /// The file.
         path: PathBuf,
         /// The OS error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 

@@ -40,11 +40,11 @@ pub fn run_daemon(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonExit,
     let pid_path = opts.paths.pid_file();
     let pid_file = match PidFile::write(&pid_path, opts.pid) {
         Ok(f) => f,
-        Err(source) => {
+        Err(error) => {
             let _ = store.release_daemon_lease(&lease.id);
             return Err(DaemonError::Io {
                 path: pid_path,
-                source,
+                error,
             });
         }
     };
