@@ -20,6 +20,16 @@ use loops_tests::TestEnv;
 
 use crate::support::{Rng, figure, pick, wait_for};
 
+/// The temporary directory that holds `env`'s data dir: the stray sweep
+/// looks for it in command lines.
+pub(crate) fn temp_root(env: &TestEnv) -> String {
+    env.data_dir()
+        .parent()
+        .expect("the data dir is in the temp dir")
+        .display()
+        .to_string()
+}
+
 /// A `loops daemon run` child of the test, its stderr appended to a file;
 /// killed with SIGKILL and reaped when dropped, so a failing test leaves no
 /// daemon behind.
@@ -420,12 +430,7 @@ fn kill_9_at_random_moments_loses_and_repeats_nothing() {
     let least_succeeded: usize = pick(1, 3);
     let mut rng = Rng::seeded(TEST);
     let env = TestEnv::new();
-    let root = env
-        .data_dir()
-        .parent()
-        .expect("the data dir is in the temp dir")
-        .display()
-        .to_string();
+    let root = temp_root(&env);
     let _strays = StrayGuard(root.clone());
     let marks = env.home().join("marks");
     let stderr = env.home().join("daemon.stderr");

@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use crate::crash::{
     Foreground, StrayGuard, daemon_log, duplicate_slots, loop_rows, marker_command,
-    marks_against_runs, read_marks, reap_strays, run_rows, status_counts,
+    marks_against_runs, read_marks, reap_strays, run_rows, status_counts, temp_root,
 };
 use crate::support::{Rng, figure, pick, wait_for};
 
@@ -182,12 +182,7 @@ fn two_daemons_and_four_writers_on_one_database() {
     let hammer = pick(Duration::from_secs(8), Duration::from_secs(60));
     let mut rng = Rng::seeded(TEST);
     let env = TestEnv::new();
-    let root = env
-        .data_dir()
-        .parent()
-        .expect("the data dir is in the temp dir")
-        .display()
-        .to_string();
+    let root = temp_root(&env);
     let _strays = StrayGuard(root.clone());
     let marks = env.home().join("marks");
     let command = marker_command(&marks, "0.1");
