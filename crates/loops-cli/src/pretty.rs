@@ -22,7 +22,6 @@ const NEWLINE_INDENT: &[u8; 65] =
     b"\n                                                                ";
 
 /// serde_json's pretty layout with two-space indentation.
-#[derive(Default)]
 struct Pretty {
     depth: usize,
     has_value: bool,

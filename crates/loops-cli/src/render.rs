@@ -67,10 +67,8 @@ impl Printer {
         &mut self,
         value: &T,
     ) -> std::io::Result<()> {
-        let mut text = Vec::new();
-        crate::pretty::write(&mut text, value)?;
-        text.push(b'\n');
-        self.out.write_all(&text)
+        crate::pretty::write(&mut self.out, value)?;
+        writeln!(self.out)
     }
 
     /// Prints JSON text already rendered by [`crate::pretty`], and a

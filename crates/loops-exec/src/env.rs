@@ -85,7 +85,7 @@ const ACCOUNT_STRIPPED: [&str; 15] = [
 ///
 /// Read once: loops never changes its own environment, and a runner builds
 /// an environment for every run.
-fn process_env() -> BTreeMap<String, String> {
+fn process_env() -> &'static BTreeMap<String, String> {
     static ENV: OnceLock<BTreeMap<String, String>> = OnceLock::new();
     ENV.get_or_init(|| {
         std::env::vars_os()
@@ -97,30 +97,31 @@ fn process_env() -> BTreeMap<String, String> {
             })
             .collect()
     })
-    .clone()
 }
 
 /// [`normalize_path`], remembering the last result: runs of one runner
 /// nearly always share the variables it depends on.
 fn normalized_path(env: &BTreeMap<String, String>) -> String {
-    type Key = [Option<String>; 5];
-    static LAST: Mutex<Option<(Key, String)>> = Mutex::new(None);
-    let key: Key = [
+    const INPUTS: [&str; 5] = [
         "PATH",
         "HOME",
         "BUN_INSTALL",
         "PNPM_HOME",
         "NPM_CONFIG_PREFIX",
-    ]
-    .map(|name| env.get(name).cloned());
+    ];
+    type Key = [Option<String>; 5];
+    static LAST: Mutex<Option<(Key, String)>> = Mutex::new(None);
     let mut last = LAST.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some((k, path)) = last.as_ref()
-        && *k == key
+    if let Some((key, path)) = last.as_ref()
+        && key
+            .iter()
+            .zip(INPUTS)
+            .all(|(k, name)| k.as_deref() == env.get(name).map(String::as_str))
     {
         return path.clone();
     }
     let path = normalize_path(env);
-    *last = Some((key, path.clone()));
+    *last = Some((INPUTS.map(|name| env.get(name).cloned()), path.clone()));
     path
 }
 
@@ -131,10 +132,10 @@ pub(crate) fn build_env(
     meta: &RunMetadata,
     opts: &ExecOptions<'_>,
 ) -> Result<BTreeMap<String, String>, ExecError> {
-    let base = opts.base_env.clone().unwrap_or_else(process_env);
+    let base = opts.base_env.as_ref().unwrap_or_else(|| process_env());
     let mut env = base.clone();
     if let Some(account) = spec.account {
-        let account_env = resolve_account_env(account, spec.tool_hint, &base, opts)?;
+        let account_env = resolve_account_env(account, spec.tool_hint, base, opts)?;
         for name in ACCOUNT_STRIPPED {
             env.remove(name);
         }
@@ -187,5 +188,19 @@ mod tests {
         assert_eq!(env["EXTRA"], "1");
         assert_eq!(env["KEEP"], "k");
         assert!(env["PATH"].starts_with("/target/bin:/h/.local/bin:"));
+    }
+
+    #[test]
+    fn the_remembered_path_follows_its_inputs() {
+        let env = |path: &str, home: &str| {
+            BTreeMap::from([
+                ("PATH".to_owned(), path.to_owned()),
+                ("HOME".to_owned(), home.to_owned()),
+            ])
+        };
+        for (path, home) in [("/a", "/h1"), ("/b", "/h1"), ("/b", "/h2"), ("/a", "/h1")] {
+            let e = env(path, home);
+            assert_eq!(normalized_path(&e), normalize_path(&e), "{path} {home}");
+        }
     }
 }

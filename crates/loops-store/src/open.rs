@@ -27,7 +27,7 @@ pub(crate) const BUSY_TIMEOUT_MS: u64 = 5000;
 /// the WAL, about 1.9 µs per KiB (1.7 ms for 910 KB). For commands that
 /// each append about 16 KiB (a create), the cost per command is
 /// 7 ms × 16 KiB / T plus half of T's replay, which is lowest near
-/// T = 343 KiB and within 5% of it from 256 to 512 KiB.
+/// T = 343 KiB: 4% more at 256 KiB, 1% more at 384 KiB, 8% more at 512 KiB.
 const WAL_CLOSE_CHECKPOINT_BYTES: u64 = 384 * 1024;
 
 /// What a closing connection does with the WAL.

@@ -326,7 +326,7 @@ impl Daemon<'_, '_> {
         while let Some(report) = next {
             // One batch for the reports waiting now; an error is logged and
             // the others are still applied.
-            let applied = d.handle_waiting(report, |_, result| {
+            let applied = d.handle_waiting(report, |result| {
                 if let Err(e) = result {
                     self.log(&format!("error: {e}"));
                 }

@@ -107,19 +107,22 @@ impl Dispatcher<'_, '_> {
     /// [`BATCH_REPORTS`]) in one store batch: one commit for many finished
     /// runs. `on_result` sees each report's outcome and decides whether an
     /// error stops the batch (tick) or is only logged (daemon); the
-    /// operations that succeeded are committed either way.
+    /// operations that succeeded are committed either way. A wake-up or a
+    /// stop writes nothing, so it takes no write lock.
     pub(crate) fn handle_waiting(
         &mut self,
         first: Report,
-        mut on_result: impl FnMut(&Self, Result<(), SchedulerError>) -> Result<(), SchedulerError>,
+        mut on_result: impl FnMut(Result<(), SchedulerError>) -> Result<(), SchedulerError>,
     ) -> Result<(), SchedulerError> {
+        if matches!(first, Report::Wake | Report::Stop) {
+            return on_result(self.handle(first));
+        }
         let store = self.store;
         store.batch(|| {
             let mut next = Some(first);
             let mut handled = 0;
             while let Some(report) = next.take() {
-                let result = self.handle(report);
-                on_result(self, result)?;
+                on_result(self.handle(report))?;
                 handled += 1;
                 if handled < BATCH_REPORTS {
                     next = self.poll();
@@ -198,7 +201,7 @@ impl Dispatcher<'_, '_> {
             // must not starve the heartbeats.
             self.heartbeat()?;
             if let Some(report) = report {
-                self.handle_waiting(report, |_, result| result)?;
+                self.handle_waiting(report, |result| result)?;
             }
         }
     }

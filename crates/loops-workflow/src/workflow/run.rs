@@ -229,29 +229,36 @@ impl<'r> Runner<'r> {
             // started steps are spawned only after that commit: a step
             // never runs without its start on disk, so a crash of the
             // runner cannot lead a resume to run it twice.
-            let mut ready = Vec::new();
-            let turn = store.batch(|| {
-                let mut next = pending.take();
-                while let Some(report) = next.take() {
-                    match report {
-                        Report::Spawned(pos, process) => self.spawned(pos, process)?,
-                        Report::Done(pos, result) => self.complete(pos, result)?,
-                        Report::Stop => {}
-                    }
-                    next = rx.try_recv().ok();
-                }
+            if pending.is_none() && !self.can_start() {
+                // A poll turn with nothing arrived and nothing to start:
+                // no batch, so no write lock taken while steps run.
                 self.check_stop()?;
                 self.check_deadline();
-                self.dispatch(&mut |job| ready.push(job))
-            });
-            if let Err(e) = turn {
-                for job in &ready {
-                    self.inflight.remove(&job.pos);
+            } else {
+                let mut ready = Vec::new();
+                let turn = store.batch(|| {
+                    let mut next = pending.take();
+                    while let Some(report) = next.take() {
+                        match report {
+                            Report::Spawned(pos, process) => self.spawned(pos, process)?,
+                            Report::Done(pos, result) => self.complete(pos, result)?,
+                            Report::Stop => {}
+                        }
+                        next = rx.try_recv().ok();
+                    }
+                    self.check_stop()?;
+                    self.check_deadline();
+                    self.dispatch(&mut |job| ready.push(job))
+                });
+                if let Err(e) = turn {
+                    for job in &ready {
+                        self.inflight.remove(&job.pos);
+                    }
+                    return Err(e);
                 }
-                return Err(e);
-            }
-            for job in ready {
-                spawn(job);
+                for job in ready {
+                    spawn(job);
+                }
             }
             if self.inflight.is_empty() {
                 return Ok(());
@@ -275,6 +282,13 @@ impl<'r> Runner<'r> {
                 }
             }
         }
+    }
+
+    /// Whether [`Runner::dispatch`] would start or skip a step now.
+    fn can_start(&self) -> bool {
+        !self.halted
+            && self.inflight.len() < self.max_parallel
+            && !matches!(self.plan.next(), Next::Wait | Next::Finished)
     }
 
     /// Starts or skips steps while there is room (SPEC §6.3 step 2).
