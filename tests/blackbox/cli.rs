@@ -19,6 +19,56 @@ fn help_lists_every_command() {
     insta::assert_snapshot!("help", ran.stdout);
 }
 
+/// Every command's own `--help` opens with the summary its parent lists.
+/// Subcommands are built lazily, and a lazily built command whose argument
+/// struct had a doc comment showed that comment instead of its summary.
+#[test]
+fn every_command_help_opens_with_its_listed_summary() {
+    let env = TestEnv::new();
+    let mut pending = vec![Vec::<String>::new()];
+    let mut checked = 0;
+    while let Some(path) = pending.pop() {
+        let mut args = path.clone();
+        args.push("--help".to_owned());
+        let page = env.loops(&args).run().stdout;
+        for (name, summary) in listed_commands(&page) {
+            let mut sub = path.clone();
+            sub.push(name);
+            let mut sub_args = sub.clone();
+            sub_args.push("--help".to_owned());
+            let sub_page = env.loops(&sub_args).run().stdout;
+            let first = sub_page.lines().next().unwrap_or_default();
+            assert!(
+                first.starts_with(&summary),
+                "`loops {}` is listed as {summary:?} but its help opens with {first:?}",
+                sub.join(" ")
+            );
+            checked += 1;
+            pending.push(sub);
+        }
+    }
+    // The top level, create, workflows and daemon list about thirty.
+    assert!(checked > 25, "only {checked} commands found");
+}
+
+/// The `Commands:` section of a help page: each name with the first line
+/// of its summary (the summary wraps onto indented lines), without the
+/// aliases that follow a summary.
+fn listed_commands(page: &str) -> Vec<(String, String)> {
+    page.lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| {
+            let rest = l.strip_prefix("  ")?;
+            let (name, summary) = rest.split_once(' ')?;
+            // A one-line summary ends with the command's aliases.
+            let summary = summary.split(" [alias").next().unwrap_or_default().trim();
+            (!name.is_empty() && name != "help").then(|| (name.to_owned(), summary.to_owned()))
+        })
+        .collect()
+}
+
 #[test]
 fn create_command_help_documents_every_flag_and_default() {
     let env = TestEnv::new();

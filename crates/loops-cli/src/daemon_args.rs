@@ -5,6 +5,7 @@ use clap::{Args, Subcommand};
 
 /// `loops daemon <command>`.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum Daemon {
     /// Run the scheduler in the foreground until SIGINT or SIGTERM (for
     /// systemd, launchd or a terminal). It logs to daemon.log in the data
@@ -26,7 +27,7 @@ pub(crate) enum Daemon {
     Uninstall(UninstallArgs),
 }
 
-/// The daemon's tuning, for `daemon run` and `daemon start`.
+// The daemon's tuning, for `daemon run` and `daemon start`.
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
     /// Longest sleep, in ms, between two looks at the database when nothing
@@ -88,6 +89,6 @@ pub(crate) struct UninstallArgs {
     pub(crate) platform: Option<String>,
 }
 
-/// `loops doctor`.
+// `loops doctor`.
 #[derive(Debug, Args)]
 pub(crate) struct DoctorArgs {}

@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 
 /// `loops workflows <command>`.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum Workflows {
     /// Check a workflow file without storing it.
     Validate(ValidateArgs),
@@ -37,7 +38,7 @@ pub(crate) enum Workflows {
     Schema,
 }
 
-/// A workflow file and the name to store it under.
+// A workflow file and the name to store it under.
 #[derive(Debug, Args)]
 pub(crate) struct FileArgs {
     /// The workflow file: JSON with name, description, maxParallel and steps.
@@ -49,7 +50,7 @@ pub(crate) struct FileArgs {
     pub(crate) name: Option<String>,
 }
 
-/// `workflows validate`.
+// `workflows validate`.
 #[derive(Debug, Args)]
 pub(crate) struct ValidateArgs {
     #[command(flatten)]
@@ -61,14 +62,14 @@ pub(crate) struct ValidateArgs {
     pub(crate) preflight: bool,
 }
 
-/// `workflows create`.
+// `workflows create`.
 #[derive(Debug, Args)]
 pub(crate) struct CreateArgs {
     #[command(flatten)]
     pub(crate) file: FileArgs,
 }
 
-/// `workflows list`.
+// `workflows list`.
 #[derive(Debug, Args)]
 pub(crate) struct ListArgs {
     /// Only workflows with this status: active or archived.
@@ -80,7 +81,7 @@ pub(crate) struct ListArgs {
     pub(crate) limit: Option<String>,
 }
 
-/// A workflow, by id or name.
+// A workflow, by id or name.
 #[derive(Debug, Args)]
 pub(crate) struct WorkflowRef {
     /// Workflow id (any status), or the name of an active workflow.
@@ -88,7 +89,7 @@ pub(crate) struct WorkflowRef {
     pub(crate) target: String,
 }
 
-/// A workflow run, by id.
+// A workflow run, by id.
 #[derive(Debug, Args)]
 pub(crate) struct RunRef {
     /// Workflow run id (see `loops workflows runs`).
@@ -96,7 +97,7 @@ pub(crate) struct RunRef {
     pub(crate) run: String,
 }
 
-/// `workflows run`.
+// `workflows run`.
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
     #[command(flatten)]
@@ -113,7 +114,7 @@ pub(crate) struct RunArgs {
     pub(crate) resume: Option<String>,
 }
 
-/// `workflows runs`.
+// `workflows runs`.
 #[derive(Debug, Args)]
 pub(crate) struct RunsArgs {
     /// Only runs of this workflow (id, or name of an active workflow)
@@ -126,7 +127,7 @@ pub(crate) struct RunsArgs {
     pub(crate) limit: String,
 }
 
-/// `workflows inspect`.
+// `workflows inspect`.
 #[derive(Debug, Args)]
 pub(crate) struct InspectArgs {
     #[command(flatten)]
@@ -138,7 +139,7 @@ pub(crate) struct InspectArgs {
     pub(crate) show_output: bool,
 }
 
-/// `workflows events`.
+// `workflows events`.
 #[derive(Debug, Args)]
 pub(crate) struct EventsArgs {
     #[command(flatten)]
@@ -149,7 +150,7 @@ pub(crate) struct EventsArgs {
     pub(crate) limit: String,
 }
 
-/// `workflows cancel`.
+// `workflows cancel`.
 #[derive(Debug, Args)]
 pub(crate) struct CancelArgs {
     #[command(flatten)]
@@ -160,7 +161,7 @@ pub(crate) struct CancelArgs {
     pub(crate) reason: String,
 }
 
-/// `workflows recover`.
+// `workflows recover`.
 #[derive(Debug, Args)]
 pub(crate) struct RecoverArgs {
     #[command(flatten)]

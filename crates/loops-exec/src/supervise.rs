@@ -8,13 +8,15 @@
 //! keeps its `posix_spawn` fast path (std falls back to fork/exec to search
 //! a bare name in a child PATH that differs from ours).
 //!
-//! **One wait loop.** The calling thread polls three descriptors: the
-//! child's stdout, its stderr, and a wake-up pipe. The pipe gets a byte when
-//! the group leader exits (from a small thread blocked in
-//! `waitid(WEXITED | WNOWAIT)`, which sees the exit without reaping) and when
-//! the run's [`CancelToken`] is cancelled. So a run costs the caller's thread
-//! plus one waiter thread, a cancel is seen within a scheduler tick, and
-//! output is drained concurrently with the wait, to EOF.
+//! **One wait loop.** The calling thread polls the child's stdout, its
+//! stderr, a wake-up pipe and, on Linux, a pidfd of the group leader, which
+//! becomes readable when the leader exits (it stays a zombie until the
+//! reap). The wake-up pipe gets a byte when the run's [`CancelToken`] is
+//! cancelled. So a run costs only the caller's thread, a cancel is seen at
+//! once, and output is drained concurrently with the wait, to EOF. Where
+//! `pidfd_open` is missing (Linux before 5.3), a small thread blocked in
+//! `waitid(WEXITED | WNOWAIT)`, which sees the exit without reaping, rings
+//! the wake-up pipe instead; elsewhere the loop polls `try_wait`.
 //!
 //! **Teardown.** Timeout, cancel and the end of a normal run share one path:
 //! SIGTERM to the whole group, a grace period, then SIGKILL to whatever is
@@ -210,12 +212,12 @@ impl Running {
     /// Waits for the run to end (exit, timeout or cancel), tears down its
     /// process group, reaps the leader and returns the captured output.
     pub(crate) fn supervise(self, limits: &Limits<'_>) -> Finished {
-        self.supervise_with(limits, true)
+        self.supervise_with(limits, Watch::Best)
     }
 
-    /// [`Running::supervise`], optionally without the waiter thread (the
-    /// fallback where none can be started or `waitid` is missing).
-    fn supervise_with(self, limits: &Limits<'_>, use_waiter: bool) -> Finished {
+    /// [`Running::supervise`], watching the leader's exit as `mode` says:
+    /// tests force the fallbacks.
+    fn supervise_with(self, limits: &Limits<'_>, mode: Watch) -> Finished {
         let Running {
             mut child,
             wake,
@@ -231,11 +233,7 @@ impl Running {
             child.stderr.take().map(OwnedFd::from),
             limits.max_output_bytes,
         );
-        let watch = if use_waiter {
-            ExitWatch::start(pgid, &wake.writer)
-        } else {
-            ExitWatch::Polling
-        };
+        let watch = ExitWatch::start(pgid, &wake.writer, mode);
         let subscription = limits.cancel.map(|token| {
             let writer = Arc::clone(&wake.writer);
             token.subscribe(move || ring(&writer))
@@ -253,7 +251,7 @@ impl Running {
             escapees: Escapees::new(cookie),
         };
         let deadline = limits.timeout.and_then(|t| Instant::now().checked_add(t));
-        let mut buf = vec![0u8; READ_CHUNK];
+        let mut buf = read_buffer::take();
         loop {
             let now = Instant::now();
             if sup.exited_at.is_none() && sup.leader_exited() {
@@ -316,12 +314,24 @@ impl Running {
                 wake_at.maybe(give_up);
             }
 
-            wait_and_read(&mut out, &mut err, &wake.reader, wake_at.0, &mut buf);
+            let exit_fd = sup.watch.poll_fd();
+            let leader_ready = wait_and_read(
+                &mut out,
+                &mut err,
+                &wake.reader,
+                exit_fd,
+                wake_at.0,
+                &mut buf,
+            );
+            if leader_ready {
+                sup.watch.saw_exit();
+            }
         }
 
         // Whatever the group wrote before it died is still in the pipes.
         out.drain_available(&mut buf);
         err.drain_available(&mut buf);
+        read_buffer::give_back(buf);
         // Unsubscribe before the pipe closes; see `CancelToken::cancel`.
         drop(subscription);
         let status = sup.reap();
@@ -373,6 +383,8 @@ struct Supervisor {
 impl Supervisor {
     fn leader_exited(&mut self) -> bool {
         match &self.watch {
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            ExitWatch::Pidfd { exited, .. } => *exited,
             ExitWatch::Waiter { exited, .. } => exited.load(std::sync::atomic::Ordering::Acquire),
             ExitWatch::Polling => match self.child.try_wait() {
                 Ok(Some(status)) => {
@@ -494,6 +506,11 @@ impl Escapees {
 
 /// How the loop learns that the leader exited.
 enum ExitWatch {
+    /// A pidfd of the leader, polled with the pipes until it is readable:
+    /// the leader exited. It stays a zombie, so its pid (and group id)
+    /// cannot be reused until [`Supervisor::reap`].
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    Pidfd { fd: OwnedFd, exited: bool },
     /// A thread blocked in `waitid(WEXITED | WNOWAIT)` sets the flag and
     /// rings the wake-up pipe. The leader stays a zombie, so its pid (and
     /// group id) cannot be reused until [`Supervisor::reap`].
@@ -505,9 +522,51 @@ enum ExitWatch {
     Polling,
 }
 
+/// Which [`ExitWatch`] a supervisor may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Watch {
+    /// The first that works: a pidfd, a waiter thread, polling.
+    Best,
+    /// A waiter thread, else polling (the fallback without `pidfd_open`).
+    #[cfg_attr(not(test), allow(dead_code))]
+    Thread,
+    /// Polling only (the fallback where no thread can be started).
+    #[cfg_attr(not(test), allow(dead_code))]
+    Poll,
+}
+
 impl ExitWatch {
-    fn start(pid: Pid, writer: &Arc<PipeWriter>) -> ExitWatch {
+    fn start(pid: Pid, writer: &Arc<PipeWriter>, mode: Watch) -> ExitWatch {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        if mode == Watch::Best
+            && let Some(fd) = rustix::process::Pid::from_raw(pid.as_raw()).and_then(|p| {
+                rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok()
+            })
+        {
+            return ExitWatch::Pidfd { fd, exited: false };
+        }
+        if mode == Watch::Poll {
+            return ExitWatch::Polling;
+        }
         waiter::start(pid, writer).unwrap_or(ExitWatch::Polling)
+    }
+
+    /// The descriptor to poll for the leader's exit, until the exit is seen
+    /// (a pidfd stays readable after it).
+    fn poll_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        match self {
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            ExitWatch::Pidfd { fd, exited: false } => Some(fd.as_fd()),
+            _ => None,
+        }
+    }
+
+    /// The descriptor of [`ExitWatch::poll_fd`] became readable.
+    fn saw_exit(&mut self) {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        if let ExitWatch::Pidfd { exited, .. } = self {
+            *exited = true;
+        }
     }
 
     fn is_polling(&self) -> bool {
@@ -565,15 +624,17 @@ mod waiter {
     }
 }
 
-/// Blocks until a pipe is readable, the wake-up pipe rings, or `until`;
-/// then reads what is ready.
+/// Blocks until a pipe is readable, the wake-up pipe rings, `exit` (the
+/// leader's pidfd) is readable, or `until`; then reads what is ready.
+/// Returns whether `exit` was readable.
 fn wait_and_read(
     out: &mut Capture,
     err: &mut Capture,
     wake: &PipeReader,
+    exit: Option<std::os::fd::BorrowedFd<'_>>,
     until: Option<Instant>,
     buf: &mut [u8],
-) {
+) -> bool {
     let timeout = match until {
         None => PollTimeout::NONE,
         Some(t) => {
@@ -593,13 +654,17 @@ fn wait_and_read(
         fds.push(PollFd::new(p.as_fd(), interest));
         fds.len() - 1
     });
+    let exit_slot = exit.map(|fd| {
+        fds.push(PollFd::new(fd, interest));
+        fds.len() - 1
+    });
     match poll(&mut fds, timeout) {
         Ok(n) if n > 0 => {}
-        Ok(_) | Err(Errno::EINTR) => return,
+        Ok(_) | Err(Errno::EINTR) => return false,
         Err(_) => {
             // Not expected with valid descriptors; avoid a hot loop.
             std::thread::sleep(RECHECK);
-            return;
+            return false;
         }
     }
     let ready: Vec<bool> = fds
@@ -617,6 +682,32 @@ fn wait_and_read(
     }
     if err_slot.is_some_and(|i| ready[i]) {
         err.read_once(buf);
+    }
+    exit_slot.is_some_and(|i| ready[i])
+}
+
+/// The read buffer of a supervisor, kept per thread: a worker thread that
+/// supervises one run after another reuses one buffer instead of zeroing
+/// [`READ_CHUNK`] fresh bytes per run.
+mod read_buffer {
+    use std::cell::RefCell;
+
+    use super::READ_CHUNK;
+
+    thread_local! {
+        static SPARE: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) };
+    }
+
+    /// This thread's buffer, or a new one.
+    pub(super) fn take() -> Vec<u8> {
+        SPARE
+            .with(|s| s.borrow_mut().take())
+            .unwrap_or_else(|| vec![0u8; READ_CHUNK])
+    }
+
+    /// Keeps `buf` for this thread's next run.
+    pub(super) fn give_back(buf: Vec<u8>) {
+        SPARE.with(|s| *s.borrow_mut() = Some(buf));
     }
 }
 
@@ -661,18 +752,22 @@ mod tests {
     }
 
     #[test]
-    fn the_polling_fallback_tears_down_the_group_too() {
-        for (script, timeout_ms, cause) in [
+    fn the_fallbacks_tear_down_the_group_too() {
+        let cases = [
             (
                 "( sleep 0.4; touch \"$DIR/late\" ) & echo up; sleep 30",
                 100,
                 Some(Cause::TimedOut),
             ),
             ("( sleep 0.4; touch \"$DIR/late\" ) & echo up", 10_000, None),
-        ] {
+        ];
+        for (mode, (script, timeout_ms, cause)) in [Watch::Thread, Watch::Poll]
+            .into_iter()
+            .flat_map(|mode| cases.clone().map(|case| (mode, case)))
+        {
             let dir = tempfile::tempdir().unwrap();
             let start = Instant::now();
-            let finished = sh(script, dir.path()).supervise_with(&limits(timeout_ms), false);
+            let finished = sh(script, dir.path()).supervise_with(&limits(timeout_ms), mode);
             assert_eq!(finished.cause, cause);
             assert_eq!(finished.stdout, "up\n");
             if cause.is_none() {
@@ -751,26 +846,26 @@ mod tests {
                 // setsid, and a double fork whose middle process exits.
                 (
                     format!("setsid {} & {WAIT_UP}; sleep 30", escapee(false)),
-                    true,
+                    Watch::Best,
                 ),
                 (
                     format!("( setsid {} & ); {WAIT_UP}; sleep 30", escapee(true)),
-                    true,
+                    Watch::Thread,
                 ),
                 (
                     format!("setsid {} & {WAIT_UP}; sleep 30", escapee(true)),
-                    false,
+                    Watch::Poll,
                 ),
             ];
             // The cases run side by side: each waits out its late write.
             let threads: Vec<_> = cases
                 .into_iter()
-                .map(|(script, use_waiter)| {
+                .map(|(script, mode)| {
                     std::thread::spawn(move || {
                         let dir = tempfile::tempdir().unwrap();
                         let running = sh(&script, dir.path());
                         let cookie = running.cookie.clone();
-                        let finished = running.supervise_with(&limits(1_000), use_waiter);
+                        let finished = running.supervise_with(&limits(1_000), mode);
                         clean_up(&cookie);
                         assert_eq!(finished.cause, Some(Cause::TimedOut), "{script}");
                         assert_followed(dir.path(), &cookie);

@@ -15,6 +15,7 @@ mod daemon;
 mod dispatch;
 mod doctor;
 mod executor;
+mod pool;
 mod scheduler;
 mod settings;
 mod workflow;

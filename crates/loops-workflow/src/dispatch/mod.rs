@@ -2,7 +2,8 @@
 //!
 //! A [`Dispatcher`] lives on the thread that owns the [`Store`]. It plans
 //! due slots, applies the overlap skip, claims, hands each claimed run to a
-//! worker thread, and applies the workers' reports (spawned pid, result) to
+//! worker thread (of a [`Pool`], so a daemon reuses its threads from run to
+//! run), and applies the workers' reports (spawned pid, result) to
 //! the store: finalize-and-advance, or, for a run a daemon shutdown
 //! interrupted, a release that does not count the attempt. Between reports
 //! it renews the leases of the runs in flight.
@@ -42,6 +43,7 @@ use loops_store::{Claim, NotClaimed, Store, StoreError};
 
 use crate::clock::Clock;
 use crate::executor::{RunControl, RunExecutor};
+use crate::pool::Pool;
 use crate::scheduler::{SchedulerError, TickResult, heartbeat_period};
 
 /// How a finished run is recorded.
@@ -127,7 +129,8 @@ struct Busy {
 
 /// See the module docs.
 pub(crate) struct Dispatcher<'scope, 'env> {
-    scope: &'scope Scope<'scope, 'env>,
+    /// The worker threads, reused from one run to the next.
+    pool: Pool<'scope, 'env, Report>,
     store: &'env Store,
     opts: DispatchOptions<'env>,
     tx: Sender<Report>,
@@ -162,7 +165,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
             })
         });
         Dispatcher {
-            scope,
+            pool: Pool::new(scope, tx.clone()),
             store,
             opts,
             tx,
@@ -355,11 +358,10 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
     fn start(&mut self, work: LoopWork, run: LoopRun) {
         let cancel = CancelToken::new();
         let period = heartbeat_period(work.lp.lease_ms);
-        let tx = self.tx.clone();
+        let spawn_tx = self.tx.clone();
         let executor = self.opts.executor;
         let (lp, worker_run, worker_cancel) = (work.lp.clone(), run.clone(), cancel.clone());
-        self.scope.spawn(move || {
-            let spawn_tx = tx.clone();
+        self.pool.submit(move || {
             let run_id = worker_run.id;
             let on_spawn = move |p: ProcessRef| {
                 // The receiver lives until every worker is done.
@@ -376,7 +378,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                 executor.execute(&lp, &worker_run, &control)
             }))
             .unwrap_or_else(|panic| Err(format!("executor panicked: {}", panic_message(&*panic))));
-            let _ = tx.send(Report::Done(run_id, outcome));
+            Report::Done(run_id, outcome)
         });
         let last_slot = work
             .slots

@@ -5,10 +5,11 @@
 //! this order per step: the SPEC §6.3 checks 2.1 (has the run become
 //! terminal?) and 2.2 (has the workflow timeout fired?) before each step is
 //! decided, then the skip of a blocked step or the start of a ready one.
-//! Started steps run on scoped worker threads ([`super::worker`]), at most
-//! the workflow's `maxParallel` at once. Between reports the store thread
-//! reads the run's status every `cancel_poll`, fires the workflow timeout,
-//! and reacts to the stop token, whose waker interrupts its wait at once.
+//! Started steps run on scoped worker threads ([`super::worker`]) of a
+//! [`Pool`], at most the workflow's `maxParallel` at once. Between reports
+//! the store thread reads the run's status every `cancel_poll`, fires the
+//! workflow timeout, and reacts to the stop token, whose waker interrupts
+//! its wait at once.
 //!
 //! Invariants:
 //! - Every step event is written by the store thread, so a step's
@@ -38,6 +39,7 @@ use super::summary::workflow_result;
 use super::worker::{Report, StepJob, run_step};
 use super::{WorkflowError, WorkflowOutcome, WorkflowRunOptions};
 use crate::executor::loop_metadata;
+use crate::pool::Pool;
 
 /// The reason a run's remaining steps are skipped with when it stopped
 /// because another process made it terminal (SPEC §6.3 step 2.1).
@@ -202,14 +204,17 @@ impl<'r> Runner<'r> {
         let exec = &self.opts.exec;
         let clock = self.opts.clock;
         std::thread::scope(|scope| {
+            let mut pool = Pool::new(scope, tx.clone());
             let mut spawn = |job: StepJob<'r>| {
                 let tx = tx.clone();
-                scope.spawn(move || run_step(job, exec, clock, &tx));
+                pool.submit(move || run_step(job, exec, clock, &tx));
             };
             let outcome = self.supervise(&rx, &mut spawn);
             if let Err(e) = &outcome {
                 self.abandon(&rx, e);
             }
+            // Idle workers end with the pool; the scope then joins them.
+            drop(pool);
             outcome
         })
     }

@@ -4,7 +4,8 @@
 //! target.account`, `step.timeoutMs ?? target.timeoutMs`), runs it through
 //! `loops_exec::execute_target` with the step's own [`CancelToken`], and
 //! reports the spawn and the result to the store thread. It touches no
-//! store: the store thread records the pid and the result.
+//! store: the store thread records the pid and the result. Workers are
+//! threads of a [`crate::pool::Pool`], reused from one step to the next.
 //!
 //! An executor `Err` (the account errors of SPEC §5.4, raised before
 //! anything is spawned) becomes a failed result with that message, and so
@@ -63,13 +64,14 @@ pub(crate) fn effective_target(step: &Step) -> ProcessTarget {
     target
 }
 
-/// Runs `job` to completion and reports its spawn and its result on `tx`.
+/// Runs `job` to completion, reporting its spawn on `tx`, and returns the
+/// report of its result.
 pub(crate) fn run_step(
     job: StepJob<'_>,
     exec: &ExecSettings,
     clock: &dyn Clock,
     tx: &Sender<Report>,
-) {
+) -> Report {
     let began = Instant::now();
     let pos = job.pos;
     let now = || clock.now();
@@ -104,7 +106,7 @@ pub(crate) fn run_step(
             duration_ms: i64::try_from(began.elapsed().as_millis()).unwrap_or(i64::MAX),
         }
     });
-    let _ = tx.send(Report::Done(pos, result));
+    Report::Done(pos, result)
 }
 
 /// The message of a caught panic, when it is a string.
