@@ -3,16 +3,14 @@
 //! original prints with `JSON.stringify(value, null, 2)` (SPEC §0).
 //!
 //! A newline and its indentation (and the comma before it) go out as one
-//! slice of a static buffer, not one write per level. A long list is also
-//! serialized on a second thread while the first one is still reading
-//! rows (see [`ListWriter`]): each element is written at the depth it has
-//! inside the array, so the pieces join into exactly the text of the whole
-//! list. (A hand-written serializer was tried and was no faster than
-//! serde_json with this formatter.)
+//! slice of a static buffer, not one write per level. A long list is
+//! written element by element while its rows are read ([`ArrayWriter`]),
+//! through the printer's fixed buffer: the pieces join into exactly the
+//! text of the whole list. (A hand-written serializer was tried and was no
+//! faster than serde_json with this formatter; serializing on a second
+//! thread, or into one growing buffer, cost more than it saved.)
 
 use std::io::{self, Write};
-use std::sync::mpsc;
-use std::thread::{Scope, ScopedJoinHandle};
 
 use serde::Serialize;
 use serde_json::ser::Formatter;
@@ -112,98 +110,58 @@ fn write_at<W: Write, T: Serialize + ?Sized>(out: W, value: &T, depth: usize) ->
     value.serialize(&mut ser).map_err(io::Error::from)
 }
 
-/// Elements handed to the writer thread at once.
-const BATCH: usize = 64;
-
-/// The writer thread of a [`ListWriter`] and its queue.
-struct Writer<'scope, T> {
-    queue: mpsc::SyncSender<Vec<T>>,
-    handle: ScopedJoinHandle<'scope, io::Result<Vec<u8>>>,
+/// Writes a JSON array one element at a time, exactly as
+/// `serde_json::to_writer_pretty` writes the whole array: each element is
+/// written at the depth it has inside the array. A long list is therefore
+/// printed while its rows are still being read. Elements are serialized
+/// into a reused buffer, which goes to `out` in chunks of about
+/// [`CHUNK`] bytes: serializing straight into a `dyn Write` made every
+/// small write a virtual call, and cost twice as much.
+pub(crate) struct ArrayWriter<W: Write> {
+    out: W,
+    buf: Vec<u8>,
+    empty: bool,
 }
 
-/// Writes a JSON array element by element while the caller produces the
-/// elements: `push` them, then `finish` for the text. A short list is
-/// written by the caller in `finish`; once a list passes [`BATCH`]
-/// elements, a thread of the scope starts writing them while the caller
-/// produces the rest (a thread costs more than it saves on a short list).
-pub(crate) struct ListWriter<'scope, 'env, T> {
-    scope: &'scope Scope<'scope, 'env>,
-    batch: Vec<T>,
-    /// The writer thread and its queue, once the list is long.
-    thread: Option<Writer<'scope, T>>,
-}
+/// The bytes an [`ArrayWriter`] gathers before writing them out.
+const CHUNK: usize = 32 * 1024;
 
-impl<'scope, 'env, T: Serialize + Send + 'scope> ListWriter<'scope, 'env, T> {
-    /// A writer that may start a thread of `scope`.
-    pub(crate) fn new(scope: &'scope Scope<'scope, 'env>) -> Self {
-        ListWriter {
-            scope,
-            batch: Vec::with_capacity(BATCH),
-            thread: None,
+impl<W: Write> ArrayWriter<W> {
+    /// An array written to `out`; nothing is written before the first
+    /// chunk is full or [`ArrayWriter::finish`].
+    pub(crate) fn new(out: W) -> Self {
+        ArrayWriter {
+            out,
+            buf: Vec::new(),
+            empty: true,
         }
     }
 
-    fn start_thread(&self) -> Writer<'scope, T> {
-        let (tx, rx) = mpsc::sync_channel::<Vec<T>>(64);
-        let handle = self.scope.spawn(move || {
-            let mut out = Vec::with_capacity(64 * 1024);
-            let mut first = true;
-            for batch in rx {
-                for item in &batch {
-                    element(&mut out, item, first)?;
-                    first = false;
-                }
-            }
-            close(&mut out, first);
-            Ok(out)
-        });
-        Writer { queue: tx, handle }
-    }
-
-    /// Adds the next element.
-    pub(crate) fn push(&mut self, item: T) {
-        self.batch.push(item);
-        if self.batch.len() < BATCH {
-            return;
+    /// Adds the next element: `[` or `,`, a newline, the indentation and
+    /// the element one level deep.
+    pub(crate) fn push<T: Serialize + ?Sized>(&mut self, item: &T) -> io::Result<()> {
+        if self.buf.capacity() == 0 {
+            self.buf.reserve(CHUNK + CHUNK / 4);
         }
-        let writer = match self.thread.take() {
-            Some(writer) => writer,
-            None => self.start_thread(),
-        };
-        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
-        // A failed send means the writer stopped on an error, which
-        // `finish` reports.
-        let _ = writer.queue.send(batch);
-        self.thread = Some(writer);
-    }
-
-    /// The text of the whole array.
-    pub(crate) fn finish(self) -> io::Result<Vec<u8>> {
-        let Some(Writer { queue, handle }) = self.thread else {
-            let mut out = Vec::with_capacity(self.batch.len() * 640 + 2);
-            write(&mut out, &self.batch)?;
-            return Ok(out);
-        };
-        if !self.batch.is_empty() {
-            let _ = queue.send(self.batch);
+        self.buf
+            .extend_from_slice(if self.empty { b"[\n  " } else { b",\n  " });
+        self.empty = false;
+        write_at(&mut self.buf, item, 1)?;
+        if self.buf.len() >= CHUNK {
+            self.out.write_all(&self.buf)?;
+            self.buf.clear();
         }
-        drop(queue);
-        handle
-            .join()
-            .unwrap_or_else(|_| Err(io::Error::other("serializing the list panicked")))
+        Ok(())
     }
-}
 
-/// Writes an array element as serde_json places it: `[` or `,` first, then
-/// a newline, the indentation and the element one level deep.
-fn element<T: Serialize>(out: &mut Vec<u8>, item: &T, first: bool) -> io::Result<()> {
-    out.extend_from_slice(if first { b"[\n  " } else { b",\n  " });
-    write_at(&mut *out, item, 1)
-}
-
-/// Closes an array written by [`element`]: `[]` when it is empty.
-fn close(out: &mut Vec<u8>, empty: bool) {
-    out.extend_from_slice(if empty { b"[]" } else { b"\n]" });
+    /// Closes the array (`[]` when it is empty), writes what is left and
+    /// returns the writer.
+    pub(crate) fn finish(mut self) -> io::Result<W> {
+        self.buf
+            .extend_from_slice(if self.empty { b"[]" } else { b"\n]" });
+        self.out.write_all(&self.buf)?;
+        Ok(self.out)
+    }
 }
 
 #[cfg(test)]
@@ -249,17 +207,15 @@ mod tests {
 
     #[test]
     fn a_list_written_element_by_element_is_the_whole_list() {
-        for n in [0, 1, 2, 63, 64, 65, 1000] {
+        for n in [0, 1, 2, 1000] {
             let items: Vec<serde_json::Value> = (0..n)
                 .map(|i| json!({"id": i, "tags": (0..i % 3).collect::<Vec<_>>(), "o": {}, "e": []}))
                 .collect();
-            let out = std::thread::scope(|s| {
-                let mut list = ListWriter::new(s);
-                for item in items.iter().cloned() {
-                    list.push(item);
-                }
-                list.finish().unwrap()
-            });
+            let mut list = ArrayWriter::new(Vec::new());
+            for item in &items {
+                list.push(item).unwrap();
+            }
+            let out = list.finish().unwrap();
             assert_eq!(
                 String::from_utf8(out).unwrap(),
                 serde_json::to_string_pretty(&items).unwrap(),

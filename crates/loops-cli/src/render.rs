@@ -71,11 +71,17 @@ impl Printer {
         writeln!(self.out)
     }
 
-    /// Prints JSON text already rendered by [`crate::pretty`], and a
-    /// newline.
-    pub(crate) fn json_text(&mut self, text: &[u8]) -> std::io::Result<()> {
-        self.out.write_all(text)?;
-        writeln!(self.out)
+    /// A JSON array printed element by element; close it with
+    /// [`Printer::end_json_array`].
+    pub(crate) fn json_array(&mut self) -> crate::pretty::ArrayWriter<&mut dyn Write> {
+        crate::pretty::ArrayWriter::new(&mut self.out)
+    }
+
+    /// Closes an array of [`Printer::json_array`], and a newline.
+    pub(crate) fn end_json_array(
+        list: crate::pretty::ArrayWriter<&mut dyn Write>,
+    ) -> std::io::Result<()> {
+        writeln!(list.finish()?)
     }
 
     /// One line of text.

@@ -7,6 +7,7 @@
 //! pause and a pause can never undo a stop.
 
 use std::fmt;
+use std::ops::ControlFlow;
 
 use loops_core::{
     Loop, LoopId, LoopStatus, NewLoop, RunStatus, Schedule, Timestamp, initial_next_run,
@@ -246,18 +247,19 @@ impl Store {
         let mut all = Vec::new();
         self.for_each_loop(filter, |lp| {
             all.push(lp);
-            Ok(())
+            ControlFlow::Continue(())
         })?;
         Ok(all)
     }
 
     /// [`Store::list_loops`], handing each loop to `each` as its row is
     /// read, so the caller can print the first loops while later rows are
-    /// still being decoded. An error from `each` stops the listing.
+    /// still being decoded. `each` returns [`ControlFlow::Break`] to stop
+    /// the listing early.
     pub fn for_each_loop(
         &self,
         filter: &LoopFilter,
-        each: impl FnMut(Loop) -> Result<()>,
+        each: impl FnMut(Loop) -> ControlFlow<()>,
     ) -> Result<()> {
         let limit = filter.limit.unwrap_or(DEFAULT_LOOP_LIMIT);
         let what = ("loops", "listing loops");

@@ -10,6 +10,7 @@
 //! not decode (bad JSON, unknown status) becomes a conversion error naming
 //! the column.
 
+use std::ops::ControlFlow;
 use std::str::FromStr;
 
 use loops_core::{
@@ -482,7 +483,7 @@ pub(crate) fn query_vec<T>(
     let mut all = Vec::new();
     query_each(conn, sql, params, what, map, |v| {
         all.push(v);
-        Ok(())
+        ControlFlow::Continue(())
     })?;
     Ok(all)
 }
@@ -495,12 +496,14 @@ pub(crate) fn query_each<T>(
     params: impl Params,
     (table, context): (&'static str, &'static str),
     map: fn(&Row<'_>) -> rusqlite::Result<T>,
-    mut each: impl FnMut(T) -> Result<()>,
+    mut each: impl FnMut(T) -> ControlFlow<()>,
 ) -> Result<()> {
     let mut stmt = conn.prepare_cached(sql).map_err(StoreError::db(context))?;
     let mut rows = stmt.query(params).map_err(StoreError::db(context))?;
     while let Some(row) = rows.next().map_err(StoreError::db(context))? {
-        each(decode(row, table, map)?)?;
+        if each(decode(row, table, map)?).is_break() {
+            break;
+        }
     }
     Ok(())
 }

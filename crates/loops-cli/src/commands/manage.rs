@@ -12,6 +12,8 @@
 //!   kept by default (as the original, which orphans the runs silently),
 //!   deleted with `--purge`.
 
+use std::ops::ControlFlow;
+
 use anyhow::{Result, bail};
 use loops_core::{Loop, LoopId};
 use loops_store::{DeleteHistory, DeleteOutcome, LoopChange, LoopFilter, RunFilter, Store};
@@ -21,7 +23,6 @@ use super::now;
 use crate::args::{ListArgs, LoopRef, RemoveArgs};
 use crate::exit::Outcome;
 use crate::paths;
-use crate::pretty::ListWriter;
 use crate::redact;
 use crate::render::{Column, Printer, Table};
 use crate::resolve;
@@ -44,16 +45,22 @@ pub(crate) fn list(args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
         limit: Some(limit.unwrap_or(u32::MAX)),
     };
     if out.json {
-        // Rows are decoded here while a second thread prints them.
-        let text = std::thread::scope(|s| -> Result<Vec<u8>> {
-            let mut list = ListWriter::new(s);
-            store.for_each_loop(&filter, |lp| {
-                list.push(redact::into_loop_json(lp));
-                Ok(())
-            })?;
-            Ok(list.finish()?)
+        // Each loop is printed as its row is read: a thousand loops never
+        // sit in memory at once. A damaged row found partway ends the
+        // output there, and the command fails with the error.
+        let mut list = out.json_array();
+        let mut failed = None;
+        store.for_each_loop(&filter, |lp| match list.push(&redact::into_loop_json(lp)) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(e) => {
+                failed = Some(e);
+                ControlFlow::Break(())
+            }
         })?;
-        out.json_text(&text)?;
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+        Printer::end_json_array(list)?;
         return Ok(Outcome::Success);
     }
     let loops = store.list_loops(&filter)?;
