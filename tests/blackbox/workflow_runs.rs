@@ -370,3 +370,65 @@ fn a_step_runs_only_after_its_start_is_committed() {
         assert_eq!(own["status"], "running", "{step} saw itself as {own}");
     }
 }
+
+#[test]
+fn progress_lines_show_while_a_later_step_still_runs() {
+    // Progress is gathered and written out whenever the runner waits: the
+    // first step's lines must reach stderr while the second step still
+    // waits for a file that only this test creates.
+    let env = TestEnv::new();
+    let go = env.home().join("go");
+    let workflow = json!({
+        "name": "live",
+        "steps": [
+            exec_step("first", "true", &[]),
+            shell_step(
+                "second",
+                &format!("while [ ! -e \"{}\" ]; do sleep 0.01; done", go.display()),
+                &["first"],
+            ),
+        ],
+    });
+    create_workflow(&env, &workflow);
+    let mut child = env.spawn(&["workflows", "run", "live"]);
+    // Lets the second step end even when an assertion below fails.
+    struct Release(std::path::PathBuf);
+    impl Drop for Release {
+        fn drop(&mut self) {
+            let _ = std::fs::write(&self.0, "");
+        }
+    }
+    let _release = Release(go.clone());
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !seen
+        .iter()
+        .any(|l: &String| l.contains("running") && l.contains("second"))
+    {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("no progress while the second step ran; saw {seen:?}"),
+        }
+    }
+    assert!(
+        seen.iter()
+            .any(|l| l.contains("succeeded") && l.contains("first")),
+        "{seen:?}"
+    );
+    assert!(!go.exists());
+    std::fs::write(&go, "").unwrap();
+    assert!(child.wait().unwrap().success());
+    reader.join().unwrap();
+}

@@ -19,6 +19,9 @@ pub const DB_FILE: &str = "loops.db";
 /// How long a statement waits for a competing writer (SPEC §4.1).
 pub(crate) const BUSY_TIMEOUT_MS: u64 = 5000;
 
+/// Prepared statements kept per connection: more than the store has.
+const STATEMENT_CACHE: usize = 128;
+
 /// A closing connection checkpoints and truncates the WAL once it is longer
 /// than this ([`close_checkpoint`]).
 ///
@@ -161,6 +164,10 @@ fn prepare(mut conn: Connection, path: Option<&Path>) -> Result<Connection> {
     let shown: PathBuf = path.map_or_else(|| PathBuf::from(":memory:"), Path::to_owned);
     conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))
         .map_err(StoreError::db("setting the busy timeout"))?;
+    // rusqlite keeps 16 prepared statements by default; a workflow run
+    // cycles through more than that for every step, and re-preparing the
+    // evicted ones was most of its statement preparation.
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     // The bundled SQLite enables foreign keys by default; the original never
     // did (SPEC §4.1), and its databases may hold rows that the REFERENCES
     // clauses would reject. History is kept consistent by the operations

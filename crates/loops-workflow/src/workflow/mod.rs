@@ -95,6 +95,12 @@ pub struct WorkflowRunOptions<'a> {
     /// Called with every step child right after its spawn, after its pid is
     /// recorded on the step; a loop run records it as its own pid.
     pub on_spawn: Option<&'a (dyn Fn(ProcessRef) + Sync)>,
+    /// Called on the caller's thread when the runner is about to wait for
+    /// its steps, with nothing else to do: a progress printer that buffers
+    /// what `on_step` gives it writes it out here, so a burst of short
+    /// steps costs one write, and nothing stays unprinted while a long step
+    /// runs.
+    pub on_idle: Option<&'a (dyn Fn() + Sync)>,
 }
 
 impl<'a> WorkflowRunOptions<'a> {
@@ -112,6 +118,7 @@ impl<'a> WorkflowRunOptions<'a> {
             cancel_poll: DEFAULT_CANCEL_POLL,
             on_step: None,
             on_spawn: None,
+            on_idle: None,
         }
     }
 }

@@ -273,7 +273,17 @@ impl<'r> Runner<'r> {
             if let Some((deadline, _)) = self.timeout.filter(|_| !self.timed_out) {
                 wait = wait.min(deadline.saturating_duration_since(now));
             }
-            match rx.recv_timeout(wait) {
+            let report = match rx.try_recv() {
+                Ok(report) => Ok(report),
+                Err(_) => {
+                    // Nothing to do until a step reports or a poll is due.
+                    if let Some(on_idle) = self.opts.on_idle {
+                        on_idle();
+                    }
+                    rx.recv_timeout(wait)
+                }
+            };
+            match report {
                 Ok(report) => pending = Some(report),
                 Err(RecvTimeoutError::Timeout) => {}
                 // This thread holds a sender, so the channel cannot close.

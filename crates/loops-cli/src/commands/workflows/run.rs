@@ -22,6 +22,7 @@
 //! original's lines for scripts.
 
 use std::io::Write;
+use std::sync::{Mutex, PoisonError};
 
 use anyhow::{Context, Result, ensure};
 use loops_core::{ExecutorStatus, StepRun};
@@ -61,18 +62,32 @@ pub(super) fn run(args: &RunArgs, out: &mut Printer) -> Result<Outcome> {
         .map(|s| s.id.chars().count())
         .max()
         .unwrap_or(0);
-    // Stderr is unbuffered and may be written from the runner's worker
-    // threads; a closed stderr only loses the progress.
-    let progress = move |step: &StepRun| {
-        let _ = writeln!(std::io::stderr().lock(), "{}", step_line(step, id_width));
+    // Progress lines gather here and go to stderr whenever the runner waits
+    // for its steps: one write for a burst of short steps. A closed stderr
+    // only loses the progress.
+    let pending = Mutex::new(String::new());
+    let progress = |step: &StepRun| {
+        let mut lines = pending.lock().unwrap_or_else(PoisonError::into_inner);
+        lines.push_str(&step_line(step, id_width));
+        lines.push('\n');
+    };
+    let flush = || {
+        let mut lines = pending.lock().unwrap_or_else(PoisonError::into_inner);
+        if !lines.is_empty() {
+            let _ = std::io::stderr().lock().write_all(lines.as_bytes());
+            lines.clear();
+        }
     };
     let mut opts = WorkflowRunOptions::new(&clock);
     opts.stop = Some(signals.token());
     opts.resume = resume;
     if !out.json {
         opts.on_step = Some(&progress);
+        opts.on_idle = Some(&flush);
     }
-    let outcome = execute_workflow(&store, &workflow, &opts)?;
+    let outcome = execute_workflow(&store, &workflow, &opts);
+    flush();
+    let outcome = outcome?;
     print_outcome(&outcome, output, out)?;
     if let Some(reason) = signals.token().reason() {
         render::note("error", &format!("workflow run interrupted ({reason})"));
