@@ -303,33 +303,30 @@ mod tests {
         std::fs::metadata(format!("{}-wal", db.display())).map_or(0, |m| m.len())
     }
 
-    /// Writes about 400 KiB of WAL on `conn`.
-    fn grow_wal(conn: &Connection) {
-        conn.execute_batch("CREATE TABLE IF NOT EXISTS filler (x BLOB)")
-            .unwrap();
+    /// A new database whose connection has written about 400 KiB of WAL.
+    fn long_wal() -> (tempfile::TempDir, PathBuf, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join(DB_FILE);
+        let conn = open_file(&db).unwrap();
+        conn.execute_batch("CREATE TABLE filler (x BLOB)").unwrap();
         for _ in 0..100 {
             conn.execute("INSERT INTO filler VALUES (zeroblob(4000))", [])
                 .unwrap();
         }
+        assert!(wal_len(&db) > WAL_CLOSE_CHECKPOINT_BYTES);
+        (dir, db, conn)
     }
 
     #[test]
     fn a_closing_connection_truncates_a_long_wal() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join(DB_FILE);
-        let conn = open_file(&db).unwrap();
-        grow_wal(&conn);
-        assert!(wal_len(&db) > WAL_CLOSE_CHECKPOINT_BYTES);
+        let (_dir, db, conn) = long_wal();
         close_checkpoint(&conn, &db);
         assert_eq!(wal_len(&db), 0);
     }
 
     #[test]
     fn a_closing_connection_does_not_wait_for_a_reader() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join(DB_FILE);
-        let conn = open_file(&db).unwrap();
-        grow_wal(&conn);
+        let (_dir, db, conn) = long_wal();
         // Another connection reads from the WAL: TRUNCATE cannot finish,
         // and must give up at once rather than wait out the busy timeout.
         let reader = open_file(&db).unwrap();
