@@ -39,8 +39,13 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
     } else if args.iter().any(|a| a == "--daemon") {
         crate::bench_daemon::figures(&bin, &scratch)
     } else {
+        // Each section starts with the disk quiet: the tick leaves its
+        // database pages for the kernel to write back, and a later section
+        // would otherwise measure that writeback against its own syncs.
         figures(&bin, &scratch)
+            .and_then(|()| settle_disk())
             .and_then(|()| workflow_figures(&bin, &scratch))
+            .and_then(|()| settle_disk())
             .and_then(|()| crate::bench_daemon::figures(&bin, &scratch))
     };
     let _ = std::fs::remove_dir_all(&scratch);
@@ -269,6 +274,19 @@ fn workflow_file(shape: &WorkflowShape) -> String {
         shape.max_parallel,
         steps.join(",")
     )
+}
+
+/// Writes back every dirty page (`sync`), so a section does not pay for
+/// the previous one's writes.
+fn settle_disk() -> Result<(), String> {
+    let status = Command::new("sync")
+        .status()
+        .map_err(|e| format!("running sync: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("sync failed ({status})"))
+    }
 }
 
 /// Runs `loops <args>` in data dir `data`, returning its stdout.
