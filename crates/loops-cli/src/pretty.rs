@@ -123,8 +123,11 @@ pub(crate) struct ArrayWriter<W: Write> {
     empty: bool,
 }
 
-/// The bytes an [`ArrayWriter`] gathers before writing them out.
-const CHUNK: usize = 32 * 1024;
+/// The bytes an [`ArrayWriter`] gathers before writing them out: the
+/// printer's whole buffer, so a chunk goes past it (`BufWriter` writes a
+/// slice at least its capacity straight through) instead of being copied
+/// into it first.
+const CHUNK: usize = crate::render::BUFFER;
 
 impl<W: Write> ArrayWriter<W> {
     /// An array written to `out`; nothing is written before the first

@@ -19,6 +19,9 @@ use serde_json::Value;
 /// Output text is cut at this many characters (SPEC §7.2).
 const BLOCK_MAX_CHARS: usize = 32_768;
 
+/// The printer's stdout buffer.
+pub(crate) const BUFFER: usize = 64 * 1024;
+
 /// How human output looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Look {
@@ -50,7 +53,7 @@ impl Printer {
             Look::Plain
         };
         Printer {
-            out: BufWriter::with_capacity(64 * 1024, out.lock()),
+            out: BufWriter::with_capacity(BUFFER, out.lock()),
             json,
             look,
         }
