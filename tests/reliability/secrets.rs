@@ -107,6 +107,22 @@ echo "export ONLY_$2=\"only-$2\"""##,
         cmd
     }
 
+    /// Runs `loops <args>` with the inherited secrets: its exit code, and
+    /// everything it printed (stdout, then stderr).
+    fn printed(&self, args: &[&str]) -> (Option<i32>, String) {
+        let out = self
+            .cmd_with_secrets()
+            .args(args)
+            .output()
+            .expect("loops runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), text)
+    }
+
     /// Runs `loops <args>` with the inherited secrets; it must succeed.
     fn loops(&self, args: &[&str]) -> String {
         let out = self
@@ -557,18 +573,8 @@ fn no_surface_prints_output_prompts_or_env_values_unless_asked() {
                     .collect();
                 full = renamed.iter().map(String::as_str).collect();
             }
-            let out = setup
-                .cmd_with_secrets()
-                .args(&full)
-                .output()
-                .expect("loops runs");
+            let (code, text) = setup.printed(&full);
             invocations += 1;
-            let text = format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let code = out.status.code();
             assert!(
                 matches!(code, Some(0 | 1)) && !text.contains("panicked"),
                 "loops {full:?} exited {code:?}:\n{text}"
@@ -608,17 +614,8 @@ fn no_surface_prints_output_prompts_or_env_values_unless_asked() {
             if json {
                 full.insert(0, "--json");
             }
-            let out = setup
-                .cmd_with_secrets()
-                .args(&full)
-                .output()
-                .expect("loops runs");
+            let (_, text) = setup.printed(&full);
             invocations += 1;
-            let text = format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
             for marker in *expected {
                 assert!(
                     text.contains(marker),
@@ -649,17 +646,8 @@ fn no_surface_prints_output_prompts_or_env_values_unless_asked() {
             &["command", &format!("tick-{n}"), "--cmd", &chatty],
             &[],
         );
-        let out = setup
-            .cmd_with_secrets()
-            .args(args)
-            .output()
-            .expect("loops runs");
+        let (_, text) = setup.printed(args);
         invocations += 1;
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
         assert!(
             text.contains("completed=1") || text.contains(&format!("tick-{n}")),
             "loops {args:?} ran nothing:\n{text}"
