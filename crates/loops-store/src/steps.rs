@@ -211,15 +211,17 @@ impl Store {
     /// with its start time so a reused pid is not mistaken for it (SPEC §9
     /// item 14). A step that is no longer running is left unchanged.
     ///
-    /// Returns the stored step; fails with [`StoreError::StepNotFound`].
+    /// Returns whether the pid was recorded, without reading the step back:
+    /// a runner records one for every step it spawns and has no use for the
+    /// row. Fails with [`StoreError::StepNotFound`].
     pub fn mark_step_pid(
         &self,
         run_id: &WorkflowRunId,
         step_id: &str,
         process: ProcessRef,
         now: Timestamp,
-    ) -> Result<StepRun> {
-        crate::rows::exec(
+    ) -> Result<bool> {
+        let changed = crate::rows::exec(
             &self.conn,
             "UPDATE workflow_step_runs SET pid = ?3, pid_start_ms = ?4, updated_at = ?5
                  WHERE workflow_run_id = ?1 AND step_id = ?2 AND status = 'running'",
@@ -232,7 +234,10 @@ impl Store {
             ],
         )
         .map_err(StoreError::db("recording a workflow step pid"))?;
-        require_step(&self.conn, run_id, step_id)
+        if changed == 1 {
+            return Ok(true);
+        }
+        require_step(&self.conn, run_id, step_id).map(|_| false)
     }
 
     /// Finishes a running step with `outcome` (SPEC §4.3 "Finalize") and

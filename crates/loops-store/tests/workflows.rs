@@ -704,18 +704,20 @@ fn finalizing_or_skipping_an_ineligible_step_changes_nothing() {
         store.skip_step_run(&run.id, "b", "second", at(7)).unwrap(),
         skipped
     );
-    assert_eq!(
-        store
+    assert!(
+        !store
             .mark_step_pid(&run.id, "b", ProcessRef::pid(7), at(8))
-            .unwrap(),
-        skipped
+            .unwrap()
     );
-    assert_eq!(
-        store
+    assert_eq!(store.get_step_run(&run.id, "b").unwrap(), Some(skipped));
+    assert!(
+        !store
             .mark_step_pid(&run.id, "c", ProcessRef::pid(7), at(8))
             .unwrap()
-            .pid,
-        None
+    );
+    assert_eq!(
+        store.get_step_run(&run.id, "c").unwrap().map(|s| s.pid),
+        Some(None)
     );
 
     assert_eq!(
@@ -750,17 +752,20 @@ fn a_step_pid_is_kept_only_while_running() {
     let spec = abc(&store, "wf");
     let run = manual_run(&store, &spec, at(0));
     store.start_step_run(&run.id, "a", at(1)).unwrap();
-    let marked = store
-        .mark_step_pid(
-            &run.id,
-            "a",
-            ProcessRef {
-                pid: 4242,
-                start: Some(99),
-            },
-            at(2),
-        )
-        .unwrap();
+    assert!(
+        store
+            .mark_step_pid(
+                &run.id,
+                "a",
+                ProcessRef {
+                    pid: 4242,
+                    start: Some(99),
+                },
+                at(2),
+            )
+            .unwrap()
+    );
+    let marked = store.get_step_run(&run.id, "a").unwrap().unwrap();
     assert_eq!(marked.pid, Some(4242));
     assert_eq!(marked.updated_at, at(2));
     let done = store

@@ -18,10 +18,13 @@
 //! - A run that became terminal outside this runner (a cancel, a stop, a
 //!   lease cascade) is never finalized again: its running steps are killed
 //!   and stay as the cancel left them (SPEC §6.3 step 2.8).
-//! - When the runner itself fails (a store error, the double-run guard),
-//!   the steps it still runs are killed and recorded failed before the
-//!   error is returned; the run stays running, so it can be recovered and
-//!   resumed.
+//! - A turn is one [`Store::transaction`]: all of its writes are stored, or
+//!   none. When the runner itself fails (a store error, the double-run
+//!   guard), nothing of the failed turn is stored, the steps it still runs
+//!   are killed and recorded failed before the error is returned, and the
+//!   run stays running, so it can be recovered and resumed. A step whose
+//!   finish was in the failed turn stays running in the store, with its
+//!   pid, which recover finds dead.
 
 use std::collections::HashMap;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -264,7 +267,7 @@ impl<'r> Runner<'r> {
             } else {
                 let mut ready = Vec::new();
                 self.turn = Turn::Unchecked;
-                let turn = store.batch(|| {
+                let turn = store.transaction(|| {
                     let mut next = pending.take();
                     while let Some(report) = next.take() {
                         match report {
