@@ -1411,3 +1411,58 @@ fn workflow_run_lookups_and_lists() {
     assert!(store.get_step_run(&r1.id, "zzz").unwrap().is_none());
     assert!(store.list_events(&missing, None).unwrap().is_empty());
 }
+
+#[test]
+fn a_transaction_keeps_all_or_nothing_and_lets_a_guard_failure_pass() {
+    let db = Db::new();
+    let store = db.open();
+    let other = db.open();
+    let spec = abc(&store, "wf");
+    let run = manual_run(&store, &spec, at(0));
+
+    // A step that cannot start fails its guard inside the transaction and
+    // writes nothing; the caller handles it, and the rest commits.
+    let turn: Result<(), StoreError> = store.transaction(|| {
+        store.start_step_run(&run.id, "a", at(1))?;
+        let again = store.start_step_run(&run.id, "a", at(1)).unwrap_err();
+        assert!(
+            matches!(again, StoreError::StepNotClaimable { .. }),
+            "{again}"
+        );
+        // Not visible elsewhere until the transaction commits.
+        assert_eq!(
+            other.get_step_run(&run.id, "a").unwrap().unwrap().status,
+            StepRunStatus::Pending
+        );
+        store.start_step_run(&run.id, "b", at(1))?;
+        Ok(())
+    });
+    turn.unwrap();
+    assert_eq!(
+        event_types(&other, &run.id),
+        vec!["created", "step_started", "step_started"]
+    );
+
+    // Any error ends it: nothing of it is stored, not even what succeeded
+    // before the error.
+    let failed: Result<(), StoreError> = store.transaction(|| {
+        store.finalize_step_run(
+            &run.id,
+            "a",
+            &outcome(ExecutorStatus::Succeeded, Some(0), None),
+            at(2),
+        )?;
+        store.start_step_run(&run.id, "zzz", at(2))?;
+        Ok(())
+    });
+    assert!(
+        matches!(failed, Err(StoreError::StepNotFound { .. })),
+        "{failed:?}"
+    );
+    assert_eq!(
+        other.get_step_run(&run.id, "a").unwrap().unwrap().status,
+        StepRunStatus::Running,
+        "the finalize before the error was rolled back"
+    );
+    assert_eq!(event_types(&other, &run.id).len(), 3);
+}
