@@ -93,7 +93,14 @@ pub fn execute_workflow(
         let result = workflow_result(&run, &steps, None, opts.exec.max_output_bytes);
         return Ok(WorkflowOutcome { run, steps, result });
     }
-    let rows = store.list_step_runs(&run.id)?;
+    // A run just created without a key has only pending steps; any other
+    // (resumed, or found by its key) may have settled some.
+    let fresh = opts.resume.is_none() && opts.idempotency_key.is_none();
+    let rows = if fresh {
+        Vec::new()
+    } else {
+        store.list_step_runs(&run.id)?
+    };
     let timeout = opts
         .timeout_ms
         .filter(|ms| *ms > 0)
