@@ -79,7 +79,8 @@ mod imp {
     use super::ProcessState;
 
     pub(super) fn process_state(pid: u32) -> Option<ProcessState> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let mut buf = [0u8; STAT_BUFFER];
+        let stat = read_stat(pid, &mut buf)?;
         // The command name (field 2) is in parentheses and may contain
         // spaces or parentheses itself, so fields are counted from the last
         // `)`: the state (field 3) first, starttime (field 22) 20th.
@@ -90,6 +91,30 @@ mod imp {
             zombie: matches!(state, "Z" | "X" | "x"),
             start_ms: ticks.and_then(start_ms),
         })
+    }
+
+    /// Room for a whole `/proc/<pid>/stat` line: 52 numeric fields and a
+    /// command name of at most 64 bytes come to well under 1 KiB.
+    const STAT_BUFFER: usize = 1024;
+
+    /// `/proc/<pid>/stat` in one `read`: procfs hands out the whole line at
+    /// once when the buffer holds it. `read_to_string` cost two system
+    /// calls more (a `statx` for a size hint, and a read to see the end),
+    /// on every spawn.
+    fn read_stat(pid: u32, buf: &mut [u8; STAT_BUFFER]) -> Option<&str> {
+        use std::io::Read;
+        let mut file = std::fs::File::open(format!("/proc/{pid}/stat")).ok()?;
+        let n = loop {
+            match file.read(buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                other => break other.ok()?,
+            }
+        };
+        // A full buffer may have cut the line: then it is not trusted.
+        if n == buf.len() {
+            return None;
+        }
+        std::str::from_utf8(&buf[..n]).ok()
     }
 
     fn start_ms(ticks: i64) -> Option<i64> {
