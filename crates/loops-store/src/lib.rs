@@ -178,22 +178,7 @@ impl Store {
         &self,
         f: impl FnOnce() -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
-        if !self.conn.is_autocommit() {
-            return f();
-        }
-        self.exec_cached("BEGIN IMMEDIATE", "starting a write transaction")?;
-        let out = f();
-        if self.conn.is_autocommit() {
-            // Something inside ended the transaction already.
-            return out;
-        }
-        match self.exec_cached("COMMIT", "committing") {
-            Ok(()) => out,
-            Err(e) => {
-                let _ = self.conn.execute_batch("ROLLBACK");
-                out.and(Err(e.into()))
-            }
-        }
+        self.outer_tx(false, f)
     }
 
     /// Runs `f` in one write transaction: everything it wrote commits, or
@@ -218,26 +203,39 @@ impl Store {
         &self,
         f: impl FnOnce() -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
+        self.outer_tx(true, f)
+    }
+
+    /// [`Store::batch`] (`whole` false: commit what succeeded) or
+    /// [`Store::transaction`] (`whole` true: all or nothing).
+    fn outer_tx<T, E: From<StoreError>>(
+        &self,
+        whole: bool,
+        f: impl FnOnce() -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
         if !self.conn.is_autocommit() {
             return f();
         }
         self.exec_cached("BEGIN IMMEDIATE", "starting a write transaction")?;
         let out = {
-            let _whole = Whole::enter(&self.whole);
+            let _whole = whole.then(|| Whole::enter(&self.whole));
             f()
         };
         if self.conn.is_autocommit() {
             // Something inside ended the transaction already.
             return out;
         }
-        let out = out.and_then(|v| {
-            self.exec_cached("COMMIT", "committing")?;
-            Ok(v)
-        });
-        if out.is_err() && !self.conn.is_autocommit() {
+        if whole && out.is_err() {
             let _ = self.conn.execute_batch("ROLLBACK");
+            return out;
         }
-        out
+        match self.exec_cached("COMMIT", "committing") {
+            Ok(()) => out,
+            Err(e) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                out.and(Err(e.into()))
+            }
+        }
     }
 }
 
