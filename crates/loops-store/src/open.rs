@@ -60,10 +60,7 @@ const WAL_SIZE_LIMIT: i64 = 4 * 1024 * 1024;
 /// mount option that took 1.85 ms of the 7 ms a close checkpoint took
 /// (`strace -T`), and every later append had to allocate blocks again.
 pub(crate) fn close_checkpoint(conn: &Connection) {
-    // `NOOP` only reads the WAL's header: its valid frames, not the file's
-    // length, which a restarted WAL keeps.
-    let frames = conn.query_row("PRAGMA wal_checkpoint(NOOP)", [], |r| r.get::<_, i64>(1));
-    if !frames.is_ok_and(|n| n > WAL_CLOSE_CHECKPOINT_FRAMES) {
+    if !wal_needs_checkpoint(conn) {
         return;
     }
     // Busy (a reader or writer elsewhere) is fine: a later close, or the
@@ -85,6 +82,15 @@ pub(crate) fn close_checkpoint(conn: &Connection) {
         // The first write after a complete checkpoint starts the WAL over.
         let _ = conn.execute_batch(&format!("PRAGMA user_version = {version}"));
     }
+}
+
+/// Whether the WAL holds more than [`WAL_CLOSE_CHECKPOINT_FRAMES`] frames,
+/// so that [`close_checkpoint`] will checkpoint it.
+pub(crate) fn wal_needs_checkpoint(conn: &Connection) -> bool {
+    // `NOOP` only reads the WAL's header: its valid frames, not the file's
+    // length, which a restarted WAL keeps.
+    conn.query_row("PRAGMA wal_checkpoint(NOOP)", [], |r| r.get::<_, i64>(1))
+        .is_ok_and(|n| n > WAL_CLOSE_CHECKPOINT_FRAMES)
 }
 
 /// The newest schema version this binary knows: the highest embedded

@@ -121,6 +121,7 @@ pub fn execute_workflow(
         timeout,
         timed_out: false,
         turn: Turn::Outside,
+        flushed: false,
     };
     runner.drive()?;
     runner.finish()
@@ -196,6 +197,8 @@ struct Runner<'r> {
     timed_out: bool,
     /// Where the store thread is with respect to a turn's transaction.
     turn: Turn,
+    /// [`Store::flush_wal_early`] was called.
+    flushed: bool,
 }
 
 /// Whether the store thread is inside a turn's write transaction, and what
@@ -297,6 +300,14 @@ impl<'r> Runner<'r> {
                 }
                 for job in ready {
                     spawn(job);
+                }
+                if !self.flushed && matches!(self.plan.next(), Next::Finished) {
+                    // Every step has started or is decided: what is left
+                    // is their finishes, a few small commits. Let the WAL
+                    // reach the disk meanwhile, so the store's close waits
+                    // less for it.
+                    self.flushed = true;
+                    store.flush_wal_early();
                 }
             }
             if self.inflight.is_empty() {
