@@ -87,10 +87,38 @@ pub(crate) fn close_checkpoint(conn: &Connection) {
 /// Whether the WAL holds more than [`WAL_CLOSE_CHECKPOINT_FRAMES`] frames,
 /// so that [`close_checkpoint`] will checkpoint it.
 pub(crate) fn wal_needs_checkpoint(conn: &Connection) -> bool {
-    // `NOOP` only reads the WAL's header: its valid frames, not the file's
-    // length, which a restarted WAL keeps.
-    conn.query_row("PRAGMA wal_checkpoint(NOOP)", [], |r| r.get::<_, i64>(1))
-        .is_ok_and(|n| n > WAL_CLOSE_CHECKPOINT_FRAMES)
+    wal_frames(conn).is_some_and(|n| n > WAL_CLOSE_CHECKPOINT_FRAMES)
+}
+
+/// The WAL's valid frames: `NOOP` only reads the WAL's header, so this is
+/// not the file's length, which a restarted WAL keeps.
+pub(crate) fn wal_frames(conn: &Connection) -> Option<i64> {
+    conn.query_row("PRAGMA wal_checkpoint(NOOP)", [], |r| r.get(1))
+        .ok()
+}
+
+/// Helpers for the tests of this crate that look at the WAL.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::path::Path;
+
+    use rusqlite::Connection;
+
+    /// Appends `rows` pages of filler to the database of `conn`.
+    pub(crate) fn fill(conn: &Connection, rows: usize) {
+        conn.execute_batch("CREATE TABLE IF NOT EXISTS filler (x BLOB)")
+            .unwrap();
+        for _ in 0..rows {
+            conn.execute("INSERT INTO filler VALUES (zeroblob(4000))", [])
+                .unwrap();
+        }
+    }
+
+    /// The WAL's valid frames of the database at `db`, as another process
+    /// opening it sees them.
+    pub(crate) fn frames_of(db: &Path) -> i64 {
+        super::wal_frames(&super::open_file(db).unwrap()).unwrap()
+    }
 }
 
 /// The newest schema version this binary knows: the highest embedded
@@ -320,6 +348,7 @@ fn upgrade_pre_0_3(conn: &Connection) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use super::testing::{fill, frames_of as wal_frames};
     use super::*;
 
     #[test]
@@ -340,25 +369,12 @@ mod tests {
         std::fs::metadata(format!("{}-wal", db.display())).map_or(0, |m| m.len())
     }
 
-    /// The WAL's valid frames, as another process opening the file sees
-    /// them.
-    fn wal_frames(db: &Path) -> i64 {
-        open_file(db)
-            .unwrap()
-            .query_row("PRAGMA wal_checkpoint(NOOP)", [], |r| r.get(1))
-            .unwrap()
-    }
-
     /// A new database whose connection has written about 400 KiB of WAL.
     fn long_wal() -> (tempfile::TempDir, PathBuf, Connection) {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join(DB_FILE);
         let conn = open_file(&db).unwrap();
-        conn.execute_batch("CREATE TABLE filler (x BLOB)").unwrap();
-        for _ in 0..100 {
-            conn.execute("INSERT INTO filler VALUES (zeroblob(4000))", [])
-                .unwrap();
-        }
+        fill(&conn, 100);
         assert!(wal_frames(&db) > WAL_CLOSE_CHECKPOINT_FRAMES);
         (dir, db, conn)
     }
