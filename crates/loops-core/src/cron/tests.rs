@@ -257,7 +257,7 @@ fn rare_expressions_find_far_dates() {
     check_next("0 0 31 * *", "2026-04-01T00:00:00Z", "2026-05-31T00:00:00Z");
 }
 
-// SPEC §10 item 9 (that no row is written: tests/blackbox/checklist.rs)
+// SPEC §10 item 9 (the rejection; tests/blackbox/create.rs checks no row is written)
 #[test]
 fn spec_checklist_item_9_never_firing_is_rejected() {
     check_err(
