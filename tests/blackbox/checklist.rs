@@ -102,8 +102,8 @@ fn loops_data_dir_holds_the_database_the_pid_file_and_the_log() {
 // SPEC §10 item 96: `daemon run` refuses while the pid file names a live
 // process. loops refuses when that process is the daemon that holds the
 // lease (here: suspended, with its lease expired, so only the pid file can
-// tell it is there); a pid file that names an unrelated process is stale
-// (SPEC §9 item 14, and `daemon stop`'s stale pid file, SPEC §10 item 99).
+// tell it is there); a pid file that names an unrelated process is stale,
+// as for `daemon stop` (SPEC §9 item 14).
 #[test]
 fn a_pid_file_naming_the_live_daemon_refuses_daemon_run_after_its_lease_expired() {
     let env = TestEnv::new();

@@ -1,6 +1,9 @@
 //! Source hygiene: every Rust file under `crates/` opens with a `//!` module
 //! doc, no file leaves a `dbg!` or `todo!` behind, and every item of SPEC
 //! §10's checklist is cited by a test (`// SPEC §10 item N`).
+//!
+//! The SPEC is read from `../shared/SPEC.md` beside the clone, or from
+//! `$LOOPS_SPEC`; without it the citation check is skipped with a message.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

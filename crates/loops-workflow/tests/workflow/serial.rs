@@ -10,6 +10,7 @@ use serde_json::json;
 
 use crate::common::*;
 
+// SPEC §10 item 73
 #[test]
 fn dependent_steps_run_in_spec_order_with_every_event() {
     let fx = Fixture::new();
