@@ -103,6 +103,7 @@ fn show_is_always_json_and_redacted() {
     insta::assert_snapshot!("show_command_json", command.stdout);
 }
 
+// SPEC §10 item 34 (the newest name wins)
 #[test]
 fn names_resolve_to_the_newest_loop() {
     let env = TestEnv::new();

@@ -22,6 +22,7 @@ fn not_claimed(c: Claim) -> NotClaimed {
     }
 }
 
+// SPEC §10 item 18 (across two connections)
 #[test]
 fn two_handles_race_for_one_slot_and_exactly_one_wins() {
     const ROUNDS: usize = 100;
