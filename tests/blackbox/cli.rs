@@ -85,6 +85,7 @@ fn create_agent_help_documents_every_flag_and_default() {
     insta::assert_snapshot!("create_agent_help", ran.stdout);
 }
 
+// SPEC §10 item 88 (`--json` anywhere)
 #[test]
 fn json_works_anywhere_on_the_command_line() {
     let env = TestEnv::new();

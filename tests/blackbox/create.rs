@@ -46,6 +46,7 @@ fn human_create_prints_id_name_and_next_run() {
     );
 }
 
+// SPEC §10 item 89
 #[test]
 fn zero_or_two_schedules_are_rejected() {
     let env = TestEnv::new();
@@ -82,6 +83,7 @@ fn zero_or_two_schedules_are_rejected() {
     );
 }
 
+// SPEC §10 item 90
 #[test]
 fn option_errors_use_the_spec_messages() {
     let env = TestEnv::new();
@@ -163,6 +165,7 @@ fn agent_options_are_checked() {
     );
 }
 
+// SPEC §10 item 9 (no row is written)
 #[test]
 fn a_rejected_create_writes_no_row() {
     let env = TestEnv::new();
@@ -199,6 +202,7 @@ fn a_rejected_create_writes_no_row() {
     assert_eq!(all.as_array().map(Vec::len), Some(1));
 }
 
+// SPEC §10 item 91
 #[test]
 fn command_loops_run_through_a_shell_unless_no_shell() {
     let env = TestEnv::new();

@@ -75,6 +75,7 @@ fn log(env: &TestEnv) -> String {
     std::fs::read_to_string(env.data_dir().join("daemon.log")).unwrap_or_default()
 }
 
+// SPEC §10 item 97: `daemon stop` sends SIGTERM; the pid file and the lease are gone
 #[test]
 fn start_status_logs_and_stop() {
     let env = TestEnv::new();
@@ -130,6 +131,7 @@ fn start_status_logs_and_stop() {
     drop(daemon);
 }
 
+// SPEC §10 item 96 (a live lease)
 #[test]
 fn a_second_daemon_is_refused_naming_the_holder() {
     let env = TestEnv::new();

@@ -61,6 +61,8 @@ fn list_filters_by_status_and_caps_with_a_footer() {
         .run();
 }
 
+// SPEC §10 item 88 (`show` always prints JSON).
+// SPEC §10 item 92 (long prompts and `env` are redacted).
 #[test]
 fn show_is_always_json_and_redacted() {
     let env = TestEnv::new();
@@ -101,6 +103,7 @@ fn show_is_always_json_and_redacted() {
     insta::assert_snapshot!("show_command_json", command.stdout);
 }
 
+// SPEC §10 item 34 (the newest name wins)
 #[test]
 fn names_resolve_to_the_newest_loop() {
     let env = TestEnv::new();
@@ -109,6 +112,7 @@ fn names_resolve_to_the_newest_loop() {
     assert_eq!(show(&env, "twin")["id"], newer.as_str());
 }
 
+// SPEC §10 item 93
 #[test]
 fn stop_clears_next_run_and_pause_keeps_it() {
     let env = TestEnv::new();
@@ -174,6 +178,8 @@ fn pause_refuses_a_stopped_loop() {
     assert_eq!(show(&env, &id)["status"], "stopped");
 }
 
+// SPEC §10 item 94. loops adds a line on the kept history after `removed`
+// (SPEC §9 item 34).
 #[test]
 fn remove_keeps_history_by_default_and_says_so() {
     let env = TestEnv::new();

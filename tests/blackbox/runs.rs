@@ -29,6 +29,7 @@ fn runs_prints_aligned_rows_newest_first() {
     insta::assert_snapshot!("runs_human", ran.stdout);
 }
 
+// SPEC §10 item 92 (`  stdout:` and lines indented 4 spaces)
 #[test]
 fn runs_show_output_prints_indented_blocks() {
     let env = TestEnv::new();
@@ -38,6 +39,7 @@ fn runs_show_output_prints_indented_blocks() {
     insta::assert_snapshot!("runs_human_show_output", ran.stdout);
 }
 
+// SPEC §10 item 92 (`[redacted N chars]` unless `--show-output`)
 #[test]
 fn runs_json_redacts_output_unless_shown() {
     let env = TestEnv::new();

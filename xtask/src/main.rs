@@ -41,7 +41,7 @@ fn main() -> ExitCode {
                  bench   end-to-end CLI figures; --workflows only the workflow runs, --daemon only the daemon, --criterion adds Criterion\n  \
                  reliability  the reliability suite's long variants (crash loop, races, floods, fuzzing, ...);\n               \
                  --short runs the CI variants; other arguments filter tests\n  \
-                 tidy    check module docs and forbidden macros"
+                 tidy    check module docs, forbidden macros, and that a test cites every SPEC §10 item"
             );
             Ok(())
         }

@@ -1,15 +1,22 @@
 //! Source hygiene: every Rust file under `crates/` opens with a `//!` module
-//! doc, and no file leaves a `dbg!` or `todo!` behind.
+//! doc, no file leaves a `dbg!` or `todo!` behind, and every item of SPEC
+//! §10's checklist is cited by a test (`// SPEC §10 item N`).
+//!
+//! The SPEC is read from `../shared/SPEC.md` beside the clone, or from
+//! `$LOOPS_SPEC`; without it the citation check is skipped with a message.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-/// Returns every problem found under `root/crates` and `root/tests`.
+/// Returns every problem found under `root/crates`, `root/tests` and
+/// `root/xtask`.
 pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
     let mut files = Vec::new();
     for dir in ["crates", "tests", "xtask"] {
         collect(&root.join(dir), &mut files);
     }
     let mut problems = Vec::new();
+    checklist(root, &files, &mut problems);
     for file in files {
         let Ok(text) = std::fs::read_to_string(&file) else {
             continue;
@@ -42,6 +49,182 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
     }
 }
 
+/// Where the SPEC lives: `$LOOPS_SPEC` if set, else `shared/SPEC.md` beside
+/// the clone (CI checks it out there).
+fn spec_path(root: &Path) -> PathBuf {
+    std::env::var_os("LOOPS_SPEC").map_or_else(
+        || root.join("..").join("shared").join("SPEC.md"),
+        PathBuf::from,
+    )
+}
+
+/// Adds a problem for every SPEC §10 item that no test cites, and for every
+/// citation of an item the checklist does not have. Without the SPEC (a
+/// clone without `shared/` beside it) the check is skipped, visibly.
+fn checklist(root: &Path, files: &[PathBuf], problems: &mut Vec<String>) {
+    let spec = spec_path(root);
+    let Ok(text) = std::fs::read_to_string(&spec) else {
+        eprintln!(
+            "tidy: skipping the SPEC §10 citation check: cannot read {} \
+             (check out `shared/` beside the clone, or set LOOPS_SPEC)",
+            spec.display()
+        );
+        return;
+    };
+    let items = checklist_items(&text);
+    if items.is_empty() {
+        problems.push(format!(
+            "{}: found no numbered items under `## 10.`; update tidy's SPEC parser",
+            spec.display()
+        ));
+        return;
+    }
+    let mut cited = BTreeSet::new();
+    for file in files {
+        let shown = file.strip_prefix(root).unwrap_or(file);
+        if shown.starts_with("xtask") {
+            continue;
+        }
+        let Ok(source) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        for (line, n) in citations(&source, is_test_file(shown)) {
+            if !items.iter().any(|(item, _)| *item == n) {
+                problems.push(format!(
+                    "{}:{line}: cites SPEC §10 item {n}, which the checklist does not have",
+                    shown.display()
+                ));
+            }
+            cited.insert(n);
+        }
+    }
+    for (n, words) in &items {
+        if !cited.contains(n) {
+            problems.push(format!(
+                "SPEC §10 item {n} has no test citing it (`// SPEC §10 item {n}`): {words}"
+            ));
+        }
+    }
+}
+
+/// The numbered items of SPEC §10, each with its first words.
+fn checklist_items(spec: &str) -> Vec<(u32, String)> {
+    let mut items = Vec::new();
+    let mut inside = false;
+    for line in spec.lines() {
+        if line.starts_with("## ") {
+            inside = line.starts_with("## 10.");
+            continue;
+        }
+        if !inside {
+            continue;
+        }
+        let Some((number, rest)) = line.split_once(". ") else {
+            continue;
+        };
+        let Ok(n) = number.parse::<u32>() else {
+            continue;
+        };
+        let words: Vec<&str> = rest.split_whitespace().take(8).collect();
+        let mut first = words.join(" ");
+        if rest.split_whitespace().count() > words.len() {
+            first.push_str(" …");
+        }
+        items.push((n, first));
+    }
+    items
+}
+
+/// Whether a whole file is test code: anything in a `tests` directory, and
+/// `tests.rs` modules.
+fn is_test_file(path: &Path) -> bool {
+    path.components().any(|c| c.as_os_str() == "tests")
+        || path.file_name().is_some_and(|n| n == "tests.rs")
+}
+
+/// The §10 items cited in a file's test code, with the line of each
+/// citation. Test code is the whole of a test file, and in other files
+/// what follows the first `#[cfg(test)]`, plus comments inside doctests
+/// (`/// // SPEC §10 item N`). Consecutive `//` lines form one comment, so a
+/// citation may wrap; module and item docs (`//!`, `///`) are not citations.
+fn citations(source: &str, test_file: bool) -> Vec<(usize, u32)> {
+    let mut found = Vec::new();
+    let mut in_tests = test_file;
+    let mut block = String::new();
+    let mut block_start = 0;
+    for (index, line) in source.lines().enumerate() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("#[cfg(test)]") {
+            in_tests = true;
+        }
+        let comment = if let Some(doctest) = trimmed.strip_prefix("/// //") {
+            Some(doctest)
+        } else if trimmed.starts_with("//!") || trimmed.starts_with("///") {
+            None
+        } else if in_tests {
+            trimmed.strip_prefix("//")
+        } else {
+            None
+        };
+        match comment {
+            Some(text) => {
+                if block.is_empty() {
+                    block_start = index + 1;
+                }
+                block.push(' ');
+                block.push_str(text);
+            }
+            None if !block.is_empty() => {
+                found.extend(cited_items(&block).into_iter().map(|n| (block_start, n)));
+                block.clear();
+            }
+            None => {}
+        }
+    }
+    found.extend(cited_items(&block).into_iter().map(|n| (block_start, n)));
+    found
+}
+
+/// The item numbers a comment cites: every `§10 item N` or `§10 items L`,
+/// where `L` is numbers and ranges (`58–62`, `58-62`) joined by commas and
+/// `and`, as in `§10 items 37 and 38` or `§10 items 79, 80 and 84`.
+fn cited_items(comment: &str) -> Vec<u32> {
+    let mut items = Vec::new();
+    for (_, after) in comment
+        .match_indices("§10 item")
+        .map(|(i, m)| comment.split_at(i + m.len()))
+    {
+        let list = after.strip_prefix('s').unwrap_or(after);
+        let mut rest = list.trim_start();
+        while let Some((first, tail)) = leading_number(rest) {
+            let mut last = first;
+            rest = tail;
+            if let Some(range) = rest.strip_prefix('–').or_else(|| rest.strip_prefix('-'))
+                && let Some((end, tail)) = leading_number(range)
+            {
+                last = end;
+                rest = tail;
+            }
+            items.extend(first..=last.max(first));
+            let sep = rest.trim_start();
+            let sep = sep.strip_prefix(',').unwrap_or(sep).trim_start();
+            let sep = sep.strip_prefix("and ").unwrap_or(sep);
+            if sep.len() == rest.len() {
+                break;
+            }
+            rest = sep.trim_start();
+        }
+    }
+    items
+}
+
+/// A number at the start of `s`, and what follows it.
+fn leading_number(s: &str) -> Option<(u32, &str)> {
+    let digits = s.len() - s.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    let n = s.get(..digits)?.parse().ok()?;
+    Some((n, &s[digits..]))
+}
+
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -61,6 +244,63 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
 
 #[cfg(test)]
 mod tests {
+    use super::{checklist_items, citations, cited_items};
+
+    #[test]
+    fn citation_forms() {
+        assert_eq!(cited_items(" SPEC §10 item 36."), [36]);
+        assert_eq!(cited_items(" SPEC §10 item 6: 7 is Sunday."), [6]);
+        assert_eq!(cited_items(" SPEC §10 items 37 and 38."), [37, 38]);
+        assert_eq!(
+            cited_items(" SPEC §10 items 58–62, spelled out."),
+            [58, 59, 60, 61, 62]
+        );
+        assert_eq!(
+            cited_items(" §10 items 79, 80 and 84; §9 item 3"),
+            [79, 80, 84]
+        );
+        assert_eq!(cited_items(" SPEC §9 item 10, §10 item 30."), [30]);
+        assert_eq!(cited_items(" SPEC §10 item 43, §3.4 step 2"), [43]);
+        assert_eq!(
+            cited_items(" SPEC §10 items 18-20 and 29"),
+            [18, 19, 20, 29]
+        );
+        assert_eq!(cited_items(" SPEC §9 item 10"), Vec::<u32>::new());
+        assert_eq!(cited_items(" SPEC §10 item"), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn citations_are_test_comments_only() {
+        let source = "//! Module (SPEC §10 item 1).\n\
+                      /// Doc (SPEC §10 item 2).\n\
+                      /// // SPEC §10 item 3: a doctest.\n\
+                      fn f() {\n    // SPEC §10 item 4 in code.\n}\n\
+                      #[cfg(test)]\n\
+                      mod tests {\n    // SPEC §10 items\n    // 5 and 6.\n    #[test]\n    fn t() {}\n}\n";
+        assert_eq!(citations(source, false), [(3, 3), (9, 5), (9, 6)]);
+        assert_eq!(
+            citations("// SPEC §10 item 4 in a test file.\n", true),
+            [(1, 4)]
+        );
+    }
+
+    #[test]
+    fn spec_items() {
+        let spec = "## 9. Known limits\n1. Not this.\n## 10. Behavior checklist\n\
+                    **Schedules**\n1. Durations parse as follows: `500ms`=500, `2s`=2000, `3m`=180000.\n\
+                    10. The first `nextRunAt` is:\n    - interval: now + everyMs;\n";
+        assert_eq!(
+            checklist_items(spec),
+            [
+                (
+                    1,
+                    "Durations parse as follows: `500ms`=500, `2s`=2000, `3m`=180000.".to_owned()
+                ),
+                (10, "The first `nextRunAt` is:".to_owned()),
+            ]
+        );
+    }
+
     #[test]
     fn tree_is_tidy() {
         let root = super::super::root();

@@ -162,6 +162,7 @@ mod tests {
         assert_eq!(got, expected.map_err(str::to_owned), "input {input:?}");
     }
 
+    // SPEC §10 item 1
     #[test]
     fn spec_checklist_item_1() {
         check("500ms", Ok(500));

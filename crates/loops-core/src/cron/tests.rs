@@ -81,6 +81,7 @@ fn spec_checklist_item_2_next_is_strictly_after() {
     );
 }
 
+// SPEC §10 items 3, 4 and 5
 #[test]
 fn spec_checklist_items_3_4_5_errors() {
     check_err("* * * *", "cron must have 5 fields, got 4: \"* * * *\"");
@@ -210,6 +211,7 @@ fn normalized_text_uses_runs() {
     assert_eq!(normalized("0 0 * * 5-7"), "0 0 * 1-12 0,5-6");
 }
 
+// SPEC §10 item 6
 #[test]
 fn spec_checklist_item_6_seven_is_sunday() {
     // 2026-01-04 is a Sunday.
@@ -222,6 +224,7 @@ fn spec_checklist_item_6_seven_is_sunday() {
     );
 }
 
+// SPEC §10 item 7
 #[test]
 fn spec_checklist_item_7_day_fields() {
     // Both restricted: the 15th (a Thursday) or any Monday, whichever is first.
@@ -254,6 +257,7 @@ fn rare_expressions_find_far_dates() {
     check_next("0 0 31 * *", "2026-04-01T00:00:00Z", "2026-05-31T00:00:00Z");
 }
 
+// SPEC §10 item 9 (the rejection; tests/blackbox/create.rs checks no row is written)
 #[test]
 fn spec_checklist_item_9_never_firing_is_rejected() {
     check_err(
@@ -291,6 +295,7 @@ fn check_err_zone(zone: &str, expected: &str) {
     assert_eq!(err.to_string(), expected);
 }
 
+// SPEC §10 item 8
 #[test]
 fn spec_checklist_item_8_local_time_is_chrono_local() {
     let cron = CronExpr::parse("0 9 * * *", None).unwrap();

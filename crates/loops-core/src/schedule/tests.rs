@@ -87,6 +87,7 @@ fn check_next(schedule: &Schedule, slot: &str, finished: &str, expected: Option<
     );
 }
 
+// SPEC §10 item 10
 #[test]
 fn spec_checklist_item_10_initial_next_run() {
     let now = at("2026-01-01T00:07:00Z");
@@ -114,6 +115,7 @@ fn spec_checklist_item_10_initial_next_run() {
     assert_eq!(on_the_slot.unwrap(), Some(at("2026-01-01T00:30:00Z")));
 }
 
+// SPEC §10 items 9 and 11
 #[test]
 fn spec_checklist_items_9_and_11_invalid_schedules() {
     let now = at("2026-01-01T00:00:00Z");
@@ -153,6 +155,7 @@ fn spec_checklist_items_9_and_11_invalid_schedules() {
     assert!(validate_schedule(&Schedule::Once { at: now }).is_ok());
 }
 
+// SPEC §10 item 12
 #[test]
 fn spec_checklist_item_12_compute_next_after() {
     let rate = every(60_000);
@@ -244,6 +247,7 @@ fn spec_checklist_item_12_compute_next_after() {
     );
 }
 
+// SPEC §10 item 13
 #[test]
 fn spec_checklist_item_13_latest() {
     let lp = a_loop(every(60_000), "2026-01-01T00:00:00Z");
@@ -283,6 +287,7 @@ fn latest_never_steps_back_across_fall_back() {
     );
 }
 
+// SPEC §10 item 14
 #[test]
 fn spec_checklist_item_14_all() {
     let mut lp = a_loop(every(1_000), "2026-01-01T00:00:01Z");
@@ -330,6 +335,7 @@ fn spec_checklist_item_14_all() {
     );
 }
 
+// SPEC §10 item 15
 #[test]
 fn spec_checklist_item_15_none_runs_the_stale_slot() {
     let mut lp = a_loop(every(60_000), "2026-01-01T00:00:00Z");
@@ -339,6 +345,7 @@ fn spec_checklist_item_15_none_runs_the_stale_slot() {
     check_slots(&lp, "2026-01-01T05:00:00Z", &["2026-01-01T00:00:00Z"]);
 }
 
+// SPEC §10 item 16
 #[test]
 fn spec_checklist_item_16_pending_retry_is_the_only_slot() {
     let mut lp = a_loop(every(60_000), "2026-01-01T00:05:00Z");
@@ -349,6 +356,7 @@ fn spec_checklist_item_16_pending_retry_is_the_only_slot() {
     check_slots(&lp, "2026-01-01T00:04:00Z", &[]);
 }
 
+// SPEC §10 item 17
 #[test]
 fn spec_checklist_item_17_inactive_and_expired_have_no_slots() {
     let base = a_loop(every(60_000), "2026-01-01T00:00:00Z");

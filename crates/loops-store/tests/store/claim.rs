@@ -22,6 +22,7 @@ fn not_claimed(c: Claim) -> NotClaimed {
     }
 }
 
+// SPEC §10 item 18 (across two connections)
 #[test]
 fn two_handles_race_for_one_slot_and_exactly_one_wins() {
     const ROUNDS: usize = 100;
@@ -55,6 +56,7 @@ fn two_handles_race_for_one_slot_and_exactly_one_wins() {
     assert_eq!(fx.store().count_runs(None).unwrap(), ROUNDS as u64);
 }
 
+// SPEC §10 item 19
 #[test]
 fn fresh_claim_is_attempt_one_running_with_claimant_and_lease() {
     let fx = Fixture::new();
@@ -83,6 +85,7 @@ fn fresh_claim_is_attempt_one_running_with_claimant_and_lease() {
     assert_eq!(store.count_runs(None).unwrap(), 1);
 }
 
+// SPEC §10 item 20
 #[test]
 fn succeeded_and_skipped_slots_are_never_claimable() {
     let fx = Fixture::new();
@@ -116,6 +119,7 @@ fn succeeded_and_skipped_slots_are_never_claimable() {
     ));
 }
 
+// SPEC §10 item 21
 #[test]
 fn failed_slot_is_reclaimed_as_next_attempt_until_max() {
     let fx = Fixture::new();
@@ -164,6 +168,7 @@ fn failed_slot_is_reclaimed_as_next_attempt_until_max() {
     assert_eq!(store.count_runs(None).unwrap(), 1);
 }
 
+// SPEC §10 item 22
 #[test]
 fn running_row_with_valid_lease_is_not_claimable() {
     let fx = Fixture::new();
@@ -178,6 +183,7 @@ fn running_row_with_valid_lease_is_not_claimable() {
     ));
 }
 
+// SPEC §10 item 23 (the run's pid)
 #[test]
 fn expired_lease_with_live_pid_is_not_claimable() {
     let fx = Fixture::new();
@@ -205,6 +211,7 @@ fn expired_lease_with_live_pid_is_not_claimable() {
     );
 }
 
+// SPEC §10 item 23 (a linked step's pid)
 #[test]
 fn expired_lease_with_live_linked_step_is_not_claimable() {
     let fx = Fixture::new();
@@ -225,6 +232,7 @@ fn expired_lease_with_live_linked_step_is_not_claimable() {
     assert_eq!(again.claimed_by.as_deref(), Some(RUNNER_B));
 }
 
+// SPEC §10 item 24
 #[test]
 fn expired_lease_with_dead_process_is_reclaimed_with_the_same_attempt() {
     let fx = Fixture::new();
@@ -323,6 +331,7 @@ fn heartbeat_extends_a_live_lease_only() {
     assert_eq!(stored.lease_expires_at, Some(expiry));
 }
 
+// SPEC §10 item 29
 #[test]
 fn heartbeat_from_the_wrong_claimant_returns_nothing() {
     let fx = Fixture::new();

@@ -144,6 +144,7 @@ fn an_original_0_3_1_database_opens_without_losing_a_row() {
     assert_eq!(run.attempt, 1);
 }
 
+// SPEC §10 item 32
 #[test]
 fn a_0_2_0_database_gains_the_step_pid_column_and_reopening_is_idempotent() {
     let fx = Fixture::new();
@@ -244,6 +245,7 @@ fn is_instant(s: &str) -> bool {
         && b[23] == b'Z'
 }
 
+// SPEC §10 item 35
 #[test]
 fn every_stored_instant_and_id_has_the_spec_shape() {
     let fx = Fixture::new();

@@ -20,6 +20,7 @@ fn claim(
     }
 }
 
+// SPEC §10 item 25 (wrong claimant)
 #[test]
 fn fenced_finalize_after_a_takeover_changes_nothing_and_returns_the_stored_row() {
     let fx = Fixture::new();
@@ -42,6 +43,7 @@ fn fenced_finalize_after_a_takeover_changes_nothing_and_returns_the_stored_row()
     assert_eq!(stored.claimed_by.as_deref(), Some(RUNNER_B));
 }
 
+// SPEC §10 item 25 (after the lease expired)
 #[test]
 fn fenced_finalize_after_lease_expiry_is_dropped() {
     let fx = Fixture::new();
@@ -60,6 +62,7 @@ fn fenced_finalize_after_lease_expiry_is_dropped() {
     assert_eq!(stored, run);
 }
 
+// SPEC §10 item 26
 #[test]
 fn finalize_after_recovery_leaves_the_row_abandoned_with_stdout_unchanged() {
     let fx = Fixture::new();

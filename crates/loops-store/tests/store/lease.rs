@@ -22,6 +22,7 @@ fn acquired(a: LeaseAcquire) -> loops_core::DaemonLease {
     }
 }
 
+// SPEC §10 item 31 (acquire after expiry, the old holder loses)
 #[test]
 fn another_id_acquires_only_after_expiry_and_the_old_holder_loses() {
     let fx = Fixture::new();
@@ -78,6 +79,7 @@ fn heartbeat_extends_and_release_deletes() {
     assert_eq!(store.get_daemon_lease().unwrap(), None);
 }
 
+// SPEC §10 item 31 (the same id re-acquires)
 #[test]
 fn the_same_id_may_reacquire() {
     let fx = Fixture::new();

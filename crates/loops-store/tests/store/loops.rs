@@ -43,6 +43,7 @@ fn an_invalid_loop_writes_nothing() {
     assert_eq!(store.count_loops(None).unwrap(), 0);
 }
 
+// SPEC §10 item 34 (loops)
 #[test]
 fn require_loop_tries_the_id_then_the_newest_name() {
     let fx = Fixture::new();

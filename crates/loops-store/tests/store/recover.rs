@@ -14,6 +14,7 @@ fn claim(store: &Store, lp: &loops_core::Loop, slot: loops_core::Timestamp) -> l
     }
 }
 
+// SPEC §10 item 27
 #[test]
 fn recovery_abandons_dead_runs_and_leaves_live_ones_alone() {
     let fx = Fixture::new();
@@ -97,6 +98,7 @@ fn recovery_skips_runs_with_live_linked_step_processes() {
     );
 }
 
+// SPEC §10 item 28
 #[test]
 fn recovery_fails_linked_workflow_runs_skips_their_steps_and_emits_failed() {
     let fx = Fixture::new();

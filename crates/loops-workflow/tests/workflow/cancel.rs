@@ -31,6 +31,7 @@ fn run_of(store: &loops_store::Store, wf: &loops_core::WorkflowSpec) -> Workflow
     })
 }
 
+// SPEC §10 item 82
 #[test]
 fn a_cancel_from_another_process_kills_the_step_within_the_poll() {
     let fx = Fixture::new();

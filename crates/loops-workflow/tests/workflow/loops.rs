@@ -64,6 +64,7 @@ fn runs_of(store: &Store, run: &LoopRun) -> Vec<loops_core::WorkflowRun> {
     runs
 }
 
+// SPEC §10 item 78 (one linked run and its key)
 #[test]
 fn a_due_workflow_loop_runs_its_workflow_linked_to_the_loop_run() {
     let fx = Fixture::new();
@@ -123,6 +124,7 @@ fn a_due_workflow_loop_runs_its_workflow_linked_to_the_loop_run() {
     );
 }
 
+// SPEC §10 item 78 (a retry creates a second run)
 #[test]
 fn each_retry_creates_a_new_workflow_run() {
     let fx = Fixture::new();
@@ -257,6 +259,7 @@ fn stopping_a_tick_cancels_its_workflow_run_without_a_retry() {
     assert!(!fx.marker("late").exists());
 }
 
+// SPEC §10 item 77, with a 300 ms workflow timeout instead of 50 ms
 #[test]
 fn a_workflow_target_timeout_times_out_the_loop_run() {
     let fx = Fixture::new();

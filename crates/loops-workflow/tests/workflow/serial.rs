@@ -10,6 +10,7 @@ use serde_json::json;
 
 use crate::common::*;
 
+// SPEC §10 item 73
 #[test]
 fn dependent_steps_run_in_spec_order_with_every_event() {
     let fx = Fixture::new();
@@ -83,6 +84,7 @@ fn dependent_steps_run_in_spec_order_with_every_event() {
     assert!(out.result.stdout.starts_with("{\n  \"workflowRun\""));
 }
 
+// SPEC §10 item 74
 #[test]
 fn a_failure_fails_the_run_and_skips_the_rest_with_its_reason() {
     let fx = Fixture::new();
@@ -135,6 +137,7 @@ fn a_failure_fails_the_run_and_skips_the_rest_with_its_reason() {
     assert_eq!(out.result.error.as_deref(), Some(reason));
 }
 
+// SPEC §10 item 75
 #[test]
 fn continue_on_failure_lets_dependents_run_and_the_run_succeed() {
     // SPEC §9 item 35 is kept on purpose: a failed step with
@@ -249,6 +252,7 @@ fn cycles_and_unknown_dependencies_are_rejected_before_anything_is_stored() {
     );
 }
 
+// SPEC §10 item 87
 #[test]
 fn preflight_checks_every_step_in_execution_order() {
     let fx = Fixture::new();

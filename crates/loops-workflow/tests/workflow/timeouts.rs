@@ -21,6 +21,7 @@ fn assert_no_late_write(fx: &Fixture, step_sleep: Duration) {
     );
 }
 
+// SPEC §10 item 76
 #[test]
 fn a_step_timeout_times_out_the_step_the_run_and_the_result() {
     let fx = Fixture::new();
