@@ -12,6 +12,12 @@
 //! different profiles run side by side in one `loops tick`, in one workflow
 //! run with `maxParallel`, and under the daemon.
 //!
+//! Nor does any value `accounts env` exported (issue 12 §2): a run record,
+//! `--json` output, the daemon log and `doctor` are grepped for them after
+//! runs that print their account's keys, an account whose tool takes a
+//! token for its profile directory, and a failing `accounts` that echoes
+//! its key on stderr.
+//!
 //! For the read surfaces, unique markers are planted in run stdout and
 //! stderr, in step output, in the tail of long prompts (past the 80
 //! characters that are shown) and in `--env` values; every read command,
@@ -28,24 +34,74 @@ use serde_json::{Value, json};
 use crate::support::{figure, pick, wait_for};
 
 /// What loops removes from an account run's inherited environment
-/// (`ACCOUNT_STRIPPED` in loops-exec's `env.rs`).
-const STRIPPED: [&str; 15] = [
+/// (`ACCOUNT_STRIPPED` in loops-exec's `credentials.rs`): the SPEC §5.3
+/// list and, since issue 12, the documented auth variables of every
+/// provider and the clouds they use.
+const STRIPPED: [&str; 56] = [
     "CLAUDE_CONFIG_DIR",
     "CODEWITH_HOME",
     "CODEX_HOME",
     "CURSOR_CONFIG_DIR",
     "OPENCODE_CONFIG_DIR",
     "AICOPILOT_CONFIG_DIR",
-    "ANTHROPIC_API_KEY",
-    "OPENAI_API_KEY",
-    "OPENROUTER_API_KEY",
-    "GITHUB_TOKEN",
-    "GH_TOKEN",
+    "GH_CONFIG_DIR",
+    "CLOUDSDK_CONFIG",
     "XDG_CONFIG_HOME",
     "XDG_DATA_HOME",
     "XDG_STATE_HOME",
     "XDG_CACHE_HOME",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_CUSTOM_HEADERS",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "AWS_BEARER_TOKEN_BEDROCK",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_CONFIG_FILE",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_ROLE_ARN",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "GOOGLE_GENAI_API_KEY",
+    "OPENAI_API_KEY",
+    "CODEX_API_KEY",
+    "CODEX_ACCESS_TOKEN",
+    "AZURE_OPENAI_API_KEY",
+    "AZURE_OPENAI_AD_TOKEN",
+    "AZURE_API_KEY",
+    "AZURE_CLIENT_ID",
+    "AZURE_TENANT_ID",
+    "AZURE_CLIENT_SECRET",
+    "AZURE_CLIENT_CERTIFICATE_PATH",
+    "AZURE_CLIENT_CERTIFICATE_PASSWORD",
+    "AZURE_USERNAME",
+    "AZURE_PASSWORD",
+    "AZURE_FEDERATED_TOKEN_FILE",
+    "OPENROUTER_API_KEY",
+    "CURSOR_API_KEY",
+    "CURSOR_AUTH_TOKEN",
+    "COPILOT_GITHUB_TOKEN",
+    "GH_TOKEN",
+    "GITHUB_TOKEN",
+    "GH_ENTERPRISE_TOKEN",
+    "GITHUB_ENTERPRISE_TOKEN",
 ];
+
+/// The start of the `GH_TOKEN` the fake `accounts` exports for `--tool gh`
+/// (the profile name follows).
+const GH_TOKEN_PREFIX: &str = "ghp_7f3aExportedTokenOf";
+
+/// A token the fake `accounts` prints on stderr when it fails.
+const STDERR_TOKEN: &str = "ghp_7f3aStderrToken0123456789abcdef";
 
 /// The inherited value of `name`: what an account run must never see.
 fn inherited(name: &str) -> String {
@@ -71,13 +127,26 @@ impl Setup {
             "accounts",
             &format!(
                 r##"[ "$1" = env ] && [ "$3" = --tool ] || {{ echo "usage: accounts env <profile> --tool <tool>" >&2; exit 2; }}
+if [ "$4" = gh ]; then
+  # A token first, and no GH_CONFIG_DIR: the original took the token for
+  # the profile directory and printed it in the error.
+  echo "export GH_TOKEN=\"{gh_token}$2\""
+  echo "export GH_HOST=github.com"
+  exit 0
+fi
 dir="{profiles}/$2"
 mkdir -p "$dir"
 echo "# profile $2 for $4"
 echo "export CLAUDE_CONFIG_DIR=\"$dir\""
 echo "export ANTHROPIC_API_KEY=\"key-of-$2\""
 echo "export OPENAI_API_KEY=\"openai-of-$2\""
-echo "export ONLY_$2=\"only-$2\"""##,
+echo "export ONLY_$2=\"only-$2\""
+if [ "$2" = broken ]; then
+  echo "cannot refresh key-of-$2 ({stderr_token}) for $2" >&2
+  exit 1
+fi"##,
+                gh_token = GH_TOKEN_PREFIX,
+                stderr_token = STDERR_TOKEN,
                 profiles = profiles.display()
             ),
         );
@@ -679,4 +748,166 @@ fn no_surface_prints_output_prompts_or_env_values_unless_asked() {
         "secrets leaked:\n- {}",
         leaks.join("\n- ")
     );
+}
+
+/// What a run under `profile` must never show: what `accounts env`
+/// exported for it.
+fn exported(profile: &str) -> Vec<String> {
+    vec![
+        format!("key-of-{profile}"),
+        format!("openai-of-{profile}"),
+        format!("only-{profile}"),
+        format!("profiles/{profile}"),
+        format!("{GH_TOKEN_PREFIX}{profile}"),
+    ]
+}
+
+#[test]
+fn no_surface_shows_a_value_accounts_env_exported() {
+    let test = "secrets_exported";
+    let started = Instant::now();
+    let setup = Setup::new();
+    let env_value = "mk-env-secret-7f3a-value";
+    // Prints its account's variables and its own `env` value to both
+    // streams, then fails.
+    let leaky = r#"for fd in 1 2; do echo "key=$ANTHROPIC_API_KEY openai=$OPENAI_API_KEY only=$ONLY_alpha dir=$CLAUDE_CONFIG_DIR env=$TOKEN" >&$fd; done; exit 1"#;
+    let token_env = format!("TOKEN={env_value}");
+    let leaky_args = [
+        "--env",
+        token_env.as_str(),
+        "--account",
+        "alpha",
+        "--account-tool",
+        "claude",
+    ];
+    let gh_args = ["--account", "alpha", "--account-tool", "gh"];
+    let broken_args = ["--account", "broken", "--account-tool", "claude"];
+    let kinds: [(&str, &str, &[&str]); 3] = [
+        ("leaky", leaky, &leaky_args),
+        ("gh", "true", &gh_args),
+        ("broken", "true", &broken_args),
+    ];
+    let mut printed = Vec::new();
+    // Active loops (doctor preflights them), run with `run-now`.
+    for (name, cmd, args) in kinds {
+        let mut all = vec!["create", "command", name, "--cmd", cmd, "--every", "1h"];
+        all.extend(args);
+        setup.loops(&all);
+        for json in [false, true] {
+            let mut run = vec!["run-now", name, "--show-output"];
+            if json {
+                run.insert(0, "--json");
+            }
+            printed.push((run.join(" "), setup.printed(&run).1));
+        }
+    }
+    // Due loops, run by a tick that shows its output.
+    for (name, cmd, args) in kinds {
+        let due = format!("{name}-tick");
+        due_loop(&setup, &["command", &due, "--cmd", cmd], args);
+    }
+    for args in [
+        &["--json", "tick", "--show-output"][..],
+        &["tick", "--show-output"],
+    ] {
+        printed.push((args.join(" "), setup.printed(args).1));
+    }
+    // And the daemon, whose log names every run and its error.
+    let daemon = Daemon::start(&setup);
+    for (name, cmd, args) in kinds {
+        let due = format!("{name}-daemon");
+        due_loop(&setup, &["command", &due, "--cmd", cmd], args);
+    }
+    let ran = wait_for(Duration::from_secs(15), || {
+        ["leaky-daemon", "gh-daemon", "broken-daemon"]
+            .iter()
+            .all(|n| setup.loops(&["--json", "runs", n]).contains("failed"))
+            .then_some(())
+    });
+    assert!(ran.is_some(), "the daemon did not run the three loops");
+    drop(daemon);
+
+    let surfaces: &[&[&str]] = &[
+        &["runs", "--show-output"],
+        &["runs", "leaky", "--show-output"],
+        &["runs", "gh", "--show-output"],
+        &["runs", "broken", "--show-output"],
+        &["runs", "--status", "failed", "--show-output"],
+        &["show", "leaky"],
+        &["list"],
+        &["doctor"],
+        &["daemon", "logs", "-n", "0"],
+        &["daemon", "status"],
+    ];
+    for args in surfaces {
+        for json in [false, true] {
+            let mut full = args.to_vec();
+            if json {
+                full.insert(0, "--json");
+            }
+            printed.push((full.join(" "), setup.printed(&full).1));
+        }
+    }
+    let log = std::fs::read_to_string(setup.env.data_dir().join("daemon.log")).unwrap_or_default();
+    printed.push(("daemon.log".to_owned(), log));
+
+    // What must never appear, and what shows the surfaces were not empty.
+    let mut never = exported("alpha");
+    never.extend(exported("broken"));
+    never.extend([env_value.to_owned(), STDERR_TOKEN.to_owned()]);
+    let mut leaks = Vec::new();
+    for (surface, text) in &printed {
+        for value in &never {
+            if text.contains(value.as_str()) {
+                leaks.push(format!("{surface} shows {value}"));
+            }
+        }
+    }
+    figure(
+        test,
+        &format!(
+            "{} surfaces (run-now, tick, runs, show, doctor, daemon log; human and --json) checked for {} \
+             exported values: {} leaks, in {:.1}s",
+            printed.len(),
+            never.len(),
+            leaks.len(),
+            started.elapsed().as_secs_f64()
+        ),
+    );
+    assert!(
+        leaks.is_empty(),
+        "exported values leaked:\n- {}",
+        leaks.join("\n- ")
+    );
+    let shown = |surface: &str, expected: &str| {
+        let (_, text) = printed
+            .iter()
+            .find(|(s, _)| s == surface)
+            .unwrap_or_else(|| panic!("no surface {surface}"));
+        assert!(
+            text.contains(expected),
+            "{surface} does not show {expected:?}:\n{text}"
+        );
+    };
+    // The output is shown, masked; the errors name the variable and keep
+    // the scrubbed stderr.
+    shown(
+        "runs leaky --show-output",
+        "key=[redacted] openai=[redacted] only=[redacted] dir=[redacted] env=[redacted]",
+    );
+    shown(
+        "--json runs gh --show-output",
+        "accounts env returned no profile directory for alpha/gh: expected GH_CONFIG_DIR in its exports",
+    );
+    shown(
+        "--json runs broken --show-output",
+        "accounts env failed for broken/claude: cannot refresh [redacted] ([redacted]) for broken",
+    );
+    shown("doctor", "expected GH_CONFIG_DIR in its exports");
+    shown(
+        "--json doctor",
+        "cannot refresh [redacted] ([redacted]) for broken",
+    );
+    shown("daemon.log", "gh-daemon");
+    shown("daemon.log", "expected GH_CONFIG_DIR");
 }

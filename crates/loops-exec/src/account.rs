@@ -4,6 +4,12 @@
 //! Every failure here is an [`ExecError`] raised before the target is
 //! spawned, so a provider never starts with a half-resolved account.
 //!
+//! No value `accounts env` printed reaches an error message (issue 12 §2):
+//! only the tool's own profile variable may name the profile directory,
+//! which a missing-directory error shows as the SPEC says; a failing call's
+//! stderr is scrubbed of the values it exported and of anything shaped like
+//! a token before it becomes part of the error.
+//!
 //! Fixed on purpose (SPEC §9 item 30):
 //! - `accounts` runs with the normalized PATH (§5.5), so a service manager's
 //!   minimal PATH still finds it in `~/.local/bin` and friends; the original
@@ -14,7 +20,15 @@
 //! - the call has its own timeout and runs under the same supervisor as a
 //!   target (own process group, killed on timeout or cancel), so a hung
 //!   `accounts` can only stall its own run (§9 item 13).
+//!
+//! Departure (issue 12 §2): the original fell back to the first export's
+//! value when the tool's profile variable was missing (SPEC §5.4 step 4,
+//! §10 item 64), so `--account-tool gh` with `export GH_TOKEN=…` first took
+//! the token for a directory and printed it in the error. Here only the
+//! tool's variable counts, and a tool loops has no entry for uses
+//! `<TOOL>_CONFIG_DIR` (`gh` → `GH_CONFIG_DIR`, the GitHub CLI's own).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -23,23 +37,47 @@ use loops_core::Account;
 use crate::error::ExecError;
 use crate::execute::ExecOptions;
 use crate::path::{find_executable, normalize_path};
+use crate::scrub::Secrets;
 use crate::supervise::{self, Cause, Launch, Limits};
 
-/// The environment variable a tool keeps its profile directory in.
-fn profile_dir_var(tool: &str) -> Option<&'static str> {
-    Some(match tool {
+/// The environment variable a tool keeps its profile directory in: the
+/// provider CLIs' documented ones, else `<TOOL>_CONFIG_DIR` (the tool name
+/// upper-cased, anything but letters and digits turned into `_`).
+fn profile_dir_var(tool: &str) -> Cow<'static, str> {
+    Cow::Borrowed(match tool {
         "claude" => "CLAUDE_CONFIG_DIR",
         "codex" | "codex-app" => "CODEX_HOME",
         "cursor" => "CURSOR_CONFIG_DIR",
         "opencode" => "OPENCODE_CONFIG_DIR",
         "codewith" => "CODEWITH_HOME",
         "aicopilot" => "AICOPILOT_CONFIG_DIR",
-        _ => return None,
+        _ => {
+            let name: String = tool
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() {
+                        c.to_ascii_uppercase()
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            return Cow::Owned(format!("{name}_CONFIG_DIR"));
+        }
     })
 }
 
-/// Resolves `account` to the variables its runs get: the parsed exports
-/// plus `LOOPS_ACCOUNT_PROFILE` and `LOOPS_ACCOUNT_TOOL`.
+/// What an account resolves to.
+pub(crate) struct AccountEnv {
+    /// The variables its runs get: the parsed exports plus
+    /// `LOOPS_ACCOUNT_PROFILE` and `LOOPS_ACCOUNT_TOOL`.
+    pub(crate) vars: BTreeMap<String, String>,
+    /// Every value `accounts env` exported, repeated names included: masked
+    /// in what the run stores.
+    pub(crate) secrets: Secrets,
+}
+
+/// Resolves `account` to the variables its runs get (see [`AccountEnv`]).
 ///
 /// `tool_hint` is the provider's tool for agents; `base` is the unmodified
 /// base environment.
@@ -48,7 +86,7 @@ pub(crate) fn resolve_account_env(
     tool_hint: Option<&str>,
     base: &BTreeMap<String, String>,
     opts: &ExecOptions<'_>,
-) -> Result<BTreeMap<String, String>, ExecError> {
+) -> Result<AccountEnv, ExecError> {
     let tool = account
         .tool
         .as_deref()
@@ -71,15 +109,20 @@ pub(crate) fn resolve_account_env(
     let stdout = run_accounts(&program, &env, [profile, tool], opts, not_run)?;
 
     let exports = parse_exports(&stdout);
-    let first = exports.first().map(|(_, value)| value.clone());
+    let mut secrets = Secrets::default();
+    secrets.extend(exports.iter().map(|(_, value)| value.as_str()));
     let vars: BTreeMap<String, String> = exports.into_iter().collect();
-    let dir = profile_dir_var(tool)
-        .and_then(|name| vars.get(name).cloned())
-        .or(first)
+    // Issue 12 §2: only the tool's own variable names the directory; any
+    // other export may be a credential, and is never echoed.
+    let variable = profile_dir_var(tool);
+    let dir = vars
+        .get(variable.as_ref())
         .filter(|dir| !dir.is_empty())
+        .cloned()
         .ok_or_else(|| ExecError::NoProfileDirectory {
             profile: profile.to_owned(),
             tool: tool.to_owned(),
+            variable: variable.into_owned(),
         })?;
     if !Path::new(&dir).is_dir() {
         return Err(ExecError::ProfileDirectoryMissing {
@@ -91,7 +134,10 @@ pub(crate) fn resolve_account_env(
     let mut resolved = vars;
     resolved.insert("LOOPS_ACCOUNT_PROFILE".to_owned(), profile.to_owned());
     resolved.insert("LOOPS_ACCOUNT_TOOL".to_owned(), tool.to_owned());
-    Ok(resolved)
+    Ok(AccountEnv {
+        vars: resolved,
+        secrets,
+    })
 }
 
 /// Runs `accounts env <profile> --tool <tool>` and returns its stdout.
@@ -127,10 +173,15 @@ fn run_accounts(
         None => {}
     }
     if !finished.status.is_some_and(|s| s.success()) {
+        // Issue 12 §2: what it exported before failing, and anything shaped
+        // like a token, never reach the error (which is stored and logged).
+        let mut exported = Secrets::default();
+        let exports = parse_exports(&finished.stdout);
+        exported.extend(exports.iter().map(|(_, value)| value.as_str()));
         return Err(ExecError::AccountsFailed {
             profile: profile.to_owned(),
             tool: tool.to_owned(),
-            stderr: finished.stderr.trim().to_owned(),
+            stderr: exported.scrub(finished.stderr.trim()).into_owned(),
         });
     }
     Ok(finished.stdout)
@@ -215,9 +266,14 @@ mod tests {
     #[test]
     fn profile_dir_vars_cover_every_provider_tool() {
         for p in loops_core::AgentProvider::ALL {
-            assert!(profile_dir_var(p.tool()).is_some(), "{p}");
+            let var = profile_dir_var(p.tool());
+            assert!(
+                matches!(var, Cow::Borrowed(_)),
+                "{p} has no documented profile variable"
+            );
         }
-        assert_eq!(profile_dir_var("codex-app"), Some("CODEX_HOME"));
-        assert_eq!(profile_dir_var("gh"), None);
+        assert_eq!(profile_dir_var("codex-app"), "CODEX_HOME");
+        assert_eq!(profile_dir_var("gh"), "GH_CONFIG_DIR");
+        assert_eq!(profile_dir_var("my-tool.v2"), "MY_TOOL_V2_CONFIG_DIR");
     }
 }

@@ -6,6 +6,11 @@
 //! removed and the account's variables applied; the target's own `env`; the
 //! normalized `PATH`; and last the `LOOPS_*` metadata, which nothing can
 //! override. The child gets exactly this map (`env_clear()` first).
+//!
+//! What an account run loses is the one list in `credentials.rs`. Alongside
+//! the map comes the [`Secrets`] of the run: the values `accounts env`
+//! exported and the values of the target's own `env`, which are masked in
+//! what the run stores (issue 12 §2).
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -13,9 +18,11 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use loops_core::Timestamp;
 
 use crate::account::resolve_account_env;
+use crate::credentials::ACCOUNT_STRIPPED;
 use crate::error::ExecError;
 use crate::execute::ExecOptions;
 use crate::path::normalize_path;
+use crate::scrub::Secrets;
 use crate::spec::ProcessSpec;
 
 /// What a run is part of, exported to the child as `LOOPS_*` variables.
@@ -59,26 +66,6 @@ impl RunMetadata {
         .collect()
     }
 }
-
-/// Inherited variables an account run must not see: another identity's
-/// credentials and tool homes (SPEC §5.3 step 2.2).
-const ACCOUNT_STRIPPED: [&str; 15] = [
-    "CLAUDE_CONFIG_DIR",
-    "CODEWITH_HOME",
-    "CODEX_HOME",
-    "CURSOR_CONFIG_DIR",
-    "OPENCODE_CONFIG_DIR",
-    "AICOPILOT_CONFIG_DIR",
-    "ANTHROPIC_API_KEY",
-    "OPENAI_API_KEY",
-    "OPENROUTER_API_KEY",
-    "GITHUB_TOKEN",
-    "GH_TOKEN",
-    "XDG_CONFIG_HOME",
-    "XDG_DATA_HOME",
-    "XDG_STATE_HOME",
-    "XDG_CACHE_HOME",
-];
 
 /// The process environment. Names and values that are not UTF-8 are
 /// converted lossily, as the original's runtime does.
@@ -125,31 +112,43 @@ fn normalized_path(env: &BTreeMap<String, String>) -> String {
     path
 }
 
-/// Builds the environment of `spec` (SPEC §5.3). Runs `accounts env` when
-/// the target has an account, and raises its errors.
+/// Builds the environment of `spec` (SPEC §5.3) and the secrets to mask in
+/// its output. Runs `accounts env` when the target has an account, and
+/// raises its errors.
 pub(crate) fn build_env(
     spec: &ProcessSpec<'_>,
     meta: &RunMetadata,
     opts: &ExecOptions<'_>,
-) -> Result<BTreeMap<String, String>, ExecError> {
+) -> Result<(BTreeMap<String, String>, Secrets), ExecError> {
     let base = opts.base_env.as_ref().unwrap_or_else(|| process_env());
     let mut env = base.clone();
+    let mut secrets = Secrets::default();
     if let Some(account) = spec.account {
         let account_env = resolve_account_env(account, spec.tool_hint, base, opts)?;
         for name in ACCOUNT_STRIPPED {
-            env.remove(name);
+            env.remove(*name);
         }
-        env.extend(account_env);
+        env.extend(account_env.vars);
+        secrets = account_env.secrets;
     }
     if let Some(extra) = spec.env {
         env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+        // PATH is rewritten below and shown in the executable-not-found
+        // error by design (SPEC §10 item 55); it names directories, not an
+        // identity.
+        secrets.extend(
+            extra
+                .iter()
+                .filter(|(name, _)| name.as_str() != "PATH")
+                .map(|(_, value)| value.as_str()),
+        );
     }
     let path = normalized_path(&env);
     env.insert("PATH".to_owned(), path);
     for (name, value) in meta.vars() {
         env.insert(name.to_owned(), value);
     }
-    Ok(env)
+    Ok((env, secrets))
 }
 
 #[cfg(test)]
@@ -180,7 +179,9 @@ mod tests {
             ])),
             ..ExecOptions::default()
         };
-        let env = build_env(&spec, &meta, &opts).unwrap();
+        let (env, secrets) = build_env(&spec, &meta, &opts).unwrap();
+        // Only values of at least 8 bytes are masked, and never PATH.
+        assert_eq!(format!("{secrets:?}"), "Secrets(0 values)");
         assert_eq!(env["LOOPS_RUN_ID"], "r1");
         assert_eq!(env["LOOPS_SCHEDULED_FOR"], "2026-01-01T00:15:00.000Z");
         assert!(!env.contains_key("LOOPS_LOOP_NAME"));

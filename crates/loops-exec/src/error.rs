@@ -29,25 +29,33 @@ pub enum ExecError {
         /// What went wrong.
         message: String,
     },
-    /// `accounts env` ran and did not succeed.
+    /// `accounts env` ran and did not succeed. Its stderr is scrubbed of
+    /// the values it exported and of token shapes (issue 12 §2).
     #[error("accounts env failed for {profile}/{tool}{}", StderrSuffix(stderr))]
     AccountsFailed {
         /// The account profile.
         profile: String,
         /// The account tool.
         tool: String,
-        /// Its stderr, trimmed; may be empty.
+        /// Its stderr, trimmed and scrubbed; may be empty.
         stderr: String,
     },
-    /// `accounts env` printed no usable profile directory.
-    #[error("accounts env returned no profile directory for {profile}/{tool}")]
+    /// `accounts env` did not export the tool's profile variable, or
+    /// exported it empty. The message names the variable and never a value
+    /// (issue 12 §2).
+    #[error(
+        "accounts env returned no profile directory for {profile}/{tool}: expected {variable} in its exports"
+    )]
     NoProfileDirectory {
         /// The account profile.
         profile: String,
         /// The account tool.
         tool: String,
+        /// The variable that names the tool's profile directory.
+        variable: String,
     },
-    /// The profile directory `accounts env` named is not there.
+    /// The profile directory `accounts env` named in the tool's profile
+    /// variable is not there. Only that variable's value is ever shown.
     #[error("account profile directory does not exist for {profile}/{tool}: {dir}")]
     ProfileDirectoryMissing {
         /// The account profile.

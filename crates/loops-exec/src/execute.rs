@@ -4,7 +4,8 @@
 //! The order of a run: record `startedAt`; build the environment (which runs
 //! `accounts env` and raises its errors); check the working directory and
 //! the executable; spawn; report the process identity through `on_spawn`;
-//! supervise to the end; map the outcome to an [`ExecutorResult`].
+//! supervise to the end; map the outcome to an [`ExecutorResult`], whose
+//! stdout, stderr and error are scrubbed of the run's secrets (`scrub.rs`).
 //!
 //! Job failures are data. Only the account errors of SPEC §5.4 are `Err`;
 //! a bad cwd, a missing executable, a spawn error, a non-zero exit, a
@@ -131,7 +132,7 @@ pub fn preflight_target(
     opts: &ExecOptions<'_>,
 ) -> Result<Preflight, ExecError> {
     let spec = ProcessSpec::of(target);
-    let env = build_env(&spec, meta, opts)?;
+    let (env, _) = build_env(&spec, meta, opts)?;
     let cwd = spec.cwd.map(check_cwd).transpose()?;
     if let Program::Exec { program, .. } = &spec.program {
         find_executable(program, path_of(&env), &lookup_dir(cwd))?;
@@ -178,11 +179,14 @@ pub fn execute_target(
     }
 
     let spec = ProcessSpec::of(target);
-    let env = match build_env(&spec, meta, opts) {
-        Ok(env) => env,
+    let (env, secrets) = match build_env(&spec, meta, opts) {
+        Ok(built) => built,
         Err(ExecError::Cancelled { reason }) => return Ok(not_started(reason)),
         Err(e) => return Err(e),
     };
+    // Issue 12 §2: what the run stores never holds its own `env` values or
+    // its account's variables.
+    let not_started = |error: String| not_started(secrets.mask_values(&error).into_owned());
     let cwd = match spec.cwd.map(check_cwd).transpose() {
         Ok(cwd) => cwd,
         Err(e) => return Ok(not_started(e.to_string())),
@@ -240,9 +244,9 @@ pub fn execute_target(
     Ok(ExecutorResult {
         status,
         exit_code: finished.status.and_then(|s| s.code()),
-        stdout: finished.stdout,
-        stderr: finished.stderr,
-        error,
+        stdout: secrets.scrub_output(finished.stdout),
+        stderr: secrets.scrub_output(finished.stderr),
+        error: error.map(|e| secrets.mask_values(&e).into_owned()),
         pid: Some(pid),
         started_at,
         finished_at: (opts.clock)(),

@@ -18,11 +18,19 @@ fn claude_with_account(profile: &str) -> ProcessTarget {
     ProcessTarget::Agent(a)
 }
 
-/// A fake provider that prints the variables an account run cares about.
+/// A fake provider that prints the variables an account run cares about,
+/// to its stdout (which the run stores, scrubbed) and to
+/// `$MARKERS/provider-saw` (which [`provider_saw`] reads, as the child saw
+/// them).
 const PRINT_ACCOUNT_ENV: &str = r#"touch "$MARKERS/provider-ran"
 printf '%s\n' "dir=$CLAUDE_CONFIG_DIR" "anthropic=$ANTHROPIC_API_KEY" "openai=${OPENAI_API_KEY-unset}" \
   "xdg=${XDG_CONFIG_HOME-unset}" "profile=$LOOPS_ACCOUNT_PROFILE" "tool=$LOOPS_ACCOUNT_TOOL" \
-  "num=$NUM" "quoted=$QUOTED" "escaped=$ESCAPED""#;
+  "num=$NUM" "quoted=$QUOTED" "escaped=$ESCAPED" | tee "$MARKERS/provider-saw""#;
+
+/// What the fake provider saw.
+fn provider_saw(fx: &Fixture) -> String {
+    std::fs::read_to_string(fx.path("provider-saw")).unwrap()
+}
 
 #[test]
 fn account_env_replaces_inherited_credentials() {
@@ -48,11 +56,18 @@ printf '%s\n' '# resolved' 'export CLAUDE_CONFIG_DIR="{profile_dir}"' \
     let r = run(&claude_with_account("work"), &fx.opts_with(env));
     assert_eq!(r.status, ExecutorStatus::Succeeded, "{r:?}");
     assert_eq!(
-        r.stdout,
+        provider_saw(&fx),
         format!(
             "dir={profile_dir}\nanthropic=account-key\nopenai=unset\nxdg=unset\nprofile=work\n\
              tool=claude\nnum=1e3\nquoted=single\nescaped=a\"b\n"
         )
+    );
+    // Issue 12 §2: the stored output masks the exported values of at least
+    // 8 bytes.
+    assert_eq!(
+        r.stdout,
+        "dir=[redacted]\nanthropic=[redacted]\nopenai=unset\nxdg=unset\nprofile=work\n\
+         tool=claude\nnum=1e3\nquoted=single\nescaped=a\"b\n"
     );
     let args = std::fs::read_to_string(fx.path("accounts-args")).unwrap();
     assert_eq!(args, "env\nwork\n--tool\nclaude\n");
@@ -72,23 +87,25 @@ fn the_tool_variable_wins_over_the_first_export() {
     fx.fake("claude", PRINT_ACCOUNT_ENV);
     let r = run(&claude_with_account("work"), &fx.opts());
     assert_eq!(r.status, ExecutorStatus::Succeeded, "{r:?}");
-    assert!(r.stdout.starts_with(&format!("dir={dir}\n")));
+    assert!(provider_saw(&fx).starts_with(&format!("dir={dir}\n")));
 }
 
 #[test]
-fn an_unknown_tool_uses_the_first_export() {
+fn an_unknown_tool_uses_its_config_dir_variable() {
+    // Issue 12 §2: a tool without a documented profile variable uses
+    // `<TOOL>_CONFIG_DIR`, wherever it is in the output.
     let fx = Fixture::new();
     let dir = fx.path_str("gh-home");
     std::fs::create_dir(&dir).unwrap();
     fx.fake(
         "accounts",
-        &format!("echo 'export GH_CONFIG_DIR={dir}'\necho 'export GH_TOKEN=account-token'"),
+        &format!("echo 'export GH_TOKEN=account-token'\necho 'export GH_CONFIG_DIR={dir}'"),
     );
     let mut target = command(
         "sh",
         &[
             "-c",
-            r#"printf '%s %s %s' "$GH_CONFIG_DIR" "$GH_TOKEN" "$LOOPS_ACCOUNT_TOOL""#,
+            r#"printf '%s %s %s' "$GH_CONFIG_DIR" "$GH_TOKEN" "$LOOPS_ACCOUNT_TOOL" | tee "$MARKERS/gh-saw""#,
         ],
     );
     if let ProcessTarget::Command(c) = &mut target {
@@ -100,7 +117,12 @@ fn an_unknown_tool_uses_the_first_export() {
     let mut env = fx.env();
     env.insert("GH_TOKEN".into(), "inherited".into());
     let r = run(&target, &fx.opts_with(env));
-    assert_eq!(r.stdout, format!("{dir} account-token gh"), "{r:?}");
+    assert_eq!(r.status, ExecutorStatus::Succeeded, "{r:?}");
+    let saw = std::fs::read_to_string(fx.path("gh-saw")).unwrap();
+    assert_eq!(saw, format!("{dir} account-token gh"));
+    // The stored output masks the token and the directory, both exported
+    // by `accounts env`.
+    assert_eq!(r.stdout, "[redacted] [redacted] gh", "{r:?}");
 }
 
 #[test]
@@ -149,11 +171,13 @@ fn account_errors_are_raised_and_the_provider_never_runs() {
         ),
         (
             "echo 'nothing to export'",
-            "accounts env returned no profile directory for work/claude",
+            "accounts env returned no profile directory for work/claude: \
+             expected CLAUDE_CONFIG_DIR in its exports",
         ),
         (
             "echo 'export CLAUDE_CONFIG_DIR='",
-            "accounts env returned no profile directory for work/claude",
+            "accounts env returned no profile directory for work/claude: \
+             expected CLAUDE_CONFIG_DIR in its exports",
         ),
     ];
     for (accounts, expected) in cases {

@@ -14,4 +14,5 @@ mod command;
 mod kill;
 mod orphan;
 mod output;
+mod secrets;
 mod support;
