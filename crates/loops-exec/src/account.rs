@@ -37,7 +37,7 @@ use loops_core::Account;
 use crate::error::ExecError;
 use crate::execute::ExecOptions;
 use crate::path::{find_executable, normalize_path};
-use crate::scrub::Secrets;
+use crate::scrub::{Secrets, Shapes};
 use crate::supervise::{self, Cause, Launch, Limits};
 
 /// The environment variable a tool keeps its profile directory in: the
@@ -181,7 +181,9 @@ fn run_accounts(
         return Err(ExecError::AccountsFailed {
             profile: profile.to_owned(),
             tool: tool.to_owned(),
-            stderr: exported.scrub(finished.stderr.trim()).into_owned(),
+            stderr: exported
+                .scrub(finished.stderr.trim(), Shapes::PrefixedAndBlobs)
+                .into_owned(),
         });
     }
     Ok(finished.stdout)

@@ -9,7 +9,11 @@
 //!   are everywhere in ordinary output, and no credential is that short;
 //! - anything shaped like a credential ([`mask_token_shapes`]): the
 //!   prefixed tokens of the providers loops runs (`sk-…`, `ghp_…`,
-//!   `github_pat_…`, `xoxb-…`, …) and long base64 or hex runs.
+//!   `github_pat_…`, `xoxb-…`, …) everywhere, and long random-looking
+//!   base64 or hex runs ([`Shapes::PrefixedAndBlobs`]) only in the stderr of
+//!   a failing `accounts env`. A run's own output keeps such runs: git
+//!   object ids, checksums and image digests are ordinary output there, and
+//!   the values the run was given are masked exactly anyway.
 //!
 //! Both are linear scans over at most the output cap (256 KiB a stream by
 //! default), without a regex engine: a substring search per secret value,
@@ -70,17 +74,18 @@ impl Secrets {
         text
     }
 
-    /// `text` with every secret value and every token shape masked: for
+    /// `text` with every secret value and the token `shapes` masked: for
     /// what a process wrote.
-    pub(crate) fn scrub<'t>(&self, text: &'t str) -> Cow<'t, str> {
+    pub(crate) fn scrub<'t>(&self, text: &'t str, shapes: Shapes) -> Cow<'t, str> {
         let text = self.mask_values(text);
-        match mask_token_shapes(&text) {
+        match mask_token_shapes(&text, shapes) {
             Cow::Borrowed(_) => text,
             Cow::Owned(masked) => Cow::Owned(masked),
         }
     }
 
-    /// [`Secrets::scrub`] of captured output, which may start with the
+    /// [`Secrets::scrub`] of captured run output ([`Shapes::Prefixed`]),
+    /// which may start with the
     /// `[truncated <n> bytes]\n` marker (SPEC §10 item 70): the marker is
     /// kept as it is, and when the cut left only the end of a secret at the
     /// start of the tail, that end is masked too.
@@ -90,7 +95,7 @@ impl Secrets {
             Some(_) => self.mask_cut_secret(tail),
             None => Cow::Borrowed(tail),
         };
-        let scrubbed = self.scrub(&tail);
+        let scrubbed = self.scrub(&tail, Shapes::Prefixed);
         if matches!((&tail, &scrubbed), (Cow::Borrowed(_), Cow::Borrowed(_))) {
             return text;
         }
@@ -155,14 +160,25 @@ const PREFIXES: &[(&str, usize, bool)] = &[
     ("AIza", 30, false), // Google API key
 ];
 
+/// Which credential shapes [`mask_token_shapes`] masks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Shapes {
+    /// Words that start with a known token prefix ([`PREFIXES`]).
+    Prefixed,
+    /// Those, and runs of at least 32 base64 or hex characters that look
+    /// random ([`is_blob`]).
+    PrefixedAndBlobs,
+}
+
 /// `text` with everything shaped like a credential replaced by
-/// [`REDACTED`]: a word that starts with a known token prefix, or a run of
-/// at least 32 base64 or hex characters that looks random (see
-/// [`is_blob`]).
+/// [`REDACTED`]: a word that starts with a known token prefix, and with
+/// [`Shapes::PrefixedAndBlobs`] also a run of at least 32 base64 or hex
+/// characters that looks random (see [`is_blob`]).
 ///
 /// Words are maximal runs of `[A-Za-z0-9_-]`; a base64 run may also hold
 /// `+` and `/`, and its `=` padding is masked with it.
-pub(crate) fn mask_token_shapes(text: &str) -> Cow<'_, str> {
+pub(crate) fn mask_token_shapes(text: &str, shapes: Shapes) -> Cow<'_, str> {
+    let blobs = shapes == Shapes::PrefixedAndBlobs;
     let bytes = text.as_bytes();
     let mut out: Option<String> = None;
     let mut copied = 0;
@@ -182,7 +198,7 @@ pub(crate) fn mask_token_shapes(text: &str) -> Cow<'_, str> {
         }
         // Masked ranges of this run, in order.
         let mut masked: Vec<(usize, usize)> = Vec::new();
-        if is_blob(&text[start..i]) {
+        if blobs && is_blob(&text[start..i]) {
             masked.push((start, end));
         } else {
             let mut w = start;
@@ -196,7 +212,7 @@ pub(crate) fn mask_token_shapes(text: &str) -> Cow<'_, str> {
                     w += 1;
                 }
                 let word = &text[ws..w];
-                if has_token_prefix(word) || is_blob(word) {
+                if has_token_prefix(word) || (blobs && is_blob(word)) {
                     masked.push((ws, w));
                 }
             }
@@ -292,10 +308,16 @@ mod tests {
     fn exact_values_are_masked_longest_first_and_short_ones_kept() {
         let s = secrets(&["hunter2-hunter2", "hunter2-hunter2-and-more", "true", "1"]);
         assert_eq!(
-            s.scrub("a hunter2-hunter2-and-more b hunter2-hunter2 c true 1"),
+            s.scrub(
+                "a hunter2-hunter2-and-more b hunter2-hunter2 c true 1",
+                Shapes::Prefixed
+            ),
             "a [redacted] b [redacted] c true 1"
         );
-        assert!(matches!(s.scrub("nothing here"), Cow::Borrowed(_)));
+        assert!(matches!(
+            s.scrub("nothing here", Shapes::Prefixed),
+            Cow::Borrowed(_)
+        ));
         assert_eq!(format!("{s:?}"), "Secrets(2 values)");
     }
 
@@ -337,7 +359,11 @@ mod tests {
             ),
         ];
         for (text, expected) in cases {
-            assert_eq!(mask_token_shapes(text), expected, "{text}");
+            assert_eq!(
+                mask_token_shapes(text, Shapes::PrefixedAndBlobs),
+                expected,
+                "{text}"
+            );
         }
     }
 
@@ -369,7 +395,11 @@ mod tests {
                     {
                         continue;
                     }
-                    assert_eq!(mask_token_shapes(&text), "key: [redacted]\n", "{token}");
+                    assert_eq!(
+                        mask_token_shapes(&text, Shapes::PrefixedAndBlobs),
+                        "key: [redacted]\n",
+                        "{token}"
+                    );
                 }
             }
         }
@@ -392,10 +422,37 @@ mod tests {
             "ünïcödé ✓ 🦀",
         ] {
             assert!(
-                matches!(mask_token_shapes(text), Cow::Borrowed(_)),
+                matches!(
+                    mask_token_shapes(text, Shapes::PrefixedAndBlobs),
+                    Cow::Borrowed(_)
+                ),
                 "{text}"
             );
         }
+    }
+
+    #[test]
+    fn run_output_keeps_hashes_and_digests_but_masks_prefixed_tokens() {
+        let s = secrets(&[]);
+        for text in [
+            "commit 3f786850e387550fdab836ed7e6dc881de23001b\n",
+            "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\n",
+            "dGhpcyBpcyBhIHNlY3JldCB0b2tlbiB2YWx1ZSE/+xY2Zw==",
+        ] {
+            assert_eq!(s.scrub_output(text.into()), text);
+        }
+        assert_eq!(
+            s.scrub_output("token ghp_16C7e42F292c6912E7710c838347Ae178B4a\n".into()),
+            "token [redacted]\n"
+        );
+        // The stderr of a failing `accounts env` loses blobs too.
+        assert_eq!(
+            s.scrub(
+                "key 3f786850e387550fdab836ed7e6dc881de23001b",
+                Shapes::PrefixedAndBlobs
+            ),
+            "key [redacted]"
+        );
     }
 
     #[test]
