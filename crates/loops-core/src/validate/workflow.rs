@@ -344,7 +344,7 @@ fn whole_number(n: &Number) -> Option<u64> {
 }
 
 /// The known keys of a step; the rest go to [`Step::extra`].
-const STEP_KEYS: [&str; 8] = [
+pub(super) const STEP_KEYS: [&str; 8] = [
     "id",
     "name",
     "description",
