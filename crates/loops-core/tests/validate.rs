@@ -5,8 +5,8 @@
 mod validate {
     use loops_core::{
         Account, AgentProvider, AgentTarget, CommandTarget, NewLoop, ProcessTarget, Schedule, Step,
-        Target, WorkflowId, WorkflowTarget, validate_account, validate_name, validate_new_loop,
-        read_workflow_text, validate_process_target, validate_target, workflow_execution_order,
+        Target, WorkflowId, WorkflowTarget, read_workflow_text, validate_account, validate_name,
+        validate_new_loop, validate_process_target, validate_target, workflow_execution_order,
         workflow_from_json, workflow_warnings,
     };
     use proptest::prelude::*;

@@ -97,12 +97,7 @@ pub fn workflow_warnings(value: &Value) -> Vec<String> {
 /// Warns about the unknown keys of an `account` object under `label`.
 fn account_keys(parent: &Map<String, Value>, label: &str, warnings: &mut Vec<String>) {
     if let Some(account) = parent.get("account").and_then(Value::as_object) {
-        unknown_keys(
-            account,
-            ACCOUNT_KEYS,
-            &format!("{label}.account"),
-            warnings,
-        );
+        unknown_keys(account, ACCOUNT_KEYS, &format!("{label}.account"), warnings);
     }
 }
 
