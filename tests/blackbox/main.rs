@@ -6,6 +6,7 @@ mod cli;
 mod compat;
 mod create;
 mod daemon;
+mod escape;
 mod manage;
 mod runners;
 mod runs;

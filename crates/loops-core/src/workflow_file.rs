@@ -67,6 +67,16 @@ pub fn workflow_file_schema() -> serde_json::Value {
 #[error("{0}")]
 pub struct WorkflowFileError(serde_json::Error);
 
+impl WorkflowFileError {
+    /// Whether the text is JSON but names a key twice in one object (else
+    /// it is not JSON at all).
+    pub fn is_duplicate_key(&self) -> bool {
+        // The visitor's own error is the only data error: every value is
+        // accepted.
+        self.0.classify() == serde_json::error::Category::Data
+    }
+}
+
 /// Reads the text of a workflow file into JSON, more strictly than
 /// `serde_json::from_str`: a UTF-8 byte-order mark at the start is skipped,
 /// and a key given twice in one object is an error (serde_json keeps the
@@ -245,5 +255,11 @@ mod tests {
             assert!(err.contains(message), "{text}: {err}");
         }
         assert_eq!(read_workflow_text("\u{feff}[]").unwrap(), json!([]));
+        assert!(
+            read_workflow_text(r#"{"a": 1, "a": 1}"#)
+                .unwrap_err()
+                .is_duplicate_key()
+        );
+        assert!(!read_workflow_text("{").unwrap_err().is_duplicate_key());
     }
 }

@@ -145,24 +145,33 @@ fn fold(key: &str) -> String {
         .collect()
 }
 
-/// The Levenshtein distance between `a` and `b`, in characters.
+/// The edit distance between `a` and `b`, in characters: insertions,
+/// deletions, substitutions and swaps of two neighbours (`modle` → `model`)
+/// each count one (the optimal string alignment distance).
 fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = if ca == *cb {
-                diagonal
-            } else {
-                1 + diagonal.min(above).min(row[j])
-            };
-            diagonal = above;
+    let width = b.len() + 1;
+    let mut d: Vec<usize> = vec![0; (a.len() + 1) * width];
+    for i in 0..=a.len() {
+        d[i * width] = i;
+    }
+    for (j, cell) in d.iter_mut().enumerate().take(width) {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[(i - 1) * width + j] + 1)
+                .min(d[i * width + j - 1] + 1)
+                .min(d[(i - 1) * width + j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[(i - 2) * width + j - 2] + 1);
+            }
+            d[i * width + j] = best;
         }
     }
-    row[b.len()]
+    d[a.len() * width + b.len()]
 }
 
 #[cfg(test)]
@@ -176,6 +185,8 @@ mod tests {
         assert_eq!(edit_distance("abc", ""), 3);
         assert_eq!(edit_distance("kitten", "sitting"), 3);
         assert_eq!(edit_distance("steps", "step"), 1);
+        assert_eq!(edit_distance("modle", "model"), 1);
+        assert_eq!(edit_distance("", "ab"), 2);
     }
 
     #[test]
@@ -185,6 +196,7 @@ mod tests {
         assert_eq!(nearest("step", FILE_KEYS), Some("steps"));
         assert_eq!(nearest("timeout", STEP_KEYS), Some("timeoutMs"));
         assert_eq!(nearest("promt", AGENT_KEYS), Some("prompt"));
+        assert_eq!(nearest("modle", AGENT_KEYS), Some("model"));
         assert_eq!(nearest("owner", FILE_KEYS), None);
     }
 
