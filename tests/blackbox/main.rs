@@ -7,6 +7,7 @@ mod compat;
 mod create;
 mod daemon;
 mod escape;
+mod legacy_rows;
 mod manage;
 mod runners;
 mod runs;
