@@ -11,11 +11,12 @@ const ORIGINAL_0_3_1_SCHEMA: &str = include_str!("../fixtures/original-0.3.1-sch
 
 /// An original database in `env` holding `rows`.
 fn original_db(env: &TestEnv, rows: &str) {
-    std::fs::create_dir_all(env.data_dir()).unwrap();
-    let db = Connection::open(env.db_path()).unwrap();
-    db.execute_batch("PRAGMA journal_mode = WAL;").unwrap();
-    db.execute_batch(ORIGINAL_0_3_1_SCHEMA).unwrap();
-    db.execute_batch(rows).unwrap();
+    std::fs::create_dir_all(env.data_dir()).expect("a data dir");
+    let db = Connection::open(env.db_path()).expect("a database");
+    db.execute_batch("PRAGMA journal_mode = WAL;")
+        .and_then(|()| db.execute_batch(ORIGINAL_0_3_1_SCHEMA))
+        .and_then(|()| db.execute_batch(rows))
+        .expect("the original's schema and rows");
 }
 
 #[test]
