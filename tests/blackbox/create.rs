@@ -301,7 +301,11 @@ fn every_option_is_stored() {
             "claude",
         ],
     );
-    assert_eq!(lp["schedule"], serde_json::json!({"type": "dynamic"}));
+    // As the original stores it (SPEC §7.3).
+    assert_eq!(
+        lp["schedule"],
+        serde_json::json!({"type": "dynamic", "minIntervalMs": 60000})
+    );
     assert_eq!(lp["catchUp"], "all");
     assert_eq!(lp["catchUpLimit"], 7);
     assert_eq!(lp["overlap"], "allow");
@@ -447,4 +451,65 @@ fn agent_loops_store_their_target() {
             "account": {"profile": "me"}
         })
     );
+}
+
+#[test]
+fn a_prompt_that_reads_as_an_option_is_refused_with_how_to_write_it() {
+    let env = TestEnv::new();
+    let message = "--prompt must not begin with \"-\": the agent would read it as an option, \
+                   not as its prompt; start it with another character, for example \"Task: \
+                   --fix\" or \" --fix\" with a leading space";
+    for prompt in ["--dangerously-skip-permissions", "-p"] {
+        let args = [
+            "agent",
+            "x",
+            "--provider",
+            "claude",
+            "--prompt",
+            prompt,
+            "--every",
+            "1m",
+        ];
+        rejects(&env, &args, message);
+    }
+    assert!(!env.db_path().exists(), "a refused create writes nothing");
+    // Written as the message says, it is the prompt, unchanged.
+    for prompt in [" --dangerously-skip-permissions", "Task: -p"] {
+        let lp = create(
+            &env,
+            &[
+                "agent",
+                "x",
+                "--provider",
+                "claude",
+                "--prompt",
+                prompt,
+                "--every",
+                "1m",
+            ],
+        );
+        assert_eq!(lp["target"]["prompt"], prompt);
+    }
+}
+
+#[test]
+fn codex_accepts_an_agent_with_a_warning() {
+    let env = TestEnv::new();
+    let ran = env
+        .loops(["--json", "create", "agent", "review", "--provider", "codex"])
+        .args(["--prompt", "review", "--agent", "reviewer", "--every", "1h"])
+        .run();
+    assert_eq!(
+        ran.stderr,
+        "warning: --agent is ignored for provider codex, which has no --agent flag; the agent \
+         is stored but codex never receives it\n"
+    );
+    // Stored as the original stores it; SPEC §5.2 leaves it out of the argv.
+    assert_eq!(ran.json()["target"]["agent"], "reviewer");
+    // Other providers take it silently.
+    let ran = env
+        .loops(["create", "agent", "r2", "--provider", "claude"])
+        .args(["--prompt", "review", "--agent", "reviewer", "--every", "1h"])
+        .run();
+    assert_eq!(ran.stderr, "");
 }

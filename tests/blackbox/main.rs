@@ -6,6 +6,8 @@ mod cli;
 mod compat;
 mod create;
 mod daemon;
+mod escape;
+mod legacy_rows;
 mod manage;
 mod runners;
 mod runs;

@@ -423,3 +423,135 @@ fn schema_is_the_committed_file() {
     let schema: Value = serde_json::from_str(&ran.stdout).unwrap();
     assert!(schema["properties"]["steps"].is_object(), "{schema}");
 }
+
+/// Writes `text` as a workflow file in the test's home; returns its path.
+fn raw_workflow_file(env: &TestEnv, file: &str, text: &str) -> String {
+    let path: PathBuf = env.home().join(file);
+    std::fs::write(&path, text).expect("a workflow file");
+    path.display().to_string()
+}
+
+#[test]
+fn a_duplicate_key_is_an_error_and_a_byte_order_mark_is_skipped() {
+    let env = TestEnv::new();
+    // serde_json alone would keep the last "steps", the empty one.
+    let twice = raw_workflow_file(
+        &env,
+        "twice.json",
+        r#"{"name": "w", "steps": [{"id": "a", "target": {"type": "command", "command": "true"}}],
+"steps": []}"#,
+    );
+    for verb in ["validate", "create"] {
+        env.loops(["workflows", verb, &twice])
+            .code(1)
+            .stderr_has(&format!(
+                "error: workflow file {twice}: duplicate key \"steps\": each key may appear once \
+                 in an object; remove or rename one at line 2 column 7"
+            ))
+            .run();
+    }
+    // Inside a step too.
+    let inner = raw_workflow_file(
+        &env,
+        "inner.json",
+        r#"{"name": "w", "steps": [{"id": "a", "id": "b",
+"target": {"type": "command", "command": "true"}}]}"#,
+    );
+    env.loops(["workflows", "validate", &inner])
+        .code(1)
+        .stderr_has("duplicate key \"id\"")
+        .run();
+    // A UTF-8 byte-order mark, as some editors write, is not an error.
+    let bom = raw_workflow_file(
+        &env,
+        "bom.json",
+        "\u{feff}{\"name\": \"w\", \"steps\": [{\"id\": \"a\", \"target\": {\"type\": \
+         \"command\", \"command\": \"true\"}}]}",
+    );
+    env.loops(["workflows", "validate", &bom])
+        .stdout("valid workflow w steps=1\n")
+        .run();
+    assert_eq!(
+        env.loops(["--json", "workflows", "list"]).run().json(),
+        json!([])
+    );
+}
+
+#[test]
+fn unknown_keys_are_warned_about_with_the_nearest_known_key() {
+    let env = TestEnv::new();
+    let file = workflow_file(
+        &env,
+        "w.json",
+        &json!({
+            "name": "w",
+            "maxparallel": 2,
+            "steps": [
+                exec_step("a", "true", &[]),
+                {"id": "b", "depends_on": ["a"], "target": {"type": "command", "command": "true"}},
+                {"id": "c", "target": {"type": "agent", "provider": "codex", "prompt": "p",
+                    "agent": "reviewer", "modle": "m"}},
+            ],
+        }),
+    );
+    let ran = env
+        .loops(["workflows", "validate", &file])
+        .stdout("valid workflow w steps=3\n")
+        .run();
+    assert_eq!(
+        ran.stderr,
+        "warning: workflow has an unknown key \"maxparallel\"; did you mean \"maxParallel\"?\n\
+         warning: workflow.steps[1] has an unknown key \"depends_on\"; did you mean \
+         \"dependsOn\"?\n\
+         warning: workflow.steps[2].target has an unknown key \"modle\"; did you mean \
+         \"model\"?\n\
+         warning: workflow.steps[2].target.agent is ignored: provider codex has no --agent \
+         flag, so codex never receives it\n"
+    );
+    // The warnings follow an error they may explain.
+    let file = workflow_file(&env, "bad.json", &json!({"name": "w", "step": []}));
+    let ran = env.loops(["workflows", "create", &file]).code(1).run();
+    assert_eq!(
+        ran.stderr,
+        "error: workflow.steps must be an array\n\
+         warning: workflow has an unknown key \"step\"; did you mean \"steps\"?\n"
+    );
+}
+
+#[test]
+fn workflow_file_timeouts_and_prompts_are_checked_as_the_cli_checks_them() {
+    let env = TestEnv::new();
+    let agent = |prompt: &str| {
+        json!({"name": "w", "steps": [{"id": "a", "target":
+            {"type": "agent", "provider": "claude", "prompt": prompt}}]})
+    };
+    let cases = [
+        (
+            json!({"name": "w", "steps": [{"id": "a", "timeoutMs": 3_153_600_000_001u64,
+                "target": {"type": "command", "command": "true"}}]}),
+            "workflow.steps[0].timeoutMs must be at most 3153600000000 (100 years), got \
+             3153600000001; use a shorter timeout",
+        ),
+        (
+            json!({"name": "w", "steps": [{"id": "a", "target": {"type": "command",
+                "command": "true", "timeoutMs": 1e15}}]}),
+            "workflow.steps[0].target.timeoutMs must be at most 3153600000000 (100 years), got \
+             1000000000000000; use a shorter timeout",
+        ),
+        (
+            agent("--dangerously-skip-permissions"),
+            "workflow.steps[0].target.prompt must not begin with \"-\": the agent would read it \
+             as an option, not as its prompt; start it with another character, for example \
+             \"Task: --fix\" or \" --fix\" with a leading space",
+        ),
+    ];
+    for (workflow, message) in cases {
+        let file = workflow_file(&env, "w.json", &workflow);
+        env.loops(["workflows", "validate", &file])
+            .code(1)
+            .stderr_has(&format!("error: {message}\n"))
+            .run();
+    }
+    let file = workflow_file(&env, "ok.json", &agent(" --dangerously-skip-permissions"));
+    env.loops(["workflows", "validate", &file]).run();
+}

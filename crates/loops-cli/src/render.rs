@@ -9,7 +9,17 @@
 //! cells, columns separated by two spaces, so scripts that read the
 //! original's lines keep working. *Styled* (a terminal) adds a header row
 //! and a rule under it. Both align their columns.
+//!
+//! Human output never writes a control character from stored data to the
+//! terminal: names, working directories, errors and run output may hold an
+//! ESC or a CR (the original's database does not check them, and output is
+//! whatever a process printed), which would move the cursor or rewrite the
+//! screen. [`escape_controls`] shows each one as a Rust escape (`\u{1b}`,
+//! `\r`): a line keeps only its tabs and line breaks, a table cell and an
+//! output line nothing. JSON needs none of this: serde_json writes every C0
+//! control as `\u00XX`.
 
+use std::borrow::Cow;
 use std::io::{BufWriter, IsTerminal, StdoutLock, Write};
 
 use comfy_table::{ContentArrangement, LineStyle, Table as Grid, TableStyle};
@@ -87,8 +97,11 @@ impl Printer {
         writeln!(list.finish()?)
     }
 
-    /// One line of text.
+    /// One line of text (or several: `daemon logs` prints its tail at
+    /// once), its control characters other than tabs and line breaks
+    /// escaped.
     pub(crate) fn line(&mut self, text: &str) -> std::io::Result<()> {
+        let text = escape_controls(text, &['\n', '\t']);
         writeln!(self.out, "{text}")
     }
 
@@ -122,7 +135,27 @@ impl Printer {
 /// Prints `<label>: <text>` on stderr. A closed stderr leaves nobody to
 /// tell, so write errors are ignored (where `eprintln!` would panic).
 pub(crate) fn note(label: &str, text: &str) {
+    let text = escape_controls(text, &['\n', '\t']);
     let _ = writeln!(std::io::stderr().lock(), "{label}: {text}");
+}
+
+/// `text` with every control character (C0, DEL and C1) not in `keep`
+/// written as its Rust escape: `\n`, `\r`, `\t`, `\u{1b}`, `\u{9b}`.
+/// Borrowed when there is nothing to escape, which is almost always.
+pub(crate) fn escape_controls<'a>(text: &'a str, keep: &[char]) -> Cow<'a, str> {
+    let escaped = |c: char| c.is_control() && !keep.contains(&c);
+    if !text.chars().any(escaped) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if escaped(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// A column: its header in the styled look and the prefix of its cells in
@@ -151,7 +184,16 @@ impl Table {
         }
     }
 
+    /// A row; a control character in a cell is escaped, so a stored name
+    /// with a line break still takes one line.
     pub(crate) fn row(&mut self, cells: Vec<String>) {
+        let cells = cells
+            .into_iter()
+            .map(|cell| match escape_controls(&cell, &[]) {
+                Cow::Borrowed(_) => cell,
+                Cow::Owned(escaped) => escaped,
+            })
+            .collect();
         self.rows.push(cells);
     }
 
@@ -196,8 +238,8 @@ impl Table {
         for (i, column) in grid.column_iter_mut().enumerate() {
             column.set_padding((0, if i == last { 0 } else { gap }));
         }
-        // Cells never contain newlines (names are single-line by
-        // validation), so each line is one row; the last column is padded
+        // Cells never contain newlines (they are escaped), so each line is
+        // one row; the last column is padded
         // to its width, which is trimmed away.
         let mut lines: Vec<String> = grid.lines().map(|l| l.trim_end().to_owned()).collect();
         let head = match look {
@@ -226,7 +268,10 @@ pub(crate) fn stream_blocks(stdout: Option<&str>, stderr: Option<&str>) -> Vec<S
         lines.push(format!("  {label}:"));
         let shown = cut(text);
         for line in shown.trim_end().split('\n') {
-            lines.push(format!("    {line}"));
+            // A CRLF line ending is a line ending; any other control
+            // character but a tab is escaped.
+            let line = line.strip_suffix('\r').unwrap_or(line);
+            lines.push(format!("    {}", escape_controls(line, &['\t'])));
         }
     }
     lines
@@ -281,6 +326,28 @@ mod tests {
         assert_eq!(r.head[0], "ID   NEXT  NAME");
         assert!(r.head[1].starts_with('─'), "{:?}", r.head);
         assert_eq!(r.rows, ["a    -     first", "bbb  2026  second"]);
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert!(matches!(
+            escape_controls("plain é\ttext", &['\t']),
+            Cow::Borrowed(_)
+        ));
+        assert_eq!(
+            escape_controls("a\u{1b}[2Jb\rc\u{7f}\u{9b}d\ne\tf", &['\n']),
+            "a\\u{1b}[2Jb\\rc\\u{7f}\\u{9b}d\ne\\tf"
+        );
+        let mut t = Table::new(vec![Column {
+            header: "NAME",
+            plain_prefix: "",
+        }]);
+        t.row(vec!["two\nlines\u{1b}]0;x\u{7}".into()]);
+        assert_eq!(t.render(Look::Plain).rows, ["two\\nlines\\u{1b}]0;x\\u{7}"]);
+        assert_eq!(
+            stream_blocks(Some("ok\r\n\u{1b}[31mred\tx\r\n"), None),
+            ["  stdout:", "    ok", "    \\u{1b}[31mred\tx"]
+        );
     }
 
     #[test]

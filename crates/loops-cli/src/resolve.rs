@@ -18,8 +18,9 @@ use anyhow::{Context, Result, anyhow, bail, ensure};
 use chrono::{Local, NaiveDateTime, TimeZone};
 use loops_core::{
     Account, AgentProvider, AgentTarget, Anchor, CatchUp, CommandTarget, ConfigIsolation,
-    DurationError, LoopStatus, NewLoop, Overlap, RunStatus, Schedule, Target, Timestamp,
-    WorkflowId, WorkflowTarget, parse_duration, parse_positive_duration, validate_new_loop,
+    DEFAULT_DYNAMIC_INTERVAL_MS, DurationError, LoopStatus, NewLoop, Overlap, RunStatus, Schedule,
+    Target, Timestamp, WorkflowId, WorkflowTarget, parse_duration, parse_positive_duration,
+    prompt_option_message, prompt_reads_as_option, validate_new_loop,
 };
 
 use crate::args::{AccountOptions, CreateAgent, CreateCommand, CreateWorkflow, LoopOptions};
@@ -70,7 +71,15 @@ pub(crate) fn agent_loop(args: &CreateAgent) -> Result<NewLoop> {
     target.config_isolation = Some(isolation);
     target.account = account(&args.account)?;
     new.target = Target::Agent(target);
-    validated(new)
+    validate_new_loop(&new).map_err(|e| {
+        // Core speaks of the stored field; say it in flags.
+        if e.field == "target.prompt" && prompt_reads_as_option(&args.prompt) {
+            anyhow!(prompt_option_message("--prompt"))
+        } else {
+            e.into()
+        }
+    })?;
+    Ok(new)
 }
 
 /// `create workflow`: the validated loop. Its target names no workflow yet
@@ -191,8 +200,10 @@ fn schedule(opts: &LoopOptions) -> Result<Schedule> {
             timezone: opts.tz.as_ref().map(|tz| tz.trim().to_owned()),
         });
     }
+    // SPEC §7.3: `--dynamic` stores its default interval, as the original
+    // does, so the schedule prints `"minIntervalMs": 60000`.
     Ok(Schedule::Dynamic {
-        min_interval_ms: None,
+        min_interval_ms: Some(DEFAULT_DYNAMIC_INTERVAL_MS),
     })
 }
 

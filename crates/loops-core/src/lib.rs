@@ -53,7 +53,11 @@ pub use crate::status::{
 };
 pub use crate::time::{Timestamp, TimestampError};
 pub use crate::validate::{
-    ValidationError, validate_account, validate_name, validate_new_loop, validate_process_target,
-    validate_target, workflow_execution_order, workflow_from_json,
+    ValidationError, prompt_option_message, prompt_reads_as_option, validate_account,
+    validate_name, validate_new_loop, validate_process_target, validate_target,
+    workflow_execution_order, workflow_from_json, workflow_warnings,
 };
-pub use crate::workflow_file::{MAX_WORKFLOW_PARALLEL, WorkflowFile, workflow_file_schema};
+pub use crate::workflow_file::{
+    MAX_WORKFLOW_PARALLEL, WorkflowFile, WorkflowFileError, read_workflow_text,
+    workflow_file_schema,
+};

@@ -23,12 +23,16 @@
 //! - SPEC §9 item 28: a target `timeoutMs` of 0 is rejected, because it would
 //!   time out immediately. A workflow target's `timeoutMs` of 0 still means
 //!   "no timeout" (SPEC §1.3).
-//! - SPEC §5.2: `agent` with provider codex is rejected, because codex has no
-//!   `--agent` flag and the original silently drops it.
+//! - An agent prompt that begins with `-` is rejected: the prompt is the
+//!   agent's last argument, and the agent would read it as an option.
+//! - Every `timeoutMs` is capped at 100 years, as the CLI's durations are.
+//!
+//! `agent` with provider codex is accepted, as the original accepts it, and
+//! left out of codex's argv (SPEC §5.2); the CLI warns about it.
 
+use crate::duration::MAX_DURATION_MS;
 use crate::model::{Account, AgentTarget, CommandTarget, NewLoop, ProcessTarget, Target};
 use crate::schedule::validate_schedule;
-use crate::status::AgentProvider;
 
 /// Longest accepted loop or workflow name, in characters (after trimming).
 const MAX_NAME_CHARS: usize = 200;
@@ -188,9 +192,10 @@ fn validate_account_word(value: &str, field: &str) -> Result<()> {
 /// than zero (SPEC §9 item 28). Environment names must match
 /// `[A-Za-z_][A-Za-z0-9_]*`, and no argument, path or value may contain NUL.
 ///
-/// An agent target needs a non-empty `prompt`; `model` and `agent` must be
-/// non-empty when set, and `agent` is rejected for codex, which has no
-/// `--agent` flag (SPEC §5.2).
+/// An agent target needs a non-empty `prompt` that does not begin with `-`
+/// (see [`prompt_reads_as_option`]); `model` and `agent` must be non-empty
+/// when set. `agent` is accepted for codex, which has no `--agent` flag and
+/// never receives it (SPEC §5.2).
 pub fn validate_process_target(target: &ProcessTarget, label: &str) -> Result<()> {
     match target {
         ProcessTarget::Command(command) => validate_command_target(command, label),
@@ -201,15 +206,42 @@ pub fn validate_process_target(target: &ProcessTarget, label: &str) -> Result<()
 /// Validates a loop target: a command or agent target as
 /// [`validate_process_target`] checks it, or a workflow target.
 ///
-/// A workflow target has nothing left to check: its id is already typed, its
+/// A workflow target has little to check: its id is already typed, its
 /// `input` is unused (SPEC §9 item 34), and a `timeoutMs` of 0 means no
-/// timeout (SPEC §1.3).
+/// timeout (SPEC §1.3); a larger one is capped at 100 years, as every
+/// duration is.
 pub fn validate_target(target: &Target, label: &str) -> Result<()> {
     match target {
         Target::Command(command) => validate_command_target(command, label),
         Target::Agent(agent) => validate_agent_target(agent, label),
-        Target::Workflow(_) => Ok(()),
+        Target::Workflow(workflow) => validate_timeout_cap(workflow.timeout_ms, label),
     }
+}
+
+/// Whether an agent would read `prompt` as an option rather than as its
+/// prompt: it begins with `-`.
+///
+/// The prompt is the last argument of every provider's argv (SPEC §5.2),
+/// and whether a provider accepts `--` before it cannot be known, so such a
+/// prompt is refused when a loop or workflow is created, and a stored one
+/// (from the original's database) is never spawned.
+///
+/// ```
+/// assert!(loops_core::prompt_reads_as_option("--dangerously-skip-permissions"));
+/// assert!(!loops_core::prompt_reads_as_option(" --help is what I need"));
+/// ```
+pub fn prompt_reads_as_option(prompt: &str) -> bool {
+    prompt.starts_with('-')
+}
+
+/// The message for a prompt that [`prompt_reads_as_option`]; `field` names
+/// it (`target.prompt`, `--prompt`).
+pub fn prompt_option_message(field: &str) -> String {
+    format!(
+        "{field} must not begin with \"-\": the agent would read it as an option, not as its \
+         prompt; start it with another character, for example \"Task: --fix\" or \" --fix\" \
+         with a leading space"
+    )
 }
 
 fn validate_command_target(target: &CommandTarget, label: &str) -> Result<()> {
@@ -256,6 +288,10 @@ fn validate_agent_target(target: &AgentTarget, label: &str) -> Result<()> {
     let field = format!("{label}.prompt");
     require_non_empty(&target.prompt, &field)?;
     require_no_nul(&target.prompt, &field)?;
+    if prompt_reads_as_option(&target.prompt) {
+        let message = prompt_option_message(&field);
+        return Err(ValidationError::new(field, message));
+    }
     if let Some(model) = &target.model {
         let field = format!("{label}.model");
         validate_optional_word(model, &field, "omit it to use the provider's default model")?;
@@ -263,16 +299,6 @@ fn validate_agent_target(target: &AgentTarget, label: &str) -> Result<()> {
     if let Some(agent) = &target.agent {
         let field = format!("{label}.agent");
         validate_optional_word(agent, &field, "omit it to use the provider's default agent")?;
-        // SPEC §5.2: codex has no --agent flag; the original drops it silently.
-        if target.provider == AgentProvider::Codex {
-            return Err(ValidationError::new(
-                &field,
-                format!(
-                    "{field} is not supported by provider codex, which has no --agent flag; \
-                     remove agent or choose another provider"
-                ),
-            ));
-        }
     }
     for (i, arg) in target.extra_args.iter().flatten().enumerate() {
         require_no_nul(arg, &format!("{label}.extraArgs[{i}]"))?;
@@ -304,7 +330,8 @@ fn validate_cwd(cwd: Option<&str>, label: &str) -> Result<()> {
     Ok(())
 }
 
-/// SPEC §9 item 28: a zero timeout would time out immediately.
+/// SPEC §9 item 28: a zero timeout would time out immediately. A timeout
+/// is also capped as every duration is ([`validate_timeout_cap`]).
 fn validate_timeout(timeout_ms: Option<u64>, label: &str) -> Result<()> {
     if timeout_ms == Some(0) {
         let field = format!("{label}.timeoutMs");
@@ -313,7 +340,26 @@ fn validate_timeout(timeout_ms: Option<u64>, label: &str) -> Result<()> {
             format!("{field} must be greater than zero"),
         ));
     }
-    Ok(())
+    validate_timeout_cap(timeout_ms, label)
+}
+
+/// A `timeoutMs` above 100 years is refused, as `--timeout` refuses it:
+/// it is certainly a typo, and it would overflow the instants it is added
+/// to.
+fn validate_timeout_cap(timeout_ms: Option<u64>, label: &str) -> Result<()> {
+    match timeout_ms {
+        Some(ms) if ms > MAX_DURATION_MS => {
+            let field = format!("{label}.timeoutMs");
+            Err(ValidationError::new(
+                &field,
+                format!(
+                    "{field} must be at most {MAX_DURATION_MS} (100 years), got {ms}; use a \
+                     shorter timeout"
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Validates loop creation input (SPEC §7.3).
@@ -353,8 +399,10 @@ pub fn validate_new_loop(new: &NewLoop) -> Result<()> {
     validate_target(&new.target, "target")
 }
 
+mod keys;
 mod workflow;
 
+pub use self::keys::workflow_warnings;
 pub use self::workflow::{workflow_execution_order, workflow_from_json};
 
 #[cfg(test)]

@@ -5,8 +5,9 @@
 mod validate {
     use loops_core::{
         Account, AgentProvider, AgentTarget, CommandTarget, NewLoop, ProcessTarget, Schedule, Step,
-        Target, WorkflowId, WorkflowTarget, validate_account, validate_name, validate_new_loop,
-        validate_process_target, validate_target, workflow_execution_order, workflow_from_json,
+        Target, WorkflowId, WorkflowTarget, read_workflow_text, validate_account, validate_name,
+        validate_new_loop, validate_process_target, validate_target, workflow_execution_order,
+        workflow_from_json, workflow_warnings,
     };
     use proptest::prelude::*;
     use serde_json::{Value, json};
@@ -314,7 +315,11 @@ mod validate {
             (command(json!({"env": {"A-B": "v"}})), format!("{t0}.env has an invalid variable name \"A-B\"; names must match [A-Za-z_][A-Za-z0-9_]*")),
             (command(json!({"env": {"OK": "a\u{0}"}})), format!("{t0}.env.OK must not contain a NUL character; processes cannot receive NUL in arguments, paths or environment values")),
             (command(json!({"account": {"profile": "my work"}})), format!("{t0}.account.profile must not contain whitespace or control characters, got \"my work\"; use the bare name that `accounts env` expects")),
-            (agent(json!({"provider": "codex", "agent": "reviewer"})), format!("{t0}.agent is not supported by provider codex, which has no --agent flag; remove agent or choose another provider")),
+            (agent(json!({"prompt": "--dangerously-skip-permissions"})), format!("{t0}.prompt must not begin with \"-\": the agent would read it as an option, not as its prompt; start it with another character, for example \"Task: --fix\" or \" --fix\" with a leading space")),
+            (agent(json!({"prompt": "-p"})), format!("{t0}.prompt must not begin with \"-\": the agent would read it as an option, not as its prompt; start it with another character, for example \"Task: --fix\" or \" --fix\" with a leading space")),
+            (agent(json!({"timeoutMs": 3_153_600_000_001u64})), format!("{t0}.timeoutMs must be at most 3153600000000 (100 years), got 3153600000001; use a shorter timeout")),
+            (command(json!({"timeoutMs": u64::MAX})), format!("{t0}.timeoutMs must be at most 3153600000000 (100 years), got 18446744073709551615; use a shorter timeout")),
+            (with_step_keys(json!({"timeoutMs": 3_153_600_000_001u64})), format!("{l0}.timeoutMs must be at most 3153600000000 (100 years), got 3153600000001; use a shorter timeout")),
             (agent(json!({"model": " "})), format!("{t0}.model must be a non-empty string when set; omit it to use the provider's default model")),
             (agent(json!({"agent": ""})), format!("{t0}.agent must be a non-empty string when set; omit it to use the provider's default agent")),
             (agent(json!({"extraArgs": [true]})), format!("{t0}.extraArgs[0] must be a string")),
@@ -667,13 +672,39 @@ mod validate {
         let mut agent = AgentTarget::new(AgentProvider::Claude, "review");
         agent.agent = Some("reviewer".into());
         assert!(validate_process_target(&ProcessTarget::Agent(agent.clone()), "t").is_ok());
+        // SPEC §5.2: codex accepts an agent, as the original does, and never
+        // receives it.
         agent.provider = AgentProvider::Codex;
+        assert!(validate_target(&Target::Agent(agent.clone()), "target").is_ok());
+        // A prompt an agent would read as an option is refused; one that
+        // starts with a space or a word is the prompt.
+        agent.prompt = "--dangerously-skip-permissions".into();
         assert_eq!(
-            validate_target(&Target::Agent(agent), "target")
+            validate_target(&Target::Agent(agent.clone()), "target")
                 .unwrap_err()
-                .to_string(),
-            "target.agent is not supported by provider codex, which has no --agent flag; remove \
-             agent or choose another provider"
+                .field,
+            "target.prompt"
+        );
+        for prompt in [" --dangerously-skip-permissions", "Task: -x", "fix -x"] {
+            agent.prompt = prompt.into();
+            assert!(validate_target(&Target::Agent(agent.clone()), "target").is_ok());
+        }
+        // The cap on durations applies to workflow targets too; 0 is none.
+        let capped = |ms| {
+            validate_target(
+                &Target::Workflow(WorkflowTarget {
+                    workflow_id: WorkflowId::parse("0123456789ab").unwrap(),
+                    input: None,
+                    timeout_ms: Some(ms),
+                }),
+                "target",
+            )
+        };
+        assert!(capped(3_153_600_000_000).is_ok());
+        assert_eq!(
+            capped(3_153_600_000_001).unwrap_err().to_string(),
+            "target.timeoutMs must be at most 3153600000000 (100 years), got 3153600000001; use \
+             a shorter timeout"
         );
         let blank = AgentTarget::new(AgentProvider::Cursor, " \n");
         assert_eq!(
@@ -722,6 +753,33 @@ mod validate {
                 *expected
             );
         }
+    }
+
+    #[test]
+    fn workflow_files_are_read_strictly_and_warn_about_unknown_keys() {
+        // A byte-order mark is skipped.
+        let text = "\u{feff}{\"name\": \"w\", \"steps\": [{\"id\": \"a\", \"target\": \
+                    {\"type\": \"command\", \"command\": \"true\"}}]}";
+        let value = read_workflow_text(text).unwrap();
+        assert_eq!(workflow_from_json(&value, None).unwrap().steps.len(), 1);
+        // A second "steps" does not silently replace the first.
+        let twice = r#"{"name": "w", "steps": [{"id": "a"}], "steps": []}"#;
+        assert_eq!(
+            read_workflow_text(twice).unwrap_err().to_string(),
+            "duplicate key \"steps\": each key may appear once in an object; remove or rename \
+             one at line 1 column 45"
+        );
+        // Unknown keys are warnings, with the nearest known key.
+        let file = json!({"name": "w", "steps": [
+            {"id": "a", "target": cmd("true")},
+            {"id": "b", "depends_on": ["a"], "target": cmd("true")},
+        ]});
+        assert!(workflow_from_json(&file, None).is_ok());
+        assert_eq!(
+            workflow_warnings(&file),
+            ["workflow.steps[1] has an unknown key \"depends_on\"; did you mean \"dependsOn\"?"]
+        );
+        assert!(workflow_warnings(&wf(json!([step("a", &[])]))).is_empty());
     }
 
     #[test]

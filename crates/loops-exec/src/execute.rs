@@ -179,6 +179,9 @@ pub fn execute_target(
     }
 
     let spec = ProcessSpec::of(target);
+    if let Some(error) = &spec.refused {
+        return Ok(not_started(error.clone()));
+    }
     let (env, secrets) = match build_env(&spec, meta, opts) {
         Ok(built) => built,
         Err(ExecError::Cancelled { reason }) => return Ok(not_started(reason)),

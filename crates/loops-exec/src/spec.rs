@@ -4,10 +4,18 @@
 //! Agent argv is a pure function, [`agent_argv`], so every provider and
 //! isolation mode is checked by table tests without spawning anything. The
 //! prompt is always the last argv element and never passes through a shell.
+//!
+//! A prompt that begins with `-` would reach the agent as an option (for
+//! claude, `--dangerously-skip-permissions` would be a flag). Validation
+//! refuses such prompts; one stored before that (by the original, say) is
+//! refused here too: the spec carries [`ProcessSpec::refused`], and the
+//! executor reports it as a failed run without spawning anything.
 
 use std::collections::BTreeMap;
 
-use loops_core::{Account, AgentProvider, AgentTarget, ConfigIsolation, ProcessTarget};
+use loops_core::{
+    Account, AgentProvider, AgentTarget, ConfigIsolation, ProcessTarget, prompt_reads_as_option,
+};
 
 /// What the child executes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +53,10 @@ pub(crate) struct ProcessSpec<'a> {
     /// The tool `accounts env` is asked for when the account names none:
     /// the provider's tool for agents, nothing for commands.
     pub(crate) tool_hint: Option<&'static str>,
+    /// Why the target must not run at all: an agent prompt that the agent
+    /// would read as an option. The run fails with this error before
+    /// anything (even `accounts env`) is spawned.
+    pub(crate) refused: Option<String>,
 }
 
 impl<'a> ProcessSpec<'a> {
@@ -72,6 +84,7 @@ impl<'a> ProcessSpec<'a> {
                     timeout_ms: c.timeout_ms(),
                     account: c.account.as_ref(),
                     tool_hint: None,
+                    refused: None,
                 }
             }
             ProcessTarget::Agent(a) => {
@@ -87,6 +100,7 @@ impl<'a> ProcessSpec<'a> {
                     timeout_ms: a.timeout_ms(),
                     account: a.account.as_ref(),
                     tool_hint: Some(a.provider.tool()),
+                    refused: prompt_reads_as_option(&a.prompt).then(|| refusal(program)),
                 }
             }
         }
@@ -99,6 +113,15 @@ impl<'a> ProcessSpec<'a> {
             .and_then(|a| a.tool.clone())
             .or_else(|| self.tool_hint.map(str::to_owned))
     }
+}
+
+/// The error of a run whose agent prompt begins with `-`.
+fn refusal(program: &str) -> String {
+    format!(
+        "refused to run {program}: the prompt begins with \"-\", which {program} would read as \
+         an option; recreate the loop or workflow with a prompt that starts with another \
+         character, for example \"Task: --fix\""
+    )
 }
 
 /// An empty cwd means "no cwd", as it does for the original's `spawn`.
@@ -339,6 +362,24 @@ mod tests {
         let (_, args) = agent_argv(&t);
         assert_eq!(args[args.len() - 2], "--verbose");
         assert_eq!(args[args.len() - 1], "--model x; rm -rf / $(id)");
+    }
+
+    #[test]
+    fn a_prompt_that_reads_as_an_option_is_refused() {
+        let refused = |prompt: &str| {
+            let target = ProcessTarget::Agent(AgentTarget::new(AgentProvider::Claude, prompt));
+            ProcessSpec::of(&target).refused
+        };
+        let error = refused("--dangerously-skip-permissions").unwrap();
+        assert!(
+            error.starts_with("refused to run claude: the prompt begins with \"-\""),
+            "{error}"
+        );
+        assert!(refused("-p").is_some());
+        assert_eq!(refused(" --x"), None);
+        assert_eq!(refused("fix -x"), None);
+        let command = ProcessTarget::Command(CommandTarget::new("-x"));
+        assert_eq!(ProcessSpec::of(&command).refused, None);
     }
 
     #[test]

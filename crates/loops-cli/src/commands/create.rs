@@ -4,13 +4,13 @@
 //! a rejected create leaves no row behind (SPEC §2.3).
 
 use anyhow::Result;
-use loops_core::{Loop, NewLoop, Target};
+use loops_core::{AgentProvider, Loop, NewLoop, Target};
 
 use crate::args::{CreateAgent, CreateCommand, CreateWorkflow};
 use crate::exit::Outcome;
 use crate::paths;
 use crate::redact;
-use crate::render::Printer;
+use crate::render::{self, Printer};
 
 /// `create command`.
 pub(crate) fn command(args: &CreateCommand, out: &mut Printer) -> Result<Outcome> {
@@ -19,8 +19,22 @@ pub(crate) fn command(args: &CreateCommand, out: &mut Printer) -> Result<Outcome
 }
 
 /// `create agent`.
+///
+/// `--agent` with provider codex is accepted and stored, as the original
+/// does, with a warning: codex has no `--agent` flag and never receives it
+/// (SPEC §5.2).
 pub(crate) fn agent(args: &CreateAgent, out: &mut Printer) -> Result<Outcome> {
     let new = crate::resolve::agent_loop(args)?;
+    if let Target::Agent(target) = &new.target
+        && target.provider == AgentProvider::Codex
+        && target.agent.is_some()
+    {
+        render::note(
+            "warning",
+            "--agent is ignored for provider codex, which has no --agent flag; the agent is \
+             stored but codex never receives it",
+        );
+    }
     create(&new, out)
 }
 

@@ -49,7 +49,10 @@ fn target_label(i: usize) -> String {
 /// characters in ids, and runs [`validate_process_target`] on the target and
 /// [`validate_account`] on the step account. Unknown step keys are kept in
 /// [`Step::extra`]; unknown target keys are ignored, as [`ProcessTarget`] has
-/// nowhere to keep them.
+/// nowhere to keep them. [`workflow_warnings`](crate::workflow_warnings)
+/// names both, and the text of a file is best read with
+/// [`read_workflow_text`](crate::read_workflow_text), which refuses
+/// duplicate keys and skips a byte-order mark.
 pub fn workflow_from_json(value: &Value, name_override: Option<&str>) -> Result<NewWorkflow> {
     // Check 1.
     let Some(root) = value.as_object() else {
@@ -344,7 +347,7 @@ fn whole_number(n: &Number) -> Option<u64> {
 }
 
 /// The known keys of a step; the rest go to [`Step::extra`].
-const STEP_KEYS: [&str; 8] = [
+pub(super) const STEP_KEYS: [&str; 8] = [
     "id",
     "name",
     "description",

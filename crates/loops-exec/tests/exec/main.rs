@@ -14,5 +14,6 @@ mod command;
 mod kill;
 mod orphan;
 mod output;
+mod prompt;
 mod secrets;
 mod support;

@@ -7,8 +7,9 @@
 //!   every event of the run, not only the first 200.
 //! - `events` checks the run id and fails with
 //!   `workflow run not found: <id>` instead of printing nothing.
-//! - `recover --json` lists the recovered steps by id, as the `recovered`
-//!   event does.
+//! - `recover --json` lists the recovered steps as step-run objects, as
+//!   `inspect` prints them (the original returns the rows too); the
+//!   `recovered` event keeps listing their ids.
 
 use anyhow::Result;
 use loops_core::{WorkflowEvent, WorkflowRun};
@@ -20,7 +21,7 @@ use crate::commands::now;
 use crate::exit::Outcome;
 use crate::paths;
 use crate::redact::{self, Output};
-use crate::render::{Column, Printer, Table};
+use crate::render::{self, Column, Printer, Table};
 use crate::resolve;
 use crate::workflow_args::{CancelArgs, EventsArgs, InspectArgs, RecoverArgs, RunsArgs};
 
@@ -96,6 +97,7 @@ pub(super) fn inspect(args: &InspectArgs, out: &mut Printer) -> Result<Outcome> 
         run.id, run.status, run.workflow_name
     ))?;
     if let Some(error) = &run.error {
+        let error = render::escape_controls(error, &[]);
         out.line(&format!("  error: {error}"))?;
     }
     print_steps(&steps, args.show_output, out)?;
@@ -172,10 +174,10 @@ pub(super) fn recover(args: &RecoverArgs, out: &mut Printer) -> Result<Outcome> 
     let store = paths::open_store()?;
     let recovered = store.recover_workflow_run(&id, &args.reason, now())?;
     if out.json {
-        let steps: Vec<&str> = recovered
+        let steps: Value = recovered
             .recovered_steps
             .iter()
-            .map(|s| s.step_id.as_str())
+            .map(|s| redact::step_json(s, Output::Redacted))
             .collect();
         out.json(&json!({
             "workflowRun": serialize(&recovered.run)?,

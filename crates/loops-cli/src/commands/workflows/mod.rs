@@ -58,7 +58,8 @@ fn run_id(text: &str) -> Result<WorkflowRunId> {
 /// (SPEC §7.4 `workflows run`), with step ids padded to `id_width` so the
 /// errors line up.
 fn step_line(step: &StepRun, id_width: usize) -> String {
-    let error = step.error.as_deref().unwrap_or("");
+    // An error is one line, whatever it holds (a cwd with a line break).
+    let error = render::escape_controls(step.error.as_deref().unwrap_or(""), &[]);
     let line = format!(
         "  {:02}  {:<10}  {:<id_width$}  {error}",
         step.sequence,

@@ -13,13 +13,13 @@ use loops_core::{NewWorkflow, Timestamp, WorkflowId, WorkflowSpec, WorkflowStatu
 use loops_exec::Preflight;
 use loops_store::WorkflowFilter;
 use loops_workflow::ExecSettings;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::commands::now;
 use crate::exit::Outcome;
 use crate::paths;
 use crate::redact;
-use crate::render::{Column, Printer, Table};
+use crate::render::{self, Column, Printer, Table};
 use crate::resolve;
 use crate::workflow_args::{CreateArgs, FileArgs, ListArgs, ValidateArgs, WorkflowRef};
 
@@ -27,15 +27,38 @@ use crate::workflow_args::{CreateArgs, FileArgs, ListArgs, ValidateArgs, Workflo
 const PREVIEW_ID: &str = "validation";
 
 /// Reads, parses and validates a workflow file.
+///
+/// A byte-order mark is skipped and a duplicate key is an error
+/// (`loops_core::read_workflow_text`). Unknown keys are warned about on
+/// stderr, with the nearest known key; when the file is invalid, the
+/// warnings follow the error (a misspelt key is often why), which stays the
+/// first line.
 fn read_workflow(args: &FileArgs) -> Result<NewWorkflow> {
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("reading workflow file {}", args.file))?;
-    let value: Value = serde_json::from_str(&text)
-        .with_context(|| format!("workflow file {} is not valid JSON", args.file))?;
-    Ok(loops_core::workflow_from_json(
-        &value,
-        args.name.as_deref(),
-    )?)
+    let value = loops_core::read_workflow_text(&text).map_err(|e| {
+        let context = if e.is_duplicate_key() {
+            format!("workflow file {}", args.file)
+        } else {
+            format!("workflow file {} is not valid JSON", args.file)
+        };
+        anyhow::Error::new(e).context(context)
+    })?;
+    let warnings = loops_core::workflow_warnings(&value);
+    match loops_core::workflow_from_json(&value, args.name.as_deref()) {
+        Ok(new) => {
+            for warning in &warnings {
+                render::note("warning", warning);
+            }
+            Ok(new)
+        }
+        Err(e) if warnings.is_empty() => Err(e.into()),
+        // The error stays the first line; the warnings follow it.
+        Err(e) => {
+            let warnings: Vec<String> = warnings.iter().map(|w| format!("warning: {w}")).collect();
+            Err(anyhow!("{e}\n{}", warnings.join("\n")))
+        }
+    }
 }
 
 /// The workflow `validate` describes: what `create` would store, not yet

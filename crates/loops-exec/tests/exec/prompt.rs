@@ -1,0 +1,54 @@
+//! An agent prompt that begins with `-` never reaches the agent as an
+//! option: a stored one (validation refuses new ones) fails the run before
+//! anything is spawned, not even `accounts env`.
+
+use loops_core::{Account, AgentProvider, AgentTarget, ExecutorStatus, ProcessTarget};
+
+use crate::support::*;
+
+#[test]
+fn a_prompt_that_reads_as_an_option_fails_the_run_and_spawns_nothing() {
+    let fx = Fixture::new();
+    for provider in AgentProvider::ALL {
+        fx.fake(
+            provider.binary(),
+            r#"touch "$MARKERS/ran-$(basename "$0")""#,
+        );
+    }
+    fx.fake("accounts", r#"touch "$MARKERS/accounts"; exit 1"#);
+    for provider in AgentProvider::ALL {
+        let mut agent = AgentTarget::new(*provider, "--dangerously-skip-permissions");
+        agent.account = Some(Account {
+            profile: "work".into(),
+            tool: None,
+        });
+        let (result, spawned) = run_full(
+            &ProcessTarget::Agent(agent),
+            &Default::default(),
+            &fx.opts(),
+        );
+        let r = result.unwrap();
+        assert_eq!(spawned, None, "{provider}");
+        assert_eq!(
+            (r.status, r.pid, r.exit_code),
+            (ExecutorStatus::Failed, None, None)
+        );
+        let error = r.error.unwrap_or_default();
+        assert!(
+            error.contains("the prompt begins with \"-\""),
+            "{provider}: {error}"
+        );
+    }
+    let markers: Vec<_> = std::fs::read_dir(fx.path(""))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("ran-") || n == "accounts")
+        .collect();
+    assert!(markers.is_empty(), "spawned: {markers:?}");
+
+    // A leading space makes it the prompt.
+    let agent = AgentTarget::new(AgentProvider::Cursor, " --dangerously-skip-permissions");
+    let r = run(&ProcessTarget::Agent(agent), &fx.opts());
+    assert_eq!(r.status, ExecutorStatus::Succeeded, "{r:?}");
+}

@@ -1,0 +1,92 @@
+//! Control characters in stored data (a cwd, an error, a step's output)
+//! never reach the terminal raw in human output: each is shown as its Rust
+//! escape (`\u{1b}`, `\r`). JSON escapes them as JSON does (`\u001b`).
+
+use loops_tests::TestEnv;
+use serde_json::json;
+
+use crate::workflows::workflow_file;
+
+/// An ESC sequence that clears the screen, a CR, a BEL and a C1 CSI.
+const NASTY: &str = "\u{1b}[2J\r\u{7}\u{9b}";
+/// How it is shown.
+const SHOWN: &str = "\\u{1b}[2J\\r\\u{7}\\u{9b}";
+/// A line break in a workflow step's cwd, and how its error shows it.
+const BREAK: &str = "\nerror: fake";
+const BREAK_SHOWN: &str = "\\nerror: fake";
+
+fn assert_no_controls(text: &str) {
+    assert!(
+        !text
+            .chars()
+            .any(|c| c.is_control() && c != '\n' && c != '\t'),
+        "a control character reached the output: {text:?}"
+    );
+}
+
+#[test]
+fn a_cwd_with_control_characters_is_escaped_in_errors() {
+    let env = TestEnv::new();
+    let cwd = format!("/nonexistent/{NASTY}");
+    env.loops(["create", "command", "x", "--cmd", "true", "--cwd", &cwd])
+        .args(["--every", "1h"])
+        .run();
+    let ran = env.loops(["run-now", "x"]).code(1).run();
+    assert_no_controls(&ran.stdout);
+    assert!(
+        ran.stdout.contains(&format!(
+            "  error: working directory does not exist: /nonexistent/{SHOWN}\n"
+        )),
+        "{}",
+        ran.stdout
+    );
+    // JSON carries the text itself, escaped as JSON escapes it.
+    let ran = env.loops(["--json", "runs", "x"]).run();
+    assert!(
+        ran.stdout.contains("\\u001b[2J\\r\\u0007"),
+        "{}",
+        ran.stdout
+    );
+    assert_eq!(
+        ran.json()[0]["error"],
+        format!("working directory does not exist: {cwd}")
+    );
+}
+
+#[test]
+fn workflow_step_errors_and_shown_output_are_escaped() {
+    let env = TestEnv::new();
+    let file = workflow_file(
+        &env,
+        "w.json",
+        &json!({"name": "w", "maxParallel": 1, "steps": [
+            {"id": "out", "continueOnFailure": true, "target": {"type": "command",
+                "command": "printf 'a\\033[31mred\\r\\nb\\tc\\r\\n'", "shell": true}},
+            {"id": "cwd", "dependsOn": ["out"], "target": {"type": "command",
+                "command": "true", "cwd": format!("/nonexistent/{NASTY}{BREAK}")}},
+        ]}),
+    );
+    env.loops(["workflows", "create", &file]).run();
+    let ran = env.loops(["workflows", "run", "w"]).code(1).run();
+    assert_no_controls(&ran.stdout);
+    assert!(
+        ran.stdout.contains(&format!(
+            "working directory does not exist: /nonexistent/{SHOWN}{BREAK_SHOWN}\n"
+        )),
+        "{}",
+        ran.stdout
+    );
+    // Each error stays on its line.
+    assert_eq!(ran.stdout.lines().count(), 4, "{}", ran.stdout);
+    let run_id = ran.stdout.split_whitespace().next().unwrap().to_owned();
+    let ran = env
+        .loops(["workflows", "inspect", &run_id, "--show-output"])
+        .run();
+    assert_no_controls(&ran.stdout);
+    // A CRLF ends a line; a tab is kept; an ESC is shown.
+    assert!(
+        ran.stdout.contains("    a\\u{1b}[31mred\n    b\tc\n"),
+        "{}",
+        ran.stdout
+    );
+}

@@ -1,0 +1,66 @@
+//! Rows the original 0.3.1 wrote that loops refuses to create: they are
+//! still safe to run and to print. An agent prompt that begins with `-`
+//! never reaches the agent as an option, and a name holding control
+//! characters never reaches the terminal raw.
+
+use loops_tests::TestEnv;
+use rusqlite::Connection;
+
+/// The tables and indexes exactly as the original 0.3.1 creates them.
+const ORIGINAL_0_3_1_SCHEMA: &str = include_str!("../fixtures/original-0.3.1-schema.sql");
+
+/// An original database in `env` holding `rows`.
+fn original_db(env: &TestEnv, rows: &str) {
+    std::fs::create_dir_all(env.data_dir()).expect("a data dir");
+    let db = Connection::open(env.db_path()).expect("a database");
+    db.execute_batch("PRAGMA journal_mode = WAL;")
+        .and_then(|()| db.execute_batch(ORIGINAL_0_3_1_SCHEMA))
+        .and_then(|()| db.execute_batch(rows))
+        .expect("the original's schema and rows");
+}
+
+#[test]
+fn a_stored_prompt_that_reads_as_an_option_fails_its_run_and_spawns_nothing() {
+    let env = TestEnv::new();
+    let marker = env.home().join("claude-ran");
+    env.write_script(
+        "claude",
+        &format!("printf '%s\\n' \"$@\" > {}", marker.display()),
+    );
+    original_db(
+        &env,
+        r#"INSERT INTO loops VALUES ('a1b2c3d4e5f6', 'legacy', NULL, 'active',
+          '{"type":"interval","everyMs":60000,"anchor":"fixed_rate"}',
+          '{"type":"agent","provider":"claude","prompt":"--dangerously-skip-permissions"}',
+          '2025-12-01T10:05:00.000Z', NULL, 'latest', 50, 'skip', 1, 60000, 1800000,
+          NULL, '2025-12-01T10:00:00.000Z', '2025-12-01T10:00:00.000Z');"#,
+    );
+    let ran = env.loops(["run-now", "legacy"]).code(1).run();
+    assert!(
+        ran.stdout.contains(
+            "  error: refused to run claude: the prompt begins with \"-\", which claude would \
+             read as an option;"
+        ),
+        "{}",
+        ran.stdout
+    );
+    assert!(!marker.exists(), "claude was spawned");
+    let runs = env.loops(["--json", "runs", "legacy"]).run().json();
+    assert_eq!(runs[0]["status"], "failed");
+    assert_eq!(runs[0].get("pid"), None, "{runs}");
+}
+
+#[test]
+fn a_stored_name_with_control_characters_is_escaped_in_tables() {
+    let env = TestEnv::new();
+    original_db(
+        &env,
+        "INSERT INTO loops VALUES ('a1b2c3d4e5f6', 'bad\u{1b}]0;pwned\u{7}\r\nname', NULL, \
+         'paused', '{\"type\":\"interval\",\"everyMs\":60000}', \
+         '{\"type\":\"command\",\"command\":\"true\"}', NULL, NULL, 'latest', 50, 'skip', 1, \
+         60000, 1800000, NULL, '2025-12-01T10:00:00.000Z', '2025-12-01T10:00:00.000Z');",
+    );
+    env.loops(["list"])
+        .stdout("a1b2c3d4e5f6  paused  next=-  bad\\u{1b}]0;pwned\\u{7}\\r\\nname\n")
+        .run();
+}
