@@ -27,15 +27,17 @@ fn assert_no_controls(text: &str) {
 #[test]
 fn a_cwd_with_control_characters_is_escaped_in_errors() {
     let env = TestEnv::new();
-    let cwd = format!("/nonexistent/{NASTY}");
+    let cwd = format!("/nonexistent/{NASTY}{BREAK}");
     env.loops(["create", "command", "x", "--cmd", "true", "--cwd", &cwd])
         .args(["--every", "1h"])
         .run();
     let ran = env.loops(["run-now", "x"]).code(1).run();
     assert_no_controls(&ran.stdout);
+    // The error stays on its one line: a line break in it cannot forge
+    // another line of output.
     assert!(
         ran.stdout.contains(&format!(
-            "  error: working directory does not exist: /nonexistent/{SHOWN}\n"
+            "  error: working directory does not exist: /nonexistent/{SHOWN}{BREAK_SHOWN}\n"
         )),
         "{}",
         ran.stdout

@@ -59,7 +59,8 @@ fn print_run(run: &LoopRun, output: Output, out: &mut Printer) -> std::io::Resul
     }
     out.line(&format!("{} {}", run.id, run.status))?;
     if let Some(error) = &run.error {
-        out.line(&format!("  error: {error}"))?;
+        // One line, whatever the error holds (a cwd with a line break).
+        out.line(&format!("  error: {}", render::escape_controls(error, &[])))?;
     }
     match output {
         Output::Shown => {
