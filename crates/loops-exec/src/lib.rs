@@ -51,6 +51,7 @@ mod group;
 mod liveness;
 mod output;
 mod path;
+pub mod private;
 mod process;
 mod signals;
 mod spec;
