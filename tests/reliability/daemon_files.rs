@@ -3,12 +3,15 @@
 //! user is ignored, and links planted at the daemon's file names are never
 //! followed, however often the daemon starts.
 //!
-//! The flood sends `wake` datagrams on blocking sockets for 1 s (20 s in
-//! the long variant) to a daemon with 20 loops, and measures the daemon's
-//! CPU time (all its threads, from `/proc/<pid>/stat`) over that time: it
-//! stays under a third of the wall-clock time, because wake-ups are
-//! coalesced. Without coalescing every datagram became a turn, a store
-//! thread busy all the time. The plants run 2 rounds (20 long).
+//! The flood sends `wake` datagrams from four threads on blocking sockets
+//! for 1 s (20 s in the long variant) to a daemon with 20 loops, and
+//! measures the daemon's CPU time (all its threads, from
+//! `/proc/<pid>/stat`) over that time: it stays under 15% of the
+//! wall-clock time (about 4% measured), because wake-ups are coalesced and
+//! forwarded at most every 20 ms. Without coalescing every datagram was
+//! read and asked for a turn: 30% to 70% of a core here. The plants run 2
+//! rounds (20 long); another user's datagram needs root (to send as uid
+//! 65534 with `setpriv`) and is skipped otherwise.
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixDatagram;
@@ -26,7 +29,7 @@ const DEADLINE: Duration = Duration::from_secs(20);
 
 /// The largest share of the flood's wall-clock time the daemon may spend
 /// on the CPU.
-const CPU_SHARE: f64 = 0.34;
+const CPU_SHARE: f64 = 0.15;
 
 /// A daemon started with `loops daemon start`, stopped when dropped.
 struct Daemon<'a> {
@@ -105,7 +108,7 @@ fn a_datagram_flood_costs_the_daemon_little_cpu() {
     let sent = Arc::new(AtomicU64::new(0));
     let before = cpu_ticks(daemon.pid).expect("the daemon's CPU time");
     let started = Instant::now();
-    let senders: Vec<_> = (0..2)
+    let senders: Vec<_> = (0..4)
         .map(|_| {
             let (stop, sent, socket) = (Arc::clone(&stop), Arc::clone(&sent), socket.clone());
             std::thread::spawn(move || {
