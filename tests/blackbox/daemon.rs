@@ -616,9 +616,9 @@ fn doctor_exits_1_only_when_a_check_fails_in_both_modes() {
 
 /// Sends one datagram to the daemon's wake-up socket, as the CLI does.
 fn send_datagram(env: &TestEnv, message: &[u8]) {
-    let sock = std::os::unix::net::UnixDatagram::unbound().unwrap();
+    let sock = std::os::unix::net::UnixDatagram::unbound().expect("a socket");
     sock.send_to(message, env.data_dir().join("daemon.sock"))
-        .unwrap();
+        .expect("the daemon's socket takes the datagram");
 }
 
 fn mode(path: &Path) -> u32 {

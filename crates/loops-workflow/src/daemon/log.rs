@@ -9,7 +9,7 @@
 //!
 //! The file is opened with `O_NOFOLLOW` and must be a regular file of the
 //! daemon's user: a `daemon.log` link planted by someone else is refused,
-//! never appended to.
+//! never appended to, and `daemon logs` does not read through one either.
 //!
 //! Readers: [`tail_lines`] for `loops daemon logs -n N`, and [`follow`] for
 //! `-f`, which keeps reading across a rotation.
@@ -148,7 +148,7 @@ fn rotate(path: &Path, keep: usize) -> io::Result<()> {
 /// [`follow`] picks up.
 pub fn tail_lines(path: &Path, lines: usize) -> io::Result<(String, u64)> {
     let mut bytes = Vec::new();
-    match File::open(path) {
+    match loops_exec::private::open_no_follow(path) {
         Ok(mut f) => {
             f.read_to_end(&mut bytes)?;
         }
@@ -183,7 +183,7 @@ pub fn follow(
     let mut current: Option<(File, u64)> = None;
     loop {
         if current.is_none()
-            && let Ok(f) = File::open(path)
+            && let Ok(f) = loops_exec::private::open_no_follow(path)
         {
             let ino = f.metadata()?.ino();
             current = Some((f, ino));
