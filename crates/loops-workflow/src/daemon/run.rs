@@ -494,11 +494,15 @@ impl DatabaseFiles {
         DatabaseFiles { files }
     }
 
-    /// The first file that is gone or is another file now.
+    /// The first file that is gone or is another file now. A `stat` that
+    /// fails for another reason than a missing file tells nothing.
     fn changed(&self) -> Option<&Path> {
         self.files
             .iter()
-            .find(|(path, id)| identity(path) != Some(*id))
+            .find(|(path, id)| match std::fs::metadata(path) {
+                Ok(m) => (m.dev(), m.ino()) != *id,
+                Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+            })
             .map(|(path, _)| path.as_path())
     }
 }
