@@ -104,20 +104,18 @@ fn check_private(path: &Path, file: &File) -> io::Result<()> {
 /// Binds a unix datagram socket at `path` with mode 0600, replacing what
 /// is there (a dead daemon's socket, or a planted link, which is replaced,
 /// never followed). `nonce` names the temporary directory it is bound in
-/// (`.<file name>.<nonce>` next to `path`); it must differ between
-/// concurrent callers. On Linux the socket receives its senders'
-/// credentials (see [`recv_with_uid`]).
+/// (`.<nonce>` next to `path`); it must differ between concurrent callers,
+/// and be short: `.<nonce>/s` must fit a socket address as `path` does.
+/// On Linux the socket receives its senders' credentials (see
+/// [`recv_with_uid`]).
 pub fn bind_private_datagram(path: &Path, nonce: &str) -> io::Result<UnixDatagram> {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+    let Some(dir) = path.parent() else {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("{} is not a file path", path.display()),
         ));
     };
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(".{nonce}"));
-    let tmp_dir = dir.join(tmp_name);
+    let tmp_dir = dir.join(format!(".{nonce}"));
     // `mkdir` never follows a link and fails on anything already there;
     // the umask can only narrow 0700.
     std::fs::DirBuilder::new().mode(0o700).create(&tmp_dir)?;
@@ -220,12 +218,12 @@ mod tests {
         let target = dir.path().join("target");
         std::fs::write(&target, "x").unwrap();
         std::os::unix::fs::symlink(&target, &path).unwrap();
-        let sock = bind_private_datagram(&path, "t1").unwrap();
+        let sock = bind_private_datagram(&path, "st1").unwrap();
         let meta = std::fs::symlink_metadata(&path).unwrap();
         assert_eq!(meta.mode() & 0o777, 0o600);
         assert!(!meta.file_type().is_symlink());
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "x");
-        assert!(!dir.path().join(".daemon.sock.t1").exists());
+        assert!(!dir.path().join(".st1").exists());
         let client = UnixDatagram::unbound().unwrap();
         client.send_to(b"wake", &path).unwrap();
         let mut buf = [0u8; 16];
@@ -234,5 +232,20 @@ mod tests {
         if cfg!(target_os = "linux") {
             assert_eq!(uid, Some(effective_uid()));
         }
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_socket_path_at_the_address_limit_still_binds() {
+        // `sun_path` holds 108 bytes with the terminating NUL on Linux.
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().as_os_str().len() + "/".len() + "/daemon.sock".len();
+        let pad = "p".repeat(107 - base);
+        let data = dir.path().join(pad);
+        std::fs::create_dir(&data).unwrap();
+        let path = data.join("daemon.sock");
+        assert_eq!(path.as_os_str().len(), 107);
+        bind_private_datagram(&path, "sabcdef").unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
     }
 }

@@ -128,9 +128,11 @@ impl WakeListener {
         shared: Arc<WakeShared>,
         stop: CancelToken,
     ) -> io::Result<WakeListener> {
-        // A short nonce: the temporary path must still fit a socket address.
-        let nonce = loops_store::new_lease_id();
-        let sock = bind_private_datagram(path, nonce.as_str().get(..6).unwrap_or("0"))?;
+        // `.s<6 hex>/s` is no longer than `daemon.sock`, so the temporary
+        // path fits a socket address whenever the final one does.
+        let id = loops_store::new_lease_id();
+        let nonce = format!("s{}", id.as_str().get(..6).unwrap_or("0"));
+        let sock = bind_private_datagram(path, &nonce)?;
         // Only the closing daemon knows this word, so no client can end the
         // listener.
         let bye = format!("bye {}", loops_store::new_lease_id());
