@@ -615,3 +615,213 @@ fn doctor_exits_1_only_when_a_check_fails_in_both_modes() {
     let report = env.loops(["--json", "doctor"]).code(1).run().json();
     assert_eq!(report["ok"], false);
 }
+
+/// Sends one datagram to the daemon's wake-up socket, as the CLI does.
+fn send_datagram(env: &TestEnv, message: &[u8]) {
+    let sock = std::os::unix::net::UnixDatagram::unbound().expect("a socket");
+    sock.send_to(message, env.data_dir().join("daemon.sock"))
+        .expect("the daemon's socket takes the datagram");
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::symlink_metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+#[test]
+fn links_planted_at_the_daemon_files_are_never_followed() {
+    // Issue 12 §3: a `daemon.log` link made the daemon append to its
+    // target, a `daemon.pid` one made it overwrite it.
+    let env = TestEnv::new();
+    std::fs::create_dir_all(env.data_dir()).unwrap();
+    let target = env.home().join("precious");
+    std::fs::write(&target, "keep\n").unwrap();
+    let log_path = env.data_dir().join("daemon.log");
+    std::os::unix::fs::symlink(&target, &log_path).unwrap();
+    env.loops(["daemon", "start"])
+        .code(1)
+        .stdout("failed to start\n")
+        .stderr_has("daemon.log is a symbolic link; loops never follows links")
+        .run();
+    env.loops(["daemon", "run"])
+        .code(1)
+        .stderr_has("daemon.log is a symbolic link")
+        .run();
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep\n");
+
+    // A link at the pid file is replaced by the daemon's own file.
+    std::fs::remove_file(&log_path).unwrap();
+    let pid_path = env.data_dir().join("daemon.pid");
+    std::os::unix::fs::symlink(&target, &pid_path).unwrap();
+    let (_daemon, pid) = Daemon::start(&env, &[]);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep\n");
+    assert!(std::fs::symlink_metadata(&pid_path).unwrap().is_file());
+    assert_eq!(std::fs::read_to_string(&pid_path).unwrap(), pid.to_string());
+    let names: Vec<String> = std::fs::read_dir(env.data_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names
+            .iter()
+            .all(|n| !n.ends_with(".tmp") && !n.starts_with('.')),
+        "no temporary file is left: {names:?}"
+    );
+}
+
+#[test]
+fn the_daemon_files_and_socket_are_0600_whatever_the_umask() {
+    // Issue 12 §3: under `umask 000` the socket was 0777.
+    let env = TestEnv::new();
+    let base = env.cmd();
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "umask 000; exec \"$0\" daemon run"])
+        .arg(loops_tests::loops_bin())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    for (key, value) in base.get_envs() {
+        if let Some(value) = value {
+            cmd.env(key, value);
+        }
+    }
+    let mut child = cmd.spawn().unwrap();
+    let _daemon = Daemon { env: &env };
+    let socket = env.data_dir().join("daemon.sock");
+    wait_for("the socket", DEADLINE, || {
+        env.data_dir().join("daemon.pid").exists().then_some(())
+    });
+    wait_for("the socket", DEADLINE, || socket.exists().then_some(()));
+    assert_eq!(mode(&socket), 0o600);
+    assert_eq!(mode(&env.data_dir().join("daemon.pid")), 0o600);
+    assert_eq!(mode(&env.data_dir().join("daemon.log")), 0o600);
+    env.loops(["daemon", "stop"])
+        .stdout(&format!("stopped pid={}\n", child.id()))
+        .run();
+    child.wait().unwrap();
+}
+
+#[test]
+fn a_reused_pid_is_neither_reported_nor_signalled() {
+    // SPEC §10 item 99, and issue 12 §3: a process that got a dead
+    // daemon's pid started after the daemon took its lease and wrote its
+    // pid file, so it is not the daemon, even though the lease names it.
+    let env = TestEnv::new();
+    let (_daemon, pid) = Daemon::start(&env, &[]);
+    Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    wait_for("the daemon to die", DEADLINE, || {
+        (!is_running(pid)).then_some(())
+    });
+    let mut reused = Command::new("sleep").arg("30").spawn().unwrap();
+    // The lease and the pid file now name the new process, as if the
+    // kernel had handed it the daemon's pid.
+    let db = rusqlite::Connection::open(env.db_path()).unwrap();
+    // The start times are read to the second, so the lease is an hour old.
+    db.execute(
+        "UPDATE daemon_lease SET pid = ?1,
+         created_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-1 hour')",
+        [reused.id()],
+    )
+    .unwrap();
+    drop(db);
+    let pid_path = env.data_dir().join("daemon.pid");
+    std::fs::write(&pid_path, reused.id().to_string()).unwrap();
+    let s = status(&env);
+    assert_eq!(
+        (s["running"].clone(), s["stale"].clone()),
+        (false.into(), true.into())
+    );
+    env.loops(["daemon", "stop"]).stdout("not running\n").run();
+    assert!(reused.try_wait().unwrap().is_none(), "not signalled");
+
+    // Without a readable database, the pid file's own age tells: it was
+    // written before the process started.
+    std::fs::write(&pid_path, reused.id().to_string()).unwrap();
+    let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&pid_path)
+        .unwrap()
+        .set_modified(hour_ago)
+        .unwrap();
+    for suffix in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(env.data_dir().join(format!("loops.db{suffix}")));
+    }
+    std::fs::write(env.db_path(), "not a database").unwrap();
+    env.loops(["daemon", "stop"])
+        .stdout("not running\n")
+        .stderr_has("stopping the daemon through its pid file")
+        .run();
+    assert!(reused.try_wait().unwrap().is_none(), "not signalled");
+    reused.kill().unwrap();
+    reused.wait().unwrap();
+}
+
+#[test]
+fn stop_works_when_the_database_is_unreadable() {
+    // Issue 12 §3: with its WAL deleted under a running daemon, the
+    // database cannot be read, yet `daemon stop` stops the daemon.
+    let env = TestEnv::new();
+    env.create_command("a", "true", &["--every", "1h"]);
+    let (_daemon, pid) = Daemon::start(&env, &[]);
+    std::fs::remove_file(env.data_dir().join("loops.db-wal")).unwrap();
+    env.loops(["list"]).code(1).run();
+    env.loops(["daemon", "stop"])
+        .stdout(&format!("stopped pid={pid}\n"))
+        .run();
+    assert!(!is_running(pid));
+    assert!(!env.data_dir().join("daemon.pid").exists());
+}
+
+#[test]
+fn the_daemon_stops_when_its_database_file_is_replaced() {
+    // Issue 12 §3: it notices at its next wake-up, instead of writing into
+    // a deleted file for months.
+    let env = TestEnv::new();
+    let (_daemon, pid) = Daemon::start(&env, &[]);
+    std::fs::remove_file(env.data_dir().join("loops.db-wal")).unwrap();
+    send_datagram(&env, b"wake");
+    wait_for("the daemon to stop", DEADLINE, || {
+        (!is_running(pid)).then_some(())
+    });
+    let log = log(&env);
+    assert!(
+        log.contains("loops.db-wal was deleted or replaced while the daemon ran; stopping"),
+        "{log}"
+    );
+    assert!(log.trim_end().ends_with("[loops-daemon] stopped"), "{log}");
+    assert!(!env.data_dir().join("daemon.pid").exists());
+}
+
+#[test]
+fn a_huge_grace_from_the_socket_is_capped() {
+    // Issue 12 §3: `grace_ms` beyond any Instant made the daemon panic at
+    // stop, leaving its run behind.
+    let env = TestEnv::new();
+    env.create_command(
+        "short",
+        "sleep 0.5; echo done",
+        &["--at", "2020-01-01T00:00:00Z"],
+    );
+    let (_daemon, pid) = Daemon::start(&env, &[]);
+    wait_for("the run to start", DEADLINE, || {
+        runs(&env, "short").first().map(|_| ())
+    });
+    send_datagram(&env, format!("stop grace_ms={}", u64::MAX).as_bytes());
+    wait_for("the daemon to stop", DEADLINE, || {
+        (!is_running(pid)).then_some(())
+    });
+    let log = log(&env);
+    assert!(
+        log.contains("waiting up to 3153600000000ms for 1 run(s) to finish"),
+        "{log}"
+    );
+    assert!(log.trim_end().ends_with("[loops-daemon] stopped"), "{log}");
+    assert_eq!(runs(&env, "short")[0]["status"], "succeeded");
+}

@@ -11,6 +11,7 @@
 mod support;
 
 mod crash;
+mod daemon_files;
 mod flood;
 mod fuzz;
 mod races;

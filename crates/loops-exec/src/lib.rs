@@ -56,6 +56,7 @@ mod group;
 mod liveness;
 mod output;
 mod path;
+pub mod private;
 mod process;
 mod scrub;
 mod signals;

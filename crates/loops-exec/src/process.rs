@@ -11,9 +11,8 @@
 //! again while any member of the group exists).
 
 use std::ffi::OsString;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -117,7 +116,8 @@ impl Detached {
 /// Starts `program args…` detached from the caller, for `loops daemon
 /// start` (SPEC §7.6): in its own process group, so the terminal's Ctrl-C
 /// and job control do not reach it; stdin from `/dev/null`; stdout and
-/// stderr appended to `log` (created with mode 0600). The environment and
+/// stderr appended to `log` (created with mode 0600, never through a
+/// symbolic link: see [`crate::private`]). The environment and
 /// working directory are inherited. The caller does not wait for it.
 pub fn spawn_detached(program: &Path, args: &[OsString], log: &Path) -> io::Result<Detached> {
     let out = open_log(log)?;
@@ -132,12 +132,9 @@ pub fn spawn_detached(program: &Path, args: &[OsString], log: &Path) -> io::Resu
     Ok(Detached { child })
 }
 
+/// The log, opened as the daemon opens it: never through a planted link.
 fn open_log(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)
+    crate::private::open_private_append(path)
 }
 
 /// What [`kill_orphan_group`] did.

@@ -12,6 +12,9 @@
 //!   flight may take to finish (SPEC §9 item 17).
 //! - `daemon logs -f` follows the log, across its rotation.
 //! - `daemon uninstall` is new.
+//! - `daemon stop` works without a readable database, through the pid
+//!   file and the daemon's start time; `stop` and `status` never take a
+//!   reused pid for the daemon.
 //! - `doctor` exits 1 whenever a check fails, with or without `--json`
 //!   (SPEC §9 item 31).
 
@@ -193,9 +196,25 @@ fn start(args: &RunArgs, out: &mut Printer) -> Result<Outcome> {
 fn stop(args: &StopArgs, out: &mut Printer) -> Result<Outcome> {
     let grace = grace(&args.grace)?;
     let paths = daemon_paths()?;
-    let store = paths::open_store()?;
-    let stopped =
-        loops_workflow::stop_daemon(&store, &paths, &loops_exec::hostname(), grace, now())?;
+    // An unreadable database must not keep a running daemon from stopping:
+    // the pid file and its process's start time identify it then.
+    let store = match paths::open_store() {
+        Ok(store) => Some(store),
+        Err(e) => {
+            render::note(
+                "warning",
+                &format!("{e:#}; stopping the daemon through its pid file"),
+            );
+            None
+        }
+    };
+    let stopped = loops_workflow::stop_daemon(
+        store.as_ref(),
+        &paths,
+        &loops_exec::hostname(),
+        grace,
+        now(),
+    )?;
     if out.json {
         out.json(&serde_json::to_value(stopped)?)?;
     } else if stopped.was_running {

@@ -1,10 +1,18 @@
 //! `daemon start`, `daemon stop` and `daemon status` (SPEC §7.6).
 //!
 //! A daemon is *running* when its pid file names a live process that is
-//! (or was) the database lease holder on this host; a pid file naming
-//! anything else is *stale*. Stop signals only that lease holder (SPEC §10
+//! (or was) the database lease holder on this host, and that process
+//! started before the pid file was written and before it took the lease; a
+//! pid file naming anything else is *stale*. The start-time check is what
+//! tells a reused pid from the daemon: the kernel may hand a dead daemon's
+//! pid to any later process. Stop signals only that lease holder (SPEC §10
 //! item 99), and start spawns `<exe> daemon run` detached, through
 //! `loops_exec::spawn_detached`.
+//!
+//! When the database cannot be read (its WAL deleted under a running
+//! daemon, a disk I/O error), `stop` still stops the daemon: the pid file
+//! and the start-time check identify it, and the socket carries the stop
+//! request before the SIGTERM.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -16,7 +24,8 @@ use loops_store::{Store, StoreError};
 use serde::Serialize;
 
 use super::DaemonPaths;
-use super::pidfile::{read_pid, remove_pid_if};
+use super::pidfile::{PidRecord, read_pid, read_record, remove_pid_if};
+use super::run::started_by;
 use super::wake::request_stop;
 
 /// How long `start` waits for the daemon's pid file (SPEC §7.6: 4000 ms).
@@ -91,11 +100,25 @@ pub struct DaemonStatus {
 
 /// Whether the pid file names the lease holder's live process.
 fn daemon_pid(paths: &DaemonPaths, lease: Option<&DaemonLease>, host: &str) -> (Option<u32>, bool) {
-    let pid = read_pid(&paths.pid_file());
-    let running = pid.is_some_and(|pid| {
-        is_running(pid) && lease.is_some_and(|l| l.pid == pid && l.hostname == host)
+    let record = read_record(&paths.pid_file());
+    let running = record.is_some_and(|r| {
+        is_daemon(r)
+            && lease.is_some_and(|l| holds(l, r.pid, host) && started_by(r.pid, l.created_at))
     });
-    (pid, running)
+    (record.map(|r| r.pid), running)
+}
+
+/// Whether the pid file's process runs and started before the file was
+/// written, so it is the process that wrote it and not a reused pid.
+fn is_daemon(record: PidRecord) -> bool {
+    match record.written {
+        Some(written) => started_by(record.pid, written),
+        None => is_running(record.pid),
+    }
+}
+
+fn holds(lease: &DaemonLease, pid: u32, host: &str) -> bool {
+    lease.pid == pid && lease.hostname == host
 }
 
 /// Reads the daemon's state and the counts (SPEC §7.6 `daemon status`).
@@ -248,10 +271,15 @@ pub struct StopOutcome {
 /// `grace` plus a margin, and only then sends SIGKILL.
 ///
 /// Only the lease holder is ever signalled: a pid file that names a dead
-/// process, or a live process that is not the holder of an unexpired lease
-/// on this host, is removed and nothing is signalled (SPEC §10 item 99).
+/// process, a process started after the file was written or after the
+/// lease was taken (a reused pid), or a live process that is not the holder
+/// of an unexpired lease on this host, is removed and nothing is signalled
+/// (SPEC §10 item 99).
+///
+/// Without a `store`, or when the lease cannot be read, the pid file and
+/// the start-time check alone identify the daemon (see the module docs).
 pub fn stop_daemon(
-    store: &Store,
+    store: Option<&Store>,
     paths: &DaemonPaths,
     host: &str,
     grace: Duration,
@@ -264,14 +292,18 @@ pub fn stop_daemon(
         forced: false,
         pid,
     };
-    let Some(pid) = read_pid(&pid_path) else {
+    let Some(record) = read_record(&pid_path) else {
         return Ok(not_running(None));
     };
-    let lease = store.get_daemon_lease()?;
-    let holder = lease
-        .as_ref()
-        .is_some_and(|l| l.pid == pid && l.hostname == host && l.expires_at > now);
-    if !is_running(pid) || !holder {
+    let pid = record.pid;
+    // An unreadable database leaves the pid file's own check.
+    let holder = match store.map(Store::get_daemon_lease) {
+        Some(Ok(lease)) => lease.as_ref().is_some_and(|l| {
+            holds(l, pid, host) && l.expires_at > now && started_by(pid, l.created_at)
+        }),
+        Some(Err(_)) | None => true,
+    };
+    if !is_daemon(record) || !holder {
         remove_pid_if(&pid_path, pid);
         return Ok(not_running(Some(pid)));
     }

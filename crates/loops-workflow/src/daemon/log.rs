@@ -7,12 +7,16 @@
 //! older files shift up to [`LogConfig::keep`] (3), and the oldest is
 //! dropped. The original's log had neither timestamps nor rotation.
 //!
+//! The file is opened with `O_NOFOLLOW` and must be a regular file of the
+//! daemon's user: a `daemon.log` link planted by someone else is refused,
+//! never appended to, and `daemon logs` does not read through one either.
+//!
 //! Readers: [`tail_lines`] for `loops daemon logs -n N`, and [`follow`] for
 //! `-f`, which keeps reading across a rotation.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -111,12 +115,10 @@ pub fn format_line(now: Timestamp, message: &str) -> String {
     format!("{now} [loops-daemon] {message}\n")
 }
 
+/// Never through a symbolic link, and only a regular file of this user,
+/// narrowed to 0600 through its descriptor (`loops_exec::private`).
 fn open_append(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)
+    loops_exec::private::open_private_append(path)
 }
 
 fn rotated(path: &Path, n: usize) -> PathBuf {
@@ -146,7 +148,7 @@ fn rotate(path: &Path, keep: usize) -> io::Result<()> {
 /// [`follow`] picks up.
 pub fn tail_lines(path: &Path, lines: usize) -> io::Result<(String, u64)> {
     let mut bytes = Vec::new();
-    match File::open(path) {
+    match loops_exec::private::open_no_follow(path) {
         Ok(mut f) => {
             f.read_to_end(&mut bytes)?;
         }
@@ -181,7 +183,7 @@ pub fn follow(
     let mut current: Option<(File, u64)> = None;
     loop {
         if current.is_none()
-            && let Ok(f) = File::open(path)
+            && let Ok(f) = loops_exec::private::open_no_follow(path)
         {
             let ino = f.metadata()?.ino();
             current = Some((f, ino));
@@ -268,5 +270,17 @@ mod tests {
         assert_eq!(tail_lines(&path, 2).unwrap(), ("b\nc".to_owned(), 6));
         assert_eq!(tail_lines(&path, 10).unwrap().0, "a\nb\nc");
         assert_eq!(tail_lines(&path, 0).unwrap().0, "a\nb\nc");
+    }
+
+    #[test]
+    fn a_planted_link_is_never_appended_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOG_FILE);
+        let target = dir.path().join("precious");
+        std::fs::write(&target, "keep\n").unwrap();
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        let err = DaemonLog::open(&path, LogConfig::default(), false).unwrap_err();
+        assert!(err.to_string().contains("is a symbolic link"), "{err}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep\n");
     }
 }

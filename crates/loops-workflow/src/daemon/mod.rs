@@ -39,6 +39,18 @@
 //! slot is claimed again, under the same attempt number, by the next
 //! daemon. Then the pid file is removed and the lease released.
 //!
+//! **Files, socket and identity** (issue 12 §3). `daemon.log` and
+//! `daemon.pid` are never opened through a symbolic link (a planted log
+//! link is refused, a pid-file link replaced), the pid file is written
+//! under a random temporary name, and `daemon.sock` is 0600 whatever the
+//! umask; on Linux a datagram from another user is ignored. `daemon stop`
+//! and `daemon status` take the pid file's process for the daemon only if
+//! it started before the file was written and before the lease was taken,
+//! so a reused pid is never signalled; without a readable database, `stop`
+//! relies on the pid file alone. Before every turn the daemon checks that
+//! the database file and its WAL are still the files it opened, and stops
+//! with an error in its log when one was deleted or replaced.
+//!
 //! **Commands on a loop with a run in flight** (SPEC §9 item 20).
 //! - `pause`, `stop` and `remove` never kill a run in flight: it finishes
 //!   and is recorded, but the loop is not advanced or rescheduled (the

@@ -2,8 +2,10 @@
 //! loop, the sleep until the next deadline, and the graceful shutdown. The
 //! behaviour is described in the `daemon` module docs.
 
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use loops_core::{DaemonLease, LeaseId, Loop, LoopRun, RunStatus, Timestamp};
@@ -12,7 +14,7 @@ use loops_store::{LeaseAcquire, LeaseHeartbeat, LeaseRequest, Store, new_lease_i
 
 use super::pidfile::{PidFile, read_pid};
 use super::recover::recover_dead_daemons;
-use super::wake::WakeListener;
+use super::wake::{WakeListener, WakeShared};
 use super::{DaemonError, DaemonExit, DaemonOptions};
 use crate::dispatch::{DispatchOptions, Dispatcher, FinalizeMode, Report};
 use crate::scheduler::{SchedulerError, TickResult};
@@ -28,6 +30,9 @@ const UNSOCKETED_MAX_SLEEP: Duration = Duration::from_secs(1);
 /// How far a process's start may lie after its lease or claim and still be
 /// the process that took it (start times are read to the clock tick).
 const START_TOLERANCE_MS: i64 = 1_000;
+/// The reason recorded when the database file or its WAL was unlinked or
+/// replaced under the daemon.
+const DATABASE_REPLACED: &str = "database file replaced";
 
 /// Runs the daemon until `opts.stop` is cancelled or the lease is lost (see
 /// the `daemon` module docs).
@@ -89,7 +94,7 @@ pub fn run_daemon(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonExit,
                 overlap_in_flight: true,
             },
         );
-        let grace_ms = Arc::new(AtomicU64::new(millis(opts.grace)));
+        let shared = Arc::new(WakeShared::new(opts.grace));
         let tx = d.sender();
         let _stop_wake = opts.stop.subscribe(move || {
             let _ = tx.send(Report::Stop);
@@ -98,7 +103,7 @@ pub fn run_daemon(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonExit,
         let listener = WakeListener::bind(
             &socket,
             d.sender(),
-            Arc::clone(&grace_ms),
+            Arc::clone(&shared),
             opts.stop.clone(),
         )
         .map_err(|e| {
@@ -114,10 +119,12 @@ pub fn run_daemon(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonExit,
             opts,
             lease_id: lease.id,
             runner_id: &runner_id,
-            grace_ms,
+            shared,
+            files: DatabaseFiles::snapshot(&opts.paths.database()),
             next_lease_heartbeat: Instant::now() + lease_period(opts.lease_ttl),
             listening: listener.is_some(),
             lease_lost: false,
+            database_gone: false,
             zero_sleeps: 0,
         };
         recover_dead_daemons(store, opts, &runner_id);
@@ -187,11 +194,16 @@ struct Daemon<'o, 'a> {
     opts: &'o DaemonOptions<'a>,
     lease_id: LeaseId,
     runner_id: &'o str,
-    /// The grace period; `loops daemon stop --grace` may change it.
-    grace_ms: Arc<AtomicU64>,
+    /// The grace period (`loops daemon stop --grace` may change it), the
+    /// pending wake-up and the ignored datagrams.
+    shared: Arc<WakeShared>,
+    /// The database file and its WAL as the daemon found them.
+    files: DatabaseFiles,
     next_lease_heartbeat: Instant,
     listening: bool,
     lease_lost: bool,
+    /// The database file or its WAL was unlinked or replaced.
+    database_gone: bool,
     /// Consecutive turns that found work due at once, a guard against a
     /// plan that could not make progress.
     zero_sleeps: u32,
@@ -207,6 +219,24 @@ impl Daemon<'_, '_> {
         loop {
             if let Some(reason) = self.opts.stop.reason() {
                 return reason;
+            }
+            // Before anything is read: a datagram from now on asks for
+            // another turn.
+            self.shared.begin_turn();
+            if let Some((n, uid)) = self.shared.take_rejected() {
+                self.log(&format!(
+                    "warning: ignored {n} datagram(s) on the wake-up socket from uid {uid}, \
+                     not this daemon's user"
+                ));
+            }
+            if let Some(changed) = self.files.changed() {
+                self.log(&format!(
+                    "error: {} was deleted or replaced while the daemon ran; stopping, \
+                     so nothing is written into a deleted file (start the daemon again)",
+                    changed.display()
+                ));
+                self.database_gone = true;
+                return DATABASE_REPLACED.to_owned();
             }
             if !self.renew_lease() {
                 return LEASE_LOST.to_owned();
@@ -352,14 +382,16 @@ impl Daemon<'_, '_> {
         let mut interrupted = 0;
         let mut announced = false;
         while d.in_flight() > 0 {
-            // Another daemon owns the database now: nothing of ours may
-            // keep running under it.
-            let grace = if self.lease_lost {
+            // Another daemon owns the database now, or the file is gone:
+            // nothing of ours may keep running unrecorded.
+            let grace = if self.lease_lost || self.database_gone {
                 Duration::ZERO
             } else {
-                Duration::from_millis(self.grace_ms.load(Ordering::SeqCst))
+                Duration::from_millis(self.shared.grace_ms.load(Ordering::SeqCst))
             };
-            let deadline = started + grace;
+            // The grace is capped at 100 years; an Instant that cannot go
+            // that far means "never".
+            let deadline = started.checked_add(grace);
             if !announced {
                 announced = true;
                 self.log(&format!(
@@ -368,7 +400,7 @@ impl Daemon<'_, '_> {
                     d.in_flight()
                 ));
             }
-            if interrupted == 0 && Instant::now() >= deadline {
+            if interrupted == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
                 interrupted = d.in_flight();
                 self.log(&format!(
                     "grace period over: interrupting {interrupted} run(s)"
@@ -383,7 +415,9 @@ impl Daemon<'_, '_> {
             }
             let instant = Instant::now();
             let mut sleep = if interrupted == 0 {
-                deadline.saturating_duration_since(instant)
+                deadline.map_or(self.opts.max_sleep, |d| {
+                    d.saturating_duration_since(instant)
+                })
             } else {
                 ERROR_BACKOFF
             };
@@ -438,4 +472,41 @@ fn millis(d: Duration) -> u64 {
 /// How often the daemon lease is renewed: a third of its time to live.
 fn lease_period(ttl: Duration) -> Duration {
     (ttl / 3).max(Duration::from_millis(10))
+}
+
+/// The identity (device and inode) of the database file and its WAL when
+/// the daemon started, checked before every turn (two `stat`s): a file
+/// unlinked or replaced under the daemon's open connection would take
+/// every later write into a deleted file.
+struct DatabaseFiles {
+    files: Vec<(PathBuf, (u64, u64))>,
+}
+
+impl DatabaseFiles {
+    /// The identities of `database` and its `-wal` file, where they exist.
+    fn snapshot(database: &Path) -> DatabaseFiles {
+        let mut wal = database.as_os_str().to_owned();
+        wal.push("-wal");
+        let files = [database.to_owned(), PathBuf::from(wal)]
+            .into_iter()
+            .filter_map(|path| identity(&path).map(|id| (path, id)))
+            .collect();
+        DatabaseFiles { files }
+    }
+
+    /// The first file that is gone or is another file now. A `stat` that
+    /// fails for another reason than a missing file tells nothing.
+    fn changed(&self) -> Option<&Path> {
+        self.files
+            .iter()
+            .find(|(path, id)| match std::fs::metadata(path) {
+                Ok(m) => (m.dev(), m.ino()) != *id,
+                Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+            })
+            .map(|(path, _)| path.as_path())
+    }
+}
+
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }

@@ -534,3 +534,65 @@ fn a_daemon_whose_lease_was_taken_over_stops() {
         "other-host"
     );
 }
+
+#[test]
+fn a_database_file_replaced_under_the_daemon_stops_it() {
+    // Issue 12 §3: the daemon would have kept writing into the deleted
+    // file; it notices at its next wake-up instead.
+    let fx = Fixture::new();
+    let clock = ManualClock::new(t0());
+    let fake = FakeExecutor::new(&clock);
+    let h = Harness::new(&fx, &clock, &fake);
+
+    let exit = std::thread::scope(|s| {
+        let _stop = h.stop_on_drop();
+        let daemon = s.spawn(|| h.run());
+        h.wait_for_sleeps(1);
+        let db = fx.path();
+        let copy = db.with_extension("copy");
+        std::fs::copy(&db, &copy).unwrap();
+        std::fs::rename(&copy, &db).unwrap();
+        h.wake();
+        wait_until("the daemon to stop", || daemon.is_finished());
+        daemon.join().unwrap().unwrap()
+    });
+    assert_eq!(exit.reason, "database file replaced");
+    assert!(h.logged("loops.db was deleted or replaced while the daemon ran; stopping"));
+    assert!(!data_dir(&fx).join("daemon.pid").exists());
+}
+
+#[test]
+fn a_grace_beyond_any_instant_is_capped() {
+    // Issue 12 §3: `stop grace_ms=<u64::MAX>` on the socket overflowed the
+    // daemon's deadline (a panic) instead of meaning "wait for the run".
+    let fx = Fixture::new();
+    let store = fx.store();
+    let clock = ManualClock::new(t0());
+    let fake = FakeExecutor::new(&clock);
+    let lp = store
+        .create_loop(&command_loop("slow", once(t0())), t0())
+        .unwrap();
+    fake.gate("slow");
+    let h = Harness::new(&fx, &clock, &fake);
+
+    let exit = std::thread::scope(|s| {
+        let _open = fake.open_on_drop();
+        let _stop = h.stop_on_drop();
+        let daemon = s.spawn(|| h.run());
+        wait_until("the run to start", || fake.calls().len() == 1);
+        let sock = std::os::unix::net::UnixDatagram::unbound().unwrap();
+        sock.send_to(
+            format!("stop grace_ms={}", u64::MAX).as_bytes(),
+            data_dir(&fx).join("daemon.sock"),
+        )
+        .unwrap();
+        wait_until("the capped grace", || {
+            h.logged("waiting up to 3153600000000ms for 1 run(s) to finish")
+        });
+        fake.release("slow");
+        daemon.join().unwrap().unwrap()
+    });
+    assert_eq!(exit.interrupted, 0);
+    // The run finished and was recorded: the one-shot loop is done.
+    assert_eq!(reload(&store, &lp).status, LoopStatus::Stopped);
+}
