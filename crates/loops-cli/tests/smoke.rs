@@ -3,6 +3,7 @@
 
 use std::process::Command;
 
+// SPEC §10 item 88
 #[test]
 fn version_is_the_original_contract() {
     let out = Command::new(env!("CARGO_BIN_EXE_loops"))
@@ -10,5 +11,5 @@ fn version_is_the_original_contract() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "loops 0.3.1");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "0.3.1\n");
 }
