@@ -5,6 +5,7 @@ mod cli;
 mod compat;
 mod create;
 mod daemon;
+mod loops_daemon;
 mod manage;
 mod runners;
 mod runs;
