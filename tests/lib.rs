@@ -32,6 +32,16 @@ pub fn loops_bin() -> PathBuf {
     profile_dir.join("loops")
 }
 
+/// The `loops-daemon` helper binary under test (SPEC §7.6):
+/// `$LOOPS_DAEMON_BIN`, or the one beside [`loops_bin`], where cargo builds
+/// and installs it.
+pub fn loops_daemon_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("LOOPS_DAEMON_BIN") {
+        return PathBuf::from(bin);
+    }
+    loops_bin().with_file_name("loops-daemon")
+}
+
 /// A scratch environment: a data dir, a home dir and a bin dir, removed on
 /// drop.
 pub struct TestEnv {
@@ -113,6 +123,39 @@ impl TestEnv {
         S: AsRef<OsStr>,
     {
         let mut cmd = self.cmd();
+        cmd.args(args);
+        Test {
+            cmd,
+            code: 0,
+            stdout: None,
+            stdout_has: Vec::new(),
+            stderr_has: Vec::new(),
+        }
+    }
+
+    /// A `loops-daemon` command in this environment, with the same
+    /// environment as [`TestEnv::cmd`].
+    pub fn daemon_cmd(&self) -> Command {
+        let base = self.cmd();
+        let mut cmd = Command::new(loops_daemon_bin());
+        for (key, value) in base.get_envs() {
+            match value {
+                Some(value) => cmd.env(key, value),
+                None => cmd.env_remove(key),
+            };
+        }
+        cmd.stdin(Stdio::null());
+        cmd
+    }
+
+    /// A builder for `loops-daemon <args>` that expects exit code 0 unless
+    /// told.
+    pub fn loops_daemon<I, S>(&self, args: I) -> Test
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = self.daemon_cmd();
         cmd.args(args);
         Test {
             cmd,

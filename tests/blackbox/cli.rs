@@ -3,12 +3,15 @@
 
 use loops_tests::{TestEnv, snapshot_settings};
 
+// SPEC §10 item 88
 #[test]
-fn version_prints_the_contract_version() {
-    TestEnv::new()
-        .loops(["--version"])
-        .stdout("loops 0.3.1\n")
-        .run();
+fn version_prints_the_bare_contract_version() {
+    // The original prints `0.3.1` alone; scripts compare it as is.
+    let env = TestEnv::new();
+    for flag in ["--version", "-V"] {
+        env.loops([flag]).stdout("0.3.1\n").run();
+        env.loops(["--json", flag]).stdout("0.3.1\n").run();
+    }
 }
 
 #[test]

@@ -428,6 +428,7 @@ fn service_settings(env: &TestEnv) -> insta::Settings {
         settings.add_filter(&regex_escape(&path), name);
     }
     settings.add_filter(r"PATH=[^\x22<]*", "PATH=[PATH]");
+    settings.add_filter(r"gui/\d+", "gui/[UID]");
     settings.add_filter(
         r"<string>/usr/bin:/bin:[^<]*</string>",
         "<string>[PATH]</string>",

@@ -8,6 +8,7 @@ mod create;
 mod daemon;
 mod escape;
 mod legacy_rows;
+mod loops_daemon;
 mod manage;
 mod runners;
 mod runs;

@@ -14,12 +14,15 @@
 
 use clap::{Args, Parser, Subcommand};
 
+/// The version `--version` prints: the original's, bare (SPEC §7.1).
+pub(crate) const VERSION: &str = "0.3.1";
+
 /// Local-first scheduler for persistent loops: recurring or one-shot jobs
 /// that survive restarts and record every run.
 #[derive(Debug, Parser)]
 #[command(
     name = "loops",
-    version = "0.3.1",
+    version = VERSION,
     long_about = None,
     after_help = "Loops live in $LOOPS_DATA_DIR/loops.db (default ~/.hasna/loops). A runner \
                   (`loops tick`, `loops run-now` or the daemon) claims due slots, runs them and \

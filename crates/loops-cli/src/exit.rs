@@ -33,9 +33,15 @@ pub(crate) fn code(result: anyhow::Result<Outcome>) -> ExitCode {
         Err(err) => err,
     };
     if let Some(usage) = err.downcast_ref::<clap::Error>() {
-        // clap prints help and the version to stdout (code 0) and usage
-        // errors to stderr (code 2). A closed pipe while printing help is
-        // not worth reporting.
+        if usage.kind() == clap::error::ErrorKind::DisplayVersion {
+            // SPEC §7.1, §10 item 88: the bare version, as the original
+            // prints it; clap would print `<name> <version>`.
+            let _ = writeln!(std::io::stdout().lock(), "{}", crate::args::VERSION);
+            return ExitCode::SUCCESS;
+        }
+        // clap prints help to stdout (code 0) and usage errors to stderr
+        // (code 2). A closed pipe while printing help is not worth
+        // reporting.
         let _ = usage.print();
         return ExitCode::from(u8::try_from(usage.exit_code()).unwrap_or(2));
     }

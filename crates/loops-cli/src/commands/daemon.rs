@@ -36,6 +36,7 @@ use super::now;
 use crate::daemon_args::{
     Daemon, DoctorArgs, InstallArgs, LogsArgs, RunArgs, StopArgs, UninstallArgs,
 };
+use crate::daemon_bin::Binary;
 use crate::exit::Outcome;
 use crate::paths;
 use crate::render::{self, Printer};
@@ -47,14 +48,15 @@ const ORPHAN_GRACE: Duration = Duration::from_secs(2);
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
 
 /// Runs one `daemon` subcommand.
-pub(crate) fn run(cmd: Daemon, out: &mut Printer) -> Result<Outcome> {
+/// `binary` says how this executable runs the daemon (`start`, `install`).
+pub(crate) fn run(cmd: Daemon, out: &mut Printer, binary: Binary) -> Result<Outcome> {
     match cmd {
         Daemon::Run(args) => run_foreground(&args),
-        Daemon::Start(args) => start(&args, out),
+        Daemon::Start(args) => start(&args, out, binary),
         Daemon::Stop(args) => stop(&args, out),
         Daemon::Status => status(out),
         Daemon::Logs(args) => logs(&args, out),
-        Daemon::Install(args) => install(&args, out),
+        Daemon::Install(args) => install(&args, out, binary),
         Daemon::Uninstall(args) => uninstall(&args, out),
     }
 }
@@ -157,13 +159,17 @@ fn run_foreground(args: &RunArgs) -> Result<Outcome> {
 }
 
 /// `daemon start`.
-fn start(args: &RunArgs, out: &mut Printer) -> Result<Outcome> {
+fn start(args: &RunArgs, out: &mut Printer, binary: Binary) -> Result<Outcome> {
     // Validated here, so a bad value fails now rather than in the child.
     tuning(args)?;
     let paths = daemon_paths()?;
     let store = paths::open_store()?;
     let exe = std::env::current_exe().context("locating the loops executable")?;
-    let mut child_args: Vec<OsString> = vec!["daemon".into(), "run".into()];
+    let mut child_args: Vec<OsString> = binary
+        .daemon_run_args()
+        .iter()
+        .map(OsString::from)
+        .collect();
     child_args.extend(["--max-parallel".into(), args.max_parallel.clone().into()]);
     child_args.extend(["--grace".into(), args.grace.clone().into()]);
     if let Some(ms) = &args.interval_ms {
@@ -323,7 +329,7 @@ fn home() -> Result<PathBuf> {
 }
 
 /// `daemon install [--enable]`.
-fn install(args: &InstallArgs, out: &mut Printer) -> Result<Outcome> {
+fn install(args: &InstallArgs, out: &mut Printer, binary: Binary) -> Result<Outcome> {
     let platform = platform(args.platform.as_deref())?;
     let home = home()?;
     let paths = daemon_paths()?;
@@ -331,7 +337,11 @@ fn install(args: &InstallArgs, out: &mut Printer) -> Result<Outcome> {
     let env: BTreeMap<String, String> = std::env::vars().collect();
     let spec = ServiceSpec {
         exe: exe.canonicalize().unwrap_or(exe),
-        args: vec!["daemon".to_owned(), "run".to_owned()],
+        args: binary
+            .daemon_run_args()
+            .iter()
+            .map(|a| (*a).to_owned())
+            .collect(),
         path_env: loops_exec::normalize_path(&env),
         data_dir: paths.data_dir.clone(),
         log_file: paths.log_file(),

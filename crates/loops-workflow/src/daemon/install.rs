@@ -11,6 +11,12 @@
 //! daemon's grace period: the unit sends SIGTERM to the daemon alone
 //! (`KillMode=mixed`) and both files allow the grace period plus a margin
 //! before the service manager kills anything.
+//!
+//! Also departing from 0.3.1: the unit has no `After=default.target`, which
+//! together with `WantedBy=default.target` is an ordering cycle that
+//! systemd breaks by dropping a job; and on macOS the agent is loaded with
+//! `launchctl enable` and `bootstrap gui/<uid>` (unloaded with `bootout`),
+//! not the legacy `launchctl load -w` / `unload -w`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -93,7 +99,6 @@ pub fn systemd_unit(spec: &ServiceSpec) -> String {
     format!(
         "[Unit]\n\
          Description=Hasna OpenLoops daemon\n\
-         After=default.target\n\
          \n\
          [Service]\n\
          Type=simple\n\
@@ -248,7 +253,7 @@ pub fn install_startup(
             format!("systemctl --user enable --now {UNIT}"),
             "loginctl enable-linger $USER".to_owned(),
         ],
-        Platform::Macos => vec![format!("launchctl load -w {}", sh_quote(&path))],
+        Platform::Macos => launchctl_load(gui_uid(home), &path),
     };
     Ok(Installed {
         platform,
@@ -300,11 +305,42 @@ pub struct Uninstalled {
 pub fn unload_instructions(platform: Platform, home: &Path) -> Vec<String> {
     match platform {
         Platform::Linux => vec![format!("systemctl --user disable --now {UNIT}")],
-        Platform::Macos => vec![format!(
-            "launchctl unload -w {}",
-            sh_quote(&service_path(platform, home))
-        )],
+        Platform::Macos => launchctl_unload(gui_uid(home)),
     }
+}
+
+/// The user whose launchd GUI domain an agent under `home` belongs to: the
+/// owner of `home`. `None` when it cannot be read; the commands then ask
+/// the shell (`$(id -u)`).
+fn gui_uid(home: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(home).ok().map(|m| m.uid())
+}
+
+/// The launchd domain of user `uid`, as `launchctl` names it.
+fn gui_domain(uid: Option<u32>) -> String {
+    match uid {
+        Some(uid) => format!("gui/{uid}"),
+        None => "gui/$(id -u)".to_owned(),
+    }
+}
+
+/// The commands that load the agent at `plist`: what the legacy
+/// `launchctl load -w` did, in the `launchctl` of macOS 10.10 and later.
+/// `enable` clears a disabled override (the `-w`), then `bootstrap` loads
+/// the agent into the user's GUI domain and starts it.
+fn launchctl_load(uid: Option<u32>, plist: &Path) -> Vec<String> {
+    let domain = gui_domain(uid);
+    vec![
+        format!("launchctl enable {domain}/{LABEL}"),
+        format!("launchctl bootstrap {domain} {}", sh_quote(plist)),
+    ]
+}
+
+/// The command that stops and unloads the agent: `launchctl bootout`,
+/// by label, so it works whether or not the plist is still there.
+fn launchctl_unload(uid: Option<u32>) -> Vec<String> {
+    vec![format!("launchctl bootout {}/{LABEL}", gui_domain(uid))]
 }
 
 /// Removes the service file of `platform` under `home`; the instructions
@@ -407,6 +443,84 @@ mod tests {
         assert_eq!(
             systemd_env("LOOPS_DATA_DIR", "/d/50% \"x\""),
             "\"LOOPS_DATA_DIR=/d/50%% \\\"x\\\"\""
+        );
+    }
+
+    fn spec() -> ServiceSpec {
+        ServiceSpec {
+            exe: PathBuf::from("/usr/local/bin/loops-daemon"),
+            args: vec!["run".to_owned()],
+            path_env: "/usr/bin:/bin".to_owned(),
+            data_dir: PathBuf::from("/home/u/.hasna/loops"),
+            log_file: PathBuf::from("/home/u/.hasna/loops/daemon.log"),
+            grace: Duration::from_secs(30),
+        }
+    }
+
+    #[test]
+    fn the_unit_starts_with_the_user_session_without_an_ordering_cycle() {
+        let unit = systemd_unit(&spec());
+        // `After=default.target` with `WantedBy=default.target` is an
+        // ordering cycle: systemd drops a job to break it.
+        assert!(!unit.contains("After="), "{unit}");
+        assert!(
+            unit.ends_with("[Install]\nWantedBy=default.target\n"),
+            "{unit}"
+        );
+        // SPEC §10 item 100, with `loops-daemon install`'s command line.
+        for line in [
+            "Description=Hasna OpenLoops daemon\n",
+            "\nExecStart=/usr/local/bin/loops-daemon run\n",
+            "\nRestart=always\n",
+            "\nRestartSec=5\n",
+            "\nEnvironment=\"PATH=/usr/bin:/bin\"\n",
+        ] {
+            assert!(unit.contains(line), "{line:?} in {unit}");
+        }
+    }
+
+    #[test]
+    fn launchctl_commands_use_the_users_gui_domain() {
+        let plist = Path::new("/Users/u/Library/LaunchAgents/com.hasna.loops.daemon.plist");
+        assert_eq!(
+            launchctl_load(Some(501), plist),
+            [
+                "launchctl enable gui/501/com.hasna.loops.daemon",
+                "launchctl bootstrap gui/501 /Users/u/Library/LaunchAgents/com.hasna.loops.daemon.plist",
+            ]
+        );
+        assert_eq!(
+            launchctl_unload(Some(501)),
+            ["launchctl bootout gui/501/com.hasna.loops.daemon"]
+        );
+        // Without a uid, the shell that runs the command supplies it.
+        assert_eq!(
+            launchctl_load(None, Path::new("/Users/my agents/x.plist"))[1],
+            "launchctl bootstrap gui/$(id -u) '/Users/my agents/x.plist'"
+        );
+        assert_eq!(
+            launchctl_unload(None),
+            ["launchctl bootout gui/$(id -u)/com.hasna.loops.daemon"]
+        );
+    }
+
+    #[test]
+    fn installing_on_macos_bootstraps_into_the_home_owners_domain() {
+        use std::os::unix::fs::MetadataExt;
+        let home = tempfile::tempdir().unwrap();
+        let uid = std::fs::metadata(home.path()).unwrap().uid();
+        let installed = install_startup(Platform::Macos, home.path(), &spec()).unwrap();
+        assert_eq!(
+            installed.instructions,
+            [
+                format!("launchctl enable gui/{uid}/{LABEL}"),
+                format!("launchctl bootstrap gui/{uid} {}", installed.path),
+            ]
+        );
+        assert!(installed.instructions.iter().all(|i| !i.contains(" load ")));
+        assert_eq!(
+            unload_instructions(Platform::Macos, home.path()),
+            [format!("launchctl bootout gui/{uid}/{LABEL}")]
         );
     }
 

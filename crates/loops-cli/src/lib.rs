@@ -1,0 +1,45 @@
+//! The loops command line, shared by its two binaries (SPEC §7): `loops`,
+//! and the `loops-daemon` helper the original installs beside it (SPEC
+//! §7.6), whose `run`, `start`, `stop`, `status` and `install` are the same
+//! code as `loops daemon …`.
+//!
+//! The modules: `args` (clap), `resolve` (raw values to core types), `app`
+//! and `commands` (the work), `render` and `redact` (output), `exit`
+//! (codes), and `daemon_bin` (the `loops-daemon` command line).
+
+mod app;
+mod args;
+mod commands;
+mod daemon_args;
+mod daemon_bin;
+mod exit;
+mod paths;
+mod pretty;
+mod redact;
+mod render;
+mod resolve;
+mod workflow_args;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// The `loops` binary: parses the command line, runs the command, and maps
+/// the outcome to an exit code.
+pub fn loops_main() -> ExitCode {
+    loops_exec::survive_file_size_limit();
+    let result = args::Cli::try_parse()
+        .map_err(anyhow::Error::from)
+        .and_then(app::run);
+    exit::code(result)
+}
+
+/// The `loops-daemon` binary: `loops daemon run|start|stop|status|install`
+/// under its own name, always printing JSON (SPEC §7.6).
+pub fn loops_daemon_main() -> ExitCode {
+    loops_exec::survive_file_size_limit();
+    let result = daemon_bin::Cli::try_parse()
+        .map_err(anyhow::Error::from)
+        .and_then(daemon_bin::run);
+    exit::code(result)
+}
