@@ -64,3 +64,28 @@ fn a_stored_name_with_control_characters_is_escaped_in_tables() {
         .stdout("a1b2c3d4e5f6  paused  next=-  bad\\u{1b}]0;pwned\\u{7}\\r\\nname\n")
         .run();
 }
+
+#[test]
+fn a_stored_name_with_control_characters_is_escaped_in_errors() {
+    let env = TestEnv::new();
+    original_db(
+        &env,
+        "INSERT INTO loops VALUES ('a1b2c3d4e5f6', 'bad\u{1b}[2J\rname', NULL, \
+         'stopped', '{\"type\":\"interval\",\"everyMs\":60000}', \
+         '{\"type\":\"command\",\"command\":\"true\"}', NULL, NULL, 'latest', 50, 'skip', 1, \
+         60000, 1800000, NULL, '2025-12-01T10:00:00.000Z', '2025-12-01T10:00:00.000Z');",
+    );
+    let refused = env.loops(["pause", "a1b2c3d4e5f6"]).code(1).run();
+    assert!(
+        refused
+            .stderr
+            .starts_with("error: cannot pause bad\\u{1b}[2J\\rname (a1b2c3d4e5f6)"),
+        "{:?}",
+        refused.stderr
+    );
+    assert!(
+        !refused.stderr.chars().any(|c| c.is_control() && c != '\n'),
+        "{:?}",
+        refused.stderr
+    );
+}

@@ -50,11 +50,14 @@ pub(crate) fn code(result: anyhow::Result<Outcome>) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let mut stderr = std::io::stderr().lock();
+    // An error may quote stored data (a loop's name, a cwd): its control
+    // characters are shown escaped, never sent to the terminal raw.
+    let shown = crate::render::escape_controls(&format!("{err:#}"), &['\n', '\t']).into_owned();
     // Nothing useful is left to do if stderr is gone too.
     if let Some(db) = damaged_database(&err) {
         // SQLite checks pages as it reads them, so damage can surface in
         // any command, long after the file was opened: name the file.
-        let _ = writeln!(stderr, "error: {err:#} (the database file {db} is damaged)");
+        let _ = writeln!(stderr, "error: {shown} (the database file {db} is damaged)");
         let _ = writeln!(
             stderr,
             "hint: stop every loops process, then restore {db} from a backup, or move it \
@@ -62,7 +65,7 @@ pub(crate) fn code(result: anyhow::Result<Outcome>) -> ExitCode {
         );
         return ExitCode::FAILURE;
     }
-    let _ = writeln!(stderr, "error: {err:#}");
+    let _ = writeln!(stderr, "error: {shown}");
     if let Some(hint) = hint(&err) {
         let _ = writeln!(stderr, "hint: {hint}");
     }
