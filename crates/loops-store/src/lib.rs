@@ -25,6 +25,7 @@ mod loops;
 mod open;
 mod rows;
 mod runs;
+mod secure;
 mod steps;
 mod workflow_runs;
 mod workflows;
@@ -42,6 +43,7 @@ pub use crate::lease::*;
 pub use crate::loops::*;
 pub use crate::open::{DB_FILE, SCHEMA_VERSION, schema_version};
 pub use crate::runs::*;
+pub use crate::secure::check_data_dir;
 pub use crate::steps::*;
 pub use crate::workflow_runs::*;
 pub use crate::workflows::*;
@@ -144,7 +146,14 @@ impl Store {
         let flusher = std::thread::Builder::new()
             .name("loops-wal-flush".to_owned())
             .spawn(move || {
-                if let Ok(file) = std::fs::File::open(&wal) {
+                // Never through a symbolic link (SQLite itself opens the
+                // WAL with `O_NOFOLLOW` too).
+                let opened = std::os::unix::fs::OpenOptionsExt::custom_flags(
+                    std::fs::OpenOptions::new().read(true),
+                    libc::O_NOFOLLOW,
+                )
+                .open(&wal);
+                if let Ok(file) = opened {
                     let _ = file.sync_data();
                 }
             });
