@@ -11,8 +11,10 @@
 mod support;
 
 mod crash;
+mod datadir;
 mod flood;
 mod fuzz;
+mod opening;
 mod races;
 mod secrets;
 mod storage;
