@@ -380,6 +380,11 @@ fn migrate(conn: &mut Connection, shown: &Path, found: Option<i64>) -> Result<()
     crate::rows::check_layout(conn)
 }
 
+/// How long opening waits for another process's migration of the same
+/// database: each of its statements may wait out the busy timeout.
+const MIGRATION_LOCK_WAIT: std::time::Duration =
+    std::time::Duration::from_millis(6 * BUSY_TIMEOUT_MS);
+
 /// The lock that makes migrating a database file one process at a time:
 /// an exclusive `flock` of its directory, released when dropped.
 ///
@@ -392,36 +397,52 @@ fn migrate(conn: &mut Connection, shown: &Path, found: Option<i64>) -> Result<()
 struct MigrationLock(Option<std::fs::File>);
 
 impl MigrationLock {
-    /// Waits for the lock of `dir`. Where the file system has no `flock`
-    /// (some network file systems), migrating goes on without it, as it
-    /// did before the lock existed.
+    /// Waits for the lock of `dir`, at most [`MIGRATION_LOCK_WAIT`]. Where
+    /// the file system has no `flock` (some network file systems),
+    /// migrating goes on without it, as it did before the lock existed.
     fn acquire(dir: &Path) -> Result<MigrationLock> {
+        use std::fs::TryLockError;
+        let io = |error| StoreError::Io {
+            path: dir.to_owned(),
+            error,
+        };
         let file = OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
             .open(dir)
-            .map_err(|error| StoreError::Io {
-                path: dir.to_owned(),
-                error,
-            })?;
+            .map_err(io)?;
+        // Polled like SQLite's busy handler, so a process stopped while it
+        // held the lock (a suspended terminal) costs a clear error, not a
+        // command that never returns.
+        let deadline = std::time::Instant::now() + MIGRATION_LOCK_WAIT;
+        let mut pause = std::time::Duration::from_millis(1);
         loop {
-            match file.lock() {
+            match file.try_lock() {
                 Ok(()) => return Ok(MigrationLock(Some(file))),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e)
+                Err(TryLockError::WouldBlock) => {}
+                Err(TryLockError::Error(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(TryLockError::Error(e))
                     if e.kind() == std::io::ErrorKind::Unsupported
                         || e.raw_os_error() == Some(libc::ENOLCK)
                         || e.raw_os_error() == Some(libc::EOPNOTSUPP) =>
                 {
                     return Ok(MigrationLock(None));
                 }
-                Err(error) => {
-                    return Err(StoreError::Io {
-                        path: dir.to_owned(),
-                        error,
-                    });
-                }
+                Err(TryLockError::Error(e)) => return Err(io(e)),
             }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return Err(io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "another loops process has been migrating the database for over {}s; \
+                         try again once it is done",
+                        MIGRATION_LOCK_WAIT.as_secs()
+                    ),
+                )));
+            }
+            std::thread::sleep(pause.min(deadline - now));
+            pause = (pause * 2).min(std::time::Duration::from_millis(50));
         }
     }
 }
