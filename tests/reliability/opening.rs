@@ -77,13 +77,13 @@ fn history(db: &Path) -> Vec<i64> {
 }
 
 /// Four `loops create` and one `loops daemon run`, started together on a
-/// data directory with no database, 20 times (LONG: 200): every create
+/// data directory with no database, 20 times (LONG: 500): every create
 /// succeeds and is listed, the daemon comes up and stops cleanly, and the
 /// history holds each migration once.
 #[test]
 fn five_processes_at_once_on_a_new_data_directory() {
     const TEST: &str = "opening-new";
-    let tries = pick(20, 200);
+    let tries = pick(20, 500);
     let started = Instant::now();
     let mut failures: Vec<String> = Vec::new();
     for attempt in 0..tries {
@@ -163,14 +163,14 @@ fn five_processes_at_once_on_a_new_data_directory() {
 
 /// Four `loops create` started together on a copy of a database the
 /// original wrote (which every one of them finds unmigrated), 30 times
-/// (LONG: 300; before the migration lock, about one try in eight lost a
+/// (LONG: 1000; before the migration lock, about one try in eight lost a
 /// create): all succeed, the original's loop and migration row are
 /// kept, and the history holds each migration once.
 // SPEC §10 item 32
 #[test]
 fn four_processes_at_once_on_an_original_database() {
     const TEST: &str = "opening-original";
-    let tries = pick(30, 300);
+    let tries = pick(30, 1000);
     let started = Instant::now();
     let template = tempfile::tempdir().expect("a temp dir");
     let original = template.path().join("loops.db");

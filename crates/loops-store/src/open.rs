@@ -1,5 +1,6 @@
 //! Opening a database: files and permissions, pragmas, the newer-schema
-//! guard and the embedded migrations (SPEC §4.1).
+//! guard and the embedded migrations, applied one process at a time
+//! (SPEC §4.1).
 
 use std::fs::{DirBuilder, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -288,7 +289,7 @@ fn prepare(mut conn: Connection, path: Option<&Path>) -> Result<Connection> {
     // the same migration twice (`UNIQUE constraint failed:
     // refinery_schema_history.version`, `duplicate column name`).
     let Some(path) = path else {
-        migrate(&mut conn, &shown, found)?;
+        migrate(&mut conn)?;
         return Ok(conn);
     };
     let _lock = MigrationLock::acquire(dir_of(path))?;
@@ -298,7 +299,7 @@ fn prepare(mut conn: Connection, path: Option<&Path>) -> Result<Connection> {
     // process opening it at once would otherwise compete for.
     set_file_pragmas(&conn, &shown)?;
     if found != Some(SCHEMA_VERSION) {
-        migrate(&mut conn, &shown, found)?;
+        migrate(&mut conn)?;
         // A migration rewrote much of the file (a new database's WAL
         // holds its whole schema): checkpoint it now, once, rather
         // than have every later command replay it.
@@ -360,9 +361,9 @@ fn set_file_pragmas(conn: &Connection, shown: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Brings a database at schema version `found` to [`SCHEMA_VERSION`].
-fn migrate(conn: &mut Connection, shown: &Path, found: Option<i64>) -> Result<()> {
-    debug_assert!(found.is_none_or(|f| f <= SCHEMA_VERSION), "{shown:?}");
+/// Brings a database that is not at [`SCHEMA_VERSION`] (and not newer) to
+/// it.
+fn migrate(conn: &mut Connection) -> Result<()> {
     upgrade_pre_0_3(conn)?;
     // refinery reads the applied migrations and applies each new one in
     // transactions of its own; `BEGIN IMMEDIATE` takes the write lock up

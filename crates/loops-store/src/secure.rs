@@ -140,6 +140,15 @@ pub fn check_data_dir(dir: &Path) -> Result<PathBuf> {
         ));
     }
     if mode(&meta) & WRITABLE_BY_OTHERS != 0 {
+        // A sticky shared directory such as /tmp is meant to stay open.
+        let fix = if mode(&meta) & 0o1000 != 0 {
+            format!(
+                "set LOOPS_DATA_DIR to a new directory inside it, such as {}",
+                target.join("loops").display()
+            )
+        } else {
+            format!("run chmod 700 {}", target.display())
+        };
         return Err(refuse(
             WHAT,
             &shown,
@@ -147,7 +156,7 @@ pub fn check_data_dir(dir: &Path) -> Result<PathBuf> {
                 "it is writable by group or others (mode {:04o})",
                 mode(&meta)
             ),
-            format!("run chmod 700 {}", target.display()),
+            fix,
         ));
     }
     Ok(target)
