@@ -88,7 +88,10 @@ impl Store {
     ///
     /// Missing parent directories are created with mode 0700 and a new
     /// database file with mode 0600. A file that is not a SQLite database,
-    /// or that a newer loops wrote, is refused and left untouched.
+    /// or that a newer loops wrote, is refused and left untouched, and so
+    /// is a data directory or database file another user could change
+    /// ([`check_data_dir`], [`StoreError::Unsafe`]). Processes opening a
+    /// database at once migrate it one at a time.
     pub fn open(path: &Path, liveness: Arc<dyn Liveness>) -> Result<Store> {
         let conn = open::open_file(path)?;
         Ok(Store {
