@@ -8,6 +8,7 @@
 //! start), nothing is lost (every create is listed, the original's rows are
 //! kept), and the migration history records each version once.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -187,6 +188,11 @@ fn four_processes_at_once_on_an_original_database() {
         let env = TestEnv::new();
         std::fs::create_dir_all(env.data_dir()).expect("a data dir");
         std::fs::copy(&original, env.db_path()).expect("a copy of the original's database");
+        // As the original leaves them, whatever the umask the test runs
+        // under (0664 would be refused as writable by group).
+        for (path, mode) in [(env.data_dir(), 0o700), (env.db_path(), 0o644)] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        }
         let names: Vec<String> = (0..4).map(|i| format!("at-once-{i}")).collect();
         let creates: Vec<(String, Child)> = names
             .iter()

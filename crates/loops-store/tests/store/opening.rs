@@ -5,6 +5,7 @@
 //! and the migration lock excludes them as it excludes processes.
 //! `tests/reliability/opening.rs` does the same with `loops` processes.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::{Arc, Barrier};
 
@@ -96,6 +97,11 @@ fn four_connections_opening_an_original_database_at_once_all_succeed() {
         c.execute_batch(ORIGINAL_0_3_1_SCHEMA).unwrap();
         c.execute_batch(ORIGINAL_LOOP).unwrap();
         drop(c);
+        // As the original leaves them, whatever the umask the test runs
+        // under (0664 would be refused as writable by group).
+        for (path, mode) in [(&data, 0o700), (&db, 0o644)] {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
 
         let failed: Vec<String> = open_at_once(&db, 4)
             .into_iter()
