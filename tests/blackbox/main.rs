@@ -6,6 +6,7 @@ mod cli;
 mod compat;
 mod create;
 mod daemon;
+mod datadir;
 mod escape;
 mod legacy_rows;
 mod loops_daemon;

@@ -12,8 +12,10 @@ mod support;
 
 mod crash;
 mod daemon_files;
+mod datadir;
 mod flood;
 mod fuzz;
+mod opening;
 mod races;
 mod secrets;
 mod storage;

@@ -1,5 +1,7 @@
 //! Where the data lives (SPEC §7.1, §10 item 101): `$LOOPS_DATA_DIR`, else
-//! `$HOME/.hasna/loops`. The store creates the directory with mode 0700.
+//! `$HOME/.hasna/loops`. The store creates the directory with mode 0700,
+//! and refuses one that another user owns or can write, or a database file
+//! that is a symbolic link (`loops_store::check_data_dir`, issue 12 §3).
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -86,6 +86,20 @@ pub enum StoreError {
         /// The OS error.
         error: std::io::Error,
     },
+    /// The data directory or a file in it could be changed by another user
+    /// (owned by someone else, writable by group or others, or a symbolic
+    /// link where loops never follows one). Nothing was opened or changed.
+    #[error("refusing {what} {path}: {problem}; {fix}")]
+    Unsafe {
+        /// `data directory`, `database`, `database WAL`, ...
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: String,
+        /// How to fix it.
+        fix: String,
+    },
     /// The database cannot be opened for writing: the data directory or its
     /// files are read-only. Nothing was written.
     #[error(

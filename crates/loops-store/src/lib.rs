@@ -25,6 +25,7 @@ mod loops;
 mod open;
 mod rows;
 mod runs;
+mod secure;
 mod steps;
 mod workflow_runs;
 mod workflows;
@@ -42,6 +43,7 @@ pub use crate::lease::*;
 pub use crate::loops::*;
 pub use crate::open::{DB_FILE, SCHEMA_VERSION, schema_version};
 pub use crate::runs::*;
+pub use crate::secure::check_data_dir;
 pub use crate::steps::*;
 pub use crate::workflow_runs::*;
 pub use crate::workflows::*;
@@ -86,7 +88,10 @@ impl Store {
     ///
     /// Missing parent directories are created with mode 0700 and a new
     /// database file with mode 0600. A file that is not a SQLite database,
-    /// or that a newer loops wrote, is refused and left untouched.
+    /// or that a newer loops wrote, is refused and left untouched, and so
+    /// is a data directory or database file another user could change
+    /// ([`check_data_dir`], [`StoreError::Unsafe`]). Processes opening a
+    /// database at once migrate it one at a time.
     pub fn open(path: &Path, liveness: Arc<dyn Liveness>) -> Result<Store> {
         let conn = open::open_file(path)?;
         Ok(Store {
@@ -144,7 +149,14 @@ impl Store {
         let flusher = std::thread::Builder::new()
             .name("loops-wal-flush".to_owned())
             .spawn(move || {
-                if let Ok(file) = std::fs::File::open(&wal) {
+                // Never through a symbolic link (SQLite itself opens the
+                // WAL with `O_NOFOLLOW` too).
+                let opened = std::os::unix::fs::OpenOptionsExt::custom_flags(
+                    std::fs::OpenOptions::new().read(true),
+                    libc::O_NOFOLLOW,
+                )
+                .open(&wal);
+                if let Ok(file) = opened {
                     let _ = file.sync_data();
                 }
             });

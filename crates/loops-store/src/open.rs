@@ -1,8 +1,9 @@
 //! Opening a database: files and permissions, pragmas, the newer-schema
-//! guard and the embedded migrations (SPEC §4.1).
+//! guard and the embedded migrations, applied one process at a time
+//! (SPEC §4.1).
 
 use std::fs::{DirBuilder, OpenOptions};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
@@ -142,49 +143,27 @@ pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|error| StoreError::Io {
-            path: dir.to_owned(),
-            error,
+        .map_err(|error| {
+            // Something is in the way (a file, a dangling link): say what,
+            // when the data directory check can.
+            match crate::secure::check_data_dir(dir) {
+                Err(refused @ StoreError::Unsafe { .. }) => refused,
+                _ => StoreError::Io {
+                    path: dir.to_owned(),
+                    error,
+                },
+            }
         })
 }
 
-/// Creates the database file with mode 0600 when missing, so SQLite never
-/// creates it with the process umask.
-fn create_private_file(path: &Path) -> Result<()> {
-    let io = |error| StoreError::Io {
-        path: path.to_owned(),
-        error,
-    };
-    match OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-    {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(io(e)),
-    }
-    .and_then(|()| {
-        // An existing file keeps its mode unless it is readable by others,
-        // which a scheduler database holding prompts and output must not be.
-        let meta = std::fs::metadata(path).map_err(io)?;
-        if meta.permissions().mode() & 0o077 != 0 {
-            let mut perms = meta.permissions();
-            perms.set_mode(0o600);
-            // Best effort: a file owned by someone else keeps its mode.
-            let _ = std::fs::set_permissions(path, perms);
-        }
-        Ok(())
-    })
-}
-
 /// Opens (creating if needed) the database at `path` and migrates it.
+///
+/// The data directory (`path`'s parent) is created 0700 when missing, and
+/// it and the database files must pass [`crate::secure`]'s checks before
+/// SQLite opens anything. A data directory that is a symbolic link is
+/// resolved once, and the database is opened in its target.
 pub(crate) fn open_file(path: &Path) -> Result<Connection> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        create_private_dir(dir)?;
-    }
-    create_private_file(path)?;
+    let path = &secure_database(path)?;
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -193,6 +172,47 @@ pub(crate) fn open_file(path: &Path) -> Result<Connection> {
     )
     .map_err(|e| not_a_database(path, e))?;
     prepare(conn, Some(path))
+}
+
+/// The directory of the database file `path` (`.` for a bare file name).
+fn dir_of(path: &Path) -> &Path {
+    path.parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// Creates the data directory of `path` when missing and checks it, checks
+/// the database and its `-wal` and `-shm`, and creates the database 0600
+/// when missing. Returns the path to open: `path`, or the same file in the
+/// resolved directory when the directory is a symbolic link.
+fn secure_database(path: &Path) -> Result<PathBuf> {
+    let Some(name) = path.file_name() else {
+        return Err(StoreError::Io {
+            path: path.to_owned(),
+            error: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the database path does not name a file",
+            ),
+        });
+    };
+    let dir = dir_of(path);
+    create_private_dir(dir)?;
+    let resolved = crate::secure::check_data_dir(dir)?;
+    let db = if resolved == dir {
+        path.to_owned()
+    } else {
+        resolved.join(name)
+    };
+    crate::secure::create_private_file("database", &db)?;
+    for (suffix, what) in [
+        ("-wal", "database WAL"),
+        ("-shm", "database shared-memory file"),
+    ] {
+        let mut companion = db.clone().into_os_string();
+        companion.push(suffix);
+        crate::secure::check_file(what, Path::new(&companion))?;
+    }
+    Ok(db)
 }
 
 /// Opens a private in-memory database.
@@ -254,6 +274,44 @@ fn prepare(mut conn: Connection, path: Option<&Path>) -> Result<Connection> {
 
     // Reading the schema is the first access to the file: a non-SQLite or
     // corrupt file fails here, before any write.
+    let found = schema_found(&conn, &shown)?;
+    if found == Some(SCHEMA_VERSION) {
+        // The common path: nothing to migrate, so no lock to take.
+        if path.is_some() {
+            set_file_pragmas(&conn, &shown)?;
+        }
+        return Ok(conn);
+    }
+
+    // Migrating: one process at a time, and each one checks again, inside
+    // the lock, whether another migrated the file while it waited. Without
+    // the lock, processes opening a new or older database at once applied
+    // the same migration twice (`UNIQUE constraint failed:
+    // refinery_schema_history.version`, `duplicate column name`).
+    let Some(path) = path else {
+        migrate(&mut conn)?;
+        return Ok(conn);
+    };
+    let _lock = MigrationLock::acquire(dir_of(path))?;
+    let found = schema_found(&conn, &shown)?;
+    // A new file becomes WAL here, under the lock too: switching the
+    // journal mode needs an exclusive lock of the file, which every
+    // process opening it at once would otherwise compete for.
+    set_file_pragmas(&conn, &shown)?;
+    if found != Some(SCHEMA_VERSION) {
+        migrate(&mut conn)?;
+        // A migration rewrote much of the file (a new database's WAL
+        // holds its whole schema): checkpoint it now, once, rather
+        // than have every later command replay it.
+        let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+    }
+    Ok(conn)
+}
+
+/// The schema version the database records (`None`: no loops schema, as
+/// in a new file or one the original wrote), refusing one newer than this
+/// binary knows.
+fn schema_found(conn: &Connection, shown: &Path) -> Result<Option<i64>> {
     let history: bool = conn
         .query_row(
             "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'refinery_schema_history'",
@@ -261,59 +319,142 @@ fn prepare(mut conn: Connection, path: Option<&Path>) -> Result<Connection> {
             |r| r.get::<_, i64>(0),
         )
         .map(|n| n > 0)
-        .map_err(|e| not_a_database(&shown, e))?;
-    let mut found = None;
-    if history {
-        found = conn
-            .query_row(
-                "SELECT MAX(version) FROM refinery_schema_history",
-                [],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(|e| not_a_database(&shown, e))?
-            .flatten();
-        if let Some(found) = found.filter(|f| *f > SCHEMA_VERSION) {
-            return Err(StoreError::NewerSchema {
-                path: shown,
-                found,
-                supported: SCHEMA_VERSION,
-            });
-        }
+        .map_err(|e| not_a_database(shown, e))?;
+    if !history {
+        return Ok(None);
     }
-
-    if path.is_some() {
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(|e| not_a_database(&shown, e))?;
-        // WAL with NORMAL sync is durable across application crashes, which
-        // is what a scheduler needs; a power loss may drop the last commits
-        // but never corrupts the file.
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(StoreError::db("setting synchronous"))?;
-        conn.set_db_config(
-            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
-            true,
+    let found: Option<i64> = conn
+        .query_row(
+            "SELECT MAX(version) FROM refinery_schema_history",
+            [],
+            |r| r.get(0),
         )
-        .map_err(StoreError::db("keeping the WAL on close"))?;
-        conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)
-            .map_err(StoreError::db("limiting the WAL's size"))?;
+        .optional()
+        .map_err(|e| not_a_database(shown, e))?
+        .flatten();
+    if let Some(found) = found.filter(|f| *f > SCHEMA_VERSION) {
+        return Err(StoreError::NewerSchema {
+            path: shown.to_owned(),
+            found,
+            supported: SCHEMA_VERSION,
+        });
     }
-    if found != Some(SCHEMA_VERSION) {
-        upgrade_pre_0_3(&conn)?;
-        embedded::migrations::runner()
-            .run(&mut conn)
-            .map_err(|e| StoreError::Migration(e.to_string()))?;
-        // Checked once, when a database reaches this version: later opens
-        // of the same file skip it.
-        crate::rows::check_layout(&conn)?;
-        if path.is_some() {
-            // A migration rewrote much of the file (a new database's WAL
-            // holds its whole schema): checkpoint it now, once, rather
-            // than have every later command replay it.
-            let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+    Ok(found)
+}
+
+/// WAL and what goes with it, for a database file.
+fn set_file_pragmas(conn: &Connection, shown: &Path) -> Result<()> {
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(|e| not_a_database(shown, e))?;
+    // WAL with NORMAL sync is durable across application crashes, which
+    // is what a scheduler needs; a power loss may drop the last commits
+    // but never corrupts the file.
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(StoreError::db("setting synchronous"))?;
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+        true,
+    )
+    .map_err(StoreError::db("keeping the WAL on close"))?;
+    conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)
+        .map_err(StoreError::db("limiting the WAL's size"))?;
+    Ok(())
+}
+
+/// Brings a database that is not at [`SCHEMA_VERSION`] (and not newer) to
+/// it.
+fn migrate(conn: &mut Connection) -> Result<()> {
+    upgrade_pre_0_3(conn)?;
+    // refinery reads the applied migrations and applies each new one in
+    // transactions of its own; `BEGIN IMMEDIATE` takes the write lock up
+    // front, so a writer outside the migration lock (the original, run
+    // side by side) makes them wait out the busy timeout instead of
+    // failing at once on a stale read.
+    conn.set_transaction_behavior(rusqlite::TransactionBehavior::Immediate);
+    let ran = embedded::migrations::runner()
+        .run(conn)
+        .map_err(|e| StoreError::Migration(e.to_string()));
+    conn.set_transaction_behavior(rusqlite::TransactionBehavior::Deferred);
+    ran?;
+    // Checked once, when a database reaches this version: later opens
+    // of the same file skip it.
+    crate::rows::check_layout(conn)
+}
+
+/// How long opening waits for another process's migration of the same
+/// database: each of its statements may wait out the busy timeout.
+const MIGRATION_LOCK_WAIT: std::time::Duration =
+    std::time::Duration::from_millis(6 * BUSY_TIMEOUT_MS);
+
+/// The lock that makes migrating a database file one process at a time:
+/// an exclusive `flock` of its directory, released when dropped.
+///
+/// The directory, not the database: closing any descriptor of the database
+/// file would drop the POSIX locks SQLite holds on it in this process, and
+/// a lock file would be one more file in the data directory. `flock` locks
+/// and SQLite's `fcntl` locks do not interact. The directory was checked
+/// and resolved before ([`secure_database`]) and is opened with
+/// `O_NOFOLLOW`.
+struct MigrationLock(Option<std::fs::File>);
+
+impl MigrationLock {
+    /// Waits for the lock of `dir`, at most [`MIGRATION_LOCK_WAIT`]. Where
+    /// the file system has no `flock` (some network file systems),
+    /// migrating goes on without it, as it did before the lock existed.
+    fn acquire(dir: &Path) -> Result<MigrationLock> {
+        use std::fs::TryLockError;
+        let io = |error| StoreError::Io {
+            path: dir.to_owned(),
+            error,
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+            .open(dir)
+            .map_err(io)?;
+        // Polled like SQLite's busy handler, so a process stopped while it
+        // held the lock (a suspended terminal) costs a clear error, not a
+        // command that never returns.
+        let deadline = std::time::Instant::now() + MIGRATION_LOCK_WAIT;
+        let mut pause = std::time::Duration::from_millis(1);
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(MigrationLock(Some(file))),
+                Err(TryLockError::WouldBlock) => {}
+                Err(TryLockError::Error(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(TryLockError::Error(e))
+                    if e.kind() == std::io::ErrorKind::Unsupported
+                        || e.raw_os_error() == Some(libc::ENOLCK)
+                        || e.raw_os_error() == Some(libc::EOPNOTSUPP) =>
+                {
+                    return Ok(MigrationLock(None));
+                }
+                Err(TryLockError::Error(e)) => return Err(io(e)),
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return Err(io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "another loops process has been migrating the database for over {}s; \
+                         try again once it is done",
+                        MIGRATION_LOCK_WAIT.as_secs()
+                    ),
+                )));
+            }
+            std::thread::sleep(pause.min(deadline - now));
+            pause = (pause * 2).min(std::time::Duration::from_millis(50));
         }
     }
-    Ok(conn)
+}
+
+impl Drop for MigrationLock {
+    fn drop(&mut self) {
+        if let Some(file) = self.0.take() {
+            // Closing the descriptor releases the lock too.
+            let _ = file.unlock();
+        }
+    }
 }
 
 /// Databases from before 0.3 lack `workflow_step_runs.pid` (SPEC §4.1 step
