@@ -108,3 +108,30 @@ fn a_data_dir_reached_through_a_link_or_readable_by_others_works() {
     assert_eq!(mode(&real.join("loops.db")), 0o600);
     env.loops(["list"]).stdout_has("through-link").run();
 }
+
+#[test]
+fn daemon_stop_in_a_data_dir_others_can_write_signals_nothing() {
+    let env = with_a_loop();
+    // A process of ours that a planted pid file names.
+    let mut victim = std::process::Command::new("sleep")
+        .arg("300")
+        .spawn()
+        .expect("sleep");
+    std::fs::write(
+        env.data_dir().join("daemon.pid"),
+        format!("{}\n", victim.id()),
+    )
+    .expect("a planted pid file");
+    chmod(&env.data_dir(), 0o777);
+    env.loops(["daemon", "stop"])
+        .code(1)
+        .stderr_has("refusing data directory")
+        .run();
+    let alive = victim.try_wait().expect("the victim's status").is_none();
+    let _ = victim.kill();
+    let _ = victim.wait();
+    assert!(
+        alive,
+        "daemon stop signalled the process a planted pid file named"
+    );
+}

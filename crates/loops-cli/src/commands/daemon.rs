@@ -204,8 +204,20 @@ fn stop(args: &StopArgs, out: &mut Printer) -> Result<Outcome> {
     let paths = daemon_paths()?;
     // An unreadable database must not keep a running daemon from stopping:
     // the pid file and its process's start time identify it then.
+    // A data directory another user could write is refused outright: its
+    // pid file could name any of our processes.
     let store = match paths::open_store() {
         Ok(store) => Some(store),
+        Err(e)
+            if e.chain().any(|cause| {
+                matches!(
+                    cause.downcast_ref::<loops_store::StoreError>(),
+                    Some(loops_store::StoreError::Unsafe { .. })
+                )
+            }) =>
+        {
+            return Err(e);
+        }
         Err(e) => {
             render::note(
                 "warning",
