@@ -245,10 +245,30 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                 Ok(_) => {
                     self.parked.insert(lp.id);
                 }
-                Err(e) => {
-                    self.report_error(&lp, &e.to_string());
-                    self.parked.insert(lp.id);
-                }
+                Err(e) => self.pause_unplannable(&lp, &e.to_string(), now)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// A loop whose stored schedule cannot be planned (a cron expression or
+    /// time zone another implementation accepted) would fail again on every
+    /// plan: it is paused with the reason recorded on it, and reported once.
+    fn pause_unplannable(
+        &mut self,
+        lp: &Loop,
+        error: &str,
+        now: Timestamp,
+    ) -> Result<(), SchedulerError> {
+        let reason = format!(
+            "schedule cannot be planned: {error}; loop paused \
+             (remove it and create it again with a valid schedule)"
+        );
+        match self.store.pause_loop_with_reason(&lp.id, &reason, now)? {
+            Some(_) => self.report_error(lp, &reason),
+            // Changed by someone else meanwhile: look again next time.
+            None => {
+                self.parked.insert(lp.id);
             }
         }
         Ok(())
