@@ -5,6 +5,7 @@ mod cli;
 mod compat;
 mod create;
 mod daemon;
+mod doctor;
 mod manage;
 mod runners;
 mod runs;
