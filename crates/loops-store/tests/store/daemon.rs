@@ -62,7 +62,10 @@ fn a_released_run_is_claimed_again_under_the_same_attempt() {
         .unwrap()
         .unwrap();
     assert_eq!(released.run.status, RunStatus::Abandoned);
-    assert_eq!(released.run.attempt, 1, "attempt 2 was given back");
+    assert_eq!(
+        released.run.attempt, 2,
+        "the released run keeps its attempt"
+    );
     assert_eq!(released.run.error.as_deref(), Some(INTERRUPTED_BY_SHUTDOWN));
     assert_eq!(released.run.stdout.as_deref(), Some("out"), "output kept");
     assert_eq!(released.run.lease_expires_at, None);
@@ -103,7 +106,7 @@ fn a_released_run_is_claimed_again_under_the_same_attempt() {
 }
 
 #[test]
-fn a_first_attempt_is_released_as_attempt_zero() {
+fn a_released_first_attempt_keeps_attempt_1_and_runs_again_as_attempt_1() {
     let fx = Fixture::new();
     let store = fx.store();
     let lp = create(&store, "once", 1);
@@ -118,14 +121,15 @@ fn a_first_attempt_is_released_as_attempt_zero() {
         )
         .unwrap()
         .unwrap();
-    assert_eq!(released.run.attempt, 0);
+    // SPEC §9 item 17: shown as the attempt it was, not as attempt 0.
+    assert_eq!(released.run.attempt, 1);
     assert_eq!(released.workflow_runs_cancelled.len(), 1);
     let wr = store
         .get_workflow_run(&wr.parse().unwrap())
         .unwrap()
         .unwrap();
     assert_eq!(wr.status, WorkflowRunStatus::Cancelled);
-    // attempt 0 < maxAttempts 1: claimable again, as attempt 1.
+    // attempt 1 of maxAttempts 1 was not counted: claimable again, as 1.
     let again = claim_as(&store, &lp, t0(), RUNNER_B);
     assert_eq!(again.attempt, 1);
 }
