@@ -27,6 +27,8 @@
 mod overlap;
 mod record;
 
+pub(crate) use record::RUN_LEASE_LOST;
+
 use std::any::Any;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -15,6 +15,11 @@ use super::{Dispatcher, FinalizeMode, InFlight, Report};
 const BATCH_REPORTS: usize = 64;
 use crate::scheduler::SchedulerError;
 
+/// The cancel reason of a run whose lease was lost. A workflow run stopped
+/// for it is recorded failed rather than cancelled (SPEC §10 item 98): the
+/// run did not end by anyone's request.
+pub(crate) const RUN_LEASE_LOST: &str = "run lease lost";
+
 impl Dispatcher<'_, '_> {
     /// Records a finished run under its fence (SPEC §3.3): released when a
     /// shutdown interrupted it, else finalized, together with its loop's
@@ -97,7 +102,7 @@ impl Dispatcher<'_, '_> {
                 now,
             )?;
             if renewed.is_none() {
-                f.cancel.cancel("run lease lost");
+                f.cancel.cancel(RUN_LEASE_LOST);
             }
         }
         Ok(())

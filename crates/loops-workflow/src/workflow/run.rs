@@ -504,7 +504,8 @@ impl<'r> Runner<'r> {
         self.reason = Some(reason);
     }
 
-    /// The stop token: cancel the run in the store, then kill its steps.
+    /// The stop token: cancel the run in the store (fail it, when the loop
+    /// run's lease was lost), then kill its steps.
     fn check_stop(&mut self) -> Result<(), WorkflowError> {
         if self.stopped {
             return Ok(());
@@ -516,7 +517,13 @@ impl<'r> Runner<'r> {
         // The cancel is recorded before the kill, so the step's killed
         // result can never be finalized over it.
         let now = self.now();
-        let run = self.store.cancel_workflow_run(&self.run.id, &reason, now)?;
+        // A lost lease is not a cancel anyone asked for: the run failed
+        // (SPEC §10 item 98).
+        let run = if reason == crate::dispatch::RUN_LEASE_LOST {
+            self.store.fail_workflow_run(&self.run.id, &reason, now)?
+        } else {
+            self.store.cancel_workflow_run(&self.run.id, &reason, now)?
+        };
         self.ended_elsewhere(run);
         Ok(())
     }

@@ -10,6 +10,7 @@
 mod cancel;
 mod common;
 mod idempotency;
+mod lease;
 mod loops;
 mod parallel;
 mod recover;
