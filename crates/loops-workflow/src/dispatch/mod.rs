@@ -118,6 +118,20 @@ struct InFlight {
     /// Cancelled by a daemon shutdown: released, not finalized, unless it
     /// succeeded anyway.
     interrupted: bool,
+    /// The run has ended, but recording its result failed on a transient
+    /// store error (a full disk): it is tried again, its lease still
+    /// renewed, until it lands.
+    unrecorded: Option<Unrecorded>,
+}
+
+/// The result of a run whose finalize has not landed yet.
+struct Unrecorded {
+    result: ExecutorResult,
+    /// Failed attempts so far.
+    failures: u32,
+    /// The wait before the next attempt: 100 ms, doubling up to 5 s.
+    delay: Duration,
+    retry_at: Instant,
 }
 
 /// A loop with runs of this dispatcher in flight.
@@ -149,6 +163,9 @@ pub(crate) struct Dispatcher<'scope, 'env> {
     result: TickResult,
     /// The first run whose row vanished before its finalize.
     pub(crate) vanished: Option<StoreError>,
+    /// Runs recorded inside the store batch under way, with their results:
+    /// settled once the batch commits, tried again if it does not.
+    landed: Vec<(InFlight, ExecutorResult, Option<LoopRun>)>,
 }
 
 impl<'scope, 'env> Dispatcher<'scope, 'env> {
@@ -181,6 +198,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
             stop_sent: false,
             result: TickResult::default(),
             vanished: None,
+            landed: Vec::new(),
         }
     }
 
@@ -432,6 +450,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                 period,
                 next_heartbeat: Instant::now() + period,
                 interrupted: false,
+                unrecorded: None,
             },
         );
     }
@@ -446,9 +465,16 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
         self.rx.try_recv().ok()
     }
 
-    /// When the next run lease is due for renewal.
+    /// When the next run lease is due for renewal, or the next finalize
+    /// that failed is due to be tried again.
     pub(crate) fn next_heartbeat(&self) -> Option<Instant> {
-        self.inflight.values().map(|f| f.next_heartbeat).min()
+        self.inflight
+            .values()
+            .map(|f| match &f.unrecorded {
+                Some(u) => f.next_heartbeat.min(u.retry_at),
+                None => f.next_heartbeat,
+            })
+            .min()
     }
 
     /// Applies a worker's report. Wake-ups and stops are the caller's.
@@ -463,32 +489,39 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                 let Some(done) = self.inflight.remove(&id) else {
                     return Ok(());
                 };
-                if let Some(b) = self.busy.get_mut(&done.work.lp.id) {
-                    b.runs = b.runs.saturating_sub(1);
-                    if b.runs == 0 {
-                        self.busy.remove(&done.work.lp.id);
-                    }
-                }
-                let Some(final_run) = self.finish(&done, outcome)? else {
-                    return Ok(());
-                };
-                self.report_run(&final_run);
-                let retry_pending = final_run.status.is_retryable()
-                    && final_run.attempt < done.work.attempts_at_plan;
-                self.result.sort(final_run);
-                let mut work = done.work;
-                if retry_pending {
-                    // SPEC §3.1 step 6: a scheduled retry drops the loop's
-                    // remaining slots.
-                    work.slots.clear();
-                }
-                if !work.slots.is_empty() && !self.draining {
-                    self.queue.push_front(work);
-                }
+                let result = self.result_of(&done, outcome);
+                return self.record(done, result);
             }
             Report::Wake | Report::Stop => {}
         }
         Ok(())
+    }
+
+    /// The run is recorded: its loop may go on (see
+    /// [`Dispatcher::record`]).
+    fn settle(&mut self, done: InFlight, stored: Option<LoopRun>) {
+        if let Some(b) = self.busy.get_mut(&done.work.lp.id) {
+            b.runs = b.runs.saturating_sub(1);
+            if b.runs == 0 {
+                self.busy.remove(&done.work.lp.id);
+            }
+        }
+        let Some(final_run) = stored else {
+            return;
+        };
+        self.report_run(&final_run);
+        let retry_pending =
+            final_run.status.is_retryable() && final_run.attempt < done.work.attempts_at_plan;
+        self.result.sort(final_run);
+        let mut work = done.work;
+        if retry_pending {
+            // SPEC §3.1 step 6: a scheduled retry drops the loop's
+            // remaining slots.
+            work.slots.clear();
+        }
+        if !work.slots.is_empty() && !self.draining {
+            self.queue.push_front(work);
+        }
     }
 
     /// Consumes the dispatcher, returning what it did.

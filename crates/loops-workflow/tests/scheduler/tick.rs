@@ -791,3 +791,64 @@ fn a_loop_whose_stored_schedule_cannot_be_planned_is_paused_with_its_reason() {
     let shown = serde_json::to_value(reload(&store, &fine)).unwrap();
     assert!(shown.get("pausedReason").is_none(), "{shown}");
 }
+
+#[test]
+fn a_finalize_that_fails_is_retried_until_it_lands() {
+    // Issue 12 §5: a finalize that fails on a transient store error (here a
+    // write lock held elsewhere past the busy timeout; a full disk or an
+    // I/O error is the same to the runner) keeps its result and is tried
+    // again, so the run ends soon after the store accepts writes again
+    // instead of at lease expiry. The failure is reported once.
+    let fx = Fixture::new();
+    let store = fx.store();
+    let clock = ManualClock::new(at(60));
+    let fake = FakeExecutor::new(&clock);
+    let lp = store
+        .create_loop(&command_loop("stuck", every(60_000)), t0())
+        .unwrap();
+    fake.gate("stuck");
+    let errors = std::sync::Mutex::new(Vec::new());
+
+    let r = std::thread::scope(|s| {
+        let _open = fake.open_on_drop();
+        let ticking = s.spawn(|| {
+            let on_error = |lp: &loops_core::Loop, msg: &str| {
+                errors
+                    .lock()
+                    .unwrap()
+                    .push((lp.name.clone(), msg.to_owned()));
+            };
+            let o = TickOptions {
+                on_error: Some(&on_error),
+                ..opts(&clock, &fake)
+            };
+            tick(&fx.store(), &o)
+        });
+        wait_until("the run in flight", || fake.current() == 1);
+        let raw = rusqlite::Connection::open(fx.path()).unwrap();
+        raw.execute_batch("BEGIN IMMEDIATE").unwrap();
+        fake.release("stuck");
+        wait_until("the failed finalize to be reported", || {
+            !errors.lock().unwrap().is_empty()
+        });
+        raw.execute_batch("ROLLBACK").unwrap();
+        ticking.join().unwrap()
+    });
+    let r = r.unwrap();
+
+    assert_eq!(r.completed.len(), 1, "{r:?}");
+    assert_eq!(r.completed[0].status, RunStatus::Succeeded);
+    assert_eq!(r.completed[0].stdout.as_deref(), Some("stuck attempt 1"));
+    let errors = errors.into_inner().unwrap();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].1.starts_with(&format!(
+            "recording run {} failed, retrying until it succeeds: ",
+            r.completed[0].id
+        )),
+        "{errors:?}"
+    );
+    let stored = runs_of(&store, &lp.id).remove(0);
+    assert_eq!(stored.status, RunStatus::Succeeded);
+    assert_eq!(reload(&store, &lp).next_run_at, Some(at(120)));
+}
