@@ -49,6 +49,9 @@ pub struct HostRun {
     pub run: LoopRun,
     /// Its recorded child process, if one was spawned.
     pub process: Option<ProcessRef>,
+    /// The spawn id its processes carry in `LOOPS_SPAWN_ID`, when the
+    /// runner recorded one (see [`Store::mark_run_spawn`]).
+    pub spawn_id: Option<String>,
 }
 
 /// What [`inspect_database`] found at a database path.
@@ -255,12 +258,17 @@ impl Store {
              ORDER BY started_at, rowid",
             params![prefix, except_runner],
             ("loop_runs", "finding the runs of this host's daemons"),
-            run_and_process,
+            |row| {
+                let (run, process) = run_and_process(row)?;
+                let spawn_id = rows::optional_column(row, "spawn_id")?;
+                Ok(HostRun {
+                    run,
+                    process,
+                    spawn_id,
+                })
+            },
         )?;
-        Ok(found
-            .into_iter()
-            .map(|(run, process)| HostRun { run, process })
-            .collect())
+        Ok(found)
     }
 
     /// The recorded processes of the running steps of the open workflow

@@ -264,7 +264,7 @@ pub(crate) fn i32_opt(row: &Row<'_>, col: impl Column) -> rusqlite::Result<Optio
 }
 
 /// Reads a column that may be absent from an older schema as NULL.
-fn optional_column<T: rusqlite::types::FromSql>(
+pub(crate) fn optional_column<T: rusqlite::types::FromSql>(
     row: &Row<'_>,
     col: &str,
 ) -> rusqlite::Result<Option<T>> {

@@ -122,6 +122,9 @@ struct InFlight {
     /// store error (a full disk): it is tried again, its lease still
     /// renewed, until it lands.
     unrecorded: Option<Unrecorded>,
+    /// The spawn id every process of the run carries, recorded with its pid
+    /// so a later runner finds them after a crash.
+    spawn_id: String,
 }
 
 /// The result of a run whose finalize has not landed yet.
@@ -400,7 +403,13 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
         let period = heartbeat_period(work.lp.lease_ms);
         let spawn_tx = self.tx.clone();
         let executor = self.opts.executor;
-        let (lp, worker_run, worker_cancel) = (work.lp.clone(), run.clone(), cancel.clone());
+        let spawn_id = loops_exec::new_spawn_id();
+        let (lp, worker_run, worker_cancel, worker_spawn_id) = (
+            work.lp.clone(),
+            run.clone(),
+            cancel.clone(),
+            spawn_id.clone(),
+        );
         self.pool.submit(move || {
             let run_id = worker_run.id;
             let on_spawn = move |p: ProcessRef| {
@@ -410,6 +419,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
             let control = RunControl {
                 cancel: worker_cancel,
                 on_spawn: &on_spawn,
+                spawn_id: Some(&worker_spawn_id),
             };
             // A panicking executor must still report back: without a `Done`
             // the dispatcher would wait, and heartbeat the lease, forever.
@@ -451,6 +461,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                 next_heartbeat: Instant::now() + period,
                 interrupted: false,
                 unrecorded: None,
+                spawn_id,
             },
         );
     }
@@ -482,8 +493,14 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
         match report {
             Report::Spawned(id, process) => {
                 let now = self.opts.clock.now();
-                self.store
-                    .mark_run_pid(&id, process, Some(self.opts.runner_id), now)?;
+                let spawn_id = self.inflight.get(&id).map(|f| f.spawn_id.as_str());
+                self.store.mark_run_spawn(
+                    &id,
+                    process,
+                    spawn_id,
+                    Some(self.opts.runner_id),
+                    now,
+                )?;
             }
             Report::Done(id, outcome) => {
                 let Some(done) = self.inflight.remove(&id) else {
