@@ -5,18 +5,18 @@ use loops_tests::TestEnv;
 /// Overwrites page `page` (1-based) of the SQLite file at `path` with
 /// pseudo-random bytes, after moving everything from the WAL into it.
 fn scribble_over_page(path: &std::path::Path, page: u64) {
-    let db = rusqlite::Connection::open(path).unwrap();
+    let db = rusqlite::Connection::open(path).expect("the database opens");
     db.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-        .unwrap();
-    let page_size: u64 = db
-        .query_row("PRAGMA page_size", [], |r| r.get::<_, i64>(0))
-        .unwrap()
-        .try_into()
-        .unwrap();
+        .expect("the WAL is checkpointed");
+    let page_size: i64 = db
+        .query_row("PRAGMA page_size", [], |r| r.get(0))
+        .expect("the page size is known");
     drop(db);
-    let mut bytes = std::fs::read(path).unwrap();
-    let start = usize::try_from((page - 1) * page_size).unwrap();
-    let end = start + usize::try_from(page_size).unwrap();
+    let page_size = usize::try_from(page_size).expect("a positive page size");
+    let page = usize::try_from(page).expect("a page number");
+    let mut bytes = std::fs::read(path).expect("the database reads");
+    let start = (page - 1) * page_size;
+    let end = start + page_size;
     assert!(end <= bytes.len(), "the database has no page {page}");
     let mut x: u32 = 0x9e37_79b9;
     for b in &mut bytes[start..end] {
@@ -26,7 +26,7 @@ fn scribble_over_page(path: &std::path::Path, page: u64) {
         x ^= x << 5;
         *b = x.to_le_bytes()[0];
     }
-    std::fs::write(path, bytes).unwrap();
+    std::fs::write(path, bytes).expect("the database is written");
 }
 
 #[test]
