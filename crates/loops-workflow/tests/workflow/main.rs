@@ -15,5 +15,6 @@ mod loops;
 mod parallel;
 mod recover;
 mod serial;
+mod storage;
 mod summary;
 mod timeouts;
