@@ -672,8 +672,12 @@ wait"#,
     assert!(alive(pids.0), "the escaped process outlives the crash");
 
     let _second = Foreground::spawn(&env, &stderr, &[]);
+    // The log line comes once the daemon saw them gone, a moment after.
     let gone = wait_for(Duration::from_secs(30), || {
-        (!alive(pids.0) && !alive(pids.1)).then_some(())
+        (!alive(pids.0)
+            && !alive(pids.1)
+            && daemon_log(&env).contains("that left its process group"))
+        .then_some(())
     });
     let log = daemon_log(&env);
     assert!(
