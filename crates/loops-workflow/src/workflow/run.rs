@@ -122,6 +122,7 @@ pub fn execute_workflow(
         timed_out: false,
         turn: Turn::Outside,
         flushed: false,
+        backlog: VecDeque::new(),
     };
     runner.drive()?;
     runner.finish()
@@ -221,6 +222,9 @@ struct Runner<'r> {
     turn: Turn,
     /// [`Store::flush_wal_early`] was called.
     flushed: bool,
+    /// Reports not applied yet: arrived, or taken back from a turn that did
+    /// not commit.
+    backlog: VecDeque<Report>,
 }
 
 /// Whether the store thread is inside a turn's write transaction, and what
@@ -284,9 +288,6 @@ impl<'r> Runner<'r> {
         let poll = self.opts.cancel_poll.max(Duration::from_millis(1));
         let mut next_poll = Instant::now() + poll;
         let store = self.store;
-        // Reports not applied yet: arrived, or taken back from a turn that
-        // did not commit.
-        let mut backlog: VecDeque<Report> = VecDeque::new();
         // After a turn failed on a transient store error: when to try again,
         // and the wait that led there.
         let mut retry: Option<(Instant, Duration)> = None;
@@ -298,7 +299,7 @@ impl<'r> Runner<'r> {
             // runner cannot lead a resume to run it twice.
             if retry.is_some_and(|(at, _)| Instant::now() < at) {
                 // Backing off: nothing is written until the retry is due.
-            } else if backlog.is_empty() && !self.can_start() {
+            } else if self.backlog.is_empty() && !self.can_start() {
                 // A poll turn with nothing arrived and nothing to start:
                 // no batch, so no write lock taken while steps run.
                 self.check_stop()?;
@@ -309,7 +310,8 @@ impl<'r> Runner<'r> {
                 let before = self.snapshot();
                 self.turn = Turn::Unchecked;
                 let turn = store.transaction(|| {
-                    while let Some(report) = backlog.pop_front().or_else(|| rx.try_recv().ok()) {
+                    while let Some(report) = self.backlog.pop_front().or_else(|| rx.try_recv().ok())
+                    {
                         applied.push(report.clone());
                         match report {
                             Report::Spawned(pos, process) => self.spawned(pos, process)?,
@@ -329,7 +331,7 @@ impl<'r> Runner<'r> {
                         // Its started steps were never spawned.
                         self.restore(before);
                         for report in applied.into_iter().rev() {
-                            backlog.push_front(report);
+                            self.backlog.push_front(report);
                         }
                         let delay = match retry {
                             Some((_, last)) => (last * 2).min(RETRY_MAX),
@@ -363,7 +365,7 @@ impl<'r> Runner<'r> {
                     store.flush_wal_early();
                 }
             }
-            if self.inflight.is_empty() && backlog.is_empty() && retry.is_none() {
+            if self.inflight.is_empty() && self.backlog.is_empty() && retry.is_none() {
                 return Ok(());
             }
             let now = Instant::now();
@@ -385,7 +387,7 @@ impl<'r> Runner<'r> {
                 }
             };
             match report {
-                Ok(report) => backlog.push_back(report),
+                Ok(report) => self.backlog.push_back(report),
                 Err(RecvTimeoutError::Timeout) => {}
                 // This thread holds a sender, so the channel cannot close.
                 Err(RecvTimeoutError::Disconnected) => return Ok(()),
@@ -690,7 +692,12 @@ impl<'r> Runner<'r> {
             flight.cancel.cancel(why.clone());
         }
         while !self.inflight.is_empty() {
-            match rx.recv() {
+            // The reports already taken off the channel come first.
+            let report = match self.backlog.pop_front() {
+                Some(report) => Ok(report),
+                None => rx.recv(),
+            };
+            match report {
                 Ok(Report::Done(pos, result)) => {
                     if self.inflight.remove(&pos).is_some() {
                         let step = self.plan.step(pos);
