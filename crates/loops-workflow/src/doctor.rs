@@ -201,7 +201,13 @@ fn check_damage(db: &Path) -> Check {
     let shown = db.display().to_string();
     let size = std::fs::metadata(db).map_or(0, |m| m.len());
     match check_integrity(db, integrity_budget(size)) {
-        Ok(Integrity::Missing) | Ok(Integrity::Ok) => Check::new(
+        Ok(Integrity::Missing) => Check::new(
+            "database-integrity",
+            CheckStatus::Ok,
+            "no database yet; nothing to check",
+        )
+        .detail(shown),
+        Ok(Integrity::Ok) => Check::new(
             "database-integrity",
             CheckStatus::Ok,
             "database passes SQLite's quick check",
