@@ -312,12 +312,15 @@ impl<'r> Runner<'r> {
                 let turn = store.transaction(|| {
                     while let Some(report) = self.backlog.pop_front().or_else(|| rx.try_recv().ok())
                     {
-                        applied.push(report.clone());
-                        match report {
-                            Report::Spawned(pos, process) => self.spawned(pos, process)?,
-                            Report::Done(pos, result) => self.complete(pos, result)?,
-                            Report::Stop => {}
-                        }
+                        // Kept until the commit, to be applied again if it
+                        // fails; a step's output is not copied for that.
+                        let outcome = match &report {
+                            Report::Spawned(pos, process) => self.spawned(*pos, *process),
+                            Report::Done(pos, result) => self.complete(*pos, result),
+                            Report::Stop => Ok(()),
+                        };
+                        applied.push(report);
+                        outcome?;
                     }
                     self.check_stop()?;
                     self.check_deadline();
@@ -549,7 +552,7 @@ impl<'r> Runner<'r> {
     }
 
     /// SPEC §6.3 steps 2.7 to 2.10: a step's worker reported its result.
-    fn complete(&mut self, pos: usize, mut result: ExecutorResult) -> Result<(), WorkflowError> {
+    fn complete(&mut self, pos: usize, result: &ExecutorResult) -> Result<(), WorkflowError> {
         let Some(flight) = self.inflight.remove(&pos) else {
             return Ok(());
         };
@@ -559,16 +562,23 @@ impl<'r> Runner<'r> {
             return Ok(());
         }
         // Step 2.7: the workflow timeout's kill is a timeout, not a failure.
-        if flight.by_timeout && result.status == ExecutorStatus::Failed {
-            result.status = ExecutorStatus::TimedOut;
-            result.error = Some(timeout_message(self.timeout.map_or(0, |(_, ms)| ms)));
-        }
+        let timed_out;
+        let result = if flight.by_timeout && result.status == ExecutorStatus::Failed {
+            timed_out = ExecutorResult {
+                status: ExecutorStatus::TimedOut,
+                error: Some(timeout_message(self.timeout.map_or(0, |(_, ms)| ms))),
+                ..result.clone()
+            };
+            &timed_out
+        } else {
+            result
+        };
         let step = self.plan.step(pos);
         let now = self.now();
         let row = self.store.finalize_step_run(
             &self.run.id,
             &step.id,
-            &StepOutcome::from(&result),
+            &StepOutcome::from(result),
             now,
         )?;
         self.report_step(&row);

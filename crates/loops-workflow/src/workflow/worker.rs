@@ -22,7 +22,6 @@ use crate::clock::Clock;
 use crate::settings::ExecSettings;
 
 /// A message from a step worker (or the stop token) to the store thread.
-#[derive(Clone)]
 pub(crate) enum Report {
     /// The stop token was cancelled.
     Stop,
