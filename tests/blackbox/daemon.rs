@@ -325,7 +325,7 @@ fn a_stop_past_the_grace_period_releases_runs_and_spawns_nothing_more() {
     );
     let run = runs(&env, "long").remove(0);
     assert_eq!(run["status"], "abandoned");
-    assert_eq!(run["attempt"], 0);
+    assert_eq!(run["attempt"], 1);
     assert_eq!(
         run["error"],
         "interrupted by daemon shutdown; not counted as an attempt"

@@ -7,6 +7,7 @@ mod compat;
 mod create;
 mod daemon;
 mod datadir;
+mod doctor;
 mod escape;
 mod legacy_rows;
 mod loops_daemon;

@@ -592,3 +592,101 @@ fn kill_9_at_random_moments_loses_and_repeats_nothing() {
         &format!("duration: {:.1}s", started.elapsed().as_secs_f64()),
     );
 }
+
+/// Whether `pid` is a process that is not a zombie.
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+        !(state.starts_with('Z') || state.starts_with('X'))
+    })
+}
+
+/// SIGKILLs `pid` on drop, so no escaped process outlives the test.
+struct KillOnDrop(Vec<u32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for pid in &self.0 {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+#[test]
+fn recovery_after_a_crash_kills_the_processes_that_left_the_runs_group() {
+    // Issue 12 §5: the run's spawn id is stored with it, so the next daemon
+    // finds the processes that left the group (`setsid`) by the
+    // `LOOPS_SPAWN_ID` they carry, and kills them with the group.
+    let have_setsid = Command::new("sh")
+        .args(["-c", "command -v setsid"])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !have_setsid || !Path::new("/proc/self/environ").exists() {
+        figure(
+            "crash",
+            "setsid or /proc is missing: escape recovery skipped",
+        );
+        return;
+    }
+    let env = TestEnv::new();
+    let marks = env.home().join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    let job = env.write_script(
+        "escaper",
+        r#"M="$1"
+setsid sh -c 'echo $$ >"$1.tmp"; mv "$1.tmp" "$1"; exec sleep 300' sh "$M/escaped.pid" </dev/null >/dev/null 2>&1 &
+sleep 300 &
+echo $! >"$M/member.tmp"; mv "$M/member.tmp" "$M/member.pid"
+wait"#,
+    );
+    let cmd = format!("{} {}", job.display(), marks.display());
+    env.create_command("escaper", &cmd, &["--at", "2020-01-01T00:00:00Z"]);
+    let stderr = env.home().join("daemon.stderr");
+    let mut first = Foreground::spawn(&env, &stderr, &[]);
+    let read_pid = |name: &str| -> Option<u32> {
+        std::fs::read_to_string(marks.join(name))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+    };
+    let pids = wait_for(Duration::from_secs(30), || {
+        Some((read_pid("escaped.pid")?, read_pid("member.pid")?))
+    })
+    .expect("the run's processes to start");
+    let _guard = KillOnDrop(vec![pids.0, pids.1]);
+    // The spawn id is recorded with the pid.
+    let recorded = wait_for(Duration::from_secs(30), || {
+        open_db(&env)
+            .query_row(
+                "SELECT spawn_id FROM loop_runs WHERE status = 'running' AND spawn_id IS NOT NULL",
+                [],
+                |r| r.get::<_, String>(0),
+            )
+            .ok()
+    });
+    assert!(recorded.is_some(), "no spawn id recorded");
+    first.kill9();
+    assert!(alive(pids.0), "the escaped process outlives the crash");
+
+    let _second = Foreground::spawn(&env, &stderr, &[]);
+    // The log line comes once the daemon saw them gone, a moment after.
+    let gone = wait_for(Duration::from_secs(30), || {
+        (!alive(pids.0)
+            && !alive(pids.1)
+            && daemon_log(&env).contains("that left its process group"))
+        .then_some(())
+    });
+    let log = daemon_log(&env);
+    assert!(
+        gone.is_some(),
+        "escaped {} alive: {}, member {} alive: {}\n{log}",
+        pids.0,
+        alive(pids.0),
+        pids.1,
+        alive(pids.1)
+    );
+    assert!(log.contains("that left its process group"), "{log}");
+}

@@ -108,6 +108,7 @@ fn a_loop(schedule: Schedule, next: Timestamp, catch_up: CatchUp) -> Loop {
         expires_at: None,
         created_at: next,
         updated_at: next,
+        paused_reason: None,
     }
 }
 

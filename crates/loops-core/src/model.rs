@@ -426,6 +426,11 @@ pub struct Loop {
     pub created_at: Timestamp,
     /// Last change.
     pub updated_at: Timestamp,
+    /// Why loops paused the loop by itself (its stored schedule can no
+    /// longer be planned); unset for a loop a user paused. New in loops:
+    /// the original neither writes nor reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_reason: Option<String>,
 }
 
 /// The input of loop creation: a [`Loop`] without its id, status, computed

@@ -291,6 +291,7 @@ fn a_loop(schedule: Schedule, next: Timestamp) -> Loop {
         expires_at: None,
         created_at: Timestamp::EPOCH,
         updated_at: Timestamp::EPOCH,
+        paused_reason: None,
     }
 }
 
@@ -434,6 +435,7 @@ fn a_any_loop() -> impl Strategy<Value = Loop> {
                     expires_at,
                     created_at,
                     updated_at,
+                    paused_reason: None,
                 }
             },
         )

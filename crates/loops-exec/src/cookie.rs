@@ -40,7 +40,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use nix::sys::signal::Signal;
 
 /// The environment variable that carries the spawn cookie.
-pub(crate) const VAR: &str = "LOOPS_SPAWN_ID";
+pub const VAR: &str = "LOOPS_SPAWN_ID";
 
 /// A fresh cookie: unique to this spawn among every spawn on the host. The
 /// runner's pid and a per-process random value tell runners apart (also a
@@ -61,6 +61,15 @@ pub(crate) fn next() -> String {
     });
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     format!("{prefix}-{n}")
+}
+
+/// A fresh spawn id for a runner to put in a run's environment as
+/// [`VAR`] (through `ExecOptions::base_env`), and record with the run: every
+/// process of the run then carries it, also the ones that leave its process
+/// group, so a later runner can find them after a crash
+/// ([`kill_orphan_carriers`](crate::kill_orphan_carriers)).
+pub fn new_spawn_id() -> String {
+    next()
 }
 
 /// The value of [`VAR`] for a child: `cookie`, after the cookies of the

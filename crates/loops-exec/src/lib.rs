@@ -64,6 +64,7 @@ mod spec;
 mod supervise;
 
 pub use crate::cancel::{CancelToken, Subscription};
+pub use crate::cookie::{VAR as SPAWN_ID_VAR, new_spawn_id};
 pub use crate::env::RunMetadata;
 pub use crate::error::{CwdError, ExecError};
 pub use crate::execute::{
@@ -74,8 +75,8 @@ pub use crate::liveness::{SystemProbe, process_start_ms};
 pub use crate::output::DEFAULT_MAX_OUTPUT_BYTES;
 pub use crate::path::normalize_path;
 pub use crate::process::{
-    Detached, OrphanKill, ProcessSignal, hostname, is_running, kill_orphan_group, signal_process,
-    spawn_detached,
+    Detached, OrphanKill, ProcessSignal, hostname, is_running, kill_orphan_carriers,
+    kill_orphan_group, signal_process, spawn_detached,
 };
 pub use crate::signals::{SignalCancel, survive_file_size_limit};
 pub use crate::spec::agent_argv;

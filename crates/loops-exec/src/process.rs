@@ -23,6 +23,7 @@ use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+use crate::cookie;
 use crate::group;
 use crate::liveness::process_start_ms;
 
@@ -198,6 +199,49 @@ pub fn kill_orphan_group(process: ProcessRef, grace: Duration) -> OrphanKill {
     // The leader may stay a zombie until its new parent (init or a
     // subreaper) reaps it; liveness probes count such a leader dead.
     outcome
+}
+
+/// Tears down the processes of a dead runner's run that carry its spawn id
+/// in `LOOPS_SPAWN_ID` (see [`new_spawn_id`](crate::new_spawn_id)): the
+/// ones that left the run's process group (`setsid`, a daemonizing double
+/// fork) and that [`kill_orphan_group`] cannot reach. SIGTERM to every
+/// carrier, up to `grace` for them to exit, then SIGKILL.
+///
+/// The spawn id is unique to one run, so carrying it is the identity check.
+/// [`OrphanKill::NotVerified`] when `spawn_id` is not a single token, or
+/// the platform cannot read process environments (only Linux can).
+pub fn kill_orphan_carriers(spawn_id: &str, grace: Duration) -> OrphanKill {
+    if spawn_id.is_empty() || spawn_id.contains(char::is_whitespace) {
+        return OrphanKill::NotVerified;
+    }
+    if !cfg!(any(target_os = "linux", target_os = "android")) {
+        return OrphanKill::NotVerified;
+    }
+    if cookie::signal_carriers(spawn_id, Some(Signal::SIGTERM)) == 0 {
+        return OrphanKill::Gone;
+    }
+    if wait_carriers_gone(spawn_id, grace) {
+        return OrphanKill::Killed { forced: false };
+    }
+    cookie::signal_carriers(spawn_id, Some(Signal::SIGKILL));
+    if wait_carriers_gone(spawn_id, Duration::from_secs(1)) {
+        OrphanKill::Killed { forced: true }
+    } else {
+        OrphanKill::Survived
+    }
+}
+
+fn wait_carriers_gone(spawn_id: &str, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if cookie::signal_carriers(spawn_id, None) == 0 {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(RECHECK);
+    }
 }
 
 /// Whether group `pgid` has a member that can still run. Where the platform

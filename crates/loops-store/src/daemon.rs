@@ -2,11 +2,13 @@
 //! work ([`Store::next_wake`], SPEC §9 item 6), which runs a dead daemon of
 //! this host left behind ([`Store::running_runs_of_host`], §9 items 16 and
 //! 18), and, for `doctor`, the schema version of a database file without
-//! opening it for writing ([`inspect_database`], §9 item 31).
+//! opening it for writing ([`inspect_database`], §9 item 31) and whether
+//! the file is damaged ([`check_integrity`]).
 //!
 //! All of these only read.
 
 use std::path::Path;
+use std::time::Duration;
 
 use loops_core::{LoopId, LoopRun, ProcessRef, RunId, Timestamp};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
@@ -47,6 +49,9 @@ pub struct HostRun {
     pub run: LoopRun,
     /// Its recorded child process, if one was spawned.
     pub process: Option<ProcessRef>,
+    /// The spawn id its processes carry in `LOOPS_SPAWN_ID`, when the
+    /// runner recorded one (see [`Store::mark_run_spawn`]).
+    pub spawn_id: Option<String>,
 }
 
 /// What [`inspect_database`] found at a database path.
@@ -102,6 +107,84 @@ pub fn inspect_database(path: &Path) -> Result<DatabaseState> {
     Ok(DatabaseState::Loops {
         version: version.unwrap_or(0),
     })
+}
+
+/// What [`check_integrity`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Integrity {
+    /// No file yet: nothing to check.
+    Missing,
+    /// `PRAGMA quick_check` found nothing wrong.
+    Ok,
+    /// The check found damage: SQLite's own descriptions, at most
+    /// [`INTEGRITY_MAX_PROBLEMS`] of them.
+    Damaged(Vec<String>),
+    /// The check did not finish within its time budget; nothing is known.
+    Unfinished {
+        /// The budget it ran out of.
+        budget: Duration,
+    },
+}
+
+/// The most problems [`check_integrity`] reports.
+pub const INTEGRITY_MAX_PROBLEMS: usize = 20;
+
+/// The time [`check_integrity`] allows itself: one second, plus 10 ms for
+/// every MiB of the database (a quick check reads every page once, and
+/// disks read well over 100 MiB a second).
+pub fn integrity_budget(bytes: u64) -> Duration {
+    Duration::from_secs(1)
+        + Duration::from_millis(10)
+            .saturating_mul(u32::try_from(bytes / (1024 * 1024)).unwrap_or(u32::MAX))
+}
+
+/// Runs SQLite's `PRAGMA quick_check` on the database at `path`, read-only,
+/// for at most `budget` (see [`integrity_budget`]): a check that runs out of
+/// time is interrupted and reported [`Integrity::Unfinished`]. Damage that
+/// stops SQLite from reading the file at all is [`Integrity::Damaged`] too.
+pub fn check_integrity(path: &Path, budget: Duration) -> Result<Integrity> {
+    if !path.exists() {
+        return Ok(Integrity::Missing);
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| StoreError::NotADatabase {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })?;
+    let interrupt = conn.get_interrupt_handle();
+    let (done, wait) = std::sync::mpsc::channel::<()>();
+    let timer = std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(budget) {
+            interrupt.interrupt();
+        }
+    });
+    let checked = (|| -> rusqlite::Result<Vec<String>> {
+        let mut stmt = conn.prepare(&format!("PRAGMA quick_check({INTEGRITY_MAX_PROBLEMS})"))?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        rows.collect()
+    })();
+    drop(done);
+    // The timer ends as soon as `done` is dropped.
+    let _ = timer.join();
+    match checked {
+        Ok(found) if found.len() == 1 && found[0] == "ok" => Ok(Integrity::Ok),
+        Ok(found) => Ok(Integrity::Damaged(found)),
+        Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::OperationInterrupted) => {
+            Ok(Integrity::Unfinished { budget })
+        }
+        Err(e)
+            if matches!(
+                e.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+            ) =>
+        {
+            Ok(Integrity::Damaged(vec![e.to_string()]))
+        }
+        Err(e) => Err(StoreError::db("checking the database's integrity")(e)),
+    }
 }
 
 impl Store {
@@ -175,12 +258,17 @@ impl Store {
              ORDER BY started_at, rowid",
             params![prefix, except_runner],
             ("loop_runs", "finding the runs of this host's daemons"),
-            run_and_process,
+            |row| {
+                let (run, process) = run_and_process(row)?;
+                let spawn_id = rows::optional_column(row, "spawn_id")?;
+                Ok(HostRun {
+                    run,
+                    process,
+                    spawn_id,
+                })
+            },
         )?;
-        Ok(found
-            .into_iter()
-            .map(|(run, process)| HostRun { run, process })
-            .collect())
+        Ok(found)
     }
 
     /// The recorded processes of the running steps of the open workflow

@@ -30,6 +30,26 @@ impl DbError {
         )
     }
 
+    /// True when the failure is the environment's, not the operation's,
+    /// so the same write can succeed later: a full disk, an I/O error, a
+    /// busy or locked database, a file that cannot be opened for now, or
+    /// memory running out.
+    pub fn is_transient(&self) -> bool {
+        use rusqlite::ErrorCode as C;
+        matches!(
+            self.0.sqlite_error_code(),
+            Some(
+                C::DiskFull
+                    | C::SystemIoFailure
+                    | C::DatabaseBusy
+                    | C::DatabaseLocked
+                    | C::CannotOpen
+                    | C::OutOfMemory
+                    | C::ReadOnly
+            )
+        )
+    }
+
     /// True when the database file is damaged (or is not a database).
     pub fn is_corrupt(&self) -> bool {
         matches!(
@@ -208,6 +228,18 @@ impl StoreError {
     /// True when the error is a busy or locked database.
     pub fn is_busy(&self) -> bool {
         matches!(self, StoreError::Db { error, .. } if error.is_busy())
+    }
+
+    /// True when the same write may succeed if tried again later (see
+    /// [`DbError::is_transient`]), or the file could not be written or
+    /// read for now. A runner keeps the result of a run whose finalize
+    /// failed this way and tries again until it lands.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            StoreError::Db { error, .. } => error.is_transient(),
+            StoreError::Io { .. } => true,
+            _ => false,
+        }
     }
 
     /// True when a query found the database file damaged (SQLite checks

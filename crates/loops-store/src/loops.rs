@@ -186,6 +186,7 @@ impl Store {
             expires_at: new.expires_at,
             created_at: now,
             updated_at: now,
+            paused_reason: None,
         };
         let schedule = encode(&lp.schedule, "loop schedule")?;
         let target = encode(&lp.target, "loop target")?;
@@ -366,6 +367,26 @@ impl Store {
         })
     }
 
+    /// Pauses an active loop on loops' own initiative, recording `reason`
+    /// (a stored schedule that can no longer be planned, such as a cron
+    /// expression or time zone another implementation accepted). One guarded
+    /// `UPDATE … WHERE status = 'active'`; `None` when the loop is no longer
+    /// active (or gone), and nothing was written.
+    pub fn pause_loop_with_reason(
+        &self,
+        id: &LoopId,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<Option<Loop>> {
+        loop_returning(
+            &self.conn,
+            "UPDATE loops SET status = 'paused', paused_reason = ?2, updated_at = ?3
+             WHERE id = ?1 AND status = 'active' RETURNING *",
+            params![id.as_str(), reason, ts(now)],
+            "pausing a loop whose schedule cannot be planned",
+        )
+    }
+
     /// Makes a paused, stopped or expired loop active again.
     ///
     /// SPEC §9 item 33: the original keeps `nextRunAt`, so a stopped loop
@@ -404,7 +425,7 @@ impl Store {
             let changed = loop_returning(
                 conn,
                 "UPDATE loops SET status = 'active', next_run_at = ?3, retry_scheduled_for = ?4,
-                   updated_at = ?5
+                   paused_reason = NULL, updated_at = ?5
                  WHERE id = ?1 AND status = ?2 RETURNING *",
                 params![
                     id.as_str(),

@@ -14,8 +14,8 @@ use std::ops::ControlFlow;
 use std::str::FromStr;
 
 use loops_core::{
-    DaemonLease, Loop, LoopRun, ProcessRef, StepRun, Timestamp, WorkflowEvent, WorkflowRun,
-    WorkflowSpec,
+    DaemonLease, Loop, LoopRun, LoopStatus, ProcessRef, StepRun, Timestamp, WorkflowEvent,
+    WorkflowRun, WorkflowSpec,
 };
 use rusqlite::types::{Type, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Params, Row};
@@ -264,7 +264,7 @@ pub(crate) fn i32_opt(row: &Row<'_>, col: impl Column) -> rusqlite::Result<Optio
 }
 
 /// Reads a column that may be absent from an older schema as NULL.
-fn optional_column<T: rusqlite::types::FromSql>(
+pub(crate) fn optional_column<T: rusqlite::types::FromSql>(
     row: &Row<'_>,
     col: &str,
 ) -> rusqlite::Result<Option<T>> {
@@ -284,11 +284,18 @@ pub(crate) fn process_ref(row: &Row<'_>) -> rusqlite::Result<Option<ProcessRef>>
 
 /// `loops` row → [`Loop`], by position (see the module docs).
 pub(crate) fn loop_row(row: &Row<'_>) -> rusqlite::Result<Loop> {
+    let status: LoopStatus = parsed(row, lc(3))?;
+    // A reason is shown only while the loop is paused: the original resumes
+    // a loop without clearing the column it does not know.
+    let paused_reason = match status {
+        LoopStatus::Paused => optional_column(row, "paused_reason")?,
+        _ => None,
+    };
     Ok(Loop {
         id: parsed(row, lc(0))?,
         name: lc(1).get(row)?,
         description: lc(2).get(row)?,
-        status: parsed(row, lc(3))?,
+        status,
         schedule: json(row, lc(4))?,
         target: json(row, lc(5))?,
         next_run_at: parsed_opt(row, lc(6))?,
@@ -302,6 +309,7 @@ pub(crate) fn loop_row(row: &Row<'_>) -> rusqlite::Result<Loop> {
         expires_at: parsed_opt(row, lc(14))?,
         created_at: parsed(row, lc(15))?,
         updated_at: parsed(row, lc(16))?,
+        paused_reason,
     })
 }
 

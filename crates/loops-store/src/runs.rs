@@ -301,9 +301,26 @@ impl Store {
         claimed_by: Option<&str>,
         now: Timestamp,
     ) -> Result<Option<LoopRun>> {
+        self.mark_run_spawn(run_id, process, None, claimed_by, now)
+    }
+
+    /// [`Store::mark_run_pid`], also recording in the additive `spawn_id`
+    /// column the spawn id every process of the run carries in
+    /// `LOOPS_SPAWN_ID`, so that after a crash of its runner the processes
+    /// that left the run's process group can be found. `None` keeps the
+    /// recorded one.
+    pub fn mark_run_spawn(
+        &self,
+        run_id: &RunId,
+        process: ProcessRef,
+        spawn_id: Option<&str>,
+        claimed_by: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Option<LoopRun>> {
         run_returning(
             &self.conn,
-            "UPDATE loop_runs SET pid = ?2, pid_start_ms = ?3, updated_at = ?5
+            "UPDATE loop_runs SET pid = ?2, pid_start_ms = ?3, spawn_id = COALESCE(?6, spawn_id),
+               updated_at = ?5
              WHERE id = ?1 AND status = 'running' AND (?4 IS NULL OR claimed_by = ?4)
              RETURNING *",
             params![
@@ -311,7 +328,8 @@ impl Store {
                 process.pid,
                 process.start,
                 claimed_by,
-                ts(now)
+                ts(now),
+                spawn_id
             ],
             "recording a run's pid",
         )

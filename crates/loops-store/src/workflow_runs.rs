@@ -380,18 +380,44 @@ impl Store {
         reason: &str,
         now: Timestamp,
     ) -> Result<WorkflowRun> {
+        self.stop_workflow_run(id, false, reason, now)
+    }
+
+    /// Fails a run whose runner must stop it, such as a workflow loop run
+    /// whose lease was lost (SPEC §10 item 98): as
+    /// [`Store::cancel_workflow_run`], but the run becomes failed, and the
+    /// event `failed` `{error}` is appended. Its pending and running steps
+    /// become cancelled, since they are killed. A terminal run is returned
+    /// unchanged.
+    pub fn fail_workflow_run(
+        &self,
+        id: &WorkflowRunId,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<WorkflowRun> {
+        self.stop_workflow_run(id, true, reason, now)
+    }
+
+    fn stop_workflow_run(
+        &self,
+        id: &WorkflowRunId,
+        failed: bool,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<WorkflowRun> {
+        let status = if failed { "failed" } else { "cancelled" };
         self.write_tx(|conn| {
             require_run(conn, id)?;
             let changed = crate::rows::exec(
                 conn,
                 &format!(
                     "UPDATE workflow_runs
-                         SET status = 'cancelled', finished_at = ?2, error = ?3, updated_at = ?2
+                         SET status = ?4, finished_at = ?2, error = ?3, updated_at = ?2
                          WHERE id = ?1 AND status NOT IN {TERMINAL_RUN_SQL}"
                 ),
-                params![id.as_str(), ts(now), reason],
+                params![id.as_str(), ts(now), reason, status],
             )
-            .map_err(StoreError::db("cancelling a workflow run"))?;
+            .map_err(StoreError::db("stopping a workflow run"))?;
             if changed == 1 {
                 crate::rows::exec(
                     conn,
@@ -402,14 +428,12 @@ impl Store {
                     params![id.as_str(), ts(now), reason],
                 )
                 .map_err(StoreError::db("cancelling workflow steps"))?;
-                append_event(
-                    conn,
-                    id,
-                    "cancelled",
-                    None,
-                    Some(&json!({ "reason": reason })),
-                    now,
-                )?;
+                let payload = if failed {
+                    error_payload(Some(reason))
+                } else {
+                    json!({ "reason": reason })
+                };
+                append_event(conn, id, status, None, Some(&payload), now)?;
             }
             require_run(conn, id)
         })

@@ -7,6 +7,10 @@
 //! permissions and the database's schema version are checked too, and the
 //! report's `ok` (no check failed) decides the exit code in every output
 //! mode. A warning never fails the report.
+//!
+//! Beyond the SPEC, the database is checked for damage with SQLite's
+//! `PRAGMA quick_check` (read-only, within a time budget that grows with its
+//! size), and the report names this implementation.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -18,7 +22,10 @@ use loops_core::{
     CommandTarget, ExecutorStatus, Loop, LoopStatus, ProcessTarget, RunStatus, Target, Timestamp,
 };
 use loops_exec::{ExecOptions, RunMetadata, SystemProbe, execute_target, preflight_target};
-use loops_store::{DatabaseState, LoopFilter, Store, inspect_database, schema_version};
+use loops_store::{
+    DatabaseState, Integrity, LoopFilter, Store, check_integrity, inspect_database,
+    integrity_budget, schema_version,
+};
 use serde::Serialize;
 
 use crate::daemon::{DaemonPaths, daemon_status};
@@ -91,13 +98,25 @@ impl Check {
     }
 }
 
-/// The doctor's report (SPEC §7.5 `{ok, checks}`).
+/// The doctor's report (SPEC §7.5 `{ok, checks}`, plus `implementation`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DoctorReport {
     /// No check failed.
     pub ok: bool,
     /// The checks, in order.
     pub checks: Vec<Check>,
+    /// Which implementation wrote the report ([`implementation`]); new in
+    /// loops, after the SPEC's fields.
+    pub implementation: String,
+}
+
+/// This implementation and the one whose contract it keeps, e.g.
+/// `loops (Rust) 0.1.0, compatible with OpenLoops 0.3.1`.
+pub(crate) fn implementation() -> String {
+    format!(
+        "loops (Rust) {}, compatible with OpenLoops 0.3.1",
+        env!("CARGO_PKG_VERSION")
+    )
 }
 
 /// What the doctor looks at.
@@ -117,7 +136,13 @@ pub fn run_doctor(opts: &DoctorOptions<'_>) -> DoctorReport {
     let mut checks = vec![check_data_dir(opts.data_dir)];
     let paths = DaemonPaths::new(opts.data_dir);
     let db = check_database(&paths.database());
-    let db_usable = db.status != CheckStatus::Fail;
+    // A file that cannot be read is not checked for damage as well.
+    let integrity = (db.status != CheckStatus::Fail).then(|| check_damage(&paths.database()));
+    // A damaged database is not opened for writing (opening migrates it).
+    let db_usable = db.status != CheckStatus::Fail
+        && integrity
+            .as_ref()
+            .is_none_or(|c| c.status != CheckStatus::Fail);
     checks.push(db);
     let path = loops_exec::normalize_path(&opts.env);
     checks.push(
@@ -137,6 +162,7 @@ pub fn run_doctor(opts: &DoctorOptions<'_>) -> DoctorReport {
     for bin in PROVIDERS {
         checks.push(check_provider(bin, &env));
     }
+    checks.extend(integrity);
     let store = if db_usable {
         Store::open(&paths.database(), Arc::new(SystemProbe)).ok()
     } else {
@@ -156,9 +182,62 @@ pub fn run_doctor(opts: &DoctorOptions<'_>) -> DoctorReport {
             .detail(paths.database().display().to_string()),
         ),
     }
+    checks.push(Check::new(
+        "implementation",
+        CheckStatus::Ok,
+        implementation(),
+    ));
     DoctorReport {
         ok: checks.iter().all(|c| c.status != CheckStatus::Fail),
         checks,
+        implementation: implementation(),
+    }
+}
+
+/// `PRAGMA quick_check` within a budget that grows with the file's size: a
+/// damaged file fails the report and says how to recover; a check that ran
+/// out of time only warns.
+fn check_damage(db: &Path) -> Check {
+    let shown = db.display().to_string();
+    let size = std::fs::metadata(db).map_or(0, |m| m.len());
+    match check_integrity(db, integrity_budget(size)) {
+        Ok(Integrity::Missing) => Check::new(
+            "database-integrity",
+            CheckStatus::Ok,
+            "no database yet; nothing to check",
+        )
+        .detail(shown),
+        Ok(Integrity::Ok) => Check::new(
+            "database-integrity",
+            CheckStatus::Ok,
+            "database passes SQLite's quick check",
+        )
+        .detail(shown),
+        Ok(Integrity::Damaged(problems)) => Check::new(
+            "database-integrity",
+            CheckStatus::Fail,
+            format!(
+                "database is damaged; to recover, stop the daemon (loops daemon stop), \
+                 back up {shown}, then run: sqlite3 {shown} \".recover\" | sqlite3 recovered.db \
+                 and move recovered.db into its place"
+            ),
+        )
+        .detail(problems.join("; ")),
+        Ok(Integrity::Unfinished { budget }) => Check::new(
+            "database-integrity",
+            CheckStatus::Warn,
+            format!(
+                "database was not checked fully within {} ms; run sqlite3 {shown} \"PRAGMA quick_check\" to check it",
+                budget.as_millis()
+            ),
+        )
+        .detail(shown),
+        Err(e) => Check::new(
+            "database-integrity",
+            CheckStatus::Fail,
+            "database cannot be checked for damage",
+        )
+        .detail(e.to_string()),
     }
 }
 

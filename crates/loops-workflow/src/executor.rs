@@ -8,13 +8,14 @@
 //! [`execute_workflow`]; tests pass a fake that
 //! returns canned results, so a tick runs without a single process.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use loops_core::{
     ExecutorResult, Loop, LoopRun, ProcessRef, Target, Timestamp, WorkflowTarget, loop_workflow_key,
 };
-use loops_exec::{CancelToken, RunMetadata, SystemProbe, execute_target};
+use loops_exec::{CancelToken, RunMetadata, SPAWN_ID_VAR, SystemProbe, execute_target};
 use loops_store::Store;
 
 use crate::clock::Clock;
@@ -29,6 +30,11 @@ pub struct RunControl<'a> {
     pub cancel: CancelToken,
     /// Reports the spawned child, so its identity is recorded on the run.
     pub on_spawn: &'a (dyn Fn(ProcessRef) + Sync),
+    /// The spawn id every process of the run is to carry in
+    /// `LOOPS_SPAWN_ID` (the runner records it with the run), so that the
+    /// recovery after a crash also finds the processes that left the run's
+    /// process group.
+    pub spawn_id: Option<&'a str>,
 }
 
 /// Executes one claimed loop run.
@@ -112,7 +118,7 @@ impl<'a> ProcessExecutor<'a> {
             .map_err(|e| e.to_string())?
             .ok_or_else(|| format!("workflow not found: {}", target.workflow_id))?;
         let opts = WorkflowRunOptions {
-            exec: self.exec.clone(),
+            exec: with_spawn_id(&self.exec, control.spawn_id),
             stop: Some(&control.cancel),
             idempotency_key: Some(loop_workflow_key(&lp.id, run.scheduled_for, run.attempt)),
             loop_context: Some((lp, run)),
@@ -128,6 +134,41 @@ impl<'a> ProcessExecutor<'a> {
 
 fn open_store(path: &Path) -> Result<Store, String> {
     Store::open(path, Arc::new(SystemProbe)).map_err(|e| e.to_string())
+}
+
+/// `exec` with `spawn_id` added to the `LOOPS_SPAWN_ID` of its base
+/// environment, after the spawn ids of the runs this runner is itself part
+/// of. Each spawn then adds its own cookie behind them (loops-exec's
+/// `cookie.rs`), and a scan for any of them finds the process.
+fn with_spawn_id(exec: &ExecSettings, spawn_id: Option<&str>) -> ExecSettings {
+    let mut exec = exec.clone();
+    let Some(spawn_id) = spawn_id else {
+        return exec;
+    };
+    let env = exec.base_env.get_or_insert_with(|| process_env().clone());
+    let value = match env.get(SPAWN_ID_VAR).map(|v| v.trim()) {
+        Some(outer) if !outer.is_empty() => format!("{outer} {spawn_id}"),
+        _ => spawn_id.to_owned(),
+    };
+    env.insert(SPAWN_ID_VAR.to_owned(), value);
+    exec
+}
+
+/// The process environment, read once (loops never changes its own), with
+/// names and values that are not UTF-8 converted lossily, as `loops_exec`
+/// reads it for a `None` base environment.
+fn process_env() -> &'static BTreeMap<String, String> {
+    static ENV: OnceLock<BTreeMap<String, String>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        std::env::vars_os()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.to_string_lossy().into_owned(),
+                )
+            })
+            .collect()
+    })
 }
 
 /// The `LOOPS_*` metadata of a loop run (SPEC §5.3 step 5).
@@ -154,7 +195,8 @@ impl RunExecutor for ProcessExecutor<'_> {
             Target::Agent(a) => loops_core::ProcessTarget::Agent(a.clone()),
         };
         let clock = || -> Timestamp { self.clock.now() };
-        let opts = self.exec.options(&clock, Some(control.cancel.clone()));
+        let exec = with_spawn_id(&self.exec, control.spawn_id);
+        let opts = exec.options(&clock, Some(control.cancel.clone()));
         execute_target(&target, &loop_metadata(lp, run), &opts, &mut |p| {
             (control.on_spawn)(p)
         })

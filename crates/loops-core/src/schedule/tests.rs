@@ -44,6 +44,7 @@ fn a_loop(schedule: Schedule, next: &str) -> Loop {
         expires_at: None,
         created_at: created,
         updated_at: created,
+        paused_reason: None,
     }
 }
 

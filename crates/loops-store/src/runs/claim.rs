@@ -8,7 +8,7 @@
 use loops_core::{Loop, LoopRun, RunId, RunStatus, Timestamp};
 use rusqlite::{Connection, params};
 
-use super::{offset_ms, run_and_process, run_returning};
+use super::{INTERRUPTED_BY_SHUTDOWN, offset_ms, run_and_process, run_returning};
 use crate::error::Result;
 use crate::loops::query_loop;
 use crate::rows::{self, ts};
@@ -150,7 +150,11 @@ impl Store {
                     return not_claimed(NotClaimed::Finished(run));
                 }
                 RunStatus::Failed | RunStatus::TimedOut | RunStatus::Abandoned => {
-                    if run.attempt >= fresh.max_attempts {
+                    // A run a shutdown interrupted did not count its attempt
+                    // (SPEC §9 item 17): it runs again as the same attempt.
+                    let released = run.status == RunStatus::Abandoned
+                        && run.error.as_deref() == Some(INTERRUPTED_BY_SHUTDOWN);
+                    if run.attempt >= fresh.max_attempts && !released {
                         return not_claimed(NotClaimed::AttemptsExhausted(run));
                     }
                     claim_retry(conn, &run.id, fresh.max_attempts, runner_id, now, lease)?
@@ -209,7 +213,7 @@ fn reclaim_expired(
     run_returning(
         conn,
         "UPDATE loop_runs SET claimed_by = ?2, started_at = ?3, lease_expires_at = ?4,
-           finished_at = NULL, pid = NULL, pid_start_ms = NULL, exit_code = NULL,
+           finished_at = NULL, pid = NULL, pid_start_ms = NULL, spawn_id = NULL, exit_code = NULL,
            duration_ms = NULL, stdout = NULL, stderr = NULL, error = NULL, updated_at = ?3
          WHERE id = ?1 AND status = 'running' AND lease_expires_at <= ?3
          RETURNING *",
@@ -219,6 +223,8 @@ fn reclaim_expired(
 }
 
 /// A failed, timed-out or abandoned row with attempts left: attempt + 1.
+/// A row a shutdown released keeps its attempt number: that attempt was not
+/// counted, so it runs again (at least as attempt 1).
 fn claim_retry(
     conn: &Connection,
     id: &RunId,
@@ -230,13 +236,23 @@ fn claim_retry(
     // The previous attempt's finish, process and results are cleared.
     run_returning(
         conn,
-        "UPDATE loop_runs SET attempt = attempt + 1, status = 'running', claimed_by = ?2,
-           started_at = ?3, lease_expires_at = ?4,
-           finished_at = NULL, pid = NULL, pid_start_ms = NULL, exit_code = NULL,
+        "UPDATE loop_runs SET
+           attempt = CASE WHEN status = 'abandoned' AND error IS ?6 THEN MAX(attempt, 1)
+                          ELSE attempt + 1 END,
+           status = 'running', claimed_by = ?2, started_at = ?3, lease_expires_at = ?4,
+           finished_at = NULL, pid = NULL, pid_start_ms = NULL, spawn_id = NULL, exit_code = NULL,
            duration_ms = NULL, stdout = NULL, stderr = NULL, error = NULL, updated_at = ?3
-         WHERE id = ?1 AND status IN ('failed', 'timed_out', 'abandoned') AND attempt < ?5
+         WHERE id = ?1 AND status IN ('failed', 'timed_out', 'abandoned')
+           AND (attempt < ?5 OR (status = 'abandoned' AND error IS ?6))
          RETURNING *",
-        params![id.as_str(), runner_id, ts(now), ts(lease), max_attempts],
+        params![
+            id.as_str(),
+            runner_id,
+            ts(now),
+            ts(lease),
+            max_attempts,
+            INTERRUPTED_BY_SHUTDOWN
+        ],
         "claiming a retry",
     )
 }

@@ -5,12 +5,10 @@
 //! **Release.** SPEC §9 item 17: the original kills in-flight runs on stop
 //! and records them as failed, which consumes an attempt. Here a run that
 //! was still executing when the daemon's grace period ran out is recorded
-//! as `abandoned` with the error [`INTERRUPTED_BY_SHUTDOWN`] and its
-//! `attempt` set back by one, and its loop is not advanced. The next claim
-//! of the slot (by the same rule every runner uses: a retryable row with
-//! `attempt < maxAttempts` is re-claimed as `attempt + 1`) therefore runs
-//! it again under the same attempt number. A first attempt is stored as
-//! attempt 0 until then, which reads as "no attempt counted". Linked
+//! as `abandoned` with the error [`INTERRUPTED_BY_SHUTDOWN`], keeping its
+//! attempt number, and its loop is not advanced. The next claim of the slot
+//! recognizes the released row by that error and runs it again under the
+//! same attempt number, even when it was the last one. Linked
 //! workflow runs are cancelled and their idempotency key for this attempt
 //! is cleared, so the re-run starts a fresh workflow run instead of
 //! returning the interrupted one.
@@ -53,7 +51,7 @@ pub const INTERRUPTED_BY_SHUTDOWN: &str =
 /// The result of [`Store::release_run`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Released {
-    /// The run as stored: abandoned, with its attempt set back by one.
+    /// The run as stored: abandoned, with its attempt number.
     pub run: LoopRun,
     /// The linked workflow runs that were cancelled with it.
     pub workflow_runs_cancelled: Vec<WorkflowRunId>,
@@ -78,7 +76,7 @@ impl Store {
         self.write_tx(|conn| {
             let Some(run) = run_returning(
                 conn,
-                "UPDATE loop_runs SET status = 'abandoned', attempt = MAX(attempt - 1, 0),
+                "UPDATE loop_runs SET status = 'abandoned',
                    finished_at = ?3, lease_expires_at = NULL,
                    pid_start_ms = CASE WHEN pid IS ?4 THEN pid_start_ms ELSE NULL END,
                    pid = ?4, exit_code = ?5, duration_ms = ?6, stdout = ?7, stderr = ?8,
@@ -221,7 +219,7 @@ fn release_linked_workflow_runs(
         context: "cancelling linked workflow runs",
     };
     let cancelled = close_linked_workflow_runs(conn, &run.id, &close, now)?;
-    // The attempt number was given back, so its key will be asked for again.
+    // The same attempt runs again, so its key will be asked for again.
     let key = loop_workflow_key(
         &run.loop_id,
         run.scheduled_for,

@@ -62,7 +62,10 @@ fn a_released_run_is_claimed_again_under_the_same_attempt() {
         .unwrap()
         .unwrap();
     assert_eq!(released.run.status, RunStatus::Abandoned);
-    assert_eq!(released.run.attempt, 1, "attempt 2 was given back");
+    assert_eq!(
+        released.run.attempt, 2,
+        "the released run keeps its attempt"
+    );
     assert_eq!(released.run.error.as_deref(), Some(INTERRUPTED_BY_SHUTDOWN));
     assert_eq!(released.run.stdout.as_deref(), Some("out"), "output kept");
     assert_eq!(released.run.lease_expires_at, None);
@@ -103,7 +106,7 @@ fn a_released_run_is_claimed_again_under_the_same_attempt() {
 }
 
 #[test]
-fn a_first_attempt_is_released_as_attempt_zero() {
+fn a_released_first_attempt_keeps_attempt_1_and_runs_again_as_attempt_1() {
     let fx = Fixture::new();
     let store = fx.store();
     let lp = create(&store, "once", 1);
@@ -118,14 +121,15 @@ fn a_first_attempt_is_released_as_attempt_zero() {
         )
         .unwrap()
         .unwrap();
-    assert_eq!(released.run.attempt, 0);
+    // SPEC §9 item 17: shown as the attempt it was, not as attempt 0.
+    assert_eq!(released.run.attempt, 1);
     assert_eq!(released.workflow_runs_cancelled.len(), 1);
     let wr = store
         .get_workflow_run(&wr.parse().unwrap())
         .unwrap()
         .unwrap();
     assert_eq!(wr.status, WorkflowRunStatus::Cancelled);
-    // attempt 0 < maxAttempts 1: claimable again, as attempt 1.
+    // attempt 1 of maxAttempts 1 was not counted: claimable again, as 1.
     let again = claim_as(&store, &lp, t0(), RUNNER_B);
     assert_eq!(again.attempt, 1);
 }
@@ -265,6 +269,52 @@ fn runs_of_this_hosts_daemons_are_listed_except_the_callers() {
     let found = store.running_runs_of_host("host-a", me).unwrap();
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].run.claimed_by.as_deref(), Some(dead));
+    assert_eq!(found[0].spawn_id, None);
+}
+
+#[test]
+fn a_runs_spawn_id_is_recorded_with_its_pid_and_cleared_by_the_next_claim() {
+    // Issue 12 §5: recovery finds the run's escaped processes by it.
+    let fx = Fixture::new();
+    let store = fx.store();
+    let lp = create(&store, "spawned", 2);
+    let dead = "host-a:100:aaaaaaaaaaaa";
+    let run = claim_as(&store, &lp, t0(), dead);
+    let process = ProcessRef {
+        pid: 4242,
+        start: Some(1),
+    };
+    store
+        .mark_run_spawn(&run.id, process, Some("100-ab-0"), Some(dead), t0())
+        .unwrap()
+        .unwrap();
+    // A later pid report without one keeps it.
+    store
+        .mark_run_pid(&run.id, process, Some(dead), t0())
+        .unwrap()
+        .unwrap();
+    let found = store
+        .running_runs_of_host("host-a", "host-a:1:cccccccccccc")
+        .unwrap();
+    assert_eq!(found[0].process, Some(process));
+    assert_eq!(found[0].spawn_id.as_deref(), Some("100-ab-0"));
+
+    // A retry's claim starts without the previous attempt's spawn id.
+    let now = t0().add_ms(1_000);
+    store
+        .finalize_and_advance(
+            &run.id,
+            &result(ExecutorStatus::Failed, now),
+            &loops_store::Fence::new(dead),
+            now,
+        )
+        .unwrap();
+    let retry = claim_as(&store, &lp, t0(), dead);
+    assert_eq!(retry.attempt, 2);
+    let found = store
+        .running_runs_of_host("host-a", "host-a:1:cccccccccccc")
+        .unwrap();
+    assert_eq!(found[0].spawn_id, None);
 }
 
 #[test]

@@ -5,13 +5,15 @@
 //! that claimed a still-running run is either gone or no longer schedules.
 //! A run whose claimant process is gone (or whose pid now belongs to a
 //! process started after the claim) is recovered at once: its orphaned
-//! process groups are torn down when their recorded identity matches, then
+//! process groups are torn down when their recorded identity matches, and
+//! so are the processes that left those groups but carry the run's recorded
+//! spawn id in `LOOPS_SPAWN_ID`; then
 //! it is abandoned and its loop advanced as after a failure, so it retries
 //! by the loop's policy. A run whose claimant still runs is left to its
 //! lease, like a run of another host.
 
 use loops_core::Timestamp;
-use loops_exec::{OrphanKill, kill_orphan_group};
+use loops_exec::{OrphanKill, kill_orphan_carriers, kill_orphan_group};
 use loops_store::Store;
 
 use super::DaemonOptions;
@@ -68,6 +70,22 @@ pub(super) fn recover_dead_daemons(
                     process.pid, run.id
                 )),
                 OrphanKill::Gone => {}
+            }
+        }
+        // The processes that left the run's group (`setsid`, a double fork)
+        // carry its spawn id.
+        if let Some(spawn_id) = found.spawn_id.as_deref() {
+            match kill_orphan_carriers(spawn_id, opts.orphan_grace) {
+                OrphanKill::Killed { forced } => log(&format!(
+                    "killed orphaned processes of run {} that left its process group{}",
+                    run.id,
+                    if forced { " (SIGKILL)" } else { "" }
+                )),
+                OrphanKill::Survived => log(&format!(
+                    "processes of run {} that left its process group survived SIGKILL",
+                    run.id
+                )),
+                OrphanKill::Gone | OrphanKill::NotVerified => {}
             }
         }
         let reason = format!(

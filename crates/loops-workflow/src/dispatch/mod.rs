@@ -27,6 +27,8 @@
 mod overlap;
 mod record;
 
+pub(crate) use record::RUN_LEASE_LOST;
+
 use std::any::Any;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -116,6 +118,23 @@ struct InFlight {
     /// Cancelled by a daemon shutdown: released, not finalized, unless it
     /// succeeded anyway.
     interrupted: bool,
+    /// The run has ended, but recording its result failed on a transient
+    /// store error (a full disk): it is tried again, its lease still
+    /// renewed, until it lands.
+    unrecorded: Option<Unrecorded>,
+    /// The spawn id every process of the run carries, recorded with its pid
+    /// so a later runner finds them after a crash.
+    spawn_id: String,
+}
+
+/// The result of a run whose finalize has not landed yet.
+struct Unrecorded {
+    result: ExecutorResult,
+    /// Failed attempts so far.
+    failures: u32,
+    /// The wait before the next attempt: 100 ms, doubling up to 5 s.
+    delay: Duration,
+    retry_at: Instant,
 }
 
 /// A loop with runs of this dispatcher in flight.
@@ -147,6 +166,9 @@ pub(crate) struct Dispatcher<'scope, 'env> {
     result: TickResult,
     /// The first run whose row vanished before its finalize.
     pub(crate) vanished: Option<StoreError>,
+    /// Runs recorded inside the store batch under way, with their results:
+    /// settled once the batch commits, tried again if it does not.
+    landed: Vec<(InFlight, ExecutorResult, Option<LoopRun>)>,
 }
 
 impl<'scope, 'env> Dispatcher<'scope, 'env> {
@@ -179,6 +201,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
             stop_sent: false,
             result: TickResult::default(),
             vanished: None,
+            landed: Vec::new(),
         }
     }
 
@@ -245,10 +268,30 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                 Ok(_) => {
                     self.parked.insert(lp.id);
                 }
-                Err(e) => {
-                    self.report_error(&lp, &e.to_string());
-                    self.parked.insert(lp.id);
-                }
+                Err(e) => self.pause_unplannable(&lp, &e.to_string(), now)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// A loop whose stored schedule cannot be planned (a cron expression or
+    /// time zone another implementation accepted) would fail again on every
+    /// plan: it is paused with the reason recorded on it, and reported once.
+    fn pause_unplannable(
+        &mut self,
+        lp: &Loop,
+        error: &str,
+        now: Timestamp,
+    ) -> Result<(), SchedulerError> {
+        let reason = format!(
+            "schedule cannot be planned: {error}; loop paused \
+             (remove it and create it again with a valid schedule)"
+        );
+        match self.store.pause_loop_with_reason(&lp.id, &reason, now)? {
+            Some(_) => self.report_error(lp, &reason),
+            // Changed by someone else meanwhile: look again next time.
+            None => {
+                self.parked.insert(lp.id);
             }
         }
         Ok(())
@@ -360,7 +403,13 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
         let period = heartbeat_period(work.lp.lease_ms);
         let spawn_tx = self.tx.clone();
         let executor = self.opts.executor;
-        let (lp, worker_run, worker_cancel) = (work.lp.clone(), run.clone(), cancel.clone());
+        let spawn_id = loops_exec::new_spawn_id();
+        let (lp, worker_run, worker_cancel, worker_spawn_id) = (
+            work.lp.clone(),
+            run.clone(),
+            cancel.clone(),
+            spawn_id.clone(),
+        );
         self.pool.submit(move || {
             let run_id = worker_run.id;
             let on_spawn = move |p: ProcessRef| {
@@ -370,6 +419,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
             let control = RunControl {
                 cancel: worker_cancel,
                 on_spawn: &on_spawn,
+                spawn_id: Some(&worker_spawn_id),
             };
             // A panicking executor must still report back: without a `Done`
             // the dispatcher would wait, and heartbeat the lease, forever.
@@ -410,6 +460,8 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                 period,
                 next_heartbeat: Instant::now() + period,
                 interrupted: false,
+                unrecorded: None,
+                spawn_id,
             },
         );
     }
@@ -424,9 +476,16 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
         self.rx.try_recv().ok()
     }
 
-    /// When the next run lease is due for renewal.
+    /// When the next run lease is due for renewal, or the next finalize
+    /// that failed is due to be tried again.
     pub(crate) fn next_heartbeat(&self) -> Option<Instant> {
-        self.inflight.values().map(|f| f.next_heartbeat).min()
+        self.inflight
+            .values()
+            .map(|f| match &f.unrecorded {
+                Some(u) => f.next_heartbeat.min(u.retry_at),
+                None => f.next_heartbeat,
+            })
+            .min()
     }
 
     /// Applies a worker's report. Wake-ups and stops are the caller's.
@@ -434,39 +493,52 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
         match report {
             Report::Spawned(id, process) => {
                 let now = self.opts.clock.now();
-                self.store
-                    .mark_run_pid(&id, process, Some(self.opts.runner_id), now)?;
+                let spawn_id = self.inflight.get(&id).map(|f| f.spawn_id.as_str());
+                self.store.mark_run_spawn(
+                    &id,
+                    process,
+                    spawn_id,
+                    Some(self.opts.runner_id),
+                    now,
+                )?;
             }
             Report::Done(id, outcome) => {
                 let Some(done) = self.inflight.remove(&id) else {
                     return Ok(());
                 };
-                if let Some(b) = self.busy.get_mut(&done.work.lp.id) {
-                    b.runs = b.runs.saturating_sub(1);
-                    if b.runs == 0 {
-                        self.busy.remove(&done.work.lp.id);
-                    }
-                }
-                let Some(final_run) = self.finish(&done, outcome)? else {
-                    return Ok(());
-                };
-                self.report_run(&final_run);
-                let retry_pending = final_run.status.is_retryable()
-                    && final_run.attempt < done.work.attempts_at_plan;
-                self.result.sort(final_run);
-                let mut work = done.work;
-                if retry_pending {
-                    // SPEC §3.1 step 6: a scheduled retry drops the loop's
-                    // remaining slots.
-                    work.slots.clear();
-                }
-                if !work.slots.is_empty() && !self.draining {
-                    self.queue.push_front(work);
-                }
+                let result = self.result_of(&done, outcome);
+                return self.record(done, result);
             }
             Report::Wake | Report::Stop => {}
         }
         Ok(())
+    }
+
+    /// The run is recorded: its loop may go on (see
+    /// [`Dispatcher::record`]).
+    fn settle(&mut self, done: InFlight, stored: Option<LoopRun>) {
+        if let Some(b) = self.busy.get_mut(&done.work.lp.id) {
+            b.runs = b.runs.saturating_sub(1);
+            if b.runs == 0 {
+                self.busy.remove(&done.work.lp.id);
+            }
+        }
+        let Some(final_run) = stored else {
+            return;
+        };
+        self.report_run(&final_run);
+        let retry_pending =
+            final_run.status.is_retryable() && final_run.attempt < done.work.attempts_at_plan;
+        self.result.sort(final_run);
+        let mut work = done.work;
+        if retry_pending {
+            // SPEC §3.1 step 6: a scheduled retry drops the loop's
+            // remaining slots.
+            work.slots.clear();
+        }
+        if !work.slots.is_empty() && !self.draining {
+            self.queue.push_front(work);
+        }
     }
 
     /// Consumes the dispatcher, returning what it did.

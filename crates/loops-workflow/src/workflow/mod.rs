@@ -101,6 +101,12 @@ pub struct WorkflowRunOptions<'a> {
     /// steps costs one write, and nothing stays unprinted while a long step
     /// runs.
     pub on_idle: Option<&'a (dyn Fn() + Sync)>,
+    /// Called when recording the run's progress failed on a transient store
+    /// error (a full disk, an I/O error, a lock held too long), once per
+    /// streak of failures: the runner keeps what it has not recorded and
+    /// tries again after 100 ms, doubling up to 5 s, until it lands (or
+    /// until `stop` fires, which ends the run with the error).
+    pub on_retry: Option<&'a (dyn Fn(&StoreError) + Sync)>,
 }
 
 impl<'a> WorkflowRunOptions<'a> {
@@ -119,6 +125,7 @@ impl<'a> WorkflowRunOptions<'a> {
             on_step: None,
             on_spawn: None,
             on_idle: None,
+            on_retry: None,
         }
     }
 }

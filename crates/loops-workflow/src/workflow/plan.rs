@@ -59,7 +59,22 @@ pub(crate) struct Plan<'w> {
     states: Vec<State>,
 }
 
+/// The states of a [`Plan`]'s steps at one moment ([`Plan::snapshot`]).
+#[derive(Debug, Clone)]
+pub(crate) struct PlanSnapshot(Vec<State>);
+
 impl<'w> Plan<'w> {
+    /// The steps' states now, to go back to with [`Plan::restore`] when a
+    /// turn's transaction did not commit.
+    pub(crate) fn snapshot(&self) -> PlanSnapshot {
+        PlanSnapshot(self.states.clone())
+    }
+
+    /// Goes back to `snapshot`.
+    pub(crate) fn restore(&mut self, snapshot: PlanSnapshot) {
+        self.states = snapshot.0;
+    }
+
     /// The plan of `steps` given their stored rows. Succeeded, skipped and
     /// cancelled steps are done already (SPEC §6.3 step 2.3: what makes
     /// resumes work); every other step, including one stored as running,

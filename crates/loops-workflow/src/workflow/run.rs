@@ -26,7 +26,7 @@
 //!   finish was in the failed turn stays running in the store, with its
 //!   pid, which recover finds dead.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -37,7 +37,7 @@ use loops_core::{
 use loops_exec::{CancelToken, RunMetadata};
 use loops_store::{NewWorkflowRun, StepOutcome, Store, StoreError, WorkflowRunPatch};
 
-use super::plan::{Next, Plan};
+use super::plan::{Next, Plan, PlanSnapshot};
 use super::summary::workflow_result;
 use super::worker::{Report, StepJob, run_step};
 use super::{WorkflowError, WorkflowOutcome, WorkflowRunOptions};
@@ -122,6 +122,7 @@ pub fn execute_workflow(
         timed_out: false,
         turn: Turn::Outside,
         flushed: false,
+        backlog: VecDeque::new(),
     };
     runner.drive()?;
     runner.finish()
@@ -166,7 +167,29 @@ fn timeout_message(ms: u64) -> String {
     format!("workflow timed out after {ms}ms")
 }
 
+/// The first wait before a turn or the run's end whose write failed on a
+/// transient store error is tried again; it doubles up to
+/// [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+/// The longest wait between two attempts.
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// The runner's state before a turn, restored when the turn's transaction
+/// did not commit, so the turn can be applied again.
+struct Snapshot {
+    plan: PlanSnapshot,
+    inflight: HashMap<usize, InFlight>,
+    run: WorkflowRun,
+    outcome: WorkflowRunStatus,
+    reason: Option<String>,
+    halted: bool,
+    ended: bool,
+    stopped: bool,
+    timed_out: bool,
+}
+
 /// A step executing on a worker.
+#[derive(Clone)]
 struct InFlight {
     cancel: CancelToken,
     /// Whether the workflow timeout is what cancelled it.
@@ -199,6 +222,9 @@ struct Runner<'r> {
     turn: Turn,
     /// [`Store::flush_wal_early`] was called.
     flushed: bool,
+    /// Reports not applied yet: arrived, or taken back from a turn that did
+    /// not commit.
+    backlog: VecDeque<Report>,
 }
 
 /// Whether the store thread is inside a turn's write transaction, and what
@@ -262,41 +288,73 @@ impl<'r> Runner<'r> {
         let poll = self.opts.cancel_poll.max(Duration::from_millis(1));
         let mut next_poll = Instant::now() + poll;
         let store = self.store;
-        let mut pending: Option<Report> = None;
+        // After a turn failed on a transient store error: when to try again,
+        // and the wait that led there.
+        let mut retry: Option<(Instant, Duration)> = None;
         loop {
             // One commit per turn: the reports that arrived (and those
             // waiting behind them), then the steps that can start. The
             // started steps are spawned only after that commit: a step
             // never runs without its start on disk, so a crash of the
             // runner cannot lead a resume to run it twice.
-            if pending.is_none() && !self.can_start() {
+            if retry.is_some_and(|(at, _)| Instant::now() < at) {
+                // Backing off: nothing is written until the retry is due.
+            } else if self.backlog.is_empty() && !self.can_start() {
                 // A poll turn with nothing arrived and nothing to start:
                 // no batch, so no write lock taken while steps run.
                 self.check_stop()?;
                 self.check_deadline();
             } else {
                 let mut ready = Vec::new();
+                let mut applied = Vec::new();
+                let before = self.snapshot();
                 self.turn = Turn::Unchecked;
                 let turn = store.transaction(|| {
-                    let mut next = pending.take();
-                    while let Some(report) = next.take() {
-                        match report {
-                            Report::Spawned(pos, process) => self.spawned(pos, process)?,
-                            Report::Done(pos, result) => self.complete(pos, result)?,
-                            Report::Stop => {}
-                        }
-                        next = rx.try_recv().ok();
+                    while let Some(report) = self.backlog.pop_front().or_else(|| rx.try_recv().ok())
+                    {
+                        // Kept until the commit, to be applied again if it
+                        // fails; a step's output is not copied for that.
+                        let outcome = match &report {
+                            Report::Spawned(pos, process) => self.spawned(*pos, *process),
+                            Report::Done(pos, result) => self.complete(*pos, result),
+                            Report::Stop => Ok(()),
+                        };
+                        applied.push(report);
+                        outcome?;
                     }
                     self.check_stop()?;
                     self.check_deadline();
                     self.dispatch(&mut |job| ready.push(job))
                 });
                 self.turn = Turn::Outside;
-                if let Err(e) = turn {
-                    for job in &ready {
-                        self.inflight.remove(&job.pos);
+                match turn {
+                    Err(WorkflowError::Store(e)) if e.is_transient() && !self.stop_fired() => {
+                        // Nothing of the turn committed: go back to before
+                        // it, and apply its reports again after a backoff.
+                        // Its started steps were never spawned.
+                        self.restore(before);
+                        for report in applied.into_iter().rev() {
+                            self.backlog.push_front(report);
+                        }
+                        let delay = match retry {
+                            Some((_, last)) => (last * 2).min(RETRY_MAX),
+                            None => {
+                                if let Some(on_retry) = self.opts.on_retry {
+                                    on_retry(&e);
+                                }
+                                RETRY_FIRST
+                            }
+                        };
+                        retry = Some((Instant::now() + delay, delay));
+                        continue;
                     }
-                    return Err(e);
+                    Err(e) => {
+                        for job in &ready {
+                            self.inflight.remove(&job.pos);
+                        }
+                        return Err(e);
+                    }
+                    Ok(()) => retry = None,
                 }
                 for job in ready {
                     spawn(job);
@@ -310,13 +368,16 @@ impl<'r> Runner<'r> {
                     store.flush_wal_early();
                 }
             }
-            if self.inflight.is_empty() {
+            if self.inflight.is_empty() && self.backlog.is_empty() && retry.is_none() {
                 return Ok(());
             }
             let now = Instant::now();
             let mut wait = next_poll.saturating_duration_since(now);
             if let Some((deadline, _)) = self.timeout.filter(|_| !self.timed_out) {
                 wait = wait.min(deadline.saturating_duration_since(now));
+            }
+            if let Some((at, _)) = retry {
+                wait = wait.min(at.saturating_duration_since(now));
             }
             let report = match rx.try_recv() {
                 Ok(report) => Ok(report),
@@ -329,7 +390,7 @@ impl<'r> Runner<'r> {
                 }
             };
             match report {
-                Ok(report) => pending = Some(report),
+                Ok(report) => self.backlog.push_back(report),
                 Err(RecvTimeoutError::Timeout) => {}
                 // This thread holds a sender, so the channel cannot close.
                 Err(RecvTimeoutError::Disconnected) => return Ok(()),
@@ -342,6 +403,41 @@ impl<'r> Runner<'r> {
                 }
             }
         }
+    }
+
+    /// The state a turn starts from (see [`Snapshot`]).
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            plan: self.plan.snapshot(),
+            inflight: self.inflight.clone(),
+            run: self.run.clone(),
+            outcome: self.outcome,
+            reason: self.reason.clone(),
+            halted: self.halted,
+            ended: self.ended,
+            stopped: self.stopped,
+            timed_out: self.timed_out,
+        }
+    }
+
+    /// Goes back to `snapshot` after a turn that did not commit. A kill the
+    /// turn already sent stays sent; its step reports as killed.
+    fn restore(&mut self, snapshot: Snapshot) {
+        self.plan.restore(snapshot.plan);
+        self.inflight = snapshot.inflight;
+        self.run = snapshot.run;
+        self.outcome = snapshot.outcome;
+        self.reason = snapshot.reason;
+        self.halted = snapshot.halted;
+        self.ended = snapshot.ended;
+        self.stopped = snapshot.stopped;
+        self.timed_out = snapshot.timed_out;
+    }
+
+    /// The stop token fired: a write that keeps failing is given up then,
+    /// and the run ends with the error.
+    fn stop_fired(&self) -> bool {
+        self.opts.stop.is_some_and(CancelToken::is_cancelled)
     }
 
     /// Whether [`Runner::dispatch`] would start or skip a step now.
@@ -456,7 +552,7 @@ impl<'r> Runner<'r> {
     }
 
     /// SPEC §6.3 steps 2.7 to 2.10: a step's worker reported its result.
-    fn complete(&mut self, pos: usize, mut result: ExecutorResult) -> Result<(), WorkflowError> {
+    fn complete(&mut self, pos: usize, result: &ExecutorResult) -> Result<(), WorkflowError> {
         let Some(flight) = self.inflight.remove(&pos) else {
             return Ok(());
         };
@@ -466,16 +562,23 @@ impl<'r> Runner<'r> {
             return Ok(());
         }
         // Step 2.7: the workflow timeout's kill is a timeout, not a failure.
-        if flight.by_timeout && result.status == ExecutorStatus::Failed {
-            result.status = ExecutorStatus::TimedOut;
-            result.error = Some(timeout_message(self.timeout.map_or(0, |(_, ms)| ms)));
-        }
+        let timed_out;
+        let result = if flight.by_timeout && result.status == ExecutorStatus::Failed {
+            timed_out = ExecutorResult {
+                status: ExecutorStatus::TimedOut,
+                error: Some(timeout_message(self.timeout.map_or(0, |(_, ms)| ms))),
+                ..result.clone()
+            };
+            &timed_out
+        } else {
+            result
+        };
         let step = self.plan.step(pos);
         let now = self.now();
         let row = self.store.finalize_step_run(
             &self.run.id,
             &step.id,
-            &StepOutcome::from(&result),
+            &StepOutcome::from(result),
             now,
         )?;
         self.report_step(&row);
@@ -504,7 +607,8 @@ impl<'r> Runner<'r> {
         self.reason = Some(reason);
     }
 
-    /// The stop token: cancel the run in the store, then kill its steps.
+    /// The stop token: cancel the run in the store (fail it, when the loop
+    /// run's lease was lost), then kill its steps.
     fn check_stop(&mut self) -> Result<(), WorkflowError> {
         if self.stopped {
             return Ok(());
@@ -516,7 +620,13 @@ impl<'r> Runner<'r> {
         // The cancel is recorded before the kill, so the step's killed
         // result can never be finalized over it.
         let now = self.now();
-        let run = self.store.cancel_workflow_run(&self.run.id, &reason, now)?;
+        // A lost lease is not a cancel anyone asked for: the run failed
+        // (SPEC §10 item 98).
+        let run = if reason == crate::dispatch::RUN_LEASE_LOST {
+            self.store.fail_workflow_run(&self.run.id, &reason, now)?
+        } else {
+            self.store.cancel_workflow_run(&self.run.id, &reason, now)?
+        };
         self.ended_elsewhere(run);
         Ok(())
     }
@@ -592,7 +702,12 @@ impl<'r> Runner<'r> {
             flight.cancel.cancel(why.clone());
         }
         while !self.inflight.is_empty() {
-            match rx.recv() {
+            // The reports already taken off the channel come first.
+            let report = match self.backlog.pop_front() {
+                Some(report) => Ok(report),
+                None => rx.recv(),
+            };
+            match report {
                 Ok(Report::Done(pos, result)) => {
                     if self.inflight.remove(&pos).is_some() {
                         let step = self.plan.step(pos);
@@ -621,6 +736,49 @@ impl<'r> Runner<'r> {
     /// SPEC §6.3 steps 3 and 4: skip what did not run, finalize the run
     /// unless it ended elsewhere, and map it to a result.
     fn finish(mut self) -> Result<WorkflowOutcome, WorkflowError> {
+        let mut delay = RETRY_FIRST;
+        let run = loop {
+            match self.record_end() {
+                Ok(run) => break run,
+                Err(WorkflowError::Store(e)) if e.is_transient() && !self.stop_fired() => {
+                    if delay == RETRY_FIRST
+                        && let Some(on_retry) = self.opts.on_retry
+                    {
+                        on_retry(&e);
+                    }
+                    let stopped = match self.opts.stop {
+                        Some(stop) => stop.wait_timeout(delay),
+                        None => {
+                            std::thread::sleep(delay);
+                            false
+                        }
+                    };
+                    if stopped {
+                        return Err(WorkflowError::Store(e));
+                    }
+                    delay = (delay * 2).min(RETRY_MAX);
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        let steps = self.store.list_step_runs(&run.id)?;
+        let result = workflow_result(
+            &run,
+            &steps,
+            self.reason.as_deref(),
+            self.opts.exec.max_output_bytes,
+        );
+        Ok(WorkflowOutcome { run, steps, result })
+    }
+
+    /// Skips the steps that did not run and finalizes the run, in one
+    /// transaction, so a failure leaves nothing half written to try again.
+    fn record_end(&mut self) -> Result<WorkflowRun, WorkflowError> {
+        let store = self.store;
+        store.transaction(|| self.record_end_in_tx())
+    }
+
+    fn record_end_in_tx(&mut self) -> Result<WorkflowRun, WorkflowError> {
         let now = self.now();
         if !self.ended && self.outcome == WorkflowRunStatus::Succeeded && self.plan.has_undecided()
         {
@@ -647,13 +805,6 @@ impl<'r> Runner<'r> {
             self.store
                 .finalize_workflow_run(&self.run.id, self.outcome, &patch, now)?
         };
-        let steps = self.store.list_step_runs(&run.id)?;
-        let result = workflow_result(
-            &run,
-            &steps,
-            self.reason.as_deref(),
-            self.opts.exec.max_output_bytes,
-        );
-        Ok(WorkflowOutcome { run, steps, result })
+        Ok(run)
     }
 }

@@ -329,7 +329,7 @@ fn a_stop_past_the_grace_period_releases_runs_without_counting_the_attempt() {
     );
     let run = runs_of(&store, &long.id).remove(0);
     assert_eq!(run.status, RunStatus::Abandoned);
-    assert_eq!(run.attempt, 0, "the attempt was given back");
+    assert_eq!(run.attempt, 1, "the released run keeps its attempt number");
     assert_eq!(run.error.as_deref(), Some(INTERRUPTED_BY_SHUTDOWN));
     assert_eq!(run.stdout.as_deref(), Some("long attempt 1"));
     let lp = reload(&store, &long);

@@ -709,3 +709,146 @@ fn a_panicking_executor_fails_its_run_instead_of_hanging_the_tick() {
     assert_eq!(run.lease_expires_at, None);
     assert_eq!(reload(&store, &lp).next_run_at, Some(at(120)));
 }
+
+#[test]
+fn a_loop_whose_stored_schedule_cannot_be_planned_is_paused_with_its_reason() {
+    // A schedule another implementation stored (here a time zone chrono-tz
+    // does not know, and a cron field croner rejects) fails every plan: the
+    // loop is paused once, with the reason on its record, instead of an
+    // error on every tick.
+    let fx = Fixture::new();
+    let store = fx.store();
+    let clock = ManualClock::new(at(60));
+    let fake = FakeExecutor::new(&clock);
+    let fine = store
+        .create_loop(&command_loop("fine", every(60_000)), t0())
+        .unwrap();
+    let zone = store
+        .create_loop(&command_loop("zone", every(60_000)), t0())
+        .unwrap();
+    let field = store
+        .create_loop(&command_loop("field", every(60_000)), t0())
+        .unwrap();
+    let conn = rusqlite::Connection::open(fx.path()).unwrap();
+    for (lp, schedule) in [
+        (
+            &zone,
+            r#"{"type":"cron","expression":"* * * * *","timezone":"Mars/Olympus_Mons"}"#,
+        ),
+        (&field, r#"{"type":"cron","expression":"* * * * * * * *"}"#),
+    ] {
+        conn.execute(
+            "UPDATE loops SET schedule_json = ?2 WHERE id = ?1",
+            [lp.id.as_str(), schedule],
+        )
+        .unwrap();
+    }
+    drop(conn);
+    let errors = RefCell::new(Vec::new());
+    let on_error = |lp: &loops_core::Loop, msg: &str| {
+        errors.borrow_mut().push((lp.name.clone(), msg.to_owned()));
+    };
+    let o = TickOptions {
+        on_error: Some(&on_error),
+        ..opts(&clock, &fake)
+    };
+    let r = tick(&store, &o).unwrap();
+    assert_eq!(r.completed.len(), 1, "{r:?}");
+    assert_eq!(r.completed[0].loop_id, fine.id);
+
+    for lp in [&zone, &field] {
+        let paused = reload(&store, lp);
+        assert_eq!(paused.status, LoopStatus::Paused, "{}", lp.name);
+        let reason = paused.paused_reason.clone().unwrap_or_default();
+        assert!(
+            reason.starts_with("schedule cannot be planned: ") && reason.contains("loop paused"),
+            "{reason}"
+        );
+        assert_eq!(paused.next_run_at, lp.next_run_at, "the slot is kept");
+        let shown = serde_json::to_value(&paused).unwrap();
+        assert_eq!(shown["pausedReason"], reason.as_str());
+    }
+    assert_eq!(errors.borrow().len(), 2, "{:?}", errors.borrow());
+
+    // Later ticks leave it alone: no second error.
+    clock.advance(60_000);
+    tick(&store, &o).unwrap();
+    assert_eq!(errors.borrow().len(), 2, "{:?}", errors.borrow());
+    assert_eq!(runs_of(&store, &zone.id), []);
+
+    // Resumed (say, after another implementation fixed the row), the reason
+    // is gone; a loop paused by a user never had one.
+    let conn = rusqlite::Connection::open(fx.path()).unwrap();
+    conn.execute(
+        "UPDATE loops SET schedule_json = ?2 WHERE id = ?1",
+        [zone.id.as_str(), r#"{"type":"interval","everyMs":60000}"#],
+    )
+    .unwrap();
+    drop(conn);
+    let resumed = store.resume_loop(&zone.id, at(120)).unwrap();
+    assert_eq!(resumed.loop_().paused_reason, None);
+    store.pause_loop(&fine.id, at(120)).unwrap();
+    let shown = serde_json::to_value(reload(&store, &fine)).unwrap();
+    assert!(shown.get("pausedReason").is_none(), "{shown}");
+}
+
+#[test]
+fn a_finalize_that_fails_is_retried_until_it_lands() {
+    // Issue 12 §5: a finalize that fails on a transient store error (here a
+    // write lock held elsewhere past the busy timeout; a full disk or an
+    // I/O error is the same to the runner) keeps its result and is tried
+    // again, so the run ends soon after the store accepts writes again
+    // instead of at lease expiry. The failure is reported once.
+    let fx = Fixture::new();
+    let store = fx.store();
+    let clock = ManualClock::new(at(60));
+    let fake = FakeExecutor::new(&clock);
+    let lp = store
+        .create_loop(&command_loop("stuck", every(60_000)), t0())
+        .unwrap();
+    fake.gate("stuck");
+    let errors = std::sync::Mutex::new(Vec::new());
+
+    let r = std::thread::scope(|s| {
+        let _open = fake.open_on_drop();
+        let ticking = s.spawn(|| {
+            let on_error = |lp: &loops_core::Loop, msg: &str| {
+                errors
+                    .lock()
+                    .unwrap()
+                    .push((lp.name.clone(), msg.to_owned()));
+            };
+            let o = TickOptions {
+                on_error: Some(&on_error),
+                ..opts(&clock, &fake)
+            };
+            tick(&fx.store(), &o)
+        });
+        wait_until("the run in flight", || fake.current() == 1);
+        let raw = rusqlite::Connection::open(fx.path()).unwrap();
+        raw.execute_batch("BEGIN IMMEDIATE").unwrap();
+        fake.release("stuck");
+        wait_until("the failed finalize to be reported", || {
+            !errors.lock().unwrap().is_empty()
+        });
+        raw.execute_batch("ROLLBACK").unwrap();
+        ticking.join().unwrap()
+    });
+    let r = r.unwrap();
+
+    assert_eq!(r.completed.len(), 1, "{r:?}");
+    assert_eq!(r.completed[0].status, RunStatus::Succeeded);
+    assert_eq!(r.completed[0].stdout.as_deref(), Some("stuck attempt 1"));
+    let errors = errors.into_inner().unwrap();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].1.starts_with(&format!(
+            "recording run {} failed, retrying until it succeeds: ",
+            r.completed[0].id
+        )),
+        "{errors:?}"
+    );
+    let stored = runs_of(&store, &lp.id).remove(0);
+    assert_eq!(stored.status, RunStatus::Succeeded);
+    assert_eq!(reload(&store, &lp).next_run_at, Some(at(120)));
+}

@@ -10,9 +10,11 @@
 mod cancel;
 mod common;
 mod idempotency;
+mod lease;
 mod loops;
 mod parallel;
 mod recover;
 mod serial;
+mod storage;
 mod summary;
 mod timeouts;
