@@ -99,3 +99,28 @@ fn doctor_names_the_implementation() {
     let ran = env.loops(["doctor"]).run();
     assert!(ran.stdout.contains(&expected), "{}", ran.stdout);
 }
+
+#[test]
+fn doctor_fails_a_data_dir_others_can_write() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    env.loops(["list"]).run();
+    let data = env.data_dir();
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let report = env.loops(["--json", "doctor"]).code(1).run().json();
+    let check = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "data-dir")
+        .cloned()
+        .unwrap();
+    assert_eq!(check["status"], "fail", "{check}");
+    assert!(
+        check["detail"]
+            .as_str()
+            .unwrap()
+            .contains("writable by group or others"),
+        "{check}"
+    );
+}

@@ -13,7 +13,7 @@
 //! size), and the report names this implementation.
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -248,10 +248,21 @@ fn check_data_dir(dir: &Path) -> Check {
         .mode(0o700)
         .create(dir)
         .and_then(|()| {
-            let probe = dir.join(format!(".doctor-{}", std::process::id()));
-            std::fs::write(&probe, b"ok")?;
-            std::fs::read(&probe)?;
-            std::fs::remove_file(&probe)
+            // A new file under a fresh name: an exclusive create never
+            // follows a link another user may have planted.
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            let probe = dir.join(format!(".doctor-{}-{nanos:09}", std::process::id()));
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&probe)?;
+            let written = std::io::Write::write_all(&mut file, b"ok");
+            drop(file);
+            let removed = std::fs::remove_file(&probe);
+            written.and(removed)
         });
     if let Err(e) = writable {
         return Check::new(
@@ -260,6 +271,16 @@ fn check_data_dir(dir: &Path) -> Check {
             "data directory is not writable",
         )
         .detail(format!("{shown}: {e}"));
+    }
+    // The same rule every command applies (ssh's StrictModes): another
+    // user must not own or be able to write the directory.
+    if let Err(e) = loops_store::check_data_dir(dir) {
+        return Check::new(
+            "data-dir",
+            CheckStatus::Fail,
+            "data directory could be changed by another user; loops refuses it",
+        )
+        .detail(e.to_string());
     }
     match std::fs::metadata(dir).map(|m| m.permissions().mode() & 0o777) {
         Ok(mode) if mode & 0o077 != 0 => Check::new(
