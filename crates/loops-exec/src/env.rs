@@ -72,7 +72,7 @@ impl RunMetadata {
 ///
 /// Read once: loops never changes its own environment, and a runner builds
 /// an environment for every run.
-fn process_env() -> &'static BTreeMap<String, String> {
+pub fn process_env() -> &'static BTreeMap<String, String> {
     static ENV: OnceLock<BTreeMap<String, String>> = OnceLock::new();
     ENV.get_or_init(|| {
         std::env::vars_os()

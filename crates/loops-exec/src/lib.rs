@@ -65,7 +65,7 @@ mod supervise;
 
 pub use crate::cancel::{CancelToken, Subscription};
 pub use crate::cookie::{VAR as SPAWN_ID_VAR, new_spawn_id};
-pub use crate::env::RunMetadata;
+pub use crate::env::{RunMetadata, process_env};
 pub use crate::error::{CwdError, ExecError};
 pub use crate::execute::{
     DEFAULT_ACCOUNTS_TIMEOUT, DEFAULT_KILL_GRACE, DEFAULT_LEAK_TIMEOUT, ExecOptions, Preflight,

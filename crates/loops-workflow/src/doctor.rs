@@ -105,8 +105,9 @@ pub struct DoctorReport {
     pub ok: bool,
     /// The checks, in order.
     pub checks: Vec<Check>,
-    /// Which implementation wrote the report ([`implementation`]); new in
-    /// loops, after the SPEC's fields.
+    /// Which implementation wrote the report (`loops (Rust) <version>,
+    /// compatible with OpenLoops 0.3.1`); new in loops, after the SPEC's
+    /// fields.
     pub implementation: String,
 }
 

@@ -8,9 +8,8 @@
 //! [`execute_workflow`]; tests pass a fake that
 //! returns canned results, so a tick runs without a single process.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use loops_core::{
     ExecutorResult, Loop, LoopRun, ProcessRef, Target, Timestamp, WorkflowTarget, loop_workflow_key,
@@ -145,30 +144,15 @@ fn with_spawn_id(exec: &ExecSettings, spawn_id: Option<&str>) -> ExecSettings {
     let Some(spawn_id) = spawn_id else {
         return exec;
     };
-    let env = exec.base_env.get_or_insert_with(|| process_env().clone());
+    let env = exec
+        .base_env
+        .get_or_insert_with(|| loops_exec::process_env().clone());
     let value = match env.get(SPAWN_ID_VAR).map(|v| v.trim()) {
         Some(outer) if !outer.is_empty() => format!("{outer} {spawn_id}"),
         _ => spawn_id.to_owned(),
     };
     env.insert(SPAWN_ID_VAR.to_owned(), value);
     exec
-}
-
-/// The process environment, read once (loops never changes its own), with
-/// names and values that are not UTF-8 converted lossily, as `loops_exec`
-/// reads it for a `None` base environment.
-fn process_env() -> &'static BTreeMap<String, String> {
-    static ENV: OnceLock<BTreeMap<String, String>> = OnceLock::new();
-    ENV.get_or_init(|| {
-        std::env::vars_os()
-            .map(|(k, v)| {
-                (
-                    k.to_string_lossy().into_owned(),
-                    v.to_string_lossy().into_owned(),
-                )
-            })
-            .collect()
-    })
 }
 
 /// The `LOOPS_*` metadata of a loop run (SPEC §5.3 step 5).
