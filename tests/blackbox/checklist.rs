@@ -2,10 +2,9 @@
 //! `LOOPS_DATA_DIR` puts the daemon's files (item 101), and a pid file that
 //! names a live daemon refusing `daemon run` (item 96).
 
-use std::process::Command;
 use std::time::Duration;
 
-use loops_tests::{TestEnv, wait_for};
+use loops_tests::{TestEnv, kill, wait_for};
 
 const DEADLINE: Duration = Duration::from_secs(10);
 
@@ -18,44 +17,20 @@ struct Daemon<'a> {
 
 impl<'a> Daemon<'a> {
     fn start(env: &'a TestEnv) -> Daemon<'a> {
-        let ran = env.loops(["daemon", "start"]).run();
-        let pid = ran
-            .stdout
-            .trim()
-            .strip_prefix("started pid=")
-            .unwrap_or_else(|| panic!("{}{}", ran.stdout, ran.stderr))
-            .parse()
-            .expect("a pid");
+        let pid = env.start_daemon(&[]);
         Daemon { env, pid }
     }
 
     fn signal(&self, signal: &str) {
-        let pid = self.pid.to_string();
-        let status = Command::new("kill").args([signal, &pid]).status();
-        assert!(status.is_ok_and(|s| s.success()), "kill {signal} {pid}");
+        assert!(kill(signal, self.pid), "kill {signal} {}", self.pid);
     }
 }
 
 impl Drop for Daemon<'_> {
     fn drop(&mut self) {
-        let pid = self.pid.to_string();
-        let _ = Command::new("kill").args(["-CONT", &pid]).status();
-        let _ = self.env.run(&["daemon", "stop", "--grace", "0"]);
-        if is_running(self.pid) {
-            let _ = Command::new("kill").args(["-9", &pid]).status();
-        }
+        kill("-CONT", self.pid);
+        self.env.stop_daemon(self.pid);
     }
-}
-
-/// Whether `pid` exists and is not a zombie.
-fn is_running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let state = stat[stat.rfind(')')? + 1..].split_whitespace().next()?;
-            Some(state != "Z" && state != "X")
-        })
-        .unwrap_or(false)
 }
 
 // SPEC §10 item 101: the database, the pid file and the log all live in

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use loops_tests::TestEnv;
+use loops_tests::{TestEnv, is_running};
 
 use crate::support::{figure, pick, wait_for};
 
@@ -39,36 +39,15 @@ struct Daemon<'a> {
 
 impl<'a> Daemon<'a> {
     fn start(env: &'a TestEnv) -> Daemon<'a> {
-        let ran = env.loops(["daemon", "start"]).run();
-        let pid = ran
-            .stdout
-            .trim()
-            .strip_prefix("started pid=")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("{}{}", ran.stdout, ran.stderr));
+        let pid = env.start_daemon(&[]);
         Daemon { env, pid }
     }
 }
 
 impl Drop for Daemon<'_> {
     fn drop(&mut self) {
-        let _ = self.env.run(&["daemon", "stop", "--grace", "0"]);
-        if is_running(self.pid) {
-            let _ = Command::new("kill")
-                .args(["-9", &self.pid.to_string()])
-                .status();
-        }
+        self.env.stop_daemon(self.pid);
     }
-}
-
-fn is_running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let state = stat[stat.rfind(')')? + 1..].split_whitespace().next()?;
-            Some(state != "Z" && state != "X")
-        })
-        .unwrap_or(false)
 }
 
 /// The CPU time of `pid` and all its threads so far, in clock ticks.
