@@ -78,6 +78,18 @@ impl TestEnv {
         self.dir.path().join("home")
     }
 
+    /// Where `daemon install --platform linux` writes the systemd user unit.
+    pub fn systemd_unit_path(&self) -> PathBuf {
+        self.home()
+            .join(".config/systemd/user/loops-daemon.service")
+    }
+
+    /// Where `daemon install --platform macos` writes the launchd plist.
+    pub fn launchd_plist_path(&self) -> PathBuf {
+        self.home()
+            .join("Library/LaunchAgents/com.hasna.loops.daemon.plist")
+    }
+
     /// A directory placed first on `PATH`.
     pub fn bin_dir(&self) -> PathBuf {
         self.dir.path().join("bin")
@@ -122,15 +134,7 @@ impl TestEnv {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let mut cmd = self.cmd();
-        cmd.args(args);
-        Test {
-            cmd,
-            code: 0,
-            stdout: None,
-            stdout_has: Vec::new(),
-            stderr_has: Vec::new(),
-        }
+        Test::new(self.cmd()).args(args)
     }
 
     /// A `loops-daemon` command in this environment, with the same
@@ -155,15 +159,7 @@ impl TestEnv {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let mut cmd = self.daemon_cmd();
-        cmd.args(args);
-        Test {
-            cmd,
-            code: 0,
-            stdout: None,
-            stdout_has: Vec::new(),
-            stderr_has: Vec::new(),
-        }
+        Test::new(self.daemon_cmd()).args(args)
     }
 
     /// Creates a command loop and returns its id.
@@ -227,6 +223,29 @@ impl TestEnv {
     }
 }
 
+/// A daemon started by `loops daemon start`, stopped when dropped: resumed
+/// in case the test suspended it, stopped gracefully, then killed.
+pub struct Daemon<'a> {
+    env: &'a TestEnv,
+    /// Its pid.
+    pub pid: u32,
+}
+
+impl<'a> Daemon<'a> {
+    /// `loops daemon start <args>` in `env`.
+    pub fn start(env: &'a TestEnv, args: &[&str]) -> Daemon<'a> {
+        let pid = env.start_daemon(args);
+        Daemon { env, pid }
+    }
+}
+
+impl Drop for Daemon<'_> {
+    fn drop(&mut self) {
+        kill("-CONT", self.pid);
+        self.env.stop_daemon(self.pid);
+    }
+}
+
 /// One `loops` invocation and what it must produce.
 #[must_use = "a Test does nothing until .run()"]
 pub struct Test {
@@ -238,6 +257,17 @@ pub struct Test {
 }
 
 impl Test {
+    /// A builder for `cmd` that expects exit code 0 unless told.
+    fn new(cmd: Command) -> Test {
+        Test {
+            cmd,
+            code: 0,
+            stdout: None,
+            stdout_has: Vec::new(),
+            stderr_has: Vec::new(),
+        }
+    }
+
     /// More arguments.
     pub fn args<I, S>(mut self, args: I) -> Self
     where

@@ -4,34 +4,9 @@
 
 use std::time::Duration;
 
-use loops_tests::{TestEnv, kill, wait_for};
+use loops_tests::{Daemon, TestEnv, kill, wait_for};
 
 const DEADLINE: Duration = Duration::from_secs(10);
-
-/// A daemon started by `loops daemon start`, stopped when dropped: resumed
-/// if the test suspended it, stopped gracefully, then killed.
-struct Daemon<'a> {
-    env: &'a TestEnv,
-    pid: u32,
-}
-
-impl<'a> Daemon<'a> {
-    fn start(env: &'a TestEnv) -> Daemon<'a> {
-        let pid = env.start_daemon(&[]);
-        Daemon { env, pid }
-    }
-
-    fn signal(&self, signal: &str) {
-        assert!(kill(signal, self.pid), "kill {signal} {}", self.pid);
-    }
-}
-
-impl Drop for Daemon<'_> {
-    fn drop(&mut self) {
-        kill("-CONT", self.pid);
-        self.env.stop_daemon(self.pid);
-    }
-}
 
 // SPEC §10 item 101: the database, the pid file and the log all live in
 // `$LOOPS_DATA_DIR`, and nothing is written under `$HOME`.
@@ -39,7 +14,7 @@ impl Drop for Daemon<'_> {
 fn loops_data_dir_holds_the_database_the_pid_file_and_the_log() {
     let env = TestEnv::new();
     let dir = env.data_dir();
-    let daemon = Daemon::start(&env);
+    let daemon = Daemon::start(&env, &[]);
     let pid = daemon.pid;
 
     assert!(dir.join("loops.db").is_file(), "no database in {dir:?}");
@@ -82,10 +57,10 @@ fn loops_data_dir_holds_the_database_the_pid_file_and_the_log() {
 #[test]
 fn a_pid_file_naming_the_live_daemon_refuses_daemon_run_after_its_lease_expired() {
     let env = TestEnv::new();
-    let daemon = Daemon::start(&env);
+    let daemon = Daemon::start(&env, &[]);
     let pid = daemon.pid;
     // A suspended daemon renews nothing; its lease runs out.
-    daemon.signal("-STOP");
+    assert!(kill("-STOP", pid), "kill -STOP {pid}");
     let db = rusqlite::Connection::open(env.db_path()).expect("the database");
     db.busy_timeout(Duration::from_secs(5))
         .expect("a busy timeout");

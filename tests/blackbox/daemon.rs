@@ -446,7 +446,7 @@ fn install_writes_a_systemd_unit_and_a_launchd_plist() {
         .loops(["daemon", "install", "--platform", "linux"])
         .env("PATH", Some("/usr/bin:/bin"))
         .run();
-    let unit_path = env.home().join(".config/systemd/user/loops-daemon.service");
+    let unit_path = env.systemd_unit_path();
     let unit = std::fs::read_to_string(&unit_path).unwrap();
     assert!(unit.contains(&format!(
         "Environment=\"PATH=/usr/bin:/bin:{}/.local/bin:",
@@ -460,9 +460,7 @@ fn install_writes_a_systemd_unit_and_a_launchd_plist() {
         .loops(["daemon", "install", "--platform", "macos"])
         .env("PATH", Some("/usr/bin:/bin"))
         .run();
-    let plist_path = env
-        .home()
-        .join("Library/LaunchAgents/com.hasna.loops.daemon.plist");
+    let plist_path = env.launchd_plist_path();
     let plist = std::fs::read_to_string(&plist_path).unwrap();
     let mode = std::fs::metadata(&plist_path).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
@@ -489,9 +487,7 @@ fn service_files_quote_and_escape_what_they_carry() {
     env.loops(["daemon", "install", "--platform", "linux"])
         .env("LOOPS_DATA_DIR", Some(data.to_str().unwrap()))
         .run();
-    let unit =
-        std::fs::read_to_string(env.home().join(".config/systemd/user/loops-daemon.service"))
-            .unwrap();
+    let unit = std::fs::read_to_string(env.systemd_unit_path()).unwrap();
     assert!(
         unit.contains(&format!(
             "Environment=\"LOOPS_DATA_DIR={}/my data 100%% & <co>\"\n",
@@ -502,11 +498,7 @@ fn service_files_quote_and_escape_what_they_carry() {
     env.loops(["daemon", "install", "--platform", "macos"])
         .env("LOOPS_DATA_DIR", Some(data.to_str().unwrap()))
         .run();
-    let plist = std::fs::read_to_string(
-        env.home()
-            .join("Library/LaunchAgents/com.hasna.loops.daemon.plist"),
-    )
-    .unwrap();
+    let plist = std::fs::read_to_string(env.launchd_plist_path()).unwrap();
     assert!(
         plist.contains(&format!(
             "<string>{}/my data 100% &amp; &lt;co&gt;/daemon.log</string>",

@@ -107,7 +107,7 @@ fn install_writes_a_unit_that_runs_loops_daemon_run() {
         .env("PATH", Some("/usr/bin:/bin"))
         .run()
         .json();
-    let unit_path = env.home().join(".config/systemd/user/loops-daemon.service");
+    let unit_path = env.systemd_unit_path();
     assert_eq!(installed["platform"], "linux");
     assert_eq!(installed["path"], unit_path.display().to_string());
     assert_eq!(
@@ -132,11 +132,7 @@ fn install_writes_a_unit_that_runs_loops_daemon_run() {
     assert!(unit.contains("\nWantedBy=default.target\n"), "{unit}");
 
     env.loops_daemon(["install", "--platform", "macos"]).run();
-    let plist = std::fs::read_to_string(
-        env.home()
-            .join("Library/LaunchAgents/com.hasna.loops.daemon.plist"),
-    )
-    .unwrap();
+    let plist = std::fs::read_to_string(env.launchd_plist_path()).unwrap();
     assert!(
         plist.contains(&format!(
             "<array>\n    <string>{}</string>\n    <string>run</string>\n  </array>",
