@@ -119,6 +119,22 @@ pub(crate) fn create(store: &Store, name: &str, steps: Value, extra: Value) -> W
     store.create_workflow(&new, t0()).unwrap()
 }
 
+/// Stores a workflow named `name` whose one step `a` touches
+/// `$WORK/started`, sleeps 5 s, then touches `$WORK/late`: a run to stop
+/// mid-step, before its side effect.
+pub(crate) fn create_slow(store: &Store, name: &str) -> WorkflowSpec {
+    create(
+        store,
+        name,
+        serde_json::json!([sh(
+            "a",
+            &[],
+            "touch \"$WORK/started\"; sleep 5; touch \"$WORK/late\""
+        )]),
+        serde_json::json!({}),
+    )
+}
+
 /// `(event type, step id)` of every event of a run, checking that the
 /// sequence numbers are 1, 2, 3, … without gaps.
 pub(crate) fn events(store: &Store, run: &WorkflowRunId) -> Vec<(String, Option<String>)> {

@@ -7,7 +7,6 @@ use loops_core::{
 };
 use loops_store::{Store, WorkflowRunFilter};
 use loops_workflow::{ManualClock, ProcessExecutor, TickOptions, tick};
-use serde_json::json;
 
 use crate::common::*;
 
@@ -19,16 +18,7 @@ fn a_lost_lease_fails_the_workflow_run_and_kills_its_step() {
     // has expired for B, and B takes the run over.
     let fx = Fixture::new();
     let store = fx.store();
-    let wf = create(
-        &store,
-        "leased",
-        json!([sh(
-            "a",
-            &[],
-            "touch \"$WORK/started\"; sleep 5; touch \"$WORK/late\""
-        )]),
-        json!({}),
-    );
+    let wf = create_slow(&store, "leased");
     let target = Target::Workflow(WorkflowTarget {
         workflow_id: wf.id,
         input: None,

@@ -161,16 +161,7 @@ fn each_retry_creates_a_new_workflow_run() {
 fn a_cancelled_scheduled_workflow_never_schedules_a_retry() {
     let fx = Fixture::new();
     let store = fx.store();
-    let wf = create(
-        &store,
-        "long",
-        json!([sh(
-            "a",
-            &[],
-            "touch \"$WORK/started\"; sleep 5; touch \"$WORK/late\""
-        )]),
-        json!({}),
-    );
+    let wf = create_slow(&store, "long");
     let lp = workflow_loop(&store, wf.id, None, 3);
     let clock = ManualClock::new(at(60));
     let run = std::thread::scope(|s| {
@@ -213,16 +204,7 @@ fn stopping_a_tick_cancels_its_workflow_run_without_a_retry() {
     // Ctrl-C on `loops tick`: the run's cancel token is the workflow's stop.
     let fx = Fixture::new();
     let store = fx.store();
-    let wf = create(
-        &store,
-        "interrupted",
-        json!([sh(
-            "a",
-            &[],
-            "touch \"$WORK/started\"; sleep 5; touch \"$WORK/late\""
-        )]),
-        json!({}),
-    );
+    let wf = create_slow(&store, "interrupted");
     let lp = workflow_loop(&store, wf.id, None, 3);
     let clock = ManualClock::new(at(60));
     let stop = loops_exec::CancelToken::new();
