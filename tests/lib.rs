@@ -78,6 +78,18 @@ impl TestEnv {
         self.dir.path().join("home")
     }
 
+    /// Where `daemon install --platform linux` writes the systemd user unit.
+    pub fn systemd_unit_path(&self) -> PathBuf {
+        self.home()
+            .join(".config/systemd/user/loops-daemon.service")
+    }
+
+    /// Where `daemon install --platform macos` writes the launchd plist.
+    pub fn launchd_plist_path(&self) -> PathBuf {
+        self.home()
+            .join("Library/LaunchAgents/com.hasna.loops.daemon.plist")
+    }
+
     /// A directory placed first on `PATH`.
     pub fn bin_dir(&self) -> PathBuf {
         self.dir.path().join("bin")
@@ -122,15 +134,7 @@ impl TestEnv {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let mut cmd = self.cmd();
-        cmd.args(args);
-        Test {
-            cmd,
-            code: 0,
-            stdout: None,
-            stdout_has: Vec::new(),
-            stderr_has: Vec::new(),
-        }
+        Test::new(self.cmd()).args(args)
     }
 
     /// A `loops-daemon` command in this environment, with the same
@@ -155,15 +159,7 @@ impl TestEnv {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let mut cmd = self.daemon_cmd();
-        cmd.args(args);
-        Test {
-            cmd,
-            code: 0,
-            stdout: None,
-            stdout_has: Vec::new(),
-            stderr_has: Vec::new(),
-        }
+        Test::new(self.daemon_cmd()).args(args)
     }
 
     /// Creates a command loop and returns its id.
@@ -178,6 +174,44 @@ impl TestEnv {
             .to_owned()
     }
 
+    /// `loops daemon start <args>`; the pid from its `started pid=<pid>`
+    /// line.
+    pub fn start_daemon(&self, args: &[&str]) -> u32 {
+        let ran = self.loops(["daemon", "start"]).args(args).run();
+        ran.stdout
+            .trim()
+            .strip_prefix("started pid=")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("{}{}", ran.stdout, ran.stderr))
+    }
+
+    /// The pid the data directory's `daemon.pid` names, if there is one.
+    pub fn daemon_pid(&self) -> Option<u32> {
+        let pid = std::fs::read_to_string(self.data_dir().join("daemon.pid")).ok()?;
+        Some(pid.trim().parse().unwrap_or(0))
+    }
+
+    /// A test's teardown of daemon `pid`: `loops daemon stop --grace 0`,
+    /// then `kill -9` if it still runs.
+    pub fn stop_daemon(&self, pid: u32) {
+        let _ = self.run(&["daemon", "stop", "--grace", "0"]);
+        if is_running(pid) {
+            kill("-9", pid);
+        }
+    }
+
+    /// An original 0.3.1 database in the data directory holding `rows`
+    /// (see [`write_original_db`]); the data directory is made 0700 and the
+    /// database 0600, whatever the umask, as loops refuses ones another
+    /// user could write.
+    pub fn original_db(&self, rows: &str) {
+        std::fs::create_dir_all(self.data_dir()).expect("a data dir");
+        write_original_db(&self.db_path(), rows);
+        for (path, mode) in [(self.data_dir(), 0o700), (self.db_path(), 0o600)] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        }
+    }
+
     /// Starts `loops <args>` without waiting for it.
     pub fn spawn(&self, args: &[&str]) -> Child {
         self.cmd()
@@ -186,6 +220,29 @@ impl TestEnv {
             .stderr(Stdio::piped())
             .spawn()
             .expect("loops starts")
+    }
+}
+
+/// A daemon started by `loops daemon start`, stopped when dropped: resumed
+/// in case the test suspended it, stopped gracefully, then killed.
+pub struct Daemon<'a> {
+    env: &'a TestEnv,
+    /// Its pid.
+    pub pid: u32,
+}
+
+impl<'a> Daemon<'a> {
+    /// `loops daemon start <args>` in `env`.
+    pub fn start(env: &'a TestEnv, args: &[&str]) -> Daemon<'a> {
+        let pid = env.start_daemon(args);
+        Daemon { env, pid }
+    }
+}
+
+impl Drop for Daemon<'_> {
+    fn drop(&mut self) {
+        kill("-CONT", self.pid);
+        self.env.stop_daemon(self.pid);
     }
 }
 
@@ -200,6 +257,17 @@ pub struct Test {
 }
 
 impl Test {
+    /// A builder for `cmd` that expects exit code 0 unless told.
+    fn new(cmd: Command) -> Test {
+        Test {
+            cmd,
+            code: 0,
+            stdout: None,
+            stdout_has: Vec::new(),
+            stderr_has: Vec::new(),
+        }
+    }
+
     /// More arguments.
     pub fn args<I, S>(mut self, args: I) -> Self
     where
@@ -302,6 +370,49 @@ impl Ran {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
     }
+}
+
+/// The tables and indexes exactly as the original 0.3.1 creates them.
+pub const ORIGINAL_0_3_1_SCHEMA: &str = include_str!("fixtures/original-0.3.1-schema.sql");
+
+/// One due interval loop, as the original's `create command` writes it.
+pub const ORIGINAL_LOOP: &str = r#"
+INSERT INTO loops VALUES ('a1b2c3d4e5f6', 'legacy', NULL, 'active',
+  '{"type":"interval","everyMs":60000,"anchor":"fixed_rate"}',
+  '{"type":"command","command":"printf legacy","shell":true}',
+  '2025-12-01T10:05:00.000Z', NULL, 'latest', 50, 'skip', 1, 60000, 1800000,
+  NULL, '2025-12-01T10:00:00.000Z', '2025-12-01T10:00:00.000Z');
+"#;
+
+/// Writes a database at `path` as the original 0.3.1 does (WAL, its
+/// schema) holding `rows` (SQL inserts, e.g. [`ORIGINAL_LOOP`]).
+pub fn write_original_db(path: &Path, rows: &str) {
+    let db = rusqlite::Connection::open(path).expect("a database");
+    db.execute_batch("PRAGMA journal_mode = WAL;")
+        .and_then(|()| db.execute_batch(ORIGINAL_0_3_1_SCHEMA))
+        .and_then(|()| db.execute_batch(rows))
+        .expect("the original's schema and rows");
+}
+
+/// Whether process `pid` runs: it exists and is not a zombie (a killed
+/// daemon's parent may be slow to reap it).
+pub fn is_running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let state = stat[stat.rfind(')')? + 1..].split_whitespace().next()?;
+            Some(state != "Z" && state != "X")
+        })
+        .unwrap_or(false)
+}
+
+/// Runs `kill <signal> <pid>` (`signal` as kill takes it, e.g. `-9`);
+/// whether it succeeded.
+pub fn kill(signal: &str, pid: u32) -> bool {
+    Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// Polls `check` until it returns `Some`, failing after `timeout`.

@@ -2,61 +2,11 @@
 //! `LOOPS_DATA_DIR` puts the daemon's files (item 101), and a pid file that
 //! names a live daemon refusing `daemon run` (item 96).
 
-use std::process::Command;
 use std::time::Duration;
 
-use loops_tests::{TestEnv, wait_for};
+use loops_tests::{Daemon, TestEnv, kill, wait_for};
 
 const DEADLINE: Duration = Duration::from_secs(10);
-
-/// A daemon started by `loops daemon start`, stopped when dropped: resumed
-/// if the test suspended it, stopped gracefully, then killed.
-struct Daemon<'a> {
-    env: &'a TestEnv,
-    pid: u32,
-}
-
-impl<'a> Daemon<'a> {
-    fn start(env: &'a TestEnv) -> Daemon<'a> {
-        let ran = env.loops(["daemon", "start"]).run();
-        let pid = ran
-            .stdout
-            .trim()
-            .strip_prefix("started pid=")
-            .unwrap_or_else(|| panic!("{}{}", ran.stdout, ran.stderr))
-            .parse()
-            .expect("a pid");
-        Daemon { env, pid }
-    }
-
-    fn signal(&self, signal: &str) {
-        let pid = self.pid.to_string();
-        let status = Command::new("kill").args([signal, &pid]).status();
-        assert!(status.is_ok_and(|s| s.success()), "kill {signal} {pid}");
-    }
-}
-
-impl Drop for Daemon<'_> {
-    fn drop(&mut self) {
-        let pid = self.pid.to_string();
-        let _ = Command::new("kill").args(["-CONT", &pid]).status();
-        let _ = self.env.run(&["daemon", "stop", "--grace", "0"]);
-        if is_running(self.pid) {
-            let _ = Command::new("kill").args(["-9", &pid]).status();
-        }
-    }
-}
-
-/// Whether `pid` exists and is not a zombie.
-fn is_running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let state = stat[stat.rfind(')')? + 1..].split_whitespace().next()?;
-            Some(state != "Z" && state != "X")
-        })
-        .unwrap_or(false)
-}
 
 // SPEC §10 item 101: the database, the pid file and the log all live in
 // `$LOOPS_DATA_DIR`, and nothing is written under `$HOME`.
@@ -64,7 +14,7 @@ fn is_running(pid: u32) -> bool {
 fn loops_data_dir_holds_the_database_the_pid_file_and_the_log() {
     let env = TestEnv::new();
     let dir = env.data_dir();
-    let daemon = Daemon::start(&env);
+    let daemon = Daemon::start(&env, &[]);
     let pid = daemon.pid;
 
     assert!(dir.join("loops.db").is_file(), "no database in {dir:?}");
@@ -107,10 +57,10 @@ fn loops_data_dir_holds_the_database_the_pid_file_and_the_log() {
 #[test]
 fn a_pid_file_naming_the_live_daemon_refuses_daemon_run_after_its_lease_expired() {
     let env = TestEnv::new();
-    let daemon = Daemon::start(&env);
+    let daemon = Daemon::start(&env, &[]);
     let pid = daemon.pid;
     // A suspended daemon renews nothing; its lease runs out.
-    daemon.signal("-STOP");
+    assert!(kill("-STOP", pid), "kill -STOP {pid}");
     let db = rusqlite::Connection::open(env.db_path()).expect("the database");
     db.busy_timeout(Duration::from_secs(5))
         .expect("a busy timeout");

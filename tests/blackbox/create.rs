@@ -453,6 +453,21 @@ fn agent_loops_store_their_target() {
     );
 }
 
+/// `create` arguments for a Claude agent loop `x` with `prompt`, every
+/// minute.
+fn claude_every_minute(prompt: &str) -> [&str; 8] {
+    [
+        "agent",
+        "x",
+        "--provider",
+        "claude",
+        "--prompt",
+        prompt,
+        "--every",
+        "1m",
+    ]
+}
+
 #[test]
 fn a_prompt_that_reads_as_an_option_is_refused_with_how_to_write_it() {
     let env = TestEnv::new();
@@ -460,34 +475,12 @@ fn a_prompt_that_reads_as_an_option_is_refused_with_how_to_write_it() {
                    not as its prompt; start it with another character, for example \"Task: \
                    --fix\" or \" --fix\" with a leading space";
     for prompt in ["--dangerously-skip-permissions", "-p"] {
-        let args = [
-            "agent",
-            "x",
-            "--provider",
-            "claude",
-            "--prompt",
-            prompt,
-            "--every",
-            "1m",
-        ];
-        rejects(&env, &args, message);
+        rejects(&env, &claude_every_minute(prompt), message);
     }
     assert!(!env.db_path().exists(), "a refused create writes nothing");
     // Written as the message says, it is the prompt, unchanged.
     for prompt in [" --dangerously-skip-permissions", "Task: -p"] {
-        let lp = create(
-            &env,
-            &[
-                "agent",
-                "x",
-                "--provider",
-                "claude",
-                "--prompt",
-                prompt,
-                "--every",
-                "1m",
-            ],
-        );
+        let lp = create(&env, &claude_every_minute(prompt));
         assert_eq!(lp["target"]["prompt"], prompt);
     }
 }

@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use loops_tests::{TestEnv, snapshot_settings, wait_for};
+use loops_tests::{TestEnv, is_running, kill, snapshot_settings, wait_for};
 
 const DEADLINE: Duration = Duration::from_secs(10);
 
@@ -26,40 +26,36 @@ struct Daemon<'a> {
 impl<'a> Daemon<'a> {
     /// `loops daemon start <args>`; returns the daemon and its pid.
     fn start(env: &'a TestEnv, args: &[&str]) -> (Daemon<'a>, u32) {
-        let ran = env.loops(["daemon", "start"]).args(args).run();
-        let pid = ran
-            .stdout
-            .trim()
-            .strip_prefix("started pid=")
-            .unwrap_or_else(|| panic!("{}{}", ran.stdout, ran.stderr))
-            .parse()
-            .expect("a pid");
+        let pid = env.start_daemon(args);
         (Daemon { env }, pid)
     }
 }
 
 impl Drop for Daemon<'_> {
     fn drop(&mut self) {
-        let pid_file = self.env.data_dir().join("daemon.pid");
-        if let Ok(pid) = std::fs::read_to_string(&pid_file) {
-            let _ = self.env.run(&["daemon", "stop", "--grace", "0"]);
-            if is_running(pid.trim().parse().unwrap_or(0)) {
-                let _ = Command::new("kill").args(["-9", pid.trim()]).status();
-            }
+        if let Some(pid) = self.env.daemon_pid() {
+            self.env.stop_daemon(pid);
         }
     }
 }
 
-/// Whether `pid` runs: it exists and is not a zombie (a killed daemon's
-/// parent may be slow to reap it).
-fn is_running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let state = stat[stat.rfind(')')? + 1..].split_whitespace().next()?;
-            Some(state != "Z" && state != "X")
-        })
-        .unwrap_or(false)
+/// Kills daemon `pid` with SIGKILL and waits until it is gone.
+fn kill_9(pid: u32) {
+    assert!(kill("-9", pid), "kill -9 {pid}");
+    wait_for("the daemon to die", DEADLINE, || {
+        (!is_running(pid)).then_some(())
+    });
+}
+
+/// Waits for daemon `pid` to stop on its own; its log, whose last line
+/// says it stopped.
+fn stopped_log(env: &TestEnv, pid: u32) -> String {
+    wait_for("the daemon to stop", DEADLINE, || {
+        (!is_running(pid)).then_some(())
+    });
+    let log = log(env);
+    assert!(log.trim_end().ends_with("[loops-daemon] stopped"), "{log}");
+    log
 }
 
 fn runs(env: &TestEnv, loop_name: &str) -> Vec<serde_json::Value> {
@@ -253,13 +249,7 @@ fn kill_9_mid_run_is_recovered_at_once_on_restart() {
             .ok()
             .and_then(|p| p.trim().parse().ok())
     });
-    Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status()
-        .unwrap();
-    wait_for("the daemon to die", DEADLINE, || {
-        (!is_running(pid)).then_some(())
-    });
+    kill_9(pid);
     assert!(is_running(orphan), "the job outlived its daemon");
     assert_eq!(runs(&env, "slow")[0]["status"], "running");
 
@@ -456,7 +446,7 @@ fn install_writes_a_systemd_unit_and_a_launchd_plist() {
         .loops(["daemon", "install", "--platform", "linux"])
         .env("PATH", Some("/usr/bin:/bin"))
         .run();
-    let unit_path = env.home().join(".config/systemd/user/loops-daemon.service");
+    let unit_path = env.systemd_unit_path();
     let unit = std::fs::read_to_string(&unit_path).unwrap();
     assert!(unit.contains(&format!(
         "Environment=\"PATH=/usr/bin:/bin:{}/.local/bin:",
@@ -470,9 +460,7 @@ fn install_writes_a_systemd_unit_and_a_launchd_plist() {
         .loops(["daemon", "install", "--platform", "macos"])
         .env("PATH", Some("/usr/bin:/bin"))
         .run();
-    let plist_path = env
-        .home()
-        .join("Library/LaunchAgents/com.hasna.loops.daemon.plist");
+    let plist_path = env.launchd_plist_path();
     let plist = std::fs::read_to_string(&plist_path).unwrap();
     let mode = std::fs::metadata(&plist_path).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
@@ -499,9 +487,7 @@ fn service_files_quote_and_escape_what_they_carry() {
     env.loops(["daemon", "install", "--platform", "linux"])
         .env("LOOPS_DATA_DIR", Some(data.to_str().unwrap()))
         .run();
-    let unit =
-        std::fs::read_to_string(env.home().join(".config/systemd/user/loops-daemon.service"))
-            .unwrap();
+    let unit = std::fs::read_to_string(env.systemd_unit_path()).unwrap();
     assert!(
         unit.contains(&format!(
             "Environment=\"LOOPS_DATA_DIR={}/my data 100%% & <co>\"\n",
@@ -512,11 +498,7 @@ fn service_files_quote_and_escape_what_they_carry() {
     env.loops(["daemon", "install", "--platform", "macos"])
         .env("LOOPS_DATA_DIR", Some(data.to_str().unwrap()))
         .run();
-    let plist = std::fs::read_to_string(
-        env.home()
-            .join("Library/LaunchAgents/com.hasna.loops.daemon.plist"),
-    )
-    .unwrap();
+    let plist = std::fs::read_to_string(env.launchd_plist_path()).unwrap();
     assert!(
         plist.contains(&format!(
             "<string>{}/my data 100% &amp; &lt;co&gt;/daemon.log</string>",
@@ -712,13 +694,7 @@ fn a_reused_pid_is_neither_reported_nor_signalled() {
     // pid file, so it is not the daemon, even though the lease names it.
     let env = TestEnv::new();
     let (_daemon, pid) = Daemon::start(&env, &[]);
-    Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status()
-        .unwrap();
-    wait_for("the daemon to die", DEADLINE, || {
-        (!is_running(pid)).then_some(())
-    });
+    kill_9(pid);
     let mut reused = Command::new("sleep").arg("30").spawn().unwrap();
     // The lease and the pid file now name the new process, as if the
     // kernel had handed it the daemon's pid.
@@ -788,15 +764,11 @@ fn the_daemon_stops_when_its_database_file_is_replaced() {
     let (_daemon, pid) = Daemon::start(&env, &[]);
     std::fs::remove_file(env.data_dir().join("loops.db-wal")).unwrap();
     send_datagram(&env, b"wake");
-    wait_for("the daemon to stop", DEADLINE, || {
-        (!is_running(pid)).then_some(())
-    });
-    let log = log(&env);
+    let log = stopped_log(&env, pid);
     assert!(
         log.contains("loops.db-wal was deleted or replaced while the daemon ran; stopping"),
         "{log}"
     );
-    assert!(log.trim_end().ends_with("[loops-daemon] stopped"), "{log}");
     assert!(!env.data_dir().join("daemon.pid").exists());
 }
 
@@ -815,14 +787,10 @@ fn a_huge_grace_from_the_socket_is_capped() {
         runs(&env, "short").first().map(|_| ())
     });
     send_datagram(&env, format!("stop grace_ms={}", u64::MAX).as_bytes());
-    wait_for("the daemon to stop", DEADLINE, || {
-        (!is_running(pid)).then_some(())
-    });
-    let log = log(&env);
+    let log = stopped_log(&env, pid);
     assert!(
         log.contains("waiting up to 3153600000000ms for 1 run(s) to finish"),
         "{log}"
     );
-    assert!(log.trim_end().ends_with("[loops-daemon] stopped"), "{log}");
     assert_eq!(runs(&env, "short")[0]["status"], "succeeded");
 }

@@ -4,20 +4,6 @@
 //! characters never reaches the terminal raw.
 
 use loops_tests::TestEnv;
-use rusqlite::Connection;
-
-/// The tables and indexes exactly as the original 0.3.1 creates them.
-const ORIGINAL_0_3_1_SCHEMA: &str = include_str!("../fixtures/original-0.3.1-schema.sql");
-
-/// An original database in `env` holding `rows`.
-fn original_db(env: &TestEnv, rows: &str) {
-    std::fs::create_dir_all(env.data_dir()).expect("a data dir");
-    let db = Connection::open(env.db_path()).expect("a database");
-    db.execute_batch("PRAGMA journal_mode = WAL;")
-        .and_then(|()| db.execute_batch(ORIGINAL_0_3_1_SCHEMA))
-        .and_then(|()| db.execute_batch(rows))
-        .expect("the original's schema and rows");
-}
 
 #[test]
 fn a_stored_prompt_that_reads_as_an_option_fails_its_run_and_spawns_nothing() {
@@ -27,8 +13,7 @@ fn a_stored_prompt_that_reads_as_an_option_fails_its_run_and_spawns_nothing() {
         "claude",
         &format!("printf '%s\\n' \"$@\" > {}", marker.display()),
     );
-    original_db(
-        &env,
+    env.original_db(
         r#"INSERT INTO loops VALUES ('a1b2c3d4e5f6', 'legacy', NULL, 'active',
           '{"type":"interval","everyMs":60000,"anchor":"fixed_rate"}',
           '{"type":"agent","provider":"claude","prompt":"--dangerously-skip-permissions"}',
@@ -53,8 +38,7 @@ fn a_stored_prompt_that_reads_as_an_option_fails_its_run_and_spawns_nothing() {
 #[test]
 fn a_stored_name_with_control_characters_is_escaped_in_tables() {
     let env = TestEnv::new();
-    original_db(
-        &env,
+    env.original_db(
         "INSERT INTO loops VALUES ('a1b2c3d4e5f6', 'bad\u{1b}]0;pwned\u{7}\r\nname', NULL, \
          'paused', '{\"type\":\"interval\",\"everyMs\":60000}', \
          '{\"type\":\"command\",\"command\":\"true\"}', NULL, NULL, 'latest', 50, 'skip', 1, \
@@ -68,8 +52,7 @@ fn a_stored_name_with_control_characters_is_escaped_in_tables() {
 #[test]
 fn a_stored_name_with_control_characters_is_escaped_in_errors() {
     let env = TestEnv::new();
-    original_db(
-        &env,
+    env.original_db(
         "INSERT INTO loops VALUES ('a1b2c3d4e5f6', 'bad\u{1b}[2J\rname', NULL, \
          'stopped', '{\"type\":\"interval\",\"everyMs\":60000}', \
          '{\"type\":\"command\",\"command\":\"true\"}', NULL, NULL, 'latest', 50, 'skip', 1, \

@@ -3,10 +3,9 @@
 //! under its own name, and always prints JSON.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
-use loops_tests::{TestEnv, loops_daemon_bin, wait_for};
+use loops_tests::{TestEnv, is_running, kill, loops_daemon_bin, wait_for};
 
 const DEADLINE: Duration = Duration::from_secs(10);
 
@@ -15,29 +14,17 @@ struct Stopper<'a>(&'a TestEnv);
 
 impl Drop for Stopper<'_> {
     fn drop(&mut self) {
-        let pid_file = self.0.data_dir().join("daemon.pid");
-        if let Ok(pid) = std::fs::read_to_string(&pid_file) {
+        if let Some(pid) = self.0.daemon_pid() {
             let _ = self.0.daemon_cmd().args(["stop", "--grace", "0"]).output();
-            if is_running(pid.trim()) {
-                let _ = Command::new("kill").args(["-9", pid.trim()]).status();
+            if is_running(pid) {
+                kill("-9", pid);
             }
         }
     }
 }
 
-/// Whether `pid` runs: it exists and is not a zombie.
-fn is_running(pid: &str) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let state = stat[stat.rfind(')')? + 1..].split_whitespace().next()?;
-            Some(state != "Z" && state != "X")
-        })
-        .unwrap_or(false)
-}
-
 /// The command line of process `pid`, one argument per element.
-fn cmdline(pid: u64) -> Vec<String> {
+fn cmdline(pid: u32) -> Vec<String> {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .map(|raw| {
             raw.split(|b| *b == 0)
@@ -78,7 +65,10 @@ fn start_spawns_its_own_run_and_stop_ends_it() {
     let started = env.loops_daemon(["start"]).run().json();
     assert_eq!(started["started"], true, "{started}");
     assert_eq!(started["alreadyRunning"], false);
-    let pid = started["pid"].as_u64().expect("a pid");
+    let pid = started["pid"]
+        .as_u64()
+        .and_then(|p| u32::try_from(p).ok())
+        .expect("a pid");
 
     // `start` spawns `<self> run`, as the original's does.
     let argv = cmdline(pid);
@@ -102,7 +92,7 @@ fn start_spawns_its_own_run_and_stop_ends_it() {
     assert_eq!(stopped["stopped"], true);
     assert_eq!(stopped["pid"], pid);
     wait_for("the daemon to exit", DEADLINE, || {
-        (!is_running(&pid.to_string())).then_some(())
+        (!is_running(pid)).then_some(())
     });
     assert!(!env.data_dir().join("daemon.pid").exists());
     drop(stopper);
@@ -117,7 +107,7 @@ fn install_writes_a_unit_that_runs_loops_daemon_run() {
         .env("PATH", Some("/usr/bin:/bin"))
         .run()
         .json();
-    let unit_path = env.home().join(".config/systemd/user/loops-daemon.service");
+    let unit_path = env.systemd_unit_path();
     assert_eq!(installed["platform"], "linux");
     assert_eq!(installed["path"], unit_path.display().to_string());
     assert_eq!(
@@ -142,11 +132,7 @@ fn install_writes_a_unit_that_runs_loops_daemon_run() {
     assert!(unit.contains("\nWantedBy=default.target\n"), "{unit}");
 
     env.loops_daemon(["install", "--platform", "macos"]).run();
-    let plist = std::fs::read_to_string(
-        env.home()
-            .join("Library/LaunchAgents/com.hasna.loops.daemon.plist"),
-    )
-    .unwrap();
+    let plist = std::fs::read_to_string(env.launchd_plist_path()).unwrap();
     assert!(
         plist.contains(&format!(
             "<array>\n    <string>{}</string>\n    <string>run</string>\n  </array>",

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use loops_tests::TestEnv;
+use loops_tests::{Daemon, TestEnv, is_running};
 
 use crate::support::{figure, pick, wait_for};
 
@@ -30,46 +30,6 @@ const DEADLINE: Duration = Duration::from_secs(20);
 /// The largest share of the flood's wall-clock time the daemon may spend
 /// on the CPU.
 const CPU_SHARE: f64 = 0.15;
-
-/// A daemon started with `loops daemon start`, stopped when dropped.
-struct Daemon<'a> {
-    env: &'a TestEnv,
-    pid: u32,
-}
-
-impl<'a> Daemon<'a> {
-    fn start(env: &'a TestEnv) -> Daemon<'a> {
-        let ran = env.loops(["daemon", "start"]).run();
-        let pid = ran
-            .stdout
-            .trim()
-            .strip_prefix("started pid=")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("{}{}", ran.stdout, ran.stderr));
-        Daemon { env, pid }
-    }
-}
-
-impl Drop for Daemon<'_> {
-    fn drop(&mut self) {
-        let _ = self.env.run(&["daemon", "stop", "--grace", "0"]);
-        if is_running(self.pid) {
-            let _ = Command::new("kill")
-                .args(["-9", &self.pid.to_string()])
-                .status();
-        }
-    }
-}
-
-fn is_running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let state = stat[stat.rfind(')')? + 1..].split_whitespace().next()?;
-            Some(state != "Z" && state != "X")
-        })
-        .unwrap_or(false)
-}
 
 /// The CPU time of `pid` and all its threads so far, in clock ticks.
 fn cpu_ticks(pid: u32) -> Option<u64> {
@@ -101,7 +61,7 @@ fn a_datagram_flood_costs_the_daemon_little_cpu() {
     for i in 0..20 {
         env.create_command(&format!("idle-{i}"), "true", &["--every", "1h"]);
     }
-    let daemon = Daemon::start(&env);
+    let daemon = Daemon::start(&env, &[]);
     let socket = env.data_dir().join("daemon.sock");
     let flood = pick(Duration::from_secs(1), Duration::from_secs(20));
     let stop = Arc::new(AtomicBool::new(false));
@@ -168,7 +128,7 @@ fn a_datagram_from_another_user_is_ignored() {
         return;
     }
     let env = TestEnv::new();
-    let daemon = Daemon::start(&env);
+    let daemon = Daemon::start(&env, &[]);
     let socket = env.data_dir().join("daemon.sock");
     // Loosen what normally keeps other users out, so a datagram can reach
     // the socket at all.
@@ -230,7 +190,7 @@ fn links_planted_at_the_daemon_files_are_never_followed() {
             let _ = std::fs::remove_file(&link);
             std::os::unix::fs::symlink(&target, &link).expect("a planted link");
         }
-        let daemon = Daemon::start(&env);
+        let daemon = Daemon::start(&env, &[]);
         for name in ["daemon.pid", "daemon.sock"] {
             let meta = std::fs::symlink_metadata(env.data_dir().join(name)).expect(name);
             assert!(!meta.file_type().is_symlink(), "round {round}: {name}");

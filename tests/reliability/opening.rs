@@ -13,23 +13,11 @@ use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use loops_tests::{Ran, TestEnv};
+use loops_tests::{ORIGINAL_LOOP, Ran, TestEnv, write_original_db};
 use rusqlite::Connection;
 
 use crate::crash::{Foreground, daemon_log};
-use crate::support::{figure, pick, wait_for};
-
-/// The tables and indexes exactly as the original 0.3.1 creates them.
-const ORIGINAL_0_3_1_SCHEMA: &str = include_str!("../fixtures/original-0.3.1-schema.sql");
-
-/// One loop as the original's `create command` writes it.
-const ORIGINAL_LOOP: &str = r#"
-INSERT INTO loops VALUES ('a1b2c3d4e5f6', 'legacy', NULL, 'active',
-  '{"type":"interval","everyMs":60000,"anchor":"fixed_rate"}',
-  '{"type":"command","command":"printf legacy","shell":true}',
-  '2025-12-01T10:05:00.000Z', NULL, 'latest', 50, 'skip', 1, 60000, 1800000,
-  NULL, '2025-12-01T10:00:00.000Z', '2025-12-01T10:00:00.000Z');
-"#;
+use crate::support::{pick, report_failures, wait_for};
 
 /// The newest migration: the number of `V<n>__*.sql` files the store
 /// embeds, so a new migration needs no change here.
@@ -150,24 +138,11 @@ fn five_processes_at_once_on_a_new_data_directory() {
             failures.push(format!("try {attempt}: migration history {versions:?}"));
         }
     }
-    figure(
+    report_failures(
         TEST,
-        &format!(
-            "{tries} tries x 5 processes: {} failures in {:.1}s",
-            failures.len(),
-            started.elapsed().as_secs_f64()
-        ),
-    );
-    assert!(
-        failures.is_empty(),
-        "{} failures, the first ones:\n{}",
-        failures.len(),
-        failures
-            .iter()
-            .take(5)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("\n")
+        &format!("{tries} tries x 5 processes"),
+        started,
+        &failures,
     );
 }
 
@@ -184,14 +159,7 @@ fn four_processes_at_once_on_an_original_database() {
     let started = Instant::now();
     let template = tempfile::tempdir().expect("a temp dir");
     let original = template.path().join("loops.db");
-    {
-        let c = Connection::open(&original).expect("a database");
-        c.execute_batch("PRAGMA journal_mode = WAL;")
-            .expect("WAL, as the original sets it");
-        c.execute_batch(ORIGINAL_0_3_1_SCHEMA)
-            .expect("the original's schema");
-        c.execute_batch(ORIGINAL_LOOP).expect("the original's loop");
-    }
+    write_original_db(&original, ORIGINAL_LOOP);
     let mut failures: Vec<String> = Vec::new();
     for attempt in 0..tries {
         let env = TestEnv::new();
@@ -232,23 +200,10 @@ fn four_processes_at_once_on_an_original_database() {
             ));
         }
     }
-    figure(
+    report_failures(
         TEST,
-        &format!(
-            "{tries} tries x 4 processes: {} failures in {:.1}s",
-            failures.len(),
-            started.elapsed().as_secs_f64()
-        ),
-    );
-    assert!(
-        failures.is_empty(),
-        "{} failures, the first ones:\n{}",
-        failures.len(),
-        failures
-            .iter()
-            .take(5)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("\n")
+        &format!("{tries} tries x 4 processes"),
+        started,
+        &failures,
     );
 }

@@ -20,6 +20,31 @@ pub(crate) fn figure(test: &str, text: &str) {
     println!("reliability: {test}: {text}");
 }
 
+/// Prints the figure line `<what>: <n> failures in <secs>s` for `test`
+/// (timed from `started`), then fails, showing the first five, unless
+/// `failures` is empty.
+pub(crate) fn report_failures(test: &str, what: &str, started: Instant, failures: &[String]) {
+    figure(
+        test,
+        &format!(
+            "{what}: {} failures in {:.1}s",
+            failures.len(),
+            started.elapsed().as_secs_f64()
+        ),
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failures, the first ones:\n{}",
+        failures.len(),
+        failures
+            .iter()
+            .take(5)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
 /// Polls `check` every 10 ms until it returns `Some` or `within` passes.
 pub(crate) fn wait_for<T>(within: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
     let deadline = Instant::now() + within;

@@ -101,6 +101,18 @@ fn with_env(mut target: ProcessTarget, vars: &[(&str, &str)]) -> ProcessTarget {
     target
 }
 
+/// A Claude profile directory and a fake `accounts` that resolves to it
+/// and exports `ANTHROPIC_API_KEY=<key>`; the directory.
+fn claude_account_with_key(fx: &Fixture, key: &str) -> String {
+    let dir = fx.path_str("claude-home");
+    std::fs::create_dir(&dir).unwrap();
+    fx.fake(
+        "accounts",
+        &format!("echo 'export CLAUDE_CONFIG_DIR={dir}'\necho 'export ANTHROPIC_API_KEY={key}'"),
+    );
+    dir
+}
+
 /// The variables a dump written by `env > file` holds.
 fn read_dump(path: &std::path::Path) -> BTreeMap<String, String> {
     std::fs::read_to_string(path)
@@ -115,14 +127,7 @@ fn read_dump(path: &std::path::Path) -> BTreeMap<String, String> {
 fn inherited_credentials_never_reach_an_account_run() {
     // SPEC §10 item 64, widened to every documented auth variable.
     let fx = Fixture::new();
-    let dir = fx.path_str("claude-home");
-    std::fs::create_dir(&dir).unwrap();
-    fx.fake(
-        "accounts",
-        &format!(
-            "echo 'export CLAUDE_CONFIG_DIR={dir}'\necho 'export ANTHROPIC_API_KEY=key-of-work'"
-        ),
-    );
+    let dir = claude_account_with_key(&fx, "key-of-work");
     fx.fake("claude", r#"env > "$MARKERS/agent.env""#);
     let mut env = fx.env();
     for name in CREDENTIALS {
@@ -232,14 +237,7 @@ exit 1"#,
 #[test]
 fn stored_output_masks_env_and_account_values() {
     let fx = Fixture::new();
-    let dir = fx.path_str("claude-home");
-    std::fs::create_dir(&dir).unwrap();
-    fx.fake(
-        "accounts",
-        &format!(
-            "echo 'export CLAUDE_CONFIG_DIR={dir}'\necho 'export ANTHROPIC_API_KEY=account-key-42'"
-        ),
-    );
+    claude_account_with_key(&fx, "account-key-42");
     // Prints both secrets, a token the run found somewhere, and a short
     // `env` value that is left alone, to both streams; then fails.
     let script = r#"for fd in 1 2; do

@@ -66,18 +66,24 @@ fn all_versions() -> Vec<i64> {
     (1..=SCHEMA_VERSION).collect()
 }
 
+/// Opens `db` from `n` threads at once: every open succeeds and the
+/// history holds each migration once.
+fn opens_at_once_once_migrated(db: &Path, n: usize, attempt: usize) {
+    let failed: Vec<String> = open_at_once(db, n)
+        .into_iter()
+        .filter_map(|r| r.err().map(|e| e.to_string()))
+        .collect();
+    assert!(failed.is_empty(), "attempt {attempt}: {failed:#?}");
+    assert_eq!(history(db), all_versions(), "attempt {attempt}");
+}
+
 // SPEC §10 item 32: reopening is idempotent, also when the opens overlap.
 #[test]
 fn five_connections_creating_a_database_at_once_all_succeed() {
     for attempt in 0..20 {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("data").join("loops.db");
-        let failed: Vec<String> = open_at_once(&db, 5)
-            .into_iter()
-            .filter_map(|r| r.err().map(|e| e.to_string()))
-            .collect();
-        assert!(failed.is_empty(), "attempt {attempt}: {failed:#?}");
-        assert_eq!(history(&db), all_versions(), "attempt {attempt}");
+        opens_at_once_once_migrated(&db, 5, attempt);
         let store = Store::open(&db, Arc::new(|_| false)).unwrap();
         assert_eq!(store.count_loops(None).unwrap(), 5, "attempt {attempt}");
     }
@@ -103,12 +109,7 @@ fn four_connections_opening_an_original_database_at_once_all_succeed() {
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
         }
 
-        let failed: Vec<String> = open_at_once(&db, 4)
-            .into_iter()
-            .filter_map(|r| r.err().map(|e| e.to_string()))
-            .collect();
-        assert!(failed.is_empty(), "attempt {attempt}: {failed:#?}");
-        assert_eq!(history(&db), all_versions(), "attempt {attempt}");
+        opens_at_once_once_migrated(&db, 4, attempt);
         let store = Store::open(&db, Arc::new(|_| false)).unwrap();
         let names: Vec<String> = store
             .list_loops(&LoopFilter::default())

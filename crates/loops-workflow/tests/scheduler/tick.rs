@@ -2,10 +2,11 @@
 //! and expiry (SPEC §3.1–§3.4, §10 items 36–46, §9 item 10).
 
 use std::cell::RefCell;
+use std::sync::Mutex;
 
 use loops_core::{CatchUp, LoopRun, LoopStatus, Overlap, RunStatus};
 use loops_store::DeleteHistory;
-use loops_workflow::{ManualClock, TickOptions, tick};
+use loops_workflow::{ManualClock, SchedulerError, TickOptions, TickResult, tick};
 
 use crate::common::*;
 
@@ -396,6 +397,27 @@ fn loops_paused_stopped_or_deleted_mid_run_are_not_advanced_by_the_finish() {
     assert_eq!(runs_of(&store, &loops[2].id).len(), 1, "history is kept");
 }
 
+/// Ticks `fx`'s store, each reported error pushed into `errors` as
+/// `(loop name, message)`.
+fn tick_reporting_into(
+    fx: &Fixture,
+    clock: &ManualClock,
+    fake: &FakeExecutor<'_>,
+    errors: &Mutex<Vec<(String, String)>>,
+) -> Result<TickResult, SchedulerError> {
+    let on_error = |lp: &loops_core::Loop, msg: &str| {
+        errors
+            .lock()
+            .unwrap()
+            .push((lp.name.clone(), msg.to_owned()));
+    };
+    let o = TickOptions {
+        on_error: Some(&on_error),
+        ..opts(clock, fake)
+    };
+    tick(&fx.store(), &o)
+}
+
 #[test]
 fn a_purged_loop_does_not_abort_the_tick_for_other_loops() {
     // A loop deleted with its history while its run executes: the run's
@@ -413,23 +435,11 @@ fn a_purged_loop_does_not_abort_the_tick_for_other_loops() {
         .unwrap();
     fake.gate("purged");
     fake.gate("kept");
-    let errors = std::sync::Mutex::new(Vec::new());
+    let errors = Mutex::new(Vec::new());
 
     let r = std::thread::scope(|s| {
         let _open = fake.open_on_drop();
-        let ticking = s.spawn(|| {
-            let on_error = |lp: &loops_core::Loop, msg: &str| {
-                errors
-                    .lock()
-                    .unwrap()
-                    .push((lp.name.clone(), msg.to_owned()));
-            };
-            let o = TickOptions {
-                on_error: Some(&on_error),
-                ..opts(&clock, &fake)
-            };
-            tick(&fx.store(), &o)
-        });
+        let ticking = s.spawn(|| tick_reporting_into(&fx, &clock, &fake, &errors));
         wait_until("both runs in flight", || fake.current() == 2);
         let run = runs_of(&store, &purged.id).remove(0);
         store.delete_loop(&purged.id, DeleteHistory::Purge).unwrap();
@@ -807,23 +817,11 @@ fn a_finalize_that_fails_is_retried_until_it_lands() {
         .create_loop(&command_loop("stuck", every(60_000)), t0())
         .unwrap();
     fake.gate("stuck");
-    let errors = std::sync::Mutex::new(Vec::new());
+    let errors = Mutex::new(Vec::new());
 
     let r = std::thread::scope(|s| {
         let _open = fake.open_on_drop();
-        let ticking = s.spawn(|| {
-            let on_error = |lp: &loops_core::Loop, msg: &str| {
-                errors
-                    .lock()
-                    .unwrap()
-                    .push((lp.name.clone(), msg.to_owned()));
-            };
-            let o = TickOptions {
-                on_error: Some(&on_error),
-                ..opts(&clock, &fake)
-            };
-            tick(&fx.store(), &o)
-        });
+        let ticking = s.spawn(|| tick_reporting_into(&fx, &clock, &fake, &errors));
         wait_until("the run in flight", || fake.current() == 1);
         let raw = rusqlite::Connection::open(fx.path()).unwrap();
         raw.execute_batch("BEGIN IMMEDIATE").unwrap();

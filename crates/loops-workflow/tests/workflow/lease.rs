@@ -6,8 +6,7 @@ use loops_core::{
     Anchor, NewLoop, ProcessRef, Schedule, StepRunStatus, Target, WorkflowRunStatus, WorkflowTarget,
 };
 use loops_store::{Store, WorkflowRunFilter};
-use loops_workflow::{ManualClock, ProcessExecutor, TickOptions, tick};
-use serde_json::json;
+use loops_workflow::ManualClock;
 
 use crate::common::*;
 
@@ -19,16 +18,7 @@ fn a_lost_lease_fails_the_workflow_run_and_kills_its_step() {
     // has expired for B, and B takes the run over.
     let fx = Fixture::new();
     let store = fx.store();
-    let wf = create(
-        &store,
-        "leased",
-        json!([sh(
-            "a",
-            &[],
-            "touch \"$WORK/started\"; sleep 5; touch \"$WORK/late\""
-        )]),
-        json!({}),
-    );
+    let wf = create_slow(&store, "leased");
     let target = Target::Workflow(WorkflowTarget {
         workflow_id: wf.id,
         input: None,
@@ -45,21 +35,7 @@ fn a_lost_lease_fails_the_workflow_run_and_kills_its_step() {
     let clock = ManualClock::new(slot);
 
     let result = std::thread::scope(|s| {
-        let ticker = s.spawn(|| {
-            let store = fx.store();
-            let mut executor = ProcessExecutor::for_store(&clock, &store);
-            executor.exec = fx.exec();
-            let opts = TickOptions {
-                runner_id: "runner-a",
-                clock: &clock,
-                executor: &executor,
-                max_parallel: 1,
-                stop: None,
-                on_run: None,
-                on_error: None,
-            };
-            tick(&store, &opts).unwrap()
-        });
+        let ticker = s.spawn(|| process_tick(&fx, &fx.store(), &clock, "runner-a", 1, None));
         wait_for("the step to start", || {
             fx.marker("started").exists().then_some(())
         });

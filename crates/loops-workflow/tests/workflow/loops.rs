@@ -6,7 +6,7 @@ use loops_core::{
     WorkflowId, WorkflowRunStatus, WorkflowTarget, loop_workflow_key,
 };
 use loops_store::{Store, WorkflowRunFilter};
-use loops_workflow::{ManualClock, ProcessExecutor, TickOptions, tick};
+use loops_workflow::ManualClock;
 use serde_json::json;
 
 use crate::common::*;
@@ -38,18 +38,7 @@ fn workflow_loop(store: &Store, id: WorkflowId, timeout_ms: Option<u64>, attempt
 /// Runs one tick at the clock's time with the production executor, and
 /// returns the run it completed.
 fn tick_once(fx: &Fixture, store: &Store, clock: &ManualClock) -> LoopRun {
-    let mut executor = ProcessExecutor::for_store(clock, store);
-    executor.exec = fx.exec();
-    let opts = TickOptions {
-        runner_id: RUNNER,
-        clock,
-        executor: &executor,
-        max_parallel: 8,
-        stop: None,
-        on_run: None,
-        on_error: None,
-    };
-    let result = tick(store, &opts).unwrap();
+    let result = process_tick(fx, store, clock, RUNNER, 8, None);
     assert_eq!(result.completed.len(), 1, "{result:#?}");
     result.completed[0].clone()
 }
@@ -161,16 +150,7 @@ fn each_retry_creates_a_new_workflow_run() {
 fn a_cancelled_scheduled_workflow_never_schedules_a_retry() {
     let fx = Fixture::new();
     let store = fx.store();
-    let wf = create(
-        &store,
-        "long",
-        json!([sh(
-            "a",
-            &[],
-            "touch \"$WORK/started\"; sleep 5; touch \"$WORK/late\""
-        )]),
-        json!({}),
-    );
+    let wf = create_slow(&store, "long");
     let lp = workflow_loop(&store, wf.id, None, 3);
     let clock = ManualClock::new(at(60));
     let run = std::thread::scope(|s| {
@@ -213,35 +193,12 @@ fn stopping_a_tick_cancels_its_workflow_run_without_a_retry() {
     // Ctrl-C on `loops tick`: the run's cancel token is the workflow's stop.
     let fx = Fixture::new();
     let store = fx.store();
-    let wf = create(
-        &store,
-        "interrupted",
-        json!([sh(
-            "a",
-            &[],
-            "touch \"$WORK/started\"; sleep 5; touch \"$WORK/late\""
-        )]),
-        json!({}),
-    );
+    let wf = create_slow(&store, "interrupted");
     let lp = workflow_loop(&store, wf.id, None, 3);
     let clock = ManualClock::new(at(60));
     let stop = loops_exec::CancelToken::new();
     let result = std::thread::scope(|s| {
-        let ticker = s.spawn(|| {
-            let store = fx.store();
-            let mut executor = ProcessExecutor::for_store(&clock, &store);
-            executor.exec = fx.exec();
-            let opts = TickOptions {
-                runner_id: RUNNER,
-                clock: &clock,
-                executor: &executor,
-                max_parallel: 8,
-                stop: Some(&stop),
-                on_run: None,
-                on_error: None,
-            };
-            tick(&store, &opts).unwrap()
-        });
+        let ticker = s.spawn(|| process_tick(&fx, &fx.store(), &clock, RUNNER, 8, Some(&stop)));
         wait_for("the step to start", || {
             fx.marker("started").exists().then_some(())
         });
