@@ -68,6 +68,20 @@ impl TestEnv {
         self.dir.path().join("data")
     }
 
+    /// Creates the data directory 0700 whatever the umask, as loops itself
+    /// does (loops refuses one that group or others can write), and
+    /// returns it.
+    pub fn make_data_dir(&self) -> PathBuf {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = self.data_dir();
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .expect("a data directory");
+        dir
+    }
+
     /// The database file.
     pub fn db_path(&self) -> PathBuf {
         self.data_dir().join("loops.db")

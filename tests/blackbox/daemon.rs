@@ -145,7 +145,7 @@ fn a_second_daemon_is_refused_naming_the_holder() {
 fn a_stale_pid_file_is_removed_and_its_process_never_signalled() {
     // SPEC §10 item 99.
     let env = TestEnv::new();
-    std::fs::create_dir_all(env.data_dir()).unwrap();
+    env.make_data_dir();
     let pid_file = env.data_dir().join("daemon.pid");
     let mut bystander = Command::new("sleep").arg("30").spawn().unwrap();
     std::fs::write(&pid_file, bystander.id().to_string()).unwrap();
@@ -344,7 +344,7 @@ fn logs_print_the_tail_and_follow_across_rotation() {
     let env = TestEnv::new();
     // SPEC §10 item 102: a missing log prints an empty line.
     env.loops(["daemon", "logs"]).stdout("\n").run();
-    std::fs::create_dir_all(env.data_dir()).unwrap();
+    env.make_data_dir();
     let path = env.data_dir().join("daemon.log");
     let lines: String = (1..=10).map(|i| format!("line {i}\n")).collect();
     std::fs::write(&path, &lines).unwrap();
@@ -619,7 +619,7 @@ fn links_planted_at_the_daemon_files_are_never_followed() {
     // Issue 12 §3: a `daemon.log` link made the daemon append to its
     // target, a `daemon.pid` one made it overwrite it.
     let env = TestEnv::new();
-    std::fs::create_dir_all(env.data_dir()).unwrap();
+    env.make_data_dir();
     let target = env.home().join("precious");
     std::fs::write(&target, "keep\n").unwrap();
     let log_path = env.data_dir().join("daemon.log");

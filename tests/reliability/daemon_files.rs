@@ -180,7 +180,7 @@ fn nix_uid() -> Option<u32> {
 fn links_planted_at_the_daemon_files_are_never_followed() {
     let test = "links_planted_at_the_daemon_files_are_never_followed";
     let env = TestEnv::new();
-    std::fs::create_dir_all(env.data_dir()).expect("a data dir");
+    env.make_data_dir();
     let target = env.home().join("precious");
     let rounds = pick(2, 20);
     for round in 0..rounds {

@@ -163,7 +163,7 @@ fn four_processes_at_once_on_an_original_database() {
     let mut failures: Vec<String> = Vec::new();
     for attempt in 0..tries {
         let env = TestEnv::new();
-        std::fs::create_dir_all(env.data_dir()).expect("a data dir");
+        env.make_data_dir();
         std::fs::copy(&original, env.db_path()).expect("a copy of the original's database");
         // As the original leaves them, whatever the umask the test runs
         // under (0664 would be refused as writable by group).

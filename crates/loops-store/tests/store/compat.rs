@@ -83,9 +83,27 @@ fn has_column(c: &Connection, table: &str, column: &str) -> bool {
         > 0
 }
 
+/// The fixture's data directory, 0700 whatever the umask.
+fn make_data_dir(fx: &Fixture) {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(fx.path().parent().unwrap())
+        .unwrap();
+}
+
+/// A new database file made 0600 whatever the umask, as the original's
+/// would be under the usual one (loops refuses a group-writable database).
+fn open_private(path: &std::path::Path) -> Connection {
+    let c = Connection::open(path).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    c
+}
+
 fn write_original(fx: &Fixture, schema: &str) {
-    std::fs::create_dir_all(fx.path().parent().unwrap()).unwrap();
-    let c = Connection::open(fx.path()).unwrap();
+    make_data_dir(fx);
+    let c = open_private(&fx.path());
     c.execute_batch(schema).unwrap();
     c.execute_batch(ORIGINAL_ROWS).unwrap();
 }
@@ -153,8 +171,8 @@ fn a_0_2_0_database_gains_the_step_pid_column_and_reopening_is_idempotent() {
         "finished_at TEXT, exit_code INTEGER, duration_ms INTEGER, stdout TEXT,",
     );
     assert_ne!(old, ORIGINAL_0_3_1_SCHEMA);
-    std::fs::create_dir_all(fx.path().parent().unwrap()).unwrap();
-    let c = Connection::open(fx.path()).unwrap();
+    make_data_dir(&fx);
+    let c = open_private(&fx.path());
     c.execute_batch(&old).unwrap();
     assert!(!has_column(&c, "workflow_step_runs", "pid"));
     drop(c);
@@ -181,9 +199,10 @@ fn a_0_2_0_database_gains_the_step_pid_column_and_reopening_is_idempotent() {
 #[test]
 fn a_file_that_is_not_a_database_is_refused_and_left_untouched() {
     let fx = Fixture::new();
-    std::fs::create_dir_all(fx.path().parent().unwrap()).unwrap();
+    make_data_dir(&fx);
     let bytes = b"these are my notes, not a database\n".repeat(200);
     std::fs::write(fx.path(), &bytes).unwrap();
+    std::fs::set_permissions(fx.path(), std::fs::Permissions::from_mode(0o600)).unwrap();
     let err = Store::open(&fx.path(), std::sync::Arc::new(|_| false)).unwrap_err();
     assert!(
         matches!(err, StoreError::NotADatabase { ref path, .. } if *path == fx.path()),
