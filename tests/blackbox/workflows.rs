@@ -516,6 +516,26 @@ fn unknown_keys_are_warned_about_with_the_nearest_known_key() {
         "error: workflow.steps must be an array\n\
          warning: workflow has an unknown key \"step\"; did you mean \"steps\"?\n"
     );
+    // A valid file's warnings come after the command's outcome: an error
+    // found later (the name is taken) stays the first line of stderr.
+    let file = workflow_file(
+        &env,
+        "taken.json",
+        &json!({"name": "taken", "extra": 1, "steps": [exec_step("a", "true", &[])]}),
+    );
+    let created = env.loops(["workflows", "create", &file]).run();
+    assert_eq!(
+        created.stderr,
+        "warning: workflow has an unknown key \"extra\"; known keys are name, description, \
+         version, maxParallel, steps\n"
+    );
+    let ran = env.loops(["workflows", "create", &file]).code(1).run();
+    assert!(
+        ran.stderr
+            .starts_with("error: an active workflow named \"taken\" already exists"),
+        "{}",
+        ran.stderr
+    );
 }
 
 #[test]

@@ -26,14 +26,16 @@ use crate::workflow_args::{CreateArgs, FileArgs, ListArgs, ValidateArgs, Workflo
 /// The id of the preview `validate` prints (SPEC §7.4).
 const PREVIEW_ID: &str = "validation";
 
-/// Reads, parses and validates a workflow file.
+/// Reads, parses and validates a workflow file, returning it with its
+/// unknown-key warnings (each with the nearest known key).
 ///
 /// A byte-order mark is skipped and a duplicate key is an error
-/// (`loops_core::read_workflow_text`). Unknown keys are warned about on
-/// stderr, with the nearest known key; when the file is invalid, the
+/// (`loops_core::read_workflow_text`). When the file is invalid, the
 /// warnings follow the error (a misspelt key is often why), which stays the
-/// first line.
-fn read_workflow(args: &FileArgs) -> Result<NewWorkflow> {
+/// first line. A valid file's warnings are for the caller to print with
+/// [`warn`] once its command succeeded, so an error from a later step
+/// (a name already in use) is still the first line of stderr.
+fn read_workflow(args: &FileArgs) -> Result<(NewWorkflow, Vec<String>)> {
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("reading workflow file {}", args.file))?;
     let value = loops_core::read_workflow_text(&text).map_err(|e| {
@@ -46,18 +48,20 @@ fn read_workflow(args: &FileArgs) -> Result<NewWorkflow> {
     })?;
     let warnings = loops_core::workflow_warnings(&value);
     match loops_core::workflow_from_json(&value, args.name.as_deref()) {
-        Ok(new) => {
-            for warning in &warnings {
-                render::note("warning", warning);
-            }
-            Ok(new)
-        }
+        Ok(new) => Ok((new, warnings)),
         Err(e) if warnings.is_empty() => Err(e.into()),
         // The error stays the first line; the warnings follow it.
         Err(e) => {
             let warnings: Vec<String> = warnings.iter().map(|w| format!("warning: {w}")).collect();
             Err(anyhow!("{e}\n{}", warnings.join("\n")))
         }
+    }
+}
+
+/// Prints a workflow file's warnings on stderr.
+fn warn(warnings: &[String]) {
+    for warning in warnings {
+        render::note("warning", warning);
     }
 }
 
@@ -79,7 +83,7 @@ fn preview(new: &NewWorkflow, now: Timestamp) -> WorkflowSpec {
 
 /// `workflows validate <file> [--name] [--preflight]`.
 pub(super) fn validate(args: &ValidateArgs, out: &mut Printer) -> Result<Outcome> {
-    let new = read_workflow(&args.file)?;
+    let (new, warnings) = read_workflow(&args.file)?;
     let spec = preview(&new, now());
     let preflight = if args.preflight {
         Some(loops_workflow::preflight_new_workflow(
@@ -97,6 +101,7 @@ pub(super) fn validate(args: &ValidateArgs, out: &mut Printer) -> Result<Outcome
             report["preflight"] = serde_json::to_value(preflight)?;
         }
         out.json(&report)?;
+        warn(&warnings);
         return Ok(Outcome::Success);
     }
     out.line(&format!(
@@ -107,6 +112,7 @@ pub(super) fn validate(args: &ValidateArgs, out: &mut Printer) -> Result<Outcome
     if let Some(preflight) = &preflight {
         print_preflight(&spec, preflight, out)?;
     }
+    warn(&warnings);
     Ok(Outcome::Success)
 }
 
@@ -138,7 +144,7 @@ fn print_preflight(
 
 /// `workflows create <file> [--name]`.
 pub(super) fn create(args: &CreateArgs, out: &mut Printer) -> Result<Outcome> {
-    let new = read_workflow(&args.file)?;
+    let (new, warnings) = read_workflow(&args.file)?;
     let store = paths::open_store()?;
     let spec = store.create_workflow(&new, now())?;
     if out.json {
@@ -151,6 +157,7 @@ pub(super) fn create(args: &CreateArgs, out: &mut Printer) -> Result<Outcome> {
             spec.steps.len()
         ))?;
     }
+    warn(&warnings);
     Ok(Outcome::Success)
 }
 
