@@ -878,6 +878,10 @@ fn paths_that_are_not_a_data_dir_fail_clearly() {
         "hello, I am not SQLite\n".repeat(300),
     )
     .expect("a text file");
+    // Private whatever the umask, so loops gets as far as the odd
+    // `loops.db` rather than refusing a directory others can write.
+    set_modes(&dir_as_db, 0o700, 0o700);
+    set_modes(&text_db, 0o700, 0o600);
     for (what, data_dir) in [
         ("LOOPS_DATA_DIR is a file", file.clone()),
         ("LOOPS_DATA_DIR is below a file", file.join("sub")),
