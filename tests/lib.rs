@@ -219,11 +219,10 @@ impl TestEnv {
     /// database 0600, whatever the umask, as loops refuses ones another
     /// user could write.
     pub fn original_db(&self, rows: &str) {
-        std::fs::create_dir_all(self.data_dir()).expect("a data dir");
+        self.make_data_dir();
         write_original_db(&self.db_path(), rows);
-        for (path, mode) in [(self.data_dir(), 0o700), (self.db_path(), 0o600)] {
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
-        }
+        std::fs::set_permissions(self.db_path(), std::fs::Permissions::from_mode(0o600))
+            .expect("chmod");
     }
 
     /// Starts `loops <args>` without waiting for it.

@@ -774,7 +774,11 @@ fn a_garbage_wal_loses_nothing_committed() {
             x as u8
         })
         .collect();
-    std::fs::write(sidecar(&db, "-wal"), &garbage).expect("a garbage WAL");
+    let wal = sidecar(&db, "-wal");
+    std::fs::write(&wal, &garbage).expect("a garbage WAL");
+    // With its database's mode, as SQLite makes a WAL, whatever the umask:
+    // loops refuses a WAL that group or others can write.
+    std::fs::set_permissions(&wal, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     for args in READS {
         run(&env, &mut f, args, None);
     }
@@ -874,6 +878,10 @@ fn paths_that_are_not_a_data_dir_fail_clearly() {
         "hello, I am not SQLite\n".repeat(300),
     )
     .expect("a text file");
+    // Private whatever the umask, so loops gets as far as the odd
+    // `loops.db` rather than refusing a directory others can write.
+    set_modes(&dir_as_db, 0o700, 0o700);
+    set_modes(&text_db, 0o700, 0o600);
     for (what, data_dir) in [
         ("LOOPS_DATA_DIR is a file", file.clone()),
         ("LOOPS_DATA_DIR is below a file", file.join("sub")),

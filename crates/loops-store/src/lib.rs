@@ -361,7 +361,7 @@ mod tests {
     /// A store on a new database file whose WAL holds `rows` pages of
     /// filler.
     fn store_with_wal(rows: usize) -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = open::testing::private_tempdir();
         let store = Store::open_in_dir(dir.path(), Arc::new(|_| false)).unwrap();
         open::testing::fill(&store.conn, rows);
         (dir, store)

@@ -120,6 +120,17 @@ pub(crate) mod testing {
     pub(crate) fn frames_of(db: &Path) -> i64 {
         super::wal_frames(&super::open_file(db).unwrap()).unwrap()
     }
+
+    /// A new temporary directory to use as a data directory: 0700 whatever
+    /// the umask, as loops makes its own (it refuses one that group or
+    /// others can write).
+    pub(crate) fn private_tempdir() -> tempfile::TempDir {
+        use std::os::unix::fs::PermissionsExt;
+        tempfile::Builder::new()
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .unwrap()
+    }
 }
 
 /// The newest schema version this binary knows: the highest embedded
@@ -489,7 +500,7 @@ fn upgrade_pre_0_3(conn: &Connection) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::testing::{fill, frames_of as wal_frames};
+    use super::testing::{fill, frames_of as wal_frames, private_tempdir};
     use super::*;
 
     #[test]
@@ -512,7 +523,7 @@ mod tests {
 
     /// A new database whose connection has written about 400 KiB of WAL.
     fn long_wal() -> (tempfile::TempDir, PathBuf, Connection) {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = private_tempdir();
         let db = dir.path().join(DB_FILE);
         let conn = open_file(&db).unwrap();
         fill(&conn, 100);
@@ -538,7 +549,7 @@ mod tests {
 
     #[test]
     fn a_closing_connection_leaves_a_short_wal() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = private_tempdir();
         let db = dir.path().join(DB_FILE);
         let conn = open_file(&db).unwrap();
         conn.execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (1);")

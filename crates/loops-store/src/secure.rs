@@ -73,6 +73,8 @@ fn mode(meta: &Metadata) -> u32 {
 /// ```
 /// # use std::os::unix::fs::PermissionsExt;
 /// let dir = tempfile::tempdir().unwrap();
+/// // Private whatever the umask the temp dir was made under.
+/// std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
 /// assert!(loops_store::check_data_dir(dir.path()).is_ok());
 /// std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
 /// let refused = loops_store::check_data_dir(dir.path()).unwrap_err();

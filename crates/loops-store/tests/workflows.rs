@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::HashSet;
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
@@ -35,7 +36,13 @@ struct Db {
 
 impl Db {
     fn new() -> Db {
-        let dir = tempfile::tempdir().unwrap();
+        // The temp dir is the data directory: 0700 whatever the umask, as
+        // loops makes its own (it refuses one that group or others can
+        // write).
+        let dir = tempfile::Builder::new()
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .unwrap();
         let path = dir.path().join("loops.db");
         Db {
             _dir: dir,
