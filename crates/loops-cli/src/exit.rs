@@ -92,7 +92,9 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
 
 /// The store error a cause is or wraps. The runners' errors wrap it
 /// transparently, which hides it from a plain walk of the chain.
-fn store_error<'a>(cause: &'a (dyn std::error::Error + 'static)) -> Option<&'a StoreError> {
+pub(crate) fn store_error<'a>(
+    cause: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a StoreError> {
     use loops_workflow::{DaemonError, SchedulerError, WorkflowError};
     if let Some(e) = cause.downcast_ref::<StoreError>() {
         return Some(e);

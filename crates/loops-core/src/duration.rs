@@ -17,7 +17,7 @@
 ///
 /// Anything longer is certainly a typo, and refusing it keeps every
 /// `instant + duration` inside the representable range of a `Timestamp`.
-pub(crate) const MAX_DURATION_MS: u64 = 100 * 365 * 86_400_000;
+pub const MAX_DURATION_MS: u64 = 100 * 365 * 86_400_000;
 
 /// A duration string that does not parse, is too large, or is zero where zero
 /// is not allowed.

@@ -31,7 +31,9 @@ mod validate;
 mod workflow_file;
 
 pub use crate::cron::{CronError, CronExpr, Zone, next_cron_run};
-pub use crate::duration::{DurationError, parse_duration, parse_positive_duration};
+pub use crate::duration::{
+    DurationError, MAX_DURATION_MS, parse_duration, parse_positive_duration,
+};
 pub use crate::id::{
     EventId, IdError, LeaseId, LoopId, RunId, StepRunId, WorkflowId, WorkflowRunId, is_id,
 };

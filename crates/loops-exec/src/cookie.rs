@@ -74,7 +74,7 @@ pub fn new_spawn_id() -> String {
 
 /// The value of [`VAR`] for a child: `cookie`, after the cookies of the
 /// runs this runner is itself part of (`inherited`, when set).
-pub(crate) fn chain(inherited: Option<&str>, cookie: &str) -> String {
+pub fn chain(inherited: Option<&str>, cookie: &str) -> String {
     match inherited.map(str::trim) {
         Some(outer) if !outer.is_empty() => format!("{outer} {cookie}"),
         _ => cookie.to_owned(),

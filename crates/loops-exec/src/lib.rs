@@ -64,7 +64,7 @@ mod spec;
 mod supervise;
 
 pub use crate::cancel::{CancelToken, Subscription};
-pub use crate::cookie::{VAR as SPAWN_ID_VAR, new_spawn_id};
+pub use crate::cookie::{VAR as SPAWN_ID_VAR, chain as chain_spawn_id, new_spawn_id};
 pub use crate::env::{RunMetadata, process_env};
 pub use crate::error::{CwdError, ExecError};
 pub use crate::execute::{

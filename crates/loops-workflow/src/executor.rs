@@ -147,10 +147,7 @@ fn with_spawn_id(exec: &ExecSettings, spawn_id: Option<&str>) -> ExecSettings {
     let env = exec
         .base_env
         .get_or_insert_with(|| loops_exec::process_env().clone());
-    let value = match env.get(SPAWN_ID_VAR).map(|v| v.trim()) {
-        Some(outer) if !outer.is_empty() => format!("{outer} {spawn_id}"),
-        _ => spawn_id.to_owned(),
-    };
+    let value = loops_exec::chain_spawn_id(env.get(SPAWN_ID_VAR).map(String::as_str), spawn_id);
     env.insert(SPAWN_ID_VAR.to_owned(), value);
     exec
 }

@@ -211,7 +211,7 @@ fn stop(args: &StopArgs, out: &mut Printer) -> Result<Outcome> {
         Err(e)
             if e.chain().any(|cause| {
                 matches!(
-                    cause.downcast_ref::<loops_store::StoreError>(),
+                    crate::exit::store_error(cause),
                     Some(loops_store::StoreError::Unsafe { .. })
                 )
             }) =>

@@ -43,10 +43,6 @@ use crate::dispatch::Report;
 /// The socket's file name inside the data directory.
 pub const SOCKET_FILE: &str = "daemon.sock";
 
-/// The largest grace period a `stop` datagram may ask for: the CLI's
-/// largest duration, 100 years of 365 days.
-pub(crate) const MAX_GRACE_MS: u64 = 100 * 365 * 86_400_000;
-
 /// The least time between two wake-ups the listener forwards.
 const MIN_WAKE_GAP: Duration = Duration::from_millis(20);
 
@@ -183,7 +179,7 @@ fn listen(
             {
                 shared
                     .grace_ms
-                    .store(ms.min(MAX_GRACE_MS), Ordering::SeqCst);
+                    .store(ms.min(loops_core::MAX_DURATION_MS), Ordering::SeqCst);
             }
             stop.cancel("stop requested by `loops daemon stop`");
         }
