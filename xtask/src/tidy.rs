@@ -1,5 +1,6 @@
 //! Source hygiene: every Rust file under `crates/` opens with a `//!` module
-//! doc, no file leaves a `dbg!` or `todo!` behind, and every item of SPEC
+//! doc, no source file outside tests is longer than [`MAX_SOURCE_LINES`]
+//! lines, no file leaves a `dbg!` or `todo!` behind, and every item of SPEC
 //! §10's checklist is cited by a test (`// SPEC §10 item N`).
 //!
 //! The SPEC is read from `../shared/SPEC.md` beside the clone, or from
@@ -7,6 +8,10 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+
+/// The longest a source file outside tests may be, so that it reads in one
+/// sitting; a longer one is split along what it does.
+const MAX_SOURCE_LINES: usize = 650;
 
 /// Returns every problem found under `root/crates`, `root/tests` and
 /// `root/xtask`.
@@ -32,6 +37,9 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
             problems.push(format!(
                 "{shown}: missing a `//!` module doc on its first line"
             ));
+        }
+        if let Some(problem) = too_long(&shown, &text) {
+            problems.push(problem);
         }
         for (n, line) in text.lines().enumerate() {
             let code = line.split("//").next().unwrap_or("");
@@ -133,6 +141,20 @@ fn checklist_items(spec: &str) -> Vec<(u32, String)> {
         items.push((n, first));
     }
     items
+}
+
+/// The problem with `text`, the source file at `shown` (relative to the
+/// root), if it is longer than [`MAX_SOURCE_LINES`] and not test code.
+fn too_long(shown: &str, text: &str) -> Option<String> {
+    let lines = text.lines().count();
+    (shown.contains("/src/") && !is_test_file(Path::new(shown)) && lines > MAX_SOURCE_LINES).then(
+        || {
+            format!(
+                "{shown}: {lines} lines, over the {MAX_SOURCE_LINES}-line cap for source \
+                 files; split it along what it does"
+            )
+        },
+    )
 }
 
 /// Whether a whole file is test code: anything in a `tests` directory, and
@@ -244,6 +266,21 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn source_files_over_the_cap_are_reported_and_test_files_are_not() {
+        let long = "x\n".repeat(super::MAX_SOURCE_LINES + 1);
+        let short = "x\n".repeat(super::MAX_SOURCE_LINES);
+        assert!(super::too_long("crates/a/src/lib.rs", &long).is_some());
+        assert!(super::too_long("crates/a/src/lib.rs", &short).is_none());
+        for test in [
+            "crates/a/src/schedule/tests.rs",
+            "crates/a/tests/store/open.rs",
+            "tests/blackbox/daemon.rs",
+        ] {
+            assert!(super::too_long(test, &long).is_none(), "{test}");
+        }
+    }
+
     use super::{checklist_items, citations, cited_items};
 
     #[test]
