@@ -347,14 +347,9 @@ impl Store {
     /// [`Refusal::NotActive`] (the original pauses those blindly, which only
     /// made them resumable with no next run, SPEC §9 item 33).
     pub fn pause_loop(&self, id: &LoopId, now: Timestamp) -> Result<LoopChange> {
-        let changed = loop_returning(
-            &self.conn,
-            "UPDATE loops SET status = 'paused', updated_at = ?2
-             WHERE id = ?1 AND status = 'active' RETURNING *",
-            params![id.as_str(), ts(now)],
-            "pausing a loop",
-        )?;
-        if let Some(lp) = changed {
+        // A user's pause gives no reason: one left over from an automatic
+        // pause (which another implementation's resume would not clear) goes.
+        if let Some(lp) = self.pause_active(id, None, now)? {
             return Ok(LoopChange::Changed(lp));
         }
         let lp = self.get_loop(id)?.ok_or_else(|| not_found(id.as_str()))?;
@@ -378,12 +373,22 @@ impl Store {
         reason: &str,
         now: Timestamp,
     ) -> Result<Option<Loop>> {
+        self.pause_active(id, Some(reason), now)
+    }
+
+    /// Pauses `id` if it is active, recording `reason` (or none).
+    fn pause_active(
+        &self,
+        id: &LoopId,
+        reason: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Option<Loop>> {
         loop_returning(
             &self.conn,
             "UPDATE loops SET status = 'paused', paused_reason = ?2, updated_at = ?3
              WHERE id = ?1 AND status = 'active' RETURNING *",
             params![id.as_str(), reason, ts(now)],
-            "pausing a loop whose schedule cannot be planned",
+            "pausing a loop",
         )
     }
 
@@ -530,19 +535,22 @@ impl Store {
 /// True when the only slot of a `once` loop already has a row that can
 /// never be claimed again: succeeded, skipped, or out of attempts.
 fn once_slot_is_spent(conn: &Connection, lp: &Loop, at: Timestamp) -> Result<bool> {
-    let found: Option<(String, u32)> = conn
+    let found: Option<(String, u32, Option<String>)> = conn
         .query_row(
-            "SELECT status, attempt FROM loop_runs WHERE loop_id = ?1 AND scheduled_for = ?2",
+            "SELECT status, attempt, error FROM loop_runs
+             WHERE loop_id = ?1 AND scheduled_for = ?2",
             params![lp.id.as_str(), ts(at)],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
         .optional()
         .map_err(StoreError::db("reading a once loop's run"))?;
     Ok(match found {
         None => false,
-        Some((status, attempt)) => match status.parse::<RunStatus>() {
+        Some((status, attempt, error)) => match status.parse::<RunStatus>() {
             Ok(s) if s.is_terminal() => true,
-            Ok(s) if s.is_retryable() => attempt >= lp.max_attempts,
+            Ok(s) if s.is_retryable() => {
+                !crate::runs::may_run_again(s, attempt, error.as_deref(), lp.max_attempts)
+            }
             _ => false,
         },
     })

@@ -96,6 +96,22 @@ pub enum SkipOutcome {
 /// The reason recorded on an overlap skip (SPEC §3.2).
 pub const OVERLAP_SKIP_REASON: &str = "previous run still active";
 
+/// Whether a finished row of `status` may run its slot again: it failed,
+/// timed out or was abandoned with attempts left, or a shutdown released it
+/// (`error` is [`INTERRUPTED_BY_SHUTDOWN`]), which does not count its
+/// attempt (SPEC §9 item 17). The one rule claim, settle and a `once`
+/// loop's resume share.
+pub(crate) fn may_run_again(
+    status: RunStatus,
+    attempt: u32,
+    error: Option<&str>,
+    max_attempts: u32,
+) -> bool {
+    status.is_retryable()
+        && (attempt < max_attempts
+            || (status == RunStatus::Abandoned && error == Some(INTERRUPTED_BY_SHUTDOWN)))
+}
+
 /// A run row together with its recorded process (pid plus start time).
 pub(crate) fn run_and_process(row: &Row<'_>) -> rusqlite::Result<(LoopRun, Option<ProcessRef>)> {
     Ok((rows::run_row(row)?, rows::process_ref(row)?))

@@ -8,7 +8,7 @@
 use loops_core::{Loop, LoopRun, RunId, RunStatus, Timestamp};
 use rusqlite::{Connection, params};
 
-use super::{INTERRUPTED_BY_SHUTDOWN, offset_ms, run_and_process, run_returning};
+use super::{INTERRUPTED_BY_SHUTDOWN, may_run_again, offset_ms, run_and_process, run_returning};
 use crate::error::Result;
 use crate::loops::query_loop;
 use crate::rows::{self, ts};
@@ -152,9 +152,12 @@ impl Store {
                 RunStatus::Failed | RunStatus::TimedOut | RunStatus::Abandoned => {
                     // A run a shutdown interrupted did not count its attempt
                     // (SPEC §9 item 17): it runs again as the same attempt.
-                    let released = run.status == RunStatus::Abandoned
-                        && run.error.as_deref() == Some(INTERRUPTED_BY_SHUTDOWN);
-                    if run.attempt >= fresh.max_attempts && !released {
+                    if !may_run_again(
+                        run.status,
+                        run.attempt,
+                        run.error.as_deref(),
+                        fresh.max_attempts,
+                    ) {
                         return not_claimed(NotClaimed::AttemptsExhausted(run));
                     }
                     claim_retry(conn, &run.id, fresh.max_attempts, runner_id, now, lease)?

@@ -191,7 +191,16 @@ impl Store {
             };
             let succeeded = match run.status {
                 RunStatus::Succeeded | RunStatus::Skipped => true,
-                s if s.is_retryable() && run.attempt >= fresh.max_attempts => false,
+                s if s.is_retryable()
+                    && !super::may_run_again(
+                        s,
+                        run.attempt,
+                        run.error.as_deref(),
+                        fresh.max_attempts,
+                    ) =>
+                {
+                    false
+                }
                 _ => return Ok(None),
             };
             let finished_at = run.finished_at.unwrap_or(now);

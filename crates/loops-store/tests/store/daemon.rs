@@ -386,3 +386,48 @@ fn many_slots_are_claimed_in_one_transaction_each_decided_as_alone() {
     ));
     assert_eq!(claims[2].run().unwrap().scheduled_for, t0().add_ms(60_000));
 }
+
+#[test]
+fn a_once_loop_whose_only_run_a_shutdown_released_can_be_resumed() {
+    // SPEC §9 item 17: the released attempt was not counted, so the slot
+    // is not spent even with one attempt allowed.
+    let fx = Fixture::new();
+    let store = fx.store();
+    let at = t0().add_ms(60_000);
+    let mut new = interval_loop("once");
+    new.schedule = loops_core::Schedule::Once { at };
+    new.max_attempts = 1;
+    let lp = store.create_loop(&new, t0()).unwrap();
+    let run = claim_as(&store, &lp, at, RUNNER_A);
+    store
+        .release_run(&run.id, &result(ExecutorStatus::Failed, at), RUNNER_A, at)
+        .unwrap()
+        .unwrap();
+    store.pause_loop(&lp.id, at).unwrap();
+    match store.resume_loop(&lp.id, at.add_ms(1)).unwrap() {
+        loops_store::LoopChange::Changed(lp) => assert_eq!(lp.next_run_at, Some(at)),
+        other => panic!("resume refused a slot whose attempt was not counted: {other:?}"),
+    }
+}
+
+#[test]
+fn a_users_pause_clears_a_reason_left_from_an_automatic_pause() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let lp = create(&store, "paused", 1);
+    store
+        .pause_loop_with_reason(&lp.id, "schedule cannot be planned", t0())
+        .unwrap()
+        .unwrap();
+    // Another implementation's resume leaves the column as it is.
+    fx.raw()
+        .execute(
+            "UPDATE loops SET status = 'active' WHERE id = ?1",
+            [lp.id.as_str()],
+        )
+        .unwrap();
+    store.pause_loop(&lp.id, t0()).unwrap();
+    let paused = store.get_loop(&lp.id).unwrap().unwrap();
+    assert_eq!(paused.status, LoopStatus::Paused);
+    assert_eq!(paused.paused_reason, None);
+}
