@@ -1,0 +1,258 @@
+//! The wait loop of a supervised run: one `poll` over the child's stdout
+//! and stderr, the wake-up pipe and the leader's pidfd, which drains the
+//! output while it waits for the exit, the timeout, the cancel or the
+//! teardown's next step; and the per-thread read buffer it drains into.
+
+use std::io::{PipeReader, Read};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+use std::time::Instant;
+
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::unistd::Pid;
+
+use crate::cancel::CancelToken;
+use crate::output::Capture;
+
+use super::teardown::{Escapees, Supervisor};
+use super::watch::{ExitWatch, Watch};
+use super::{Cause, Finished, Limits, RECHECK, Running, ring};
+
+/// The bytes read from a pipe at once.
+const READ_CHUNK: usize = 64 * 1024;
+
+impl Running {
+    /// [`Running::supervise`], watching the leader's exit as `mode` says:
+    /// tests force the fallbacks.
+    pub(super) fn supervise_with(self, limits: &Limits<'_>, mode: Watch) -> Finished {
+        let Running {
+            mut child,
+            wake,
+            cookie,
+        } = self;
+        // The pid of a child std spawned always fits in a pid_t.
+        let pgid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+        let mut out = Capture::new(
+            child.stdout.take().map(OwnedFd::from),
+            limits.max_output_bytes,
+        );
+        let mut err = Capture::new(
+            child.stderr.take().map(OwnedFd::from),
+            limits.max_output_bytes,
+        );
+        let watch = ExitWatch::start(pgid, &wake.writer, mode);
+        let subscription = limits.cancel.map(|token| {
+            let writer = Arc::clone(&wake.writer);
+            token.subscribe(move || ring(&writer))
+        });
+
+        let mut sup = Supervisor {
+            child,
+            pgid,
+            watch,
+            status: None,
+            exited_at: None,
+            cause: None,
+            term_at: None,
+            kill_at: None,
+            escapees: Escapees::new(cookie),
+        };
+        let deadline = limits.timeout.and_then(|t| Instant::now().checked_add(t));
+        let mut buf = read_buffer::take();
+        loop {
+            let now = Instant::now();
+            if sup.exited_at.is_none() && sup.leader_exited() {
+                sup.exited_at = Some(now);
+            }
+            // Timeout and cancel only matter while the leader runs: once it
+            // has exited on its own, its exit status is the result.
+            if sup.exited_at.is_none() && sup.cause.is_none() {
+                let cause = match limits.cancel.and_then(CancelToken::reason) {
+                    Some(reason) => Some(Cause::Cancelled(reason)),
+                    None if reached(now, deadline) => Some(Cause::TimedOut),
+                    None => None,
+                };
+                if cause.is_some() {
+                    sup.cause = cause;
+                    sup.terminate(now);
+                }
+            }
+
+            let mut wake_at = Earliest::default();
+            if let Some(exited) = sup.exited_at {
+                let leak_deadline = exited.checked_add(limits.leak_timeout);
+                let drained = out.is_closed() && err.is_closed();
+                if drained || reached(now, leak_deadline) || sup.term_at.is_some() {
+                    // Escapees are looked for only once a teardown began.
+                    if !sup.group_alive() && !sup.escapees.alive(now, sup.kill_at.is_some()) {
+                        break;
+                    }
+                    if sup.term_at.is_none() {
+                        sup.terminate(now);
+                    }
+                    wake_at.maybe(now.checked_add(RECHECK));
+                } else {
+                    wake_at.maybe(leak_deadline);
+                }
+            } else {
+                if sup.cause.is_none() {
+                    wake_at.maybe(deadline);
+                }
+                if sup.watch.is_polling() {
+                    wake_at.maybe(now.checked_add(RECHECK));
+                }
+            }
+            if let (Some(term_at), None) = (sup.term_at, sup.kill_at) {
+                let kill_due = term_at.checked_add(limits.kill_grace);
+                if reached(now, kill_due) {
+                    sup.kill(now);
+                } else {
+                    wake_at.maybe(kill_due);
+                }
+            }
+            if let (Some(kill_at), Some(_)) = (sup.kill_at, sup.exited_at) {
+                // Everything left has been sent SIGKILL, which cannot be
+                // caught. A member still listed a grace period later is stuck
+                // in the kernel; waiting longer would only hang the run.
+                let give_up = kill_at.checked_add(limits.kill_grace);
+                if reached(now, give_up) {
+                    break;
+                }
+                wake_at.maybe(give_up);
+            }
+
+            let exit_fd = sup.watch.poll_fd();
+            let leader_ready = wait_and_read(
+                &mut out,
+                &mut err,
+                &wake.reader,
+                exit_fd,
+                wake_at.0,
+                &mut buf,
+            );
+            if leader_ready {
+                sup.watch.saw_exit();
+            }
+        }
+
+        // Whatever the group wrote before it died is still in the pipes.
+        out.drain_available(&mut buf);
+        err.drain_available(&mut buf);
+        read_buffer::give_back(buf);
+        // Unsubscribe before the pipe closes; see `CancelToken::cancel`.
+        drop(subscription);
+        let status = sup.reap();
+        Finished {
+            status,
+            cause: sup.cause,
+            stdout: out.buf.finish(),
+            stderr: err.buf.finish(),
+        }
+    }
+}
+
+/// Whether `deadline` has passed; `None` (a duration too long to add to an
+/// instant) never passes.
+fn reached(now: Instant, deadline: Option<Instant>) -> bool {
+    deadline.is_some_and(|d| now >= d)
+}
+
+/// The earliest of some instants, if any.
+#[derive(Default)]
+struct Earliest(Option<Instant>);
+
+impl Earliest {
+    fn maybe(&mut self, t: Option<Instant>) {
+        if let Some(t) = t {
+            self.0 = Some(self.0.map_or(t, |e| e.min(t)));
+        }
+    }
+}
+
+/// Blocks until a pipe is readable, the wake-up pipe rings, `exit` (the
+/// leader's pidfd) is readable, or `until`; then reads what is ready.
+/// Returns whether `exit` was readable.
+fn wait_and_read(
+    out: &mut Capture,
+    err: &mut Capture,
+    wake: &PipeReader,
+    exit: Option<std::os::fd::BorrowedFd<'_>>,
+    until: Option<Instant>,
+    buf: &mut [u8],
+) -> bool {
+    let timeout = match until {
+        None => PollTimeout::NONE,
+        Some(t) => {
+            // Rounded up, so the loop never spins on a sub-millisecond rest.
+            let micros = t.saturating_duration_since(Instant::now()).as_micros();
+            let millis = micros.div_ceil(1000).min(i32::MAX as u128);
+            PollTimeout::try_from(millis).unwrap_or(PollTimeout::MAX)
+        }
+    };
+    let interest = PollFlags::POLLIN;
+    let mut fds = vec![PollFd::new(wake.as_fd(), interest)];
+    let out_slot = out.pipe.as_ref().map(|p| {
+        fds.push(PollFd::new(p.as_fd(), interest));
+        fds.len() - 1
+    });
+    let err_slot = err.pipe.as_ref().map(|p| {
+        fds.push(PollFd::new(p.as_fd(), interest));
+        fds.len() - 1
+    });
+    let exit_slot = exit.map(|fd| {
+        fds.push(PollFd::new(fd, interest));
+        fds.len() - 1
+    });
+    match poll(&mut fds, timeout) {
+        Ok(n) if n > 0 => {}
+        Ok(_) | Err(Errno::EINTR) => return false,
+        Err(_) => {
+            // Not expected with valid descriptors; avoid a hot loop.
+            std::thread::sleep(RECHECK);
+            return false;
+        }
+    }
+    let ready: Vec<bool> = fds
+        .iter()
+        .map(|fd| fd.revents().is_some_and(|r| !r.is_empty()))
+        .collect();
+    drop(fds);
+    if ready[0] {
+        let mut sink = [0u8; 16];
+        let mut reader = wake;
+        let _ = reader.read(&mut sink);
+    }
+    if out_slot.is_some_and(|i| ready[i]) {
+        out.read_once(buf);
+    }
+    if err_slot.is_some_and(|i| ready[i]) {
+        err.read_once(buf);
+    }
+    exit_slot.is_some_and(|i| ready[i])
+}
+
+/// The read buffer of a supervisor, kept per thread: a worker thread that
+/// supervises one run after another reuses one buffer instead of zeroing
+/// [`READ_CHUNK`] fresh bytes per run.
+mod read_buffer {
+    use std::cell::RefCell;
+
+    use super::READ_CHUNK;
+
+    thread_local! {
+        static SPARE: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) };
+    }
+
+    /// This thread's buffer, or a new one.
+    pub(super) fn take() -> Vec<u8> {
+        SPARE
+            .with(|s| s.borrow_mut().take())
+            .unwrap_or_else(|| vec![0u8; READ_CHUNK])
+    }
+
+    /// Keeps `buf` for this thread's next run.
+    pub(super) fn give_back(buf: Vec<u8>) {
+        SPARE.with(|s| *s.borrow_mut() = Some(buf));
+    }
+}
