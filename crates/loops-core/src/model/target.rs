@@ -1,0 +1,249 @@
+//! What a loop or a workflow step runs (SPEC §1.3): command, agent and
+//! workflow targets, the account they run under, and the [`Target`] and
+//! [`ProcessTarget`] enums over them.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer, Serialize};
+
+use super::DEFAULT_TIMEOUT_MS;
+use crate::id::WorkflowId;
+use crate::status::{AgentProvider, ConfigIsolation};
+use crate::tagged::{self, Tagged};
+
+/// An account profile to run under, resolved through `accounts env`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Account {
+    /// The profile name.
+    pub profile: String,
+    /// The tool; inferred from an agent's provider when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+}
+
+/// A command to run (SPEC §1.3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandTarget {
+    /// The program, or the shell text when `shell` is true.
+    #[schemars(length(min = 1))]
+    pub command: String,
+    /// Arguments; empty when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<String>>,
+    /// Working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Run through `/bin/sh -c`; false when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell: Option<bool>,
+    /// Extra environment variables.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
+    /// Timeout; 30 minutes when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub timeout_ms: Option<u64>,
+    /// Account to run under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<Account>,
+}
+
+impl CommandTarget {
+    /// A target for `command` with every option unset.
+    pub fn new(command: impl Into<String>) -> CommandTarget {
+        CommandTarget {
+            command: command.into(),
+            args: None,
+            cwd: None,
+            shell: None,
+            env: None,
+            timeout_ms: None,
+            account: None,
+        }
+    }
+
+    /// The arguments, empty when unset.
+    pub fn args(&self) -> &[String] {
+        self.args.as_deref().unwrap_or(&[])
+    }
+
+    /// Whether the command runs through a shell (false when unset).
+    pub fn is_shell(&self) -> bool {
+        self.shell.unwrap_or(false)
+    }
+
+    /// The effective timeout.
+    pub fn timeout_ms(&self) -> u64 {
+        self.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)
+    }
+}
+
+/// A headless coding-agent run (SPEC §1.3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentTarget {
+    /// The agent CLI.
+    pub provider: AgentProvider,
+    /// The prompt, always the last argv element.
+    #[schemars(length(min = 1))]
+    pub prompt: String,
+    /// Working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// `--model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// `--agent`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// Extra arguments, placed before the prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra_args: Option<Vec<String>>,
+    /// Timeout; 30 minutes when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub timeout_ms: Option<u64>,
+    /// safe when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_isolation: Option<ConfigIsolation>,
+    /// Account to run under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<Account>,
+}
+
+impl AgentTarget {
+    /// A target for `provider` with every option unset.
+    pub fn new(provider: AgentProvider, prompt: impl Into<String>) -> AgentTarget {
+        AgentTarget {
+            provider,
+            prompt: prompt.into(),
+            cwd: None,
+            model: None,
+            agent: None,
+            extra_args: None,
+            timeout_ms: None,
+            config_isolation: None,
+            account: None,
+        }
+    }
+
+    /// The effective timeout.
+    pub fn timeout_ms(&self) -> u64 {
+        self.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)
+    }
+
+    /// The effective isolation mode.
+    pub fn config_isolation(&self) -> ConfigIsolation {
+        self.config_isolation.unwrap_or(ConfigIsolation::Safe)
+    }
+}
+
+/// A loop that runs a stored workflow (SPEC §1.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowTarget {
+    /// Always stored as an id.
+    pub workflow_id: WorkflowId,
+    /// Stored, never used (SPEC §9.34).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<serde_json::Value>,
+    /// A timeout for the whole workflow; absent or 0 means none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// What a loop runs.
+///
+/// Deserialized by hand (`tagged.rs`): when `type` comes first, the rest of
+/// the object goes straight to the variant, without serde's buffering.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum Target {
+    /// A command.
+    Command(CommandTarget),
+    /// A coding agent.
+    Agent(AgentTarget),
+    /// A stored workflow.
+    Workflow(WorkflowTarget),
+}
+
+/// What one process runs: a command or an agent. Workflow steps and the
+/// executor accept only these.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum ProcessTarget {
+    /// A command.
+    Command(CommandTarget),
+    /// A coding agent.
+    Agent(AgentTarget),
+}
+
+impl ProcessTarget {
+    /// The target's own account.
+    pub fn account(&self) -> Option<&Account> {
+        match self {
+            ProcessTarget::Command(c) => c.account.as_ref(),
+            ProcessTarget::Agent(a) => a.account.as_ref(),
+        }
+    }
+
+    /// The target's own timeout, if set.
+    pub fn timeout_ms(&self) -> Option<u64> {
+        match self {
+            ProcessTarget::Command(c) => c.timeout_ms,
+            ProcessTarget::Agent(a) => a.timeout_ms,
+        }
+    }
+}
+
+impl Target {
+    /// The process target, unless this is a workflow.
+    pub fn to_process(&self) -> Option<ProcessTarget> {
+        match self {
+            Target::Command(c) => Some(ProcessTarget::Command(c.clone())),
+            Target::Agent(a) => Some(ProcessTarget::Agent(a.clone())),
+            Target::Workflow(_) => None,
+        }
+    }
+
+    /// The SPEC name of the target kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Target::Command(_) => "command",
+            Target::Agent(_) => "agent",
+            Target::Workflow(_) => "workflow",
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Target {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        tagged::deserialize(d)
+    }
+}
+
+impl Tagged for Target {
+    const EXPECTING: &'static str = "a target object with a type";
+    const VARIANTS: &'static [&'static str] = &["command", "agent", "workflow"];
+
+    fn from_rest<'de, D: Deserializer<'de>>(tag: &str, rest: D) -> Result<Self, D::Error> {
+        match tag {
+            "command" => CommandTarget::deserialize(rest).map(Target::Command),
+            "agent" => AgentTarget::deserialize(rest).map(Target::Agent),
+            "workflow" => WorkflowTarget::deserialize(rest).map(Target::Workflow),
+            other => Err(tagged::unknown::<Self, _>(other)),
+        }
+    }
+}
+
+impl From<ProcessTarget> for Target {
+    fn from(t: ProcessTarget) -> Target {
+        match t {
+            ProcessTarget::Command(c) => Target::Command(c),
+            ProcessTarget::Agent(a) => Target::Agent(a),
+        }
+    }
+}
