@@ -88,6 +88,14 @@ pub enum ExecError {
         /// The reason given to the token, or `cancelled`.
         reason: String,
     },
+    /// The target is one loops never runs, such as an agent prompt that
+    /// begins with `-` (raised by preflight; [`crate::execute_target`]
+    /// reports it as data).
+    #[error("{reason}")]
+    Refused {
+        /// Why, and how to write the target instead.
+        reason: String,
+    },
 }
 
 /// Why a target's working directory cannot be used (SPEC §9 item 29: the

@@ -132,6 +132,11 @@ pub fn preflight_target(
     opts: &ExecOptions<'_>,
 ) -> Result<Preflight, ExecError> {
     let spec = ProcessSpec::of(target);
+    if let Some(reason) = &spec.refused {
+        return Err(ExecError::Refused {
+            reason: reason.clone(),
+        });
+    }
     let (env, _) = build_env(&spec, meta, opts)?;
     let cwd = spec.cwd.map(check_cwd).transpose()?;
     if let Program::Exec { program, .. } = &spec.program {

@@ -47,6 +47,20 @@ fn a_prompt_that_reads_as_an_option_fails_the_run_and_spawns_nothing() {
         .collect();
     assert!(markers.is_empty(), "spawned: {markers:?}");
 
+    // Preflight (doctor, `workflows validate --preflight`) refuses it too.
+    let agent = AgentTarget::new(AgentProvider::Claude, "--dangerously-skip-permissions");
+    let refused = loops_exec::preflight_target(
+        &ProcessTarget::Agent(agent),
+        &Default::default(),
+        &fx.opts(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(refused, loops_exec::ExecError::Refused { .. }),
+        "{refused:?}"
+    );
+    assert!(refused.to_string().contains("the prompt begins with \"-\""));
+
     // A leading space makes it the prompt.
     let agent = AgentTarget::new(AgentProvider::Cursor, " --dangerously-skip-permissions");
     let r = run(&ProcessTarget::Agent(agent), &fx.opts());
