@@ -24,6 +24,12 @@ use nix::fcntl::OFlag;
 /// The mode of every private file: read and write for the owner only.
 const PRIVATE_MODE: u32 = 0o600;
 
+/// `O_NOFOLLOW`, and `O_NONBLOCK` so that a FIFO planted at the path fails
+/// the regular-file check instead of blocking the open forever. On a
+/// regular file, the only kind these opens accept, `O_NONBLOCK` changes
+/// nothing.
+const NO_FOLLOW_NO_WAIT: i32 = OFlag::O_NOFOLLOW.bits() | OFlag::O_NONBLOCK.bits();
+
 /// The effective user id of this process.
 pub fn effective_uid() -> u32 {
     nix::unistd::geteuid().as_raw()
@@ -37,7 +43,7 @@ pub fn open_private_append(path: &Path) -> io::Result<File> {
         .create(true)
         .append(true)
         .mode(PRIVATE_MODE)
-        .custom_flags(OFlag::O_NOFOLLOW.bits())
+        .custom_flags(NO_FOLLOW_NO_WAIT)
         .open(path)
         .map_err(|e| explain(path, e))?;
     check_private(path, &file)?;
@@ -49,7 +55,7 @@ pub fn open_private_append(path: &Path) -> io::Result<File> {
 pub fn open_no_follow(path: &Path) -> io::Result<File> {
     let file = OpenOptions::new()
         .read(true)
-        .custom_flags(OFlag::O_NOFOLLOW.bits())
+        .custom_flags(NO_FOLLOW_NO_WAIT)
         .open(path)
         .map_err(|e| explain(path, e))?;
     check_owned(path, &file)?;
@@ -185,6 +191,25 @@ pub fn recv_with_uid(sock: &UnixDatagram, buf: &mut [u8]) -> io::Result<(usize, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_planted_fifo_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("daemon.pid");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || {
+            let read = open_no_follow(&path).map(drop);
+            let append = open_private_append(&path).map(drop);
+            let _ = tx.send((read, append));
+        });
+        // A blocked open never answers; a deadline turns that into a failure.
+        let (read, append) = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("opening a FIFO blocked");
+        assert!(read.is_err() && append.is_err(), "{read:?} {append:?}");
+    }
 
     #[test]
     fn a_planted_link_is_refused_and_its_target_untouched() {

@@ -177,9 +177,12 @@ pub(crate) fn open_file(path: &Path) -> Result<Connection> {
     let path = &secure_database(path)?;
     let conn = Connection::open_with_flags(
         path,
+        // NOFOLLOW: SQLite refuses a link at the path itself, closing the
+        // window between the `lstat` check and this open.
         OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW,
     )
     .map_err(|e| not_a_database(path, e))?;
     prepare(conn, Some(path))
