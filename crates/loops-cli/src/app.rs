@@ -19,7 +19,7 @@ pub(crate) fn run(cli: Cli) -> Result<Outcome> {
         && outcome.is_ok()
         && let Ok(dir) = crate::paths::data_dir()
     {
-        loops_workflow::notify_daemon(&dir);
+        loops_scheduler::notify_daemon(&dir);
     }
     // Whatever the command printed reaches stdout even when it failed; a
     // failed flush (a full disk, a closed pipe) is the command's error too.

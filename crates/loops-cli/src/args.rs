@@ -411,7 +411,7 @@ mod tests {
         };
         assert_eq!(
             tick.max_parallel,
-            loops_workflow::DEFAULT_MAX_PARALLEL.to_string()
+            loops_scheduler::DEFAULT_MAX_PARALLEL.to_string()
         );
     }
 
@@ -427,7 +427,7 @@ mod tests {
             };
             assert_eq!(
                 run.max_parallel,
-                loops_workflow::DEFAULT_MAX_PARALLEL.to_string()
+                loops_scheduler::DEFAULT_MAX_PARALLEL.to_string()
             );
         }
     }

@@ -95,7 +95,8 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
 pub(crate) fn store_error<'a>(
     cause: &'a (dyn std::error::Error + 'static),
 ) -> Option<&'a StoreError> {
-    use loops_workflow::{DaemonError, SchedulerError, WorkflowError};
+    use loops_scheduler::{DaemonError, SchedulerError};
+    use loops_workflow::WorkflowError;
     if let Some(e) = cause.downcast_ref::<StoreError>() {
         return Some(e);
     }
@@ -141,8 +142,8 @@ mod tests {
         for err in [
             anyhow::Error::from(not_found()),
             anyhow::Error::from(loops_workflow::WorkflowError::Store(not_found())),
-            anyhow::Error::from(loops_workflow::SchedulerError::Store(not_found())),
-            anyhow::Error::from(loops_workflow::DaemonError::Store(not_found()))
+            anyhow::Error::from(loops_scheduler::SchedulerError::Store(not_found())),
+            anyhow::Error::from(loops_scheduler::DaemonError::Store(not_found()))
                 .context("running the daemon"),
         ] {
             assert!(

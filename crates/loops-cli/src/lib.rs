@@ -5,7 +5,8 @@
 //!
 //! The modules: `args` (clap), `resolve` (raw values to core types), `app`
 //! and `commands` (the work), `render` and `redact` (output), `exit`
-//! (codes), and `daemon_bin` (the `loops-daemon` command line).
+//! (codes), `daemon_bin` (the `loops-daemon` command line) and `service`
+//! (daemon start, stop, status, logs, install, and doctor).
 
 mod app;
 mod args;
@@ -18,6 +19,7 @@ mod pretty;
 mod redact;
 mod render;
 mod resolve;
+mod service;
 mod workflow_args;
 
 use std::process::ExitCode;

@@ -16,7 +16,7 @@
 use std::borrow::Cow;
 
 use loops_core::{ExecutorResult, Loop, LoopRun, StepRun, Target, WorkflowSpec};
-use loops_workflow::TickResult;
+use loops_scheduler::TickResult;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 

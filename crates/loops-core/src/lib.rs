@@ -18,6 +18,7 @@
 //! );
 //! ```
 
+mod clock;
 mod cron;
 mod duration;
 mod id;
@@ -30,6 +31,7 @@ mod time;
 mod validate;
 mod workflow_file;
 
+pub use crate::clock::{Clock, ManualClock};
 pub use crate::cron::{CronError, CronExpr, Zone, next_cron_run};
 pub use crate::duration::{
     DurationError, MAX_DURATION_MS, parse_duration, parse_positive_duration,

@@ -48,6 +48,17 @@ pub struct RunMetadata {
 }
 
 impl RunMetadata {
+    /// The `LOOPS_*` metadata of a loop run (SPEC §5.3 step 5).
+    pub fn for_loop_run(lp: &loops_core::Loop, run: &loops_core::LoopRun) -> RunMetadata {
+        RunMetadata {
+            loop_id: Some(lp.id.to_string()),
+            loop_name: Some(lp.name.clone()),
+            run_id: Some(run.id.to_string()),
+            scheduled_for: Some(run.scheduled_for),
+            ..RunMetadata::default()
+        }
+    }
+
     /// The `LOOPS_*` variables, in SPEC order.
     fn vars(&self) -> Vec<(&'static str, String)> {
         let scheduled_for = self.scheduled_for.map(|t| t.to_string());

@@ -24,13 +24,14 @@ use std::fmt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::ExitStatus;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use loops_core::{ExecutorResult, ExecutorStatus, ProcessRef, ProcessTarget, Timestamp};
+use loops_core::{Clock, ExecutorResult, ExecutorStatus, ProcessRef, ProcessTarget};
 use nix::sys::signal::Signal;
 use serde::Serialize;
 
 use crate::cancel::CancelToken;
+use crate::clock::SystemClock;
 use crate::env::{RunMetadata, build_env};
 use crate::error::ExecError;
 use crate::liveness::process_start_ms;
@@ -64,7 +65,7 @@ pub struct ExecOptions<'a> {
     pub cancel: Option<CancelToken>,
     /// Where `startedAt` and `finishedAt` come from. Durations are measured
     /// with [`Instant`] regardless.
-    pub clock: &'a (dyn Fn() -> Timestamp + Send + Sync),
+    pub clock: &'a dyn Clock,
 }
 
 impl Default for ExecOptions<'_> {
@@ -76,7 +77,7 @@ impl Default for ExecOptions<'_> {
             leak_timeout: DEFAULT_LEAK_TIMEOUT,
             accounts_timeout: DEFAULT_ACCOUNTS_TIMEOUT,
             cancel: None,
-            clock: &system_now,
+            clock: &SystemClock,
         }
     }
 }
@@ -99,14 +100,6 @@ impl fmt::Debug for ExecOptions<'_> {
             .field("cancel", &self.cancel)
             .finish_non_exhaustive()
     }
-}
-
-/// The system clock, for [`ExecOptions::default`].
-fn system_now() -> Timestamp {
-    let ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    Timestamp::from_millis(ms).unwrap_or(Timestamp::EPOCH)
 }
 
 /// What [`preflight_target`] found (SPEC §5.6).
@@ -165,7 +158,7 @@ pub fn execute_target(
     on_spawn: &mut dyn FnMut(ProcessRef),
 ) -> Result<ExecutorResult, ExecError> {
     // SPEC §5.7: startedAt is taken before the environment is resolved.
-    let started_at = (opts.clock)();
+    let started_at = opts.clock.now();
     let start = Instant::now();
     let not_started = |error: String| ExecutorResult {
         status: ExecutorStatus::Failed,
@@ -175,7 +168,7 @@ pub fn execute_target(
         error: Some(error),
         pid: None,
         started_at,
-        finished_at: (opts.clock)(),
+        finished_at: opts.clock.now(),
         duration_ms: 0,
     };
     let cancelled = || opts.cancel.as_ref().and_then(CancelToken::reason);
@@ -257,7 +250,7 @@ pub fn execute_target(
         error: error.map(|e| secrets.mask_values(&e).into_owned()),
         pid: Some(pid),
         started_at,
-        finished_at: (opts.clock)(),
+        finished_at: opts.clock.now(),
         duration_ms: i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX),
     })
 }

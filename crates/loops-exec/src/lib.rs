@@ -47,6 +47,7 @@
 
 mod account;
 mod cancel;
+mod clock;
 mod cookie;
 mod credentials;
 mod env;
@@ -56,6 +57,7 @@ mod group;
 mod liveness;
 mod output;
 mod path;
+mod pool;
 pub mod private;
 mod process;
 mod scrub;
@@ -64,6 +66,7 @@ mod spec;
 mod supervise;
 
 pub use crate::cancel::{CancelToken, Subscription};
+pub use crate::clock::SystemClock;
 pub use crate::cookie::{VAR as SPAWN_ID_VAR, chain as chain_spawn_id, new_spawn_id};
 pub use crate::env::{RunMetadata, process_env};
 pub use crate::error::{CwdError, ExecError};
@@ -71,9 +74,10 @@ pub use crate::execute::{
     DEFAULT_ACCOUNTS_TIMEOUT, DEFAULT_KILL_GRACE, DEFAULT_LEAK_TIMEOUT, ExecOptions, Preflight,
     execute_target, preflight_target,
 };
-pub use crate::liveness::{SystemProbe, process_start_ms};
+pub use crate::liveness::{SystemProbe, process_start_ms, started_by};
 pub use crate::output::DEFAULT_MAX_OUTPUT_BYTES;
 pub use crate::path::normalize_path;
+pub use crate::pool::Pool;
 pub use crate::process::{
     Detached, OrphanKill, ProcessSignal, hostname, is_running, kill_orphan_carriers,
     kill_orphan_group, signal_process, spawn_detached,

@@ -148,6 +148,14 @@ mod imp {
     }
 }
 
+/// Whether process `pid` runs and started no later than `at` (within the
+/// clock tick start times are read to): the process that took a lease or
+/// wrote a pid file at `at`, not a later process that reused its pid.
+pub fn started_by(pid: u32, at: loops_core::Timestamp) -> bool {
+    crate::process::is_running(pid)
+        && process_start_ms(pid).is_none_or(|start| start <= at.as_millis() + START_TOLERANCE_MS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

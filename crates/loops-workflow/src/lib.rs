@@ -1,41 +1,30 @@
-//! Workflow runs, the scheduler tick and the daemon loop.
+//! Workflow runs: a stored workflow's DAG of command and agent steps,
+//! executed against a store (SPEC §6).
 //!
-//! This crate composes the store and the executor: [`tick`] plans due slots,
-//! claims them, executes them through a [`RunExecutor`] and finalizes each
-//! run together with its loop's advance. Time comes from a [`Clock`], so
-//! tests drive ticks with a [`ManualClock`] and a fake executor.
-//! [`execute_workflow`] runs a stored workflow's steps (SPEC §6), directly
-//! or as a loop's target through [`ProcessExecutor`].
+//! [`execute_workflow`] plans the steps in dependency order, claims each
+//! step run in the store, runs ready steps on a pool of worker threads up to
+//! the workflow's `maxParallel`, records every step run and event, polls
+//! the run's cancel request, and finishes the workflow run with one summary.
+//! [`preflight_workflow`] checks every step could start without starting
+//! any. Time comes from a [`Clock`](loops_core::Clock), so tests drive runs
+//! with a `ManualClock`.
+//!
+//! This is the crate another tool would use to run a DAG of commands and
+//! agents: it knows nothing of loops' schedules, the tick or the daemon
+//! (those are `loops-scheduler`).
 //!
 //! Architecture invariant: nothing here spawns processes or writes SQL
 //! directly; those go through `loops_exec` and `loops_store`.
 
-mod clock;
-mod daemon;
-mod dispatch;
-mod doctor;
-mod executor;
-mod pool;
-mod scheduler;
 mod settings;
 mod workflow;
 
-pub use crate::clock::{Clock, ManualClock, SystemClock};
-pub use crate::daemon::{
-    DEFAULT_GRACE, DEFAULT_LEASE_TTL, DEFAULT_MAX_SLEEP, DaemonError, DaemonExit, DaemonLog,
-    DaemonOptions, DaemonPaths, DaemonStatus, EnableResult, Installed, LOG_FILE, LogConfig,
-    LoopCounts, PID_FILE, Platform, RunCounts, SOCKET_FILE, ServiceSpec, StartOutcome, StopOutcome,
-    Uninstalled, daemon_status, enable_startup, follow, format_line, install_startup,
-    launchd_plist, notify_daemon, read_pid, run_daemon, service_path, start_daemon, stop_daemon,
-    systemd_unit, tail_lines, uninstall_startup, unload_instructions,
-};
-pub use crate::doctor::{Check, CheckStatus, DoctorOptions, DoctorReport, run_doctor};
-pub use crate::executor::{ProcessExecutor, RunControl, RunExecutor, loop_metadata};
-pub use crate::scheduler::{
-    DEFAULT_MAX_PARALLEL, SchedulerError, TickOptions, TickResult, heartbeat_period,
-    manual_run_scheduled_for, run_now, should_advance_manual_run, tick,
-};
 pub use crate::settings::ExecSettings;
+
+/// The cancel reason a scheduler gives a run whose lease it lost. A
+/// workflow run stopped for it is recorded failed rather than cancelled
+/// (SPEC §10 item 98): the run did not end by anyone's request.
+pub const RUN_LEASE_LOST: &str = "run lease lost";
 pub use crate::workflow::{
     DEFAULT_CANCEL_POLL, STEP_OUTPUT_SUMMARY_BYTES, WorkflowError, WorkflowOutcome,
     WorkflowRunOptions, execute_workflow, preflight_new_workflow, preflight_workflow,

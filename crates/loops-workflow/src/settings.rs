@@ -1,6 +1,6 @@
-//! [`ExecSettings`]: how this crate's runners turn targets into processes,
-//! shared by the loop executor ([`ProcessExecutor`](crate::ProcessExecutor))
-//! and the workflow runner ([`execute_workflow`](crate::execute_workflow)),
+//! [`ExecSettings`]: how runners turn targets into processes, shared by the
+//! scheduler's loop executor (`loops_scheduler::ProcessExecutor`) and the
+//! workflow runner ([`execute_workflow`](crate::execute_workflow)),
 //! so a loop's command steps and a workflow's steps run under the same
 //! environment, output cap and kill grace (SPEC §5.3, §5.7).
 
@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use loops_core::Timestamp;
+use loops_core::Clock;
 use loops_exec::{CancelToken, ExecOptions};
 
 /// The process settings a runner passes to `loops_exec` for every child.
@@ -57,9 +57,9 @@ impl fmt::Debug for ExecSettings {
 impl ExecSettings {
     /// The executor options for one child: these settings, the caller's
     /// clock and, when given, the token that kills the child.
-    pub(crate) fn options<'c>(
+    pub fn options<'c>(
         &self,
-        clock: &'c (dyn Fn() -> Timestamp + Send + Sync),
+        clock: &'c dyn Clock,
         cancel: Option<CancelToken>,
     ) -> ExecOptions<'c> {
         ExecOptions {

@@ -25,10 +25,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use loops_exec::SignalCancel;
-use loops_workflow::{
-    Clock, DEFAULT_LEASE_TTL, DEFAULT_MAX_SLEEP, DaemonLog, DaemonOptions, DaemonPaths,
-    DaemonStatus, DoctorOptions, LogConfig, Platform, ProcessExecutor, ServiceSpec, SystemClock,
+use loops_core::Clock;
+use loops_exec::{SignalCancel, SystemClock};
+use loops_scheduler::{
+    DEFAULT_LEASE_TTL, DEFAULT_MAX_SLEEP, DaemonOptions, DaemonPaths, ProcessExecutor,
 };
 use serde_json::{Value, json};
 
@@ -41,6 +41,10 @@ use crate::exit::Outcome;
 use crate::paths;
 use crate::render::{self, Printer};
 use crate::resolve;
+use crate::service::control::{self, DaemonStatus};
+use crate::service::doctor::{self, DoctorOptions};
+use crate::service::install::{self, Platform, ServiceSpec};
+use crate::service::log::{self, DaemonLog, LogConfig};
 
 /// SIGTERM-to-SIGKILL time for the process groups a dead daemon left.
 const ORPHAN_GRACE: Duration = Duration::from_secs(2);
@@ -147,7 +151,7 @@ fn run_foreground(args: &RunArgs) -> Result<Outcome> {
         lease_ttl: DEFAULT_LEASE_TTL,
         orphan_grace: ORPHAN_GRACE,
     };
-    match loops_workflow::run_daemon(&store, &opts) {
+    match loops_scheduler::run_daemon(&store, &opts) {
         Ok(_) => Ok(Outcome::Success),
         Err(e) => {
             // Whoever started us in the background reads the log; stderr
@@ -176,7 +180,7 @@ fn start(args: &RunArgs, out: &mut Printer, binary: Binary) -> Result<Outcome> {
         child_args.extend(["--interval-ms".into(), ms.clone().into()]);
     }
     let started =
-        loops_workflow::start_daemon(&store, &paths, &loops_exec::hostname(), &exe, &child_args)?;
+        control::start_daemon(&store, &paths, &loops_exec::hostname(), &exe, &child_args)?;
     if out.json {
         out.json(&serde_json::to_value(&started)?)?;
     } else if started.already_running {
@@ -226,7 +230,7 @@ fn stop(args: &StopArgs, out: &mut Printer) -> Result<Outcome> {
             None
         }
     };
-    let stopped = loops_workflow::stop_daemon(
+    let stopped = control::stop_daemon(
         store.as_ref(),
         &paths,
         &loops_exec::hostname(),
@@ -247,7 +251,7 @@ fn stop(args: &StopArgs, out: &mut Printer) -> Result<Outcome> {
 fn status(out: &mut Printer) -> Result<Outcome> {
     let paths = daemon_paths()?;
     let store = paths::open_store()?;
-    let status = loops_workflow::daemon_status(&store, &paths, &loops_exec::hostname(), now())?;
+    let status = control::daemon_status(&store, &paths, &loops_exec::hostname(), now())?;
     if out.json {
         out.json(&serde_json::to_value(&status)?)?;
     } else {
@@ -303,8 +307,8 @@ fn logs(args: &LogsArgs, out: &mut Printer) -> Result<Outcome> {
         .parse()
         .map_err(|_| anyhow::anyhow!("--lines must be a non-negative integer"))?;
     let path = daemon_paths()?.log_file();
-    let (text, read) = loops_workflow::tail_lines(&path, lines)
-        .with_context(|| format!("reading {}", path.display()))?;
+    let (text, read) =
+        log::tail_lines(&path, lines).with_context(|| format!("reading {}", path.display()))?;
     out.line(&text)?;
     if !args.follow {
         return Ok(Outcome::Success);
@@ -313,7 +317,7 @@ fn logs(args: &LogsArgs, out: &mut Printer) -> Result<Outcome> {
     // Ends only when stdout closes (a broken pipe exits quietly) or on
     // Ctrl-C, which ends the process.
     let mut stdout = std::io::stdout().lock();
-    loops_workflow::follow(&path, read, FOLLOW_POLL, &mut |chunk| {
+    log::follow(&path, read, FOLLOW_POLL, &mut |chunk| {
         stdout.write_all(chunk.as_bytes())?;
         stdout.flush()
     })?;
@@ -357,13 +361,13 @@ fn install(args: &InstallArgs, out: &mut Printer, binary: Binary) -> Result<Outc
         path_env: loops_exec::normalize_path(&env),
         data_dir: paths.data_dir.clone(),
         log_file: paths.log_file(),
-        grace: loops_workflow::DEFAULT_GRACE,
+        grace: loops_scheduler::DEFAULT_GRACE,
     };
-    let installed = loops_workflow::install_startup(platform, &home, &spec)
+    let installed = install::install_startup(platform, &home, &spec)
         .with_context(|| format!("writing the service file under {}", home.display()))?;
     let enabled = args
         .enable
-        .then(|| loops_workflow::enable_startup(&installed.instructions));
+        .then(|| install::enable_startup(&installed.instructions));
     if out.json {
         let mut value = serde_json::to_value(&installed)?;
         if let (Some(results), Value::Object(map)) = (&enabled, &mut value) {
@@ -400,16 +404,16 @@ fn uninstall(args: &UninstallArgs, out: &mut Printer) -> Result<Outcome> {
     let platform = platform(args.platform.as_deref())?;
     let home = home()?;
     let mut ran = Vec::new();
-    let present = loops_workflow::service_path(platform, &home).exists();
+    let present = install::service_path(platform, &home).exists();
     if args.disable && present {
-        ran.extend(loops_workflow::enable_startup(
-            &loops_workflow::unload_instructions(platform, &home),
-        ));
+        ran.extend(install::enable_startup(&install::unload_instructions(
+            platform, &home,
+        )));
     }
-    let removed = loops_workflow::uninstall_startup(platform, &home)
+    let removed = install::uninstall_startup(platform, &home)
         .with_context(|| format!("removing the service file under {}", home.display()))?;
     if args.disable && removed.removed {
-        ran.extend(loops_workflow::enable_startup(&removed.instructions));
+        ran.extend(install::enable_startup(&removed.instructions));
     }
     let instructions = if args.disable {
         Vec::new()
@@ -449,7 +453,7 @@ fn uninstall(args: &UninstallArgs, out: &mut Printer) -> Result<Outcome> {
 }
 
 fn unload_then(platform: Platform, home: &Path, after: &[String]) -> Vec<String> {
-    let mut all = loops_workflow::unload_instructions(platform, home);
+    let mut all = install::unload_instructions(platform, home);
     all.extend(after.iter().cloned());
     all
 }
@@ -458,7 +462,7 @@ fn unload_then(platform: Platform, home: &Path, after: &[String]) -> Vec<String>
 pub(crate) fn doctor(args: &DoctorArgs, out: &mut Printer) -> Result<Outcome> {
     let _ = args;
     let data_dir = absolute(paths::data_dir()?)?;
-    let report = loops_workflow::run_doctor(&DoctorOptions {
+    let report = doctor::run_doctor(&DoctorOptions {
         data_dir: &data_dir,
         env: std::env::vars().collect(),
         host: loops_exec::hostname(),

@@ -13,7 +13,8 @@
 use anyhow::{Context, Result};
 use loops_core::{Loop, LoopRun, RunStatus};
 use loops_exec::SignalCancel;
-use loops_workflow::{ProcessExecutor, SystemClock, TickOptions, TickResult};
+use loops_exec::SystemClock;
+use loops_scheduler::{ProcessExecutor, TickOptions, TickResult};
 
 use crate::args::{RunNowArgs, TickArgs};
 use crate::exit::Outcome;
@@ -43,7 +44,7 @@ pub(crate) fn run_now(args: &RunNowArgs, out: &mut Printer) -> Result<Outcome> {
         on_run: None,
         on_error: None,
     };
-    let run = loops_workflow::run_now(&store, &lp, &opts)?;
+    let run = loops_scheduler::run_now(&store, &lp, &opts)?;
     print_run(&run, Output::from_flag(args.show_output), out)?;
     Ok(if run.status == RunStatus::Succeeded {
         Outcome::Success
@@ -107,7 +108,7 @@ pub(crate) fn tick(args: &TickArgs, out: &mut Printer) -> Result<Outcome> {
         on_run: None,
         on_error: Some(&on_error),
     };
-    let result = loops_workflow::tick(&store, &opts)?;
+    let result = loops_scheduler::tick(&store, &opts)?;
     print_tick(&result, output, out)?;
     if let Some(reason) = signals.token().reason() {
         render::note("error", &format!("tick interrupted ({reason})"));

@@ -351,7 +351,7 @@ fn a_token_cancelled_before_the_start_spawns_nothing() {
 fn instants_come_from_the_injected_clock() {
     let fx = Fixture::new();
     let fixed: loops_core::Timestamp = "2030-05-05T05:05:05Z".parse().unwrap();
-    let clock = move || fixed;
+    let clock = loops_core::ManualClock::new(fixed);
     let mut opts = fx.opts();
     opts.clock = &clock;
     let r = run(&shell("true"), &opts);

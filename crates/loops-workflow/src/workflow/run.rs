@@ -44,7 +44,7 @@ use super::plan::{Next, Plan};
 use super::summary::workflow_result;
 use super::worker::{Report, StepJob, run_step};
 use super::{WorkflowError, WorkflowOutcome, WorkflowRunOptions};
-use crate::pool::Pool;
+use loops_exec::Pool;
 /// Runs `workflow` (SPEC §6.3) and returns the run it created, resumed or
 /// found by its idempotency key, with its steps and its result.
 ///

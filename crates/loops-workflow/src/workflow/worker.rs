@@ -18,8 +18,8 @@ use std::time::Instant;
 use loops_core::{ExecutorResult, ExecutorStatus, ProcessRef, ProcessTarget, Step, Timestamp};
 use loops_exec::{CancelToken, RunMetadata, execute_target};
 
-use crate::clock::Clock;
 use crate::settings::ExecSettings;
+use loops_core::Clock;
 
 /// A message from a step worker (or the stop token) to the store thread.
 pub(crate) enum Report {
@@ -74,9 +74,8 @@ pub(crate) fn run_step(
 ) -> Report {
     let began = Instant::now();
     let pos = job.pos;
-    let now = || clock.now();
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        let opts = exec.options(&now, Some(job.cancel.clone()));
+        let opts = exec.options(clock, Some(job.cancel.clone()));
         let spawn_tx = tx.clone();
         execute_target(
             &effective_target(job.step),

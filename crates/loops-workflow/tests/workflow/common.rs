@@ -8,13 +8,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use loops_core::{Clock, ManualClock};
 use loops_core::{Timestamp, WorkflowEvent, WorkflowRunId, WorkflowSpec, workflow_from_json};
 use loops_exec::SystemProbe;
 use loops_store::Store;
-use loops_workflow::{
-    Clock, ExecSettings, ManualClock, ProcessExecutor, TickOptions, TickResult, WorkflowRunOptions,
-    tick,
-};
+use loops_workflow::{ExecSettings, WorkflowRunOptions};
 use serde_json::Value;
 use tempfile::TempDir;
 
@@ -120,46 +118,6 @@ pub(crate) fn create(store: &Store, name: &str, steps: Value, extra: Value) -> W
     }
     let new = workflow_from_json(&file, None).unwrap();
     store.create_workflow(&new, t0()).unwrap()
-}
-
-/// Stores a workflow named `name` whose one step `a` touches
-/// `$WORK/started`, sleeps 5 s, then touches `$WORK/late`: a run to stop
-/// mid-step, before its side effect.
-pub(crate) fn create_slow(store: &Store, name: &str) -> WorkflowSpec {
-    create(
-        store,
-        name,
-        serde_json::json!([sh(
-            "a",
-            &[],
-            "touch \"$WORK/started\"; sleep 5; touch \"$WORK/late\""
-        )]),
-        serde_json::json!({}),
-    )
-}
-
-/// One tick of `store` at `clock`'s time with the production executor, as
-/// `runner_id`, at most `max_parallel` runs at once, stopped by `stop`.
-pub(crate) fn process_tick(
-    fx: &Fixture,
-    store: &Store,
-    clock: &ManualClock,
-    runner_id: &str,
-    max_parallel: usize,
-    stop: Option<&loops_exec::CancelToken>,
-) -> TickResult {
-    let mut executor = ProcessExecutor::for_store(clock, store);
-    executor.exec = fx.exec();
-    let opts = TickOptions {
-        runner_id,
-        clock,
-        executor: &executor,
-        max_parallel,
-        stop,
-        on_run: None,
-        on_error: None,
-    };
-    tick(store, &opts).unwrap()
 }
 
 /// `(event type, step id)` of every event of a run, checking that the

@@ -27,7 +27,8 @@ use std::sync::{Mutex, PoisonError};
 use anyhow::{Context, Result, ensure};
 use loops_core::{ExecutorStatus, StepRun};
 use loops_exec::SignalCancel;
-use loops_workflow::{SystemClock, WorkflowOutcome, WorkflowRunOptions, execute_workflow};
+use loops_exec::SystemClock;
+use loops_workflow::{WorkflowOutcome, WorkflowRunOptions, execute_workflow};
 use serde_json::{Value, json};
 
 use super::{print_steps, run_id, step_line};

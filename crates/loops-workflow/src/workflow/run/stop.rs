@@ -32,7 +32,7 @@ impl Runner<'_> {
         let now = self.now();
         // A lost lease is not a cancel anyone asked for: the run failed
         // (SPEC §10 item 98).
-        let run = if reason == crate::dispatch::RUN_LEASE_LOST {
+        let run = if reason == crate::RUN_LEASE_LOST {
             self.store.fail_workflow_run(&self.run.id, &reason, now)?
         } else {
             self.store.cancel_workflow_run(&self.run.id, &reason, now)?

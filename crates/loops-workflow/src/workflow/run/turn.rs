@@ -11,7 +11,6 @@ use super::super::WorkflowError;
 use super::super::plan::Next;
 use super::super::worker::StepJob;
 use super::{InFlight, Runner, timeout_message};
-use crate::executor::loop_metadata;
 
 impl<'r> Runner<'r> {
     /// Whether [`Runner::dispatch`] would start or skip a step now.
@@ -105,7 +104,7 @@ impl<'r> Runner<'r> {
     /// The `LOOPS_*` variables of `step` (SPEC §5.3 step 5).
     fn metadata(&self, step: &Step) -> RunMetadata {
         let mut meta = match self.opts.loop_context {
-            Some((lp, loop_run)) => loop_metadata(lp, loop_run),
+            Some((lp, loop_run)) => loops_exec::RunMetadata::for_loop_run(lp, loop_run),
             None => RunMetadata::default(),
         };
         meta.scheduled_for = meta.scheduled_for.or(self.run.scheduled_for);

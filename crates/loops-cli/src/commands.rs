@@ -1,0 +1,20 @@
+//! The commands, one module per group: `create`, loop management
+//! (`manage`: list, show, pause, resume, stop, remove), `runs`, and the
+//! runners (`execute`: run-now, tick), `workflows`, and `daemon` (with
+//! `doctor`).
+
+pub(crate) mod create;
+pub(crate) mod daemon;
+pub(crate) mod execute;
+pub(crate) mod manage;
+pub(crate) mod runs;
+pub(crate) mod workflows;
+
+use loops_core::Clock;
+use loops_core::Timestamp;
+use loops_exec::SystemClock;
+
+/// The current instant, from the system clock.
+fn now() -> Timestamp {
+    SystemClock.now()
+}

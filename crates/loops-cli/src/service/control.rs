@@ -1,0 +1,354 @@
+//! `daemon start`, `daemon stop` and `daemon status` (SPEC §7.6).
+//!
+//! A daemon is *running* when its pid file names a live process that is
+//! (or was) the database lease holder on this host, and that process
+//! started before the pid file was written and before it took the lease; a
+//! pid file naming anything else is *stale*. The start-time check is what
+//! tells a reused pid from the daemon: the kernel may hand a dead daemon's
+//! pid to any later process. Stop signals only that lease holder (SPEC §10
+//! item 99), and start spawns `<exe> daemon run` detached, through
+//! `loops_exec::spawn_detached`.
+//!
+//! When the database cannot be read (its WAL deleted under a running
+//! daemon, a disk I/O error), `stop` still stops the daemon: the pid file
+//! and the start-time check identify it, and the socket carries the stop
+//! request before the SIGTERM.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use loops_core::{DaemonLease, LoopStatus, RunStatus, Timestamp};
+use loops_exec::{ProcessSignal, is_running, signal_process, spawn_detached, started_by};
+use loops_store::{Store, StoreError};
+use serde::Serialize;
+
+use loops_scheduler::{
+    DaemonPaths, PidRecord, read_pid, read_pid_record, remove_pid_if, request_stop,
+};
+
+/// How long `start` waits for the daemon's pid file (SPEC §7.6: 4000 ms).
+const START_WAIT: Duration = Duration::from_secs(4);
+/// How often `start` and `stop` look again.
+const POLL: Duration = Duration::from_millis(20);
+/// What `stop` waits beyond the grace period: the SIGTERM-to-SIGKILL time
+/// of the runs it interrupts, plus recording them.
+const STOP_MARGIN: Duration = Duration::from_secs(5);
+/// How long `stop` waits after SIGKILL (SPEC §7.6: 150 ms).
+const KILL_WAIT: Duration = Duration::from_millis(150);
+
+/// Loop counts by status (SPEC §7.6 `daemon status`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub(crate) struct LoopCounts {
+    /// All loops.
+    pub(crate) total: u64,
+    /// Active loops.
+    pub(crate) active: u64,
+    /// Paused loops.
+    pub(crate) paused: u64,
+    /// Stopped loops.
+    pub(crate) stopped: u64,
+    /// Expired loops.
+    pub(crate) expired: u64,
+}
+
+/// Run counts by status (SPEC §7.6 `daemon status`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub(crate) struct RunCounts {
+    /// All runs.
+    pub(crate) total: u64,
+    /// Running now.
+    pub(crate) running: u64,
+    /// Failed.
+    pub(crate) failed: u64,
+    /// Succeeded.
+    pub(crate) succeeded: u64,
+    /// Abandoned (including runs a shutdown interrupted).
+    pub(crate) abandoned: u64,
+}
+
+/// What `daemon status` reports (SPEC §7.6, plus `dataDir`, `socketPath`,
+/// `nextRunAt`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct DaemonStatus {
+    /// A daemon runs (see the module docs).
+    pub(crate) running: bool,
+    /// The pid file names a process that is not a running daemon.
+    pub(crate) stale: bool,
+    /// The pid the pid file names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) pid: Option<u32>,
+    /// The database lease, expired or not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) lease: Option<DaemonLease>,
+    /// This host.
+    pub(crate) host: String,
+    /// Loops by status.
+    pub(crate) loops: LoopCounts,
+    /// Runs by status.
+    pub(crate) runs: RunCounts,
+    /// The earliest next run of an active loop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) next_run_at: Option<Timestamp>,
+    /// The log file.
+    pub(crate) log_path: String,
+    /// The data directory.
+    pub(crate) data_dir: String,
+}
+
+/// Whether the pid file names the lease holder's live process.
+fn daemon_pid(paths: &DaemonPaths, lease: Option<&DaemonLease>, host: &str) -> (Option<u32>, bool) {
+    let record = read_pid_record(&paths.pid_file());
+    let running = record.is_some_and(|r| {
+        is_daemon(r)
+            && lease.is_some_and(|l| holds(l, r.pid, host) && started_by(r.pid, l.created_at))
+    });
+    (record.map(|r| r.pid), running)
+}
+
+/// Whether the pid file's process runs and started before the file was
+/// written, so it is the process that wrote it and not a reused pid.
+fn is_daemon(record: PidRecord) -> bool {
+    match record.written {
+        Some(written) => started_by(record.pid, written),
+        None => is_running(record.pid),
+    }
+}
+
+fn holds(lease: &DaemonLease, pid: u32, host: &str) -> bool {
+    lease.pid == pid && lease.hostname == host
+}
+
+/// Reads the daemon's state and the counts (SPEC §7.6 `daemon status`).
+pub(crate) fn daemon_status(
+    store: &Store,
+    paths: &DaemonPaths,
+    host: &str,
+    now: Timestamp,
+) -> Result<DaemonStatus, StoreError> {
+    let lease = store.get_daemon_lease()?;
+    let (pid, running) = daemon_pid(paths, lease.as_ref(), host);
+    let loops = LoopCounts {
+        total: store.count_loops(None)?,
+        active: store.count_loops(Some(LoopStatus::Active))?,
+        paused: store.count_loops(Some(LoopStatus::Paused))?,
+        stopped: store.count_loops(Some(LoopStatus::Stopped))?,
+        expired: store.count_loops(Some(LoopStatus::Expired))?,
+    };
+    let runs = RunCounts {
+        total: store.count_runs(None)?,
+        running: store.count_runs(Some(RunStatus::Running))?,
+        failed: store.count_runs(Some(RunStatus::Failed))?,
+        succeeded: store.count_runs(Some(RunStatus::Succeeded))?,
+        abandoned: store.count_runs(Some(RunStatus::Abandoned))?,
+    };
+    let next_run_at = store.next_wake(now, "", &[])?.due;
+    Ok(DaemonStatus {
+        running,
+        stale: pid.is_some() && !running,
+        pid,
+        lease,
+        host: host.to_owned(),
+        loops,
+        runs,
+        next_run_at,
+        log_path: paths.log_file().display().to_string(),
+        data_dir: paths.dir().display().to_string(),
+    })
+}
+
+/// What `daemon start` did (SPEC §7.6: `{started, alreadyRunning, pid?}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct StartOutcome {
+    /// A new daemon is running.
+    pub(crate) started: bool,
+    /// A daemon was already running; nothing was started.
+    pub(crate) already_running: bool,
+    /// The daemon's pid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) pid: Option<u32>,
+    /// Why the new daemon did not come up (not part of the original JSON;
+    /// set only when `started` is false and nothing was running).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) error: Option<String>,
+}
+
+/// Starts `<exe> <args…>` (normally `daemon run …`) detached, with its
+/// output appended to the log, unless a daemon already runs; then waits up
+/// to 4 s for its pid file (SPEC §7.6 `daemon start`).
+pub(crate) fn start_daemon(
+    store: &Store,
+    paths: &DaemonPaths,
+    host: &str,
+    exe: &Path,
+    args: &[OsString],
+) -> Result<StartOutcome, StoreError> {
+    let lease = store.get_daemon_lease()?;
+    let (pid, running) = daemon_pid(paths, lease.as_ref(), host);
+    if running {
+        return Ok(StartOutcome {
+            started: false,
+            already_running: true,
+            pid,
+            error: None,
+        });
+    }
+    if let Some(stale) = pid {
+        remove_pid_if(&paths.pid_file(), stale);
+    }
+    let log = paths.log_file();
+    let mut child = match spawn_detached(exe, args, &log) {
+        Ok(child) => child,
+        Err(e) => {
+            return Ok(StartOutcome {
+                started: false,
+                already_running: false,
+                pid: None,
+                error: Some(format!("cannot start {}: {e}", exe.display())),
+            });
+        }
+    };
+    let deadline = Instant::now() + START_WAIT;
+    loop {
+        if let Some(pid) = read_pid(&paths.pid_file())
+            && pid == child.pid()
+            && is_running(pid)
+        {
+            return Ok(StartOutcome {
+                started: true,
+                already_running: false,
+                pid: Some(pid),
+                error: None,
+            });
+        }
+        if let Some(code) = child.exited() {
+            return Ok(StartOutcome {
+                started: false,
+                already_running: false,
+                pid: None,
+                error: Some(format!(
+                    "the daemon exited with code {code}; see {}",
+                    log.display()
+                )),
+            });
+        }
+        if Instant::now() >= deadline {
+            return Ok(StartOutcome {
+                started: false,
+                already_running: false,
+                pid: None,
+                error: Some(format!(
+                    "no daemon pid file after {}s; see {}",
+                    START_WAIT.as_secs(),
+                    log.display()
+                )),
+            });
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// What `daemon stop` did (SPEC §7.6: `{wasRunning, stopped, forced, pid?}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct StopOutcome {
+    /// A daemon was running.
+    pub(crate) was_running: bool,
+    /// It is gone now.
+    pub(crate) stopped: bool,
+    /// SIGKILL was needed.
+    pub(crate) forced: bool,
+    /// The pid the pid file named.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) pid: Option<u32>,
+}
+
+/// Stops the daemon gracefully (SPEC §7.6 `daemon stop`, §9 item 17): asks
+/// it to stop with `grace` for its runs in flight, sends SIGTERM, waits
+/// `grace` plus a margin, and only then sends SIGKILL.
+///
+/// Only the lease holder is ever signalled: a pid file that names a dead
+/// process, a process started after the file was written or after the
+/// lease was taken (a reused pid), or a live process that is not the holder
+/// of an unexpired lease on this host, is removed and nothing is signalled
+/// (SPEC §10 item 99).
+///
+/// Without a `store`, or when the lease cannot be read, the pid file and
+/// the start-time check alone identify the daemon (see the module docs).
+pub(crate) fn stop_daemon(
+    store: Option<&Store>,
+    paths: &DaemonPaths,
+    host: &str,
+    grace: Duration,
+    now: Timestamp,
+) -> Result<StopOutcome, StoreError> {
+    let pid_path = paths.pid_file();
+    let not_running = |pid: Option<u32>| StopOutcome {
+        was_running: false,
+        stopped: false,
+        forced: false,
+        pid,
+    };
+    let Some(record) = read_pid_record(&pid_path) else {
+        return Ok(not_running(None));
+    };
+    let pid = record.pid;
+    // An unreadable database leaves the pid file's own check.
+    let holder = match store.map(Store::get_daemon_lease) {
+        Some(Ok(lease)) => lease.as_ref().is_some_and(|l| {
+            holds(l, pid, host) && l.expires_at > now && started_by(pid, l.created_at)
+        }),
+        Some(Err(_)) | None => true,
+    };
+    if !is_daemon(record) || !holder {
+        remove_pid_if(&pid_path, pid);
+        return Ok(not_running(Some(pid)));
+    }
+    request_stop(paths.dir(), grace);
+    match signal_process(pid, ProcessSignal::Terminate) {
+        Ok(true) => {}
+        // Gone already, or not ours to signal: nothing left to stop.
+        Ok(false) | Err(_) => {
+            remove_pid_if(&pid_path, pid);
+            return Ok(StopOutcome {
+                was_running: true,
+                stopped: true,
+                forced: false,
+                pid: Some(pid),
+            });
+        }
+    }
+    if wait_gone(pid, grace + STOP_MARGIN) {
+        remove_pid_if(&pid_path, pid);
+        return Ok(StopOutcome {
+            was_running: true,
+            stopped: true,
+            forced: false,
+            pid: Some(pid),
+        });
+    }
+    let _ = signal_process(pid, ProcessSignal::Kill);
+    let stopped = wait_gone(pid, KILL_WAIT);
+    remove_pid_if(&pid_path, pid);
+    Ok(StopOutcome {
+        was_running: true,
+        stopped,
+        forced: true,
+        pid: Some(pid),
+    })
+}
+
+fn wait_gone(pid: u32, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if !is_running(pid) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(POLL);
+    }
+}

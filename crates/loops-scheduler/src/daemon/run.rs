@@ -1,0 +1,503 @@
+//! `daemon run` (SPEC §7.6): start-up, the named steps of one turn of the
+//! loop, the sleep until the next deadline, and the graceful shutdown. The
+//! behaviour is described in the `daemon` module docs.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use loops_core::{DaemonLease, LeaseId, Loop, LoopRun, RunStatus};
+use loops_exec::started_by;
+use loops_store::{LeaseAcquire, LeaseHeartbeat, LeaseRequest, Store, new_lease_id};
+
+use super::pidfile::{PidFile, read_pid};
+use super::recover::recover_dead_daemons;
+use super::wake::{WakeListener, WakeShared};
+use super::{DaemonError, DaemonExit, DaemonOptions};
+use crate::dispatch::{DispatchOptions, Dispatcher, FinalizeMode, Report};
+use crate::scheduler::{SchedulerError, TickResult};
+
+/// The reason recorded when another daemon took the lease.
+const LEASE_LOST: &str = "daemon lease lost";
+/// The cancel reason of runs cut short by the end of the grace period.
+const INTERRUPTED: &str = "interrupted by daemon shutdown";
+/// The least the daemon sleeps after a failed turn (a locked database).
+const ERROR_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest sleep when the wake-up socket could not be bound.
+const UNSOCKETED_MAX_SLEEP: Duration = Duration::from_secs(1);
+/// The reason recorded when the database file or its WAL was unlinked or
+/// replaced under the daemon.
+const DATABASE_REPLACED: &str = "database file replaced";
+
+/// Runs the daemon until `opts.stop` is cancelled or the lease is lost (see
+/// the `daemon` module docs).
+///
+/// Fails before doing anything when another daemon holds the lease, or
+/// when the pid file names a live daemon that held it.
+pub fn run_daemon(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonExit, DaemonError> {
+    let lease = acquire(store, opts)?;
+    let runner_id = format!("{}:{}:{}", opts.host, opts.pid, lease.id);
+    let pid_path = opts.paths.pid_file();
+    let pid_file = match PidFile::write(&pid_path, opts.pid) {
+        Ok(f) => f,
+        Err(error) => {
+            let _ = store.release_daemon_lease(&lease.id);
+            return Err(DaemonError::Io {
+                path: pid_path,
+                error,
+            });
+        }
+    };
+    let log = opts.log;
+    log(&format!(
+        "started pid={} lease={} host={} max-parallel={} grace={}ms",
+        opts.pid,
+        lease.id,
+        opts.host,
+        opts.max_parallel,
+        opts.grace.as_millis()
+    ));
+    let on_run = |run: &LoopRun| {
+        // A slot another runner holds is reported as it stands (SPEC §3.2).
+        if run.status == RunStatus::Running && run.claimed_by.as_deref() != Some(&runner_id) {
+            log(&format!(
+                "slot {} of {} left alone: run {} is in flight under {}",
+                run.scheduled_for,
+                run.loop_name,
+                run.id,
+                run.claimed_by.as_deref().unwrap_or("another runner")
+            ));
+        } else {
+            log(&describe_run(run));
+        }
+    };
+    let on_error =
+        |lp: &Loop, message: &str| log(&format!("loop {} ({}) failed: {message}", lp.name, lp.id));
+    let exit = std::thread::scope(|scope| {
+        let mut d = Dispatcher::new(
+            scope,
+            store,
+            DispatchOptions {
+                runner_id: &runner_id,
+                clock: opts.clock,
+                executor: opts.executor,
+                max_parallel: opts.max_parallel,
+                mode: FinalizeMode::Advance,
+                stop: None,
+                on_run: Some(&on_run),
+                on_error: Some(&on_error),
+                overlap_in_flight: true,
+            },
+        );
+        let shared = Arc::new(WakeShared::new(opts.grace));
+        let tx = d.sender();
+        let _stop_wake = opts.stop.subscribe(move || {
+            let _ = tx.send(Report::Stop);
+        });
+        let socket = opts.paths.socket();
+        let listener = WakeListener::bind(
+            &socket,
+            d.sender(),
+            Arc::clone(&shared),
+            opts.stop.clone(),
+        )
+        .map_err(|e| {
+            log(&format!(
+                "warning: cannot listen on {}: {e}; changes made by the CLI are noticed within {}s",
+                socket.display(),
+                UNSOCKETED_MAX_SLEEP.as_secs()
+            ));
+        })
+        .ok();
+        let mut daemon = Daemon {
+            store,
+            opts,
+            lease_id: lease.id,
+            runner_id: &runner_id,
+            shared,
+            files: DatabaseFiles::snapshot(&opts.paths.database()),
+            next_lease_heartbeat: Instant::now() + lease_period(opts.lease_ttl),
+            listening: listener.is_some(),
+            lease_lost: false,
+            database_gone: false,
+            zero_sleeps: 0,
+        };
+        recover_dead_daemons(store, opts, &runner_id);
+        let reason = daemon.serve(&mut d);
+        let interrupted = daemon.shutdown(&mut d, &reason);
+        drop(listener);
+        DaemonExit {
+            reason,
+            interrupted,
+        }
+    });
+    drop(pid_file);
+    if let Err(e) = store.release_daemon_lease(&lease.id) {
+        log(&format!("error: releasing the daemon lease: {e}"));
+    }
+    log("stopped");
+    Ok(exit)
+}
+
+/// Takes the daemon lease (SPEC §7.6 startup steps 2–4, §9 item 16).
+fn acquire(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonLease, DaemonError> {
+    let held = |h: &DaemonLease| DaemonError::LeaseHeld {
+        pid: h.pid,
+        host: h.hostname.clone(),
+        since: h.created_at,
+    };
+    // SPEC §10 item 96: a pid file naming the live holder refuses, even
+    // when its lease has expired (a daemon that was suspended).
+    if let (Some(pid), Some(holder)) = (read_pid(&opts.paths.pid_file()), store.get_daemon_lease()?)
+        && pid != opts.pid
+        && holder.pid == pid
+        && holder.hostname == opts.host
+        && holder_alive(&holder)
+    {
+        return Err(held(&holder));
+    }
+    let req = LeaseRequest {
+        id: new_lease_id(),
+        pid: opts.pid,
+        hostname: opts.host.clone(),
+        ttl_ms: millis(opts.lease_ttl),
+    };
+    // A holder with this very pid is this process: another daemon started
+    // in it earlier, never a crashed one.
+    let gone = |h: &DaemonLease| h.pid != opts.pid && !holder_alive(h);
+    match store.acquire_daemon_lease_with(&req, opts.clock.now(), &gone)? {
+        LeaseAcquire::Acquired(lease) => Ok(lease),
+        LeaseAcquire::Held(holder) => Err(held(&holder)),
+    }
+}
+
+/// Whether the lease holder's process still runs: its pid exists, is not
+/// a zombie, and started before it took the lease (otherwise the pid was
+/// reused).
+fn holder_alive(holder: &DaemonLease) -> bool {
+    started_by(holder.pid, holder.created_at)
+}
+
+struct Daemon<'o, 'a> {
+    store: &'o Store,
+    opts: &'o DaemonOptions<'a>,
+    lease_id: LeaseId,
+    runner_id: &'o str,
+    /// The grace period (`loops daemon stop --grace` may change it), the
+    /// pending wake-up and the ignored datagrams.
+    shared: Arc<WakeShared>,
+    /// The database file and its WAL as the daemon found them.
+    files: DatabaseFiles,
+    next_lease_heartbeat: Instant,
+    listening: bool,
+    lease_lost: bool,
+    /// The database file or its WAL was unlinked or replaced.
+    database_gone: bool,
+    /// Consecutive turns that found work due at once, a guard against a
+    /// plan that could not make progress.
+    zero_sleeps: u32,
+}
+
+impl Daemon<'_, '_> {
+    fn log(&self, message: &str) {
+        (self.opts.log)(message);
+    }
+
+    /// Turns until a stop or a lost lease; returns the reason.
+    fn serve(&mut self, d: &mut Dispatcher<'_, '_>) -> String {
+        loop {
+            if let Some(reason) = self.opts.stop.reason() {
+                return reason;
+            }
+            // Before anything is read: a datagram from now on asks for
+            // another turn.
+            self.shared.begin_turn();
+            if let Some((n, uid)) = self.shared.take_rejected() {
+                self.log(&format!(
+                    "warning: ignored {n} datagram(s) on the wake-up socket from uid {uid}, \
+                     not this daemon's user"
+                ));
+            }
+            if let Some(changed) = self.files.changed() {
+                self.log(&format!(
+                    "error: {} was deleted or replaced while the daemon ran; stopping, \
+                     so nothing is written into a deleted file (start the daemon again)",
+                    changed.display()
+                ));
+                self.database_gone = true;
+                return DATABASE_REPLACED.to_owned();
+            }
+            if !self.renew_lease() {
+                return LEASE_LOST.to_owned();
+            }
+            let turn = self.turn(d);
+            self.log_result(d.take_result());
+            let failed = match turn {
+                Ok(()) => false,
+                Err(e) => {
+                    self.log(&format!("error: {e}"));
+                    true
+                }
+            };
+            let sleep = self.next_sleep(d, failed);
+            if let Some(on_sleep) = self.opts.on_sleep {
+                on_sleep(sleep);
+            }
+            self.wait(d, sleep);
+        }
+    }
+
+    /// One turn: plan, apply overlaps, start runs, renew run leases.
+    fn turn(&mut self, d: &mut Dispatcher<'_, '_>) -> Result<(), SchedulerError> {
+        d.plan(!d.has_queue())?;
+        d.plan_overlaps()?;
+        d.start_ready()?;
+        d.heartbeat()?;
+        Ok(())
+    }
+
+    /// Renews the daemon lease when due; false when it was lost.
+    fn renew_lease(&mut self) -> bool {
+        let now = Instant::now();
+        if now < self.next_lease_heartbeat {
+            return true;
+        }
+        let ttl = millis(self.opts.lease_ttl);
+        match self
+            .store
+            .heartbeat_daemon_lease(&self.lease_id, ttl, self.opts.clock.now())
+        {
+            Ok(LeaseHeartbeat::Renewed(_)) => {
+                self.next_lease_heartbeat = now + lease_period(self.opts.lease_ttl);
+                true
+            }
+            Ok(LeaseHeartbeat::Lost) => {
+                self.lease_lost = true;
+                false
+            }
+            Err(e) => {
+                self.log(&format!("error: renewing the daemon lease: {e}"));
+                self.next_lease_heartbeat = now + ERROR_BACKOFF;
+                true
+            }
+        }
+    }
+
+    /// How long to sleep: until the earliest deadline (see the module docs
+    /// of `daemon`).
+    fn next_sleep(&mut self, d: &Dispatcher<'_, '_>, failed: bool) -> Duration {
+        let now = self.opts.clock.now();
+        let mut sleep = self.opts.max_sleep;
+        if !self.listening {
+            sleep = sleep.min(UNSOCKETED_MAX_SLEEP);
+        }
+        let mut failed = failed;
+        let mut at = d.next_overlap();
+        match self
+            .store
+            .next_wake(now, self.runner_id, &d.excluded_loops())
+        {
+            Ok(wake) => {
+                // Queued work means every worker is busy: what else is due
+                // waits for a report anyway.
+                let due = if d.has_queue() { None } else { wake.due };
+                at = [at, due, wake.expiry, wake.lease_expiry]
+                    .into_iter()
+                    .flatten()
+                    .min();
+            }
+            Err(e) => {
+                self.log(&format!("error: {e}"));
+                failed = true;
+            }
+        }
+        if let Some(at) = at {
+            let ms = u64::try_from(at.millis_since(now)).unwrap_or(0);
+            sleep = sleep.min(Duration::from_millis(ms));
+        }
+        let instant = Instant::now();
+        for deadline in [d.next_heartbeat(), Some(self.next_lease_heartbeat)]
+            .into_iter()
+            .flatten()
+        {
+            sleep = sleep.min(deadline.saturating_duration_since(instant));
+        }
+        if failed {
+            sleep = sleep.max(ERROR_BACKOFF);
+        }
+        // A deadline that stays in the past would spin: it cannot, by
+        // construction, but a bug here must not burn a core.
+        if sleep.is_zero() {
+            self.zero_sleeps += 1;
+            if self.zero_sleeps > 100 {
+                sleep = Duration::from_millis(100);
+            }
+        } else {
+            self.zero_sleeps = 0;
+        }
+        sleep
+    }
+
+    /// Blocks for up to `sleep` until a report arrives, then applies it and
+    /// every report already waiting.
+    fn wait(&self, d: &mut Dispatcher<'_, '_>, sleep: Duration) {
+        let mut next = d.wait(sleep);
+        while let Some(report) = next {
+            // One batch for the reports waiting now; an error is logged and
+            // the others are still applied.
+            let applied = d.handle_waiting(report, |result| {
+                if let Err(e) = result {
+                    self.log(&format!("error: {e}"));
+                }
+                Ok(())
+            });
+            if let Err(e) = applied {
+                self.log(&format!("error: {e}"));
+            }
+            next = d.poll();
+        }
+    }
+
+    /// Stops gracefully (SPEC §9 item 17); returns how many runs were cut
+    /// short.
+    fn shutdown(&mut self, d: &mut Dispatcher<'_, '_>, reason: &str) -> usize {
+        if self.lease_lost {
+            self.log(LEASE_LOST);
+        } else {
+            self.log(&format!("stop signal received ({reason})"));
+        }
+        d.drain_queue();
+        let started = Instant::now();
+        let mut interrupted = 0;
+        let mut announced = false;
+        while d.in_flight() > 0 {
+            // Another daemon owns the database now, or the file is gone:
+            // nothing of ours may keep running unrecorded.
+            let grace = if self.lease_lost || self.database_gone {
+                Duration::ZERO
+            } else {
+                Duration::from_millis(self.shared.grace_ms.load(Ordering::SeqCst))
+            };
+            // The grace is capped at 100 years; an Instant that cannot go
+            // that far means "never".
+            let deadline = started.checked_add(grace);
+            if !announced {
+                announced = true;
+                self.log(&format!(
+                    "waiting up to {}ms for {} run(s) to finish",
+                    grace.as_millis(),
+                    d.in_flight()
+                ));
+            }
+            if interrupted == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+                interrupted = d.in_flight();
+                self.log(&format!(
+                    "grace period over: interrupting {interrupted} run(s)"
+                ));
+                d.interrupt_all(INTERRUPTED);
+            }
+            if !self.lease_lost {
+                self.renew_lease();
+            }
+            if let Err(e) = d.heartbeat() {
+                self.log(&format!("error: {e}"));
+            }
+            let instant = Instant::now();
+            let mut sleep = if interrupted == 0 {
+                deadline.map_or(self.opts.max_sleep, |d| {
+                    d.saturating_duration_since(instant)
+                })
+            } else {
+                ERROR_BACKOFF
+            };
+            for deadline in [d.next_heartbeat(), Some(self.next_lease_heartbeat)]
+                .into_iter()
+                .flatten()
+            {
+                sleep = sleep.min(deadline.saturating_duration_since(instant));
+            }
+            self.wait(d, sleep);
+            self.log_result(d.take_result());
+        }
+        interrupted
+    }
+
+    /// Logs what the dispatcher did that `on_run` does not report.
+    fn log_result(&self, result: TickResult) {
+        for run in &result.recovered {
+            self.log(&describe_run(run));
+        }
+        for lp in &result.expired {
+            self.log(&format!("loop {} ({}) expired", lp.name, lp.id));
+        }
+    }
+}
+
+/// One log line for a run: never its output (it may hold secrets).
+fn describe_run(run: &LoopRun) -> String {
+    let mut line = match run.status {
+        RunStatus::Running => format!("run {} started", run.id),
+        status => format!("run {} {status}", run.id),
+    };
+    line.push_str(&format!(
+        ": {} slot={} attempt={}",
+        run.loop_name, run.scheduled_for, run.attempt
+    ));
+    if run.status != RunStatus::Running
+        && let Some(ms) = run.duration_ms
+    {
+        line.push_str(&format!(" in {ms}ms"));
+    }
+    if let Some(error) = &run.error {
+        line.push_str(&format!(" ({error})"));
+    }
+    line
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// How often the daemon lease is renewed: a third of its time to live.
+fn lease_period(ttl: Duration) -> Duration {
+    (ttl / 3).max(Duration::from_millis(10))
+}
+
+/// The identity (device and inode) of the database file and its WAL when
+/// the daemon started, checked before every turn (two `stat`s): a file
+/// unlinked or replaced under the daemon's open connection would take
+/// every later write into a deleted file.
+struct DatabaseFiles {
+    files: Vec<(PathBuf, (u64, u64))>,
+}
+
+impl DatabaseFiles {
+    /// The identities of `database` and its `-wal` file, where they exist.
+    fn snapshot(database: &Path) -> DatabaseFiles {
+        let mut wal = database.as_os_str().to_owned();
+        wal.push("-wal");
+        let files = [database.to_owned(), PathBuf::from(wal)]
+            .into_iter()
+            .filter_map(|path| identity(&path).map(|id| (path, id)))
+            .collect();
+        DatabaseFiles { files }
+    }
+
+    /// The first file that is gone or is another file now. A `stat` that
+    /// fails for another reason than a missing file tells nothing.
+    fn changed(&self) -> Option<&Path> {
+        self.files
+            .iter()
+            .find(|(path, id)| match std::fs::metadata(path) {
+                Ok(m) => (m.dev(), m.ino()) != *id,
+                Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+            })
+            .map(|(path, _)| path.as_path())
+    }
+}
+
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}

@@ -1,0 +1,219 @@
+//! Waking the daemon at once when the CLI changes something (SPEC §9 item
+//! 6: the original polls every second and nothing wakes it).
+//!
+//! The daemon binds a unix datagram socket, `<data dir>/daemon.sock`, and a
+//! small thread blocks on it. Every datagram becomes a wake-up of the
+//! daemon's store thread, which then re-plans at once; between wake-ups the
+//! daemon sleeps until its next deadline, with no polling. The CLI sends
+//! `wake` after each successful write command ([`notify_daemon`]); `loops
+//! daemon stop` sends `stop grace_ms=<n>` before its SIGTERM, so the grace
+//! period it asks for is known before the stop begins.
+//!
+//! Everything here is best effort: a missing socket (no daemon), a full
+//! queue, or a path too long for a socket address only means the daemon
+//! notices the change at its next timed wake-up (at most a minute later).
+//!
+//! **Hardening.** The socket is 0600 whatever the umask
+//! (`loops_exec::private::bind_private_datagram`), inside the private data
+//! directory. Where the OS tells the sender (Linux), a datagram from
+//! another user is ignored; the daemon logs how many it ignored. A
+//! `grace_ms` is capped at the CLI's largest duration (100 years).
+//! Wake-ups are coalesced: while one is pending (the daemon has not begun
+//! the turn it asked for), further datagrams add nothing, and the listener
+//! forwards at most one wake-up per [`MIN_WAKE_GAP`], so a flood of
+//! datagrams costs the daemon a `recvmsg` each and a few turns a second.
+//! Coalescing never loses a change: a write made before its datagram was
+//! read is seen by the pending turn, which reads the database only after
+//! it clears the flag.
+
+use std::io;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use loops_exec::CancelToken;
+use loops_exec::private::{bind_private_datagram, effective_uid, recv_with_uid};
+
+use crate::dispatch::Report;
+
+/// The socket's file name inside the data directory.
+pub const SOCKET_FILE: &str = "daemon.sock";
+
+/// The least time between two wake-ups the listener forwards.
+const MIN_WAKE_GAP: Duration = Duration::from_millis(20);
+
+/// Tells a daemon serving `data_dir` to look at the database again. Best
+/// effort and non-blocking; does nothing when no daemon listens.
+pub fn notify_daemon(data_dir: &Path) {
+    send(&data_dir.join(SOCKET_FILE), b"wake");
+}
+
+/// Asks the daemon serving `data_dir` to stop, letting runs in flight
+/// finish within `grace`. Returns whether the request was delivered.
+pub fn request_stop(data_dir: &Path, grace: Duration) -> bool {
+    let message = format!("stop grace_ms={}", grace.as_millis());
+    send(&data_dir.join(SOCKET_FILE), message.as_bytes())
+}
+
+fn send(socket: &Path, message: &[u8]) -> bool {
+    let Ok(sock) = UnixDatagram::unbound() else {
+        return false;
+    };
+    // A daemon that stopped reading must not stall a CLI command.
+    if sock.set_nonblocking(true).is_err() {
+        return false;
+    }
+    sock.send_to(message, socket).is_ok()
+}
+
+/// What the listener thread shares with the daemon's store thread.
+#[derive(Debug)]
+pub(crate) struct WakeShared {
+    /// The grace period in ms; a `stop` datagram may change it.
+    pub(crate) grace_ms: AtomicU64,
+    /// A wake-up was forwarded and its turn has not begun.
+    pending: AtomicBool,
+    /// Datagrams ignored because another user sent them, since last taken.
+    rejected: AtomicU64,
+    /// The uid of the last ignored sender.
+    rejected_uid: AtomicU32,
+}
+
+impl WakeShared {
+    pub(crate) fn new(grace: Duration) -> WakeShared {
+        WakeShared {
+            grace_ms: AtomicU64::new(u64::try_from(grace.as_millis()).unwrap_or(u64::MAX)),
+            pending: AtomicBool::new(false),
+            rejected: AtomicU64::new(0),
+            rejected_uid: AtomicU32::new(0),
+        }
+    }
+
+    /// Called at the start of every turn, before it reads the database:
+    /// from now on a datagram asks for another turn.
+    pub(crate) fn begin_turn(&self) {
+        self.pending.store(false, Ordering::SeqCst);
+    }
+
+    /// How many datagrams of another user were ignored since the last call,
+    /// and the last such user.
+    pub(crate) fn take_rejected(&self) -> Option<(u64, u32)> {
+        let n = self.rejected.swap(0, Ordering::SeqCst);
+        (n > 0).then(|| (n, self.rejected_uid.load(Ordering::SeqCst)))
+    }
+}
+
+/// The daemon's end of the socket: a thread that turns datagrams into
+/// [`Report::Wake`], and a `stop` request into a cancel of the stop token.
+pub(crate) struct WakeListener {
+    path: PathBuf,
+    bye: String,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl WakeListener {
+    /// Binds `path`, replacing a socket file a dead daemon left behind (the
+    /// caller holds the daemon lease, so no live daemon owns it).
+    pub(crate) fn bind(
+        path: &Path,
+        tx: Sender<Report>,
+        shared: Arc<WakeShared>,
+        stop: CancelToken,
+    ) -> io::Result<WakeListener> {
+        // `.s<6 hex>/s` is no longer than `daemon.sock`, so the temporary
+        // path fits a socket address whenever the final one does.
+        let id = loops_store::new_lease_id();
+        let nonce = format!("s{}", id.as_str().get(..6).unwrap_or("0"));
+        let sock = bind_private_datagram(path, &nonce)?;
+        // Only the closing daemon knows this word, so no client can end the
+        // listener.
+        let bye = format!("bye {}", loops_store::new_lease_id());
+        let expected = bye.clone();
+        let thread = std::thread::Builder::new()
+            .name("loops-wake".to_owned())
+            .spawn(move || listen(&sock, &tx, &shared, &stop, &expected))?;
+        Ok(WakeListener {
+            path: path.to_owned(),
+            bye,
+            thread: Some(thread),
+        })
+    }
+}
+
+fn listen(
+    sock: &UnixDatagram,
+    tx: &Sender<Report>,
+    shared: &WakeShared,
+    stop: &CancelToken,
+    bye: &str,
+) {
+    let me = effective_uid();
+    let mut buf = [0u8; 256];
+    loop {
+        let (n, uid) = match recv_with_uid(sock, &mut buf) {
+            Ok(got) => got,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
+        };
+        if let Some(uid) = uid.filter(|uid| *uid != me) {
+            shared.rejected_uid.store(uid, Ordering::SeqCst);
+            // The first one wakes the daemon, which logs it.
+            if shared.rejected.fetch_add(1, Ordering::SeqCst) == 0 && !wake(tx, shared) {
+                return;
+            }
+            continue;
+        }
+        let message = String::from_utf8_lossy(&buf[..n]);
+        if message == bye {
+            return;
+        }
+        if let Some(rest) = message.strip_prefix("stop") {
+            if let Some(ms) = rest
+                .trim()
+                .strip_prefix("grace_ms=")
+                .and_then(|v| v.parse::<u64>().ok())
+            {
+                shared
+                    .grace_ms
+                    .store(ms.min(loops_core::MAX_DURATION_MS), Ordering::SeqCst);
+            }
+            stop.cancel("stop requested by `loops daemon stop`");
+        }
+        if !wake(tx, shared) {
+            return;
+        }
+    }
+}
+
+/// Forwards a wake-up unless one is pending; false when the daemon is gone.
+fn wake(tx: &Sender<Report>, shared: &WakeShared) -> bool {
+    if shared.pending.swap(true, Ordering::SeqCst) {
+        return true;
+    }
+    if tx.send(Report::Wake).is_err() {
+        return false;
+    }
+    // Datagrams that arrive meanwhile wait in the socket's queue (a full
+    // queue drops the newest, which the pending turn covers).
+    std::thread::sleep(MIN_WAKE_GAP);
+    true
+}
+
+impl Drop for WakeListener {
+    fn drop(&mut self) {
+        // If the goodbye cannot be sent the thread stays blocked; it holds
+        // nothing but the socket and ends with the process.
+        if let Some(thread) = self.thread.take()
+            && send(&self.path, self.bye.as_bytes())
+        {
+            // The thread only forwards datagrams; a panic there has nothing
+            // left to report.
+            let _ = thread.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}

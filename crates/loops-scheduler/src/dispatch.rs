@@ -1,0 +1,574 @@
+//! The dispatcher: the store-owning half of every runner (SPEC §3.1–§3.3).
+//!
+//! A [`Dispatcher`] lives on the thread that owns the [`Store`]. It plans
+//! due slots, applies the overlap skip, claims, hands each claimed run to a
+//! worker thread (of a [`Pool`], so a daemon reuses its threads from run to
+//! run), and applies the workers' reports (spawned pid, result) to
+//! the store: finalize-and-advance, or, for a run a daemon shutdown
+//! interrupted, a release that does not count the attempt. Between reports
+//! it renews the leases of the runs in flight.
+//!
+//! `tick` drives one dispatcher until it is idle; the daemon keeps one for
+//! its whole life and drives it continuously, so a slow run never holds up
+//! another loop's slot (SPEC §9 item 1). Everything that reaches the store
+//! thread arrives on one channel ([`Report`]): worker reports, a stop, and
+//! the daemon's wake-ups, so the thread blocks in one place with one
+//! deadline.
+//!
+//! Invariants:
+//! - the slots of one loop start one at a time, in order; a loop with work
+//!   queued or in flight is never planned a second time;
+//! - a loop's overlap policy is honoured for the runs of this dispatcher
+//!   too (SPEC §9 item 2, daemon only): a slot that comes due while the loop
+//!   runs is recorded as skipped (`skip`) or started beside it (`allow`);
+//! - no run is left without a heartbeat: whoever drops the dispatcher with
+//!   runs in flight cancels them.
+
+mod overlap;
+mod record;
+
+use std::any::Any;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::thread::Scope;
+use std::time::{Duration, Instant};
+
+use loops_core::{
+    ExecutorResult, Loop, LoopId, LoopRun, Overlap, ProcessRef, RunId, RunStatus, Timestamp,
+    due_slots,
+};
+use loops_exec::{CancelToken, Subscription};
+use loops_store::{Claim, NotClaimed, Store, StoreError};
+
+use crate::executor::{RunControl, RunExecutor};
+use crate::scheduler::{SchedulerError, TickResult, heartbeat_period};
+use loops_core::Clock;
+use loops_exec::Pool;
+
+/// How a finished run is recorded.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FinalizeMode {
+    /// Finalize and advance the loop in one transaction.
+    Advance,
+    /// Finalize only: an ad-hoc manual run never moves `nextRunAt`.
+    FinalizeOnly,
+}
+
+/// A message to the store-owning thread.
+pub(crate) enum Report {
+    /// Something may have changed in the database: look again.
+    Wake,
+    /// A stop token was cancelled.
+    Stop,
+    /// A worker's child was spawned.
+    Spawned(RunId, ProcessRef),
+    /// A worker finished its run.
+    Done(RunId, Result<ExecutorResult, String>),
+}
+
+/// What a dispatcher is configured with.
+pub(crate) struct DispatchOptions<'env> {
+    pub(crate) runner_id: &'env str,
+    pub(crate) clock: &'env dyn Clock,
+    pub(crate) executor: &'env dyn RunExecutor,
+    pub(crate) max_parallel: usize,
+    pub(crate) mode: FinalizeMode,
+    /// Cancelled: no slot starts any more, and runs in flight are cancelled
+    /// with its reason and recorded as they end (tick and run-now).
+    pub(crate) stop: Option<&'env CancelToken>,
+    pub(crate) on_run: Option<&'env dyn Fn(&LoopRun)>,
+    // The callback's signature is the documentation.
+    #[allow(clippy::type_complexity)]
+    pub(crate) on_error: Option<&'env dyn Fn(&Loop, &str)>,
+    /// Apply each loop's overlap policy to slots that come due while this
+    /// dispatcher runs the loop (the daemon).
+    pub(crate) overlap_in_flight: bool,
+}
+
+/// The remaining slots of one due loop.
+struct LoopWork {
+    lp: Loop,
+    slots: VecDeque<Timestamp>,
+    /// `maxAttempts` as planned (SPEC §3.1 step 6 uses the planned state).
+    attempts_at_plan: u32,
+    /// Whether any slot of this work was claimed or skipped.
+    progressed: bool,
+}
+
+impl LoopWork {
+    fn new(lp: Loop, slots: VecDeque<Timestamp>) -> LoopWork {
+        LoopWork {
+            attempts_at_plan: lp.max_attempts,
+            lp,
+            slots,
+            progressed: false,
+        }
+    }
+}
+
+struct InFlight {
+    work: LoopWork,
+    run: LoopRun,
+    cancel: CancelToken,
+    period: Duration,
+    next_heartbeat: Instant,
+    /// Cancelled by a daemon shutdown: released, not finalized, unless it
+    /// succeeded anyway.
+    interrupted: bool,
+    /// The run has ended, but recording its result failed on a transient
+    /// store error (a full disk): it is tried again, its lease still
+    /// renewed, until it lands.
+    unrecorded: Option<Unrecorded>,
+    /// The spawn id every process of the run carries, recorded with its pid
+    /// so a later runner finds them after a crash.
+    spawn_id: String,
+}
+
+/// The result of a run whose finalize has not landed yet.
+struct Unrecorded {
+    result: ExecutorResult,
+    /// Failed attempts so far.
+    failures: u32,
+    /// The wait before the next attempt: 100 ms, doubling up to 5 s.
+    delay: Duration,
+    retry_at: Instant,
+}
+
+/// A loop with runs of this dispatcher in flight.
+struct Busy {
+    runs: usize,
+    /// The latest slot claimed, queued or skipped for the loop.
+    last_slot: Timestamp,
+    /// The next slot that would overlap the runs in flight.
+    next_overlap: Option<Timestamp>,
+}
+
+/// See the module docs.
+pub(crate) struct Dispatcher<'scope, 'env> {
+    /// The worker threads, reused from one run to the next.
+    pool: Pool<'scope, 'env, Report>,
+    store: &'env Store,
+    opts: DispatchOptions<'env>,
+    tx: Sender<Report>,
+    rx: Receiver<Report>,
+    _stop_wake: Option<Subscription>,
+    queue: VecDeque<LoopWork>,
+    inflight: HashMap<RunId, InFlight>,
+    busy: HashMap<LoopId, Busy>,
+    /// Loops whose due slots could not progress at the last plan (held by
+    /// another runner, or a schedule error): left out of the next wake-up.
+    parked: HashSet<LoopId>,
+    draining: bool,
+    stop_sent: bool,
+    result: TickResult,
+    /// The first run whose row vanished before its finalize.
+    pub(crate) vanished: Option<StoreError>,
+    /// Runs recorded inside the store batch under way, with their results:
+    /// settled once the batch commits, tried again if it does not.
+    landed: Vec<(InFlight, ExecutorResult, Option<LoopRun>)>,
+}
+
+impl<'scope, 'env> Dispatcher<'scope, 'env> {
+    pub(crate) fn new(
+        scope: &'scope Scope<'scope, 'env>,
+        store: &'env Store,
+        opts: DispatchOptions<'env>,
+    ) -> Self {
+        let (tx, rx) = mpsc::channel();
+        // A stop wakes the dispatcher at once, however far away its next
+        // deadline is.
+        let stop_wake = opts.stop.map(|stop| {
+            let tx = tx.clone();
+            stop.subscribe(move || {
+                let _ = tx.send(Report::Stop);
+            })
+        });
+        Dispatcher {
+            pool: Pool::new(scope, tx.clone()),
+            store,
+            opts,
+            tx,
+            rx,
+            _stop_wake: stop_wake,
+            queue: VecDeque::new(),
+            inflight: HashMap::new(),
+            busy: HashMap::new(),
+            parked: HashSet::new(),
+            draining: false,
+            stop_sent: false,
+            result: TickResult::default(),
+            vanished: None,
+            landed: Vec::new(),
+        }
+    }
+
+    /// A sender for wake-ups from other threads.
+    pub(crate) fn sender(&self) -> Sender<Report> {
+        self.tx.clone()
+    }
+
+    /// What happened since the last call.
+    pub(crate) fn take_result(&mut self) -> TickResult {
+        std::mem::take(&mut self.result)
+    }
+
+    pub(crate) fn in_flight(&self) -> usize {
+        self.inflight.len()
+    }
+
+    pub(crate) fn has_queue(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
+    fn stopping(&self) -> bool {
+        self.draining || self.opts.stop.is_some_and(CancelToken::is_cancelled)
+    }
+
+    fn report_run(&self, run: &LoopRun) {
+        if let Some(on_run) = self.opts.on_run {
+            on_run(run);
+        }
+    }
+
+    fn report_error(&self, lp: &Loop, message: &str) {
+        if let Some(on_error) = self.opts.on_error {
+            on_error(lp, message);
+        }
+    }
+
+    /// Recovers expired leases, expires loops, and, with `due`, queues the
+    /// due slots of every due loop that has no work queued or in flight here
+    /// (SPEC §3.1 steps 2–4).
+    ///
+    /// The daemon plans due slots only while its queue is empty: queued work
+    /// means every worker is busy, and whatever else is due would only wait
+    /// behind it.
+    pub(crate) fn plan(&mut self, due: bool) -> Result<(), SchedulerError> {
+        let now = self.opts.clock.now();
+        for recovered in self.store.recover_expired_run_leases(now)? {
+            self.result.recovered.push(recovered.run);
+        }
+        self.result.expired.extend(self.store.expire_loops(now)?);
+        if !due {
+            return Ok(());
+        }
+        self.parked.clear();
+        let active: HashSet<LoopId> = self.working_loops().collect();
+        for lp in self.store.due_loops(now, u32::MAX)? {
+            if active.contains(&lp.id) {
+                continue;
+            }
+            match due_slots(&lp, now) {
+                Ok(slots) if !slots.is_empty() => {
+                    self.queue.push_back(LoopWork::new(lp, slots.into()));
+                }
+                Ok(_) => {
+                    self.parked.insert(lp.id);
+                }
+                Err(e) => self.pause_unplannable(&lp, &e.to_string(), now)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// A loop whose stored schedule cannot be planned (a cron expression or
+    /// time zone another implementation accepted) would fail again on every
+    /// plan: it is paused with the reason recorded on it, and reported once.
+    fn pause_unplannable(
+        &mut self,
+        lp: &Loop,
+        error: &str,
+        now: Timestamp,
+    ) -> Result<(), SchedulerError> {
+        let reason = format!(
+            "schedule cannot be planned: {error}; loop paused \
+             (remove it and create it again with a valid schedule)"
+        );
+        match self.store.pause_loop_with_reason(&lp.id, &reason, now)? {
+            Some(_) => self.report_error(lp, &reason),
+            // Changed by someone else meanwhile: look again next time.
+            None => {
+                self.parked.insert(lp.id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Loops with work queued or in flight.
+    fn working_loops(&self) -> impl Iterator<Item = LoopId> + '_ {
+        self.queue
+            .iter()
+            .map(|w| w.lp.id)
+            .chain(self.busy.keys().copied())
+    }
+
+    /// Loops the next wake-up must not wait for: those with work queued or
+    /// in flight (their progress arrives as reports) and those parked.
+    pub(crate) fn excluded_loops(&self) -> Vec<LoopId> {
+        let mut ids: HashSet<LoopId> = self.working_loops().collect();
+        ids.extend(self.parked.iter().copied());
+        ids.into_iter().collect()
+    }
+
+    /// Claims and starts queued slots while there is room (SPEC §3.2).
+    ///
+    /// Slots are taken one per loop, in queue order, after the overlap skip;
+    /// the claims of one round share one store transaction, so many slots
+    /// due at the same instant all start on time, and only then are their
+    /// workers started.
+    pub(crate) fn start_ready(&mut self) -> Result<(), SchedulerError> {
+        let max_parallel = self.opts.max_parallel.max(1);
+        while !self.stopping() {
+            let room = max_parallel.saturating_sub(self.inflight.len());
+            if room == 0 || self.queue.is_empty() {
+                break;
+            }
+            let mut batch: Vec<(LoopWork, Timestamp)> = Vec::new();
+            while batch.len() < room {
+                let Some(mut work) = self.queue.pop_front() else {
+                    break;
+                };
+                let Some(slot) = work.slots.pop_front() else {
+                    if !work.progressed {
+                        self.parked.insert(work.lp.id);
+                    }
+                    continue;
+                };
+                let now = self.opts.clock.now();
+                if work.lp.overlap == Overlap::Skip && self.store.has_running_run(&work.lp.id)? {
+                    if self.skip(&work.lp, slot, now)? {
+                        work.progressed = true;
+                    }
+                    // The loop's next slot, if any, comes next.
+                    self.queue.push_front(work);
+                    continue;
+                }
+                batch.push((work, slot));
+            }
+            if batch.is_empty() {
+                continue;
+            }
+            let now = self.opts.clock.now();
+            let requests: Vec<(&Loop, Timestamp)> =
+                batch.iter().map(|(w, slot)| (&w.lp, *slot)).collect();
+            let claims = self.store.claim_runs(&requests, self.opts.runner_id, now)?;
+            let mut retry = Vec::new();
+            for ((mut work, slot), claim) in batch.into_iter().zip(claims) {
+                match claim {
+                    Claim::Claimed { run, loop_ } => {
+                        work.lp = loop_;
+                        work.progressed = true;
+                        self.report_run(&run);
+                        self.start(work, run);
+                    }
+                    // The slot ran to its end while the loop was paused, so
+                    // its finalize could not advance the loop: do it now,
+                    // or the loop would stay due on a slot nobody can claim.
+                    Claim::NotClaimed(
+                        NotClaimed::Finished(_) | NotClaimed::AttemptsExhausted(_),
+                    ) if self.opts.mode == FinalizeMode::Advance => {
+                        if self
+                            .store
+                            .settle_finished_slot(&work.lp, slot, now)?
+                            .is_some()
+                        {
+                            work.progressed = true;
+                        }
+                        retry.push(work);
+                    }
+                    Claim::NotClaimed(_) => retry.push(work),
+                }
+            }
+            // Loops that claimed nothing try their next slot first, in order.
+            for work in retry.into_iter().rev() {
+                self.queue.push_front(work);
+            }
+        }
+        Ok(())
+    }
+
+    /// Hands an already-claimed run to a worker thread.
+    pub(crate) fn start_claimed(&mut self, lp: Loop, run: LoopRun) {
+        let mut work = LoopWork::new(lp, VecDeque::new());
+        work.progressed = true;
+        self.report_run(&run);
+        self.start(work, run);
+    }
+
+    fn start(&mut self, work: LoopWork, run: LoopRun) {
+        let cancel = CancelToken::new();
+        let period = heartbeat_period(work.lp.lease_ms);
+        let spawn_tx = self.tx.clone();
+        let executor = self.opts.executor;
+        let spawn_id = loops_exec::new_spawn_id();
+        let (lp, worker_run, worker_cancel, worker_spawn_id) = (
+            work.lp.clone(),
+            run.clone(),
+            cancel.clone(),
+            spawn_id.clone(),
+        );
+        self.pool.submit(move || {
+            let run_id = worker_run.id;
+            let on_spawn = move |p: ProcessRef| {
+                // The receiver lives until every worker is done.
+                let _ = spawn_tx.send(Report::Spawned(run_id, p));
+            };
+            let control = RunControl {
+                cancel: worker_cancel,
+                on_spawn: &on_spawn,
+                spawn_id: Some(&worker_spawn_id),
+            };
+            // A panicking executor must still report back: without a `Done`
+            // the dispatcher would wait, and heartbeat the lease, forever.
+            // The panic becomes a failed run.
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                executor.execute(&lp, &worker_run, &control)
+            }))
+            .unwrap_or_else(|panic| Err(format!("executor panicked: {}", panic_message(&*panic))));
+            Report::Done(run_id, outcome)
+        });
+        let last_slot = work
+            .slots
+            .back()
+            .copied()
+            .unwrap_or(run.scheduled_for)
+            .max(run.scheduled_for);
+        let overlap = self.opts.overlap_in_flight;
+        let schedule = work.lp.schedule.clone();
+        let busy = self.busy.entry(work.lp.id).or_insert(Busy {
+            runs: 0,
+            last_slot,
+            next_overlap: None,
+        });
+        busy.runs += 1;
+        busy.last_slot = busy.last_slot.max(last_slot);
+        if overlap {
+            // Only slots that come due while the run executes overlap it; a
+            // retry starts long after its slot.
+            let started = run.started_at.unwrap_or(run.created_at);
+            busy.next_overlap = overlap::overlap_slot_after(&schedule, busy.last_slot, started);
+        }
+        self.inflight.insert(
+            run.id,
+            InFlight {
+                work,
+                run,
+                cancel,
+                period,
+                next_heartbeat: Instant::now() + period,
+                interrupted: false,
+                unrecorded: None,
+                spawn_id,
+            },
+        );
+    }
+
+    /// Waits up to `timeout` for the next report.
+    pub(crate) fn wait(&self, timeout: Duration) -> Option<Report> {
+        self.rx.recv_timeout(timeout).ok()
+    }
+
+    /// A report that is already waiting, without blocking.
+    pub(crate) fn poll(&self) -> Option<Report> {
+        self.rx.try_recv().ok()
+    }
+
+    /// When the next run lease is due for renewal, or the next finalize
+    /// that failed is due to be tried again.
+    pub(crate) fn next_heartbeat(&self) -> Option<Instant> {
+        self.inflight
+            .values()
+            .map(|f| match &f.unrecorded {
+                Some(u) => f.next_heartbeat.min(u.retry_at),
+                None => f.next_heartbeat,
+            })
+            .min()
+    }
+
+    /// Applies a worker's report. Wake-ups and stops are the caller's.
+    pub(crate) fn handle(&mut self, report: Report) -> Result<(), SchedulerError> {
+        match report {
+            Report::Spawned(id, process) => {
+                let now = self.opts.clock.now();
+                let spawn_id = self.inflight.get(&id).map(|f| f.spawn_id.as_str());
+                self.store.mark_run_spawn(
+                    &id,
+                    process,
+                    spawn_id,
+                    Some(self.opts.runner_id),
+                    now,
+                )?;
+            }
+            Report::Done(id, outcome) => {
+                let Some(done) = self.inflight.remove(&id) else {
+                    return Ok(());
+                };
+                let result = self.result_of(&done, outcome);
+                return self.record(done, result);
+            }
+            Report::Wake | Report::Stop => {}
+        }
+        Ok(())
+    }
+
+    /// The run is recorded: its loop may go on (see
+    /// [`Dispatcher::record`]).
+    fn settle(&mut self, done: InFlight, stored: Option<LoopRun>) {
+        if let Some(b) = self.busy.get_mut(&done.work.lp.id) {
+            b.runs = b.runs.saturating_sub(1);
+            if b.runs == 0 {
+                self.busy.remove(&done.work.lp.id);
+            }
+        }
+        let Some(final_run) = stored else {
+            return;
+        };
+        self.report_run(&final_run);
+        let retry_pending =
+            final_run.status.is_retryable() && final_run.attempt < done.work.attempts_at_plan;
+        self.result.sort(final_run);
+        let mut work = done.work;
+        if retry_pending {
+            // SPEC §3.1 step 6: a scheduled retry drops the loop's
+            // remaining slots.
+            work.slots.clear();
+        }
+        if !work.slots.is_empty() && !self.draining {
+            self.queue.push_front(work);
+        }
+    }
+
+    /// Consumes the dispatcher, returning what it did.
+    pub(crate) fn into_result(mut self) -> TickResult {
+        std::mem::take(&mut self.result)
+    }
+}
+
+impl Drop for Dispatcher<'_, '_> {
+    fn drop(&mut self) {
+        // Normally nothing is in flight here. If something is (an error
+        // path), its worker is joined when the scope ends, so it must stop.
+        self.cancel_all("runner stopped");
+    }
+}
+
+/// The message of a caught panic, when it is a string.
+fn panic_message(panic: &(dyn Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("non-string panic payload")
+}
+
+impl TickResult {
+    /// Sorts a run into the result (SPEC §3.1 step 5).
+    pub(crate) fn sort(&mut self, run: LoopRun) {
+        match run.status {
+            RunStatus::Running => self.claimed.push(run),
+            RunStatus::Skipped => self.skipped.push(run),
+            _ => self.completed.push(run),
+        }
+    }
+}

@@ -1,0 +1,358 @@
+//! Recording what runs did: finalize-and-advance or, for a run a daemon
+//! shutdown cut short, a release that does not count the attempt (SPEC
+//! §3.3; §9 item 17); renewing run leases; and stopping runs in flight.
+
+use std::time::{Duration, Instant};
+
+use loops_core::{ExecutorResult, ExecutorStatus, LoopRun};
+use loops_exec::CancelToken;
+use loops_store::{Fence, StoreError};
+
+use super::{Dispatcher, FinalizeMode, InFlight, Report, Unrecorded};
+
+/// Most reports applied in one store batch, so a steady stream of them
+/// never holds the write lock for long.
+const BATCH_REPORTS: usize = 64;
+
+/// The first wait before a failed finalize is tried again; it doubles up
+/// to [`FINALIZE_RETRY_MAX`], so a run ends within seconds of the disk
+/// having room again.
+const FINALIZE_RETRY_FIRST: Duration = Duration::from_millis(100);
+/// The longest wait between two attempts of a finalize.
+const FINALIZE_RETRY_MAX: Duration = Duration::from_secs(5);
+use crate::scheduler::SchedulerError;
+
+impl Dispatcher<'_, '_> {
+    /// The result to record for a finished run: the executor's, or a failed
+    /// result carrying its error (reported through `on_error`, once).
+    pub(super) fn result_of(
+        &self,
+        done: &InFlight,
+        outcome: Result<ExecutorResult, String>,
+    ) -> ExecutorResult {
+        match outcome {
+            Ok(r) => r,
+            Err(message) => {
+                self.report_error(&done.work.lp, &message);
+                let now = self.opts.clock.now();
+                let started = done.run.started_at.unwrap_or(done.run.created_at);
+                ExecutorResult {
+                    status: ExecutorStatus::Failed,
+                    exit_code: None,
+                    stdout: String::new(),
+                    stderr: String::new(),
+                    error: Some(message),
+                    pid: None,
+                    started_at: started,
+                    finished_at: now,
+                    duration_ms: now.millis_since(started).max(0),
+                }
+            }
+        }
+    }
+
+    /// Records a finished run under its fence (SPEC §3.3): released when a
+    /// shutdown interrupted it, else finalized, together with its loop's
+    /// advance unless this is an ad-hoc manual run.
+    ///
+    /// `None` when the run's row no longer exists (its loop was deleted with
+    /// its history while it ran): that is reported through `on_error` and
+    /// the other runs go on.
+    fn finish(
+        &mut self,
+        done: &InFlight,
+        result: &ExecutorResult,
+    ) -> Result<Option<LoopRun>, SchedulerError> {
+        let now = self.opts.clock.now();
+        if done.interrupted && result.status != ExecutorStatus::Succeeded {
+            // SPEC §9 item 17: a run the shutdown cut short does not count.
+            return match self
+                .store
+                .release_run(&done.run.id, result, self.opts.runner_id, now)?
+            {
+                Some(released) => Ok(Some(released.run)),
+                None => Ok(self.store.get_run(&done.run.id)?),
+            };
+        }
+        let fence = Fence::new(self.opts.runner_id);
+        let stored = match self.opts.mode {
+            FinalizeMode::Advance => self
+                .store
+                .finalize_and_advance(&done.run.id, result, &fence, now)
+                .map(|f| f.run),
+            FinalizeMode::FinalizeOnly => {
+                self.store
+                    .finalize_run(&done.run.id, result, Some(&fence), now)
+            }
+        };
+        match stored {
+            Ok(run) => Ok(Some(run)),
+            Err(e @ StoreError::Vanished { .. }) => {
+                self.report_error(&done.work.lp, &e.to_string());
+                self.vanished.get_or_insert(e);
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Records `done` with `result` inside the store batch under way. The
+    /// run is settled once the batch commits ([`Dispatcher::settle_landed`]);
+    /// a transient store error (a full disk, an I/O error) keeps the result
+    /// to be tried again instead of losing it until the lease expires.
+    pub(super) fn record(
+        &mut self,
+        done: InFlight,
+        result: ExecutorResult,
+    ) -> Result<(), SchedulerError> {
+        match self.finish(&done, &result) {
+            Ok(stored) => {
+                self.landed.push((done, result, stored));
+                Ok(())
+            }
+            Err(SchedulerError::Store(e)) if e.is_transient() && !self.giving_up() => {
+                self.defer(done, result, &e);
+                Ok(())
+            }
+            Err(e) => {
+                self.settle(done, None);
+                Err(e)
+            }
+        }
+    }
+
+    /// A tick or run-now that was told to stop stops retrying finalizes
+    /// (the daemon retries until they land, also while it stops).
+    fn giving_up(&self) -> bool {
+        self.opts.stop.is_some_and(CancelToken::is_cancelled)
+    }
+
+    /// Keeps the result of `done`, whose finalize failed with `error`, to
+    /// try it again after a backoff (100 ms doubling to 5 s). Only the first
+    /// failure is reported, so a long outage costs one log line.
+    fn defer(&mut self, mut done: InFlight, result: ExecutorResult, error: &StoreError) {
+        let (failures, delay) = match &done.unrecorded {
+            Some(u) => (u.failures + 1, (u.delay * 2).min(FINALIZE_RETRY_MAX)),
+            None => (1, FINALIZE_RETRY_FIRST),
+        };
+        if failures == 1 {
+            self.report_error(
+                &done.work.lp,
+                &format!(
+                    "recording run {} failed, retrying until it succeeds: {error}",
+                    done.run.id
+                ),
+            );
+        }
+        done.unrecorded = Some(Unrecorded {
+            result,
+            failures,
+            delay,
+            retry_at: Instant::now() + delay,
+        });
+        self.inflight.insert(done.run.id, done);
+    }
+
+    /// Settles the runs recorded in the batch that just committed.
+    fn settle_landed(&mut self) {
+        for (done, _, stored) in std::mem::take(&mut self.landed) {
+            self.settle(done, stored);
+        }
+    }
+
+    /// Tries again the finalizes that are due (see [`Dispatcher::record`]),
+    /// each in its own transaction.
+    fn retry_unrecorded(&mut self) -> Result<(), SchedulerError> {
+        let now = Instant::now();
+        let due: Vec<_> = self
+            .inflight
+            .iter()
+            .filter(|(_, f)| f.unrecorded.as_ref().is_some_and(|u| u.retry_at <= now))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in due {
+            let Some(mut done) = self.inflight.remove(&id) else {
+                continue;
+            };
+            let Some(unrecorded) = done.unrecorded.take() else {
+                continue;
+            };
+            let result = unrecorded.result.clone();
+            done.unrecorded = Some(unrecorded);
+            let recorded = self.record(done, result);
+            self.settle_landed();
+            recorded?;
+        }
+        Ok(())
+    }
+
+    /// Renews the leases whose heartbeat is due. A run whose lease was lost
+    /// (recovered or taken over by another runner) is cancelled: its result
+    /// could no longer be recorded, and its slot may already run elsewhere.
+    ///
+    /// Finalizes that failed on a transient store error are tried again
+    /// here first, when due.
+    pub(crate) fn heartbeat(&mut self) -> Result<(), StoreError> {
+        if let Err(e) = self.retry_unrecorded() {
+            return Err(match e {
+                SchedulerError::Store(e) => e,
+                other => StoreError::Encode(other.to_string()),
+            });
+        }
+        let now_instant = Instant::now();
+        for f in self.inflight.values_mut() {
+            if f.next_heartbeat > now_instant {
+                continue;
+            }
+            f.next_heartbeat = now_instant + f.period;
+            let now = self.opts.clock.now();
+            let renewed = self.store.heartbeat_run_lease(
+                &f.run.id,
+                self.opts.runner_id,
+                f.work.lp.lease_ms,
+                now,
+            )?;
+            if renewed.is_none() {
+                f.cancel.cancel(loops_workflow::RUN_LEASE_LOST);
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies `first` and the reports already waiting behind it (at most
+    /// [`BATCH_REPORTS`]) in one store batch: one commit for many finished
+    /// runs. `on_result` sees each report's outcome and decides whether an
+    /// error stops the batch (tick) or is only logged (daemon); the
+    /// operations that succeeded are committed either way. A wake-up or a
+    /// stop writes nothing, so it takes no write lock.
+    pub(crate) fn handle_waiting(
+        &mut self,
+        first: Report,
+        mut on_result: impl FnMut(Result<(), SchedulerError>) -> Result<(), SchedulerError>,
+    ) -> Result<(), SchedulerError> {
+        if matches!(first, Report::Wake | Report::Stop) {
+            return on_result(self.handle(first));
+        }
+        // Taken off the channel before the batch begins: a batch that
+        // cannot begin (a busy database) must not lose them.
+        let mut reports = vec![first];
+        while reports.len() < BATCH_REPORTS {
+            match self.poll() {
+                Some(report) => reports.push(report),
+                None => break,
+            }
+        }
+        let store = self.store;
+        let mut left = reports.into_iter();
+        let applied = store.batch(|| {
+            for report in left.by_ref() {
+                on_result(self.handle(report))?;
+            }
+            Ok(())
+        });
+        match applied {
+            Err(SchedulerError::Store(e)) if e.is_transient() && !self.giving_up() => {
+                // Nothing of the batch committed (a full disk fails the
+                // commit): every run it recorded is tried again, and so is
+                // every run whose report it did not reach.
+                for (done, result, _) in std::mem::take(&mut self.landed) {
+                    self.defer(done, result, &e);
+                }
+                for report in left {
+                    if let Report::Done(id, outcome) = report
+                        && let Some(done) = self.inflight.remove(&id)
+                    {
+                        let result = self.result_of(&done, outcome);
+                        self.defer(done, result, &e);
+                    }
+                }
+                // Reported once per run by `defer`; the runner goes on.
+                Ok(())
+            }
+            other => {
+                self.settle_landed();
+                other
+            }
+        }
+    }
+
+    /// Cancels the runs in flight once the stop token fired (tick, run-now).
+    fn cancel_if_stopped(&mut self) {
+        if self.stop_sent {
+            return;
+        }
+        let Some(reason) = self.opts.stop.and_then(CancelToken::reason) else {
+            return;
+        };
+        self.stop_sent = true;
+        self.cancel_all(&reason);
+    }
+
+    /// Cancels every run in flight with `reason`; each is recorded as it
+    /// ends.
+    pub(crate) fn cancel_all(&self, reason: &str) {
+        for f in self.inflight.values() {
+            f.cancel.cancel(reason);
+        }
+    }
+
+    /// Stops starting slots and forgets the queued ones: they were never
+    /// claimed, so they stay due for the next runner (SPEC §9 item 17).
+    pub(crate) fn drain_queue(&mut self) {
+        self.draining = true;
+        self.queue.clear();
+        for b in self.busy.values_mut() {
+            b.next_overlap = None;
+        }
+    }
+
+    /// Cancels every run in flight for a shutdown: each is released rather
+    /// than finalized when it ends without succeeding (SPEC §9 item 17).
+    pub(crate) fn interrupt_all(&mut self, reason: &str) {
+        // A run that already ended and waits for its finalize is recorded as
+        // it ended.
+        for f in self
+            .inflight
+            .values_mut()
+            .filter(|f| f.unrecorded.is_none())
+        {
+            f.interrupted = true;
+            f.cancel.cancel(reason);
+        }
+    }
+
+    /// Runs queued slots and waits for every run to be recorded (what a
+    /// tick does after planning).
+    pub(crate) fn run_to_idle(&mut self) -> Result<(), SchedulerError> {
+        let outcome = self.drive_to_idle();
+        if let Err(e) = &outcome {
+            // Nobody is left to heartbeat or finalize these runs: stop them
+            // now rather than let them run unobserved until their leases
+            // expire. The scope joins their threads.
+            self.cancel_all(&format!("runner failed: {e}"));
+        }
+        outcome
+    }
+
+    fn drive_to_idle(&mut self) -> Result<(), SchedulerError> {
+        loop {
+            self.start_ready()?;
+            if self.inflight.is_empty() {
+                return Ok(());
+            }
+            self.cancel_if_stopped();
+            let wait = self
+                .next_heartbeat()
+                .map_or(Duration::from_millis(10), |t| {
+                    t.saturating_duration_since(Instant::now())
+                });
+            let report = self.wait(wait);
+            // Renew due leases whatever woke us: a steady stream of reports
+            // must not starve the heartbeats.
+            self.heartbeat()?;
+            if let Some(report) = report {
+                self.handle_waiting(report, |result| result)?;
+            }
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! The seam between the scheduler and processes: a [`RunExecutor`] turns one
+//! claimed loop run into an [`ExecutorResult`] (SPEC §3.3 "execute", §6.8
+//! `executeLoopTarget`, §8 "execute override").
+//!
+//! The scheduler never spawns anything itself. Production uses
+//! [`ProcessExecutor`], which hands command and agent targets to
+//! `loops_exec` and runs workflow targets through
+//! [`execute_workflow`]; tests pass a fake that
+//! returns canned results, so a tick runs without a single process.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use loops_core::{
+    ExecutorResult, Loop, LoopRun, ProcessRef, Target, WorkflowTarget, loop_workflow_key,
+};
+use loops_exec::{CancelToken, RunMetadata, SPAWN_ID_VAR, SystemProbe, execute_target};
+use loops_store::Store;
+
+use loops_core::Clock;
+use loops_workflow::ExecSettings;
+use loops_workflow::{WorkflowRunOptions, execute_workflow};
+
+/// What an executor may do while a run executes.
+pub struct RunControl<'a> {
+    /// Cancelled when the run must stop: its lease was lost, or the runner
+    /// is shutting down. The executor kills its process group then; a
+    /// workflow run is recorded cancelled with the token's reason.
+    pub cancel: CancelToken,
+    /// Reports the spawned child, so its identity is recorded on the run.
+    pub on_spawn: &'a (dyn Fn(ProcessRef) + Sync),
+    /// The spawn id every process of the run is to carry in
+    /// `LOOPS_SPAWN_ID` (the runner records it with the run), so that the
+    /// recovery after a crash also finds the processes that left the run's
+    /// process group.
+    pub spawn_id: Option<&'a str>,
+}
+
+/// Executes one claimed loop run.
+///
+/// `Err` is for failures of loops itself before or around the run (an
+/// account that cannot be resolved, a workflow that does not exist); the
+/// scheduler records them as a failed run with that message and empty
+/// output (SPEC §3.3 "thrown error"). A target that runs and fails is an
+/// `Ok` result with status failed.
+pub trait RunExecutor: Send + Sync {
+    /// Runs `run` of loop `lp` to completion.
+    fn execute(
+        &self,
+        lp: &Loop,
+        run: &LoopRun,
+        control: &RunControl<'_>,
+    ) -> Result<ExecutorResult, String>;
+}
+
+/// The production executor: command and agent targets become processes
+/// through `loops_exec::execute_target`; workflow targets run their stored
+/// workflow (SPEC §6.8), which needs the database ([`with_database`]).
+///
+/// [`with_database`]: ProcessExecutor::with_database
+pub struct ProcessExecutor<'a> {
+    /// Where `startedAt`/`finishedAt` come from.
+    pub clock: &'a dyn Clock,
+    /// Environment, output cap and kill grace of every child.
+    pub exec: ExecSettings,
+    /// The database workflow targets read their workflow from and record
+    /// their runs in; `None` fails workflow targets.
+    pub database: Option<PathBuf>,
+}
+
+impl<'a> ProcessExecutor<'a> {
+    /// An executor with the SPEC defaults and no database.
+    pub fn new(clock: &'a dyn Clock) -> ProcessExecutor<'a> {
+        ProcessExecutor {
+            clock,
+            exec: ExecSettings::default(),
+            database: None,
+        }
+    }
+
+    /// An executor with the SPEC defaults whose workflow targets use the
+    /// database file `store` was opened on (none for an in-memory store).
+    pub fn for_store(clock: &'a dyn Clock, store: &Store) -> ProcessExecutor<'a> {
+        ProcessExecutor {
+            database: store.path().map(Path::to_owned),
+            ..ProcessExecutor::new(clock)
+        }
+    }
+
+    /// Runs workflow targets against the database file at `path`. Each
+    /// workflow run opens its own connection to it on the run's worker
+    /// thread, since a store handle cannot be shared between threads.
+    pub fn with_database(mut self, path: impl Into<PathBuf>) -> ProcessExecutor<'a> {
+        self.database = Some(path.into());
+        self
+    }
+
+    /// SPEC §6.8: runs the loop's workflow under the key of this slot and
+    /// attempt, with the target's timeout.
+    fn execute_workflow_target(
+        &self,
+        target: &WorkflowTarget,
+        lp: &Loop,
+        run: &LoopRun,
+        control: &RunControl<'_>,
+    ) -> Result<ExecutorResult, String> {
+        let Some(path) = self.database.as_deref() else {
+            return Err(format!(
+                "cannot run workflow {}: this runner was started without a database",
+                target.workflow_id
+            ));
+        };
+        let store = open_store(path)?;
+        // By id only: archived workflows still run (SPEC §4.3).
+        let workflow = store
+            .get_workflow(&target.workflow_id)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("workflow not found: {}", target.workflow_id))?;
+        let opts = WorkflowRunOptions {
+            exec: with_spawn_id(&self.exec, control.spawn_id),
+            stop: Some(&control.cancel),
+            idempotency_key: Some(loop_workflow_key(&lp.id, run.scheduled_for, run.attempt)),
+            loop_context: Some((lp, run)),
+            timeout_ms: target.timeout_ms,
+            on_spawn: Some(control.on_spawn),
+            ..WorkflowRunOptions::new(self.clock)
+        };
+        execute_workflow(&store, &workflow, &opts)
+            .map(|outcome| outcome.result)
+            .map_err(|e| e.to_string())
+    }
+}
+
+fn open_store(path: &Path) -> Result<Store, String> {
+    Store::open(path, Arc::new(SystemProbe)).map_err(|e| e.to_string())
+}
+
+/// `exec` with `spawn_id` added to the `LOOPS_SPAWN_ID` of its base
+/// environment, after the spawn ids of the runs this runner is itself part
+/// of. Each spawn then adds its own cookie behind them (loops-exec's
+/// `cookie.rs`), and a scan for any of them finds the process.
+fn with_spawn_id(exec: &ExecSettings, spawn_id: Option<&str>) -> ExecSettings {
+    let mut exec = exec.clone();
+    let Some(spawn_id) = spawn_id else {
+        return exec;
+    };
+    let env = exec
+        .base_env
+        .get_or_insert_with(|| loops_exec::process_env().clone());
+    let value = loops_exec::chain_spawn_id(env.get(SPAWN_ID_VAR).map(String::as_str), spawn_id);
+    env.insert(SPAWN_ID_VAR.to_owned(), value);
+    exec
+}
+
+impl RunExecutor for ProcessExecutor<'_> {
+    fn execute(
+        &self,
+        lp: &Loop,
+        run: &LoopRun,
+        control: &RunControl<'_>,
+    ) -> Result<ExecutorResult, String> {
+        let target = match &lp.target {
+            Target::Workflow(w) => return self.execute_workflow_target(w, lp, run, control),
+            Target::Command(c) => loops_core::ProcessTarget::Command(c.clone()),
+            Target::Agent(a) => loops_core::ProcessTarget::Agent(a.clone()),
+        };
+        let exec = with_spawn_id(&self.exec, control.spawn_id);
+        let opts = exec.options(self.clock, Some(control.cancel.clone()));
+        execute_target(
+            &target,
+            &RunMetadata::for_loop_run(lp, run),
+            &opts,
+            &mut |p| (control.on_spawn)(p),
+        )
+        .map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,34 @@
+//! The loops scheduler: the tick, run-now, the dispatcher and the daemon's
+//! serve loop (SPEC §3, §7.6).
+//!
+//! This crate composes the store, the executor and the workflow runner:
+//! [`tick`] plans due slots, claims them, executes them through a
+//! [`RunExecutor`] and finalizes each run together with its loop's advance;
+//! [`run_now`] runs one manual slot. [`run_daemon`] keeps one dispatcher for
+//! its whole life under the database lease, with crash recovery, wake-ups
+//! and a graceful stop. Time comes from a [`Clock`](loops_core::Clock), so
+//! tests drive ticks with a `ManualClock` and a fake executor.
+//! [`ProcessExecutor`] is the production executor: commands and agents
+//! through `loops_exec`, workflows through `loops_workflow`.
+//!
+//! The commands around the daemon (start, stop, status, logs, install,
+//! doctor) are OS glue and live in the CLI.
+//!
+//! Architecture invariant: nothing here spawns processes or writes SQL
+//! directly; those go through `loops_exec` and `loops_store`.
+
+mod daemon;
+mod dispatch;
+mod executor;
+mod scheduler;
+
+pub use crate::daemon::{
+    DEFAULT_GRACE, DEFAULT_LEASE_TTL, DEFAULT_MAX_SLEEP, DaemonError, DaemonExit, DaemonOptions,
+    DaemonPaths, LOG_FILE, PID_FILE, PidRecord, SOCKET_FILE, notify_daemon, read_pid,
+    read_pid_record, remove_pid_if, request_stop, run_daemon,
+};
+pub use crate::executor::{ProcessExecutor, RunControl, RunExecutor};
+pub use crate::scheduler::{
+    DEFAULT_MAX_PARALLEL, SchedulerError, TickOptions, TickResult, heartbeat_period,
+    manual_run_scheduled_for, run_now, should_advance_manual_run, tick,
+};
