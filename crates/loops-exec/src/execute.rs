@@ -160,16 +160,10 @@ pub fn execute_target(
     // SPEC §5.7: startedAt is taken before the environment is resolved.
     let started_at = opts.clock.now();
     let start = Instant::now();
+    // Nothing ran, so nothing lasted: the duration is 0 whatever the clock.
     let not_started = |error: String| ExecutorResult {
-        status: ExecutorStatus::Failed,
-        exit_code: None,
-        stdout: String::new(),
-        stderr: String::new(),
-        error: Some(error),
-        pid: None,
-        started_at,
-        finished_at: opts.clock.now(),
         duration_ms: 0,
+        ..ExecutorResult::failed(error, started_at, opts.clock.now())
     };
     let cancelled = || opts.cancel.as_ref().and_then(CancelToken::reason);
     if let Some(reason) = cancelled() {

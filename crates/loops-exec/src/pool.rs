@@ -12,7 +12,15 @@
 //! *after* counting the job as finished. So by the time the caller hears
 //! that a job is done, its thread is free, and a job submitted in answer
 //! never waits for a thread or starts one more.
+//!
+//! A job that panics still reports: the pool catches the panic and sends
+//! the report the caller supplied for it, built from the panic's message.
+//! Both callers wait for one report per job (and heartbeat the leases of
+//! what runs meanwhile), so a job that never reported would hold them up
+//! forever. The worker thread survives the panic and takes the next job.
 
+use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -56,13 +64,26 @@ impl<'scope, 'env, R: Send + 'scope> Pool<'scope, 'env, R> {
         }
     }
 
-    /// Runs `job` on a free worker, starting one if none is free.
-    pub fn submit(&mut self, job: impl FnOnce() -> R + Send + 'scope) {
+    /// Runs `job` on a free worker, starting one if none is free. If `job`
+    /// panics, `on_panic` is called on the worker with the panic's message
+    /// and its report is sent instead.
+    ///
+    /// Whatever `job` shares with the caller must stay usable after a
+    /// panic: the caller goes on with it, as it would after any failed job.
+    pub fn submit(
+        &mut self,
+        job: impl FnOnce() -> R + Send + 'scope,
+        on_panic: impl FnOnce(String) -> R + Send + 'scope,
+    ) {
         self.submitted += 1;
         let running = self.submitted - self.shared.finished.load(Ordering::Acquire);
         if running > self.threads {
             self.start_thread();
         }
+        let job = move || {
+            catch_unwind(AssertUnwindSafe(job))
+                .unwrap_or_else(|panic| on_panic(panic_message(&*panic)))
+        };
         // The receiver lives as long as `shared`, which this pool holds.
         let _ = self.jobs.send(Box::new(job));
     }
@@ -97,6 +118,17 @@ impl<'scope, 'env, R: Send + 'scope> Pool<'scope, 'env, R> {
     }
 }
 
+/// The message of a caught panic: its text when it is a string (what
+/// `panic!` makes), else a placeholder.
+fn panic_message(panic: &(dyn Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("non-string panic payload")
+        .to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,7 +142,7 @@ mod tests {
             // One at a time: each job is done before the next is submitted,
             // so one thread serves them all.
             for i in 0..20 {
-                pool.submit(move || i * 2);
+                pool.submit(move || i * 2, |_| unreachable!());
                 assert_eq!(rx.recv().unwrap(), i * 2);
             }
             assert_eq!(pool.threads(), 1);
@@ -126,19 +158,42 @@ mod tests {
             // Four jobs that can only finish together need four threads.
             for i in 0..4 {
                 let barrier = &barrier;
-                pool.submit(move || {
-                    barrier.wait();
-                    i
-                });
+                pool.submit(
+                    move || {
+                        barrier.wait();
+                        i
+                    },
+                    |_| unreachable!(),
+                );
             }
             let mut got: Vec<i32> = (0..4).map(|_| rx.recv().unwrap()).collect();
             got.sort_unstable();
             assert_eq!(got, [0, 1, 2, 3]);
             assert_eq!(pool.threads(), 4);
             // All four are free again: a fifth job starts no thread.
-            pool.submit(|| 9);
+            pool.submit(|| 9, |_| unreachable!());
             assert_eq!(rx.recv().unwrap(), 9);
             assert_eq!(pool.threads(), 4);
+        });
+    }
+
+    #[test]
+    fn a_panicking_job_reports_through_on_panic_and_its_thread_goes_on() {
+        let (tx, rx) = mpsc::channel();
+        std::thread::scope(|s| {
+            let mut pool = Pool::new(s, tx);
+            let failed = |message: String| format!("panicked: {message}");
+            pool.submit(|| panic!("static text"), failed);
+            assert_eq!(rx.recv().unwrap(), "panicked: static text");
+            let n = 7;
+            pool.submit(move || panic!("formatted {n}"), failed);
+            assert_eq!(rx.recv().unwrap(), "panicked: formatted 7");
+            pool.submit(|| std::panic::panic_any(42_u8), failed);
+            assert_eq!(rx.recv().unwrap(), "panicked: non-string panic payload");
+            // The thread that caught them runs the next job.
+            pool.submit(|| "fine".to_owned(), failed);
+            assert_eq!(rx.recv().unwrap(), "fine");
+            assert_eq!(pool.threads(), 1);
         });
     }
 }

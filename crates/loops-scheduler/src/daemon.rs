@@ -65,142 +65,21 @@
 //!   daemon then applies the loop's overlap policy to its own next slot.
 //! - `resume` of a loop the daemon is running changes nothing until the run
 //!   is recorded.
+//!
+//! **Modules.** `options.rs` is what [`run_daemon`] is given, `run.rs` the
+//! serve loop and its shutdown, `recover.rs` the start-up recovery,
+//! `wake.rs` the socket and `pidfile.rs` the pid file; imports go one way,
+//! from `run.rs` to the others.
 
+mod options;
 mod pidfile;
 mod recover;
 mod run;
 mod wake;
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-use loops_core::Timestamp;
-use loops_exec::CancelToken;
-use loops_store::{DB_FILE, StoreError};
-
-use crate::executor::RunExecutor;
-use loops_core::Clock;
-
+pub use self::options::{
+    DEFAULT_GRACE, DEFAULT_LEASE_TTL, DEFAULT_MAX_SLEEP, DaemonOptions, DaemonPaths, LOG_FILE,
+};
 pub use self::pidfile::{PID_FILE, PidRecord, read_pid, read_pid_record, remove_pid_if};
-pub use self::run::run_daemon;
+pub use self::run::{DaemonError, DaemonExit, run_daemon};
 pub use self::wake::{SOCKET_FILE, notify_daemon, request_stop};
-
-/// The daemon log's name inside the data directory.
-pub const LOG_FILE: &str = "daemon.log";
-
-/// How long runs in flight may take to finish when the daemon stops.
-pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
-/// The longest the daemon sleeps without looking at the clock and the
-/// database.
-pub const DEFAULT_MAX_SLEEP: Duration = Duration::from_secs(60);
-/// How long the daemon lease lasts without a heartbeat (renewed every
-/// third of it).
-pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(60);
-
-/// The files of a data directory the daemon uses (SPEC §7.6).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DaemonPaths {
-    /// The data directory.
-    pub data_dir: PathBuf,
-}
-
-impl DaemonPaths {
-    /// The paths under `data_dir`.
-    pub fn new(data_dir: impl Into<PathBuf>) -> DaemonPaths {
-        DaemonPaths {
-            data_dir: data_dir.into(),
-        }
-    }
-
-    /// `loops.db`.
-    pub fn database(&self) -> PathBuf {
-        self.data_dir.join(DB_FILE)
-    }
-
-    /// `daemon.pid`.
-    pub fn pid_file(&self) -> PathBuf {
-        self.data_dir.join(PID_FILE)
-    }
-
-    /// `daemon.log`.
-    pub fn log_file(&self) -> PathBuf {
-        self.data_dir.join(LOG_FILE)
-    }
-
-    /// `daemon.sock`.
-    pub fn socket(&self) -> PathBuf {
-        self.data_dir.join(SOCKET_FILE)
-    }
-
-    /// The data directory.
-    pub fn dir(&self) -> &Path {
-        &self.data_dir
-    }
-}
-
-/// Everything [`run_daemon`] needs.
-pub struct DaemonOptions<'a> {
-    /// Where the pid file, socket and log live.
-    pub paths: &'a DaemonPaths,
-    /// Where "now" comes from.
-    pub clock: &'a dyn Clock,
-    /// Runs the claimed runs.
-    pub executor: &'a dyn RunExecutor,
-    /// Cancelled to stop the daemon (SIGINT, SIGTERM, `loops daemon stop`).
-    pub stop: &'a CancelToken,
-    /// Receives every log line, without its timestamp.
-    pub log: &'a dyn Fn(&str),
-    /// Called with each sleep before the daemon blocks, so tests can check
-    /// the wake-up plan and move a manual clock.
-    pub on_sleep: Option<&'a dyn Fn(Duration)>,
-    /// This host's name, for the lease and the runner id.
-    pub host: String,
-    /// This process's pid, for the lease and the runner id.
-    pub pid: u32,
-    /// Most runs executing at once.
-    pub max_parallel: usize,
-    /// How long runs in flight may take to finish on stop.
-    pub grace: Duration,
-    /// The longest sleep without looking at the clock and the database.
-    pub max_sleep: Duration,
-    /// The daemon lease's time to live.
-    pub lease_ttl: Duration,
-    /// SIGTERM-to-SIGKILL time for an orphaned process group.
-    pub orphan_grace: Duration,
-}
-
-/// Why [`run_daemon`] could not run.
-#[derive(Debug, thiserror::Error)]
-pub enum DaemonError {
-    /// Another daemon holds the database lease.
-    #[error("another loops daemon holds the database lease: pid {pid} on {host} since {since}")]
-    LeaseHeld {
-        /// The holder's pid.
-        pid: u32,
-        /// The holder's host.
-        host: String,
-        /// When the holder took the lease.
-        since: Timestamp,
-    },
-    /// The store failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// A daemon file could not be written. The OS error is part of the
-    /// message, not a `source`, so a printed chain does not repeat it.
-    #[error("cannot write {path}: {error}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The OS error.
-        error: std::io::Error,
-    },
-}
-
-/// How [`run_daemon`] ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DaemonExit {
-    /// Why it stopped: the stop token's reason, or `daemon lease lost`.
-    pub reason: String,
-    /// Runs cut short by the end of the grace period.
-    pub interrupted: usize,
-}

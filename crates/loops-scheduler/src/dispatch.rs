@@ -11,9 +11,12 @@
 //! `tick` drives one dispatcher until it is idle; the daemon keeps one for
 //! its whole life and drives it continuously, so a slow run never holds up
 //! another loop's slot (SPEC §9 item 1). Everything that reaches the store
-//! thread arrives on one channel ([`Report`]): worker reports, a stop, and
-//! the daemon's wake-ups, so the thread blocks in one place with one
-//! deadline.
+//! thread arrives on one channel ([`Report`]): worker reports, the wake-up
+//! of a cancelled stop token, and the daemon's wake-ups and stop requests,
+//! so the thread blocks in one place with one deadline.
+//!
+//! The dispatcher builds the [`TickResult`] and fails only with a
+//! [`StoreError`]; `scheduler.rs` turns that into a `SchedulerError`.
 //!
 //! Invariants:
 //! - the slots of one loop start one at a time, in order; a loop with work
@@ -27,9 +30,7 @@
 mod overlap;
 mod record;
 
-use std::any::Any;
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread::Scope;
 use std::time::{Duration, Instant};
@@ -40,11 +41,52 @@ use loops_core::{
 };
 use loops_exec::{CancelToken, Subscription};
 use loops_store::{Claim, NotClaimed, Store, StoreError};
+use serde::Serialize;
 
-use crate::executor::{RunControl, RunExecutor};
-use crate::scheduler::{SchedulerError, TickResult, heartbeat_period};
+use crate::executor::{RunControl, RunError, RunExecutor};
 use loops_core::Clock;
 use loops_exec::Pool;
+
+/// What a tick did (SPEC §3.1 step 7). The JSON has exactly these keys.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TickResult {
+    /// Runs left running (only in fence and skip edge cases).
+    pub claimed: Vec<LoopRun>,
+    /// Runs that finished.
+    pub completed: Vec<LoopRun>,
+    /// Overlap skips.
+    pub skipped: Vec<LoopRun>,
+    /// Runs abandoned by lease recovery.
+    pub recovered: Vec<LoopRun>,
+    /// Loops that expired.
+    pub expired: Vec<Loop>,
+}
+
+impl TickResult {
+    /// True when the tick changed nothing.
+    pub fn is_empty(&self) -> bool {
+        self.claimed.is_empty()
+            && self.completed.is_empty()
+            && self.skipped.is_empty()
+            && self.recovered.is_empty()
+            && self.expired.is_empty()
+    }
+
+    /// Sorts a run into the result (SPEC §3.1 step 5).
+    pub(crate) fn sort(&mut self, run: LoopRun) {
+        match run.status {
+            RunStatus::Running => self.claimed.push(run),
+            RunStatus::Skipped => self.skipped.push(run),
+            _ => self.completed.push(run),
+        }
+    }
+}
+
+/// The heartbeat period of a run lease: `max(10, min(60000, ⌊leaseMs/3⌋))`
+/// milliseconds (SPEC §3.3).
+pub fn heartbeat_period(lease_ms: u64) -> Duration {
+    Duration::from_millis((lease_ms / 3).clamp(10, 60_000))
+}
 
 /// How a finished run is recorded.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -57,14 +99,19 @@ pub(crate) enum FinalizeMode {
 
 /// A message to the store-owning thread.
 pub(crate) enum Report {
-    /// Something may have changed in the database: look again.
+    /// Something may have changed (the database, a stop token): look again.
     Wake,
-    /// A stop token was cancelled.
-    Stop,
+    /// `loops daemon stop` asks the daemon to stop, letting runs in flight
+    /// finish within `grace` (the daemon's own grace when `None`). Only the
+    /// daemon gets these, and handles them itself.
+    Stop {
+        /// The grace period the request asks for.
+        grace: Option<Duration>,
+    },
     /// A worker's child was spawned.
     Spawned(RunId, ProcessRef),
     /// A worker finished its run.
-    Done(RunId, Result<ExecutorResult, String>),
+    Done(RunId, Result<ExecutorResult, RunError>),
 }
 
 /// What a dispatcher is configured with.
@@ -152,6 +199,9 @@ pub(crate) struct Dispatcher<'scope, 'env> {
     opts: DispatchOptions<'env>,
     tx: Sender<Report>,
     rx: Receiver<Report>,
+    /// A stop request that ended a batch of reports, for the next
+    /// [`Dispatcher::poll`] or [`Dispatcher::wait`].
+    held: Option<Report>,
     _stop_wake: Option<Subscription>,
     queue: VecDeque<LoopWork>,
     inflight: HashMap<RunId, InFlight>,
@@ -181,7 +231,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
         let stop_wake = opts.stop.map(|stop| {
             let tx = tx.clone();
             stop.subscribe(move || {
-                let _ = tx.send(Report::Stop);
+                let _ = tx.send(Report::Wake);
             })
         });
         Dispatcher {
@@ -190,6 +240,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
             opts,
             tx,
             rx,
+            held: None,
             _stop_wake: stop_wake,
             queue: VecDeque::new(),
             inflight: HashMap::new(),
@@ -244,7 +295,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
     /// The daemon plans due slots only while its queue is empty: queued work
     /// means every worker is busy, and whatever else is due would only wait
     /// behind it.
-    pub(crate) fn plan(&mut self, due: bool) -> Result<(), SchedulerError> {
+    pub(crate) fn plan(&mut self, due: bool) -> Result<(), StoreError> {
         let now = self.opts.clock.now();
         for recovered in self.store.recover_expired_run_leases(now)? {
             self.result.recovered.push(recovered.run);
@@ -280,7 +331,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
         lp: &Loop,
         error: &str,
         now: Timestamp,
-    ) -> Result<(), SchedulerError> {
+    ) -> Result<(), StoreError> {
         let reason = format!(
             "schedule cannot be planned: {error}; loop paused \
              (remove it and create it again with a valid schedule)"
@@ -317,7 +368,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
     /// the claims of one round share one store transaction, so many slots
     /// due at the same instant all start on time, and only then are their
     /// workers started.
-    pub(crate) fn start_ready(&mut self) -> Result<(), SchedulerError> {
+    pub(crate) fn start_ready(&mut self) -> Result<(), StoreError> {
         let max_parallel = self.opts.max_parallel.max(1);
         while !self.stopping() {
             let room = max_parallel.saturating_sub(self.inflight.len());
@@ -402,14 +453,14 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
         let spawn_tx = self.tx.clone();
         let executor = self.opts.executor;
         let spawn_id = loops_exec::new_spawn_id();
+        let run_id = run.id;
         let (lp, worker_run, worker_cancel, worker_spawn_id) = (
             work.lp.clone(),
             run.clone(),
             cancel.clone(),
             spawn_id.clone(),
         );
-        self.pool.submit(move || {
-            let run_id = worker_run.id;
+        let job = move || {
             let on_spawn = move |p: ProcessRef| {
                 // The receiver lives until every worker is done.
                 let _ = spawn_tx.send(Report::Spawned(run_id, p));
@@ -419,15 +470,13 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                 on_spawn: &on_spawn,
                 spawn_id: Some(&worker_spawn_id),
             };
-            // A panicking executor must still report back: without a `Done`
-            // the dispatcher would wait, and heartbeat the lease, forever.
-            // The panic becomes a failed run.
-            let outcome = catch_unwind(AssertUnwindSafe(|| {
-                executor.execute(&lp, &worker_run, &control)
-            }))
-            .unwrap_or_else(|panic| Err(format!("executor panicked: {}", panic_message(&*panic))));
-            Report::Done(run_id, outcome)
-        });
+            Report::Done(run_id, executor.execute(&lp, &worker_run, &control))
+        };
+        // A panicking executor must still report back: without a `Done` the
+        // dispatcher would wait, and heartbeat the lease, forever. The pool
+        // catches the panic, and it becomes a failed run.
+        let panicked = move |message| Report::Done(run_id, Err(RunError::Panicked(message)));
+        self.pool.submit(job, panicked);
         let last_slot = work
             .slots
             .back()
@@ -465,13 +514,15 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
     }
 
     /// Waits up to `timeout` for the next report.
-    pub(crate) fn wait(&self, timeout: Duration) -> Option<Report> {
-        self.rx.recv_timeout(timeout).ok()
+    pub(crate) fn wait(&mut self, timeout: Duration) -> Option<Report> {
+        self.held
+            .take()
+            .or_else(|| self.rx.recv_timeout(timeout).ok())
     }
 
     /// A report that is already waiting, without blocking.
-    pub(crate) fn poll(&self) -> Option<Report> {
-        self.rx.try_recv().ok()
+    pub(crate) fn poll(&mut self) -> Option<Report> {
+        self.held.take().or_else(|| self.rx.try_recv().ok())
     }
 
     /// When the next run lease is due for renewal, or the next finalize
@@ -487,7 +538,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
     }
 
     /// Applies a worker's report. Wake-ups and stops are the caller's.
-    pub(crate) fn handle(&mut self, report: Report) -> Result<(), SchedulerError> {
+    pub(crate) fn handle(&mut self, report: Report) -> Result<(), StoreError> {
         match report {
             Report::Spawned(id, process) => {
                 let now = self.opts.clock.now();
@@ -507,7 +558,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                 let result = self.result_of(&done, outcome);
                 return self.record(done, result);
             }
-            Report::Wake | Report::Stop => {}
+            Report::Wake | Report::Stop { .. } => {}
         }
         Ok(())
     }
@@ -550,25 +601,5 @@ impl Drop for Dispatcher<'_, '_> {
         // Normally nothing is in flight here. If something is (an error
         // path), its worker is joined when the scope ends, so it must stop.
         self.cancel_all("runner stopped");
-    }
-}
-
-/// The message of a caught panic, when it is a string.
-fn panic_message(panic: &(dyn Any + Send)) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("non-string panic payload")
-}
-
-impl TickResult {
-    /// Sorts a run into the result (SPEC §3.1 step 5).
-    pub(crate) fn sort(&mut self, run: LoopRun) {
-        match run.status {
-            RunStatus::Running => self.claimed.push(run),
-            RunStatus::Skipped => self.skipped.push(run),
-            _ => self.completed.push(run),
-        }
     }
 }

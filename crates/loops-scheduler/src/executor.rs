@@ -12,14 +12,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use loops_core::{
-    ExecutorResult, Loop, LoopRun, ProcessRef, Target, WorkflowTarget, loop_workflow_key,
+    ExecutorResult, Loop, LoopRun, ProcessRef, Target, WorkflowId, WorkflowTarget,
+    loop_workflow_key,
 };
-use loops_exec::{CancelToken, RunMetadata, SPAWN_ID_VAR, SystemProbe, execute_target};
-use loops_store::Store;
+use loops_exec::{CancelToken, ExecError, RunMetadata, SPAWN_ID_VAR, SystemProbe, execute_target};
+use loops_store::{Store, StoreError};
 
 use loops_core::Clock;
 use loops_workflow::ExecSettings;
-use loops_workflow::{WorkflowRunOptions, execute_workflow};
+use loops_workflow::{WorkflowError, WorkflowRunOptions, execute_workflow};
 
 /// What an executor may do while a run executes.
 pub struct RunControl<'a> {
@@ -40,9 +41,9 @@ pub struct RunControl<'a> {
 ///
 /// `Err` is for failures of loops itself before or around the run (an
 /// account that cannot be resolved, a workflow that does not exist); the
-/// scheduler records them as a failed run with that message and empty
-/// output (SPEC §3.3 "thrown error"). A target that runs and fails is an
-/// `Ok` result with status failed.
+/// scheduler records them as a failed run with the error's message and
+/// empty output (SPEC §3.3 "thrown error"). A target that runs and fails is
+/// an `Ok` result with status failed.
 pub trait RunExecutor: Send + Sync {
     /// Runs `run` of loop `lp` to completion.
     fn execute(
@@ -50,7 +51,34 @@ pub trait RunExecutor: Send + Sync {
         lp: &Loop,
         run: &LoopRun,
         control: &RunControl<'_>,
-    ) -> Result<ExecutorResult, String>;
+    ) -> Result<ExecutorResult, RunError>;
+}
+
+/// Why a loop run could not be executed (SPEC §3.3 "thrown error"). Its
+/// message is what the failed run records as its `error`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The target's account could not be resolved (SPEC §5.4), before
+    /// anything was spawned.
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+    /// The workflow runner failed: a store error, a step another runner
+    /// holds, a step that would not start.
+    #[error(transparent)]
+    Workflow(#[from] WorkflowError),
+    /// The database of a workflow target could not be opened or read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A workflow target, on a runner started without a database.
+    #[error("cannot run workflow {0}: this runner was started without a database")]
+    NoDatabase(WorkflowId),
+    /// The loop's workflow does not exist.
+    #[error("workflow not found: {0}")]
+    WorkflowNotFound(WorkflowId),
+    /// The executor panicked; the message is the panic's.
+    #[error("executor panicked: {0}")]
+    Panicked(String),
 }
 
 /// The production executor: command and agent targets become processes
@@ -103,19 +131,15 @@ impl<'a> ProcessExecutor<'a> {
         lp: &Loop,
         run: &LoopRun,
         control: &RunControl<'_>,
-    ) -> Result<ExecutorResult, String> {
+    ) -> Result<ExecutorResult, RunError> {
         let Some(path) = self.database.as_deref() else {
-            return Err(format!(
-                "cannot run workflow {}: this runner was started without a database",
-                target.workflow_id
-            ));
+            return Err(RunError::NoDatabase(target.workflow_id));
         };
-        let store = open_store(path)?;
+        let store = Store::open(path, Arc::new(SystemProbe))?;
         // By id only: archived workflows still run (SPEC §4.3).
         let workflow = store
-            .get_workflow(&target.workflow_id)
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("workflow not found: {}", target.workflow_id))?;
+            .get_workflow(&target.workflow_id)?
+            .ok_or(RunError::WorkflowNotFound(target.workflow_id))?;
         let opts = WorkflowRunOptions {
             exec: with_spawn_id(&self.exec, control.spawn_id),
             stop: Some(&control.cancel),
@@ -125,14 +149,8 @@ impl<'a> ProcessExecutor<'a> {
             on_spawn: Some(control.on_spawn),
             ..WorkflowRunOptions::new(self.clock)
         };
-        execute_workflow(&store, &workflow, &opts)
-            .map(|outcome| outcome.result)
-            .map_err(|e| e.to_string())
+        Ok(execute_workflow(&store, &workflow, &opts)?.result)
     }
-}
-
-fn open_store(path: &Path) -> Result<Store, String> {
-    Store::open(path, Arc::new(SystemProbe)).map_err(|e| e.to_string())
 }
 
 /// `exec` with `spawn_id` added to the `LOOPS_SPAWN_ID` of its base
@@ -158,7 +176,7 @@ impl RunExecutor for ProcessExecutor<'_> {
         lp: &Loop,
         run: &LoopRun,
         control: &RunControl<'_>,
-    ) -> Result<ExecutorResult, String> {
+    ) -> Result<ExecutorResult, RunError> {
         let target = match &lp.target {
             Target::Workflow(w) => return self.execute_workflow_target(w, lp, run, control),
             Target::Command(c) => loops_core::ProcessTarget::Command(c.clone()),
@@ -166,12 +184,11 @@ impl RunExecutor for ProcessExecutor<'_> {
         };
         let exec = with_spawn_id(&self.exec, control.spawn_id);
         let opts = exec.options(self.clock, Some(control.cancel.clone()));
-        execute_target(
+        Ok(execute_target(
             &target,
             &RunMetadata::for_loop_run(lp, run),
             &opts,
             &mut |p| (control.on_spawn)(p),
-        )
-        .map_err(|e| e.to_string())
+        )?)
     }
 }

@@ -27,8 +27,9 @@ pub use crate::daemon::{
     DaemonPaths, LOG_FILE, PID_FILE, PidRecord, SOCKET_FILE, notify_daemon, read_pid,
     read_pid_record, remove_pid_if, request_stop, run_daemon,
 };
-pub use crate::executor::{ProcessExecutor, RunControl, RunExecutor};
+pub use crate::dispatch::{TickResult, heartbeat_period};
+pub use crate::executor::{ProcessExecutor, RunControl, RunError, RunExecutor};
 pub use crate::scheduler::{
-    DEFAULT_MAX_PARALLEL, SchedulerError, TickOptions, TickResult, heartbeat_period,
-    manual_run_scheduled_for, run_now, should_advance_manual_run, tick,
+    DEFAULT_MAX_PARALLEL, SchedulerError, TickOptions, manual_run_scheduled_for, run_now,
+    should_advance_manual_run, tick,
 };

@@ -24,14 +24,11 @@
 //! while it executed is reported through `on_error` without aborting the
 //! other loops' runs.
 
-use std::time::Duration;
-
 use loops_core::{Loop, LoopRun, Timestamp};
 use loops_exec::CancelToken;
 use loops_store::{Claim, Store, StoreError};
-use serde::Serialize;
 
-use crate::dispatch::{DispatchOptions, Dispatcher, FinalizeMode};
+use crate::dispatch::{DispatchOptions, Dispatcher, FinalizeMode, TickResult};
 use crate::executor::RunExecutor;
 use loops_core::Clock;
 
@@ -74,38 +71,6 @@ pub struct TickOptions<'a> {
     // hide it.
     #[allow(clippy::type_complexity)]
     pub on_error: Option<&'a dyn Fn(&Loop, &str)>,
-}
-
-/// What a tick did (SPEC §3.1 step 7). The JSON has exactly these keys.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct TickResult {
-    /// Runs left running (only in fence and skip edge cases).
-    pub claimed: Vec<LoopRun>,
-    /// Runs that finished.
-    pub completed: Vec<LoopRun>,
-    /// Overlap skips.
-    pub skipped: Vec<LoopRun>,
-    /// Runs abandoned by lease recovery.
-    pub recovered: Vec<LoopRun>,
-    /// Loops that expired.
-    pub expired: Vec<Loop>,
-}
-
-impl TickResult {
-    /// True when the tick changed nothing.
-    pub fn is_empty(&self) -> bool {
-        self.claimed.is_empty()
-            && self.completed.is_empty()
-            && self.skipped.is_empty()
-            && self.recovered.is_empty()
-            && self.expired.is_empty()
-    }
-}
-
-/// The heartbeat period of a run lease: `max(10, min(60000, ⌊leaseMs/3⌋))`
-/// milliseconds (SPEC §3.3).
-pub fn heartbeat_period(lease_ms: u64) -> Duration {
-    Duration::from_millis((lease_ms / 3).clamp(10, 60_000))
 }
 
 /// Runs one scheduler tick (SPEC §3.1).

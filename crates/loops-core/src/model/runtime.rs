@@ -53,3 +53,28 @@ pub struct ExecutorResult {
     /// Duration.
     pub duration_ms: i64,
 }
+
+impl ExecutorResult {
+    /// A failed result for a run or step that produced no process: an
+    /// error of loops itself (SPEC §3.3 "thrown error", §6.3 step 2.6), or
+    /// a target refused before anything was spawned. No exit code, no
+    /// output, no pid; the duration is the time between the two instants,
+    /// never negative.
+    pub fn failed(
+        error: impl Into<String>,
+        started_at: Timestamp,
+        finished_at: Timestamp,
+    ) -> ExecutorResult {
+        ExecutorResult {
+            status: ExecutorStatus::Failed,
+            exit_code: None,
+            stdout: String::new(),
+            stderr: String::new(),
+            error: Some(error.into()),
+            pid: None,
+            started_at,
+            finished_at,
+            duration_ms: finished_at.millis_since(started_at).max(0),
+        }
+    }
+}

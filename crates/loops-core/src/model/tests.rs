@@ -57,3 +57,23 @@ fn step_keeps_unknown_keys_and_normalizes() {
     assert_eq!(out["continueOnFailure"], json!(false));
     assert_eq!(out["x-note"], json!("kept"));
 }
+
+#[test]
+fn a_failed_result_carries_only_its_error_and_instants() {
+    let started = crate::time::Timestamp::from_millis(1_000).unwrap();
+    let finished = crate::time::Timestamp::from_millis(1_250).unwrap();
+    let r = ExecutorResult::failed("no account", started, finished);
+    assert_eq!(r.status, crate::status::ExecutorStatus::Failed);
+    assert_eq!(r.error.as_deref(), Some("no account"));
+    assert_eq!((r.exit_code, r.pid), (None, None));
+    assert_eq!((r.stdout.as_str(), r.stderr.as_str()), ("", ""));
+    assert_eq!(
+        (r.started_at, r.finished_at, r.duration_ms),
+        (started, finished, 250)
+    );
+    // A clock that stepped back never makes a negative duration.
+    assert_eq!(
+        ExecutorResult::failed("x", finished, started).duration_ms,
+        0
+    );
+}

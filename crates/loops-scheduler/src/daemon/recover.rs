@@ -16,7 +16,7 @@ use loops_core::Timestamp;
 use loops_exec::{OrphanKill, kill_orphan_carriers, kill_orphan_group, started_by};
 use loops_store::Store;
 
-use super::DaemonOptions;
+use super::options::DaemonOptions;
 
 /// Recovers the runs of dead daemons of this host; returns how many.
 pub(super) fn recover_dead_daemons(

@@ -5,22 +5,22 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use loops_core::{DaemonLease, LeaseId, Loop, LoopRun, RunStatus};
+use loops_core::{DaemonLease, LeaseId, Loop, LoopRun, RunStatus, Timestamp};
 use loops_exec::started_by;
-use loops_store::{LeaseAcquire, LeaseHeartbeat, LeaseRequest, Store, new_lease_id};
+use loops_store::{LeaseAcquire, LeaseHeartbeat, LeaseRequest, Store, StoreError, new_lease_id};
 
+use super::options::DaemonOptions;
 use super::pidfile::{PidFile, read_pid};
 use super::recover::recover_dead_daemons;
 use super::wake::{WakeListener, WakeShared};
-use super::{DaemonError, DaemonExit, DaemonOptions};
-use crate::dispatch::{DispatchOptions, Dispatcher, FinalizeMode, Report};
-use crate::scheduler::{SchedulerError, TickResult};
+use crate::dispatch::{DispatchOptions, Dispatcher, FinalizeMode, Report, TickResult};
 
 /// The reason recorded when another daemon took the lease.
 const LEASE_LOST: &str = "daemon lease lost";
+/// The reason recorded when `loops daemon stop` asked the daemon to stop.
+const STOP_REQUESTED: &str = "stop requested by `loops daemon stop`";
 /// The cancel reason of runs cut short by the end of the grace period.
 const INTERRUPTED: &str = "interrupted by daemon shutdown";
 /// The least the daemon sleeps after a failed turn (a locked database).
@@ -31,8 +31,46 @@ const UNSOCKETED_MAX_SLEEP: Duration = Duration::from_secs(1);
 /// replaced under the daemon.
 const DATABASE_REPLACED: &str = "database file replaced";
 
-/// Runs the daemon until `opts.stop` is cancelled or the lease is lost (see
-/// the `daemon` module docs).
+/// Why [`run_daemon`] could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// Another daemon holds the database lease.
+    #[error("another loops daemon holds the database lease: pid {pid} on {host} since {since}")]
+    LeaseHeld {
+        /// The holder's pid.
+        pid: u32,
+        /// The holder's host.
+        host: String,
+        /// When the holder took the lease.
+        since: Timestamp,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A daemon file could not be written. The OS error is part of the
+    /// message, not a `source`, so a printed chain does not repeat it.
+    #[error("cannot write {path}: {error}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        error: std::io::Error,
+    },
+}
+
+/// How [`run_daemon`] ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DaemonExit {
+    /// Why it stopped: the stop token's reason, the reason of a stop
+    /// request (`loops daemon stop`), `daemon lease lost` or `database file
+    /// replaced`.
+    pub reason: String,
+    /// Runs cut short by the end of the grace period.
+    pub interrupted: usize,
+}
+
+/// Runs the daemon until `opts.stop` is cancelled, `loops daemon stop` asks
+/// it to stop, or the lease is lost (see the `daemon` module docs).
 ///
 /// Fails before doing anything when another daemon holds the lease, or
 /// when the pid file names a live daemon that held it.
@@ -91,32 +129,32 @@ pub fn run_daemon(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonExit,
                 overlap_in_flight: true,
             },
         );
-        let shared = Arc::new(WakeShared::new(opts.grace));
+        let shared = Arc::new(WakeShared::default());
         let tx = d.sender();
+        // A signal wakes the daemon, which then finds the token cancelled.
         let _stop_wake = opts.stop.subscribe(move || {
-            let _ = tx.send(Report::Stop);
+            let _ = tx.send(Report::Wake);
         });
         let socket = opts.paths.socket();
-        let listener = WakeListener::bind(
-            &socket,
-            d.sender(),
-            Arc::clone(&shared),
-            opts.stop.clone(),
-        )
-        .map_err(|e| {
-            log(&format!(
-                "warning: cannot listen on {}: {e}; changes made by the CLI are noticed within {}s",
-                socket.display(),
-                UNSOCKETED_MAX_SLEEP.as_secs()
-            ));
-        })
-        .ok();
+        let listener = match WakeListener::bind(&socket, d.sender(), Arc::clone(&shared)) {
+            Ok(listener) => Some(listener),
+            Err(e) => {
+                log(&format!(
+                    "warning: cannot listen on {}: {e}; changes made by the CLI are noticed within {}s",
+                    socket.display(),
+                    UNSOCKETED_MAX_SLEEP.as_secs()
+                ));
+                None
+            }
+        };
         let mut daemon = Daemon {
             store,
             opts,
             lease_id: lease.id,
             runner_id: &runner_id,
             shared,
+            grace: opts.grace,
+            stop_requested: false,
             files: DatabaseFiles::snapshot(&opts.paths.database()),
             next_lease_heartbeat: Instant::now() + lease_period(opts.lease_ttl),
             listening: listener.is_some(),
@@ -185,9 +223,13 @@ struct Daemon<'o, 'a> {
     opts: &'o DaemonOptions<'a>,
     lease_id: LeaseId,
     runner_id: &'o str,
-    /// The grace period (`loops daemon stop --grace` may change it), the
-    /// pending wake-up and the ignored datagrams.
+    /// The pending wake-up and the ignored datagrams.
     shared: Arc<WakeShared>,
+    /// How long runs in flight may take to finish on stop: the options',
+    /// or the last one `loops daemon stop --grace` asked for.
+    grace: Duration,
+    /// `loops daemon stop` asked the daemon to stop.
+    stop_requested: bool,
     /// The database file and its WAL as the daemon found them.
     files: DatabaseFiles,
     next_lease_heartbeat: Instant,
@@ -205,10 +247,18 @@ impl Daemon<'_, '_> {
         (self.opts.log)(message);
     }
 
+    /// Why the daemon is to stop: `loops daemon stop`, or the stop token.
+    fn stop_reason(&self) -> Option<String> {
+        if self.stop_requested {
+            return Some(STOP_REQUESTED.to_owned());
+        }
+        self.opts.stop.reason()
+    }
+
     /// Turns until a stop or a lost lease; returns the reason.
     fn serve(&mut self, d: &mut Dispatcher<'_, '_>) -> String {
         loop {
-            if let Some(reason) = self.opts.stop.reason() {
+            if let Some(reason) = self.stop_reason() {
                 return reason;
             }
             // Before anything is read: a datagram from now on asks for
@@ -250,7 +300,7 @@ impl Daemon<'_, '_> {
     }
 
     /// One turn: plan, apply overlaps, start runs, renew run leases.
-    fn turn(&mut self, d: &mut Dispatcher<'_, '_>) -> Result<(), SchedulerError> {
+    fn turn(&mut self, d: &mut Dispatcher<'_, '_>) -> Result<(), StoreError> {
         d.plan(!d.has_queue())?;
         d.plan_overlaps()?;
         d.start_ready()?;
@@ -342,9 +392,17 @@ impl Daemon<'_, '_> {
 
     /// Blocks for up to `sleep` until a report arrives, then applies it and
     /// every report already waiting.
-    fn wait(&self, d: &mut Dispatcher<'_, '_>, sleep: Duration) {
+    fn wait(&mut self, d: &mut Dispatcher<'_, '_>, sleep: Duration) {
         let mut next = d.wait(sleep);
         while let Some(report) = next {
+            if let Report::Stop { grace } = report {
+                // The grace a stop request names wins over the options', also
+                // when the stop has begun (SIGTERM before the request).
+                self.stop_requested = true;
+                self.grace = grace.unwrap_or(self.grace);
+                next = d.poll();
+                continue;
+            }
             // One batch for the reports waiting now; an error is logged and
             // the others are still applied.
             let applied = d.handle_waiting(report, |result| {
@@ -378,7 +436,7 @@ impl Daemon<'_, '_> {
             let grace = if self.lease_lost || self.database_gone {
                 Duration::ZERO
             } else {
-                Duration::from_millis(self.shared.grace_ms.load(Ordering::SeqCst))
+                self.grace
             };
             // The grace is capped at 100 years; an Instant that cannot go
             // that far means "never".

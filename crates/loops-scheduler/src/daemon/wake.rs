@@ -2,12 +2,16 @@
 //! 6: the original polls every second and nothing wakes it).
 //!
 //! The daemon binds a unix datagram socket, `<data dir>/daemon.sock`, and a
-//! small thread blocks on it. Every datagram becomes a wake-up of the
-//! daemon's store thread, which then re-plans at once; between wake-ups the
-//! daemon sleeps until its next deadline, with no polling. The CLI sends
-//! `wake` after each successful write command ([`notify_daemon`]); `loops
-//! daemon stop` sends `stop grace_ms=<n>` before its SIGTERM, so the grace
-//! period it asks for is known before the stop begins.
+//! small thread blocks on it. Every datagram becomes a message on the
+//! daemon's report channel, the one its store thread blocks on: a wake-up
+//! ([`Report::Wake`]), after which the daemon re-plans at once, or a stop
+//! request ([`Report::Stop`]). Between wake-ups the daemon sleeps until its
+//! next deadline, with no polling. The CLI sends `wake` after each
+//! successful write command ([`notify_daemon`]); `loops daemon stop` sends
+//! `stop grace_ms=<n>` before its SIGTERM, so the grace period it asks for
+//! is known before the stop begins. That grace wins over the daemon's own
+//! (`daemon run --grace`), also when it arrives after the signal; a bare
+//! `stop` keeps the daemon's own.
 //!
 //! Everything here is best effort: a missing socket (no daemon), a full
 //! queue, or a path too long for a socket address only means the daemon
@@ -20,8 +24,9 @@
 //! `grace_ms` is capped at the CLI's largest duration (100 years).
 //! Wake-ups are coalesced: while one is pending (the daemon has not begun
 //! the turn it asked for), further datagrams add nothing, and the listener
-//! forwards at most one wake-up per [`MIN_WAKE_GAP`], so a flood of
-//! datagrams costs the daemon a `recvmsg` each and a few turns a second.
+//! forwards at most one wake-up or stop request per [`MIN_WAKE_GAP`], so a
+//! flood of datagrams costs the daemon a `recvmsg` each and a few turns a
+//! second. A stop request is never coalesced away.
 //! Coalescing never loses a change: a write made before its datagram was
 //! read is seen by the pending turn, which reads the database only after
 //! it clears the flag.
@@ -35,7 +40,6 @@ use std::sync::mpsc::Sender;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use loops_exec::CancelToken;
 use loops_exec::private::{bind_private_datagram, effective_uid, recv_with_uid};
 
 use crate::dispatch::Report;
@@ -71,10 +75,8 @@ fn send(socket: &Path, message: &[u8]) -> bool {
 }
 
 /// What the listener thread shares with the daemon's store thread.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct WakeShared {
-    /// The grace period in ms; a `stop` datagram may change it.
-    pub(crate) grace_ms: AtomicU64,
     /// A wake-up was forwarded and its turn has not begun.
     pending: AtomicBool,
     /// Datagrams ignored because another user sent them, since last taken.
@@ -84,15 +86,6 @@ pub(crate) struct WakeShared {
 }
 
 impl WakeShared {
-    pub(crate) fn new(grace: Duration) -> WakeShared {
-        WakeShared {
-            grace_ms: AtomicU64::new(u64::try_from(grace.as_millis()).unwrap_or(u64::MAX)),
-            pending: AtomicBool::new(false),
-            rejected: AtomicU64::new(0),
-            rejected_uid: AtomicU32::new(0),
-        }
-    }
-
     /// Called at the start of every turn, before it reads the database:
     /// from now on a datagram asks for another turn.
     pub(crate) fn begin_turn(&self) {
@@ -108,7 +101,7 @@ impl WakeShared {
 }
 
 /// The daemon's end of the socket: a thread that turns datagrams into
-/// [`Report::Wake`], and a `stop` request into a cancel of the stop token.
+/// [`Report::Wake`], and a `stop` request into [`Report::Stop`].
 pub(crate) struct WakeListener {
     path: PathBuf,
     bye: String,
@@ -122,7 +115,6 @@ impl WakeListener {
         path: &Path,
         tx: Sender<Report>,
         shared: Arc<WakeShared>,
-        stop: CancelToken,
     ) -> io::Result<WakeListener> {
         // `.s<6 hex>/s` is no longer than `daemon.sock`, so the temporary
         // path fits a socket address whenever the final one does.
@@ -135,7 +127,7 @@ impl WakeListener {
         let expected = bye.clone();
         let thread = std::thread::Builder::new()
             .name("loops-wake".to_owned())
-            .spawn(move || listen(&sock, &tx, &shared, &stop, &expected))?;
+            .spawn(move || listen(&sock, &tx, &shared, &expected))?;
         Ok(WakeListener {
             path: path.to_owned(),
             bye,
@@ -144,13 +136,7 @@ impl WakeListener {
     }
 }
 
-fn listen(
-    sock: &UnixDatagram,
-    tx: &Sender<Report>,
-    shared: &WakeShared,
-    stop: &CancelToken,
-    bye: &str,
-) {
+fn listen(sock: &UnixDatagram, tx: &Sender<Report>, shared: &WakeShared, bye: &str) {
     let me = effective_uid();
     let mut buf = [0u8; 256];
     loop {
@@ -171,22 +157,30 @@ fn listen(
         if message == bye {
             return;
         }
-        if let Some(rest) = message.strip_prefix("stop") {
-            if let Some(ms) = rest
-                .trim()
-                .strip_prefix("grace_ms=")
-                .and_then(|v| v.parse::<u64>().ok())
-            {
-                shared
-                    .grace_ms
-                    .store(ms.min(loops_core::MAX_DURATION_MS), Ordering::SeqCst);
-            }
-            stop.cancel("stop requested by `loops daemon stop`");
-        }
-        if !wake(tx, shared) {
+        let delivered = match message.strip_prefix("stop") {
+            Some(rest) => stop(tx, rest),
+            None => wake(tx, shared),
+        };
+        if !delivered {
             return;
         }
     }
+}
+
+/// Forwards a stop request with the grace `rest` names (` grace_ms=<n>`,
+/// capped at the CLI's largest duration), if any; false when the daemon is
+/// gone.
+fn stop(tx: &Sender<Report>, rest: &str) -> bool {
+    let grace = rest
+        .trim()
+        .strip_prefix("grace_ms=")
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(|ms| Duration::from_millis(ms.min(loops_core::MAX_DURATION_MS)));
+    if tx.send(Report::Stop { grace }).is_err() {
+        return false;
+    }
+    std::thread::sleep(MIN_WAKE_GAP);
+    true
 }
 
 /// Forwards a wake-up unless one is pending; false when the daemon is gone.

@@ -11,7 +11,6 @@ use loops_core::{
 use loops_store::{OVERLAP_SKIP_REASON, SkipOutcome, StoreError};
 
 use super::{Dispatcher, LoopWork};
-use crate::scheduler::SchedulerError;
 
 impl Dispatcher<'_, '_> {
     /// The earliest slot that would overlap a run in flight.
@@ -24,7 +23,7 @@ impl Dispatcher<'_, '_> {
     /// 2): `skip` records each as skipped and advances the loop, `allow`
     /// queues them to start beside the run in flight. The slots are the ones
     /// the loop's catch-up policy picks.
-    pub(crate) fn plan_overlaps(&mut self) -> Result<(), SchedulerError> {
+    pub(crate) fn plan_overlaps(&mut self) -> Result<(), StoreError> {
         if !self.opts.overlap_in_flight || self.stopping() {
             return Ok(());
         }

@@ -9,6 +9,7 @@ use loops_exec::CancelToken;
 use loops_store::{Fence, StoreError};
 
 use super::{Dispatcher, FinalizeMode, InFlight, Report, Unrecorded};
+use crate::executor::RunError;
 
 /// Most reports applied in one store batch, so a steady stream of them
 /// never holds the write lock for long.
@@ -20,7 +21,6 @@ const BATCH_REPORTS: usize = 64;
 const FINALIZE_RETRY_FIRST: Duration = Duration::from_millis(100);
 /// The longest wait between two attempts of a finalize.
 const FINALIZE_RETRY_MAX: Duration = Duration::from_secs(5);
-use crate::scheduler::SchedulerError;
 
 impl Dispatcher<'_, '_> {
     /// The result to record for a finished run: the executor's, or a failed
@@ -28,25 +28,15 @@ impl Dispatcher<'_, '_> {
     pub(super) fn result_of(
         &self,
         done: &InFlight,
-        outcome: Result<ExecutorResult, String>,
+        outcome: Result<ExecutorResult, RunError>,
     ) -> ExecutorResult {
         match outcome {
             Ok(r) => r,
-            Err(message) => {
+            Err(error) => {
+                let message = error.to_string();
                 self.report_error(&done.work.lp, &message);
-                let now = self.opts.clock.now();
                 let started = done.run.started_at.unwrap_or(done.run.created_at);
-                ExecutorResult {
-                    status: ExecutorStatus::Failed,
-                    exit_code: None,
-                    stdout: String::new(),
-                    stderr: String::new(),
-                    error: Some(message),
-                    pid: None,
-                    started_at: started,
-                    finished_at: now,
-                    duration_ms: now.millis_since(started).max(0),
-                }
+                ExecutorResult::failed(message, started, self.opts.clock.now())
             }
         }
     }
@@ -62,7 +52,7 @@ impl Dispatcher<'_, '_> {
         &mut self,
         done: &InFlight,
         result: &ExecutorResult,
-    ) -> Result<Option<LoopRun>, SchedulerError> {
+    ) -> Result<Option<LoopRun>, StoreError> {
         let now = self.opts.clock.now();
         if done.interrupted && result.status != ExecutorStatus::Succeeded {
             // SPEC §9 item 17: a run the shutdown cut short does not count.
@@ -92,7 +82,7 @@ impl Dispatcher<'_, '_> {
                 self.vanished.get_or_insert(e);
                 Ok(None)
             }
-            Err(e) => Err(e.into()),
+            Err(e) => Err(e),
         }
     }
 
@@ -104,13 +94,13 @@ impl Dispatcher<'_, '_> {
         &mut self,
         done: InFlight,
         result: ExecutorResult,
-    ) -> Result<(), SchedulerError> {
+    ) -> Result<(), StoreError> {
         match self.finish(&done, &result) {
             Ok(stored) => {
                 self.landed.push((done, result, stored));
                 Ok(())
             }
-            Err(SchedulerError::Store(e)) if e.is_transient() && !self.giving_up() => {
+            Err(e) if e.is_transient() && !self.giving_up() => {
                 self.defer(done, result, &e);
                 Ok(())
             }
@@ -162,7 +152,7 @@ impl Dispatcher<'_, '_> {
 
     /// Tries again the finalizes that are due (see [`Dispatcher::record`]),
     /// each in its own transaction.
-    fn retry_unrecorded(&mut self) -> Result<(), SchedulerError> {
+    fn retry_unrecorded(&mut self) -> Result<(), StoreError> {
         let now = Instant::now();
         let due: Vec<_> = self
             .inflight
@@ -193,12 +183,7 @@ impl Dispatcher<'_, '_> {
     /// Finalizes that failed on a transient store error are tried again
     /// here first, when due.
     pub(crate) fn heartbeat(&mut self) -> Result<(), StoreError> {
-        if let Err(e) = self.retry_unrecorded() {
-            return Err(match e {
-                SchedulerError::Store(e) => e,
-                other => StoreError::Encode(other.to_string()),
-            });
-        }
+        self.retry_unrecorded()?;
         let now_instant = Instant::now();
         for f in self.inflight.values_mut() {
             if f.next_heartbeat > now_instant {
@@ -224,13 +209,15 @@ impl Dispatcher<'_, '_> {
     /// runs. `on_result` sees each report's outcome and decides whether an
     /// error stops the batch (tick) or is only logged (daemon); the
     /// operations that succeeded are committed either way. A wake-up or a
-    /// stop writes nothing, so it takes no write lock.
+    /// stop writes nothing, so it takes no write lock. A stop request
+    /// waiting behind `first` ends the batch and is held for the next
+    /// [`Dispatcher::poll`]: the daemon handles those itself.
     pub(crate) fn handle_waiting(
         &mut self,
         first: Report,
-        mut on_result: impl FnMut(Result<(), SchedulerError>) -> Result<(), SchedulerError>,
-    ) -> Result<(), SchedulerError> {
-        if matches!(first, Report::Wake | Report::Stop) {
+        mut on_result: impl FnMut(Result<(), StoreError>) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        if matches!(first, Report::Wake | Report::Stop { .. }) {
             return on_result(self.handle(first));
         }
         // Taken off the channel before the batch begins: a batch that
@@ -238,20 +225,24 @@ impl Dispatcher<'_, '_> {
         let mut reports = vec![first];
         while reports.len() < BATCH_REPORTS {
             match self.poll() {
+                Some(report @ Report::Stop { .. }) => {
+                    self.held = Some(report);
+                    break;
+                }
                 Some(report) => reports.push(report),
                 None => break,
             }
         }
         let store = self.store;
         let mut left = reports.into_iter();
-        let applied = store.batch(|| {
+        let applied: Result<(), StoreError> = store.batch(|| {
             for report in left.by_ref() {
                 on_result(self.handle(report))?;
             }
             Ok(())
         });
         match applied {
-            Err(SchedulerError::Store(e)) if e.is_transient() && !self.giving_up() => {
+            Err(e) if e.is_transient() && !self.giving_up() => {
                 // Nothing of the batch committed (a full disk fails the
                 // commit): every run it recorded is tried again, and so is
                 // every run whose report it did not reach.
@@ -323,7 +314,7 @@ impl Dispatcher<'_, '_> {
 
     /// Runs queued slots and waits for every run to be recorded (what a
     /// tick does after planning).
-    pub(crate) fn run_to_idle(&mut self) -> Result<(), SchedulerError> {
+    pub(crate) fn run_to_idle(&mut self) -> Result<(), StoreError> {
         let outcome = self.drive_to_idle();
         if let Err(e) = &outcome {
             // Nobody is left to heartbeat or finalize these runs: stop them
@@ -334,7 +325,7 @@ impl Dispatcher<'_, '_> {
         outcome
     }
 
-    fn drive_to_idle(&mut self) -> Result<(), SchedulerError> {
+    fn drive_to_idle(&mut self) -> Result<(), StoreError> {
         loop {
             self.start_ready()?;
             if self.inflight.is_empty() {

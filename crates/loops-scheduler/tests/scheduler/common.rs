@@ -12,7 +12,8 @@ use loops_core::{
     Anchor, CommandTarget, ExecutorResult, ExecutorStatus, Loop, LoopId, LoopRun, NewLoop,
     ProcessRef, RunId, Schedule, Target, Timestamp,
 };
-use loops_scheduler::{DEFAULT_MAX_PARALLEL, RunControl, RunExecutor, TickOptions};
+use loops_exec::ExecError;
+use loops_scheduler::{DEFAULT_MAX_PARALLEL, RunControl, RunError, RunExecutor, TickOptions};
 use loops_store::{RunFilter, Store};
 use tempfile::TempDir;
 
@@ -134,7 +135,7 @@ pub(crate) enum Outcome {
     /// Exit with this non-zero code.
     Fail(i32),
     /// Return `Err` (a failure of loops itself, such as an account error).
-    Error(String),
+    Error(ExecError),
     /// Panic inside the executor.
     Panic,
 }
@@ -334,7 +335,7 @@ impl RunExecutor for FakeExecutor<'_> {
         lp: &Loop,
         run: &LoopRun,
         control: &RunControl<'_>,
-    ) -> Result<ExecutorResult, String> {
+    ) -> Result<ExecutorResult, RunError> {
         let name = lp.name.clone();
         let started = self.clock.now();
         let spawned = {
@@ -372,7 +373,7 @@ impl RunExecutor for FakeExecutor<'_> {
         let (status, code) = match outcome {
             Outcome::Succeed => (ExecutorStatus::Succeeded, 0),
             Outcome::Fail(code) => (ExecutorStatus::Failed, code),
-            Outcome::Error(message) => return Err(message),
+            Outcome::Error(error) => return Err(RunError::Exec(error)),
             Outcome::Panic => panic!("fake executor told to panic"),
         };
         Ok(ExecutorResult {

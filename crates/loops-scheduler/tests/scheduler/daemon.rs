@@ -12,7 +12,8 @@ use loops_core::{Clock, ManualClock};
 use loops_core::{LeaseId, LoopStatus, Overlap, ProcessRef, RunStatus};
 use loops_exec::CancelToken;
 use loops_scheduler::{
-    DaemonError, DaemonExit, DaemonOptions, DaemonPaths, RunExecutor, notify_daemon, run_daemon,
+    DaemonError, DaemonExit, DaemonOptions, DaemonPaths, RunExecutor, notify_daemon, request_stop,
+    run_daemon,
 };
 use loops_store::{INTERRUPTED_BY_SHUTDOWN, LeaseAcquire, LeaseRequest};
 
@@ -559,6 +560,78 @@ fn a_database_file_replaced_under_the_daemon_stops_it() {
     assert_eq!(exit.reason, "database file replaced");
     assert!(h.logged("loops.db was deleted or replaced while the daemon ran; stopping"));
     assert!(!data_dir(&fx).join("daemon.pid").exists());
+}
+
+#[test]
+fn a_stop_request_on_the_socket_stops_the_daemon_within_its_grace() {
+    // `loops daemon stop --grace 0`: the request alone stops the daemon, and
+    // its grace wins over the daemon's own.
+    let fx = Fixture::new();
+    let store = fx.store();
+    let clock = ManualClock::new(t0());
+    let fake = FakeExecutor::new(&clock);
+    let lp = store
+        .create_loop(&command_loop("long", once(t0())), t0())
+        .unwrap();
+    fake.gate("long");
+    fake.script("long", [Outcome::Fail(143)]);
+    let mut h = Harness::new(&fx, &clock, &fake);
+    h.grace = Duration::from_secs(3600);
+
+    let exit = std::thread::scope(|s| {
+        let _open = fake.open_on_drop();
+        let _stop = h.stop_on_drop();
+        let daemon = s.spawn(|| h.run());
+        wait_until("the long run", || fake.waiting("long") == 1);
+        assert!(request_stop(&data_dir(&fx), Duration::ZERO));
+        daemon.join().unwrap()
+    })
+    .unwrap();
+
+    assert_eq!(exit.reason, "stop requested by `loops daemon stop`");
+    assert_eq!(exit.interrupted, 1);
+    assert!(h.logged("stop signal received (stop requested by `loops daemon stop`)"));
+    assert!(h.logged("waiting up to 0ms for 1 run(s) to finish"));
+    let run = runs_of(&store, &lp.id).remove(0);
+    assert_eq!(run.status, RunStatus::Abandoned);
+    assert_eq!(run.error.as_deref(), Some(INTERRUPTED_BY_SHUTDOWN));
+}
+
+#[test]
+fn a_stop_request_after_the_signal_still_sets_the_grace() {
+    // The request and the SIGTERM of `loops daemon stop` travel separately;
+    // when the signal wins the race, the requested grace still applies.
+    let fx = Fixture::new();
+    let store = fx.store();
+    let clock = ManualClock::new(t0());
+    let fake = FakeExecutor::new(&clock);
+    let lp = store
+        .create_loop(&command_loop("long", once(t0())), t0())
+        .unwrap();
+    fake.gate("long");
+    fake.script("long", [Outcome::Fail(143)]);
+    let mut h = Harness::new(&fx, &clock, &fake);
+    h.grace = Duration::from_secs(3600);
+
+    let exit = std::thread::scope(|s| {
+        let _open = fake.open_on_drop();
+        let _stop = h.stop_on_drop();
+        let daemon = s.spawn(|| h.run());
+        wait_until("the long run", || fake.waiting("long") == 1);
+        h.stop.cancel("cancelled by SIGTERM");
+        wait_until("the stop to begin", || {
+            h.logged("waiting up to 3600000ms for 1 run(s) to finish")
+        });
+        assert!(request_stop(&data_dir(&fx), Duration::ZERO));
+        daemon.join().unwrap()
+    })
+    .unwrap();
+
+    assert_eq!(exit.reason, "cancelled by SIGTERM");
+    assert_eq!(exit.interrupted, 1);
+    assert!(h.logged("grace period over: interrupting 1 run(s)"));
+    let run = runs_of(&store, &lp.id).remove(0);
+    assert_eq!(run.status, RunStatus::Abandoned);
 }
 
 #[test]

@@ -2,6 +2,7 @@
 
 use loops_core::ManualClock;
 use loops_core::{ExecutorResult, ExecutorStatus, LoopStatus, ProcessRef, RunStatus};
+use loops_exec::ExecError;
 use loops_scheduler::{
     SchedulerError, TickOptions, manual_run_scheduled_for, run_now, should_advance_manual_run, tick,
 };
@@ -229,7 +230,14 @@ fn run_now_finalizes_an_executor_error_as_failed() {
         .create_loop(&command_loop("acct", every(60_000)), t0())
         .unwrap();
     let message = "accounts env failed for work/claude: no such profile";
-    fake.script("acct", [Outcome::Error(message.into())]);
+    fake.script(
+        "acct",
+        [Outcome::Error(ExecError::AccountsFailed {
+            profile: "work".into(),
+            tool: "claude".into(),
+            stderr: "no such profile".into(),
+        })],
+    );
     let errors = std::cell::RefCell::new(Vec::new());
     let on_error = |_: &loops_core::Loop, m: &str| errors.borrow_mut().push(m.to_owned());
     let o = TickOptions {

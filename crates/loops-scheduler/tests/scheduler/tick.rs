@@ -6,6 +6,7 @@ use std::sync::Mutex;
 
 use loops_core::ManualClock;
 use loops_core::{CatchUp, LoopRun, LoopStatus, Overlap, RunStatus};
+use loops_exec::ExecError;
 use loops_scheduler::{SchedulerError, TickOptions, TickResult, tick};
 use loops_store::DeleteHistory;
 
@@ -627,9 +628,11 @@ fn on_run_and_on_error_callbacks_fire() {
         .unwrap();
     fake.script(
         "broken",
-        [Outcome::Error(
-            "accounts env failed for p/claude: nope".into(),
-        )],
+        [Outcome::Error(ExecError::AccountsFailed {
+            profile: "p".into(),
+            tool: "claude".into(),
+            stderr: "nope".into(),
+        })],
     );
     let runs = RefCell::new(Vec::new());
     let errors = RefCell::new(Vec::new());
@@ -674,9 +677,11 @@ fn an_executor_error_is_finalized_as_failed_with_its_message() {
         .unwrap();
     fake.script(
         "no-account",
-        [Outcome::Error(
-            "account profile directory does not exist for p/claude: /x".into(),
-        )],
+        [Outcome::Error(ExecError::ProfileDirectoryMissing {
+            profile: "p".into(),
+            tool: "claude".into(),
+            dir: "/x".into(),
+        })],
     );
     let r = tick(&store, &opts(&clock, &fake)).unwrap();
     let run = &r.completed[0];

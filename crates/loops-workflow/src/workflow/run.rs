@@ -42,7 +42,7 @@ use loops_store::{NewWorkflowRun, Store};
 use self::retry::{RETRY_FIRST, RETRY_MAX};
 use super::plan::{Next, Plan};
 use super::summary::workflow_result;
-use super::worker::{Report, StepJob, run_step};
+use super::worker::{Report, StepJob, submit_step};
 use super::{WorkflowError, WorkflowOutcome, WorkflowRunOptions};
 use loops_exec::Pool;
 /// Runs `workflow` (SPEC §6.3) and returns the run it created, resumed or
@@ -239,10 +239,7 @@ impl<'r> Runner<'r> {
         let clock = self.opts.clock;
         std::thread::scope(|scope| {
             let mut pool = Pool::new(scope, tx.clone());
-            let mut spawn = |job: StepJob<'r>| {
-                let tx = tx.clone();
-                pool.submit(move || run_step(job, exec, clock, &tx));
-            };
+            let mut spawn = |job: StepJob<'r>| submit_step(&mut pool, job, exec, clock, tx.clone());
             let outcome = self.supervise(&rx, &mut spawn);
             if let Err(e) = &outcome {
                 self.abandon(&rx, e);

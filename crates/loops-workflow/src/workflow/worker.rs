@@ -5,18 +5,18 @@
 //! `loops_exec::execute_target` with the step's own [`CancelToken`], and
 //! reports the spawn and the result to the store thread. It touches no
 //! store: the store thread records the pid and the result. Workers are
-//! threads of a [`crate::pool::Pool`], reused from one step to the next.
+//! threads of a [`Pool`], reused from one step to the next.
 //!
 //! An executor `Err` (the account errors of SPEC §5.4, raised before
 //! anything is spawned) becomes a failed result with that message, and so
-//! does a panic, so the store thread always hears back from every worker.
+//! does a panic (the pool catches it), so the store thread always hears
+//! back from every worker.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::Sender;
 use std::time::Instant;
 
-use loops_core::{ExecutorResult, ExecutorStatus, ProcessRef, ProcessTarget, Step, Timestamp};
-use loops_exec::{CancelToken, RunMetadata, execute_target};
+use loops_core::{ExecutorResult, ProcessRef, ProcessTarget, Step, Timestamp};
+use loops_exec::{CancelToken, Pool, RunMetadata, execute_target};
 
 use crate::settings::ExecSettings;
 use loops_core::Clock;
@@ -64,57 +64,68 @@ pub(crate) fn effective_target(step: &Step) -> ProcessTarget {
     target
 }
 
+/// Hands `job` to a worker of `pool`, which reports its spawn and its
+/// result on `tx`. A panic in the worker becomes a failed result too, so
+/// the store thread hears back from every step.
+pub(crate) fn submit_step<'scope>(
+    pool: &mut Pool<'scope, '_, Report>,
+    job: StepJob<'scope>,
+    exec: &'scope ExecSettings,
+    clock: &'scope dyn Clock,
+    tx: Sender<Report>,
+) {
+    let (pos, started_at, began) = (job.pos, job.started_at, Instant::now());
+    pool.submit(
+        move || run_step(job, began, exec, clock, &tx),
+        move |panic| {
+            let error = format!("step executor panicked: {panic}");
+            step_failed(pos, error, started_at, began, clock)
+        },
+    );
+}
+
 /// Runs `job` to completion, reporting its spawn on `tx`, and returns the
 /// report of its result.
-pub(crate) fn run_step(
+fn run_step(
     job: StepJob<'_>,
+    began: Instant,
     exec: &ExecSettings,
     clock: &dyn Clock,
     tx: &Sender<Report>,
 ) -> Report {
-    let began = Instant::now();
     let pos = job.pos;
-    let outcome = catch_unwind(AssertUnwindSafe(|| {
-        let opts = exec.options(clock, Some(job.cancel.clone()));
-        let spawn_tx = tx.clone();
-        execute_target(
-            &effective_target(job.step),
-            &job.meta,
-            &opts,
-            &mut |process| {
-                // The receiver outlives every worker; a failed send only
-                // means the store thread is already gone.
-                let _ = spawn_tx.send(Report::Spawned(pos, process));
-            },
-        )
-        .map_err(|e| e.to_string())
-    }))
-    .unwrap_or_else(|panic| Err(format!("step executor panicked: {}", panic_text(&*panic))));
-    let result = outcome.unwrap_or_else(|error| {
-        // SPEC §6.3 step 2.6: a thrown error becomes a failed result.
-        let finished_at = clock.now();
-        ExecutorResult {
-            status: ExecutorStatus::Failed,
-            exit_code: None,
-            stdout: String::new(),
-            stderr: String::new(),
-            error: Some(error),
-            pid: None,
-            started_at: job.started_at,
-            finished_at,
-            duration_ms: i64::try_from(began.elapsed().as_millis()).unwrap_or(i64::MAX),
-        }
-    });
-    Report::Done(pos, result)
+    let opts = exec.options(clock, Some(job.cancel.clone()));
+    let outcome = execute_target(
+        &effective_target(job.step),
+        &job.meta,
+        &opts,
+        &mut |process| {
+            // The receiver outlives every worker; a failed send only
+            // means the store thread is already gone.
+            let _ = tx.send(Report::Spawned(pos, process));
+        },
+    );
+    match outcome {
+        Ok(result) => Report::Done(pos, result),
+        Err(e) => step_failed(pos, e.to_string(), job.started_at, began, clock),
+    }
 }
 
-/// The message of a caught panic, when it is a string.
-fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("non-string panic payload")
+/// SPEC §6.3 step 2.6: a thrown error becomes a failed result. It lasts
+/// from `began`, when the step was handed to its worker, on the monotonic
+/// clock.
+fn step_failed(
+    pos: usize,
+    error: String,
+    started_at: Timestamp,
+    began: Instant,
+    clock: &dyn Clock,
+) -> Report {
+    let result = ExecutorResult {
+        duration_ms: i64::try_from(began.elapsed().as_millis()).unwrap_or(i64::MAX),
+        ..ExecutorResult::failed(error, started_at, clock.now())
+    };
+    Report::Done(pos, result)
 }
 
 #[cfg(test)]
