@@ -36,7 +36,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use loops_core::{StepRun, Timestamp, WorkflowRun, WorkflowRunStatus, WorkflowSpec};
-use loops_exec::CancelToken;
+use loops_exec::{CancelToken, RunContext};
 use loops_store::{NewWorkflowRun, Store};
 
 use self::retry::{RETRY_FIRST, RETRY_MAX};
@@ -236,12 +236,16 @@ impl<'r> Runner<'r> {
             })
         });
         let exec = &self.opts.exec;
-        let clock = self.opts.clock;
+        let ctx = RunContext {
+            clock: self.opts.clock,
+            cancel: None,
+            spawn_id: self.opts.spawn_id,
+        };
         std::thread::scope(|scope| {
             let mut pool = Pool::new(scope, tx.clone());
             let mut spawn = |job: StepJob<'r>| {
                 let tx = tx.clone();
-                pool.submit(move || run_step(job, exec, clock, &tx));
+                pool.submit(move || run_step(job, exec, ctx, &tx));
             };
             let outcome = self.supervise(&rx, &mut spawn);
             if let Err(e) = &outcome {

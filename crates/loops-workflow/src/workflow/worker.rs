@@ -16,10 +16,7 @@ use std::sync::mpsc::Sender;
 use std::time::Instant;
 
 use loops_core::{ExecutorResult, ExecutorStatus, ProcessRef, ProcessTarget, Step, Timestamp};
-use loops_exec::{CancelToken, RunMetadata, execute_target};
-
-use crate::settings::ExecSettings;
-use loops_core::Clock;
+use loops_exec::{CancelToken, ExecOptions, RunContext, RunMetadata, execute_target};
 
 /// A message from a step worker (or the stop token) to the store thread.
 pub(crate) enum Report {
@@ -64,23 +61,29 @@ pub(crate) fn effective_target(step: &Step) -> ProcessTarget {
     target
 }
 
-/// Runs `job` to completion, reporting its spawn on `tx`, and returns the
-/// report of its result.
+/// Runs `job` to completion with the workflow run's `opts` and `ctx` (its
+/// clock and spawn id; the job brings the cancel token), reporting its
+/// spawn on `tx`, and returns the report of its result.
 pub(crate) fn run_step(
     job: StepJob<'_>,
-    exec: &ExecSettings,
-    clock: &dyn Clock,
+    opts: &ExecOptions,
+    ctx: RunContext<'_>,
     tx: &Sender<Report>,
 ) -> Report {
     let began = Instant::now();
     let pos = job.pos;
+    let clock = ctx.clock;
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        let opts = exec.options(clock, Some(job.cancel.clone()));
+        let ctx = RunContext {
+            cancel: Some(&job.cancel),
+            ..ctx
+        };
         let spawn_tx = tx.clone();
         execute_target(
             &effective_target(job.step),
             &job.meta,
-            &opts,
+            opts,
+            &ctx,
             &mut |process| {
                 // The receiver outlives every worker; a failed send only
                 // means the store thread is already gone.
