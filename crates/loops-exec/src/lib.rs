@@ -73,7 +73,7 @@ pub use crate::cookie::new_spawn_id;
 pub use crate::env::RunMetadata;
 pub use crate::error::{CwdError, ExecError};
 pub use crate::execute::{Preflight, execute_target, preflight_target};
-pub use crate::liveness::{SystemProbe, process_start_ms, started_by};
+pub use crate::liveness::{SystemProbe, process_start_ms};
 pub use crate::options::{
     DEFAULT_ACCOUNTS_TIMEOUT, DEFAULT_KILL_GRACE, DEFAULT_LEAK_TIMEOUT, ExecOptions, RunContext,
 };
@@ -82,7 +82,7 @@ pub use crate::path::normalize_path;
 pub use crate::pool::Pool;
 pub use crate::process::{
     Detached, OrphanKill, ProcessSignal, hostname, is_running, kill_orphan_carriers,
-    kill_orphan_group, signal_process, spawn_detached,
+    kill_orphan_group, signal_process, spawn_detached, started_by,
 };
 pub use crate::signals::{SignalCancel, survive_file_size_limit};
 pub use crate::spec::agent_argv;
