@@ -34,8 +34,9 @@ use std::path::{Path, PathBuf};
 
 use loops_core::Account;
 
+use crate::cancel::CancelToken;
 use crate::error::ExecError;
-use crate::execute::ExecOptions;
+use crate::options::ExecOptions;
 use crate::path::{find_executable, normalize_path};
 use crate::scrub::{Secrets, Shapes};
 use crate::supervise::{self, Cause, Launch, Limits};
@@ -79,13 +80,15 @@ pub(crate) struct AccountEnv {
 
 /// Resolves `account` to the variables its runs get (see [`AccountEnv`]).
 ///
-/// `tool_hint` is the provider's tool for agents; `base` is the unmodified
-/// base environment.
+/// `tool_hint` is the provider's tool for agents; `base` is the base
+/// environment (with the run's spawn id), before anything is removed from
+/// it; `cancel` aborts the call.
 pub(crate) fn resolve_account_env(
     account: &Account,
     tool_hint: Option<&str>,
     base: &BTreeMap<String, String>,
-    opts: &ExecOptions<'_>,
+    opts: &ExecOptions,
+    cancel: Option<&CancelToken>,
 ) -> Result<AccountEnv, ExecError> {
     let tool = account
         .tool
@@ -106,7 +109,7 @@ pub(crate) fn resolve_account_env(
     // process's own directory here, as they would for a shell.
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let program = find_executable("accounts", &path, &cwd).map_err(|e| not_run(e.to_string()))?;
-    let stdout = run_accounts(&program, &env, [profile, tool], opts, not_run)?;
+    let stdout = run_accounts(&program, &env, [profile, tool], opts, cancel, not_run)?;
 
     let exports = parse_exports(&stdout);
     let mut secrets = Secrets::default();
@@ -145,7 +148,8 @@ fn run_accounts(
     program: &Path,
     env: &BTreeMap<String, String>,
     [profile, tool]: [&str; 2],
-    opts: &ExecOptions<'_>,
+    opts: &ExecOptions,
+    cancel: Option<&CancelToken>,
     not_run: impl Fn(String) -> ExecError,
 ) -> Result<String, ExecError> {
     let args = ["env", profile, "--tool", tool].map(str::to_owned);
@@ -159,7 +163,7 @@ fn run_accounts(
     let running = supervise::spawn(&launch).map_err(|e| not_run(e.to_string()))?;
     let finished = running.supervise(&Limits {
         timeout: Some(opts.accounts_timeout),
-        cancel: opts.cancel.as_ref(),
+        cancel,
         kill_grace: opts.kill_grace,
         leak_timeout: opts.leak_timeout,
         max_output_bytes: opts.max_output_bytes,

@@ -40,7 +40,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use nix::sys::signal::Signal;
 
 /// The environment variable that carries the spawn cookie.
-pub const VAR: &str = "LOOPS_SPAWN_ID";
+pub(crate) const VAR: &str = "LOOPS_SPAWN_ID";
 
 /// A fresh cookie: unique to this spawn among every spawn on the host. The
 /// runner's pid and a per-process random value tell runners apart (also a
@@ -64,17 +64,17 @@ pub(crate) fn next() -> String {
 }
 
 /// A fresh spawn id for a runner to put in a run's environment as
-/// [`VAR`] (through `ExecOptions::base_env`), and record with the run: every
-/// process of the run then carries it, also the ones that leave its process
-/// group, so a later runner can find them after a crash
-/// ([`kill_orphan_carriers`](crate::kill_orphan_carriers)).
+/// `LOOPS_SPAWN_ID` (through [`RunContext::spawn_id`](crate::RunContext::spawn_id)), and
+/// record with the run: every process of the run then carries it, also the
+/// ones that leave its process group, so a later runner can find them after
+/// a crash ([`kill_orphan_carriers`](crate::kill_orphan_carriers)).
 pub fn new_spawn_id() -> String {
     next()
 }
 
 /// The value of [`VAR`] for a child: `cookie`, after the cookies of the
 /// runs this runner is itself part of (`inherited`, when set).
-pub fn chain(inherited: Option<&str>, cookie: &str) -> String {
+pub(crate) fn chain(inherited: Option<&str>, cookie: &str) -> String {
     match inherited.map(str::trim) {
         Some(outer) if !outer.is_empty() => format!("{outer} {cookie}"),
         _ => cookie.to_owned(),

@@ -18,9 +18,10 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use loops_core::Timestamp;
 
 use crate::account::resolve_account_env;
+use crate::cookie;
 use crate::credentials::ACCOUNT_STRIPPED;
 use crate::error::ExecError;
-use crate::execute::ExecOptions;
+use crate::options::{ExecOptions, RunContext};
 use crate::path::normalize_path;
 use crate::scrub::Secrets;
 use crate::spec::ProcessSpec;
@@ -83,7 +84,7 @@ impl RunMetadata {
 ///
 /// Read once: loops never changes its own environment, and a runner builds
 /// an environment for every run.
-pub fn process_env() -> &'static BTreeMap<String, String> {
+pub(crate) fn process_env() -> &'static BTreeMap<String, String> {
     static ENV: OnceLock<BTreeMap<String, String>> = OnceLock::new();
     ENV.get_or_init(|| {
         std::env::vars_os()
@@ -126,16 +127,26 @@ fn normalized_path(env: &BTreeMap<String, String>) -> String {
 /// Builds the environment of `spec` (SPEC §5.3) and the secrets to mask in
 /// its output. Runs `accounts env` when the target has an account, and
 /// raises its errors.
+///
+/// The run's spawn id (`ctx.spawn_id`) joins the base environment's
+/// `LOOPS_SPAWN_ID` first, so `accounts env` carries it too, and the
+/// target's `env` is applied over it as over the rest of the base.
 pub(crate) fn build_env(
     spec: &ProcessSpec<'_>,
     meta: &RunMetadata,
-    opts: &ExecOptions<'_>,
+    opts: &ExecOptions,
+    ctx: &RunContext<'_>,
 ) -> Result<(BTreeMap<String, String>, Secrets), ExecError> {
     let base = opts.base_env.as_ref().unwrap_or_else(|| process_env());
     let mut env = base.clone();
+    if let Some(spawn_id) = ctx.spawn_id {
+        let inherited = base.get(cookie::VAR).map(String::as_str);
+        env.insert(cookie::VAR.to_owned(), cookie::chain(inherited, spawn_id));
+    }
     let mut secrets = Secrets::default();
     if let Some(account) = spec.account {
-        let account_env = resolve_account_env(account, spec.tool_hint, base, opts)?;
+        // `env` is still the base environment, with the run's spawn id.
+        let account_env = resolve_account_env(account, spec.tool_hint, &env, opts, ctx.cancel)?;
         for name in ACCOUNT_STRIPPED {
             env.remove(*name);
         }
@@ -190,7 +201,7 @@ mod tests {
             ])),
             ..ExecOptions::default()
         };
-        let (env, secrets) = build_env(&spec, &meta, &opts).unwrap();
+        let (env, secrets) = build_env(&spec, &meta, &opts, &RunContext::default()).unwrap();
         // Only values of at least 8 bytes are masked, and never PATH.
         assert_eq!(format!("{secrets:?}"), "Secrets(0 values)");
         assert_eq!(env["LOOPS_RUN_ID"], "r1");
@@ -200,6 +211,40 @@ mod tests {
         assert_eq!(env["EXTRA"], "1");
         assert_eq!(env["KEEP"], "k");
         assert!(env["PATH"].starts_with("/target/bin:/h/.local/bin:"));
+    }
+
+    #[test]
+    fn the_run_spawn_id_follows_the_inherited_ones() {
+        let target = ProcessTarget::Command(CommandTarget::new("true"));
+        let spec = ProcessSpec::of(&target);
+        let opts = |inherited: Option<&str>| ExecOptions {
+            base_env: Some(
+                inherited
+                    .map(|v| (cookie::VAR.to_owned(), v.to_owned()))
+                    .into_iter()
+                    .collect(),
+            ),
+            ..ExecOptions::default()
+        };
+        let ctx = RunContext {
+            spawn_id: Some("9-run-1"),
+            ..RunContext::default()
+        };
+        let cases = [
+            (None, &ctx, Some("9-run-1")),
+            (Some("1-outer-0"), &ctx, Some("1-outer-0 9-run-1")),
+            (Some("1-outer-0"), &RunContext::default(), Some("1-outer-0")),
+            (None, &RunContext::default(), None),
+        ];
+        for (inherited, ctx, expected) in cases {
+            let meta = RunMetadata::default();
+            let (env, _) = build_env(&spec, &meta, &opts(inherited), ctx).unwrap();
+            assert_eq!(
+                env.get(cookie::VAR).map(String::as_str),
+                expected,
+                "{inherited:?} {ctx:?}"
+            );
+        }
     }
 
     #[test]

@@ -20,87 +20,23 @@
 //! `terminated by <SIG>`.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
-use loops_core::{Clock, ExecutorResult, ExecutorStatus, ProcessRef, ProcessTarget};
+use loops_core::{ExecutorResult, ExecutorStatus, ProcessRef, ProcessTarget};
 use nix::sys::signal::Signal;
 use serde::Serialize;
 
 use crate::cancel::CancelToken;
-use crate::clock::SystemClock;
 use crate::env::{RunMetadata, build_env};
 use crate::error::ExecError;
 use crate::liveness::process_start_ms;
-use crate::output::DEFAULT_MAX_OUTPUT_BYTES;
+use crate::options::{ExecOptions, RunContext};
 use crate::path::{check_cwd, find_executable};
 use crate::spec::{ProcessSpec, Program};
 use crate::supervise::{self, Cause, Finished, Launch, Limits};
-
-/// The default time between SIGTERM and SIGKILL: 2 s.
-pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
-/// The default wait for a run's pipes to reach EOF after its leader exited.
-pub const DEFAULT_LEAK_TIMEOUT: Duration = Duration::from_millis(500);
-/// The default timeout of one `accounts env` call: 30 s.
-pub const DEFAULT_ACCOUNTS_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How the executor runs a target. [`ExecOptions::default`] gives the SPEC
-/// defaults, the process environment and the system clock.
-pub struct ExecOptions<'a> {
-    /// The environment to start from; `None` means the process environment.
-    pub base_env: Option<BTreeMap<String, String>>,
-    /// Per-stream capture cap in bytes (the tail is kept).
-    pub max_output_bytes: usize,
-    /// Time between SIGTERM and SIGKILL when a group is torn down.
-    pub kill_grace: Duration,
-    /// How long to wait for the pipes to reach EOF after the leader exited,
-    /// before tearing down whatever still holds them.
-    pub leak_timeout: Duration,
-    /// Timeout of the `accounts env` call.
-    pub accounts_timeout: Duration,
-    /// Kills the run (and aborts `accounts env`) when cancelled.
-    pub cancel: Option<CancelToken>,
-    /// Where `startedAt` and `finishedAt` come from. Durations are measured
-    /// with [`Instant`] regardless.
-    pub clock: &'a dyn Clock,
-}
-
-impl Default for ExecOptions<'_> {
-    fn default() -> Self {
-        ExecOptions {
-            base_env: None,
-            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
-            kill_grace: DEFAULT_KILL_GRACE,
-            leak_timeout: DEFAULT_LEAK_TIMEOUT,
-            accounts_timeout: DEFAULT_ACCOUNTS_TIMEOUT,
-            cancel: None,
-            clock: &SystemClock,
-        }
-    }
-}
-
-impl fmt::Debug for ExecOptions<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The environment holds credentials: show only its size.
-        f.debug_struct("ExecOptions")
-            .field(
-                "base_env",
-                &self
-                    .base_env
-                    .as_ref()
-                    .map(|e| format!("{} variables", e.len())),
-            )
-            .field("max_output_bytes", &self.max_output_bytes)
-            .field("kill_grace", &self.kill_grace)
-            .field("leak_timeout", &self.leak_timeout)
-            .field("accounts_timeout", &self.accounts_timeout)
-            .field("cancel", &self.cancel)
-            .finish_non_exhaustive()
-    }
-}
 
 /// What [`preflight_target`] found (SPEC §5.6).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -122,7 +58,7 @@ pub struct Preflight {
 pub fn preflight_target(
     target: &ProcessTarget,
     meta: &RunMetadata,
-    opts: &ExecOptions<'_>,
+    opts: &ExecOptions,
 ) -> Result<Preflight, ExecError> {
     let spec = ProcessSpec::of(target);
     if let Some(reason) = &spec.refused {
@@ -130,7 +66,7 @@ pub fn preflight_target(
             reason: reason.clone(),
         });
     }
-    let (env, _) = build_env(&spec, meta, opts)?;
+    let (env, _) = build_env(&spec, meta, opts, &RunContext::default())?;
     let cwd = spec.cwd.map(check_cwd).transpose()?;
     if let Program::Exec { program, .. } = &spec.program {
         find_executable(program, path_of(&env), &lookup_dir(cwd))?;
@@ -142,7 +78,8 @@ pub fn preflight_target(
     })
 }
 
-/// Runs `target` to completion (SPEC §5.7).
+/// Runs `target` to completion (SPEC §5.7), with the runner's `opts` and
+/// this run's `ctx`.
 ///
 /// `on_spawn` is called right after the spawn with the child's pid and
 /// start time, so the caller can record the process identity before the
@@ -154,18 +91,19 @@ pub fn preflight_target(
 pub fn execute_target(
     target: &ProcessTarget,
     meta: &RunMetadata,
-    opts: &ExecOptions<'_>,
+    opts: &ExecOptions,
+    ctx: &RunContext<'_>,
     on_spawn: &mut dyn FnMut(ProcessRef),
 ) -> Result<ExecutorResult, ExecError> {
     // SPEC §5.7: startedAt is taken before the environment is resolved.
-    let started_at = opts.clock.now();
+    let started_at = ctx.clock.now();
     let start = Instant::now();
     // Nothing ran, so nothing lasted: the duration is 0 whatever the clock.
     let not_started = |error: String| ExecutorResult {
         duration_ms: 0,
-        ..ExecutorResult::failed(error, started_at, opts.clock.now())
+        ..ExecutorResult::failed(error, started_at, ctx.clock.now())
     };
-    let cancelled = || opts.cancel.as_ref().and_then(CancelToken::reason);
+    let cancelled = || ctx.cancel.and_then(CancelToken::reason);
     if let Some(reason) = cancelled() {
         return Ok(not_started(reason));
     }
@@ -174,7 +112,7 @@ pub fn execute_target(
     if let Some(error) = &spec.refused {
         return Ok(not_started(error.clone()));
     }
-    let (env, secrets) = match build_env(&spec, meta, opts) {
+    let (env, secrets) = match build_env(&spec, meta, opts, ctx) {
         Ok(built) => built,
         Err(ExecError::Cancelled { reason }) => return Ok(not_started(reason)),
         Err(e) => return Err(e),
@@ -230,7 +168,7 @@ pub fn execute_target(
     });
     let finished = running.supervise(&Limits {
         timeout: Some(Duration::from_millis(spec.timeout_ms)),
-        cancel: opts.cancel.as_ref(),
+        cancel: ctx.cancel,
         kill_grace: opts.kill_grace,
         leak_timeout: opts.leak_timeout,
         max_output_bytes: opts.max_output_bytes,
@@ -244,7 +182,7 @@ pub fn execute_target(
         error: error.map(|e| secrets.mask_values(&e).into_owned()),
         pid: Some(pid),
         started_at,
-        finished_at: opts.clock.now(),
+        finished_at: ctx.clock.now(),
         duration_ms: i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX),
     })
 }
@@ -345,26 +283,9 @@ mod tests {
     }
 
     #[test]
-    fn options_and_tokens_can_cross_threads() {
+    fn tokens_and_errors_can_cross_threads() {
         fn send_sync<T: Send + Sync>() {}
-        send_sync::<ExecOptions<'static>>();
         send_sync::<CancelToken>();
         send_sync::<ExecError>();
-    }
-
-    #[test]
-    fn debug_output_hides_the_environment() {
-        let opts = ExecOptions {
-            base_env: Some(BTreeMap::from([(
-                "ANTHROPIC_API_KEY".to_owned(),
-                "secret".to_owned(),
-            )])),
-            ..ExecOptions::default()
-        };
-        let shown = format!("{opts:?}");
-        assert!(
-            shown.contains("1 variables") && !shown.contains("secret"),
-            "{shown}"
-        );
     }
 }

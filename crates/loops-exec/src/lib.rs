@@ -24,7 +24,7 @@
 //!
 //! ```
 //! use loops_core::{CommandTarget, ExecutorStatus, ProcessTarget};
-//! use loops_exec::{execute_target, ExecOptions, RunMetadata};
+//! use loops_exec::{execute_target, ExecOptions, RunContext, RunMetadata};
 //!
 //! let mut cmd = CommandTarget::new("printf hello");
 //! cmd.shell = Some(true);
@@ -32,6 +32,7 @@
 //!     &ProcessTarget::Command(cmd),
 //!     &RunMetadata::default(),
 //!     &ExecOptions::default(),
+//!     &RunContext::default(),
 //!     &mut |_spawned| {},
 //! )?;
 //! assert_eq!(result.status, ExecutorStatus::Succeeded);
@@ -55,6 +56,7 @@ mod error;
 mod execute;
 mod group;
 mod liveness;
+mod options;
 mod output;
 mod path;
 mod pool;
@@ -67,20 +69,20 @@ mod supervise;
 
 pub use crate::cancel::{CancelToken, Subscription};
 pub use crate::clock::SystemClock;
-pub use crate::cookie::{VAR as SPAWN_ID_VAR, chain as chain_spawn_id, new_spawn_id};
-pub use crate::env::{RunMetadata, process_env};
+pub use crate::cookie::new_spawn_id;
+pub use crate::env::RunMetadata;
 pub use crate::error::{CwdError, ExecError};
-pub use crate::execute::{
-    DEFAULT_ACCOUNTS_TIMEOUT, DEFAULT_KILL_GRACE, DEFAULT_LEAK_TIMEOUT, ExecOptions, Preflight,
-    execute_target, preflight_target,
+pub use crate::execute::{Preflight, execute_target, preflight_target};
+pub use crate::liveness::{SystemProbe, process_start_ms};
+pub use crate::options::{
+    DEFAULT_ACCOUNTS_TIMEOUT, DEFAULT_KILL_GRACE, DEFAULT_LEAK_TIMEOUT, ExecOptions, RunContext,
 };
-pub use crate::liveness::{SystemProbe, process_start_ms, started_by};
 pub use crate::output::DEFAULT_MAX_OUTPUT_BYTES;
 pub use crate::path::normalize_path;
 pub use crate::pool::Pool;
 pub use crate::process::{
     Detached, OrphanKill, ProcessSignal, hostname, is_running, kill_orphan_carriers,
-    kill_orphan_group, signal_process, spawn_detached,
+    kill_orphan_group, signal_process, spawn_detached, started_by,
 };
 pub use crate::signals::{SignalCancel, survive_file_size_limit};
 pub use crate::spec::agent_argv;

@@ -55,7 +55,7 @@ impl Liveness for SystemProbe {
 
 /// Start times read twice for one process agree exactly; the tolerance only
 /// absorbs a boot-time reading that moved by a second (NTP adjusting `btime`).
-const START_TOLERANCE_MS: i64 = 1_000;
+pub(crate) const START_TOLERANCE_MS: i64 = 1_000;
 
 /// The start time of process `pid` in milliseconds since the Unix epoch, or
 /// `None` when it does not exist or the platform does not tell.
@@ -146,14 +146,6 @@ mod imp {
     pub(super) fn process_state(_pid: u32) -> Option<ProcessState> {
         None
     }
-}
-
-/// Whether process `pid` runs and started no later than `at` (within the
-/// clock tick start times are read to): the process that took a lease or
-/// wrote a pid file at `at`, not a later process that reused its pid.
-pub fn started_by(pid: u32, at: loops_core::Timestamp) -> bool {
-    crate::process::is_running(pid)
-        && process_start_ms(pid).is_none_or(|start| start <= at.as_millis() + START_TOLERANCE_MS)
 }
 
 #[cfg(test)]

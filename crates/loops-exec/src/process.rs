@@ -25,14 +25,10 @@ use nix::unistd::Pid;
 
 use crate::cookie;
 use crate::group;
-use crate::liveness::process_start_ms;
+use crate::liveness::{START_TOLERANCE_MS, process_start_ms};
 
 /// How often a teardown re-checks whether a group or process is gone.
 const RECHECK: Duration = Duration::from_millis(10);
-
-/// Start times read for one process agree to the clock tick; a boot time
-/// moved by NTP can shift them by about a second.
-const START_TOLERANCE_MS: i64 = 1_000;
 
 /// The signals loops sends to processes it did not spawn in this run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +73,14 @@ pub fn is_running(pid: u32) -> bool {
         Ok(()) | Err(Errno::EPERM) => !is_zombie(pid),
         Err(_) => false,
     }
+}
+
+/// Whether process `pid` runs and started no later than `at` (within the
+/// clock tick start times are read to): the process that took a lease or
+/// wrote a pid file at `at`, not a later process that reused its pid.
+pub fn started_by(pid: u32, at: loops_core::Timestamp) -> bool {
+    is_running(pid)
+        && process_start_ms(pid).is_none_or(|start| start <= at.as_millis() + START_TOLERANCE_MS)
 }
 
 /// Sends `signal` to process `pid` (not its group). `Ok(false)` when there

@@ -58,7 +58,8 @@
 //! **Where it lives.** This file spawns and holds the types a run is
 //! described by; `poll.rs` holds the wait loop and the poll of the pipes,
 //! `watch.rs` how the leader's exit is watched, and `teardown.rs` the
-//! group's SIGTERM, grace and SIGKILL and the following of escapees.
+//! run's phase (running, draining, terminating, killing), the group's
+//! SIGTERM, grace and SIGKILL and the following of escapees.
 
 use std::collections::BTreeMap;
 use std::io::{self, PipeReader, PipeWriter, Write};

@@ -15,11 +15,10 @@ use loops_core::{
     ExecutorResult, Loop, LoopRun, ProcessRef, Target, WorkflowId, WorkflowTarget,
     loop_workflow_key,
 };
-use loops_exec::{CancelToken, ExecError, RunMetadata, SPAWN_ID_VAR, SystemProbe, execute_target};
+use loops_exec::{CancelToken, ExecError, ExecOptions, RunContext, RunMetadata, SystemProbe, execute_target};
 use loops_store::{Store, StoreError};
 
 use loops_core::Clock;
-use loops_workflow::ExecSettings;
 use loops_workflow::{WorkflowError, WorkflowRunOptions, execute_workflow};
 
 /// What an executor may do while a run executes.
@@ -90,7 +89,7 @@ pub struct ProcessExecutor<'a> {
     /// Where `startedAt`/`finishedAt` come from.
     pub clock: &'a dyn Clock,
     /// Environment, output cap and kill grace of every child.
-    pub exec: ExecSettings,
+    pub exec: ExecOptions,
     /// The database workflow targets read their workflow from and record
     /// their runs in; `None` fails workflow targets.
     pub database: Option<PathBuf>,
@@ -101,7 +100,7 @@ impl<'a> ProcessExecutor<'a> {
     pub fn new(clock: &'a dyn Clock) -> ProcessExecutor<'a> {
         ProcessExecutor {
             clock,
-            exec: ExecSettings::default(),
+            exec: ExecOptions::default(),
             database: None,
         }
     }
@@ -141,7 +140,8 @@ impl<'a> ProcessExecutor<'a> {
             .get_workflow(&target.workflow_id)?
             .ok_or(RunError::WorkflowNotFound(target.workflow_id))?;
         let opts = WorkflowRunOptions {
-            exec: with_spawn_id(&self.exec, control.spawn_id),
+            exec: self.exec.clone(),
+            spawn_id: control.spawn_id,
             stop: Some(&control.cancel),
             idempotency_key: Some(loop_workflow_key(&lp.id, run.scheduled_for, run.attempt)),
             loop_context: Some((lp, run)),
@@ -151,23 +151,6 @@ impl<'a> ProcessExecutor<'a> {
         };
         Ok(execute_workflow(&store, &workflow, &opts)?.result)
     }
-}
-
-/// `exec` with `spawn_id` added to the `LOOPS_SPAWN_ID` of its base
-/// environment, after the spawn ids of the runs this runner is itself part
-/// of. Each spawn then adds its own cookie behind them (loops-exec's
-/// `cookie.rs`), and a scan for any of them finds the process.
-fn with_spawn_id(exec: &ExecSettings, spawn_id: Option<&str>) -> ExecSettings {
-    let mut exec = exec.clone();
-    let Some(spawn_id) = spawn_id else {
-        return exec;
-    };
-    let env = exec
-        .base_env
-        .get_or_insert_with(|| loops_exec::process_env().clone());
-    let value = loops_exec::chain_spawn_id(env.get(SPAWN_ID_VAR).map(String::as_str), spawn_id);
-    env.insert(SPAWN_ID_VAR.to_owned(), value);
-    exec
 }
 
 impl RunExecutor for ProcessExecutor<'_> {
@@ -182,12 +165,16 @@ impl RunExecutor for ProcessExecutor<'_> {
             Target::Command(c) => loops_core::ProcessTarget::Command(c.clone()),
             Target::Agent(a) => loops_core::ProcessTarget::Agent(a.clone()),
         };
-        let exec = with_spawn_id(&self.exec, control.spawn_id);
-        let opts = exec.options(self.clock, Some(control.cancel.clone()));
+        let ctx = RunContext {
+            clock: self.clock,
+            cancel: Some(&control.cancel),
+            spawn_id: control.spawn_id,
+        };
         Ok(execute_target(
             &target,
             &RunMetadata::for_loop_run(lp, run),
-            &opts,
+            &self.exec,
+            &ctx,
             &mut |p| (control.on_spawn)(p),
         )?)
     }

@@ -16,10 +16,7 @@
 //! Architecture invariant: nothing here spawns processes or writes SQL
 //! directly; those go through `loops_exec` and `loops_store`.
 
-mod settings;
 mod workflow;
-
-pub use crate::settings::ExecSettings;
 
 /// The cancel reason a scheduler gives a run whose lease it lost. A
 /// workflow run stopped for it is recorded failed rather than cancelled

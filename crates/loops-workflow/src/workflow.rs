@@ -42,12 +42,10 @@ mod worker;
 
 use std::time::Duration;
 
-use loops_core::{ExecutorResult, Loop, LoopRun, ProcessRef, StepRun, WorkflowRun, WorkflowRunId};
-use loops_exec::{CancelToken, ExecError};
-use loops_store::StoreError;
-
-use crate::settings::ExecSettings;
 use loops_core::Clock;
+use loops_core::{ExecutorResult, Loop, LoopRun, ProcessRef, StepRun, WorkflowRun, WorkflowRunId};
+use loops_exec::{CancelToken, ExecError, ExecOptions};
+use loops_store::StoreError;
 
 pub use self::preflight::{preflight_new_workflow, preflight_workflow};
 pub use self::run::execute_workflow;
@@ -62,8 +60,13 @@ pub const DEFAULT_CANCEL_POLL: Duration = Duration::from_millis(50);
 pub struct WorkflowRunOptions<'a> {
     /// Where every recorded instant comes from.
     pub clock: &'a dyn Clock,
-    /// Environment, output cap and kill grace of the step processes.
-    pub exec: ExecSettings,
+    /// Environment, output cap and kill grace of the step processes; the
+    /// output cap also bounds the run's summary stdout (SPEC §9 item 25).
+    pub exec: ExecOptions,
+    /// The spawn id of the loop run this run executes for: every step
+    /// process carries it in `LOOPS_SPAWN_ID`
+    /// ([`RunContext::spawn_id`](loops_exec::RunContext::spawn_id)).
+    pub spawn_id: Option<&'a str>,
     /// Ctrl-C or a daemon stop: when cancelled, the run is recorded
     /// `cancelled` with the token's reason (through
     /// `Store::cancel_workflow_run`), its running steps' process groups are
@@ -115,7 +118,8 @@ impl<'a> WorkflowRunOptions<'a> {
     pub fn new(clock: &'a dyn Clock) -> WorkflowRunOptions<'a> {
         WorkflowRunOptions {
             clock,
-            exec: ExecSettings::default(),
+            exec: ExecOptions::default(),
+            spawn_id: None,
             stop: None,
             resume: None,
             idempotency_key: None,

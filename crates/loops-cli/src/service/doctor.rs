@@ -21,7 +21,9 @@ use std::time::Duration;
 use loops_core::{
     CommandTarget, ExecutorStatus, Loop, LoopStatus, ProcessTarget, RunStatus, Target, Timestamp,
 };
-use loops_exec::{ExecOptions, RunMetadata, SystemProbe, execute_target, preflight_target};
+use loops_exec::{
+    ExecOptions, RunContext, RunMetadata, SystemProbe, execute_target, preflight_target,
+};
 use loops_store::{
     DatabaseState, Integrity, LoopFilter, Store, check_integrity, inspect_database,
     integrity_budget, schema_version,
@@ -29,7 +31,7 @@ use loops_store::{
 use serde::Serialize;
 
 use loops_scheduler::DaemonPaths;
-use loops_workflow::{ExecSettings, preflight_workflow};
+use loops_workflow::preflight_workflow;
 
 use super::control::daemon_status;
 
@@ -160,9 +162,13 @@ pub(crate) fn run_doctor(opts: &DoctorOptions<'_>) -> DoctorReport {
     );
     let mut env = opts.env.clone();
     env.insert("PATH".to_owned(), path);
-    checks.push(check_accounts(&env));
+    let exec = ExecOptions {
+        base_env: Some(env),
+        ..ExecOptions::default()
+    };
+    checks.push(check_accounts(&exec));
     for bin in PROVIDERS {
-        checks.push(check_provider(bin, &env));
+        checks.push(check_provider(bin, &exec));
     }
     checks.extend(integrity);
     let store = if db_usable {
@@ -173,7 +179,7 @@ pub(crate) fn run_doctor(opts: &DoctorOptions<'_>) -> DoctorReport {
     match &store {
         Some(store) => {
             checks.push(check_daemon(store, &paths, opts));
-            checks.extend(check_loops(store, &env));
+            checks.extend(check_loops(store, &exec));
         }
         None => checks.push(
             Check::new(
@@ -332,14 +338,13 @@ fn check_database(db: &Path) -> Check {
     }
 }
 
-fn check_accounts(env: &BTreeMap<String, String>) -> Check {
+fn check_accounts(exec: &ExecOptions) -> Check {
     let mut target = CommandTarget::new("accounts");
     target.args = Some(vec!["--version".to_owned()]);
     target.timeout_ms = Some(ACCOUNTS_TIMEOUT_MS);
     let opts = ExecOptions {
-        base_env: Some(env.clone()),
         kill_grace: Duration::from_millis(500),
-        ..ExecOptions::default()
+        ..exec.clone()
     };
     let missing = |detail: String| {
         Check::new(
@@ -353,6 +358,7 @@ fn check_accounts(env: &BTreeMap<String, String>) -> Check {
         &ProcessTarget::Command(target),
         &RunMetadata::default(),
         &opts,
+        &RunContext::default(),
         &mut |_| {},
     ) {
         Ok(r) if r.status == ExecutorStatus::Succeeded => {
@@ -376,14 +382,10 @@ fn check_accounts(env: &BTreeMap<String, String>) -> Check {
     }
 }
 
-fn check_provider(bin: &str, env: &BTreeMap<String, String>) -> Check {
+fn check_provider(bin: &str, exec: &ExecOptions) -> Check {
     let id = format!("provider:{bin}");
-    let opts = ExecOptions {
-        base_env: Some(env.clone()),
-        ..ExecOptions::default()
-    };
     let target = ProcessTarget::Command(CommandTarget::new(bin));
-    match preflight_target(&target, &RunMetadata::default(), &opts) {
+    match preflight_target(&target, &RunMetadata::default(), exec) {
         Ok(_) => Check::new(id, CheckStatus::Ok, format!("{bin} is available")),
         Err(_) => Check::new(id, CheckStatus::Warn, format!("{bin} is not on PATH")),
     }
@@ -414,7 +416,7 @@ fn check_daemon(store: &Store, paths: &DaemonPaths, opts: &DoctorOptions<'_>) ->
     }
 }
 
-fn check_loops(store: &Store, env: &BTreeMap<String, String>) -> Vec<Check> {
+fn check_loops(store: &Store, exec: &ExecOptions) -> Vec<Check> {
     let mut checks = Vec::new();
     checks.push(match store.count_runs(Some(RunStatus::Failed)) {
         Ok(0) => Check::new("loop-runs", CheckStatus::Ok, "no failed loop runs recorded"),
@@ -435,7 +437,7 @@ fn check_loops(store: &Store, env: &BTreeMap<String, String>) -> Vec<Check> {
         limit: Some(200),
     });
     match active {
-        Ok(loops) => checks.extend(loops.iter().map(|lp| preflight_loop(store, lp, env))),
+        Ok(loops) => checks.extend(loops.iter().map(|lp| preflight_loop(store, lp, exec))),
         Err(e) => checks.push(
             Check::new("loops", CheckStatus::Warn, "active loops cannot be listed")
                 .detail(e.to_string()),
@@ -444,7 +446,7 @@ fn check_loops(store: &Store, env: &BTreeMap<String, String>) -> Vec<Check> {
     checks
 }
 
-fn preflight_loop(store: &Store, lp: &Loop, env: &BTreeMap<String, String>) -> Check {
+fn preflight_loop(store: &Store, lp: &Loop, exec: &ExecOptions) -> Check {
     let id = format!("loop:{}:preflight", lp.id);
     let ready = || {
         Check::new(
@@ -466,12 +468,8 @@ fn preflight_loop(store: &Store, lp: &Loop, env: &BTreeMap<String, String>) -> C
             return ready();
         };
         // SPEC §7.5: a workflow loop is checked step by step.
-        let exec = ExecSettings {
-            base_env: Some(env.clone()),
-            ..ExecSettings::default()
-        };
         return match store.get_workflow(&w.workflow_id) {
-            Ok(Some(spec)) => match preflight_workflow(&spec, &exec) {
+            Ok(Some(spec)) => match preflight_workflow(&spec, exec) {
                 Ok(_) => ready(),
                 Err(e) => failed(e.to_string()),
             },
@@ -479,16 +477,12 @@ fn preflight_loop(store: &Store, lp: &Loop, env: &BTreeMap<String, String>) -> C
             Err(e) => failed(e.to_string()),
         };
     };
-    let opts = ExecOptions {
-        base_env: Some(env.clone()),
-        ..ExecOptions::default()
-    };
     let meta = RunMetadata {
         loop_id: Some(lp.id.to_string()),
         loop_name: Some(lp.name.clone()),
         ..RunMetadata::default()
     };
-    match preflight_target(&target, &meta, &opts) {
+    match preflight_target(&target, &meta, exec) {
         Ok(_) => ready(),
         Err(e) => failed(e.to_string()),
     }

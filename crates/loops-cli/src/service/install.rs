@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use loops_core::{CommandTarget, ExecutorStatus, ProcessTarget};
-use loops_exec::{ExecOptions, RunMetadata, execute_target};
+use loops_exec::{ExecOptions, RunContext, RunMetadata, execute_target};
 use serde::Serialize;
 
 /// The launchd label.
@@ -396,6 +396,7 @@ fn run_shell(command: &str) -> EnableResult {
         &ProcessTarget::Command(target),
         &RunMetadata::default(),
         &ExecOptions::default(),
+        &RunContext::default(),
         &mut |_| {},
     );
     match outcome {

@@ -15,7 +15,7 @@ use nix::unistd::Pid;
 use crate::cancel::CancelToken;
 use crate::output::Capture;
 
-use super::teardown::{Escapees, Supervisor};
+use super::teardown::{Escapees, Phase, Supervisor, Teardown};
 use super::watch::{ExitWatch, Watch};
 use super::{Cause, Finished, Limits, RECHECK, Running, ring};
 
@@ -52,70 +52,91 @@ impl Running {
             pgid,
             watch,
             status: None,
-            exited_at: None,
-            cause: None,
-            term_at: None,
-            kill_at: None,
+            phase: Phase::Running,
             escapees: Escapees::new(cookie),
         };
         let deadline = limits.timeout.and_then(|t| Instant::now().checked_add(t));
         let mut buf = read_buffer::take();
         loop {
             let now = Instant::now();
-            if sup.exited_at.is_none() && sup.leader_exited() {
-                sup.exited_at = Some(now);
+            if !sup.phase.leader_exited() && sup.poll_exit() {
+                sup.phase.exit(now);
             }
             // Timeout and cancel only matter while the leader runs: once it
             // has exited on its own, its exit status is the result.
-            if sup.exited_at.is_none() && sup.cause.is_none() {
+            if matches!(sup.phase, Phase::Running) {
                 let cause = match limits.cancel.and_then(CancelToken::reason) {
                     Some(reason) => Some(Cause::Cancelled(reason)),
                     None if reached(now, deadline) => Some(Cause::TimedOut),
                     None => None,
                 };
                 if cause.is_some() {
-                    sup.cause = cause;
-                    sup.terminate(now);
+                    sup.terminate(now, cause);
                 }
             }
 
             let mut wake_at = Earliest::default();
-            if let Some(exited) = sup.exited_at {
-                let leak_deadline = exited.checked_add(limits.leak_timeout);
-                let drained = out.is_closed() && err.is_closed();
-                if drained || reached(now, leak_deadline) || sup.term_at.is_some() {
-                    // Escapees are looked for only once a teardown began.
-                    if !sup.group_alive() && !sup.escapees.alive(now, sup.kill_at.is_some()) {
+            let killing = matches!(sup.phase, Phase::Killing(_));
+            match sup.phase {
+                Phase::Running => {
+                    wake_at.maybe(deadline);
+                    if sup.watch.is_polling() {
+                        wake_at.maybe(now.checked_add(RECHECK));
+                    }
+                }
+                Phase::Draining { exited_at } => {
+                    let leak_deadline = exited_at.checked_add(limits.leak_timeout);
+                    let drained = out.is_closed() && err.is_closed();
+                    if drained || reached(now, leak_deadline) {
+                        // Escapees are looked for only once a teardown
+                        // began: until then the group alone decides.
+                        if !sup.group_alive() {
+                            break;
+                        }
+                        sup.terminate(now, None);
+                        wake_at.maybe(now.checked_add(RECHECK));
+                    } else {
+                        wake_at.maybe(leak_deadline);
+                    }
+                }
+                Phase::Terminating(Teardown {
+                    leader_exited: true,
+                    ..
+                })
+                | Phase::Killing(Teardown {
+                    leader_exited: true,
+                    ..
+                }) => {
+                    if !sup.group_alive() && !sup.escapees.alive(now, killing) {
                         break;
                     }
-                    if sup.term_at.is_none() {
-                        sup.terminate(now);
+                    wake_at.maybe(now.checked_add(RECHECK));
+                }
+                // A teardown whose leader still runs waits for its exit.
+                Phase::Terminating(_) | Phase::Killing(_) => {
+                    if sup.watch.is_polling() {
+                        wake_at.maybe(now.checked_add(RECHECK));
                     }
-                    wake_at.maybe(now.checked_add(RECHECK));
-                } else {
-                    wake_at.maybe(leak_deadline);
-                }
-            } else {
-                if sup.cause.is_none() {
-                    wake_at.maybe(deadline);
-                }
-                if sup.watch.is_polling() {
-                    wake_at.maybe(now.checked_add(RECHECK));
                 }
             }
-            if let (Some(term_at), None) = (sup.term_at, sup.kill_at) {
-                let kill_due = term_at.checked_add(limits.kill_grace);
+            if let Phase::Terminating(Teardown { since, .. }) = sup.phase {
+                let kill_due = since.checked_add(limits.kill_grace);
                 if reached(now, kill_due) {
                     sup.kill(now);
                 } else {
                     wake_at.maybe(kill_due);
                 }
             }
-            if let (Some(kill_at), Some(_)) = (sup.kill_at, sup.exited_at) {
+            if let Phase::Killing(Teardown {
+                since,
+                leader_exited: true,
+                ..
+            }) = sup.phase
+            {
                 // Everything left has been sent SIGKILL, which cannot be
                 // caught. A member still listed a grace period later is stuck
                 // in the kernel; waiting longer would only hang the run.
-                let give_up = kill_at.checked_add(limits.kill_grace);
+                let give_up = since.checked_add(limits.kill_grace);
                 if reached(now, give_up) {
                     break;
                 }
@@ -145,7 +166,7 @@ impl Running {
         let status = sup.reap();
         Finished {
             status,
-            cause: sup.cause,
+            cause: sup.phase.into_cause(),
             stdout: out.buf.finish(),
             stderr: err.buf.finish(),
         }

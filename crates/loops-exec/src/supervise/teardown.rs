@@ -1,7 +1,7 @@
-//! Tearing a run down: the state of its leader and group (SIGTERM to the
-//! group, a grace period, SIGKILL, the reap) and the escapees, the
-//! processes that left the group but carry the spawn cookie, found by
-//! scanning `/proc` and signalled with the group.
+//! Tearing a run down: the [`Phase`] a run is in, the state of its leader
+//! and group (SIGTERM to the group, a grace period, SIGKILL, the reap) and
+//! the escapees, the processes that left the group but carry the spawn
+//! cookie, found by scanning `/proc` and signalled with the group.
 
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
@@ -19,6 +19,64 @@ use super::watch::ExitWatch;
 /// cookie while it last found some: a scan costs milliseconds.
 const ESCAPEE_RECHECK: Duration = Duration::from_millis(50);
 
+/// Where a supervised run is. It only moves forward: from running, through
+/// draining when the leader exits on its own, to terminating and killing
+/// when a teardown begins.
+pub(super) enum Phase {
+    /// The leader runs, and nothing has been signalled.
+    Running,
+    /// The leader exited on its own at `exited_at`; the pipes are drained
+    /// until both reach EOF or the leak timeout passes.
+    Draining { exited_at: Instant },
+    /// SIGTERM went to the group and its escapees; SIGKILL follows a grace
+    /// period later.
+    Terminating(Teardown),
+    /// SIGKILL went to the group and its escapees; a member still there a
+    /// grace period later is given up on.
+    Killing(Teardown),
+}
+
+/// A teardown under way.
+pub(super) struct Teardown {
+    /// When this phase's signal went out.
+    pub(super) since: Instant,
+    /// Why the supervisor began it: a timeout or a cancel while the leader
+    /// ran. `None` when the leader exited on its own and left members
+    /// behind, whose exit status is then the result.
+    pub(super) cause: Option<Cause>,
+    /// Whether the loop has seen the leader exit (it stays unreaped until
+    /// the end).
+    pub(super) leader_exited: bool,
+}
+
+impl Phase {
+    /// Whether the loop has seen the leader exit.
+    pub(super) fn leader_exited(&self) -> bool {
+        match self {
+            Phase::Running => false,
+            Phase::Draining { .. } => true,
+            Phase::Terminating(t) | Phase::Killing(t) => t.leader_exited,
+        }
+    }
+
+    /// The loop saw the leader exit at `now`.
+    pub(super) fn exit(&mut self, now: Instant) {
+        match self {
+            Phase::Running => *self = Phase::Draining { exited_at: now },
+            Phase::Draining { .. } => {}
+            Phase::Terminating(t) | Phase::Killing(t) => t.leader_exited = true,
+        }
+    }
+
+    /// Why the supervisor killed the group, if it did.
+    pub(super) fn into_cause(self) -> Option<Cause> {
+        match self {
+            Phase::Running | Phase::Draining { .. } => None,
+            Phase::Terminating(t) | Phase::Killing(t) => t.cause,
+        }
+    }
+}
+
 /// The state of one run's leader and group.
 pub(super) struct Supervisor {
     pub(super) child: Child,
@@ -26,19 +84,15 @@ pub(super) struct Supervisor {
     pub(super) watch: ExitWatch,
     /// Set once the leader has been reaped.
     pub(super) status: Option<ExitStatus>,
-    /// When the loop learned that the leader exited.
-    pub(super) exited_at: Option<Instant>,
-    pub(super) cause: Option<Cause>,
-    /// When SIGTERM went to the group.
-    pub(super) term_at: Option<Instant>,
-    /// When SIGKILL went to the group.
-    pub(super) kill_at: Option<Instant>,
+    pub(super) phase: Phase,
     /// The processes that left the group but carry the spawn cookie.
     pub(super) escapees: Escapees,
 }
 
 impl Supervisor {
-    pub(super) fn leader_exited(&mut self) -> bool {
+    /// Whether the leader has exited, by its [`ExitWatch`]. The phase
+    /// records what the loop made of it.
+    pub(super) fn poll_exit(&mut self) -> bool {
         match &self.watch {
             #[cfg(any(target_os = "linux", target_os = "android"))]
             ExitWatch::Pidfd { exited, .. } => *exited,
@@ -75,16 +129,33 @@ impl Supervisor {
         self.status.is_none() || group::exists(self.pgid)
     }
 
-    pub(super) fn terminate(&mut self, now: Instant) {
+    /// Begins the teardown: SIGTERM to the group and its escapees. `cause`
+    /// is set when the leader still runs (a timeout or a cancel).
+    pub(super) fn terminate(&mut self, now: Instant, cause: Option<Cause>) {
         self.signal(Signal::SIGTERM);
         self.escapees.signal(Signal::SIGTERM, now);
-        self.term_at = Some(now);
+        let leader_exited = self.phase.leader_exited();
+        self.phase = Phase::Terminating(Teardown {
+            since: now,
+            cause,
+            leader_exited,
+        });
     }
 
+    /// SIGKILL to the group and its escapees, a grace period after the
+    /// SIGTERM.
     pub(super) fn kill(&mut self, now: Instant) {
         self.signal(Signal::SIGKILL);
         self.escapees.signal(Signal::SIGKILL, now);
-        self.kill_at = Some(now);
+        let teardown = match std::mem::replace(&mut self.phase, Phase::Running) {
+            Phase::Terminating(t) | Phase::Killing(t) => Teardown { since: now, ..t },
+            before => Teardown {
+                since: now,
+                cause: None,
+                leader_exited: before.leader_exited(),
+            },
+        };
+        self.phase = Phase::Killing(teardown);
     }
 
     fn signal(&mut self, signal: Signal) {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use loops_core::{Account, AgentProvider, AgentTarget, ExecutorStatus, ProcessTarget};
-use loops_exec::{CancelToken, RunMetadata, preflight_target};
+use loops_exec::{CancelToken, RunContext, RunMetadata, preflight_target};
 
 use crate::support::*;
 
@@ -247,14 +247,20 @@ fn a_cancel_during_accounts_env_is_reported_as_data() {
     fx.fake("accounts", r#"touch "$MARKERS/accounts-started"; sleep 10"#);
     fx.fake("claude", PRINT_ACCOUNT_ENV);
     let token = CancelToken::new();
-    let mut opts = fx.opts();
-    opts.cancel = Some(token.clone());
+    let ctx = RunContext {
+        cancel: Some(&token),
+        ..RunContext::default()
+    };
     let started = fx.path("accounts-started");
-    let canceller = std::thread::spawn(move || {
-        assert!(eventually(Duration::from_secs(5), || started.exists()));
-        token.cancel("cancelled by user");
+    let canceller = std::thread::spawn({
+        let token = token.clone();
+        move || {
+            assert!(eventually(Duration::from_secs(5), || started.exists()));
+            token.cancel("cancelled by user");
+        }
     });
-    let (result, spawned) = run_full(&claude_with_account("work"), &RunMetadata::default(), &opts);
+    let target = claude_with_account("work");
+    let (result, spawned) = run_in(&target, &RunMetadata::default(), &fx.opts(), &ctx);
     canceller.join().unwrap();
     let r = result.unwrap();
     assert_eq!(spawned, None);

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 
 use loops_core::{AgentProvider, AgentTarget, ExecutorStatus, ProcessTarget};
-use loops_exec::{CancelToken, Preflight, RunMetadata, normalize_path, preflight_target};
+use loops_exec::{
+    CancelToken, Preflight, RunContext, RunMetadata, normalize_path, preflight_target,
+};
 
 use crate::support::*;
 
@@ -333,12 +335,15 @@ fn a_token_cancelled_before_the_start_spawns_nothing() {
     let fx = Fixture::new();
     let token = CancelToken::new();
     token.cancel("daemon stopping");
-    let mut opts = fx.opts();
-    opts.cancel = Some(token);
-    let (result, spawned) = run_full(
+    let ctx = RunContext {
+        cancel: Some(&token),
+        ..RunContext::default()
+    };
+    let (result, spawned) = run_in(
         &shell(r#"touch "$MARKERS/ran""#),
         &RunMetadata::default(),
-        &opts,
+        &fx.opts(),
+        &ctx,
     );
     let r = result.unwrap();
     assert_eq!(spawned, None);
@@ -352,9 +357,36 @@ fn instants_come_from_the_injected_clock() {
     let fx = Fixture::new();
     let fixed: loops_core::Timestamp = "2030-05-05T05:05:05Z".parse().unwrap();
     let clock = loops_core::ManualClock::new(fixed);
-    let mut opts = fx.opts();
-    opts.clock = &clock;
-    let r = run(&shell("true"), &opts);
+    let ctx = RunContext {
+        clock: &clock,
+        ..RunContext::default()
+    };
+    let r = run_in(&shell("true"), &RunMetadata::default(), &fx.opts(), &ctx)
+        .0
+        .unwrap();
     assert_eq!(r.started_at, fixed);
     assert_eq!(r.finished_at, fixed);
+}
+
+#[test]
+fn the_run_spawn_id_sits_between_the_inherited_ids_and_the_cookie() {
+    let fx = Fixture::new();
+    let mut env = fx.env();
+    env.insert("LOOPS_SPAWN_ID".to_owned(), "1-outer-0".to_owned());
+    let ctx = RunContext {
+        spawn_id: Some("2-run-0"),
+        ..RunContext::default()
+    };
+    let r = run_in(
+        &shell("printf %s \"$LOOPS_SPAWN_ID\""),
+        &RunMetadata::default(),
+        &fx.opts_with(env),
+        &ctx,
+    )
+    .0
+    .unwrap();
+    let ids: Vec<&str> = r.stdout.split(' ').collect();
+    assert_eq!(ids.len(), 3, "{}", r.stdout);
+    assert_eq!(ids[..2], ["1-outer-0", "2-run-0"]);
+    assert!(ids[2].starts_with(&format!("{}-", std::process::id())));
 }

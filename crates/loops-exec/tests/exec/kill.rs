@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use loops_core::ExecutorStatus;
-use loops_exec::{CancelToken, RunMetadata};
+use loops_exec::{CancelToken, RunContext, RunMetadata};
 
 use crate::support::*;
 
@@ -110,16 +110,28 @@ fn a_cancel_mid_run_kills_the_group_promptly() {
     let fx = Fixture::new();
     fx.fake("slow", &late_writer("late"));
     let token = CancelToken::new();
-    let mut opts = fx.opts();
-    opts.cancel = Some(token.clone());
+    let ctx = RunContext {
+        cancel: Some(&token),
+        ..RunContext::default()
+    };
     let started = fx.path("started");
     let start = Instant::now();
-    let canceller = std::thread::spawn(move || {
-        assert!(eventually(Duration::from_secs(5), || started.exists()));
-        token.cancel("cancelled by test");
-        Instant::now()
+    let canceller = std::thread::spawn({
+        let token = token.clone();
+        move || {
+            assert!(eventually(Duration::from_secs(5), || started.exists()));
+            token.cancel("cancelled by test");
+            Instant::now()
+        }
     });
-    let r = run(&command("slow", &[]), &opts);
+    let r = run_in(
+        &command("slow", &[]),
+        &RunMetadata::default(),
+        &fx.opts(),
+        &ctx,
+    )
+    .0
+    .unwrap();
     let returned = Instant::now();
     let cancelled_at = canceller.join().unwrap();
     assert_eq!(r.status, ExecutorStatus::Failed, "{r:?}");
@@ -135,14 +147,22 @@ fn a_cancel_mid_run_kills_the_group_promptly() {
 fn a_cancel_without_a_reason_reads_cancelled() {
     let fx = Fixture::new();
     let token = CancelToken::new();
-    let mut opts = fx.opts();
-    opts.cancel = Some(token.clone());
+    let ctx = RunContext {
+        cancel: Some(&token),
+        ..RunContext::default()
+    };
     let started = fx.path("started");
-    let canceller = std::thread::spawn(move || {
-        assert!(eventually(Duration::from_secs(5), || started.exists()));
-        token.cancel("");
+    let canceller = std::thread::spawn({
+        let token = token.clone();
+        move || {
+            assert!(eventually(Duration::from_secs(5), || started.exists()));
+            token.cancel("");
+        }
     });
-    let r = run(&shell(r#"touch "$MARKERS/started"; sleep 30"#), &opts);
+    let target = shell(r#"touch "$MARKERS/started"; sleep 30"#);
+    let r = run_in(&target, &RunMetadata::default(), &fx.opts(), &ctx)
+        .0
+        .unwrap();
     canceller.join().unwrap();
     assert_eq!(r.error.as_deref(), Some("cancelled"));
 }

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use loops_core::{CommandTarget, ExecutorResult, ProcessRef, ProcessTarget};
-use loops_exec::{ExecError, ExecOptions, RunMetadata, execute_target, preflight_target};
+use loops_exec::{
+    ExecError, ExecOptions, RunContext, RunMetadata, execute_target, preflight_target,
+};
 use tempfile::TempDir;
 
 /// The grace period tests use instead of the 2 s default.
@@ -68,11 +70,11 @@ impl Fixture {
         ])
     }
 
-    pub(crate) fn opts(&self) -> ExecOptions<'static> {
+    pub(crate) fn opts(&self) -> ExecOptions {
         self.opts_with(self.env())
     }
 
-    pub(crate) fn opts_with(&self, env: BTreeMap<String, String>) -> ExecOptions<'static> {
+    pub(crate) fn opts_with(&self, env: BTreeMap<String, String>) -> ExecOptions {
         ExecOptions {
             base_env: Some(env),
             kill_grace: GRACE,
@@ -114,10 +116,20 @@ pub(crate) fn with_cwd(mut target: ProcessTarget, cwd: &str) -> ProcessTarget {
 pub(crate) fn run_full(
     target: &ProcessTarget,
     meta: &RunMetadata,
-    opts: &ExecOptions<'_>,
+    opts: &ExecOptions,
+) -> (Result<ExecutorResult, ExecError>, Option<ProcessRef>) {
+    run_in(target, meta, opts, &RunContext::default())
+}
+
+/// [`run_full`] with the run's clock, cancel token or spawn id.
+pub(crate) fn run_in(
+    target: &ProcessTarget,
+    meta: &RunMetadata,
+    opts: &ExecOptions,
+    ctx: &RunContext<'_>,
 ) -> (Result<ExecutorResult, ExecError>, Option<ProcessRef>) {
     let mut spawned = None;
-    let result = execute_target(target, meta, opts, &mut |p| spawned = Some(p));
+    let result = execute_target(target, meta, opts, ctx, &mut |p| spawned = Some(p));
     if let Ok(r) = &result {
         assert_eq!(
             r.pid,
@@ -128,11 +140,11 @@ pub(crate) fn run_full(
     (result, spawned)
 }
 
-pub(crate) fn run(target: &ProcessTarget, opts: &ExecOptions<'_>) -> ExecutorResult {
+pub(crate) fn run(target: &ProcessTarget, opts: &ExecOptions) -> ExecutorResult {
     run_full(target, &RunMetadata::default(), opts).0.unwrap()
 }
 
-pub(crate) fn run_err(target: &ProcessTarget, opts: &ExecOptions<'_>) -> String {
+pub(crate) fn run_err(target: &ProcessTarget, opts: &ExecOptions) -> String {
     let (result, spawned) = run_full(target, &RunMetadata::default(), opts);
     assert_eq!(
         spawned, None,
@@ -141,7 +153,7 @@ pub(crate) fn run_err(target: &ProcessTarget, opts: &ExecOptions<'_>) -> String 
     result.unwrap_err().to_string()
 }
 
-pub(crate) fn preflight_err(target: &ProcessTarget, opts: &ExecOptions<'_>) -> String {
+pub(crate) fn preflight_err(target: &ProcessTarget, opts: &ExecOptions) -> String {
     preflight_target(target, &RunMetadata::default(), opts)
         .unwrap_err()
         .to_string()

@@ -9,11 +9,10 @@
 //! are checked. The first failure is raised.
 
 use loops_core::{NewWorkflow, Step};
-use loops_exec::{Preflight, RunMetadata, preflight_target};
+use loops_exec::{ExecOptions, Preflight, RunMetadata, preflight_target};
 
 use super::WorkflowError;
 use super::worker::effective_target;
-use crate::settings::ExecSettings;
 
 /// The workflow id steps see while a workflow that is not stored yet is
 /// checked (`workflows validate --preflight`), as in the original.
@@ -24,9 +23,9 @@ const PREVIEW_ID: &str = "validation";
 /// [`WorkflowError::Preflight`] naming the first step that could not start.
 pub fn preflight_workflow(
     workflow: &loops_core::WorkflowSpec,
-    exec: &ExecSettings,
+    opts: &ExecOptions,
 ) -> Result<Vec<Preflight>, WorkflowError> {
-    preflight_steps(&workflow.steps, workflow.id.as_str(), &workflow.name, exec)
+    preflight_steps(&workflow.steps, workflow.id.as_str(), &workflow.name, opts)
 }
 
 /// [`preflight_workflow`] for a workflow that is validated but not stored
@@ -34,19 +33,17 @@ pub fn preflight_workflow(
 /// `validation`.
 pub fn preflight_new_workflow(
     workflow: &NewWorkflow,
-    exec: &ExecSettings,
+    opts: &ExecOptions,
 ) -> Result<Vec<Preflight>, WorkflowError> {
-    preflight_steps(&workflow.steps, PREVIEW_ID, &workflow.name, exec)
+    preflight_steps(&workflow.steps, PREVIEW_ID, &workflow.name, opts)
 }
 
 fn preflight_steps(
     steps: &[Step],
     workflow_id: &str,
     workflow_name: &str,
-    exec: &ExecSettings,
+    opts: &ExecOptions,
 ) -> Result<Vec<Preflight>, WorkflowError> {
-    let clock = loops_exec::ExecOptions::default().clock;
-    let opts = exec.options(clock, None);
     loops_core::workflow_execution_order(steps)
         .into_iter()
         .map(|step| {
@@ -56,7 +53,7 @@ fn preflight_steps(
                 workflow_step_id: Some(step.id.clone()),
                 ..RunMetadata::default()
             };
-            preflight_target(&effective_target(step), &meta, &opts).map_err(|source| {
+            preflight_target(&effective_target(step), &meta, opts).map_err(|source| {
                 WorkflowError::Preflight {
                     step_id: step.id.clone(),
                     source,

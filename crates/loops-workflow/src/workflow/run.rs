@@ -26,6 +26,7 @@
 //!   finish was in the failed turn stays running in the store, with its
 //!   pid, which recover finds dead.
 
+mod ending;
 mod finish;
 mod retry;
 mod stop;
@@ -35,10 +36,11 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use loops_core::{StepRun, Timestamp, WorkflowRun, WorkflowRunStatus, WorkflowSpec};
-use loops_exec::CancelToken;
+use loops_core::{StepRun, Timestamp, WorkflowRun, WorkflowSpec};
+use loops_exec::{CancelToken, RunContext};
 use loops_store::{NewWorkflowRun, Store};
 
+use self::ending::{Deadline, Ending};
 use self::retry::{RETRY_FIRST, RETRY_MAX};
 use super::plan::{Next, Plan};
 use super::summary::workflow_result;
@@ -96,10 +98,14 @@ pub fn execute_workflow(
     } else {
         store.list_step_runs(&run.id)?
     };
-    let timeout = opts
+    let deadline = opts
         .timeout_ms
         .filter(|ms| *ms > 0)
-        .and_then(|ms| Some((began.checked_add(Duration::from_millis(ms))?, ms)));
+        .and_then(|ms| {
+            let at = began.checked_add(Duration::from_millis(ms))?;
+            Some(Deadline::Pending { at, ms })
+        })
+        .unwrap_or(Deadline::Never);
     let mut runner = Runner {
         store,
         workflow,
@@ -108,13 +114,8 @@ pub fn execute_workflow(
         max_parallel: usize::try_from(workflow.parallelism()).unwrap_or(1),
         run,
         inflight: HashMap::new(),
-        outcome: WorkflowRunStatus::Succeeded,
-        reason: None,
-        halted: false,
-        ended: false,
-        stopped: false,
-        timeout,
-        timed_out: false,
+        ending: Ending::Succeeding,
+        deadline,
         turn: Turn::Outside,
         flushed: false,
         backlog: VecDeque::new(),
@@ -179,18 +180,9 @@ struct Runner<'r> {
     run: WorkflowRun,
     inflight: HashMap<usize, InFlight>,
     /// How the run ends unless something else ends it first.
-    outcome: WorkflowRunStatus,
-    /// The run's error, and the reason its remaining steps are skipped.
-    reason: Option<String>,
-    /// No further step starts.
-    halted: bool,
-    /// The run became terminal outside this runner's finalize.
-    ended: bool,
-    /// The stop token has been handled.
-    stopped: bool,
-    /// The workflow timeout's deadline and length.
-    timeout: Option<(Instant, u64)>,
-    timed_out: bool,
+    ending: Ending,
+    /// The workflow timeout.
+    deadline: Deadline,
     /// Where the store thread is with respect to a turn's transaction.
     turn: Turn,
     /// [`Store::flush_wal_early`] was called.
@@ -236,10 +228,14 @@ impl<'r> Runner<'r> {
             })
         });
         let exec = &self.opts.exec;
-        let clock = self.opts.clock;
+        let ctx = RunContext {
+            clock: self.opts.clock,
+            cancel: None,
+            spawn_id: self.opts.spawn_id,
+        };
         std::thread::scope(|scope| {
             let mut pool = Pool::new(scope, tx.clone());
-            let mut spawn = |job: StepJob<'r>| submit_step(&mut pool, job, exec, clock, tx.clone());
+            let mut spawn = |job: StepJob<'r>| submit_step(&mut pool, job, exec, ctx, tx.clone());
             let outcome = self.supervise(&rx, &mut spawn);
             if let Err(e) = &outcome {
                 self.abandon(&rx, e);
@@ -343,8 +339,8 @@ impl<'r> Runner<'r> {
             }
             let now = Instant::now();
             let mut wait = next_poll.saturating_duration_since(now);
-            if let Some((deadline, _)) = self.timeout.filter(|_| !self.timed_out) {
-                wait = wait.min(deadline.saturating_duration_since(now));
+            if let Deadline::Pending { at, .. } = self.deadline {
+                wait = wait.min(at.saturating_duration_since(now));
             }
             if let Some((at, _)) = retry {
                 wait = wait.min(at.saturating_duration_since(now));

@@ -15,11 +15,8 @@
 use std::sync::mpsc::Sender;
 use std::time::Instant;
 
-use loops_core::{ExecutorResult, ProcessRef, ProcessTarget, Step, Timestamp};
-use loops_exec::{CancelToken, Pool, RunMetadata, execute_target};
-
-use crate::settings::ExecSettings;
-use loops_core::Clock;
+use loops_core::{Clock, ExecutorResult, ProcessRef, ProcessTarget, Step, Timestamp};
+use loops_exec::{CancelToken, ExecOptions, Pool, RunContext, RunMetadata, execute_target};
 
 /// A message from a step worker (or the stop token) to the store thread.
 pub(crate) enum Report {
@@ -64,19 +61,21 @@ pub(crate) fn effective_target(step: &Step) -> ProcessTarget {
     target
 }
 
-/// Hands `job` to a worker of `pool`, which reports its spawn and its
-/// result on `tx`. A panic in the worker becomes a failed result too, so
-/// the store thread hears back from every step.
+/// Hands `job` to a worker of `pool`, which runs it with the workflow run's
+/// `exec` and `ctx` (its clock and spawn id; the job brings the cancel
+/// token) and reports its spawn and its result on `tx`. A panic in the
+/// worker becomes a failed result too, so the store thread hears back from
+/// every step.
 pub(crate) fn submit_step<'scope>(
     pool: &mut Pool<'scope, '_, Report>,
     job: StepJob<'scope>,
-    exec: &'scope ExecSettings,
-    clock: &'scope dyn Clock,
+    exec: &'scope ExecOptions,
+    ctx: RunContext<'scope>,
     tx: Sender<Report>,
 ) {
-    let (pos, started_at, began) = (job.pos, job.started_at, Instant::now());
+    let (pos, started_at, began, clock) = (job.pos, job.started_at, Instant::now(), ctx.clock);
     pool.submit(
-        move || run_step(job, began, exec, clock, &tx),
+        move || run_step(job, began, exec, ctx, &tx),
         move |panic| {
             let error = format!("step executor panicked: {panic}");
             step_failed(pos, error, started_at, began, clock)
@@ -89,16 +88,20 @@ pub(crate) fn submit_step<'scope>(
 fn run_step(
     job: StepJob<'_>,
     began: Instant,
-    exec: &ExecSettings,
-    clock: &dyn Clock,
+    exec: &ExecOptions,
+    ctx: RunContext<'_>,
     tx: &Sender<Report>,
 ) -> Report {
     let pos = job.pos;
-    let opts = exec.options(clock, Some(job.cancel.clone()));
+    let ctx = RunContext {
+        cancel: Some(&job.cancel),
+        ..ctx
+    };
     let outcome = execute_target(
         &effective_target(job.step),
         &job.meta,
-        &opts,
+        exec,
+        &ctx,
         &mut |process| {
             // The receiver outlives every worker; a failed send only
             // means the store thread is already gone.
@@ -107,7 +110,7 @@ fn run_step(
     );
     match outcome {
         Ok(result) => Report::Done(pos, result),
-        Err(e) => step_failed(pos, e.to_string(), job.started_at, began, clock),
+        Err(e) => step_failed(pos, e.to_string(), job.started_at, began, ctx.clock),
     }
 }
 

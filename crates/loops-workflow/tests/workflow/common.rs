@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 
 use loops_core::{Clock, ManualClock};
 use loops_core::{Timestamp, WorkflowEvent, WorkflowRunId, WorkflowSpec, workflow_from_json};
+use loops_exec::ExecOptions;
 use loops_exec::SystemProbe;
 use loops_store::Store;
-use loops_workflow::{ExecSettings, WorkflowRunOptions};
+use loops_workflow::WorkflowRunOptions;
 use serde_json::Value;
 use tempfile::TempDir;
 
@@ -65,7 +66,7 @@ impl Fixture {
 
     /// The environment steps start from: `bin` first on PATH, the fixture's
     /// HOME, and `WORK` naming the marker directory.
-    pub(crate) fn exec(&self) -> ExecSettings {
+    pub(crate) fn exec(&self) -> ExecOptions {
         let root = self.dir.path();
         let env = BTreeMap::from([
             (
@@ -75,9 +76,9 @@ impl Fixture {
             ("HOME".to_owned(), root.join("home").display().to_string()),
             ("WORK".to_owned(), self.work().display().to_string()),
         ]);
-        ExecSettings {
+        ExecOptions {
             base_env: Some(env),
-            ..ExecSettings::default()
+            ..ExecOptions::default()
         }
     }
 

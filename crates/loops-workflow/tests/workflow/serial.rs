@@ -185,6 +185,34 @@ fn steps_see_the_workflow_metadata() {
 }
 
 #[test]
+fn steps_carry_the_loop_runs_spawn_id() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let wf = create(
+        &store,
+        "spawn-id",
+        json!([sh("s1", &[], "printf %s \"$LOOPS_SPAWN_ID\"")]),
+        json!({}),
+    );
+    let clock = clock();
+    let opts = loops_workflow::WorkflowRunOptions {
+        spawn_id: Some("7-run-0"),
+        ..fx.opts(&clock)
+    };
+    let out = execute_workflow(&store, &wf, &opts).unwrap();
+    // The run's id, then the step spawn's own cookie.
+    let ids: Vec<String> = out.steps[0]
+        .stdout
+        .as_deref()
+        .unwrap_or_default()
+        .split(' ')
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert_eq!(ids[0], "7-run-0");
+}
+
+#[test]
 fn an_agent_step_runs_the_provider_found_on_the_path() {
     let fx = Fixture::new();
     fx.script(

@@ -10,9 +10,8 @@ use std::str::FromStr;
 
 use anyhow::{Context, Result, anyhow};
 use loops_core::{NewWorkflow, Timestamp, WorkflowId, WorkflowSpec, WorkflowStatus};
-use loops_exec::Preflight;
+use loops_exec::{ExecOptions, Preflight};
 use loops_store::WorkflowFilter;
-use loops_workflow::ExecSettings;
 use serde_json::json;
 
 use crate::commands::now;
@@ -88,7 +87,7 @@ pub(super) fn validate(args: &ValidateArgs, out: &mut Printer) -> Result<Outcome
     let preflight = if args.preflight {
         Some(loops_workflow::preflight_new_workflow(
             &new,
-            &ExecSettings::default(),
+            &ExecOptions::default(),
         )?)
     } else {
         None

@@ -7,6 +7,7 @@ use loops_store::WorkflowRunPatch;
 use super::super::summary::workflow_result;
 use super::super::{WorkflowError, WorkflowOutcome};
 use super::Runner;
+use super::ending::Ending;
 use super::retry::{RETRY_FIRST, RETRY_MAX};
 
 /// The skip reason when the run stopped without a reason (SPEC §6.3 step 3).
@@ -15,7 +16,7 @@ const STOPPED: &str = "workflow stopped before step could run";
 impl Runner<'_> {
     /// SPEC §6.3 steps 3 and 4: skip what did not run, finalize the run
     /// unless it ended elsewhere, and map it to a result.
-    pub(super) fn finish(mut self) -> Result<WorkflowOutcome, WorkflowError> {
+    pub(super) fn finish(self) -> Result<WorkflowOutcome, WorkflowError> {
         let mut delay = RETRY_FIRST;
         let run = loop {
             match self.record_end() {
@@ -45,7 +46,7 @@ impl Runner<'_> {
         let result = workflow_result(
             &run,
             &steps,
-            self.reason.as_deref(),
+            self.ending.reason(),
             self.opts.exec.max_output_bytes,
         );
         Ok(WorkflowOutcome { run, steps, result })
@@ -53,37 +54,38 @@ impl Runner<'_> {
 
     /// Skips the steps that did not run and finalizes the run, in one
     /// transaction, so a failure leaves nothing half written to try again.
-    fn record_end(&mut self) -> Result<WorkflowRun, WorkflowError> {
+    fn record_end(&self) -> Result<WorkflowRun, WorkflowError> {
         let store = self.store;
         store.transaction(|| self.record_end_in_tx())
     }
 
-    fn record_end_in_tx(&mut self) -> Result<WorkflowRun, WorkflowError> {
+    fn record_end_in_tx(&self) -> Result<WorkflowRun, WorkflowError> {
         let now = self.now();
-        if !self.ended && self.outcome == WorkflowRunStatus::Succeeded && self.plan.has_undecided()
-        {
+        let mut status = self.ending.status();
+        if self.ending == Ending::Succeeding && self.plan.has_undecided() {
             // Only a dependency cycle in a stored spec leaves a step that
             // can never start; fail rather than report success.
-            self.outcome = WorkflowRunStatus::Failed;
+            status = WorkflowRunStatus::Failed;
         }
-        if self.outcome != WorkflowRunStatus::Succeeded {
-            let reason = self.reason.as_deref().unwrap_or(STOPPED);
-            for row in self.store.skip_open_steps(&self.run.id, reason, now)? {
+        let reason = self.ending.reason();
+        if status != WorkflowRunStatus::Succeeded {
+            let skipped = reason.unwrap_or(STOPPED);
+            for row in self.store.skip_open_steps(&self.run.id, skipped, now)? {
                 self.report_step(&row);
             }
         }
-        let run = if self.ended {
+        let run = if self.ending.is_ended() {
             self.store.require_workflow_run(&self.run.id)?
         } else {
             let started = self.run.started_at.unwrap_or(self.run.created_at);
             let patch = WorkflowRunPatch {
                 finished_at: Some(now),
                 duration_ms: Some(now.millis_since(started).max(0)),
-                error: self.reason.clone(),
+                error: reason.map(str::to_owned),
             };
             // A run that ended elsewhere meanwhile is returned as stored.
             self.store
-                .finalize_workflow_run(&self.run.id, self.outcome, &patch, now)?
+                .finalize_workflow_run(&self.run.id, status, &patch, now)?
         };
         Ok(run)
     }

@@ -4,10 +4,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use loops_core::{WorkflowRun, WorkflowRunStatus};
+use loops_core::WorkflowRun;
 use loops_exec::CancelToken;
 
 use super::super::plan::PlanSnapshot;
+use super::ending::{Deadline, Ending};
 use super::{InFlight, Runner};
 
 /// The first wait before a turn or the run's end whose write failed on a
@@ -23,12 +24,8 @@ pub(super) struct Snapshot {
     plan: PlanSnapshot,
     inflight: HashMap<usize, InFlight>,
     run: WorkflowRun,
-    outcome: WorkflowRunStatus,
-    reason: Option<String>,
-    halted: bool,
-    ended: bool,
-    stopped: bool,
-    timed_out: bool,
+    ending: Ending,
+    deadline: Deadline,
 }
 
 impl Runner<'_> {
@@ -38,12 +35,8 @@ impl Runner<'_> {
             plan: self.plan.snapshot(),
             inflight: self.inflight.clone(),
             run: self.run.clone(),
-            outcome: self.outcome,
-            reason: self.reason.clone(),
-            halted: self.halted,
-            ended: self.ended,
-            stopped: self.stopped,
-            timed_out: self.timed_out,
+            ending: self.ending.clone(),
+            deadline: self.deadline,
         }
     }
 
@@ -53,12 +46,8 @@ impl Runner<'_> {
         self.plan.restore(snapshot.plan);
         self.inflight = snapshot.inflight;
         self.run = snapshot.run;
-        self.outcome = snapshot.outcome;
-        self.reason = snapshot.reason;
-        self.halted = snapshot.halted;
-        self.ended = snapshot.ended;
-        self.stopped = snapshot.stopped;
-        self.timed_out = snapshot.timed_out;
+        self.ending = snapshot.ending;
+        self.deadline = snapshot.deadline;
     }
 
     /// The stop token fired: a write that keeps failing is given up then,

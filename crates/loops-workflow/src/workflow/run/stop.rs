@@ -10,23 +10,19 @@ use loops_store::{StepOutcome, StoreError};
 
 use super::super::WorkflowError;
 use super::super::worker::Report;
+use super::ending::{Deadline, Ending};
 use super::{Runner, Turn, timeout_message};
-
-/// The reason a run's remaining steps are skipped with when it stopped
-/// because another process made it terminal (SPEC §6.3 step 2.1).
-const ENDED_ELSEWHERE: &str = "workflow run was cancelled";
 
 impl Runner<'_> {
     /// The stop token: cancel the run in the store (fail it, when the loop
     /// run's lease was lost), then kill its steps.
     pub(super) fn check_stop(&mut self) -> Result<(), WorkflowError> {
-        if self.stopped {
+        if let Ending::Stopped(_) = self.ending {
             return Ok(());
         }
         let Some(reason) = self.opts.stop.and_then(CancelToken::reason) else {
             return Ok(());
         };
-        self.stopped = true;
         // The cancel is recorded before the kill, so the step's killed
         // result can never be finalized over it.
         let now = self.now();
@@ -37,19 +33,20 @@ impl Runner<'_> {
         } else {
             self.store.cancel_workflow_run(&self.run.id, &reason, now)?
         };
-        self.ended_elsewhere(run);
+        // The store returns the run terminal, so the stop is handled once.
+        self.ended_elsewhere(run, true);
         Ok(())
     }
 
     /// Fires the workflow timeout once its deadline has passed (SPEC §6.4).
     pub(super) fn check_deadline(&mut self) {
-        let Some((deadline, ms)) = self.timeout else {
+        let Deadline::Pending { at, ms } = self.deadline else {
             return;
         };
-        if self.timed_out || Instant::now() < deadline {
+        if Instant::now() < at {
             return;
         }
-        self.timed_out = true;
+        self.deadline = Deadline::Fired { ms };
         let message = timeout_message(ms);
         for flight in self.inflight.values_mut() {
             flight.by_timeout = !flight.cancel.is_cancelled();
@@ -60,7 +57,7 @@ impl Runner<'_> {
     /// Whether the run is terminal, reading its status from the store; a
     /// terminal run stops this runner (SPEC §6.3 step 2.1).
     pub(super) fn check_terminal(&mut self) -> Result<bool, WorkflowError> {
-        if self.ended {
+        if self.ending.is_ended() {
             return Ok(true);
         }
         if self.turn == Turn::SeenRunning {
@@ -69,7 +66,7 @@ impl Runner<'_> {
         match self.store.workflow_run_status(&self.run.id)? {
             Some(status) if status.is_terminal() => {
                 let run = self.store.require_workflow_run(&self.run.id)?;
-                self.ended_elsewhere(run);
+                self.ended_elsewhere(run, false);
                 Ok(true)
             }
             Some(_) => {
@@ -85,21 +82,29 @@ impl Runner<'_> {
         }
     }
 
-    /// The run became terminal outside this runner: kill every running step
-    /// with the run's error and start nothing more.
-    fn ended_elsewhere(&mut self, run: WorkflowRun) {
-        if !self.ended && run.status.is_terminal() {
-            self.ended = true;
-            self.halted = true;
-            self.outcome = run.status;
-            self.reason = Some(ENDED_ELSEWHERE.to_owned());
-            let why = run
-                .error
-                .clone()
-                .unwrap_or_else(|| format!("workflow run {}", run.status));
-            for flight in self.inflight.values() {
-                flight.cancel.cancel(why.clone());
+    /// The run became terminal outside this runner (`by_stop`: through the
+    /// stop token): kill every running step with the run's error and start
+    /// nothing more. A run that had already ended keeps its status; the
+    /// stop is then only marked handled.
+    fn ended_elsewhere(&mut self, run: WorkflowRun, by_stop: bool) {
+        match self.ending {
+            Ending::EndedElsewhere(status) if by_stop => self.ending = Ending::Stopped(status),
+            Ending::EndedElsewhere(_) | Ending::Stopped(_) => {}
+            _ if run.status.is_terminal() => {
+                let why = run
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| format!("workflow run {}", run.status));
+                for flight in self.inflight.values() {
+                    flight.cancel.cancel(why.clone());
+                }
+                self.ending = if by_stop {
+                    Ending::Stopped(run.status)
+                } else {
+                    Ending::EndedElsewhere(run.status)
+                };
             }
+            _ => {}
         }
         self.run = run;
     }

@@ -10,12 +10,13 @@ use loops_store::{StepOutcome, StoreError};
 use super::super::WorkflowError;
 use super::super::plan::Next;
 use super::super::worker::StepJob;
+use super::ending::{Deadline, Ending};
 use super::{InFlight, Runner, timeout_message};
 
 impl<'r> Runner<'r> {
     /// Whether [`Runner::dispatch`] would start or skip a step now.
     pub(super) fn can_start(&self) -> bool {
-        !self.halted
+        !self.ending.is_halted()
             && self.inflight.len() < self.max_parallel
             && !matches!(self.plan.next(), Next::Wait | Next::Finished)
     }
@@ -25,7 +26,7 @@ impl<'r> Runner<'r> {
         &mut self,
         spawn: &mut dyn FnMut(StepJob<'r>),
     ) -> Result<(), WorkflowError> {
-        while !self.halted && self.inflight.len() < self.max_parallel {
+        while !self.ending.is_halted() && self.inflight.len() < self.max_parallel {
             let next = self.plan.next();
             if matches!(next, Next::Wait | Next::Finished) {
                 break;
@@ -34,8 +35,7 @@ impl<'r> Runner<'r> {
             if self.check_terminal()? {
                 break;
             }
-            if self.timed_out {
-                let ms = self.timeout.map_or(0, |(_, ms)| ms);
+            if let Deadline::Fired { ms } = self.deadline {
                 self.halt(WorkflowRunStatus::TimedOut, timeout_message(ms));
                 break;
             }
@@ -60,9 +60,12 @@ impl<'r> Runner<'r> {
         )?;
         self.report_step(&row);
         self.plan.finish(pos, row.status);
-        self.reason
-            .get_or_insert_with(|| format!("step {} blocked by dependency {dep}", step.id));
-        self.outcome = WorkflowRunStatus::Failed;
+        // The first blocked step names the failure; a run already failing
+        // keeps its reason.
+        if self.ending == Ending::Succeeding {
+            let reason = format!("step {} blocked by dependency {dep}", step.id);
+            self.ending = Ending::Failing(reason);
+        }
         Ok(())
     }
 
@@ -146,7 +149,7 @@ impl<'r> Runner<'r> {
         let result = if flight.by_timeout && result.status == ExecutorStatus::Failed {
             timed_out = ExecutorResult {
                 status: ExecutorStatus::TimedOut,
-                error: Some(timeout_message(self.timeout.map_or(0, |(_, ms)| ms))),
+                error: Some(timeout_message(self.deadline.ms())),
                 ..result.clone()
             };
             &timed_out
@@ -165,7 +168,10 @@ impl<'r> Runner<'r> {
         self.plan.finish(pos, row.status);
         // Step 2.10. With steps in parallel, the first failure decides; the
         // others still running finish and keep their own results.
-        if result.status != ExecutorStatus::Succeeded && !step.continue_on_failure && !self.halted {
+        if result.status != ExecutorStatus::Succeeded
+            && !step.continue_on_failure
+            && !self.ending.is_halted()
+        {
             let status = match result.status {
                 ExecutorStatus::TimedOut => WorkflowRunStatus::TimedOut,
                 _ => WorkflowRunStatus::Failed,
@@ -182,8 +188,6 @@ impl<'r> Runner<'r> {
 
     /// Stops new steps with `status` and `reason` (SPEC §6.3 "Stop").
     fn halt(&mut self, status: WorkflowRunStatus, reason: String) {
-        self.halted = true;
-        self.outcome = status;
-        self.reason = Some(reason);
+        self.ending = Ending::Halted(status, reason);
     }
 }
