@@ -114,28 +114,29 @@ fn write_at<W: Write, T: Serialize + ?Sized>(out: W, value: &T, depth: usize) ->
 /// `serde_json::to_writer_pretty` writes the whole array: each element is
 /// written at the depth it has inside the array. A long list is therefore
 /// printed while its rows are still being read. Elements are serialized
-/// into a reused buffer, which goes to `out` in chunks of about
-/// [`CHUNK`] bytes: serializing straight into a `dyn Write` made every
-/// small write a virtual call, and cost 40% more instructions.
+/// into a reused buffer, which goes to `out` in chunks of about `chunk`
+/// bytes: serializing straight into a `dyn Write` made every small write a
+/// virtual call, and cost 40% more instructions.
 pub(crate) struct ArrayWriter<W: Write> {
     out: W,
     buf: Vec<u8>,
+    /// The bytes gathered before they are written out.
+    chunk: usize,
     empty: bool,
 }
 
-/// The bytes an [`ArrayWriter`] gathers before writing them out: the
-/// printer's whole buffer, so a chunk goes past it (`BufWriter` writes a
-/// slice at least its capacity straight through) instead of being copied
-/// into it first.
-const CHUNK: usize = crate::render::BUFFER;
-
 impl<W: Write> ArrayWriter<W> {
-    /// An array written to `out`; nothing is written before the first
-    /// chunk is full or [`ArrayWriter::finish`].
-    pub(crate) fn new(out: W) -> Self {
+    /// An array written to `out` in chunks of about `chunk` bytes; nothing
+    /// is written before the first chunk is full or
+    /// [`ArrayWriter::finish`]. A writer that buffers passes its buffer's
+    /// capacity, so each chunk goes past the buffer (`BufWriter` writes a
+    /// slice at least its capacity straight through) instead of being
+    /// copied into it first.
+    pub(crate) fn new(out: W, chunk: usize) -> Self {
         ArrayWriter {
             out,
             buf: Vec::new(),
+            chunk,
             empty: true,
         }
     }
@@ -144,13 +145,13 @@ impl<W: Write> ArrayWriter<W> {
     /// the element one level deep.
     pub(crate) fn push<T: Serialize + ?Sized>(&mut self, item: &T) -> io::Result<()> {
         if self.buf.capacity() == 0 {
-            self.buf.reserve(CHUNK + CHUNK / 4);
+            self.buf.reserve(self.chunk + self.chunk / 4);
         }
         self.buf
             .extend_from_slice(if self.empty { b"[\n  " } else { b",\n  " });
         self.empty = false;
         write_at(&mut self.buf, item, 1)?;
-        if self.buf.len() >= CHUNK {
+        if self.buf.len() >= self.chunk {
             self.out.write_all(&self.buf)?;
             self.buf.clear();
         }
@@ -214,7 +215,7 @@ mod tests {
             let items: Vec<serde_json::Value> = (0..n)
                 .map(|i| json!({"id": i, "tags": (0..i % 3).collect::<Vec<_>>(), "o": {}, "e": []}))
                 .collect();
-            let mut list = ArrayWriter::new(Vec::new());
+            let mut list = ArrayWriter::new(Vec::new(), 64);
             for item in &items {
                 list.push(item).unwrap();
             }

@@ -30,7 +30,7 @@ use serde_json::Value;
 const BLOCK_MAX_CHARS: usize = 32_768;
 
 /// The printer's stdout buffer.
-pub(crate) const BUFFER: usize = 64 * 1024;
+const BUFFER: usize = 64 * 1024;
 
 /// How human output looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,10 +84,10 @@ impl Printer {
         writeln!(self.out)
     }
 
-    /// A JSON array printed element by element; close it with
-    /// [`Printer::end_json_array`].
+    /// A JSON array printed element by element, in chunks of the whole
+    /// buffer; close it with [`Printer::end_json_array`].
     pub(crate) fn json_array(&mut self) -> crate::pretty::ArrayWriter<&mut dyn Write> {
-        crate::pretty::ArrayWriter::new(&mut self.out)
+        crate::pretty::ArrayWriter::new(&mut self.out, BUFFER)
     }
 
     /// Closes an array of [`Printer::json_array`], and a newline.

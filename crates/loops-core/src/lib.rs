@@ -65,3 +65,8 @@ pub use crate::workflow_file::{
     MAX_WORKFLOW_PARALLEL, WorkflowFile, WorkflowFileError, read_workflow_text,
     workflow_file_schema,
 };
+
+/// The README's example, compiled and run as a doctest so it cannot rot.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

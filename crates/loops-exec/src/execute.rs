@@ -88,6 +88,32 @@ pub fn preflight_target(
 /// Returns `Err` only for the account errors of SPEC §5.4, which are raised
 /// before anything is spawned. Every other failure is an `Ok` result with
 /// status failed or timed_out.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use loops_core::{CommandTarget, ExecutorStatus, ProcessTarget};
+/// use loops_exec::{ExecOptions, RunMetadata, execute_target};
+///
+/// let mut cmd = CommandTarget::new(r#"printf 'key=%s' "$API_KEY"; exit 3"#);
+/// cmd.shell = Some(true); // through /bin/sh -c
+/// let key = ("API_KEY".to_owned(), "correct-horse-battery".to_owned());
+/// cmd.env = Some(BTreeMap::from([key]));
+/// let mut spawned = None;
+/// let result = execute_target(
+///     &ProcessTarget::Command(cmd),
+///     &RunMetadata::default(),
+///     &ExecOptions::default(),
+///     &mut |child| spawned = Some(child.pid),
+/// )?;
+/// // A non-zero exit is a failed result, not an `Err`.
+/// assert_eq!(result.status, ExecutorStatus::Failed);
+/// assert_eq!(result.exit_code, Some(3));
+/// assert_eq!(result.error.as_deref(), Some("process exited with code 3"));
+/// assert_eq!(result.pid, spawned);
+/// // What a run returns never holds the values of its own `env`.
+/// assert_eq!(result.stdout, "key=[redacted]");
+/// # Ok::<(), loops_exec::ExecError>(())
+/// ```
 pub fn execute_target(
     target: &ProcessTarget,
     meta: &RunMetadata,

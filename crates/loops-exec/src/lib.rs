@@ -86,3 +86,8 @@ pub use crate::process::{
 };
 pub use crate::signals::{SignalCancel, survive_file_size_limit};
 pub use crate::spec::agent_argv;
+
+/// The README's example, compiled and run as a doctest so it cannot rot.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

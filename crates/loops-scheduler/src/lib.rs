@@ -7,9 +7,35 @@
 //! [`run_now`] runs one manual slot. [`run_daemon`] keeps one dispatcher for
 //! its whole life under the database lease, with crash recovery, wake-ups
 //! and a graceful stop. Time comes from a [`Clock`](loops_core::Clock), so
-//! tests drive ticks with a `ManualClock` and a fake executor.
-//! [`ProcessExecutor`] is the production executor: commands and agents
-//! through `loops_exec`, workflows through `loops_workflow`.
+//! tests drive ticks with a `ManualClock` and a fake executor ([`tick`]'s
+//! example has one). [`ProcessExecutor`] is the production executor:
+//! commands and agents through `loops_exec`, workflows through
+//! `loops_workflow`.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use loops_core::{CommandTarget, ManualClock, NewLoop, RunStatus, Schedule, Target, Timestamp};
+//! use loops_scheduler::{DEFAULT_MAX_PARALLEL, ProcessExecutor, TickOptions, tick};
+//! use loops_store::Store;
+//!
+//! let store = Store::open_in_memory(Arc::new(loops_exec::SystemProbe))?;
+//! let now: Timestamp = "2026-01-01T00:00:00Z".parse()?;
+//! let clock = ManualClock::new(now);
+//! let target = Target::Command(CommandTarget::new("true"));
+//! store.create_loop(&NewLoop::new("hello", Schedule::Once { at: now }, target), now)?;
+//! let executor = ProcessExecutor::for_store(&clock, &store);
+//! let opts = TickOptions {
+//!     runner_id: "example",
+//!     clock: &clock,
+//!     executor: &executor,
+//!     max_parallel: DEFAULT_MAX_PARALLEL,
+//!     stop: None,
+//!     on_run: None,
+//!     on_error: None,
+//! };
+//! assert_eq!(tick(&store, &opts)?.completed[0].status, RunStatus::Succeeded);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! The commands around the daemon (start, stop, status, logs, install,
 //! doctor) are OS glue and live in the CLI.
@@ -33,3 +59,8 @@ pub use crate::scheduler::{
     DEFAULT_MAX_PARALLEL, SchedulerError, TickOptions, manual_run_scheduled_for, run_now,
     should_advance_manual_run, tick,
 };
+
+/// The README's example, compiled and run as a doctest so it cannot rot.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

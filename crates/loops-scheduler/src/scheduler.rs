@@ -74,6 +74,70 @@ pub struct TickOptions<'a> {
 }
 
 /// Runs one scheduler tick (SPEC §3.1).
+///
+/// Every due slot is claimed, executed through [`TickOptions::executor`]
+/// and finalized together with its loop's advance; the tick returns when
+/// nothing it started is left running.
+///
+/// ```
+/// use std::sync::Arc;
+/// use loops_core::{
+///     CommandTarget, ExecutorResult, ExecutorStatus, Loop, LoopRun, ManualClock, NewLoop,
+///     RunStatus, Schedule, Target, Timestamp,
+/// };
+/// use loops_scheduler::{RunControl, RunExecutor, TickOptions, tick};
+/// use loops_store::Store;
+///
+/// /// Succeeds at once, without a process: the scheduler never spawns
+/// /// anything itself.
+/// struct Succeed;
+///
+/// impl RunExecutor for Succeed {
+///     fn execute(
+///         &self,
+///         _lp: &Loop,
+///         run: &LoopRun,
+///         _control: &RunControl<'_>,
+///     ) -> Result<ExecutorResult, String> {
+///         Ok(ExecutorResult {
+///             status: ExecutorStatus::Succeeded,
+///             exit_code: Some(0),
+///             stdout: "done".to_owned(),
+///             stderr: String::new(),
+///             error: None,
+///             pid: None,
+///             started_at: run.scheduled_for,
+///             finished_at: run.scheduled_for,
+///             duration_ms: 0,
+///         })
+///     }
+/// }
+///
+/// let store = Store::open_in_memory(Arc::new(|_| false))?;
+/// let t0: Timestamp = "2026-01-01T00:00:00Z".parse()?;
+/// let clock = ManualClock::new(t0);
+/// let every_minute = Schedule::Interval { every_ms: 60_000, anchor: None };
+/// let target = Target::Command(CommandTarget::new("true"));
+/// let lp = store.create_loop(&NewLoop::new("minutely", every_minute, target), t0)?;
+/// let opts = TickOptions {
+///     runner_id: "example-runner",
+///     clock: &clock,
+///     executor: &Succeed,
+///     max_parallel: 4,
+///     stop: None,
+///     on_run: None,
+///     on_error: None,
+/// };
+///
+/// assert!(tick(&store, &opts)?.is_empty()); // nothing is due yet
+/// clock.advance(60_000);
+/// let done = tick(&store, &opts)?;
+/// assert_eq!(done.completed.len(), 1);
+/// assert_eq!(done.completed[0].status, RunStatus::Succeeded);
+/// let lp = store.get_loop(&lp.id)?.expect("the loop still exists");
+/// assert_eq!(lp.next_run_at, Some(t0.add_ms(120_000))); // advanced with the run
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn tick(store: &Store, opts: &TickOptions<'_>) -> Result<TickResult, SchedulerError> {
     std::thread::scope(|scope| {
         let mut dispatcher =

@@ -354,6 +354,11 @@ fn clock_id_bytes() -> [u8; 6] {
     b
 }
 
+/// The README's example, compiled and run as a doctest so it cannot rot.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 #[cfg(test)]
 mod tests {
     use super::*;

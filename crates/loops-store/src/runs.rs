@@ -388,6 +388,49 @@ impl Store {
     /// was cancelled (the one keyed
     /// [`loop_workflow_key`](loops_core::loop_workflow_key)) is not retried,
     /// whatever attempts remain: the loop advances to its next slot.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use loops_core::{
+    ///     CommandTarget, ExecutorResult, ExecutorStatus, LoopStatus, NewLoop, RunStatus, Schedule,
+    ///     Target, Timestamp,
+    /// };
+    /// use loops_store::{Advance, Fence, Store};
+    ///
+    /// let store = Store::open_in_memory(Arc::new(|_| false))?;
+    /// let now: Timestamp = "2026-01-01T00:00:00Z".parse()?;
+    /// let every_minute = Schedule::Interval { every_ms: 60_000, anchor: None };
+    /// let target = Target::Command(CommandTarget::new("true"));
+    /// let lp = store.create_loop(&NewLoop::new("minutely", every_minute, target), now)?;
+    /// let slot = lp.next_run_at.expect("an interval loop has a next run");
+    /// let run = store.claim_run(&lp, slot, "runner-a", slot)?.run().cloned().expect("claimed");
+    ///
+    /// let finished = slot.add_ms(250);
+    /// let result = ExecutorResult {
+    ///     status: ExecutorStatus::Succeeded,
+    ///     exit_code: Some(0),
+    ///     stdout: String::new(),
+    ///     stderr: String::new(),
+    ///     error: None,
+    ///     pid: None,
+    ///     started_at: slot,
+    ///     finished_at: finished,
+    ///     duration_ms: 250,
+    /// };
+    /// // Another runner's finalize is fenced out: nothing is written.
+    /// let stale = store.finalize_and_advance(&run.id, &result, &Fence::new("runner-b"), finished)?;
+    /// assert!(!stale.applied);
+    /// assert_eq!((stale.run.status, stale.advance), (RunStatus::Running, Advance::FencedOut));
+    ///
+    /// // The claimant's finalize lands, and the loop moves to its next slot.
+    /// let done = store.finalize_and_advance(&run.id, &result, &Fence::new("runner-a"), finished)?;
+    /// assert!(done.applied);
+    /// assert_eq!(done.run.status, RunStatus::Succeeded);
+    /// let lp = done.loop_.expect("the loop still exists");
+    /// assert_eq!(lp.status, LoopStatus::Active);
+    /// assert_eq!(lp.next_run_at, Some(slot.add_ms(60_000)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn finalize_and_advance(
         &self,
         run_id: &RunId,

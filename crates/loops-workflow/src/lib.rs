@@ -9,6 +9,25 @@
 //! any. Time comes from a [`Clock`](loops_core::Clock), so tests drive runs
 //! with a `ManualClock`.
 //!
+//! ```
+//! use std::sync::Arc;
+//! use loops_core::{Clock, ManualClock, WorkflowRunStatus, workflow_from_json};
+//! use loops_store::Store;
+//! use loops_workflow::{WorkflowRunOptions, execute_workflow};
+//!
+//! let store = Store::open_in_memory(Arc::new(|_| false))?;
+//! let clock = ManualClock::new("2026-01-01T00:00:00Z".parse()?);
+//! let file = serde_json::json!({"name": "build", "steps": [
+//!     {"id": "fetch", "target": {"type": "command", "command": "printf fetched", "shell": true}},
+//!     {"id": "test", "dependsOn": ["fetch"],
+//!      "target": {"type": "command", "command": "printf tested", "shell": true}},
+//! ]});
+//! let workflow = store.create_workflow(&workflow_from_json(&file, None)?, clock.now())?;
+//! let outcome = execute_workflow(&store, &workflow, &WorkflowRunOptions::new(&clock))?;
+//! assert_eq!(outcome.run.status, WorkflowRunStatus::Succeeded);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! This is the crate another tool would use to run a DAG of commands and
 //! agents: it knows nothing of loops' schedules, the tick or the daemon
 //! (those are `loops-scheduler`).
@@ -27,3 +46,8 @@ pub use crate::workflow::{
     WorkflowRunOptions, execute_workflow, preflight_new_workflow, preflight_workflow,
     workflow_result,
 };
+
+/// The README's example, compiled and run as a doctest so it cannot rot.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -81,6 +81,30 @@ impl Store {
     /// `maxAttempts` are the current ones) and returned with the run. The
     /// loop's status is not checked: manual runs claim paused and stopped
     /// loops too (SPEC §3.5).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use loops_core::{CommandTarget, NewLoop, RunStatus, Schedule, Target, Timestamp};
+    /// use loops_store::{Claim, NotClaimed, Store};
+    ///
+    /// let store = Store::open_in_memory(Arc::new(|_| false))?;
+    /// let now: Timestamp = "2026-01-01T00:00:00Z".parse()?;
+    /// let target = Target::Command(CommandTarget::new("true"));
+    /// let lp = store.create_loop(&NewLoop::new("nightly", Schedule::Once { at: now }, target), now)?;
+    ///
+    /// let Claim::Claimed { run, .. } = store.claim_run(&lp, now, "runner-a", now)? else {
+    ///     panic!("a fresh slot is claimable");
+    /// };
+    /// assert_eq!((run.status, run.attempt), (RunStatus::Running, 1));
+    /// // The lease runs `leaseMs` (30 minutes by default) from the claim.
+    /// assert_eq!(run.lease_expires_at, Some(now.add_ms(30 * 60 * 1000)));
+    ///
+    /// // Another runner finds the lease held, and nothing is written.
+    /// let later = now.add_ms(1000);
+    /// let again = store.claim_run(&lp, now, "runner-b", later)?;
+    /// assert!(matches!(again, Claim::NotClaimed(NotClaimed::LeaseHeld(held)) if held.id == run.id));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn claim_run(
         &self,
         lp: &Loop,

@@ -78,6 +78,32 @@ use loops_exec::Pool;
 /// runner holds ([`WorkflowError::StepNotClaimable`], the double-run guard),
 /// or a resume that cannot apply. A step's own failure, including an
 /// account that does not resolve, is a failed step.
+///
+/// ```
+/// use std::sync::Arc;
+/// use loops_core::{
+///     Clock, ExecutorStatus, ManualClock, StepRunStatus, WorkflowRunStatus, workflow_from_json,
+/// };
+/// use loops_store::Store;
+/// use loops_workflow::{WorkflowRunOptions, execute_workflow};
+///
+/// let store = Store::open_in_memory(Arc::new(|_| false))?;
+/// let clock = ManualClock::new("2026-01-01T00:00:00Z".parse()?);
+/// let file = serde_json::json!({"name": "release", "steps": [
+///     {"id": "build", "target": {"type": "command", "command": "echo built; exit 1", "shell": true}},
+///     {"id": "ship", "dependsOn": ["build"],
+///      "target": {"type": "command", "command": "echo shipped", "shell": true}},
+/// ]});
+/// let workflow = store.create_workflow(&workflow_from_json(&file, None)?, clock.now())?;
+///
+/// let outcome = execute_workflow(&store, &workflow, &WorkflowRunOptions::new(&clock))?;
+/// // A failing step is a failed run, not an `Err`; what depends on it never starts.
+/// assert_eq!(outcome.run.status, WorkflowRunStatus::Failed);
+/// let steps: Vec<_> = outcome.steps.iter().map(|s| (s.step_id.as_str(), s.status)).collect();
+/// assert_eq!(steps, [("build", StepRunStatus::Failed), ("ship", StepRunStatus::Skipped)]);
+/// assert_eq!(outcome.result.status, ExecutorStatus::Failed); // as a loop run records it
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn execute_workflow(
     store: &Store,
     workflow: &WorkflowSpec,
