@@ -92,7 +92,7 @@ pub fn preflight_target(
 /// ```
 /// use std::collections::BTreeMap;
 /// use loops_core::{CommandTarget, ExecutorStatus, ProcessTarget};
-/// use loops_exec::{ExecOptions, RunMetadata, execute_target};
+/// use loops_exec::{ExecOptions, RunContext, RunMetadata, execute_target};
 ///
 /// let mut cmd = CommandTarget::new(r#"printf 'key=%s' "$API_KEY"; exit 3"#);
 /// cmd.shell = Some(true); // through /bin/sh -c
@@ -103,6 +103,7 @@ pub fn preflight_target(
 ///     &ProcessTarget::Command(cmd),
 ///     &RunMetadata::default(),
 ///     &ExecOptions::default(),
+///     &RunContext::default(),
 ///     &mut |child| spawned = Some(child.pid),
 /// )?;
 /// // A non-zero exit is a failed result, not an `Err`.

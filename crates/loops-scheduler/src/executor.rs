@@ -15,7 +15,9 @@ use loops_core::{
     ExecutorResult, Loop, LoopRun, ProcessRef, Target, WorkflowId, WorkflowTarget,
     loop_workflow_key,
 };
-use loops_exec::{CancelToken, ExecError, ExecOptions, RunContext, RunMetadata, SystemProbe, execute_target};
+use loops_exec::{
+    CancelToken, ExecError, ExecOptions, RunContext, RunMetadata, SystemProbe, execute_target,
+};
 use loops_store::{Store, StoreError};
 
 use loops_core::Clock;

@@ -85,7 +85,7 @@ pub struct TickOptions<'a> {
 ///     CommandTarget, ExecutorResult, ExecutorStatus, Loop, LoopRun, ManualClock, NewLoop,
 ///     RunStatus, Schedule, Target, Timestamp,
 /// };
-/// use loops_scheduler::{RunControl, RunExecutor, TickOptions, tick};
+/// use loops_scheduler::{RunControl, RunError, RunExecutor, TickOptions, tick};
 /// use loops_store::Store;
 ///
 /// /// Succeeds at once, without a process: the scheduler never spawns
@@ -98,7 +98,7 @@ pub struct TickOptions<'a> {
 ///         _lp: &Loop,
 ///         run: &LoopRun,
 ///         _control: &RunControl<'_>,
-///     ) -> Result<ExecutorResult, String> {
+///     ) -> Result<ExecutorResult, RunError> {
 ///         Ok(ExecutorResult {
 ///             status: ExecutorStatus::Succeeded,
 ///             exit_code: Some(0),
