@@ -1,14 +1,16 @@
 //! Row decoding: SQLite rows into core records (SPEC §4.2 columns, §1 JSON).
 //!
-//! Mappers read columns by name, so the `SELECT *` of a database with extra
-//! additive columns still decodes. The two hot tables, `loops` and
-//! `loop_runs`, are read by position instead: a name lookup compares the
-//! name against every column, which cost more than the rest of decoding a
-//! row. Their positions are the original's column order, which additive
-//! migrations never change (new columns go at the end), and
-//! [`check_layout`] verifies it when a database is opened. A value that does
-//! not decode (bad JSON, unknown status) becomes a conversion error naming
-//! the column.
+//! Every query names the columns it reads: each table has a column list
+//! (`loop_columns!()` and so on) that its statements splice into their
+//! `SELECT` or `RETURNING`, and its mapper reads the row by position in
+//! that same list. Reading by position is several times cheaper than by
+//! name (a name lookup compares the name against every column), and naming
+//! the columns means the table's own column order does not matter: a
+//! database whose additive migrations ran in another order, or that has
+//! columns this binary does not know, decodes the same. A unit test checks
+//! each list against the names its mapper reports. A value that does not
+//! decode (bad JSON, unknown status) becomes a conversion error naming the
+//! column.
 
 use std::ops::ControlFlow;
 use std::str::FromStr;
@@ -69,89 +71,25 @@ impl Column for At {
     }
 }
 
-/// The original's columns of `loops`, in table order.
-const LOOP_COLUMNS: [&str; 17] = [
-    "id",
-    "name",
-    "description",
-    "status",
-    "schedule_json",
-    "target_json",
-    "next_run_at",
-    "retry_scheduled_for",
-    "catch_up",
-    "catch_up_limit",
-    "overlap",
-    "max_attempts",
-    "retry_delay_ms",
-    "lease_ms",
-    "expires_at",
-    "created_at",
-    "updated_at",
-];
-
-/// The original's columns of `loop_runs`, in table order.
-const RUN_COLUMNS: [&str; 18] = [
-    "id",
-    "loop_id",
-    "loop_name",
-    "scheduled_for",
-    "attempt",
-    "status",
-    "started_at",
-    "finished_at",
-    "claimed_by",
-    "lease_expires_at",
-    "pid",
-    "exit_code",
-    "duration_ms",
-    "stdout",
-    "stderr",
-    "error",
-    "created_at",
-    "updated_at",
-];
-
-/// Column `i` of `loops`.
-const fn lc(i: usize) -> At {
-    At(i, LOOP_COLUMNS[i])
-}
-
-/// Column `i` of `loop_runs`.
-const fn rc(i: usize) -> At {
-    At(i, RUN_COLUMNS[i])
-}
-
-/// Checks that `loops` and `loop_runs` start with the original's columns in
-/// the original's order, which the positional mappers rely on.
-pub(crate) fn check_layout(conn: &Connection) -> Result<()> {
-    for (table, expected) in [
-        ("loops", &LOOP_COLUMNS[..]),
-        ("loop_runs", &RUN_COLUMNS[..]),
-    ] {
-        let mut stmt = conn
-            .prepare("SELECT name FROM pragma_table_info(?1) ORDER BY cid")
-            .map_err(StoreError::db("inspecting the schema"))?;
-        let names = stmt
-            .query_map([table], |r| r.get::<_, String>(0))
-            .map_err(StoreError::db("inspecting the schema"))?
-            .collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(StoreError::db("inspecting the schema"))?;
-        let prefix: Vec<&str> = names
-            .iter()
-            .take(expected.len())
-            .map(String::as_str)
-            .collect();
-        if prefix != expected {
-            return Err(StoreError::Migration(format!(
-                "table {table} has columns ({}) where loops expects ({}) first; \
-                 the database was changed by hand or by another program",
-                names.join(", "),
-                expected.join(", ")
-            )));
+/// Declares a table's column list: a macro expanding to the list as SQL
+/// text (for `concat!`), and an array of the same names whose index is the
+/// position a mapper reads.
+macro_rules! columns {
+    (
+        $(#[$doc:meta])* $mac:ident, $names:ident:
+        [$first:literal $(, $col:literal)* $(,)?]
+    ) => {
+        $(#[$doc])*
+        macro_rules! $mac {
+            () => {
+                concat!($first $(, ", ", $col)*)
+            };
         }
-    }
-    Ok(())
+        pub(crate) use $mac;
+
+        /// The column names of the list, in order.
+        const $names: &[&str] = &[$first $(, $col)*];
+    };
 }
 
 fn conversion<E>(col: impl std::fmt::Display, err: E) -> rusqlite::Error
@@ -263,164 +201,237 @@ pub(crate) fn i32_opt(row: &Row<'_>, col: impl Column) -> rusqlite::Result<Optio
         .transpose()
 }
 
-/// Reads a column that may be absent from an older schema as NULL.
-pub(crate) fn optional_column<T: rusqlite::types::FromSql>(
-    row: &Row<'_>,
-    col: &str,
-) -> rusqlite::Result<Option<T>> {
-    match row.get::<_, Option<T>>(col) {
-        Err(rusqlite::Error::InvalidColumnName(_)) => Ok(None),
-        other => other,
-    }
+/// Column `i` of a list declared with `columns!`.
+fn at(names: &'static [&'static str], i: usize) -> At {
+    At(i, names[i])
 }
 
-/// The recorded process of a run or step row: `pid` plus the additive
-/// `pid_start_ms`.
-pub(crate) fn process_ref(row: &Row<'_>) -> rusqlite::Result<Option<ProcessRef>> {
-    let pid = u32_opt(row, "pid")?;
-    let start: Option<i64> = optional_column(row, "pid_start_ms")?;
+/// A recorded process: `pid` plus the additive `pid_start_ms`.
+fn process_ref(row: &Row<'_>, pid: At, start: At) -> rusqlite::Result<Option<ProcessRef>> {
+    let pid = u32_opt(row, pid)?;
+    let start: Option<i64> = start.get(row)?;
     Ok(pid.map(|pid| ProcessRef { pid, start }))
 }
 
-/// `loops` row → [`Loop`], by position (see the module docs).
+/// The recorded process of a row that selects `pid, pid_start_ms` from
+/// position `first` on.
+pub(crate) fn process_at(row: &Row<'_>, first: usize) -> rusqlite::Result<Option<ProcessRef>> {
+    process_ref(row, At(first, "pid"), At(first + 1, "pid_start_ms"))
+}
+
+columns!(
+    /// The columns of `loops` that [`loop_row`] reads.
+    loop_columns, LOOP_COLUMNS: [
+        "id", "name", "description", "status", "schedule_json", "target_json", "next_run_at",
+        "retry_scheduled_for", "catch_up", "catch_up_limit", "overlap", "max_attempts",
+        "retry_delay_ms", "lease_ms", "expires_at", "created_at", "updated_at", "paused_reason",
+    ]
+);
+
+/// A [`loop_columns!`] row → [`Loop`].
 pub(crate) fn loop_row(row: &Row<'_>) -> rusqlite::Result<Loop> {
-    let status: LoopStatus = parsed(row, lc(3))?;
+    let c = |i| at(LOOP_COLUMNS, i);
+    let status: LoopStatus = parsed(row, c(3))?;
     // A reason is shown only while the loop is paused: the original resumes
     // a loop without clearing the column it does not know.
     let paused_reason = match status {
-        LoopStatus::Paused => optional_column(row, "paused_reason")?,
+        LoopStatus::Paused => c(17).get(row)?,
         _ => None,
     };
     Ok(Loop {
-        id: parsed(row, lc(0))?,
-        name: lc(1).get(row)?,
-        description: lc(2).get(row)?,
+        id: parsed(row, c(0))?,
+        name: c(1).get(row)?,
+        description: c(2).get(row)?,
         status,
-        schedule: json(row, lc(4))?,
-        target: json(row, lc(5))?,
-        next_run_at: parsed_opt(row, lc(6))?,
-        retry_scheduled_for: parsed_opt(row, lc(7))?,
-        catch_up: parsed(row, lc(8))?,
-        catch_up_limit: u32_col(row, lc(9))?,
-        overlap: parsed(row, lc(10))?,
-        max_attempts: u32_col(row, lc(11))?,
-        retry_delay_ms: u64_col(row, lc(12))?,
-        lease_ms: u64_col(row, lc(13))?,
-        expires_at: parsed_opt(row, lc(14))?,
-        created_at: parsed(row, lc(15))?,
-        updated_at: parsed(row, lc(16))?,
+        schedule: json(row, c(4))?,
+        target: json(row, c(5))?,
+        next_run_at: parsed_opt(row, c(6))?,
+        retry_scheduled_for: parsed_opt(row, c(7))?,
+        catch_up: parsed(row, c(8))?,
+        catch_up_limit: u32_col(row, c(9))?,
+        overlap: parsed(row, c(10))?,
+        max_attempts: u32_col(row, c(11))?,
+        retry_delay_ms: u64_col(row, c(12))?,
+        lease_ms: u64_col(row, c(13))?,
+        expires_at: parsed_opt(row, c(14))?,
+        created_at: parsed(row, c(15))?,
+        updated_at: parsed(row, c(16))?,
         paused_reason,
     })
 }
 
-/// `loop_runs` row → [`LoopRun`], by position (see the module docs).
+columns!(
+    /// The columns of `loop_runs` that [`run_row`], [`run_process`] and
+    /// [`run_spawn_id`] read.
+    run_columns, RUN_COLUMNS: [
+        "id", "loop_id", "loop_name", "scheduled_for", "attempt", "status", "started_at",
+        "finished_at", "claimed_by", "lease_expires_at", "pid", "exit_code", "duration_ms",
+        "stdout", "stderr", "error", "created_at", "updated_at", "pid_start_ms", "spawn_id",
+    ]
+);
+
+/// A [`run_columns!`] row → [`LoopRun`].
 pub(crate) fn run_row(row: &Row<'_>) -> rusqlite::Result<LoopRun> {
+    let c = |i| at(RUN_COLUMNS, i);
     Ok(LoopRun {
-        id: parsed(row, rc(0))?,
-        loop_id: parsed(row, rc(1))?,
-        loop_name: rc(2).get(row)?,
-        scheduled_for: parsed(row, rc(3))?,
-        attempt: u32_col(row, rc(4))?,
-        status: parsed(row, rc(5))?,
-        started_at: parsed_opt(row, rc(6))?,
-        finished_at: parsed_opt(row, rc(7))?,
-        claimed_by: rc(8).get(row)?,
-        lease_expires_at: parsed_opt(row, rc(9))?,
-        pid: u32_opt(row, rc(10))?,
-        exit_code: i32_opt(row, rc(11))?,
-        duration_ms: rc(12).get(row)?,
-        stdout: rc(13).get(row)?,
-        stderr: rc(14).get(row)?,
-        error: rc(15).get(row)?,
-        created_at: parsed(row, rc(16))?,
-        updated_at: parsed(row, rc(17))?,
+        id: parsed(row, c(0))?,
+        loop_id: parsed(row, c(1))?,
+        loop_name: c(2).get(row)?,
+        scheduled_for: parsed(row, c(3))?,
+        attempt: u32_col(row, c(4))?,
+        status: parsed(row, c(5))?,
+        started_at: parsed_opt(row, c(6))?,
+        finished_at: parsed_opt(row, c(7))?,
+        claimed_by: c(8).get(row)?,
+        lease_expires_at: parsed_opt(row, c(9))?,
+        pid: u32_opt(row, c(10))?,
+        exit_code: i32_opt(row, c(11))?,
+        duration_ms: c(12).get(row)?,
+        stdout: c(13).get(row)?,
+        stderr: c(14).get(row)?,
+        error: c(15).get(row)?,
+        created_at: parsed(row, c(16))?,
+        updated_at: parsed(row, c(17))?,
     })
 }
 
-/// `workflow_specs` row → [`WorkflowSpec`].
+/// The recorded process of a [`run_columns!`] row.
+pub(crate) fn run_process(row: &Row<'_>) -> rusqlite::Result<Option<ProcessRef>> {
+    process_ref(row, at(RUN_COLUMNS, 10), at(RUN_COLUMNS, 18))
+}
+
+/// The spawn id of a [`run_columns!`] row.
+pub(crate) fn run_spawn_id(row: &Row<'_>) -> rusqlite::Result<Option<String>> {
+    at(RUN_COLUMNS, 19).get(row)
+}
+
+columns!(
+    /// The columns of `workflow_specs` that [`workflow_row`] reads.
+    workflow_columns, WORKFLOW_COLUMNS: [
+        "id", "name", "description", "version", "status", "steps_json", "max_parallel",
+        "created_at", "updated_at",
+    ]
+);
+
+/// A [`workflow_columns!`] row → [`WorkflowSpec`].
 pub(crate) fn workflow_row(row: &Row<'_>) -> rusqlite::Result<WorkflowSpec> {
+    let c = |i| at(WORKFLOW_COLUMNS, i);
     Ok(WorkflowSpec {
-        id: parsed(row, "id")?,
-        name: row.get("name")?,
-        description: row.get("description")?,
-        version: u32_col(row, "version")?,
-        status: parsed(row, "status")?,
-        steps: json(row, "steps_json")?,
-        max_parallel: optional_column::<i64>(row, "max_parallel")?
-            .map(|v| u32::try_from(v).map_err(|e| conversion("max_parallel", e)))
-            .transpose()?,
-        created_at: parsed(row, "created_at")?,
-        updated_at: parsed(row, "updated_at")?,
+        id: parsed(row, c(0))?,
+        name: c(1).get(row)?,
+        description: c(2).get(row)?,
+        version: u32_col(row, c(3))?,
+        status: parsed(row, c(4))?,
+        steps: json(row, c(5))?,
+        max_parallel: u32_opt(row, c(6))?,
+        created_at: parsed(row, c(7))?,
+        updated_at: parsed(row, c(8))?,
     })
 }
 
-/// `workflow_runs` row → [`WorkflowRun`].
+columns!(
+    /// The columns of `workflow_runs` that [`workflow_run_row`] reads.
+    workflow_run_columns, WORKFLOW_RUN_COLUMNS: [
+        "id", "workflow_id", "workflow_name", "loop_id", "loop_run_id", "scheduled_for",
+        "idempotency_key", "status", "started_at", "finished_at", "duration_ms", "error",
+        "created_at", "updated_at",
+    ]
+);
+
+/// A [`workflow_run_columns!`] row → [`WorkflowRun`].
 pub(crate) fn workflow_run_row(row: &Row<'_>) -> rusqlite::Result<WorkflowRun> {
+    let c = |i| at(WORKFLOW_RUN_COLUMNS, i);
     Ok(WorkflowRun {
-        id: parsed(row, "id")?,
-        workflow_id: parsed(row, "workflow_id")?,
-        workflow_name: row.get("workflow_name")?,
-        loop_id: parsed_opt(row, "loop_id")?,
-        loop_run_id: parsed_opt(row, "loop_run_id")?,
-        scheduled_for: parsed_opt(row, "scheduled_for")?,
-        idempotency_key: row.get("idempotency_key")?,
-        status: parsed(row, "status")?,
-        started_at: parsed_opt(row, "started_at")?,
-        finished_at: parsed_opt(row, "finished_at")?,
-        duration_ms: row.get("duration_ms")?,
-        error: row.get("error")?,
-        created_at: parsed(row, "created_at")?,
-        updated_at: parsed(row, "updated_at")?,
+        id: parsed(row, c(0))?,
+        workflow_id: parsed(row, c(1))?,
+        workflow_name: c(2).get(row)?,
+        loop_id: parsed_opt(row, c(3))?,
+        loop_run_id: parsed_opt(row, c(4))?,
+        scheduled_for: parsed_opt(row, c(5))?,
+        idempotency_key: c(6).get(row)?,
+        status: parsed(row, c(7))?,
+        started_at: parsed_opt(row, c(8))?,
+        finished_at: parsed_opt(row, c(9))?,
+        duration_ms: c(10).get(row)?,
+        error: c(11).get(row)?,
+        created_at: parsed(row, c(12))?,
+        updated_at: parsed(row, c(13))?,
     })
 }
 
-/// `workflow_step_runs` row → [`StepRun`].
+columns!(
+    /// The columns of `workflow_step_runs` that [`step_run_row`] reads.
+    step_run_columns, STEP_RUN_COLUMNS: [
+        "id", "workflow_run_id", "step_id", "sequence", "status", "started_at", "finished_at",
+        "exit_code", "pid", "duration_ms", "stdout", "stderr", "error", "account_profile",
+        "account_tool", "created_at", "updated_at",
+    ]
+);
+
+/// A [`step_run_columns!`] row → [`StepRun`].
 pub(crate) fn step_run_row(row: &Row<'_>) -> rusqlite::Result<StepRun> {
-    let c = |i: usize, name: &'static str| At(i, name);
+    let c = |i| at(STEP_RUN_COLUMNS, i);
     Ok(StepRun {
-        id: parsed(row, c(0, "id"))?,
-        workflow_run_id: parsed(row, c(1, "workflow_run_id"))?,
-        step_id: c(2, "step_id").get(row)?,
-        sequence: u32_col(row, c(3, "sequence"))?,
-        status: parsed(row, c(4, "status"))?,
-        started_at: parsed_opt(row, c(5, "started_at"))?,
-        finished_at: parsed_opt(row, c(6, "finished_at"))?,
-        exit_code: i32_opt(row, c(7, "exit_code"))?,
-        pid: u32_opt(row, c(8, "pid"))?,
-        duration_ms: c(9, "duration_ms").get(row)?,
-        stdout: c(10, "stdout").get(row)?,
-        stderr: c(11, "stderr").get(row)?,
-        error: c(12, "error").get(row)?,
-        account_profile: c(13, "account_profile").get(row)?,
-        account_tool: c(14, "account_tool").get(row)?,
-        created_at: parsed(row, c(15, "created_at"))?,
-        updated_at: parsed(row, c(16, "updated_at"))?,
+        id: parsed(row, c(0))?,
+        workflow_run_id: parsed(row, c(1))?,
+        step_id: c(2).get(row)?,
+        sequence: u32_col(row, c(3))?,
+        status: parsed(row, c(4))?,
+        started_at: parsed_opt(row, c(5))?,
+        finished_at: parsed_opt(row, c(6))?,
+        exit_code: i32_opt(row, c(7))?,
+        pid: u32_opt(row, c(8))?,
+        duration_ms: c(9).get(row)?,
+        stdout: c(10).get(row)?,
+        stderr: c(11).get(row)?,
+        error: c(12).get(row)?,
+        account_profile: c(13).get(row)?,
+        account_tool: c(14).get(row)?,
+        created_at: parsed(row, c(15))?,
+        updated_at: parsed(row, c(16))?,
     })
 }
 
-/// `workflow_events` row → [`WorkflowEvent`].
+columns!(
+    /// The columns of `workflow_events` that [`event_row`] reads.
+    event_columns, EVENT_COLUMNS: [
+        "id", "workflow_run_id", "sequence", "event_type", "step_id", "payload_json",
+        "created_at",
+    ]
+);
+
+/// An [`event_columns!`] row → [`WorkflowEvent`].
 pub(crate) fn event_row(row: &Row<'_>) -> rusqlite::Result<WorkflowEvent> {
+    let c = |i| at(EVENT_COLUMNS, i);
     Ok(WorkflowEvent {
-        id: parsed(row, "id")?,
-        workflow_run_id: parsed(row, "workflow_run_id")?,
-        sequence: u32_col(row, "sequence")?,
-        event_type: row.get("event_type")?,
-        step_id: row.get("step_id")?,
-        payload: json_opt(row, "payload_json")?,
-        created_at: parsed(row, "created_at")?,
+        id: parsed(row, c(0))?,
+        workflow_run_id: parsed(row, c(1))?,
+        sequence: u32_col(row, c(2))?,
+        event_type: c(3).get(row)?,
+        step_id: c(4).get(row)?,
+        payload: json_opt(row, c(5))?,
+        created_at: parsed(row, c(6))?,
     })
 }
 
-/// `daemon_lease` row → [`DaemonLease`].
+columns!(
+    /// The columns of `daemon_lease` that [`lease_row`] reads.
+    lease_columns, LEASE_COLUMNS: [
+        "id", "pid", "hostname", "heartbeat_at", "expires_at", "created_at", "updated_at",
+    ]
+);
+
+/// A [`lease_columns!`] row → [`DaemonLease`].
 pub(crate) fn lease_row(row: &Row<'_>) -> rusqlite::Result<DaemonLease> {
+    let c = |i| at(LEASE_COLUMNS, i);
     Ok(DaemonLease {
-        id: parsed(row, "id")?,
-        pid: u32_col(row, "pid")?,
-        hostname: row.get("hostname")?,
-        heartbeat_at: parsed(row, "heartbeat_at")?,
-        expires_at: parsed(row, "expires_at")?,
-        created_at: parsed(row, "created_at")?,
-        updated_at: parsed(row, "updated_at")?,
+        id: parsed(row, c(0))?,
+        pid: u32_col(row, c(1))?,
+        hostname: c(2).get(row)?,
+        heartbeat_at: parsed(row, c(3))?,
+        expires_at: parsed(row, c(4))?,
+        created_at: parsed(row, c(5))?,
+        updated_at: parsed(row, c(6))?,
     })
 }
 
@@ -454,7 +465,8 @@ pub(crate) fn decode<T>(
         | rusqlite::Error::InvalidColumnType(..)
         | rusqlite::Error::IntegralValueOutOfRange(..) => StoreError::Corrupt {
             table,
-            id: row.get::<_, String>("id").unwrap_or_default(),
+            // Every column list starts with the row's id.
+            id: row.get::<_, String>(0).unwrap_or_default(),
             reason: e.to_string(),
         },
         other => StoreError::Db {
@@ -465,7 +477,7 @@ pub(crate) fn decode<T>(
 }
 
 /// Runs a statement returning at most one row of `table` (a `SELECT` or an
-/// `… RETURNING *` write).
+/// `… RETURNING` write).
 pub(crate) fn query_opt<T>(
     conn: &Connection,
     sql: &str,
