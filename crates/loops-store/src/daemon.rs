@@ -2,8 +2,10 @@
 //! work ([`Store::next_wake`], SPEC §9 item 6), which runs a dead daemon of
 //! this host left behind ([`Store::running_runs_of_host`], §9 items 16 and
 //! 18), and, for `doctor`, the schema version of a database file without
-//! opening it for writing ([`inspect_database`], §9 item 31) and whether
-//! the file is damaged ([`check_integrity`]).
+//! opening it for writing ([`inspect_database`](crate::inspect_database),
+//! §9 item 31) and whether the file is damaged
+//! ([`check_integrity`](crate::check_integrity)). The last two work on a
+//! SQLite file and live in the SQLite backend.
 //!
 //! All of these only read.
 
@@ -49,7 +51,7 @@ pub struct HostRun {
     pub spawn_id: Option<String>,
 }
 
-/// What [`inspect_database`] found at a database path.
+/// What [`inspect_database`](crate::inspect_database) found at a database path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DatabaseState {
     /// No file yet; the first command creates it.
@@ -62,7 +64,7 @@ pub enum DatabaseState {
     },
 }
 
-/// What [`check_integrity`] found.
+/// What [`check_integrity`](crate::check_integrity) found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Integrity {
     /// No file yet: nothing to check.
@@ -79,12 +81,12 @@ pub enum Integrity {
     },
 }
 
-/// The most problems [`check_integrity`] reports.
+/// The most problems [`check_integrity`](crate::check_integrity) reports.
 pub const INTEGRITY_MAX_PROBLEMS: usize = 20;
 
-/// The time [`check_integrity`] allows itself: one second, plus 10 ms for
-/// every MiB of the database (a quick check reads every page once, and
-/// disks read well over 100 MiB a second).
+/// The time [`check_integrity`](crate::check_integrity) allows itself: one
+/// second, plus 10 ms for every MiB of the database (a quick check reads
+/// every page once, and disks read well over 100 MiB a second).
 pub fn integrity_budget(bytes: u64) -> Duration {
     Duration::from_secs(1)
         + Duration::from_millis(10)

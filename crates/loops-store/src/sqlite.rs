@@ -4,9 +4,10 @@
 //! `BEGIN IMMEDIATE` transaction (see [`Sqlite::write_tx`]), so two
 //! processes sharing a database never double-claim a slot, never lose a
 //! finalize, and never strand a loop between a finalized run and its
-//! advance (SPEC §9 items 7–12). Each module implements one of the
-//! operation traits of [`crate::backend`] for [`Sqlite`]; this is the only
-//! part of the crate that knows SQL.
+//! advance (SPEC §9 items 7–12). Each table module implements one of the
+//! operation traits of [`crate::backend`] for [`Sqlite`]; `rows` decodes
+//! rows and `open` opens and migrates files. This is the only part of the
+//! crate that knows SQL.
 
 mod daemon;
 mod lease;

@@ -8,13 +8,13 @@
 //!
 //! SPEC §9 item 8: the advance is not a blind read-merge-write. It re-reads
 //! the loop inside the transaction, plans with
-//! [`plan_advance`], and writes with
+//! [`plan_advance`](loops_core::plan_advance), and writes with
 //! `WHERE id = ? AND status = 'active'`, so a pause is never overwritten.
 //!
 //! SPEC §9 item 21: in the original, cancelling a scheduled workflow run
 //! fails its loop run, which can trigger a retry that runs the workflow the
 //! user just cancelled. Here a failed run whose attempt's workflow run (the
-//! one keyed [`loop_workflow_key`]) was cancelled advances as if its attempts
+//! one keyed [`loop_workflow_key`](loops_core::loop_workflow_key)) was cancelled advances as if its attempts
 //! were spent: no retry, the loop moves on to its next slot. The check reads
 //! the database inside the same transaction, so every caller (a tick, the
 //! daemon, lease recovery) gets it without passing anything.

@@ -59,9 +59,10 @@ pub fn inspect_database(path: &Path) -> Result<DatabaseState> {
 }
 
 /// Runs SQLite's `PRAGMA quick_check` on the database at `path`, read-only,
-/// for at most `budget` (see [`integrity_budget`]): a check that runs out of
-/// time is interrupted and reported [`Integrity::Unfinished`]. Damage that
-/// stops SQLite from reading the file at all is [`Integrity::Damaged`] too.
+/// for at most `budget` (see [`integrity_budget`](crate::integrity_budget)):
+/// a check that runs out of time is interrupted and reported
+/// [`Integrity::Unfinished`]. Damage that stops SQLite from reading the file
+/// at all is [`Integrity::Damaged`] too.
 pub fn check_integrity(path: &Path, budget: Duration) -> Result<Integrity> {
     if !path.exists() {
         return Ok(Integrity::Missing);
@@ -161,9 +162,9 @@ impl DaemonOps for Sqlite {
                 "SELECT ",
                 run_columns!(),
                 " FROM loop_runs
-             WHERE status = 'running' AND claimed_by <> ?2
-               AND substr(claimed_by, 1, length(?1)) = ?1
-             ORDER BY started_at, rowid"
+                 WHERE status = 'running' AND claimed_by <> ?2
+                   AND substr(claimed_by, 1, length(?1)) = ?1
+                 ORDER BY started_at, rowid"
             ),
             params![prefix, except_runner],
             ("loop_runs", "finding the runs of this host's daemons"),

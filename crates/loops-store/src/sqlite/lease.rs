@@ -28,8 +28,12 @@ impl LeaseOps for Sqlite {
         self.write_tx(|conn| {
             let holders = rows::query_vec(
                 conn,
-                concat!("SELECT ", lease_columns!(), " FROM daemon_lease WHERE id <> ?1 AND expires_at > ?2
-                 ORDER BY expires_at DESC"),
+                concat!(
+                    "SELECT ",
+                    lease_columns!(),
+                    " FROM daemon_lease WHERE id <> ?1 AND expires_at > ?2
+                     ORDER BY expires_at DESC"
+                ),
                 params![req.id.as_str(), ts(now)],
                 CONTEXT,
                 rows::lease_row,
@@ -44,10 +48,13 @@ impl LeaseOps for Sqlite {
                 .map_err(StoreError::db("clearing the daemon lease"))?;
             let lease = rows::query_opt(
                 conn,
-                concat!("INSERT INTO daemon_lease (id, pid, hostname, heartbeat_at, expires_at, created_at,
-                   updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?4, ?4)
-                 RETURNING ", lease_columns!()),
+                concat!(
+                    "INSERT INTO daemon_lease (id, pid, hostname, heartbeat_at, expires_at, created_at,
+                       updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?4, ?4)
+                     RETURNING ",
+                    lease_columns!()
+                ),
                 params![
                     req.id.as_str(),
                     req.pid,
@@ -78,7 +85,7 @@ impl LeaseOps for Sqlite {
             &self.conn,
             concat!(
                 "UPDATE daemon_lease SET heartbeat_at = ?2, expires_at = ?3, updated_at = ?2
-             WHERE id = ?1 RETURNING ",
+                 WHERE id = ?1 RETURNING ",
                 lease_columns!()
             ),
             params![id.as_str(), ts(now), ts(now.add_ms(offset_ms(ttl_ms)))],

@@ -247,8 +247,8 @@ impl LoopOps for Sqlite {
                 "SELECT ",
                 loop_columns!(),
                 " FROM loops
-             WHERE status = 'active' AND next_run_at IS NOT NULL AND next_run_at <= ?1
-             ORDER BY next_run_at, rowid LIMIT ?2"
+                 WHERE status = 'active' AND next_run_at IS NOT NULL AND next_run_at <= ?1
+                 ORDER BY next_run_at, rowid LIMIT ?2"
             ),
             params![ts(now), limit],
             "selecting due loops",
@@ -305,9 +305,12 @@ impl LoopOps for Sqlite {
             }
             let changed = loop_returning(
                 conn,
-                concat!("UPDATE loops SET status = 'active', next_run_at = ?3, retry_scheduled_for = ?4,
-                   paused_reason = NULL, updated_at = ?5
-                 WHERE id = ?1 AND status = ?2 RETURNING ", loop_columns!()),
+                concat!(
+                    "UPDATE loops SET status = 'active', next_run_at = ?3, retry_scheduled_for = ?4,
+                       paused_reason = NULL, updated_at = ?5
+                     WHERE id = ?1 AND status = ?2 RETURNING ",
+                    loop_columns!()
+                ),
                 params![
                     id.as_str(),
                     lp.status.as_str(),
@@ -331,9 +334,12 @@ impl LoopOps for Sqlite {
     fn stop_loop(&self, id: &LoopId, now: Timestamp) -> Result<LoopChange> {
         let changed = loop_returning(
             &self.conn,
-            concat!("UPDATE loops SET status = 'stopped', next_run_at = NULL, retry_scheduled_for = NULL,
-               updated_at = ?2
-             WHERE id = ?1 AND status <> 'stopped' RETURNING ", loop_columns!()),
+            concat!(
+                "UPDATE loops SET status = 'stopped', next_run_at = NULL, retry_scheduled_for = NULL,
+                   updated_at = ?2
+                 WHERE id = ?1 AND status <> 'stopped' RETURNING ",
+                loop_columns!()
+            ),
             params![id.as_str(), ts(now)],
             "stopping a loop",
         )?;
@@ -349,8 +355,8 @@ impl LoopOps for Sqlite {
             &self.conn,
             concat!(
                 "UPDATE loops SET status = 'expired', next_run_at = NULL, updated_at = ?1
-             WHERE status = 'active' AND expires_at IS NOT NULL AND expires_at <= ?1
-             RETURNING ",
+                 WHERE status = 'active' AND expires_at IS NOT NULL AND expires_at <= ?1
+                 RETURNING ",
                 loop_columns!()
             ),
             [ts(now)],
@@ -413,7 +419,7 @@ impl Sqlite {
             &self.conn,
             concat!(
                 "UPDATE loops SET status = 'paused', paused_reason = ?2, updated_at = ?3
-             WHERE id = ?1 AND status = 'active' RETURNING ",
+                 WHERE id = ?1 AND status = 'active' RETURNING ",
                 loop_columns!()
             ),
             params![id.as_str(), reason, ts(now)],

@@ -8,9 +8,9 @@
 //! the columns means the table's own column order does not matter: a
 //! database whose additive migrations ran in another order, or that has
 //! columns this binary does not know, decodes the same. A unit test checks
-//! each list against the names its mapper reports. A value that does not
-//! decode (bad JSON, unknown status) becomes a conversion error naming the
-//! column.
+//! that every list names columns of the migrated schema. A value that does
+//! not decode (bad JSON, unknown status) becomes a conversion error naming
+//! the column.
 
 use std::ops::ControlFlow;
 use std::str::FromStr;
@@ -526,4 +526,32 @@ pub(crate) fn query_each<T>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_column_list_selects_from_the_migrated_schema() {
+        let conn = crate::sqlite::open::open_memory().unwrap();
+        for (table, sql, names) in [
+            ("loops", loop_columns!(), LOOP_COLUMNS),
+            ("loop_runs", run_columns!(), RUN_COLUMNS),
+            ("workflow_specs", workflow_columns!(), WORKFLOW_COLUMNS),
+            (
+                "workflow_runs",
+                workflow_run_columns!(),
+                WORKFLOW_RUN_COLUMNS,
+            ),
+            ("workflow_step_runs", step_run_columns!(), STEP_RUN_COLUMNS),
+            ("workflow_events", event_columns!(), EVENT_COLUMNS),
+            ("daemon_lease", lease_columns!(), LEASE_COLUMNS),
+        ] {
+            let stmt = conn
+                .prepare(&format!("SELECT {sql} FROM {table}"))
+                .unwrap_or_else(|e| panic!("{table}: {e}"));
+            assert_eq!(stmt.column_names().collect::<Vec<_>>(), names, "{table}");
+        }
+    }
 }

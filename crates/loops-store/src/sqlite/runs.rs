@@ -107,10 +107,13 @@ fn insert_skipped(
 ) -> Result<Option<LoopRun>> {
     run_returning(
         conn,
-        concat!("INSERT OR IGNORE INTO loop_runs (id, loop_id, loop_name, scheduled_for, attempt, status,
-           started_at, finished_at, error, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, 1, 'skipped', NULL, ?5, ?6, ?5, ?5)
-         RETURNING ", run_columns!()),
+        concat!(
+            "INSERT OR IGNORE INTO loop_runs (id, loop_id, loop_name, scheduled_for, attempt, status,
+               started_at, finished_at, error, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, 1, 'skipped', NULL, ?5, ?6, ?5, ?5)
+             RETURNING ",
+            run_columns!()
+        ),
         params![
             RunId::from_bytes(random_id_bytes()).as_str(),
             lp.id.as_str(),
@@ -153,7 +156,7 @@ impl RunOps for Sqlite {
                     "SELECT ",
                     run_columns!(),
                     " FROM loop_runs WHERE loop_id = ?1 AND status = ?2
-                             ORDER BY created_at DESC, rowid DESC LIMIT ?3"
+                     ORDER BY created_at DESC, rowid DESC LIMIT ?3"
                 )
             }
             (true, false) => {
@@ -161,7 +164,7 @@ impl RunOps for Sqlite {
                     "SELECT ",
                     run_columns!(),
                     " FROM loop_runs WHERE loop_id = ?1 AND ?2 IS NULL
-                              ORDER BY created_at DESC, rowid DESC LIMIT ?3"
+                     ORDER BY created_at DESC, rowid DESC LIMIT ?3"
                 )
             }
             (false, true) => {
@@ -169,7 +172,7 @@ impl RunOps for Sqlite {
                     "SELECT ",
                     run_columns!(),
                     " FROM loop_runs WHERE ?1 IS NULL AND status = ?2
-                              ORDER BY created_at DESC, rowid DESC LIMIT ?3"
+                     ORDER BY created_at DESC, rowid DESC LIMIT ?3"
                 )
             }
             (false, false) => {
@@ -177,7 +180,7 @@ impl RunOps for Sqlite {
                     "SELECT ",
                     run_columns!(),
                     " FROM loop_runs WHERE ?1 IS NULL AND ?2 IS NULL
-                               ORDER BY created_at DESC, rowid DESC LIMIT ?3"
+                     ORDER BY created_at DESC, rowid DESC LIMIT ?3"
                 )
             }
         };
@@ -205,8 +208,8 @@ impl RunOps for Sqlite {
             &self.conn,
             concat!(
                 "UPDATE loop_runs SET lease_expires_at = ?3, updated_at = ?4
-             WHERE id = ?1 AND status = 'running' AND claimed_by = ?2 AND lease_expires_at > ?4
-             RETURNING ",
+                 WHERE id = ?1 AND status = 'running' AND claimed_by = ?2 AND lease_expires_at > ?4
+                 RETURNING ",
                 run_columns!()
             ),
             params![
@@ -229,10 +232,13 @@ impl RunOps for Sqlite {
     ) -> Result<Option<LoopRun>> {
         run_returning(
             &self.conn,
-            concat!("UPDATE loop_runs SET pid = ?2, pid_start_ms = ?3, spawn_id = COALESCE(?6, spawn_id),
-               updated_at = ?5
-             WHERE id = ?1 AND status = 'running' AND (?4 IS NULL OR claimed_by = ?4)
-             RETURNING ", run_columns!()),
+            concat!(
+                "UPDATE loop_runs SET pid = ?2, pid_start_ms = ?3, spawn_id = COALESCE(?6, spawn_id),
+                   updated_at = ?5
+                 WHERE id = ?1 AND status = 'running' AND (?4 IS NULL OR claimed_by = ?4)
+                 RETURNING ",
+                run_columns!()
+            ),
             params![
                 run_id.as_str(),
                 process.pid,

@@ -368,8 +368,8 @@ impl Sqlite {
                 conn,
                 concat!(
                     "UPDATE workflow_runs
-                         SET status = ?4, finished_at = ?2, error = ?3, updated_at = ?2
-                         WHERE id = ?1 AND status NOT IN ",
+                     SET status = ?4, finished_at = ?2, error = ?3, updated_at = ?2
+                     WHERE id = ?1 AND status NOT IN ",
                     terminal_run_statuses!()
                 ),
                 params![id.as_str(), ts(now), reason, status],

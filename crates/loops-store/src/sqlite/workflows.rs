@@ -65,9 +65,9 @@ pub(crate) fn linked_step_processes(
     let mut stmt = conn
         .prepare_cached(concat!(
             "SELECT wsr.pid, wsr.pid_start_ms FROM workflow_runs wr
-                 JOIN workflow_step_runs wsr ON wsr.workflow_run_id = wr.id
-                 WHERE wr.loop_run_id = ?1
-                   AND wr.status NOT IN ",
+             JOIN workflow_step_runs wsr ON wsr.workflow_run_id = wr.id
+             WHERE wr.loop_run_id = ?1
+               AND wr.status NOT IN ",
             terminal_run_statuses!(),
             " AND wsr.status = 'running'
                    AND wsr.pid IS NOT NULL"
@@ -129,7 +129,7 @@ fn active_spec_by_name(conn: &Connection, name: &str) -> Result<Option<WorkflowS
             "SELECT ",
             workflow_columns!(),
             " FROM workflow_specs WHERE name = ?1 AND status = 'active'
-         ORDER BY updated_at DESC LIMIT 1"
+             ORDER BY updated_at DESC LIMIT 1"
         ),
         [name],
         "workflow_specs",

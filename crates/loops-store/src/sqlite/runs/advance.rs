@@ -40,8 +40,8 @@ pub(crate) fn advance_after(
                 conn,
                 concat!(
                     "UPDATE loops SET status = ?2, next_run_at = ?3, retry_scheduled_for = ?4,
-                   updated_at = ?5
-                 WHERE id = ?1 AND status = 'active' RETURNING ",
+                       updated_at = ?5
+                     WHERE id = ?1 AND status = 'active' RETURNING ",
                     loop_columns!()
                 ),
                 params![
@@ -63,7 +63,7 @@ pub(crate) fn advance_after(
                 conn,
                 concat!(
                     "UPDATE loops SET status = 'paused', updated_at = ?2
-                 WHERE id = ?1 AND status = 'active' RETURNING ",
+                     WHERE id = ?1 AND status = 'active' RETURNING ",
                     loop_columns!()
                 ),
                 params![loop_id.as_str(), ts(now)],

@@ -27,10 +27,13 @@ fn insert_claim(
 ) -> Result<Option<LoopRun>> {
     run_returning(
         conn,
-        concat!("INSERT OR IGNORE INTO loop_runs (id, loop_id, loop_name, scheduled_for, attempt, status,
-           started_at, claimed_by, lease_expires_at, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, 1, 'running', ?5, ?6, ?7, ?5, ?5)
-         RETURNING ", run_columns!()),
+        concat!(
+            "INSERT OR IGNORE INTO loop_runs (id, loop_id, loop_name, scheduled_for, attempt, status,
+               started_at, claimed_by, lease_expires_at, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, 1, 'running', ?5, ?6, ?7, ?5, ?5)
+             RETURNING ",
+            run_columns!()
+        ),
         params![
             RunId::from_bytes(random_id_bytes()).as_str(),
             lp.id.as_str(),
@@ -58,10 +61,10 @@ fn reclaim_expired(
         conn,
         concat!(
             "UPDATE loop_runs SET claimed_by = ?2, started_at = ?3, lease_expires_at = ?4,
-           finished_at = NULL, pid = NULL, pid_start_ms = NULL, spawn_id = NULL, exit_code = NULL,
-           duration_ms = NULL, stdout = NULL, stderr = NULL, error = NULL, updated_at = ?3
-         WHERE id = ?1 AND status = 'running' AND lease_expires_at <= ?3
-         RETURNING ",
+               finished_at = NULL, pid = NULL, pid_start_ms = NULL, spawn_id = NULL, exit_code = NULL,
+               duration_ms = NULL, stdout = NULL, stderr = NULL, error = NULL, updated_at = ?3
+             WHERE id = ?1 AND status = 'running' AND lease_expires_at <= ?3
+             RETURNING ",
             run_columns!()
         ),
         params![id.as_str(), runner_id, ts(now), ts(lease)],
@@ -85,14 +88,14 @@ fn claim_retry(
         conn,
         concat!(
             "UPDATE loop_runs SET
-           attempt = CASE WHEN status = 'abandoned' AND error IS ?6 THEN MAX(attempt, 1)
-                          ELSE attempt + 1 END,
-           status = 'running', claimed_by = ?2, started_at = ?3, lease_expires_at = ?4,
-           finished_at = NULL, pid = NULL, pid_start_ms = NULL, spawn_id = NULL, exit_code = NULL,
-           duration_ms = NULL, stdout = NULL, stderr = NULL, error = NULL, updated_at = ?3
-         WHERE id = ?1 AND status IN ('failed', 'timed_out', 'abandoned')
-           AND (attempt < ?5 OR (status = 'abandoned' AND error IS ?6))
-         RETURNING ",
+               attempt = CASE WHEN status = 'abandoned' AND error IS ?6 THEN MAX(attempt, 1)
+                              ELSE attempt + 1 END,
+               status = 'running', claimed_by = ?2, started_at = ?3, lease_expires_at = ?4,
+               finished_at = NULL, pid = NULL, pid_start_ms = NULL, spawn_id = NULL, exit_code = NULL,
+               duration_ms = NULL, stdout = NULL, stderr = NULL, error = NULL, updated_at = ?3
+             WHERE id = ?1 AND status IN ('failed', 'timed_out', 'abandoned')
+               AND (attempt < ?5 OR (status = 'abandoned' AND error IS ?6))
+             RETURNING ",
             run_columns!()
         ),
         params![

@@ -46,7 +46,7 @@ impl Sqlite {
                 "SELECT ",
                 run_columns!(),
                 " FROM loop_runs
-             WHERE id = ?1 AND status = 'running' AND lease_expires_at <= ?2"
+                 WHERE id = ?1 AND status = 'running' AND lease_expires_at <= ?2"
             ),
             params![id.as_str(), ts(now)],
             ("loop_runs", "re-reading an expired run"),
@@ -65,10 +65,13 @@ impl Sqlite {
         // The pid and claimant are kept for the record.
         let Some(run) = run_returning(
             conn,
-            concat!("UPDATE loop_runs SET status = 'abandoned', finished_at = ?2, lease_expires_at = NULL,
-               error = ?3, updated_at = ?2
-             WHERE id = ?1 AND status = 'running' AND lease_expires_at <= ?2
-             RETURNING ", run_columns!()),
+            concat!(
+                "UPDATE loop_runs SET status = 'abandoned', finished_at = ?2, lease_expires_at = NULL,
+                   error = ?3, updated_at = ?2
+                 WHERE id = ?1 AND status = 'running' AND lease_expires_at <= ?2
+                 RETURNING ",
+                run_columns!()
+            ),
             params![id.as_str(), ts(now), LEASE_EXPIRED],
             "abandoning an expired run",
         )?

@@ -63,12 +63,12 @@ impl ReleaseOps for Sqlite {
                 conn,
                 concat!(
                     "UPDATE loop_runs SET status = 'abandoned',
-                   finished_at = ?3, lease_expires_at = NULL,
-                   pid_start_ms = CASE WHEN pid IS ?4 THEN pid_start_ms ELSE NULL END,
-                   pid = ?4, exit_code = ?5, duration_ms = ?6, stdout = ?7, stderr = ?8,
-                   error = ?9, updated_at = ?3
-                 WHERE id = ?1 AND status = 'running' AND claimed_by = ?2
-                 RETURNING ",
+                       finished_at = ?3, lease_expires_at = NULL,
+                       pid_start_ms = CASE WHEN pid IS ?4 THEN pid_start_ms ELSE NULL END,
+                       pid = ?4, exit_code = ?5, duration_ms = ?6, stdout = ?7, stderr = ?8,
+                       error = ?9, updated_at = ?3
+                     WHERE id = ?1 AND status = 'running' AND claimed_by = ?2
+                     RETURNING ",
                     run_columns!()
                 ),
                 params![
@@ -126,9 +126,9 @@ impl ReleaseOps for Sqlite {
                 conn,
                 concat!(
                     "UPDATE loop_runs SET status = 'abandoned', finished_at = ?3,
-                   lease_expires_at = NULL, error = ?4, updated_at = ?3
-                 WHERE id = ?1 AND status = 'running' AND claimed_by = ?2
-                 RETURNING ",
+                       lease_expires_at = NULL, error = ?4, updated_at = ?3
+                     WHERE id = ?1 AND status = 'running' AND claimed_by = ?2
+                     RETURNING ",
                     run_columns!()
                 ),
                 params![run_id.as_str(), claimed_by, ts(now), reason],
