@@ -81,10 +81,11 @@ impl Store {
     /// running, only while the run is running. The start becomes `now`, the
     /// previous results and pid are cleared, and `step_started` is appended.
     ///
-    /// Fails with [`StoreError::StepNotFound`] when the step does not exist
-    /// and with [`StoreError::StepNotClaimable`]
-    /// (`workflow step is not claimable: <r>/<s> status=<current>`) when it
-    /// is in another state or its run is not running; nothing changes then.
+    /// Fails with [`StoreError::StepNotFound`](crate::StoreError::StepNotFound)
+    /// when the step does not exist and with
+    /// [`StoreError::StepNotClaimable`](crate::StoreError::StepNotClaimable)
+    /// (`workflow step is not claimable: <r>/<s> status=<current>`) when it is in
+    /// another state or its run is not running; nothing changes then.
     pub fn start_step_run(
         &self,
         run_id: &WorkflowRunId,
@@ -98,9 +99,9 @@ impl Store {
     /// with its start time so a reused pid is not mistaken for it (SPEC §9
     /// item 14). A step that is no longer running is left unchanged.
     ///
-    /// Returns whether the pid was recorded, without reading the step back:
-    /// a runner records one for every step it spawns and has no use for the
-    /// row. Fails with [`StoreError::StepNotFound`].
+    /// Returns whether the pid was recorded, without reading the step back: a
+    /// runner records one for every step it spawns and has no use for the row.
+    /// Fails with [`StoreError::StepNotFound`](crate::StoreError::StepNotFound).
     pub fn mark_step_pid(
         &self,
         run_id: &WorkflowRunId,
@@ -116,7 +117,8 @@ impl Store {
     /// with `{exitCode?, error?}`; a step that is not running is left
     /// unchanged and no event is written.
     ///
-    /// Returns the stored step; fails with [`StoreError::StepNotFound`].
+    /// Returns the stored step; fails with
+    /// [`StoreError::StepNotFound`](crate::StoreError::StepNotFound).
     pub fn finalize_step_run(
         &self,
         run_id: &WorkflowRunId,
@@ -133,7 +135,8 @@ impl Store {
     /// `{reason}` is appended. A step in another state is left unchanged and
     /// no event is written.
     ///
-    /// Returns the stored step; fails with [`StoreError::StepNotFound`].
+    /// Returns the stored step; fails with
+    /// [`StoreError::StepNotFound`](crate::StoreError::StepNotFound).
     pub fn skip_step_run(
         &self,
         run_id: &WorkflowRunId,

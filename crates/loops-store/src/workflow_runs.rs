@@ -163,7 +163,7 @@ impl Store {
     ///
     /// Returns the stored run, so a finalize that lost to a cancel reports
     /// cancelled. `status` must be terminal: finalizing as running fails with
-    /// [`StoreError::InvalidTransition`].
+    /// [`StoreError::InvalidTransition`](crate::StoreError::InvalidTransition).
     pub fn finalize_workflow_run(
         &self,
         id: &WorkflowRunId,
@@ -213,9 +213,10 @@ impl Store {
     /// `recovered` `{reason, recoveredSteps}` is appended when at least one
     /// step was reset.
     ///
-    /// If any running step's process is alive, nothing changes and it fails
-    /// with [`StoreError::StepsAlive`]. The liveness check and the reset are
-    /// one transaction. Fails with `workflow run not found: <id>`.
+    /// If any running step's process is alive, nothing changes and it fails with
+    /// [`StoreError::StepsAlive`](crate::StoreError::StepsAlive). The liveness
+    /// check and the reset are one transaction. Fails with `workflow run not found:
+    /// <id>`.
     pub fn recover_workflow_run(
         &self,
         id: &WorkflowRunId,
