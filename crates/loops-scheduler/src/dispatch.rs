@@ -428,7 +428,9 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                         }
                         retry.push(work);
                     }
-                    Claim::NotClaimed(_) => retry.push(work),
+                    // Not claimed, for whatever reason: the slot is left for
+                    // a later pass, as a lease held elsewhere is.
+                    _ => retry.push(work),
                 }
             }
             // Loops that claimed nothing try their next slot first, in order.

@@ -187,7 +187,7 @@ pub fn run_now(
     };
     let (run, claimed_loop) = match store.claim_run(lp, slot, opts.runner_id, now)? {
         Claim::Claimed { run, loop_ } => (run, loop_),
-        Claim::NotClaimed(_) => return Err(SchedulerError::CouldNotClaim),
+        _ => return Err(SchedulerError::CouldNotClaim),
     };
     std::thread::scope(|scope| {
         let mut dispatcher = Dispatcher::new(scope, store, dispatch_options(opts, mode));

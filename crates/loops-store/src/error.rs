@@ -61,6 +61,7 @@ impl DbError {
 
 /// Everything a store operation can fail with.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// A database call failed. The driver error is part of the message
     /// rather than a `source`, so a printed chain does not repeat it.

@@ -7,13 +7,10 @@
 //! over at once; a holder on another host is trusted until its lease
 //! expires, since its pid means nothing here.
 
-use loops_core::{DaemonLease, LeaseId, ProcessRef, Timestamp};
-use rusqlite::params;
+use loops_core::{DaemonLease, LeaseId, Timestamp};
 
 use crate::Store;
-use crate::error::{Result, StoreError};
-use crate::rows::{self, ts};
-use crate::runs::offset_ms;
+use crate::error::Result;
 
 /// A daemon asking for the lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,8 +52,6 @@ pub enum LeaseRelease {
     NotHeld,
 }
 
-const CONTEXT: (&str, &str) = ("daemon_lease", "reading the daemon lease");
-
 impl Store {
     /// Acquires the daemon lease in one `BEGIN IMMEDIATE` transaction.
     ///
@@ -66,9 +61,7 @@ impl Store {
     /// every lease row is replaced by the caller's, with heartbeat `now` and
     /// expiry `now + ttl_ms`.
     pub fn acquire_daemon_lease(&self, req: &LeaseRequest, now: Timestamp) -> Result<LeaseAcquire> {
-        self.acquire_daemon_lease_with(req, now, &|h: &DaemonLease| {
-            !self.liveness.is_alive(ProcessRef::pid(h.pid))
-        })
+        self.backend().acquire_daemon_lease(req, now)
     }
 
     /// [`Store::acquire_daemon_lease`] with the caller's own test of whether
@@ -86,47 +79,8 @@ impl Store {
         now: Timestamp,
         holder_is_gone: &dyn Fn(&DaemonLease) -> bool,
     ) -> Result<LeaseAcquire> {
-        self.write_tx(|conn| {
-            let holders = rows::query_vec(
-                conn,
-                "SELECT * FROM daemon_lease WHERE id <> ?1 AND expires_at > ?2
-                 ORDER BY expires_at DESC",
-                params![req.id.as_str(), ts(now)],
-                CONTEXT,
-                rows::lease_row,
-            )?;
-            let blocking = holders
-                .into_iter()
-                .find(|h| !(h.hostname == req.hostname && holder_is_gone(h)));
-            if let Some(holder) = blocking {
-                return Ok(LeaseAcquire::Held(holder));
-            }
-            conn.execute("DELETE FROM daemon_lease", [])
-                .map_err(StoreError::db("clearing the daemon lease"))?;
-            let lease = rows::query_opt(
-                conn,
-                "INSERT INTO daemon_lease (id, pid, hostname, heartbeat_at, expires_at, created_at,
-                   updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?4, ?4)
-                 RETURNING *",
-                params![
-                    req.id.as_str(),
-                    req.pid,
-                    req.hostname,
-                    ts(now),
-                    ts(now.add_ms(offset_ms(req.ttl_ms))),
-                ],
-                ("daemon_lease", "acquiring the daemon lease"),
-                rows::lease_row,
-            )?;
-            lease
-                .map(LeaseAcquire::Acquired)
-                .ok_or_else(|| StoreError::Vanished {
-                    kind: "daemon lease",
-                    op: "acquire",
-                    id: req.id.to_string(),
-                })
-        })
+        self.backend()
+            .acquire_daemon_lease_with(req, now, holder_is_gone)
     }
 
     /// Extends the caller's lease to `now + ttl_ms`. One guarded `UPDATE`
@@ -137,39 +91,17 @@ impl Store {
         ttl_ms: u64,
         now: Timestamp,
     ) -> Result<LeaseHeartbeat> {
-        let renewed = rows::query_opt(
-            &self.conn,
-            "UPDATE daemon_lease SET heartbeat_at = ?2, expires_at = ?3, updated_at = ?2
-             WHERE id = ?1 RETURNING *",
-            params![id.as_str(), ts(now), ts(now.add_ms(offset_ms(ttl_ms)))],
-            ("daemon_lease", "renewing the daemon lease"),
-            rows::lease_row,
-        )?;
-        Ok(renewed.map_or(LeaseHeartbeat::Lost, LeaseHeartbeat::Renewed))
+        self.backend().heartbeat_daemon_lease(id, ttl_ms, now)
     }
 
     /// Releases the caller's lease (deletes its row).
     pub fn release_daemon_lease(&self, id: &LeaseId) -> Result<LeaseRelease> {
-        let n = self
-            .conn
-            .execute("DELETE FROM daemon_lease WHERE id = ?1", [id.as_str()])
-            .map_err(StoreError::db("releasing the daemon lease"))?;
-        Ok(if n > 0 {
-            LeaseRelease::Released
-        } else {
-            LeaseRelease::NotHeld
-        })
+        self.backend().release_daemon_lease(id)
     }
 
     /// The current lease row, expired or not. When several rows exist (the
     /// original never leaves more than one), the latest expiry wins.
     pub fn get_daemon_lease(&self) -> Result<Option<DaemonLease>> {
-        rows::query_opt(
-            &self.conn,
-            "SELECT * FROM daemon_lease ORDER BY expires_at DESC LIMIT 1",
-            [],
-            CONTEXT,
-            rows::lease_row,
-        )
+        self.backend().get_daemon_lease()
     }
 }

@@ -8,7 +8,8 @@
 //!
 //! Architecture invariant: this is the only crate that knows SQL, and no
 //! rusqlite type appears in its public API (errors wrap it as [`DbError`]),
-//! so a PostgreSQL backend can implement the same operations later.
+//! so a PostgreSQL backend can implement the same operations: every
+//! `Store` method goes through the backend seam of `backend.rs`.
 //! The store does no process work: liveness checks go through the
 //! [`Liveness`] it is given.
 //!
@@ -18,14 +19,14 @@
 //! assert_eq!(store.count_loops(None).unwrap(), 0);
 //! ```
 
+mod backend;
 mod daemon;
 mod error;
 mod lease;
 mod loops;
-mod open;
-mod rows;
 mod runs;
 mod secure;
+mod sqlite;
 mod steps;
 mod workflow_runs;
 mod workflows;
@@ -35,18 +36,39 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use loops_core::Liveness;
-use rusqlite::Connection;
 
-pub use crate::daemon::*;
+use crate::backend::Backend;
+use crate::sqlite::{Sqlite, open};
+
+// The public API, by table.
 pub use crate::error::{DbError, Result, StoreError};
-pub use crate::lease::*;
-pub use crate::loops::*;
-pub use crate::open::{DB_FILE, SCHEMA_VERSION, schema_version};
-pub use crate::runs::*;
+// `loops`
+pub use crate::loops::{
+    DEFAULT_LOOP_LIMIT, DeleteHistory, DeleteOutcome, LoopChange, LoopFilter, Refusal,
+};
+// `loop_runs`
+pub use crate::runs::{
+    Advance, Claim, DEFAULT_RUN_LIMIT, Fence, Finalized, INTERRUPTED_BY_SHUTDOWN, NotClaimed,
+    OVERLAP_SKIP_REASON, Recovered, Released, RunFilter, SkipOutcome,
+};
+// `daemon_lease`
+pub use crate::lease::{LeaseAcquire, LeaseHeartbeat, LeaseRelease, LeaseRequest};
+// The daemon's reads across tables.
+pub use crate::daemon::{HostRun, NextWake, new_lease_id};
+// `workflow_specs` and `workflow_events`
+pub use crate::workflows::{DEFAULT_EVENT_LIST_LIMIT, DEFAULT_WORKFLOW_LIST_LIMIT, WorkflowFilter};
+// `workflow_runs`
+pub use crate::workflow_runs::{
+    DEFAULT_CANCEL_REASON, DEFAULT_RECOVER_REASON, DEFAULT_WORKFLOW_RUN_LIST_LIMIT, NewWorkflowRun,
+    RecoveredWorkflowRun, WorkflowRunFilter, WorkflowRunPatch,
+};
+// `workflow_step_runs`
+pub use crate::steps::StepOutcome;
+// The database file and its directory, for `doctor` and the daemon.
+pub use crate::daemon::{DatabaseState, INTEGRITY_MAX_PROBLEMS, Integrity, integrity_budget};
 pub use crate::secure::check_data_dir;
-pub use crate::steps::*;
-pub use crate::workflow_runs::*;
-pub use crate::workflows::*;
+pub use crate::sqlite::open::{DB_FILE, SCHEMA_VERSION, schema_version};
+pub use crate::sqlite::{check_integrity, inspect_database};
 
 /// One connection to a loops database.
 ///
@@ -54,12 +76,11 @@ pub use crate::workflows::*;
 /// the same file. SQLite's locking plus the guarded statements make the
 /// handles safe to use concurrently, across threads and processes.
 pub struct Store {
-    conn: Connection,
-    /// Inside a [`Store::transaction`]: operations run without savepoints.
-    whole: Cell<bool>,
+    /// The backend every operation goes through (see `backend.rs`): SQLite,
+    /// the only one so far.
+    conn: Sqlite,
     /// The helper of [`Store::flush_wal_early`], joined before the close.
     flusher: Cell<Option<std::thread::JoinHandle<()>>>,
-    liveness: Arc<dyn Liveness>,
     path: Option<PathBuf>,
 }
 
@@ -93,12 +114,10 @@ impl Store {
     /// ([`check_data_dir`], [`StoreError::Unsafe`]). Processes opening a
     /// database at once migrate it one at a time.
     pub fn open(path: &Path, liveness: Arc<dyn Liveness>) -> Result<Store> {
-        let conn = open::open_file(path)?;
+        let conn = Sqlite::open(path, liveness)?;
         Ok(Store {
-            whole: Cell::new(false),
             flusher: Cell::new(None),
             conn,
-            liveness,
             path: Some(path.to_owned()),
         })
     }
@@ -112,10 +131,8 @@ impl Store {
     /// Opens a private in-memory database (SPEC §4.1 `:memory:`).
     pub fn open_in_memory(liveness: Arc<dyn Liveness>) -> Result<Store> {
         Ok(Store {
-            whole: Cell::new(false),
             flusher: Cell::new(None),
-            conn: open::open_memory()?,
-            liveness,
+            conn: Sqlite::open_in_memory(liveness)?,
             path: None,
         })
     }
@@ -169,57 +186,9 @@ impl Store {
         self.path.as_deref()
     }
 
-    /// Runs `f` inside `BEGIN IMMEDIATE … COMMIT`, rolling back on error.
-    ///
-    /// `BEGIN IMMEDIATE` takes the write lock up front, so the reads inside
-    /// `f` see the state its writes are guarded against. Inside a
-    /// [`Store::batch`], `f` runs in a savepoint instead: still all or
-    /// nothing, committed with the batch. Inside a [`Store::transaction`]
-    /// it runs as it is, since the whole transaction is all or nothing.
-    pub(crate) fn write_tx<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        if !self.conn.is_autocommit() {
-            if self.whole.get() {
-                return f(&self.conn);
-            }
-            return self.savepoint(f);
-        }
-        self.exec_cached("BEGIN IMMEDIATE", "starting a write transaction")?;
-        let out = f(&self.conn).and_then(|v| {
-            self.exec_cached("COMMIT", "committing")?;
-            Ok(v)
-        });
-        if out.is_err() && !self.conn.is_autocommit() {
-            // The transaction is already failing; a rollback error adds nothing.
-            let _ = self.conn.execute_batch("ROLLBACK");
-        }
-        out
-    }
-
-    fn savepoint<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        self.exec_cached("SAVEPOINT write_tx", "starting a savepoint")?;
-        match f(&self.conn) {
-            Ok(v) => {
-                self.exec_cached("RELEASE write_tx", "releasing a savepoint")?;
-                Ok(v)
-            }
-            Err(e) => {
-                // Undo this operation only; the batch goes on.
-                let _ = self
-                    .conn
-                    .execute_batch("ROLLBACK TO write_tx; RELEASE write_tx");
-                Err(e)
-            }
-        }
-    }
-
-    /// Cached: BEGIN and COMMIT run for every write, and re-parsing them
-    /// each time showed up in profiles.
-    fn exec_cached(&self, sql: &str, context: &'static str) -> Result<()> {
-        self.conn
-            .prepare_cached(sql)
-            .and_then(|mut stmt| stmt.execute([]))
-            .map(drop)
-            .map_err(StoreError::db(context))
+    /// The backend every operation goes through.
+    fn backend(&self) -> &dyn Backend {
+        &self.conn
     }
 
     /// Runs `f`, whose store operations all commit together at its end: one
@@ -270,26 +239,27 @@ impl Store {
         whole: bool,
         f: impl FnOnce() -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
-        if !self.conn.is_autocommit() {
+        let db = self.backend();
+        if db.in_transaction() {
             return f();
         }
-        self.exec_cached("BEGIN IMMEDIATE", "starting a write transaction")?;
+        db.begin()?;
         let out = {
-            let _whole = whole.then(|| Whole::enter(&self.whole));
+            let _whole = whole.then(|| Whole::enter(db));
             f()
         };
-        if self.conn.is_autocommit() {
+        if !db.in_transaction() {
             // Something inside ended the transaction already.
             return out;
         }
         if whole && out.is_err() {
-            let _ = self.conn.execute_batch("ROLLBACK");
+            db.rollback();
             return out;
         }
-        match self.exec_cached("COMMIT", "committing") {
+        match db.commit() {
             Ok(()) => out,
             Err(e) => {
-                let _ = self.conn.execute_batch("ROLLBACK");
+                db.rollback();
                 out.and(Err(e.into()))
             }
         }
@@ -298,18 +268,18 @@ impl Store {
 
 /// Marks a [`Store::transaction`] as running until dropped, also when `f`
 /// panics.
-struct Whole<'a>(&'a Cell<bool>);
+struct Whole<'a>(&'a dyn Backend);
 
 impl<'a> Whole<'a> {
-    fn enter(flag: &'a Cell<bool>) -> Whole<'a> {
-        flag.set(true);
-        Whole(flag)
+    fn enter(db: &'a dyn Backend) -> Whole<'a> {
+        db.set_whole(true);
+        Whole(db)
     }
 }
 
 impl Drop for Whole<'_> {
     fn drop(&mut self) {
-        self.0.set(false);
+        self.0.set_whole(false);
     }
 }
 

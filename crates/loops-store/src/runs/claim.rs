@@ -5,20 +5,17 @@
 //! write lock and exactly one of them gets the run. Each write is also
 //! guarded in its `WHERE` clause, so the guard holds even without the lock.
 
-use loops_core::{Loop, LoopRun, RunId, RunStatus, Timestamp};
-use rusqlite::{Connection, params};
+use loops_core::{Loop, LoopRun, Timestamp};
 
-use super::{INTERRUPTED_BY_SHUTDOWN, may_run_again, offset_ms, run_and_process, run_returning};
+use crate::Store;
 use crate::error::Result;
-use crate::loops::query_loop;
-use crate::rows::{self, ts};
-use crate::{Store, random_id_bytes};
 
 /// The result of [`Store::claim_run`].
 #[derive(Debug, Clone, PartialEq)]
 // One outcome per call, matched at once and never stored in bulk, so the
 // records are kept inline for easy matching.
 #[allow(clippy::large_enum_variant)]
+#[non_exhaustive]
 pub enum Claim {
     /// The caller now owns the run: running, claimed by the caller, with a
     /// lease of `now + leaseMs`.
@@ -34,6 +31,7 @@ pub enum Claim {
 
 /// Why a slot was not claimed. Variants that found a row carry it.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum NotClaimed {
     /// The loop no longer exists.
     LoopMissing,
@@ -112,7 +110,7 @@ impl Store {
         runner_id: &str,
         now: Timestamp,
     ) -> Result<Claim> {
-        self.write_tx(|conn| self.claim_in(conn, lp, slot, runner_id, now))
+        self.backend().claim_run(lp, slot, runner_id, now)
     }
 
     /// [`Store::claim_run`] for several slots of different loops, in one
@@ -126,160 +124,6 @@ impl Store {
         runner_id: &str,
         now: Timestamp,
     ) -> Result<Vec<Claim>> {
-        self.write_tx(|conn| {
-            requests
-                .iter()
-                .map(|(lp, slot)| self.claim_in(conn, lp, *slot, runner_id, now))
-                .collect()
-        })
+        self.backend().claim_runs(requests, runner_id, now)
     }
-
-    /// One claim decision inside the caller's write transaction.
-    fn claim_in(
-        &self,
-        conn: &Connection,
-        lp: &Loop,
-        slot: Timestamp,
-        runner_id: &str,
-        now: Timestamp,
-    ) -> Result<Claim> {
-        let Some(fresh) = query_loop(conn, &lp.id)? else {
-            return Ok(Claim::NotClaimed(NotClaimed::LoopMissing));
-        };
-        let lease = now.add_ms(offset_ms(fresh.lease_ms));
-        let existing = rows::query_opt(
-            conn,
-            "SELECT * FROM loop_runs WHERE loop_id = ?1 AND scheduled_for = ?2",
-            params![fresh.id.as_str(), ts(slot)],
-            ("loop_runs", "reading a run by slot"),
-            run_and_process,
-        )?;
-        let claimed = match existing {
-            None => insert_claim(conn, &fresh, slot, runner_id, now, lease)?,
-            Some((run, process)) => match run.status {
-                RunStatus::Running => match run.lease_expires_at {
-                    Some(expiry) if expiry <= now => {
-                        if process.is_some_and(|p| self.liveness.is_alive(p)) {
-                            return not_claimed(NotClaimed::ProcessAlive(run));
-                        }
-                        // Same connection, inside this transaction.
-                        if self.has_live_step_processes(&run.id)? {
-                            return not_claimed(NotClaimed::StepProcessAlive(run));
-                        }
-                        reclaim_expired(conn, &run.id, runner_id, now, lease)?
-                    }
-                    _ => return not_claimed(NotClaimed::LeaseHeld(run)),
-                },
-                RunStatus::Succeeded | RunStatus::Skipped => {
-                    return not_claimed(NotClaimed::Finished(run));
-                }
-                RunStatus::Failed | RunStatus::TimedOut | RunStatus::Abandoned => {
-                    // A run a shutdown interrupted did not count its attempt
-                    // (SPEC §9 item 17): it runs again as the same attempt.
-                    if !may_run_again(
-                        run.status,
-                        run.attempt,
-                        run.error.as_deref(),
-                        fresh.max_attempts,
-                    ) {
-                        return not_claimed(NotClaimed::AttemptsExhausted(run));
-                    }
-                    claim_retry(conn, &run.id, fresh.max_attempts, runner_id, now, lease)?
-                }
-            },
-        };
-        Ok(match claimed {
-            Some(run) => Claim::Claimed { run, loop_: fresh },
-            None => Claim::NotClaimed(NotClaimed::Raced),
-        })
-    }
-}
-
-fn not_claimed(why: NotClaimed) -> Result<Claim> {
-    Ok(Claim::NotClaimed(why))
-}
-
-/// A fresh slot: insert-or-ignore attempt 1.
-fn insert_claim(
-    conn: &Connection,
-    lp: &Loop,
-    slot: Timestamp,
-    runner_id: &str,
-    now: Timestamp,
-    lease: Timestamp,
-) -> Result<Option<LoopRun>> {
-    run_returning(
-        conn,
-        "INSERT OR IGNORE INTO loop_runs (id, loop_id, loop_name, scheduled_for, attempt, status,
-           started_at, claimed_by, lease_expires_at, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, 1, 'running', ?5, ?6, ?7, ?5, ?5)
-         RETURNING *",
-        params![
-            RunId::from_bytes(random_id_bytes()).as_str(),
-            lp.id.as_str(),
-            lp.name,
-            ts(slot),
-            ts(now),
-            runner_id,
-            ts(lease),
-        ],
-        "claiming a new run",
-    )
-}
-
-/// A running row whose lease expired and whose process is dead: take it
-/// over with the same attempt (SPEC §1.5).
-fn reclaim_expired(
-    conn: &Connection,
-    id: &RunId,
-    runner_id: &str,
-    now: Timestamp,
-    lease: Timestamp,
-) -> Result<Option<LoopRun>> {
-    // The previous holder's finish, process and results are cleared.
-    run_returning(
-        conn,
-        "UPDATE loop_runs SET claimed_by = ?2, started_at = ?3, lease_expires_at = ?4,
-           finished_at = NULL, pid = NULL, pid_start_ms = NULL, spawn_id = NULL, exit_code = NULL,
-           duration_ms = NULL, stdout = NULL, stderr = NULL, error = NULL, updated_at = ?3
-         WHERE id = ?1 AND status = 'running' AND lease_expires_at <= ?3
-         RETURNING *",
-        params![id.as_str(), runner_id, ts(now), ts(lease)],
-        "re-claiming an expired run",
-    )
-}
-
-/// A failed, timed-out or abandoned row with attempts left: attempt + 1.
-/// A row a shutdown released keeps its attempt number: that attempt was not
-/// counted, so it runs again (at least as attempt 1).
-fn claim_retry(
-    conn: &Connection,
-    id: &RunId,
-    max_attempts: u32,
-    runner_id: &str,
-    now: Timestamp,
-    lease: Timestamp,
-) -> Result<Option<LoopRun>> {
-    // The previous attempt's finish, process and results are cleared.
-    run_returning(
-        conn,
-        "UPDATE loop_runs SET
-           attempt = CASE WHEN status = 'abandoned' AND error IS ?6 THEN MAX(attempt, 1)
-                          ELSE attempt + 1 END,
-           status = 'running', claimed_by = ?2, started_at = ?3, lease_expires_at = ?4,
-           finished_at = NULL, pid = NULL, pid_start_ms = NULL, spawn_id = NULL, exit_code = NULL,
-           duration_ms = NULL, stdout = NULL, stderr = NULL, error = NULL, updated_at = ?3
-         WHERE id = ?1 AND status IN ('failed', 'timed_out', 'abandoned')
-           AND (attempt < ?5 OR (status = 'abandoned' AND error IS ?6))
-         RETURNING *",
-        params![
-            id.as_str(),
-            runner_id,
-            ts(now),
-            ts(lease),
-            max_attempts,
-            INTERRUPTED_BY_SHUTDOWN
-        ],
-        "claiming a retry",
-    )
 }

@@ -12,13 +12,14 @@ fn claimed(c: Claim) -> loops_core::LoopRun {
     match c {
         Claim::Claimed { run, .. } => run,
         Claim::NotClaimed(why) => panic!("expected a claim, got {why:?}"),
+        other => panic!("expected a claim, got {other:?}"),
     }
 }
 
 fn not_claimed(c: Claim) -> NotClaimed {
     match c {
         Claim::NotClaimed(why) => why,
-        Claim::Claimed { run, .. } => panic!("expected no claim, got {run:?}"),
+        other => panic!("expected no claim, got {other:?}"),
     }
 }
 
@@ -163,6 +164,7 @@ fn failed_slot_is_reclaimed_as_next_attempt_until_max() {
                 assert_eq!(attempt, 3);
                 assert!(matches!(why, NotClaimed::AttemptsExhausted(r) if r.attempt == 3));
             }
+            other => panic!("unexpected claim outcome: {other:?}"),
         }
     }
     assert_eq!(store.count_runs(None).unwrap(), 1);

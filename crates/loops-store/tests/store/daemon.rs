@@ -23,6 +23,7 @@ fn claim_as(
     match store.claim_run(lp, slot, runner, slot).unwrap() {
         Claim::Claimed { run, .. } => run,
         Claim::NotClaimed(why) => panic!("not claimed: {why:?}"),
+        other => panic!("not claimed: {other:?}"),
     }
 }
 

@@ -17,6 +17,7 @@ fn claim(
     match store.claim_run(lp, slot, runner, now).unwrap() {
         Claim::Claimed { run, .. } => run,
         Claim::NotClaimed(why) => panic!("not claimed: {why:?}"),
+        other => panic!("not claimed: {other:?}"),
     }
 }
 

@@ -11,6 +11,7 @@ fn claim(store: &Store, lp: &loops_core::Loop, slot: loops_core::Timestamp) -> l
     match store.claim_run(lp, slot, RUNNER_A, slot).unwrap() {
         Claim::Claimed { run, .. } => run,
         Claim::NotClaimed(why) => panic!("not claimed: {why:?}"),
+        other => panic!("not claimed: {other:?}"),
     }
 }
 
@@ -185,6 +186,7 @@ fn recovery_advances_the_loop_and_schedules_a_retry_while_attempts_remain() {
     {
         Claim::Claimed { run: again, .. } => assert_eq!((again.id, again.attempt), (run.id, 2)),
         Claim::NotClaimed(why) => panic!("not claimed: {why:?}"),
+        other => panic!("not claimed: {other:?}"),
     }
 }
 

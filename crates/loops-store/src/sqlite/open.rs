@@ -389,10 +389,7 @@ fn migrate(conn: &mut Connection) -> Result<()> {
         .run(conn)
         .map_err(|e| StoreError::Migration(e.to_string()));
     conn.set_transaction_behavior(rusqlite::TransactionBehavior::Deferred);
-    ran?;
-    // Checked once, when a database reaches this version: later opens
-    // of the same file skip it.
-    crate::rows::check_layout(conn)
+    ran.map(drop)
 }
 
 /// How long opening waits for another process's migration of the same

@@ -1,0 +1,388 @@
+//! The backend seam: the operations a storage backend implements, grouped
+//! by table.
+//!
+//! [`Store`] is the one type the other crates name; each of its operations
+//! hands over to the [`Backend`] it holds and does nothing else, apart from
+//! a few conveniences built from other operations (`list_loops`,
+//! `mark_run_pid`, `is_workflow_run_terminal`) and the transaction
+//! wrappers [`Store::batch`] and [`Store::transaction`], which drive
+//! [`Transactions`]. SQLite (`crate::sqlite`) is the only backend so far.
+//!
+//! The contract of each operation is the documentation of the `Store`
+//! method of the same name: what it returns, when it writes nothing, and
+//! which writes are all or nothing. A backend keeps every guard of SPEC
+//! §9 items 7–12 with its own means (SQLite: `BEGIN IMMEDIATE` and guarded
+//! statements; PostgreSQL: row locks, `ON CONFLICT`, `SKIP LOCKED`).
+//! Every instant an operation compares or writes is its `now` argument, so
+//! a backend never reads a clock of its own.
+
+use std::ops::ControlFlow;
+
+use loops_core::{
+    DaemonLease, ExecutorResult, LeaseId, Loop, LoopId, LoopRun, LoopStatus, NewLoop, NewWorkflow,
+    ProcessRef, RunId, RunStatus, StepRun, Timestamp, WorkflowEvent, WorkflowId, WorkflowRun,
+    WorkflowRunId, WorkflowRunStatus, WorkflowSpec,
+};
+
+use crate::daemon::{HostRun, NextWake};
+use crate::error::Result;
+use crate::lease::{LeaseAcquire, LeaseHeartbeat, LeaseRelease, LeaseRequest};
+use crate::loops::{DeleteHistory, DeleteOutcome, LoopChange, LoopFilter};
+use crate::runs::{Claim, Fence, Finalized, Recovered, Released, RunFilter, SkipOutcome};
+use crate::steps::StepOutcome;
+use crate::workflow_runs::{
+    NewWorkflowRun, RecoveredWorkflowRun, WorkflowRunFilter, WorkflowRunPatch,
+};
+use crate::workflows::WorkflowFilter;
+
+/// Everything a backend implements: one trait per table (or group of
+/// operations on one table), and its transactions.
+pub(crate) trait Backend:
+    Transactions
+    + LoopOps
+    + RunOps
+    + ClaimOps
+    + RecoveryOps
+    + ReleaseOps
+    + LeaseOps
+    + DaemonOps
+    + WorkflowOps
+    + WorkflowRunOps
+    + StepOps
+{
+}
+
+impl<T> Backend for T where
+    T: Transactions
+        + LoopOps
+        + RunOps
+        + ClaimOps
+        + RecoveryOps
+        + ReleaseOps
+        + LeaseOps
+        + DaemonOps
+        + WorkflowOps
+        + WorkflowRunOps
+        + StepOps
+{
+}
+
+/// The transaction the operations of a [`Store::batch`] or a
+/// [`Store::transaction`] share, which the store opens and ends around
+/// the caller's closure.
+///
+/// Each operation of the table traits is atomic on its own. Outside an
+/// outer transaction it commits before it returns; inside one it joins
+/// it: within a batch, an operation that fails undoes only its own writes
+/// (a savepoint), while within a whole transaction it runs as it is
+/// (see [`Store::transaction`] for why that is safe).
+pub(crate) trait Transactions {
+    /// True while a transaction is open on this connection.
+    fn in_transaction(&self) -> bool;
+    /// Opens the outer transaction, taking the write lock up front.
+    fn begin(&self) -> Result<()>;
+    /// Commits the open transaction.
+    fn commit(&self) -> Result<()>;
+    /// Rolls the open transaction back; it is already failing, so an error
+    /// here adds nothing.
+    fn rollback(&self);
+    /// Marks the open transaction as all or nothing ([`Store::transaction`])
+    /// or not: operations inside skip their own savepoints while it is set.
+    fn set_whole(&self, whole: bool);
+}
+
+/// The `loops` table.
+pub(crate) trait LoopOps {
+    /// [`Store::create_loop`](crate::Store::create_loop).
+    fn create_loop(&self, new: &NewLoop, now: Timestamp) -> Result<Loop>;
+    /// [`Store::get_loop`](crate::Store::get_loop).
+    fn get_loop(&self, id: &LoopId) -> Result<Option<Loop>>;
+    /// [`Store::require_loop`](crate::Store::require_loop).
+    fn require_loop(&self, id_or_name: &str) -> Result<Loop>;
+    /// [`Store::for_each_loop`](crate::Store::for_each_loop).
+    fn for_each_loop(
+        &self,
+        filter: &LoopFilter,
+        each: &mut dyn FnMut(Loop) -> ControlFlow<()>,
+    ) -> Result<()>;
+    /// [`Store::count_loops`](crate::Store::count_loops).
+    fn count_loops(&self, status: Option<LoopStatus>) -> Result<u64>;
+    /// [`Store::count_runs`](crate::Store::count_runs).
+    fn count_runs(&self, status: Option<RunStatus>) -> Result<u64>;
+    /// [`Store::has_running_run`](crate::Store::has_running_run).
+    fn has_running_run(&self, loop_id: &LoopId) -> Result<bool>;
+    /// [`Store::due_loops`](crate::Store::due_loops).
+    fn due_loops(&self, now: Timestamp, limit: u32) -> Result<Vec<Loop>>;
+    /// [`Store::pause_loop`](crate::Store::pause_loop).
+    fn pause_loop(&self, id: &LoopId, now: Timestamp) -> Result<LoopChange>;
+    /// [`Store::pause_loop_with_reason`](crate::Store::pause_loop_with_reason).
+    fn pause_loop_with_reason(
+        &self,
+        id: &LoopId,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<Option<Loop>>;
+    /// [`Store::resume_loop`](crate::Store::resume_loop).
+    fn resume_loop(&self, id: &LoopId, now: Timestamp) -> Result<LoopChange>;
+    /// [`Store::stop_loop`](crate::Store::stop_loop).
+    fn stop_loop(&self, id: &LoopId, now: Timestamp) -> Result<LoopChange>;
+    /// [`Store::expire_loops`](crate::Store::expire_loops).
+    fn expire_loops(&self, now: Timestamp) -> Result<Vec<Loop>>;
+    /// [`Store::delete_loop`](crate::Store::delete_loop).
+    fn delete_loop(&self, id: &LoopId, history: DeleteHistory) -> Result<DeleteOutcome>;
+}
+
+/// The `loop_runs` table: lookups, leases, finalizes and skips.
+pub(crate) trait RunOps {
+    /// [`Store::get_run`](crate::Store::get_run).
+    fn get_run(&self, id: &RunId) -> Result<Option<LoopRun>>;
+    /// [`Store::get_run_by_slot`](crate::Store::get_run_by_slot).
+    fn get_run_by_slot(&self, loop_id: &LoopId, slot: Timestamp) -> Result<Option<LoopRun>>;
+    /// [`Store::list_runs`](crate::Store::list_runs).
+    fn list_runs(&self, filter: &RunFilter) -> Result<Vec<LoopRun>>;
+    /// [`Store::heartbeat_run_lease`](crate::Store::heartbeat_run_lease).
+    fn heartbeat_run_lease(
+        &self,
+        run_id: &RunId,
+        claimed_by: &str,
+        lease_ms: u64,
+        now: Timestamp,
+    ) -> Result<Option<LoopRun>>;
+    /// [`Store::mark_run_spawn`](crate::Store::mark_run_spawn).
+    fn mark_run_spawn(
+        &self,
+        run_id: &RunId,
+        process: ProcessRef,
+        spawn_id: Option<&str>,
+        claimed_by: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Option<LoopRun>>;
+    /// [`Store::finalize_run`](crate::Store::finalize_run).
+    fn finalize_run(
+        &self,
+        run_id: &RunId,
+        result: &ExecutorResult,
+        fence: Option<&Fence>,
+        now: Timestamp,
+    ) -> Result<LoopRun>;
+    /// [`Store::finalize_and_advance`](crate::Store::finalize_and_advance).
+    fn finalize_and_advance(
+        &self,
+        run_id: &RunId,
+        result: &ExecutorResult,
+        fence: &Fence,
+        now: Timestamp,
+    ) -> Result<Finalized>;
+    /// [`Store::create_skipped_run`](crate::Store::create_skipped_run).
+    fn create_skipped_run(
+        &self,
+        lp: &Loop,
+        slot: Timestamp,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<LoopRun>;
+    /// [`Store::create_skipped_run_and_advance`](crate::Store::create_skipped_run_and_advance).
+    fn create_skipped_run_and_advance(
+        &self,
+        lp: &Loop,
+        slot: Timestamp,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<SkipOutcome>;
+}
+
+/// The `loop_runs` table: claims.
+pub(crate) trait ClaimOps {
+    /// [`Store::claim_run`](crate::Store::claim_run).
+    fn claim_run(
+        &self,
+        lp: &Loop,
+        slot: Timestamp,
+        runner_id: &str,
+        now: Timestamp,
+    ) -> Result<Claim>;
+    /// [`Store::claim_runs`](crate::Store::claim_runs).
+    fn claim_runs(
+        &self,
+        requests: &[(&Loop, Timestamp)],
+        runner_id: &str,
+        now: Timestamp,
+    ) -> Result<Vec<Claim>>;
+}
+
+/// The `loop_runs` table: recovery of expired leases.
+pub(crate) trait RecoveryOps {
+    /// [`Store::recover_expired_run_leases`](crate::Store::recover_expired_run_leases).
+    fn recover_expired_run_leases(&self, now: Timestamp) -> Result<Vec<Recovered>>;
+}
+
+/// The `loop_runs` table: what a daemon does to its own runs.
+pub(crate) trait ReleaseOps {
+    /// [`Store::release_run`](crate::Store::release_run).
+    fn release_run(
+        &self,
+        run_id: &RunId,
+        result: &ExecutorResult,
+        claimed_by: &str,
+        now: Timestamp,
+    ) -> Result<Option<Released>>;
+    /// [`Store::abandon_orphaned_run`](crate::Store::abandon_orphaned_run).
+    fn abandon_orphaned_run(
+        &self,
+        run_id: &RunId,
+        claimed_by: &str,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<Option<Recovered>>;
+    /// [`Store::settle_finished_slot`](crate::Store::settle_finished_slot).
+    fn settle_finished_slot(
+        &self,
+        lp: &Loop,
+        slot: Timestamp,
+        now: Timestamp,
+    ) -> Result<Option<Loop>>;
+}
+
+/// The `daemon_lease` table.
+pub(crate) trait LeaseOps {
+    /// [`Store::acquire_daemon_lease`](crate::Store::acquire_daemon_lease).
+    fn acquire_daemon_lease(&self, req: &LeaseRequest, now: Timestamp) -> Result<LeaseAcquire>;
+    /// [`Store::acquire_daemon_lease_with`](crate::Store::acquire_daemon_lease_with).
+    fn acquire_daemon_lease_with(
+        &self,
+        req: &LeaseRequest,
+        now: Timestamp,
+        holder_is_gone: &dyn Fn(&DaemonLease) -> bool,
+    ) -> Result<LeaseAcquire>;
+    /// [`Store::heartbeat_daemon_lease`](crate::Store::heartbeat_daemon_lease).
+    fn heartbeat_daemon_lease(
+        &self,
+        id: &LeaseId,
+        ttl_ms: u64,
+        now: Timestamp,
+    ) -> Result<LeaseHeartbeat>;
+    /// [`Store::release_daemon_lease`](crate::Store::release_daemon_lease).
+    fn release_daemon_lease(&self, id: &LeaseId) -> Result<LeaseRelease>;
+    /// [`Store::get_daemon_lease`](crate::Store::get_daemon_lease).
+    fn get_daemon_lease(&self) -> Result<Option<DaemonLease>>;
+}
+
+/// The daemon's reads across tables.
+pub(crate) trait DaemonOps {
+    /// [`Store::next_wake`](crate::Store::next_wake).
+    fn next_wake(&self, now: Timestamp, runner_id: &str, exclude: &[LoopId]) -> Result<NextWake>;
+    /// [`Store::running_runs_of_host`](crate::Store::running_runs_of_host).
+    fn running_runs_of_host(&self, host: &str, except_runner: &str) -> Result<Vec<HostRun>>;
+    /// [`Store::step_processes`](crate::Store::step_processes).
+    fn step_processes(&self, run_id: &RunId) -> Result<Vec<ProcessRef>>;
+}
+
+/// The `workflow_step_runs` table.
+pub(crate) trait StepOps {
+    /// [`Store::list_step_runs`](crate::Store::list_step_runs).
+    fn list_step_runs(&self, run_id: &WorkflowRunId) -> Result<Vec<StepRun>>;
+    /// [`Store::get_step_run`](crate::Store::get_step_run).
+    fn get_step_run(&self, run_id: &WorkflowRunId, step_id: &str) -> Result<Option<StepRun>>;
+    /// [`Store::start_step_run`](crate::Store::start_step_run).
+    fn start_step_run(
+        &self,
+        run_id: &WorkflowRunId,
+        step_id: &str,
+        now: Timestamp,
+    ) -> Result<StepRun>;
+    /// [`Store::mark_step_pid`](crate::Store::mark_step_pid).
+    fn mark_step_pid(
+        &self,
+        run_id: &WorkflowRunId,
+        step_id: &str,
+        process: ProcessRef,
+        now: Timestamp,
+    ) -> Result<bool>;
+    /// [`Store::finalize_step_run`](crate::Store::finalize_step_run).
+    fn finalize_step_run(
+        &self,
+        run_id: &WorkflowRunId,
+        step_id: &str,
+        outcome: &StepOutcome,
+        now: Timestamp,
+    ) -> Result<StepRun>;
+    /// [`Store::skip_step_run`](crate::Store::skip_step_run).
+    fn skip_step_run(
+        &self,
+        run_id: &WorkflowRunId,
+        step_id: &str,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<StepRun>;
+    /// [`Store::skip_open_steps`](crate::Store::skip_open_steps).
+    fn skip_open_steps(
+        &self,
+        run_id: &WorkflowRunId,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<Vec<StepRun>>;
+}
+
+/// The `workflow_specs` and `workflow_events` tables.
+pub(crate) trait WorkflowOps {
+    /// [`Store::create_workflow`](crate::Store::create_workflow).
+    fn create_workflow(&self, input: &NewWorkflow, now: Timestamp) -> Result<WorkflowSpec>;
+    /// [`Store::get_workflow`](crate::Store::get_workflow).
+    fn get_workflow(&self, id: &WorkflowId) -> Result<Option<WorkflowSpec>>;
+    /// [`Store::require_workflow`](crate::Store::require_workflow).
+    fn require_workflow(&self, id_or_name: &str) -> Result<WorkflowSpec>;
+    /// [`Store::list_workflows`](crate::Store::list_workflows).
+    fn list_workflows(&self, filter: &WorkflowFilter) -> Result<Vec<WorkflowSpec>>;
+    /// [`Store::archive_workflow`](crate::Store::archive_workflow).
+    fn archive_workflow(&self, id: &WorkflowId, now: Timestamp) -> Result<WorkflowSpec>;
+    /// [`Store::list_events`](crate::Store::list_events).
+    fn list_events(&self, run_id: &WorkflowRunId, limit: Option<u32>)
+    -> Result<Vec<WorkflowEvent>>;
+}
+
+/// The `workflow_runs` table.
+pub(crate) trait WorkflowRunOps {
+    /// [`Store::create_workflow_run`](crate::Store::create_workflow_run).
+    fn create_workflow_run(
+        &self,
+        input: &NewWorkflowRun<'_>,
+        now: Timestamp,
+    ) -> Result<WorkflowRun>;
+    /// [`Store::get_workflow_run`](crate::Store::get_workflow_run).
+    fn get_workflow_run(&self, id: &WorkflowRunId) -> Result<Option<WorkflowRun>>;
+    /// [`Store::require_workflow_run`](crate::Store::require_workflow_run).
+    fn require_workflow_run(&self, id: &WorkflowRunId) -> Result<WorkflowRun>;
+    /// [`Store::list_workflow_runs`](crate::Store::list_workflow_runs).
+    fn list_workflow_runs(&self, filter: &WorkflowRunFilter) -> Result<Vec<WorkflowRun>>;
+    /// [`Store::workflow_run_status`](crate::Store::workflow_run_status).
+    fn workflow_run_status(&self, id: &WorkflowRunId) -> Result<Option<WorkflowRunStatus>>;
+    /// [`Store::finalize_workflow_run`](crate::Store::finalize_workflow_run).
+    fn finalize_workflow_run(
+        &self,
+        id: &WorkflowRunId,
+        status: WorkflowRunStatus,
+        patch: &WorkflowRunPatch,
+        now: Timestamp,
+    ) -> Result<WorkflowRun>;
+    /// [`Store::cancel_workflow_run`](crate::Store::cancel_workflow_run).
+    fn cancel_workflow_run(
+        &self,
+        id: &WorkflowRunId,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<WorkflowRun>;
+    /// [`Store::fail_workflow_run`](crate::Store::fail_workflow_run).
+    fn fail_workflow_run(
+        &self,
+        id: &WorkflowRunId,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<WorkflowRun>;
+    /// [`Store::recover_workflow_run`](crate::Store::recover_workflow_run).
+    fn recover_workflow_run(
+        &self,
+        id: &WorkflowRunId,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<RecoveredWorkflowRun>;
+}

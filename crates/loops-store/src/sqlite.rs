@@ -1,0 +1,148 @@
+//! The SQLite backend: one connection to one `loops.db`.
+//!
+//! Every operation is a single guarded statement or a single
+//! `BEGIN IMMEDIATE` transaction (see [`Sqlite::write_tx`]), so two
+//! processes sharing a database never double-claim a slot, never lose a
+//! finalize, and never strand a loop between a finalized run and its
+//! advance (SPEC §9 items 7–12). Each table module implements one of the
+//! operation traits of [`crate::backend`] for [`Sqlite`]; `rows` decodes
+//! rows and `open` opens and migrates files. This is the only part of the
+//! crate that knows SQL.
+
+mod daemon;
+mod lease;
+mod loops;
+pub(crate) mod open;
+mod rows;
+mod runs;
+mod steps;
+mod workflow_runs;
+mod workflows;
+
+use std::cell::Cell;
+use std::path::Path;
+use std::sync::Arc;
+
+use loops_core::Liveness;
+use rusqlite::Connection;
+
+pub use self::daemon::{check_integrity, inspect_database};
+use crate::backend::Transactions;
+use crate::error::{Result, StoreError};
+
+/// The SQLite backend: a connection, whether an all-or-nothing
+/// transaction is open on it, and the liveness probe the recovery and
+/// claim guards ask.
+pub(crate) struct Sqlite {
+    conn: Connection,
+    /// Inside a [`Store::transaction`](crate::Store::transaction):
+    /// operations run without savepoints.
+    whole: Cell<bool>,
+    liveness: Arc<dyn Liveness>,
+}
+
+/// The connection itself, for the WAL helpers of [`open`].
+impl std::ops::Deref for Sqlite {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+impl Sqlite {
+    /// Opens (creating and migrating if needed) the database file at
+    /// `path` (see [`Store::open`](crate::Store::open)).
+    pub(crate) fn open(path: &Path, liveness: Arc<dyn Liveness>) -> Result<Sqlite> {
+        Ok(Sqlite::new(open::open_file(path)?, liveness))
+    }
+
+    /// Opens a private in-memory database.
+    pub(crate) fn open_in_memory(liveness: Arc<dyn Liveness>) -> Result<Sqlite> {
+        Ok(Sqlite::new(open::open_memory()?, liveness))
+    }
+
+    fn new(conn: Connection, liveness: Arc<dyn Liveness>) -> Sqlite {
+        Sqlite {
+            conn,
+            whole: Cell::new(false),
+            liveness,
+        }
+    }
+
+    /// Runs `f` inside `BEGIN IMMEDIATE … COMMIT`, rolling back on error.
+    ///
+    /// `BEGIN IMMEDIATE` takes the write lock up front, so the reads inside
+    /// `f` see the state its writes are guarded against. Inside a
+    /// [`Store::batch`](crate::Store::batch), `f` runs in a savepoint
+    /// instead: still all or nothing, committed with the batch. Inside a
+    /// [`Store::transaction`](crate::Store::transaction) it runs as it is,
+    /// since the whole transaction is all or nothing.
+    pub(crate) fn write_tx<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        if !self.conn.is_autocommit() {
+            if self.whole.get() {
+                return f(&self.conn);
+            }
+            return self.savepoint(f);
+        }
+        self.exec_cached("BEGIN IMMEDIATE", "starting a write transaction")?;
+        let out = f(&self.conn).and_then(|v| {
+            self.exec_cached("COMMIT", "committing")?;
+            Ok(v)
+        });
+        if out.is_err() && !self.conn.is_autocommit() {
+            // The transaction is already failing; a rollback error adds nothing.
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        out
+    }
+
+    fn savepoint<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        self.exec_cached("SAVEPOINT write_tx", "starting a savepoint")?;
+        match f(&self.conn) {
+            Ok(v) => {
+                self.exec_cached("RELEASE write_tx", "releasing a savepoint")?;
+                Ok(v)
+            }
+            Err(e) => {
+                // Undo this operation only; the batch goes on.
+                let _ = self
+                    .conn
+                    .execute_batch("ROLLBACK TO write_tx; RELEASE write_tx");
+                Err(e)
+            }
+        }
+    }
+
+    /// Cached: BEGIN and COMMIT run for every write, and re-parsing them
+    /// each time showed up in profiles.
+    fn exec_cached(&self, sql: &str, context: &'static str) -> Result<()> {
+        self.conn
+            .prepare_cached(sql)
+            .and_then(|mut stmt| stmt.execute([]))
+            .map(drop)
+            .map_err(StoreError::db(context))
+    }
+}
+
+impl Transactions for Sqlite {
+    fn in_transaction(&self) -> bool {
+        !self.conn.is_autocommit()
+    }
+
+    fn begin(&self) -> Result<()> {
+        self.exec_cached("BEGIN IMMEDIATE", "starting a write transaction")
+    }
+
+    fn commit(&self) -> Result<()> {
+        self.exec_cached("COMMIT", "committing")
+    }
+
+    fn rollback(&self) {
+        let _ = self.conn.execute_batch("ROLLBACK");
+    }
+
+    fn set_whole(&self, whole: bool) {
+        self.whole.set(whole);
+    }
+}

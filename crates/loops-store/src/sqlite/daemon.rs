@@ -1,0 +1,187 @@
+//! The SQLite side of [`crate::daemon`].
+
+use std::path::Path;
+use std::time::Duration;
+
+use loops_core::{LoopId, ProcessRef, RunId, Timestamp};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+
+use crate::backend::DaemonOps;
+use crate::daemon::{DatabaseState, HostRun, INTEGRITY_MAX_PROBLEMS, Integrity, NextWake};
+use crate::error::{Result, StoreError};
+use crate::sqlite::Sqlite;
+use crate::sqlite::rows::{self, run_columns, ts};
+use crate::sqlite::runs::run_and_process;
+use crate::sqlite::workflows::linked_step_processes;
+
+/// Reads the schema version of the database at `path` without creating,
+/// migrating or otherwise writing it (for `doctor`). A file that is not a
+/// SQLite database is [`StoreError::NotADatabase`].
+pub fn inspect_database(path: &Path) -> Result<DatabaseState> {
+    if !path.exists() {
+        return Ok(DatabaseState::Missing);
+    }
+    let bad = |e: rusqlite::Error| StoreError::NotADatabase {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    };
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW,
+    )
+    .map_err(bad)?;
+    let has = |table: &str| -> Result<bool> {
+        conn.query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+            [table],
+            |r| r.get::<_, i64>(0),
+        )
+        .map(|n| n > 0)
+        .map_err(bad)
+    };
+    if !has("refinery_schema_history")? {
+        return Ok(DatabaseState::Loops { version: 0 });
+    }
+    let version: Option<i64> = conn
+        .query_row(
+            "SELECT MAX(version) FROM refinery_schema_history",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(bad)?
+        .flatten();
+    Ok(DatabaseState::Loops {
+        version: version.unwrap_or(0),
+    })
+}
+
+/// Runs SQLite's `PRAGMA quick_check` on the database at `path`, read-only,
+/// for at most `budget` (see [`integrity_budget`](crate::integrity_budget)):
+/// a check that runs out of time is interrupted and reported
+/// [`Integrity::Unfinished`]. Damage that stops SQLite from reading the file
+/// at all is [`Integrity::Damaged`] too.
+pub fn check_integrity(path: &Path, budget: Duration) -> Result<Integrity> {
+    if !path.exists() {
+        return Ok(Integrity::Missing);
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW,
+    )
+    .map_err(|e| StoreError::NotADatabase {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })?;
+    let interrupt = conn.get_interrupt_handle();
+    let (done, wait) = std::sync::mpsc::channel::<()>();
+    let timer = std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(budget) {
+            interrupt.interrupt();
+        }
+    });
+    let checked = (|| -> rusqlite::Result<Vec<String>> {
+        let mut stmt = conn.prepare(&format!("PRAGMA quick_check({INTEGRITY_MAX_PROBLEMS})"))?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        rows.collect()
+    })();
+    drop(done);
+    // The timer ends as soon as `done` is dropped.
+    let _ = timer.join();
+    match checked {
+        Ok(found) if found.len() == 1 && found[0] == "ok" => Ok(Integrity::Ok),
+        Ok(found) => Ok(Integrity::Damaged(found)),
+        Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::OperationInterrupted) => {
+            Ok(Integrity::Unfinished { budget })
+        }
+        Err(e)
+            if matches!(
+                e.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+            ) =>
+        {
+            Ok(Integrity::Damaged(vec![e.to_string()]))
+        }
+        Err(e) => Err(StoreError::db("checking the database's integrity")(e)),
+    }
+}
+
+impl DaemonOps for Sqlite {
+    fn next_wake(&self, now: Timestamp, runner_id: &str, exclude: &[LoopId]) -> Result<NextWake> {
+        let excluded =
+            serde_json::to_string(&exclude.iter().map(LoopId::as_str).collect::<Vec<_>>())
+                .map_err(|e| StoreError::Encode(format!("excluded loops: {e}")))?;
+        let instant = |sql: &str, p: &[&dyn rusqlite::ToSql]| -> Result<Option<Timestamp>> {
+            let value: Option<String> = self
+                .conn
+                .prepare_cached(sql)
+                .and_then(|mut stmt| stmt.query_row(p, |r| r.get(0)))
+                .map_err(StoreError::db("computing the next wake-up"))?;
+            value
+                .map(|v| {
+                    v.parse().map_err(|e| StoreError::Corrupt {
+                        table: "loops",
+                        id: String::new(),
+                        reason: format!("stored instant {v:?}: {e}"),
+                    })
+                })
+                .transpose()
+        };
+        let due = instant(
+            "SELECT MIN(next_run_at) FROM loops
+             WHERE status = 'active' AND next_run_at IS NOT NULL
+               AND id NOT IN (SELECT value FROM json_each(?1))",
+            &[&excluded],
+        )?;
+        let expiry = instant(
+            "SELECT MIN(expires_at) FROM loops WHERE status = 'active' AND expires_at IS NOT NULL",
+            &[],
+        )?;
+        let lease_expiry = instant(
+            "SELECT MIN(lease_expires_at) FROM loop_runs
+             WHERE status = 'running' AND lease_expires_at > ?1
+               AND (claimed_by IS NULL OR claimed_by <> ?2)",
+            &[&ts(now), &runner_id],
+        )?;
+        Ok(NextWake {
+            due,
+            expiry,
+            lease_expiry,
+        })
+    }
+
+    fn running_runs_of_host(&self, host: &str, except_runner: &str) -> Result<Vec<HostRun>> {
+        let prefix = format!("{host}:");
+        let found = rows::query_vec(
+            &self.conn,
+            concat!(
+                "SELECT ",
+                run_columns!(),
+                " FROM loop_runs
+                 WHERE status = 'running' AND claimed_by <> ?2
+                   AND substr(claimed_by, 1, length(?1)) = ?1
+                 ORDER BY started_at, rowid"
+            ),
+            params![prefix, except_runner],
+            ("loop_runs", "finding the runs of this host's daemons"),
+            |row| {
+                let (run, process) = run_and_process(row)?;
+                let spawn_id = rows::run_spawn_id(row)?;
+                Ok(HostRun {
+                    run,
+                    process,
+                    spawn_id,
+                })
+            },
+        )?;
+        Ok(found)
+    }
+
+    fn step_processes(&self, run_id: &RunId) -> Result<Vec<ProcessRef>> {
+        linked_step_processes(&self.conn, run_id)
+    }
+}

@@ -1,0 +1,429 @@
+//! The SQLite side of [`crate::loops`].
+
+use std::ops::ControlFlow;
+
+use loops_core::{
+    Loop, LoopId, LoopStatus, NewLoop, RunStatus, Schedule, Timestamp, initial_next_run,
+    validate_new_loop,
+};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::backend::LoopOps;
+use crate::error::{Result, StoreError};
+use crate::loops::{
+    DEFAULT_LOOP_LIMIT, DeleteHistory, DeleteOutcome, LoopChange, LoopFilter, Refusal,
+};
+use crate::random_id_bytes;
+use crate::sqlite::Sqlite;
+use crate::sqlite::rows::{self, loop_columns, ts, ts_opt};
+
+/// Reads one loop by id on `conn` (inside or outside a transaction).
+pub(crate) fn query_loop(conn: &Connection, id: &LoopId) -> Result<Option<Loop>> {
+    loop_returning(
+        conn,
+        concat!("SELECT ", loop_columns!(), " FROM loops WHERE id = ?1"),
+        [id.as_str()],
+        "reading a loop",
+    )
+}
+
+/// Runs a statement that returns loop rows (`SELECT` or `… RETURNING`).
+fn loops_from(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    context: &'static str,
+) -> Result<Vec<Loop>> {
+    rows::query_vec(conn, sql, params, ("loops", context), rows::loop_row)
+}
+
+/// Runs a statement returning at most one loop row (`SELECT` or a
+/// single-row `UPDATE … RETURNING`).
+fn loop_returning(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    context: &'static str,
+) -> Result<Option<Loop>> {
+    rows::query_opt(conn, sql, params, ("loops", context), rows::loop_row)
+}
+
+fn encode<T: serde::Serialize>(value: &T, what: &str) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| StoreError::Encode(format!("{what}: {e}")))
+}
+
+/// A millisecond setting as SQLite's signed integer.
+fn sql_int(ms: u64, what: &str) -> Result<i64> {
+    i64::try_from(ms).map_err(|_| StoreError::Encode(format!("{what}: {ms} is too large")))
+}
+
+fn not_found(key: &str) -> StoreError {
+    StoreError::NotFound {
+        kind: "loop",
+        key: key.to_owned(),
+    }
+}
+
+/// True when the only slot of a `once` loop already has a row that can
+/// never be claimed again: succeeded, skipped, or out of attempts.
+fn once_slot_is_spent(conn: &Connection, lp: &Loop, at: Timestamp) -> Result<bool> {
+    let found: Option<(String, u32, Option<String>)> = conn
+        .query_row(
+            "SELECT status, attempt, error FROM loop_runs
+             WHERE loop_id = ?1 AND scheduled_for = ?2",
+            params![lp.id.as_str(), ts(at)],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()
+        .map_err(StoreError::db("reading a once loop's run"))?;
+    Ok(match found {
+        None => false,
+        Some((status, attempt, error)) => match status.parse::<RunStatus>() {
+            Ok(s) if s.is_terminal() => true,
+            Ok(s) if s.is_retryable() => {
+                !crate::runs::may_run_again(s, attempt, error.as_deref(), lp.max_attempts)
+            }
+            _ => false,
+        },
+    })
+}
+
+impl LoopOps for Sqlite {
+    fn create_loop(&self, new: &NewLoop, now: Timestamp) -> Result<Loop> {
+        validate_new_loop(new)?;
+        let next_run_at = initial_next_run(&new.schedule, now)?;
+        let lp = Loop {
+            id: LoopId::from_bytes(random_id_bytes()),
+            name: new.name.clone(),
+            description: new.description.clone(),
+            status: LoopStatus::Active,
+            schedule: new.schedule.clone(),
+            target: new.target.clone(),
+            next_run_at,
+            retry_scheduled_for: None,
+            catch_up: new.catch_up,
+            catch_up_limit: new.catch_up_limit,
+            overlap: new.overlap,
+            max_attempts: new.max_attempts,
+            retry_delay_ms: new.retry_delay_ms,
+            lease_ms: new.lease_ms,
+            expires_at: new.expires_at,
+            created_at: now,
+            updated_at: now,
+            paused_reason: None,
+        };
+        let schedule = encode(&lp.schedule, "loop schedule")?;
+        let target = encode(&lp.target, "loop target")?;
+        self.conn
+            .execute(
+                "INSERT INTO loops (id, name, description, status, schedule_json, target_json,
+                   next_run_at, retry_scheduled_for, catch_up, catch_up_limit, overlap,
+                   max_attempts, retry_delay_ms, lease_ms, expires_at, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15)",
+                params![
+                    lp.id.as_str(),
+                    lp.name,
+                    lp.description,
+                    lp.status.as_str(),
+                    schedule,
+                    target,
+                    ts_opt(lp.next_run_at),
+                    lp.catch_up.as_str(),
+                    lp.catch_up_limit,
+                    lp.overlap.as_str(),
+                    lp.max_attempts,
+                    sql_int(lp.retry_delay_ms, "retryDelayMs")?,
+                    sql_int(lp.lease_ms, "leaseMs")?,
+                    ts_opt(lp.expires_at),
+                    ts(now),
+                ],
+            )
+            .map_err(StoreError::db("creating a loop"))?;
+        Ok(lp)
+    }
+
+    fn get_loop(&self, id: &LoopId) -> Result<Option<Loop>> {
+        query_loop(&self.conn, id)
+    }
+
+    fn require_loop(&self, id_or_name: &str) -> Result<Loop> {
+        if let Ok(id) = LoopId::parse(id_or_name)
+            && let Some(lp) = self.get_loop(&id)?
+        {
+            return Ok(lp);
+        }
+        loop_returning(
+            &self.conn,
+            concat!(
+                "SELECT ",
+                loop_columns!(),
+                " FROM loops WHERE name = ?1 ORDER BY created_at DESC, rowid DESC LIMIT 1"
+            ),
+            [id_or_name],
+            "looking up a loop by name",
+        )?
+        .ok_or_else(|| not_found(id_or_name))
+    }
+
+    fn for_each_loop(
+        &self,
+        filter: &LoopFilter,
+        each: &mut dyn FnMut(Loop) -> ControlFlow<()>,
+    ) -> Result<()> {
+        let limit = filter.limit.unwrap_or(DEFAULT_LOOP_LIMIT);
+        let what = ("loops", "listing loops");
+        match filter.status {
+            Some(status) => rows::query_each(
+                &self.conn,
+                concat!(
+                    "SELECT ",
+                    loop_columns!(),
+                    " FROM loops WHERE status = ?1 ORDER BY next_run_at, rowid LIMIT ?2"
+                ),
+                params![status.as_str(), limit],
+                what,
+                rows::loop_row,
+                each,
+            ),
+            None => rows::query_each(
+                &self.conn,
+                concat!(
+                    "SELECT ",
+                    loop_columns!(),
+                    " FROM loops ORDER BY status, next_run_at, rowid LIMIT ?1"
+                ),
+                [limit],
+                what,
+                rows::loop_row,
+                each,
+            ),
+        }
+    }
+
+    fn count_loops(&self, status: Option<LoopStatus>) -> Result<u64> {
+        let n: i64 = match status {
+            Some(s) => self.conn.query_row(
+                "SELECT COUNT(*) FROM loops WHERE status = ?1",
+                [s.as_str()],
+                |r| r.get(0),
+            ),
+            None => self
+                .conn
+                .query_row("SELECT COUNT(*) FROM loops", [], |r| r.get(0)),
+        }
+        .map_err(StoreError::db("counting loops"))?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    fn count_runs(&self, status: Option<RunStatus>) -> Result<u64> {
+        let n: i64 = match status {
+            Some(s) => self.conn.query_row(
+                "SELECT COUNT(*) FROM loop_runs WHERE status = ?1",
+                [s.as_str()],
+                |r| r.get(0),
+            ),
+            None => self
+                .conn
+                .query_row("SELECT COUNT(*) FROM loop_runs", [], |r| r.get(0)),
+        }
+        .map_err(StoreError::db("counting runs"))?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    fn has_running_run(&self, loop_id: &LoopId) -> Result<bool> {
+        self.conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM loop_runs WHERE loop_id = ?1 AND status = 'running')",
+                [loop_id.as_str()],
+                |r| r.get(0),
+            )
+            .map_err(StoreError::db("checking for a running run"))
+    }
+
+    fn due_loops(&self, now: Timestamp, limit: u32) -> Result<Vec<Loop>> {
+        loops_from(
+            &self.conn,
+            concat!(
+                "SELECT ",
+                loop_columns!(),
+                " FROM loops
+                 WHERE status = 'active' AND next_run_at IS NOT NULL AND next_run_at <= ?1
+                 ORDER BY next_run_at, rowid LIMIT ?2"
+            ),
+            params![ts(now), limit],
+            "selecting due loops",
+        )
+    }
+
+    fn pause_loop(&self, id: &LoopId, now: Timestamp) -> Result<LoopChange> {
+        // A user's pause gives no reason: one left over from an automatic
+        // pause (which another implementation's resume would not clear) goes.
+        if let Some(lp) = self.pause_active(id, None, now)? {
+            return Ok(LoopChange::Changed(lp));
+        }
+        let lp = self.get_loop(id)?.ok_or_else(|| not_found(id.as_str()))?;
+        Ok(match lp.status {
+            LoopStatus::Paused => LoopChange::Already(lp),
+            _ => LoopChange::Refused {
+                loop_: lp,
+                reason: Refusal::NotActive,
+            },
+        })
+    }
+
+    fn pause_loop_with_reason(
+        &self,
+        id: &LoopId,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<Option<Loop>> {
+        self.pause_active(id, Some(reason), now)
+    }
+
+    fn resume_loop(&self, id: &LoopId, now: Timestamp) -> Result<LoopChange> {
+        self.write_tx(|conn| {
+            let lp = query_loop(conn, id)?.ok_or_else(|| not_found(id.as_str()))?;
+            if lp.status == LoopStatus::Active {
+                return Ok(LoopChange::Already(lp));
+            }
+            let refuse = |loop_, reason| Ok(LoopChange::Refused { loop_, reason });
+            if lp.expires_at.is_some_and(|e| e <= now) {
+                return refuse(lp, Refusal::PastExpiry);
+            }
+            let (next, retry) = match (lp.status, lp.next_run_at) {
+                (LoopStatus::Paused, Some(next)) => (Some(next), lp.retry_scheduled_for),
+                _ => (initial_next_run(&lp.schedule, now)?, None),
+            };
+            let Some(next) = next else {
+                return refuse(lp, Refusal::NothingToRun);
+            };
+            if let Schedule::Once { at } = lp.schedule
+                && next == at
+                && once_slot_is_spent(conn, &lp, at)?
+            {
+                return refuse(lp, Refusal::NothingToRun);
+            }
+            let changed = loop_returning(
+                conn,
+                concat!(
+                    "UPDATE loops SET status = 'active', next_run_at = ?3, retry_scheduled_for = ?4,
+                       paused_reason = NULL, updated_at = ?5
+                     WHERE id = ?1 AND status = ?2 RETURNING ",
+                    loop_columns!()
+                ),
+                params![
+                    id.as_str(),
+                    lp.status.as_str(),
+                    ts(next),
+                    ts_opt(retry),
+                    ts(now)
+                ],
+                "resuming a loop",
+            )?;
+            // The write lock is held since the read, so the guard matches.
+            changed
+                .map(LoopChange::Changed)
+                .ok_or_else(|| StoreError::Vanished {
+                    kind: "loop",
+                    op: "resume",
+                    id: id.to_string(),
+                })
+        })
+    }
+
+    fn stop_loop(&self, id: &LoopId, now: Timestamp) -> Result<LoopChange> {
+        let changed = loop_returning(
+            &self.conn,
+            concat!(
+                "UPDATE loops SET status = 'stopped', next_run_at = NULL, retry_scheduled_for = NULL,
+                   updated_at = ?2
+                 WHERE id = ?1 AND status <> 'stopped' RETURNING ",
+                loop_columns!()
+            ),
+            params![id.as_str(), ts(now)],
+            "stopping a loop",
+        )?;
+        if let Some(lp) = changed {
+            return Ok(LoopChange::Changed(lp));
+        }
+        let lp = self.get_loop(id)?.ok_or_else(|| not_found(id.as_str()))?;
+        Ok(LoopChange::Already(lp))
+    }
+
+    fn expire_loops(&self, now: Timestamp) -> Result<Vec<Loop>> {
+        loops_from(
+            &self.conn,
+            concat!(
+                "UPDATE loops SET status = 'expired', next_run_at = NULL, updated_at = ?1
+                 WHERE status = 'active' AND expires_at IS NOT NULL AND expires_at <= ?1
+                 RETURNING ",
+                loop_columns!()
+            ),
+            [ts(now)],
+            "expiring loops",
+        )
+    }
+
+    fn delete_loop(&self, id: &LoopId, history: DeleteHistory) -> Result<DeleteOutcome> {
+        self.write_tx(|conn| {
+            if query_loop(conn, id)?.is_none() {
+                return Ok(DeleteOutcome::NotFound);
+            }
+            // The links are cleared explicitly rather than left to the
+            // schema's `ON DELETE SET NULL`, so the outcome is the same
+            // whether or not the connection enforces foreign keys.
+            let (unlinked, runs) = match history {
+                DeleteHistory::Keep => {
+                    let unlinked = conn
+                        .execute(
+                            "UPDATE workflow_runs SET loop_id = NULL WHERE loop_id = ?1",
+                            [id.as_str()],
+                        )
+                        .map_err(StoreError::db("unlinking workflow runs"))?;
+                    (unlinked, 0)
+                }
+                DeleteHistory::Purge => {
+                    let unlinked = conn
+                        .execute(
+                            "UPDATE workflow_runs SET loop_id = NULL, loop_run_id = NULL
+                             WHERE loop_id = ?1
+                                OR loop_run_id IN (SELECT id FROM loop_runs WHERE loop_id = ?1)",
+                            [id.as_str()],
+                        )
+                        .map_err(StoreError::db("unlinking workflow runs"))?;
+                    let runs = conn
+                        .execute("DELETE FROM loop_runs WHERE loop_id = ?1", [id.as_str()])
+                        .map_err(StoreError::db("deleting runs"))?;
+                    (unlinked, runs)
+                }
+            };
+            conn.execute("DELETE FROM loops WHERE id = ?1", [id.as_str()])
+                .map_err(StoreError::db("deleting a loop"))?;
+            Ok(DeleteOutcome::Deleted {
+                runs_deleted: runs as u64,
+                workflow_runs_unlinked: unlinked as u64,
+            })
+        })
+    }
+}
+
+impl Sqlite {
+    /// Pauses `id` if it is active, recording `reason` (or none).
+    fn pause_active(
+        &self,
+        id: &LoopId,
+        reason: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Option<Loop>> {
+        loop_returning(
+            &self.conn,
+            concat!(
+                "UPDATE loops SET status = 'paused', paused_reason = ?2, updated_at = ?3
+                 WHERE id = ?1 AND status = 'active' RETURNING ",
+                loop_columns!()
+            ),
+            params![id.as_str(), reason, ts(now)],
+            "pausing a loop",
+        )
+    }
+}
