@@ -16,7 +16,11 @@
 //! - the daemon's figures (`bench_daemon.rs`): lateness, idle memory and
 //!   CPU, and the time from SIGTERM to exit.
 //!
-//! `--workflows` measures only the workflow runs, `--daemon` only the daemon.
+//! `--workflows` measures only the workflow runs, `--daemon` only the daemon,
+//! `--cli` only the create, list and tick figures. `--bin <path>` measures
+//! that binary instead of building `target/release/loops`, so two builds can
+//! be compared side by side (copy each aside, then alternate runs).
+//! `docs/perf.md` lists what each figure means and the figures measured.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -28,16 +32,23 @@ const LOOPS: usize = 1000;
 const LIST_SAMPLES: usize = 50;
 
 pub(crate) fn bench(args: &[String]) -> Result<(), String> {
-    let mut build = cargo();
-    build.args(["build", "--release", "--locked", "-p", "loops-cli"]);
-    run("cargo build --release -p loops-cli", build)?;
-    let bin = root().join("target/release/loops");
+    let bin = match bin_arg(args)? {
+        Some(bin) => bin,
+        None => {
+            let mut build = cargo();
+            build.args(["build", "--release", "--locked", "-p", "loops-cli"]);
+            run("cargo build --release -p loops-cli", build)?;
+            root().join("target/release/loops")
+        }
+    };
 
     let scratch = scratch_dir("loops-bench")?;
     let result = if args.iter().any(|a| a == "--workflows") {
         workflow_figures(&bin, &scratch)
     } else if args.iter().any(|a| a == "--daemon") {
         crate::bench_daemon::figures(&bin, &scratch)
+    } else if args.iter().any(|a| a == "--cli") {
+        figures(&bin, &scratch)
     } else {
         // Each section starts with the disk quiet: the tick leaves its
         // database pages for the kernel to write back, and a later section
@@ -57,6 +68,21 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
         run("cargo bench (Criterion)", cmd)?;
     }
     Ok(())
+}
+
+/// The binary given with `--bin <path>`, made absolute, if any.
+fn bin_arg(args: &[String]) -> Result<Option<PathBuf>, String> {
+    let Some(at) = args.iter().position(|a| a == "--bin") else {
+        return Ok(None);
+    };
+    let path = args
+        .get(at + 1)
+        .ok_or("--bin needs the path of a `loops` binary")?;
+    let path = std::path::absolute(path).map_err(|e| format!("--bin {path}: {e}"))?;
+    if !path.is_file() {
+        return Err(format!("--bin {}: no such file", path.display()));
+    }
+    Ok(Some(path))
 }
 
 fn figures(bin: &Path, scratch: &Path) -> Result<(), String> {

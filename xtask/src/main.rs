@@ -3,11 +3,13 @@
 //! - `ci`: everything CI checks, in CI's order; `.ci/run` calls it.
 //! - `demo`: build `loops` and run the daemon on sample loops in a fresh data
 //!   directory, in the foreground.
-//! - `bench`: end-to-end figures of the built binary; `--criterion` adds the
-//!   Criterion micro-benchmarks.
+//! - `bench`: end-to-end figures of the built binary (or of `--bin <path>`);
+//!   `--criterion` adds the Criterion micro-benchmarks.
 //! - `reliability`: the reliability suite's long variants (`--short` for
 //!   the ones CI runs).
-//! - `tidy`: the source hygiene checks (also a `#[test]`).
+//! - `tidy`: the source hygiene checks (also a `#[test]`): module docs, the
+//!   line cap, module style, trailing whitespace, leftover macros and SPEC
+//!   §10 citations.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -38,10 +40,12 @@ fn main() -> ExitCode {
                  tasks:\n  \
                  ci      fmt --check, clippy -D warnings, tidy, tests (doctests too), rustdoc -D warnings, build\n  \
                  demo    build loops, create sample loops in a fresh data dir, run the daemon (Ctrl-C stops it; --for N stops after N s)\n  \
-                 bench   end-to-end CLI figures; --workflows only the workflow runs, --daemon only the daemon, --criterion adds Criterion\n  \
+                 bench   end-to-end CLI figures; --cli only create/list/tick, --workflows only the workflow runs,\n          \
+                 --daemon only the daemon, --bin PATH measures PATH instead of building, --criterion adds Criterion\n  \
                  reliability  the reliability suite's long variants (crash loop, races, floods, fuzzing, ...);\n               \
                  --short runs the CI variants; other arguments filter tests\n  \
-                 tidy    check module docs, forbidden macros, and that a test cites every SPEC §10 item"
+                 tidy    check module docs, the 650-line cap, no mod.rs, no trailing whitespace, no\n          \
+                 dbg!/todo!, and that a test cites every SPEC §10 item"
             );
             Ok(())
         }

@@ -1,7 +1,9 @@
 //! Source hygiene: every Rust file under `crates/` opens with a `//!` module
 //! doc, no source file outside tests is longer than [`MAX_SOURCE_LINES`]
-//! lines, no file leaves a `dbg!` or `todo!` behind, and every item of SPEC
-//! §10's checklist is cited by a test (`// SPEC §10 item N`).
+//! lines, no file leaves a `dbg!` or `todo!` behind, modules are `foo.rs`
+//! beside `foo/` (never `mod.rs`), no line of a Rust, Markdown or TOML file
+//! ends in whitespace, and every item of SPEC §10's checklist is cited by a
+//! test (`// SPEC §10 item N`).
 //!
 //! The SPEC is read from `../shared/SPEC.md` beside the clone, or from
 //! `$LOOPS_SPEC`; without it the citation check is skipped with a message.
@@ -13,15 +15,26 @@ use std::path::{Path, PathBuf};
 /// sitting; a longer one is split along what it does.
 const MAX_SOURCE_LINES: usize = 650;
 
+/// The extensions of the files whose lines may not end in whitespace.
+const TEXT_EXTENSIONS: [&str; 3] = ["rs", "md", "toml"];
+
 /// Returns every problem found under `root/crates`, `root/tests` and
-/// `root/xtask`.
+/// `root/xtask`, and the whitespace problems of those, `root/docs` and the
+/// root's Markdown files.
 pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
     let mut files = Vec::new();
     for dir in ["crates", "tests", "xtask"] {
-        collect(&root.join(dir), &mut files);
+        collect(&root.join(dir), &["rs"], &mut files);
     }
     let mut problems = Vec::new();
     checklist(root, &files, &mut problems);
+    for file in text_files(root) {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let shown = file.strip_prefix(root).unwrap_or(&file).display();
+        problems.extend(trailing_whitespace(&shown.to_string(), &text));
+    }
     for file in files {
         let Ok(text) = std::fs::read_to_string(&file) else {
             continue;
@@ -39,6 +52,9 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
             ));
         }
         if let Some(problem) = too_long(&shown, &text) {
+            problems.push(problem);
+        }
+        if let Some(problem) = mod_rs(&shown) {
             problems.push(problem);
         }
         for (n, line) in text.lines().enumerate() {
@@ -157,6 +173,54 @@ fn too_long(shown: &str, text: &str) -> Option<String> {
     )
 }
 
+/// The problem with the file at `shown` (relative to the root) if it is a
+/// `mod.rs` in a crate's `src` or in `xtask/src`: a module is `foo.rs`
+/// beside `foo/`. A test target's `tests/<name>/main.rs` and its modules
+/// are not under `src`, and are left alone.
+fn mod_rs(shown: &str) -> Option<String> {
+    let path = Path::new(shown);
+    let parts: Vec<&str> = path.iter().filter_map(|c| c.to_str()).collect();
+    let in_src = matches!(
+        parts.as_slice(),
+        ["crates", _, "src", ..] | ["xtask", "src", ..]
+    );
+    (in_src && path.file_name().is_some_and(|n| n == "mod.rs")).then(|| {
+        format!(
+            "{shown}: a `mod.rs`; name the module file after the module, beside its \
+             directory (`foo.rs` and `foo/`)"
+        )
+    })
+}
+
+/// A problem for every line of `text`, the file at `shown`, that ends in a
+/// space or a tab.
+fn trailing_whitespace(shown: &str, text: &str) -> Vec<String> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| line.ends_with([' ', '\t']))
+        .map(|(n, _)| format!("{shown}:{}: trailing whitespace", n + 1))
+        .collect()
+}
+
+/// The files [`trailing_whitespace`] checks: those with a
+/// [`TEXT_EXTENSIONS`] extension under `crates/`, `tests/`, `xtask/` and
+/// `docs/`, and the Markdown files at the root.
+fn text_files(root: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for dir in ["crates", "tests", "xtask", "docs"] {
+        collect(&root.join(dir), &TEXT_EXTENSIONS, &mut files);
+    }
+    if let Ok(entries) = std::fs::read_dir(root) {
+        files.extend(
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "md")),
+        );
+    }
+    files
+}
+
 /// Whether a whole file is test code: anything in a `tests` directory, and
 /// `tests.rs` modules.
 fn is_test_file(path: &Path) -> bool {
@@ -247,7 +311,9 @@ fn leading_number(s: &str) -> Option<(u32, &str)> {
     Some((n, &s[digits..]))
 }
 
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Adds the files under `dir` whose extension is one of `extensions`,
+/// leaving out `target` directories.
+fn collect(dir: &Path, extensions: &[&str], out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -257,8 +323,12 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
             if path.file_name().is_some_and(|n| n == "target") {
                 continue;
             }
-            collect(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
+            collect(&path, extensions, out);
+        } else if path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| extensions.contains(&e))
+        {
             out.push(path);
         }
     }
@@ -280,6 +350,62 @@ mod tests {
             assert!(super::too_long(test, &long).is_none(), "{test}");
         }
     }
+
+    #[test]
+    fn mod_rs_is_reported_in_src_only() {
+        for bad in [
+            "crates/a/src/mod.rs",
+            "crates/a/src/schedule/mod.rs",
+            "xtask/src/bench/mod.rs",
+        ] {
+            assert!(super::mod_rs(bad).is_some(), "{bad}");
+        }
+        for fine in [
+            "crates/a/src/schedule.rs",
+            "crates/a/src/schedule/cron.rs",
+            "crates/a/tests/store/mod.rs",
+            "tests/blackbox/mod.rs",
+            "tests/blackbox/main.rs",
+        ] {
+            assert!(super::mod_rs(fine).is_none(), "{fine}");
+        }
+    }
+
+    #[test]
+    fn trailing_spaces_and_tabs_are_reported_by_line() {
+        let text = "fine\nspace \n\nta\tb\ntab\t\n  indented\n";
+        assert_eq!(
+            super::trailing_whitespace("docs/a.md", text),
+            [
+                "docs/a.md:2: trailing whitespace",
+                "docs/a.md:5: trailing whitespace"
+            ]
+        );
+        assert!(super::trailing_whitespace("a.rs", "x\r\ny\n").is_empty());
+    }
+
+    #[test]
+    fn whitespace_check_covers_docs_and_root_markdown() {
+        let root = super::super::root();
+        let files = super::text_files(&root);
+        let has = |p: &str| {
+            files
+                .iter()
+                .any(|f| f.strip_prefix(&root).unwrap() == Path::new(p))
+        };
+        for checked in [
+            "README.md",
+            "docs/perf.md",
+            "xtask/Cargo.toml",
+            "xtask/src/tidy.rs",
+        ] {
+            assert!(has(checked), "{checked} is not checked");
+        }
+        // Only the root's Markdown files, of the root's own files.
+        assert!(!has("Cargo.toml"));
+    }
+
+    use std::path::Path;
 
     use super::{checklist_items, citations, cited_items};
 

@@ -6,11 +6,11 @@
 //! SPEC leaves to the parser (unknown flags, missing required options), and
 //! those exit 2. Each flag's help text sits next to it and names its default.
 //!
-//! The subcommands are built only when used (`#[command(defer = true)]`):
-//! building every command's arguments cost a quarter of a millisecond on
-//! every invocation. The `Args` structs therefore carry `//` comments, not
-//! doc comments: a deferred struct's doc comment would replace the summary
-//! of the command it belongs to (a black-box test checks every summary).
+//! The subcommands are built only when used (`#[command(defer = true)]`,
+//! `docs/perf.md#process-start`). The `Args` structs therefore carry `//`
+//! comments, not doc comments: a deferred struct's doc comment would
+//! replace the summary of the command it belongs to (a black-box test
+//! checks every summary).
 
 use clap::{Args, Parser, Subcommand};
 

@@ -6,9 +6,7 @@
 //! slice of a static buffer, not one write per level. A long list is
 //! written element by element while its rows are read ([`ArrayWriter`]),
 //! through the printer's fixed buffer: the pieces join into exactly the
-//! text of the whole list. (A hand-written serializer was tried and was no
-//! faster than serde_json with this formatter; serializing on a second
-//! thread, or into one growing buffer, cost more than it saved.)
+//! text of the whole list (`docs/perf.md#streaming-printer`).
 
 use std::io::{self, Write};
 
@@ -115,8 +113,8 @@ fn write_at<W: Write, T: Serialize + ?Sized>(out: W, value: &T, depth: usize) ->
 /// written at the depth it has inside the array. A long list is therefore
 /// printed while its rows are still being read. Elements are serialized
 /// into a reused buffer, which goes to `out` in chunks of about `chunk`
-/// bytes: serializing straight into a `dyn Write` made every small write a
-/// virtual call, and cost 40% more instructions.
+/// bytes, so that small writes are not virtual calls
+/// (`docs/perf.md#streaming-printer`).
 pub(crate) struct ArrayWriter<W: Write> {
     out: W,
     buf: Vec<u8>,

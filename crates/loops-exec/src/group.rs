@@ -14,8 +14,8 @@
 //! group with `kill(-pgid, 0)`, one system call; only when that finds
 //! members does it read `/proc` to tell live members from zombies waiting
 //! for their new parent to reap them (which a container's init may do
-//! slowly, or never). Scanning `/proc` for every run cost about a third of
-//! a tick's CPU.
+//! slowly, or never). Scanning `/proc` for every run would cost much of a
+//! tick (`docs/perf.md#process-group-probe`).
 //!
 //! A process that left the group (`setsid`, a daemonizing fork) is beyond
 //! these signals; the supervisor finds it by its spawn cookie instead

@@ -98,9 +98,8 @@ mod imp {
     const STAT_BUFFER: usize = 1024;
 
     /// `/proc/<pid>/stat` in one `read`: procfs hands out the whole line at
-    /// once when the buffer holds it. `read_to_string` cost two system
-    /// calls more (a `statx` for a size hint, and a read to see the end),
-    /// on every spawn.
+    /// once when the buffer holds it, and `read_to_string` would make two
+    /// more system calls (`docs/perf.md#process-group-probe`).
     fn read_stat(pid: u32, buf: &mut [u8; STAT_BUFFER]) -> Option<&str> {
         use std::io::Read;
         let mut file = std::fs::File::open(format!("/proc/{pid}/stat")).ok()?;

@@ -2,11 +2,11 @@
 //!
 //! The workflow runner and the dispatcher (tick and daemon) each run their
 //! jobs (a step, a loop run) on worker threads of a [`std::thread::scope`].
-//! Starting a thread per job cost about 70 µs of CPU here, plus the page
-//! faults of a fresh stack and malloc arena, which was a large part of a
-//! short step. A [`Pool`] starts a thread only when every thread it has is
-//! busy, so it grows to the most jobs that ever ran at once (the caller's
-//! parallel limit) and no further, and its threads end with the pool.
+//! Starting a thread per job was a large part of a short step
+//! (`docs/perf.md#worker-thread-pool`). A [`Pool`] starts a thread only
+//! when every thread it has is busy, so it grows to the most jobs that ever
+//! ran at once (the caller's parallel limit) and no further, and its
+//! threads end with the pool.
 //!
 //! A job returns its report, which the pool sends to the caller's channel
 //! *after* counting the job as finished. So by the time the caller hears

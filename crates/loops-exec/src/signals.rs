@@ -26,8 +26,8 @@ use crate::cancel::CancelToken;
 /// Cancels a token when the process receives SIGINT or SIGTERM.
 ///
 /// Dropping it stops the listener thread, without waiting for it to end:
-/// commands drop it just before they exit, and waiting for the thread to
-/// wake up and end cost them about half a millisecond.
+/// commands drop it just before they exit, and would otherwise wait for
+/// the thread to wake up (`docs/perf.md#process-start`).
 ///
 /// ```no_run
 /// use loops_exec::SignalCancel;

@@ -31,7 +31,6 @@ mod steps;
 mod workflow_runs;
 mod workflows;
 
-use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -79,8 +78,6 @@ pub struct Store {
     /// The backend every operation goes through (see `backend.rs`): SQLite,
     /// the only one so far.
     conn: Sqlite,
-    /// The helper of [`Store::flush_wal_early`], joined before the close.
-    flusher: Cell<Option<std::thread::JoinHandle<()>>>,
     path: Option<PathBuf>,
 }
 
@@ -94,10 +91,6 @@ impl std::fmt::Debug for Store {
 
 impl Drop for Store {
     fn drop(&mut self) {
-        if let Some(flusher) = self.flusher.take() {
-            // Best effort: a failed flush leaves the work to the checkpoint.
-            let _ = flusher.join();
-        }
         if self.path.is_some() {
             open::close_checkpoint(&self.conn);
         }
@@ -116,7 +109,6 @@ impl Store {
     pub fn open(path: &Path, liveness: Arc<dyn Liveness>) -> Result<Store> {
         let conn = Sqlite::open(path, liveness)?;
         Ok(Store {
-            flusher: Cell::new(None),
             conn,
             path: Some(path.to_owned()),
         })
@@ -131,54 +123,9 @@ impl Store {
     /// Opens a private in-memory database (SPEC §4.1 `:memory:`).
     pub fn open_in_memory(liveness: Arc<dyn Liveness>) -> Result<Store> {
         Ok(Store {
-            flusher: Cell::new(None),
             conn: Sqlite::open_in_memory(liveness)?,
             path: None,
         })
-    }
-
-    /// Starts writing the WAL to disk on a helper thread, when it is long
-    /// enough that closing this store will checkpoint it; the checkpoint's
-    /// first `fsync` then has little left to write. For a writer that has
-    /// made its large writes but still has a while to go before it closes,
-    /// such as a workflow runner whose last steps are running.
-    ///
-    /// Measured on a 50-step workflow run (about 600 KB of WAL): the close's
-    /// WAL `fsync` went from about 4.1 to 1.2 ms, and 40 interleaved runs
-    /// from a median of 48.1 to 45.2 ms.
-    ///
-    /// Nothing changes for durability: commits are where they were, and the
-    /// checkpoint still syncs the WAL before it copies it. Once a flush has
-    /// started, later calls do nothing.
-    pub fn flush_wal_early(&self) {
-        let Some(path) = &self.path else {
-            return;
-        };
-        if let Some(started) = self.flusher.take() {
-            self.flusher.set(Some(started));
-            return;
-        }
-        if !open::wal_needs_checkpoint(&self.conn) {
-            return;
-        }
-        let mut wal = path.as_os_str().to_owned();
-        wal.push("-wal");
-        let flusher = std::thread::Builder::new()
-            .name("loops-wal-flush".to_owned())
-            .spawn(move || {
-                // Never through a symbolic link (SQLite itself opens the
-                // WAL with `O_NOFOLLOW` too).
-                let opened = std::os::unix::fs::OpenOptionsExt::custom_flags(
-                    std::fs::OpenOptions::new().read(true),
-                    libc::O_NOFOLLOW,
-                )
-                .open(&wal);
-                if let Ok(file) = opened {
-                    let _ = file.sync_data();
-                }
-            });
-        // No thread: the checkpoint does all of the writing, as before.
-        self.flusher.set(flusher.ok());
     }
 
     /// The database file, or `None` in memory.
@@ -212,11 +159,9 @@ impl Store {
     /// rolled back and the error returned.
     ///
     /// Unlike [`Store::batch`], the operations inside get no savepoint of
-    /// their own. A savepoint costs two more statements per operation, a
-    /// copy of every page the operation touches and the allocations behind
-    /// them: a 50-step workflow run made 109 `brk` calls with savepoints
-    /// and makes 11 without. Leaving them out is safe
-    /// because an operation that fails with one of its own errors
+    /// their own, which saves statements, page copies and allocations
+    /// (`docs/perf.md#one-transaction-per-workflow-turn`). Leaving them out
+    /// is safe because an operation that fails with one of its own errors
     /// ([`StoreError::StepNotClaimable`], a not-found) has written nothing:
     /// each transition is a guarded statement that changes nothing when
     /// its guard does not hold, and is checked before anything else is
@@ -284,34 +229,16 @@ impl Drop for Whole<'_> {
 }
 
 /// Six random bytes for a new id (SPEC §0).
-///
-/// The bytes come from a per-thread pool that one `getrandom` call fills
-/// for [`IDS_PER_FILL`] ids: a workflow run of 50 steps makes about 150
-/// ids, one system call each before.
 pub(crate) fn random_id_bytes() -> [u8; 6] {
-    thread_local! {
-        static POOL: std::cell::RefCell<([u8; 6 * IDS_PER_FILL], usize)> =
-            const { std::cell::RefCell::new(([0; 6 * IDS_PER_FILL], 6 * IDS_PER_FILL)) };
+    let mut b = [0u8; 6];
+    // getrandom only fails when the OS has no entropy source at all; fall
+    // back to the clock and pid so an id is still produced rather than
+    // aborting a write.
+    match getrandom::fill(&mut b) {
+        Ok(()) => b,
+        Err(_) => clock_id_bytes(),
     }
-    POOL.with_borrow_mut(|(bytes, used)| {
-        if *used == bytes.len() {
-            // getrandom only fails when the OS has no entropy source at
-            // all; fall back to the clock and pid so an id is still
-            // produced rather than aborting a write.
-            if getrandom::fill(bytes).is_err() {
-                return clock_id_bytes();
-            }
-            *used = 0;
-        }
-        let mut b = [0u8; 6];
-        b.copy_from_slice(&bytes[*used..*used + 6]);
-        *used += 6;
-        b
-    })
 }
-
-/// Ids drawn from one fill of [`random_id_bytes`]'s pool.
-const IDS_PER_FILL: usize = 32;
 
 /// Six bytes from the clock and the pid, when the OS has no randomness.
 fn clock_id_bytes() -> [u8; 6] {
@@ -333,48 +260,9 @@ pub struct ReadmeDoctests;
 mod tests {
     use super::*;
 
-    /// A store on a new database file whose WAL holds `rows` pages of
-    /// filler.
-    fn store_with_wal(rows: usize) -> (tempfile::TempDir, Store) {
-        let dir = open::testing::private_tempdir();
-        let store = Store::open_in_dir(dir.path(), Arc::new(|_| false)).unwrap();
-        open::testing::fill(&store.conn, rows);
-        (dir, store)
-    }
-
-    fn frames(dir: &Path) -> i64 {
-        open::testing::frames_of(&dir.join(DB_FILE))
-    }
-
     #[test]
-    fn an_early_flush_runs_only_for_a_wal_the_close_will_checkpoint() {
-        let (_dir, short) = store_with_wal(10);
-        short.flush_wal_early();
-        assert!(short.flusher.take().is_none(), "a short WAL was flushed");
-
-        let (dir, long) = store_with_wal(120);
-        long.flush_wal_early();
-        let flusher = long.flusher.take().expect("no flush of a long WAL");
-        flusher.join().unwrap();
-        drop(long);
-        assert_eq!(frames(dir.path()), 1, "the close did not checkpoint");
-    }
-
-    #[test]
-    fn two_early_flushes_still_end_in_a_close_checkpoint() {
-        let (dir, store) = store_with_wal(120);
-        store.flush_wal_early();
-        store.flush_wal_early();
-        // Dropping joins the flush, then checkpoints.
-        drop(store);
-        assert_eq!(frames(dir.path()), 1);
-    }
-
-    #[test]
-    fn ids_from_the_pool_differ_across_refills() {
-        let ids: std::collections::HashSet<[u8; 6]> = (0..IDS_PER_FILL * 3 + 1)
-            .map(|_| random_id_bytes())
-            .collect();
-        assert_eq!(ids.len(), IDS_PER_FILL * 3 + 1);
+    fn ids_drawn_in_a_row_differ() {
+        let ids: std::collections::HashSet<[u8; 6]> = (0..100).map(|_| random_id_bytes()).collect();
+        assert_eq!(ids.len(), 100);
     }
 }

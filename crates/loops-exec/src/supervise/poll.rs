@@ -1,7 +1,7 @@
 //! The wait loop of a supervised run: one `poll` over the child's stdout
 //! and stderr, the wake-up pipe and the leader's pidfd, which drains the
 //! output while it waits for the exit, the timeout, the cancel or the
-//! teardown's next step; and the per-thread read buffer it drains into.
+//! teardown's next step.
 
 use std::io::{PipeReader, Read};
 use std::os::fd::{AsFd, OwnedFd};
@@ -56,7 +56,7 @@ impl Running {
             escapees: Escapees::new(cookie),
         };
         let deadline = limits.timeout.and_then(|t| Instant::now().checked_add(t));
-        let mut buf = read_buffer::take();
+        let mut buf = vec![0u8; READ_CHUNK];
         loop {
             let now = Instant::now();
             if !sup.phase.leader_exited() && sup.poll_exit() {
@@ -160,7 +160,6 @@ impl Running {
         // Whatever the group wrote before it died is still in the pipes.
         out.drain_available(&mut buf);
         err.drain_available(&mut buf);
-        read_buffer::give_back(buf);
         // Unsubscribe before the pipe closes; see `CancelToken::cancel`.
         drop(subscription);
         let status = sup.reap();
@@ -251,29 +250,4 @@ fn wait_and_read(
         err.read_once(buf);
     }
     exit_slot.is_some_and(|i| ready[i])
-}
-
-/// The read buffer of a supervisor, kept per thread: a worker thread that
-/// supervises one run after another reuses one buffer instead of zeroing
-/// [`READ_CHUNK`] fresh bytes per run.
-mod read_buffer {
-    use std::cell::RefCell;
-
-    use super::READ_CHUNK;
-
-    thread_local! {
-        static SPARE: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) };
-    }
-
-    /// This thread's buffer, or a new one.
-    pub(super) fn take() -> Vec<u8> {
-        SPARE
-            .with(|s| s.borrow_mut().take())
-            .unwrap_or_else(|| vec![0u8; READ_CHUNK])
-    }
-
-    /// Keeps `buf` for this thread's next run.
-    pub(super) fn give_back(buf: Vec<u8>) {
-        SPARE.with(|s| *s.borrow_mut() = Some(buf));
-    }
 }

@@ -24,16 +24,10 @@ pub(crate) const BUSY_TIMEOUT_MS: u64 = 5000;
 const STATEMENT_CACHE: usize = 128;
 
 /// A closing connection checkpoints the WAL once it holds more frames than
-/// this ([`close_checkpoint`]): 96 frames of 4 KiB pages are 384 KiB.
-///
-/// The trade-off, measured here: a checkpoint costs about 5 ms, nearly all
-/// of it `fsync`s, and every process that opens the database first
-/// replays the WAL: about 1.9 µs per KiB measured once (1.7 ms for
-/// 910 KB), about 0.6 µs per KiB measured later (0.34 ms at 128 KiB,
-/// 0.90 ms at 1 MiB). For commands that each append about 16 KiB (a
-/// create), the cost per command is 5 ms × 16 KiB / T plus half of T's
-/// replay, which is lowest near T = 290 KiB with the first replay figure
-/// and near 500 KiB with the second; 384 KiB is within 4% of either.
+/// this ([`close_checkpoint`]): 96 frames of 4 KiB pages are 384 KiB, near
+/// the measured balance between a checkpoint's `fsync`s and the WAL replay
+/// of the next process to open the database
+/// (`docs/perf.md#wal-close-checkpoint`).
 const WAL_CLOSE_CHECKPOINT_FRAMES: i64 = 96;
 
 /// The size the WAL file is cut back to when it is reused after a
@@ -44,9 +38,8 @@ const WAL_SIZE_LIMIT: i64 = 4 * 1024 * 1024;
 /// What a closing connection does with the WAL.
 ///
 /// SQLite's own close (the last connection checkpoints the WAL, then deletes
-/// it and the shared-memory file) costs three `fsync`s, a directory `fsync`
-/// and two unlinks for every short command, which was most of a `loops
-/// create`. Connections are therefore opened with `NO_CKPT_ON_CLOSE`, and a
+/// it and the shared-memory file) was most of a short command's cost.
+/// Connections are therefore opened with `NO_CKPT_ON_CLOSE`, and a
 /// closing connection checkpoints only a WAL that holds more than
 /// [`WAL_CLOSE_CHECKPOINT_FRAMES`] frames, so the next process does not
 /// replay it. The next process to open the file rebuilds the WAL index from
@@ -56,10 +49,9 @@ const WAL_SIZE_LIMIT: i64 = 4 * 1024 * 1024;
 /// The checkpoint is a `RESTART`, followed by a write that starts the WAL
 /// over from its first frame: it rewrites the `user_version` the database
 /// already has. The file keeps its length and its blocks, and the next
-/// process reads one valid frame from it. `TRUNCATE` would do the same
-/// with an `ftruncate` instead, which frees the blocks: with the `discard`
-/// mount option that took 1.85 ms of the 7 ms a close checkpoint took
-/// (`strace -T`), and every later append had to allocate blocks again.
+/// process reads one valid frame from it. `TRUNCATE` would free the blocks
+/// instead, which costs this close and every later append
+/// (`docs/perf.md#wal-close-checkpoint`).
 pub(crate) fn close_checkpoint(conn: &Connection) {
     if !wal_needs_checkpoint(conn) {
         return;
@@ -137,10 +129,9 @@ pub(crate) mod testing {
 /// migration. Bump it with every new migration; a unit test checks that it
 /// matches `migrations/`.
 ///
-/// It is a constant because building refinery's runner parses every
-/// migration name with a freshly compiled regex, which cost more than the
-/// rest of a small command put together. A database already at this version
-/// is opened without building the runner at all.
+/// It is a constant so that a database already at this version is opened
+/// without building refinery's runner, which compiles a regex for every
+/// migration name (`docs/perf.md#process-start`).
 pub const SCHEMA_VERSION: i64 = 4;
 
 /// The newest schema version this binary knows ([`SCHEMA_VERSION`]).

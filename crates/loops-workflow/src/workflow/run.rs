@@ -42,7 +42,7 @@ use loops_store::{NewWorkflowRun, Store};
 
 use self::ending::{Deadline, Ending};
 use self::retry::{RETRY_FIRST, RETRY_MAX};
-use super::plan::{Next, Plan};
+use super::plan::Plan;
 use super::summary::workflow_result;
 use super::worker::{Report, StepJob, submit_step};
 use super::{WorkflowError, WorkflowOutcome, WorkflowRunOptions};
@@ -143,7 +143,6 @@ pub fn execute_workflow(
         ending: Ending::Succeeding,
         deadline,
         turn: Turn::Outside,
-        flushed: false,
         backlog: VecDeque::new(),
     };
     runner.drive()?;
@@ -211,8 +210,6 @@ struct Runner<'r> {
     deadline: Deadline,
     /// Where the store thread is with respect to a turn's transaction.
     turn: Turn,
-    /// [`Store::flush_wal_early`] was called.
-    flushed: bool,
     /// Reports not applied yet: arrived, or taken back from a turn that did
     /// not commit.
     backlog: VecDeque<Report>,
@@ -350,14 +347,6 @@ impl<'r> Runner<'r> {
                 }
                 for job in ready {
                     spawn(job);
-                }
-                if !self.flushed && matches!(self.plan.next(), Next::Finished) {
-                    // Every step has started or is decided: what is left
-                    // is their finishes, a few small commits. Let the WAL
-                    // reach the disk meanwhile, so the store's close waits
-                    // less for it.
-                    self.flushed = true;
-                    store.flush_wal_early();
                 }
             }
             if self.inflight.is_empty() && self.backlog.is_empty() && retry.is_none() {
