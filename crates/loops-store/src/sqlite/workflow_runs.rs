@@ -267,7 +267,7 @@ impl WorkflowRunOps for Sqlite {
         reason: &str,
         now: Timestamp,
     ) -> Result<WorkflowRun> {
-        self.stop_workflow_run(id, false, reason, now)
+        self.stop_workflow_run(id, StopAs::Cancelled, reason, now)
     }
 
     fn fail_workflow_run(
@@ -276,7 +276,7 @@ impl WorkflowRunOps for Sqlite {
         reason: &str,
         now: Timestamp,
     ) -> Result<WorkflowRun> {
-        self.stop_workflow_run(id, true, reason, now)
+        self.stop_workflow_run(id, StopAs::Failed, reason, now)
     }
 
     fn recover_workflow_run(
@@ -353,15 +353,26 @@ impl WorkflowRunOps for Sqlite {
     }
 }
 
+/// How [`Sqlite::stop_workflow_run`] ends a run: cancelled, when someone
+/// asked for it, or failed (a lost lease).
+#[derive(Debug, Clone, Copy)]
+enum StopAs {
+    Cancelled,
+    Failed,
+}
+
 impl Sqlite {
     fn stop_workflow_run(
         &self,
         id: &WorkflowRunId,
-        failed: bool,
+        stop_as: StopAs,
         reason: &str,
         now: Timestamp,
     ) -> Result<WorkflowRun> {
-        let status = if failed { "failed" } else { "cancelled" };
+        let status = match stop_as {
+            StopAs::Cancelled => "cancelled",
+            StopAs::Failed => "failed",
+        };
         self.write_tx(|conn| {
             require_run(conn, id)?;
             let changed = crate::sqlite::rows::exec(
@@ -385,10 +396,9 @@ impl Sqlite {
                     params![id.as_str(), ts(now), reason],
                 )
                 .map_err(StoreError::db("cancelling workflow steps"))?;
-                let payload = if failed {
-                    error_payload(Some(reason))
-                } else {
-                    json!({ "reason": reason })
+                let payload = match stop_as {
+                    StopAs::Failed => error_payload(Some(reason)),
+                    StopAs::Cancelled => json!({ "reason": reason }),
                 };
                 append_event(conn, id, status, None, Some(&payload), now)?;
             }
