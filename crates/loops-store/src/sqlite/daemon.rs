@@ -110,6 +110,10 @@ pub fn check_integrity(path: &Path, budget: Duration) -> Result<Integrity> {
     }
 }
 
+/// The next expiry of an active loop: `idx_loops_status_expires` (V5) holds
+/// only the loops that have one.
+pub(super) const NEXT_EXPIRY: &str =
+    "SELECT MIN(expires_at) FROM loops WHERE status = 'active' AND expires_at IS NOT NULL";
 impl DaemonOps for Sqlite {
     fn next_wake(&self, now: Timestamp, runner_id: &str, exclude: &[LoopId]) -> Result<NextWake> {
         let excluded =
@@ -137,10 +141,7 @@ impl DaemonOps for Sqlite {
                AND id NOT IN (SELECT value FROM json_each(?1))",
             &[&excluded],
         )?;
-        let expiry = instant(
-            "SELECT MIN(expires_at) FROM loops WHERE status = 'active' AND expires_at IS NOT NULL",
-            &[],
-        )?;
+        let expiry = instant(NEXT_EXPIRY, &[])?;
         let lease_expiry = instant(
             "SELECT MIN(lease_expires_at) FROM loop_runs
              WHERE status = 'running' AND lease_expires_at > ?1

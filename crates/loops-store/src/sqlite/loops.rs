@@ -88,6 +88,15 @@ fn once_slot_is_spent(conn: &Connection, lp: &Loop, at: Timestamp) -> Result<boo
     })
 }
 
+/// Expires the active loops whose expiry has passed, through
+/// `idx_loops_status_expires` (V5): the tick runs it every time, so its
+/// cost must be the loops it expires, not every active loop.
+pub(super) const EXPIRE_LOOPS: &str = concat!(
+    "UPDATE loops SET status = 'expired', next_run_at = NULL, updated_at = ?1
+     WHERE status = 'active' AND expires_at IS NOT NULL AND expires_at <= ?1
+     RETURNING ",
+    loop_columns!()
+);
 impl LoopOps for Sqlite {
     fn create_loop(&self, new: &NewLoop, now: Timestamp) -> Result<Loop> {
         validate_new_loop(new)?;
@@ -351,17 +360,7 @@ impl LoopOps for Sqlite {
     }
 
     fn expire_loops(&self, now: Timestamp) -> Result<Vec<Loop>> {
-        loops_from(
-            &self.conn,
-            concat!(
-                "UPDATE loops SET status = 'expired', next_run_at = NULL, updated_at = ?1
-                 WHERE status = 'active' AND expires_at IS NOT NULL AND expires_at <= ?1
-                 RETURNING ",
-                loop_columns!()
-            ),
-            [ts(now)],
-            "expiring loops",
-        )
+        loops_from(&self.conn, EXPIRE_LOOPS, [ts(now)], "expiring loops")
     }
 
     fn delete_loop(&self, id: &LoopId, history: DeleteHistory) -> Result<DeleteOutcome> {

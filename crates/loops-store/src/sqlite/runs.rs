@@ -139,6 +139,14 @@ fn query_slot(conn: &Connection, loop_id: &LoopId, slot: Timestamp) -> Result<Op
     )
 }
 
+/// The newest runs of every loop: `idx_runs_created` (V5) gives them in
+/// order, so the cost is the limit, not the number of runs stored.
+pub(super) const LIST_ALL_RUNS: &str = concat!(
+    "SELECT ",
+    run_columns!(),
+    " FROM loop_runs WHERE ?1 IS NULL AND ?2 IS NULL
+     ORDER BY created_at DESC, rowid DESC LIMIT ?3"
+);
 impl RunOps for Sqlite {
     fn get_run(&self, id: &RunId) -> Result<Option<LoopRun>> {
         query_run(&self.conn, id)
@@ -175,14 +183,7 @@ impl RunOps for Sqlite {
                      ORDER BY created_at DESC, rowid DESC LIMIT ?3"
                 )
             }
-            (false, false) => {
-                concat!(
-                    "SELECT ",
-                    run_columns!(),
-                    " FROM loop_runs WHERE ?1 IS NULL AND ?2 IS NULL
-                     ORDER BY created_at DESC, rowid DESC LIMIT ?3"
-                )
-            }
+            (false, false) => LIST_ALL_RUNS,
         };
         rows::query_vec(
             &self.conn,
