@@ -10,8 +10,7 @@ pub(crate) mod manage;
 pub(crate) mod runs;
 pub(crate) mod workflows;
 
-use loops_core::Clock;
-use loops_core::Timestamp;
+use loops_core::{Clock, Timestamp};
 use loops_exec::SystemClock;
 
 /// The current instant, from the system clock.

@@ -36,16 +36,14 @@ use std::thread::Scope;
 use std::time::{Duration, Instant};
 
 use loops_core::{
-    ExecutorResult, Loop, LoopId, LoopRun, Overlap, ProcessRef, RunId, RunStatus, Timestamp,
+    Clock, ExecutorResult, Loop, LoopId, LoopRun, Overlap, ProcessRef, RunId, RunStatus, Timestamp,
     due_slots,
 };
-use loops_exec::{CancelToken, Subscription};
+use loops_exec::{CancelToken, Pool, Subscription};
 use loops_store::{Claim, NotClaimed, Store, StoreError};
 use serde::Serialize;
 
 use crate::executor::{RunControl, RunError, RunExecutor};
-use loops_core::Clock;
-use loops_exec::Pool;
 
 /// What a tick did (SPEC §3.1 step 7). The JSON has exactly these keys.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

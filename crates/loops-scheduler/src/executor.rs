@@ -12,15 +12,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use loops_core::{
-    ExecutorResult, Loop, LoopRun, ProcessRef, Target, WorkflowId, WorkflowTarget,
+    Clock, ExecutorResult, Loop, LoopRun, ProcessRef, Target, WorkflowId, WorkflowTarget,
     loop_workflow_key,
 };
 use loops_exec::{
     CancelToken, ExecError, ExecOptions, RunContext, RunMetadata, SystemProbe, execute_target,
 };
 use loops_store::{Store, StoreError};
-
-use loops_core::Clock;
 use loops_workflow::{WorkflowError, WorkflowRunOptions, execute_workflow};
 
 /// What an executor may do while a run executes.

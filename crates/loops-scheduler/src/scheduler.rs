@@ -24,13 +24,12 @@
 //! while it executed is reported through `on_error` without aborting the
 //! other loops' runs.
 
-use loops_core::{Loop, LoopRun, Timestamp};
+use loops_core::{Clock, Loop, LoopRun, Timestamp};
 use loops_exec::CancelToken;
 use loops_store::{Claim, Store, StoreError};
 
 use crate::dispatch::{DispatchOptions, Dispatcher, FinalizeMode, TickResult};
 use crate::executor::RunExecutor;
-use loops_core::Clock;
 
 /// The default number of runs a tick or the daemon executes at once.
 ///

@@ -42,8 +42,9 @@ mod worker;
 
 use std::time::Duration;
 
-use loops_core::Clock;
-use loops_core::{ExecutorResult, Loop, LoopRun, ProcessRef, StepRun, WorkflowRun, WorkflowRunId};
+use loops_core::{
+    Clock, ExecutorResult, Loop, LoopRun, ProcessRef, StepRun, WorkflowRun, WorkflowRunId,
+};
 use loops_exec::{CancelToken, ExecError, ExecOptions};
 use loops_store::StoreError;
 

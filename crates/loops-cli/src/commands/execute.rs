@@ -12,8 +12,7 @@
 
 use anyhow::{Context, Result};
 use loops_core::{Loop, LoopRun, RunStatus};
-use loops_exec::SignalCancel;
-use loops_exec::SystemClock;
+use loops_exec::{SignalCancel, SystemClock};
 use loops_scheduler::{ProcessExecutor, TickOptions, TickResult};
 
 use crate::args::{RunNowArgs, TickArgs};

@@ -6,8 +6,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use loops_core::Liveness;
-use loops_core::ProcessRef;
+use loops_core::{Liveness, ProcessRef};
 use loops_exec::{OrphanKill, SystemProbe, kill_orphan_group, process_start_ms};
 
 use crate::support::*;

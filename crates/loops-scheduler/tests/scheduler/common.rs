@@ -7,9 +7,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use loops_core::Clock;
 use loops_core::{
-    Anchor, CommandTarget, ExecutorResult, ExecutorStatus, Loop, LoopId, LoopRun, NewLoop,
+    Anchor, Clock, CommandTarget, ExecutorResult, ExecutorStatus, Loop, LoopId, LoopRun, NewLoop,
     ProcessRef, RunId, Schedule, Target, Timestamp,
 };
 use loops_exec::ExecError;

@@ -1,8 +1,7 @@
 //! Parallel execution across loops, serial slots within a loop (SPEC §9
 //! item 1, §3.1 step 5).
 
-use loops_core::ManualClock;
-use loops_core::{CatchUp, RunStatus};
+use loops_core::{CatchUp, ManualClock, RunStatus};
 use loops_scheduler::{TickOptions, tick};
 
 use crate::common::*;

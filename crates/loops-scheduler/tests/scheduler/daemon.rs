@@ -8,8 +8,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use loops_core::{Clock, ManualClock};
-use loops_core::{LeaseId, LoopStatus, Overlap, ProcessRef, RunStatus};
+use loops_core::{Clock, LeaseId, LoopStatus, ManualClock, Overlap, ProcessRef, RunStatus};
 use loops_exec::CancelToken;
 use loops_scheduler::{
     DaemonError, DaemonExit, DaemonOptions, DaemonPaths, RunExecutor, notify_daemon, request_stop,

@@ -4,8 +4,7 @@
 
 use std::time::Duration;
 
-use loops_core::{Clock, ManualClock};
-use loops_core::{LoopStatus, RunStatus};
+use loops_core::{Clock, LoopStatus, ManualClock, RunStatus};
 use loops_scheduler::{heartbeat_period, tick};
 
 use crate::common::*;

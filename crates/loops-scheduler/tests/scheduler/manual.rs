@@ -1,7 +1,6 @@
 //! Manual runs (`run-now`, SPEC §3.5, §10 items 48–53).
 
-use loops_core::ManualClock;
-use loops_core::{ExecutorResult, ExecutorStatus, LoopStatus, ProcessRef, RunStatus};
+use loops_core::{ExecutorResult, ExecutorStatus, LoopStatus, ManualClock, ProcessRef, RunStatus};
 use loops_exec::ExecError;
 use loops_scheduler::{
     SchedulerError, TickOptions, manual_run_scheduled_for, run_now, should_advance_manual_run, tick,

@@ -1,8 +1,7 @@
 //! End to end through `ProcessExecutor`: real `true`, `false` and `sh`
 //! processes (SPEC §3.3 with the production executor).
 
-use loops_core::ManualClock;
-use loops_core::{CommandTarget, RunStatus, Target};
+use loops_core::{CommandTarget, ManualClock, RunStatus, Target};
 use loops_scheduler::{ProcessExecutor, run_now, tick};
 
 use crate::common::*;

@@ -1,8 +1,7 @@
 //! The tick's stop token: nothing starts once it is cancelled, and runs in
 //! flight are cancelled with its reason.
 
-use loops_core::ManualClock;
-use loops_core::RunStatus;
+use loops_core::{ManualClock, RunStatus};
 use loops_exec::CancelToken;
 use loops_scheduler::{TickOptions, tick};
 

@@ -4,8 +4,7 @@
 use std::cell::RefCell;
 use std::sync::Mutex;
 
-use loops_core::ManualClock;
-use loops_core::{CatchUp, LoopRun, LoopStatus, Overlap, RunStatus};
+use loops_core::{CatchUp, LoopRun, LoopStatus, ManualClock, Overlap, RunStatus};
 use loops_exec::ExecError;
 use loops_scheduler::{SchedulerError, TickOptions, TickResult, tick};
 use loops_store::DeleteHistory;

@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use loops_core::ManualClock;
 use loops_core::{
-    Anchor, NewLoop, ProcessRef, Schedule, StepRunStatus, Target, WorkflowRunStatus, WorkflowTarget,
+    Anchor, ManualClock, NewLoop, ProcessRef, Schedule, StepRunStatus, Target, WorkflowRunStatus,
+    WorkflowTarget,
 };
 use loops_store::{Store, WorkflowRunFilter};
 

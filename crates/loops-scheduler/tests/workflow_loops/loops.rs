@@ -1,10 +1,9 @@
 //! Workflow loops through `tick` and `ProcessExecutor` (SPEC §6.8; §10 items
 //! 77, 78, 98 without the daemon; §9 item 21).
 
-use loops_core::ManualClock;
 use loops_core::{
-    Anchor, Loop, LoopRun, NewLoop, RunStatus, Schedule, StepRunStatus, Target, Timestamp,
-    WorkflowId, WorkflowRunStatus, WorkflowTarget, loop_workflow_key,
+    Anchor, Loop, LoopRun, ManualClock, NewLoop, RunStatus, Schedule, StepRunStatus, Target,
+    Timestamp, WorkflowId, WorkflowRunStatus, WorkflowTarget, loop_workflow_key,
 };
 use loops_store::{Store, WorkflowRunFilter};
 use serde_json::json;

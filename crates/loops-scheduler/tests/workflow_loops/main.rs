@@ -11,11 +11,9 @@ mod common;
 mod lease;
 mod loops;
 
-use loops_core::ManualClock;
+use loops_core::{ManualClock, WorkflowSpec};
 use loops_scheduler::{ProcessExecutor, TickOptions, TickResult, tick};
 use loops_store::Store;
-
-use loops_core::WorkflowSpec;
 
 use crate::common::{Fixture, create, sh};
 

@@ -37,7 +37,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use loops_core::{StepRun, Timestamp, WorkflowRun, WorkflowSpec};
-use loops_exec::{CancelToken, RunContext};
+use loops_exec::{CancelToken, Pool, RunContext};
 use loops_store::{NewWorkflowRun, Store};
 
 use self::ending::{Deadline, Ending};
@@ -46,7 +46,7 @@ use super::plan::Plan;
 use super::summary::workflow_result;
 use super::worker::{Report, StepJob, submit_step};
 use super::{WorkflowError, WorkflowOutcome, WorkflowRunOptions};
-use loops_exec::Pool;
+
 /// Runs `workflow` (SPEC §6.3) and returns the run it created, resumed or
 /// found by its idempotency key, with its steps and its result.
 ///

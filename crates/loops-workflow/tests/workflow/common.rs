@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use loops_core::{Clock, ManualClock};
-use loops_core::{Timestamp, WorkflowEvent, WorkflowRunId, WorkflowSpec, workflow_from_json};
-use loops_exec::ExecOptions;
-use loops_exec::SystemProbe;
+use loops_core::{
+    Clock, ManualClock, Timestamp, WorkflowEvent, WorkflowRunId, WorkflowSpec, workflow_from_json,
+};
+use loops_exec::{ExecOptions, SystemProbe};
 use loops_store::Store;
 use loops_workflow::WorkflowRunOptions;
 use serde_json::Value;

@@ -26,8 +26,7 @@ use std::sync::{Mutex, PoisonError};
 
 use anyhow::{Context, Result, ensure};
 use loops_core::{ExecutorStatus, StepRun};
-use loops_exec::SignalCancel;
-use loops_exec::SystemClock;
+use loops_exec::{SignalCancel, SystemClock};
 use loops_workflow::{WorkflowOutcome, WorkflowRunOptions, execute_workflow};
 use serde_json::{Value, json};
 
