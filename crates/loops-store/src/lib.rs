@@ -92,7 +92,7 @@ impl std::fmt::Debug for Store {
 impl Drop for Store {
     fn drop(&mut self) {
         if self.path.is_some() {
-            open::close_checkpoint(&self.conn);
+            self.conn.close_checkpoint();
         }
     }
 }

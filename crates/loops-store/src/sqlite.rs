@@ -41,16 +41,13 @@ pub(crate) struct Sqlite {
     liveness: Arc<dyn Liveness>,
 }
 
-/// The connection itself, for the WAL helpers of [`open`].
-impl std::ops::Deref for Sqlite {
-    type Target = Connection;
-
-    fn deref(&self) -> &Connection {
-        &self.conn
-    }
-}
-
 impl Sqlite {
+    /// Checkpoints the WAL of a database file as its last handle closes,
+    /// when it has grown enough to be worth it ([`open::close_checkpoint`]).
+    pub(crate) fn close_checkpoint(&self) {
+        open::close_checkpoint(&self.conn);
+    }
+
     /// Opens (creating and migrating if needed) the database file at
     /// `path` (see [`Store::open`](crate::Store::open)).
     pub(crate) fn open(path: &Path, liveness: Arc<dyn Liveness>) -> Result<Sqlite> {
@@ -160,7 +157,10 @@ mod plans {
     /// The query plan of `sql`, one line per step.
     fn plan(sql: &str) -> String {
         let db = Sqlite::open_in_memory(Arc::new(|_| false)).unwrap();
-        let mut stmt = db.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let mut stmt = db
+            .conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .unwrap();
         // The values do not change the plan: every parameter is NULL.
         let nulls = vec![rusqlite::types::Null; stmt.parameter_count()];
         let rows = stmt
