@@ -109,6 +109,8 @@ pub(crate) trait LoopOps {
     fn count_loops(&self, status: Option<LoopStatus>) -> Result<u64>;
     /// [`Store::count_runs`](crate::Store::count_runs).
     fn count_runs(&self, status: Option<RunStatus>) -> Result<u64>;
+    /// [`Store::recount_statuses`](crate::Store::recount_statuses).
+    fn recount_statuses(&self) -> Result<bool>;
     /// [`Store::has_running_run`](crate::Store::has_running_run).
     fn has_running_run(&self, loop_id: &LoopId) -> Result<bool>;
     /// [`Store::due_loops`](crate::Store::due_loops).

@@ -145,46 +145,4 @@ impl Transactions for Sqlite {
 }
 
 #[cfg(test)]
-mod plans {
-    //! The queries a tick, the daemon or `loops runs` make every time read
-    //! an index in order, never every row (issue 14): each plan names its
-    //! index and sorts nothing.
-
-    use std::sync::Arc;
-
-    use super::Sqlite;
-
-    /// The query plan of `sql`, one line per step.
-    fn plan(sql: &str) -> String {
-        let db = Sqlite::open_in_memory(Arc::new(|_| false)).unwrap();
-        let mut stmt = db
-            .conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .unwrap();
-        // The values do not change the plan: every parameter is NULL.
-        let nulls = vec![rusqlite::types::Null; stmt.parameter_count()];
-        let rows = stmt
-            .query_map(rusqlite::params_from_iter(nulls), |r| r.get::<_, String>(3))
-            .unwrap()
-            .collect::<Result<Vec<_>, _>>()
-            .unwrap();
-        rows.join("\n")
-    }
-
-    fn assert_uses(sql: &str, index: &str) {
-        let plan = plan(sql);
-        assert!(plan.contains(index), "{index} not used:\n{plan}");
-        assert!(!plan.contains("TEMP B-TREE"), "sorts every row:\n{plan}");
-    }
-
-    #[test]
-    fn listing_the_newest_runs_reads_the_created_index() {
-        assert_uses(super::runs::LIST_ALL_RUNS, "idx_runs_created");
-    }
-
-    #[test]
-    fn loop_expiry_reads_only_loops_that_expire() {
-        assert_uses(super::daemon::NEXT_EXPIRY, "idx_loops_status_expires");
-        assert_uses(super::loops::EXPIRE_LOOPS, "idx_loops_status_expires");
-    }
-}
+mod plans;

@@ -110,10 +110,26 @@ pub fn check_integrity(path: &Path, budget: Duration) -> Result<Integrity> {
     }
 }
 
+/// The earliest next run of an active loop not excluded (a loop whose run
+/// is in flight). SQLite's min/max optimization reads
+/// `idx_loops_status_next` from its start and stops at the first loop not
+/// excluded, so it reads about as many entries as loops are excluded
+/// (`plans::no_frequent_query_grows_with_what_is_stored`).
+pub(super) const NEXT_DUE: &str = "SELECT MIN(next_run_at) FROM loops
+     WHERE status = 'active' AND next_run_at IS NOT NULL
+       AND id NOT IN (SELECT value FROM json_each(?1))";
+
+/// The earliest lease of another daemon's run still to expire: the running
+/// runs only (`idx_runs_status_created`).
+pub(super) const NEXT_LEASE_EXPIRY: &str = "SELECT MIN(lease_expires_at) FROM loop_runs
+     WHERE status = 'running' AND lease_expires_at > ?1
+       AND (claimed_by IS NULL OR claimed_by <> ?2)";
+
 /// The next expiry of an active loop: `idx_loops_status_expires` (V5) holds
 /// only the loops that have one.
 pub(super) const NEXT_EXPIRY: &str =
     "SELECT MIN(expires_at) FROM loops WHERE status = 'active' AND expires_at IS NOT NULL";
+
 impl DaemonOps for Sqlite {
     fn next_wake(&self, now: Timestamp, runner_id: &str, exclude: &[LoopId]) -> Result<NextWake> {
         let excluded =
@@ -135,19 +151,9 @@ impl DaemonOps for Sqlite {
                 })
                 .transpose()
         };
-        let due = instant(
-            "SELECT MIN(next_run_at) FROM loops
-             WHERE status = 'active' AND next_run_at IS NOT NULL
-               AND id NOT IN (SELECT value FROM json_each(?1))",
-            &[&excluded],
-        )?;
+        let due = instant(NEXT_DUE, &[&excluded])?;
         let expiry = instant(NEXT_EXPIRY, &[])?;
-        let lease_expiry = instant(
-            "SELECT MIN(lease_expires_at) FROM loop_runs
-             WHERE status = 'running' AND lease_expires_at > ?1
-               AND (claimed_by IS NULL OR claimed_by <> ?2)",
-            &[&ts(now), &runner_id],
-        )?;
+        let lease_expiry = instant(NEXT_LEASE_EXPIRY, &[&ts(now), &runner_id])?;
         Ok(NextWake {
             due,
             expiry,

@@ -97,6 +97,21 @@ pub(super) const EXPIRE_LOOPS: &str = concat!(
      RETURNING ",
     loop_columns!()
 );
+/// The due active loops, earliest first: `idx_loops_status_next` from its
+/// start, so it reads the due loops and stops.
+pub(super) const DUE_LOOPS: &str = concat!(
+    "SELECT ",
+    loop_columns!(),
+    " FROM loops
+     WHERE status = 'active' AND next_run_at IS NOT NULL AND next_run_at <= ?1
+     ORDER BY next_run_at, rowid LIMIT ?2"
+);
+
+/// Whether a loop has a run in flight: the running runs only
+/// (`idx_runs_status_created`), not the loop's whole history.
+pub(super) const HAS_RUNNING_RUN: &str =
+    "SELECT EXISTS (SELECT 1 FROM loop_runs WHERE loop_id = ?1 AND status = 'running')";
+
 impl LoopOps for Sqlite {
     fn create_loop(&self, new: &NewLoop, now: Timestamp) -> Result<Loop> {
         validate_new_loop(new)?;
@@ -210,55 +225,36 @@ impl LoopOps for Sqlite {
     }
 
     fn count_loops(&self, status: Option<LoopStatus>) -> Result<u64> {
-        let n: i64 = match status {
-            Some(s) => self.conn.query_row(
-                "SELECT COUNT(*) FROM loops WHERE status = ?1",
-                [s.as_str()],
-                |r| r.get(0),
-            ),
-            None => self
-                .conn
-                .query_row("SELECT COUNT(*) FROM loops", [], |r| r.get(0)),
-        }
-        .map_err(StoreError::db("counting loops"))?;
-        Ok(u64::try_from(n).unwrap_or(0))
+        count_status(&self.conn, "loops", status.map(LoopStatus::as_str))
     }
 
     fn count_runs(&self, status: Option<RunStatus>) -> Result<u64> {
-        let n: i64 = match status {
-            Some(s) => self.conn.query_row(
-                "SELECT COUNT(*) FROM loop_runs WHERE status = ?1",
-                [s.as_str()],
-                |r| r.get(0),
-            ),
-            None => self
-                .conn
-                .query_row("SELECT COUNT(*) FROM loop_runs", [], |r| r.get(0)),
-        }
-        .map_err(StoreError::db("counting runs"))?;
-        Ok(u64::try_from(n).unwrap_or(0))
+        count_status(&self.conn, "loop_runs", status.map(RunStatus::as_str))
+    }
+
+    fn recount_statuses(&self) -> Result<bool> {
+        self.write_tx(|conn| {
+            let stale: bool = conn
+                .query_row(COUNTS_DIFFER, [], |r| r.get(0))
+                .map_err(StoreError::db("comparing the kept counts"))?;
+            if stale {
+                conn.execute_batch(RECOUNT)
+                    .map_err(StoreError::db("recounting loops and runs"))?;
+            }
+            Ok(stale)
+        })
     }
 
     fn has_running_run(&self, loop_id: &LoopId) -> Result<bool> {
         self.conn
-            .query_row(
-                "SELECT EXISTS (SELECT 1 FROM loop_runs WHERE loop_id = ?1 AND status = 'running')",
-                [loop_id.as_str()],
-                |r| r.get(0),
-            )
+            .query_row(HAS_RUNNING_RUN, [loop_id.as_str()], |r| r.get(0))
             .map_err(StoreError::db("checking for a running run"))
     }
 
     fn due_loops(&self, now: Timestamp, limit: u32) -> Result<Vec<Loop>> {
         loops_from(
             &self.conn,
-            concat!(
-                "SELECT ",
-                loop_columns!(),
-                " FROM loops
-                 WHERE status = 'active' AND next_run_at IS NOT NULL AND next_run_at <= ?1
-                 ORDER BY next_run_at, rowid LIMIT ?2"
-            ),
+            DUE_LOOPS,
             params![ts(now), limit],
             "selecting due loops",
         )
@@ -426,3 +422,44 @@ impl Sqlite {
         )
     }
 }
+
+/// Rows of `table` (with `status`, or all), from the counts V6's triggers
+/// keep: a few rows read, however many loops and runs are stored.
+pub(super) const COUNT_STATUS: &str =
+    "SELECT COALESCE(SUM(n), 0) FROM status_counts WHERE tbl = ?1 AND (?2 IS NULL OR status = ?2)";
+
+fn count_status(conn: &Connection, table: &'static str, status: Option<&str>) -> Result<u64> {
+    let n: i64 = conn
+        .query_row(COUNT_STATUS, params![table, status], |r| r.get(0))
+        .map_err(StoreError::db(if table == "loops" {
+            "counting loops"
+        } else {
+            "counting runs"
+        }))?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// Every row counted by status, as V6's triggers keep it.
+macro_rules! counted {
+    () => {
+        "SELECT 'loops' AS tbl, status, COUNT(*) AS n FROM loops GROUP BY status
+         UNION ALL SELECT 'loop_runs', status, COUNT(*) FROM loop_runs GROUP BY status"
+    };
+}
+
+/// Whether the kept counts differ from a real count (a zero kept count is
+/// the same as none).
+const COUNTS_DIFFER: &str = concat!(
+    "WITH actual AS (",
+    counted!(),
+    "), kept AS (SELECT tbl, status, n FROM status_counts WHERE n != 0)
+     SELECT EXISTS (SELECT * FROM actual EXCEPT SELECT * FROM kept)
+         OR EXISTS (SELECT * FROM kept EXCEPT SELECT * FROM actual)"
+);
+
+/// Rewrites the kept counts from a real count.
+const RECOUNT: &str = concat!(
+    "DELETE FROM status_counts; INSERT INTO status_counts (tbl, status, n) ",
+    counted!(),
+    ";"
+);

@@ -1,8 +1,8 @@
 //! The SQLite side of [`crate::runs`].
 
-mod advance;
+pub(in crate::sqlite) mod advance;
 mod claim;
-mod recover;
+pub(in crate::sqlite) mod recover;
 mod release;
 
 use loops_core::{ExecutorResult, Loop, LoopId, LoopRun, ProcessRef, RunId, RunStatus, Timestamp};
@@ -147,6 +147,24 @@ pub(super) const LIST_ALL_RUNS: &str = concat!(
     " FROM loop_runs WHERE ?1 IS NULL AND ?2 IS NULL
      ORDER BY created_at DESC, rowid DESC LIMIT ?3"
 );
+
+/// The newest runs of one loop: `idx_runs_loop` gives them in order.
+pub(super) const LIST_LOOP_RUNS: &str = concat!(
+    "SELECT ",
+    run_columns!(),
+    " FROM loop_runs WHERE loop_id = ?1 AND ?2 IS NULL
+     ORDER BY created_at DESC, rowid DESC LIMIT ?3"
+);
+
+/// The newest runs of one status: `idx_runs_status_created` (V6) gives
+/// them in order.
+pub(super) const LIST_RUNS_BY_STATUS: &str = concat!(
+    "SELECT ",
+    run_columns!(),
+    " FROM loop_runs WHERE ?1 IS NULL AND status = ?2
+     ORDER BY created_at DESC, rowid DESC LIMIT ?3"
+);
+
 impl RunOps for Sqlite {
     fn get_run(&self, id: &RunId) -> Result<Option<LoopRun>> {
         query_run(&self.conn, id)
@@ -167,22 +185,8 @@ impl RunOps for Sqlite {
                      ORDER BY created_at DESC, rowid DESC LIMIT ?3"
                 )
             }
-            (true, false) => {
-                concat!(
-                    "SELECT ",
-                    run_columns!(),
-                    " FROM loop_runs WHERE loop_id = ?1 AND ?2 IS NULL
-                     ORDER BY created_at DESC, rowid DESC LIMIT ?3"
-                )
-            }
-            (false, true) => {
-                concat!(
-                    "SELECT ",
-                    run_columns!(),
-                    " FROM loop_runs WHERE ?1 IS NULL AND status = ?2
-                     ORDER BY created_at DESC, rowid DESC LIMIT ?3"
-                )
-            }
+            (true, false) => LIST_LOOP_RUNS,
+            (false, true) => LIST_RUNS_BY_STATUS,
             (false, false) => LIST_ALL_RUNS,
         };
         rows::query_vec(

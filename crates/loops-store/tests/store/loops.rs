@@ -3,7 +3,7 @@
 
 use loops_core::{ExecutorStatus, LoopStatus, RunStatus, Schedule};
 use loops_store::{
-    Claim, DeleteHistory, DeleteOutcome, Fence, LoopChange, LoopFilter, Refusal, RunFilter,
+    Claim, DeleteHistory, DeleteOutcome, Fence, LoopChange, LoopFilter, Refusal, RunFilter, Store,
     StoreError,
 };
 
@@ -484,4 +484,67 @@ fn a_batch_commits_once_and_keeps_what_succeeded_before_an_error() {
         3,
         "the create before the error is committed"
     );
+}
+
+/// The counts `count_loops`/`count_runs` read are kept by triggers (V6):
+/// they follow inserts, status changes and deletes, a raw write the
+/// original could make included, and `recount_statuses` repairs a count
+/// that drifted.
+#[test]
+fn kept_counts_follow_every_write_and_a_recount_repairs_drift() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let a = create(&store, "a", 1);
+    let b = create(&store, "b", 1);
+    let c = create(&store, "c", 1);
+    store.pause_loop(&b.id, t0()).unwrap();
+    for (i, lp) in [&a, &a, &c].into_iter().enumerate() {
+        let slot = t0().add_ms(60_000 * i as i64);
+        let Claim::Claimed { run, .. } = store.claim_run(lp, slot, RUNNER_A, slot).unwrap() else {
+            panic!("not claimed");
+        };
+        if i == 0 {
+            let done = result(ExecutorStatus::Failed, slot.add_ms(5));
+            store
+                .finalize_run(&run.id, &done, None, slot.add_ms(5))
+                .unwrap();
+        }
+    }
+    let counts = |store: &Store| {
+        (
+            store.count_loops(None).unwrap(),
+            store.count_loops(Some(LoopStatus::Active)).unwrap(),
+            store.count_loops(Some(LoopStatus::Paused)).unwrap(),
+            store.count_runs(None).unwrap(),
+            store.count_runs(Some(RunStatus::Running)).unwrap(),
+            store.count_runs(Some(RunStatus::Failed)).unwrap(),
+        )
+    };
+    assert_eq!(counts(&store), (3, 2, 1, 3, 2, 1));
+    // A write from outside the store (the original, or `sqlite3`) is
+    // counted too.
+    fx.raw()
+        .execute(
+            "UPDATE loop_runs SET status = 'failed' WHERE status = 'running'",
+            [],
+        )
+        .unwrap();
+    fx.raw()
+        .execute("DELETE FROM loops WHERE name = 'c'", [])
+        .unwrap();
+    assert_eq!(counts(&store), (2, 1, 1, 3, 0, 3));
+    store.delete_loop(&a.id, DeleteHistory::Purge).unwrap();
+    assert_eq!(counts(&store), (1, 0, 1, 1, 0, 1));
+    assert!(!store.recount_statuses().unwrap(), "nothing drifted");
+    // A count that drifted (here, by hand) is found and rewritten.
+    fx.raw()
+        .execute(
+            "UPDATE status_counts SET n = n + 7 WHERE tbl = 'loop_runs' AND status = 'failed'",
+            [],
+        )
+        .unwrap();
+    assert_eq!(store.count_runs(None).unwrap(), 8);
+    assert!(store.recount_statuses().unwrap(), "drift found");
+    assert_eq!(counts(&store), (1, 0, 1, 1, 0, 1));
+    assert!(!store.recount_statuses().unwrap());
 }

@@ -73,16 +73,19 @@ pub(crate) fn advance_after(
     }
 }
 
+/// Reads the workflow runs of one loop run (`idx_workflow_runs_loop_run`).
+/// The unary `+` keeps the planner off `idx_workflow_runs_status`, which
+/// would read every cancelled workflow run ever recorded.
+pub(in crate::sqlite) const ATTEMPT_CANCELLED: &str = "SELECT EXISTS (SELECT 1 FROM workflow_runs
+       WHERE loop_run_id = ?1 AND idempotency_key = ?2 AND +status = 'cancelled')";
+
 /// Whether the workflow run this attempt of `run` executed was cancelled.
 /// Runs that are not workflow runs have no such row.
 fn attempt_workflow_cancelled(conn: &Connection, run: &LoopRun) -> Result<bool> {
     let key = loop_workflow_key(&run.loop_id, run.scheduled_for, run.attempt);
-    conn.prepare_cached(
-        "SELECT EXISTS (SELECT 1 FROM workflow_runs
-           WHERE loop_run_id = ?1 AND idempotency_key = ?2 AND status = 'cancelled')",
-    )
-    .and_then(|mut stmt| stmt.query_row(params![run.id.as_str(), key], |r| r.get(0)))
-    .map_err(StoreError::db("checking for a cancelled workflow run"))
+    conn.prepare_cached(ATTEMPT_CANCELLED)
+        .and_then(|mut stmt| stmt.query_row(params![run.id.as_str(), key], |r| r.get(0)))
+        .map_err(StoreError::db("checking for a cancelled workflow run"))
 }
 
 fn update_active(

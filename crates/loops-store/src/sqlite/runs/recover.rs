@@ -12,13 +12,17 @@ use crate::sqlite::Sqlite;
 use crate::sqlite::rows::{self, run_columns, ts};
 use crate::sqlite::workflow_runs::fail_linked_workflow_runs;
 
+/// The running runs whose lease has expired, oldest first: the running
+/// runs only (`idx_runs_status_created`), sorted among themselves.
+pub(in crate::sqlite) const EXPIRED_LEASES: &str = "SELECT id FROM loop_runs
+     WHERE status = 'running' AND lease_expires_at <= ?1
+     ORDER BY lease_expires_at, rowid";
+
 impl RecoveryOps for Sqlite {
     fn recover_expired_run_leases(&self, now: Timestamp) -> Result<Vec<Recovered>> {
         let candidates: Vec<RunId> = rows::query_vec(
             &self.conn,
-            "SELECT id FROM loop_runs
-             WHERE status = 'running' AND lease_expires_at <= ?1
-             ORDER BY lease_expires_at, rowid",
+            EXPIRED_LEASES,
             [ts(now)],
             ("loop_runs", "finding expired run leases"),
             |r| rows::parsed(r, "id"),
