@@ -191,9 +191,18 @@ fn links_planted_at_the_daemon_files_are_never_followed() {
             std::os::unix::fs::symlink(&target, &link).expect("a planted link");
         }
         let daemon = Daemon::start(&env, &[]);
+        // `daemon start` returns once the pid file is written; the socket
+        // is bound just after, so it is waited for.
         for name in ["daemon.pid", "daemon.sock"] {
-            let meta = std::fs::symlink_metadata(env.data_dir().join(name)).expect(name);
-            assert!(!meta.file_type().is_symlink(), "round {round}: {name}");
+            let replaced = wait_for(Duration::from_secs(10), || {
+                std::fs::symlink_metadata(env.data_dir().join(name))
+                    .ok()
+                    .filter(|meta| !meta.file_type().is_symlink())
+            });
+            assert!(
+                replaced.is_some(),
+                "round {round}: {name} is still the planted link (or missing)"
+            );
         }
         drop(daemon);
         assert_eq!(
