@@ -4,7 +4,7 @@ use loops_tests::TestEnv;
 
 /// Overwrites page `page` (1-based) of the SQLite file at `path` with
 /// pseudo-random bytes, after moving everything from the WAL into it.
-fn scribble_over_page(path: &std::path::Path, page: u64) {
+pub(crate) fn scribble_over_page(path: &std::path::Path, page: u64) {
     let db = rusqlite::Connection::open(path).expect("the database opens");
     db.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
         .expect("the WAL is checkpointed");

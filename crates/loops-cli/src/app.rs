@@ -3,7 +3,7 @@
 use anyhow::Result;
 
 use crate::args::{Cli, Command, Create};
-use crate::commands::{create, daemon, execute, manage, runs, workflows};
+use crate::commands::{backup, create, daemon, execute, manage, runs, workflows};
 use crate::daemon_bin::Binary;
 use crate::exit::Outcome;
 use crate::render::Printer;
@@ -46,6 +46,7 @@ fn dispatch(command: Command, out: &mut Printer) -> Result<Outcome> {
         Command::Workflows(cmd) => workflows::run(cmd, out),
         Command::Daemon(cmd) => daemon::run(cmd, out, Binary::Loops),
         Command::Doctor(args) => daemon::doctor(&args, out),
+        Command::Backup(args) => backup::run(&args, out),
     }
 }
 

@@ -76,6 +76,8 @@ pub(crate) enum Command {
     Daemon(crate::daemon_args::Daemon),
     /// Check that the data dir, PATH, accounts and daemon are ready.
     Doctor(crate::daemon_args::DoctorArgs),
+    /// Back up the database into $LOOPS_DATA_DIR/backups, or list the backups.
+    Backup(BackupArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -393,6 +395,18 @@ pub(crate) struct TickArgs {
     pub(crate) show_output: bool,
 }
 
+#[derive(Debug, Args)]
+pub(crate) struct BackupArgs {
+    /// Keep the newest N backups, the new one included, and delete older
+    /// ones (only files named as loops backups).
+    #[arg(long, value_name = "N", default_value = "3", conflicts_with = "list")]
+    pub(crate) keep: String,
+
+    /// List the backups, newest first, instead of taking one.
+    #[arg(long)]
+    pub(crate) list: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -401,6 +415,15 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_backup_keep_default_is_the_stores() {
+        let cli = Cli::try_parse_from(["loops", "backup"]).unwrap();
+        let Command::Backup(backup) = cli.command else {
+            panic!("parsed as {:?}", cli.command);
+        };
+        assert_eq!(backup.keep, loops_store::DEFAULT_BACKUP_KEEP.to_string());
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The commands, one module per group: `create`, loop management
 //! (`manage`: list, show, pause, resume, stop, remove), `runs`, and the
-//! runners (`execute`: run-now, tick), `workflows`, and `daemon` (with
-//! `doctor`).
+//! runners (`execute`: run-now, tick), `workflows`, `daemon` (with
+//! `doctor`), and `backup` (with the automatic backups).
 
+pub(crate) mod backup;
 pub(crate) mod create;
 pub(crate) mod daemon;
 pub(crate) mod execute;

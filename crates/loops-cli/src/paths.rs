@@ -23,9 +23,16 @@ pub(crate) fn data_dir() -> Result<PathBuf> {
 }
 
 /// Opens (creating and migrating if needed) the database of the data
-/// directory, with the production liveness probe.
+/// directory, with the production liveness probe. An existing database is
+/// backed up before a migration changes its schema (issue 14; see
+/// `commands::backup`).
 pub(crate) fn open_store() -> Result<Store> {
     let dir = data_dir()?;
-    Store::open_in_dir(&dir, Arc::new(SystemProbe))
-        .with_context(|| format!("opening the loops database in {}", dir.display()))
+    let auto = crate::commands::backup::automatic();
+    let (store, backup) = Store::open_in_dir_with(&dir, Arc::new(SystemProbe), auto)
+        .with_context(|| format!("opening the loops database in {}", dir.display()))?;
+    if let Some(backup) = &backup {
+        crate::commands::backup::report(backup, "before migrating its schema");
+    }
+    Ok(store)
 }

@@ -136,6 +136,22 @@ pub enum StoreError {
         /// What SQLite said.
         reason: String,
     },
+    /// An automatic backup, taken before a change that cannot be undone
+    /// (a migration, `loops gc --apply`), failed, so the change was not
+    /// made. The cause is part of the message, not a `source`.
+    #[error(
+        "could not back up the database into {dir} {before} ({reason}), so nothing was changed; \
+         free some space or fix {dir} and try again, or set LOOPS_SKIP_BACKUP=1 to go on \
+         without a backup"
+    )]
+    Backup {
+        /// The backups directory.
+        dir: PathBuf,
+        /// What the backup was for, e.g. `before migrating its schema`.
+        before: &'static str,
+        /// What went wrong.
+        reason: String,
+    },
     /// Applying the embedded migrations failed.
     #[error("migrating the database failed: {0}")]
     Migration(String),

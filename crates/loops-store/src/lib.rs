@@ -20,6 +20,7 @@
 //! ```
 
 mod backend;
+mod backup;
 mod daemon;
 mod error;
 mod lease;
@@ -66,6 +67,12 @@ pub use crate::steps::StepOutcome;
 // The database file and its directory, for `doctor` and the daemon.
 pub use crate::daemon::{DatabaseState, INTEGRITY_MAX_PROBLEMS, Integrity, integrity_budget};
 pub use crate::secure::check_data_dir;
+// Backups of the database file, in `<data dir>/backups/`.
+pub use crate::backup::{
+    AUTO_BACKUP_INTERVAL_MS, AutoBackup, BACKUP_DIR, Backup, DEFAULT_BACKUP_KEEP, Taken,
+    auto_backup, auto_backup_due, backup_dir, list_backups, newest_backup, prune_backups,
+    take_backup,
+};
 pub use crate::sqlite::open::{DB_FILE, SCHEMA_VERSION, schema_version};
 pub use crate::sqlite::{check_integrity, inspect_database};
 
@@ -107,17 +114,44 @@ impl Store {
     /// ([`check_data_dir`], [`StoreError::Unsafe`]). Processes opening a
     /// database at once migrate it one at a time.
     pub fn open(path: &Path, liveness: Arc<dyn Liveness>) -> Result<Store> {
-        let conn = Sqlite::open(path, liveness)?;
-        Ok(Store {
+        Store::open_with(path, liveness, None).map(|(store, _)| store)
+    }
+
+    /// [`Store::open`], and when `backup` is given and the file is an
+    /// existing database whose schema a migration is about to change, its
+    /// automatic backup first ([`auto_backup`]: at most one an hour, into
+    /// `backups/` beside it). Returns the backup when one was taken.
+    ///
+    /// A failed backup stops the opening before anything is migrated
+    /// ([`StoreError::Backup`]). Nothing is read or listed for the backup
+    /// when there is nothing to migrate, the common case.
+    pub fn open_with(
+        path: &Path,
+        liveness: Arc<dyn Liveness>,
+        backup: Option<AutoBackup>,
+    ) -> Result<(Store, Option<Backup>)> {
+        let (conn, taken) = Sqlite::open_with(path, liveness, backup)?;
+        let store = Store {
             conn,
             path: Some(path.to_owned()),
-        })
+        };
+        Ok((store, taken))
     }
 
     /// Opens `<data_dir>/loops.db`, creating `data_dir` with mode 0700.
     pub fn open_in_dir(data_dir: &Path, liveness: Arc<dyn Liveness>) -> Result<Store> {
+        Store::open_in_dir_with(data_dir, liveness, None).map(|(store, _)| store)
+    }
+
+    /// [`Store::open_in_dir`] with the automatic backup of
+    /// [`Store::open_with`].
+    pub fn open_in_dir_with(
+        data_dir: &Path,
+        liveness: Arc<dyn Liveness>,
+        backup: Option<AutoBackup>,
+    ) -> Result<(Store, Option<Backup>)> {
         open::create_private_dir(data_dir)?;
-        Store::open(&data_dir.join(DB_FILE), liveness)
+        Store::open_with(&data_dir.join(DB_FILE), liveness, backup)
     }
 
     /// Opens a private in-memory database (SPEC §4.1 `:memory:`).

@@ -281,3 +281,87 @@ pub(crate) fn create_private_file(what: &'static str, path: &Path) -> Result<()>
         Err(e) => Err(io(path)(e)),
     }
 }
+
+/// Checks a directory loops keeps inside the data directory, such as
+/// `backups/`: unlike the data directory itself, a symbolic link there is
+/// never followed (loops creates the directory, so a link is someone
+/// else's doing), and it must be this user's and not writable by group or
+/// others. One that group or others may read or search is made 0700
+/// through a descriptor: it holds copies of the database.
+pub(crate) fn check_private_dir(what: &'static str, dir: &Path) -> Result<Found> {
+    let meta = match std::fs::symlink_metadata(dir) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Found::Missing),
+        Err(e) => return Err(io(dir)(e)),
+    };
+    if meta.file_type().is_symlink() {
+        let target =
+            std::fs::read_link(dir).map_or_else(|_| "?".to_owned(), |t| t.display().to_string());
+        return Err(refuse(
+            what,
+            dir,
+            format!("it is a symbolic link (to {target}), which loops never follows"),
+            format!(
+                "remove the link (rm {}); loops creates the directory itself",
+                dir.display()
+            ),
+        ));
+    }
+    if !meta.is_dir() {
+        return Err(refuse(
+            what,
+            dir,
+            "it is not a directory".to_owned(),
+            "move it aside; loops creates the directory itself".to_owned(),
+        ));
+    }
+    let me = euid();
+    if meta.uid() != me {
+        return Err(refuse(
+            what,
+            dir,
+            format!(
+                "it is owned by uid {}, not by uid {me} that runs loops",
+                meta.uid()
+            ),
+            format!(
+                "check that no one else changed it, then have its owner or root run chown {me} {}",
+                dir.display()
+            ),
+        ));
+    }
+    if mode(&meta) & WRITABLE_BY_OTHERS != 0 {
+        return Err(refuse(
+            what,
+            dir,
+            format!(
+                "it is writable by group or others (mode {:04o}), so another user may have changed it",
+                mode(&meta)
+            ),
+            format!(
+                "check that no one else changed it, then run chmod 700 {}",
+                dir.display()
+            ),
+        ));
+    }
+    if mode(&meta) & OPEN_TO_OTHERS != 0 {
+        let opened = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+            .open(dir)
+            .map_err(io(dir))?;
+        let found = opened.metadata().map_err(io(dir))?;
+        if found.dev() != meta.dev() || found.ino() != meta.ino() {
+            return Err(refuse(
+                what,
+                dir,
+                "it was replaced while loops was checking it".to_owned(),
+                "check that no one else can write the data directory, then try again".to_owned(),
+            ));
+        }
+        opened
+            .set_permissions(std::fs::Permissions::from_mode(0o700))
+            .map_err(io(dir))?;
+    }
+    Ok(Found::Safe)
+}

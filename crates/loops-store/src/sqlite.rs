@@ -9,6 +9,7 @@
 //! rows and `open` opens and migrates files. This is the only part of the
 //! crate that knows SQL.
 
+pub(crate) mod backup;
 mod daemon;
 mod lease;
 mod loops;
@@ -28,6 +29,7 @@ use rusqlite::Connection;
 
 pub use self::daemon::{check_integrity, inspect_database};
 use crate::backend::Transactions;
+use crate::backup::{AutoBackup, Backup};
 use crate::error::{Result, StoreError};
 
 /// The SQLite backend: a connection, whether an all-or-nothing
@@ -49,9 +51,16 @@ impl Sqlite {
     }
 
     /// Opens (creating and migrating if needed) the database file at
-    /// `path` (see [`Store::open`](crate::Store::open)).
-    pub(crate) fn open(path: &Path, liveness: Arc<dyn Liveness>) -> Result<Sqlite> {
-        Ok(Sqlite::new(open::open_file(path)?, liveness))
+    /// `path`, backing up an existing database with `auto` before a
+    /// migration changes its schema (see
+    /// [`Store::open_with`](crate::Store::open_with)).
+    pub(crate) fn open_with(
+        path: &Path,
+        liveness: Arc<dyn Liveness>,
+        auto: Option<AutoBackup>,
+    ) -> Result<(Sqlite, Option<Backup>)> {
+        let (conn, backup) = open::open_file_with(path, auto)?;
+        Ok((Sqlite::new(conn, liveness), backup))
     }
 
     /// Opens a private in-memory database.

@@ -25,8 +25,8 @@ use loops_exec::{
     ExecOptions, RunContext, RunMetadata, SystemProbe, execute_target, preflight_target,
 };
 use loops_store::{
-    DatabaseState, Integrity, LoopFilter, Store, check_integrity, inspect_database,
-    integrity_budget, schema_version,
+    DatabaseState, Integrity, LoopFilter, Store, backup_dir, check_integrity, inspect_database,
+    integrity_budget, newest_backup, schema_version,
 };
 use serde::Serialize;
 
@@ -172,7 +172,11 @@ pub(crate) fn run_doctor(opts: &DoctorOptions<'_>) -> DoctorReport {
     }
     checks.extend(integrity);
     let store = if db_usable {
-        Store::open(&paths.database(), Arc::new(SystemProbe)).ok()
+        // Opening migrates an older database, after its automatic backup.
+        let auto = crate::commands::backup::automatic_at(opts.now);
+        Store::open_with(&paths.database(), Arc::new(SystemProbe), auto)
+            .ok()
+            .map(|(store, _)| store)
     } else {
         None
     };
@@ -225,9 +229,8 @@ fn check_damage(db: &Path) -> Check {
             "database-integrity",
             CheckStatus::Fail,
             format!(
-                "database is damaged; to recover, stop the daemon (loops daemon stop), \
-                 back up {shown}, then run: sqlite3 {shown} \".recover\" | sqlite3 recovered.db \
-                 and move recovered.db into its place"
+                "database is damaged; to recover, stop the daemon (loops daemon stop), {}",
+                recovery(db)
             ),
         )
         .detail(problems.join("; ")),
@@ -246,6 +249,33 @@ fn check_damage(db: &Path) -> Check {
             "database cannot be checked for damage",
         )
         .detail(e.to_string()),
+    }
+}
+
+/// How to recover the damaged database `db`, after stopping the daemon:
+/// restore the newest backup of `backups/` (issue 14), when there is one,
+/// or salvage what the file still holds with SQLite's `.recover`.
+fn recovery(db: &Path) -> String {
+    let shown = db.display();
+    let salvage = format!(
+        "back up {shown}, then run: sqlite3 {shown} \".recover\" | sqlite3 recovered.db \
+         and move recovered.db into its place"
+    );
+    let dir = backup_dir(db.parent().unwrap_or(Path::new(".")));
+    match newest_backup(&dir) {
+        // The stale WAL and shared-memory file go first: SQLite would
+        // replay the damaged file's WAL into the restored copy.
+        Ok(Some(b)) => format!(
+            "then restore the newest backup, taken {}: rm -f {shown}-wal {shown}-shm && \
+             cp {} {shown}; or, to salvage what the damaged file still holds, {salvage}",
+            b.taken_at,
+            b.path.display()
+        ),
+        Ok(None) => format!(
+            "{salvage}; there is no backup in {} to restore (loops backup takes one)",
+            dir.display()
+        ),
+        Err(e) => format!("{salvage}; the backups cannot be listed: {e}"),
     }
 }
 

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
+use crate::backup::{AutoBackup, Backup};
 use crate::error::{Result, StoreError};
 
 mod embedded {
@@ -158,13 +159,25 @@ pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {
         })
 }
 
-/// Opens (creating if needed) the database at `path` and migrates it.
+/// [`open_file_with`] without a backup, for this crate's tests.
+#[cfg(test)]
+pub(crate) fn open_file(path: &Path) -> Result<Connection> {
+    open_file_with(path, None).map(|(conn, _)| conn)
+}
+
+/// Opens (creating if needed) the database at `path` and migrates it,
+/// after the automatic backup `auto` (when given) of an existing database
+/// whose schema the migration changes; returns the backup when one was
+/// taken.
 ///
 /// The data directory (`path`'s parent) is created 0700 when missing, and
 /// it and the database files must pass [`crate::secure`]'s checks before
 /// SQLite opens anything. A data directory that is a symbolic link is
 /// resolved once, and the database is opened in its target.
-pub(crate) fn open_file(path: &Path) -> Result<Connection> {
+pub(crate) fn open_file_with(
+    path: &Path,
+    auto: Option<AutoBackup>,
+) -> Result<(Connection, Option<Backup>)> {
     let path = &secure_database(path)?;
     let conn = Connection::open_with_flags(
         path,
@@ -176,7 +189,7 @@ pub(crate) fn open_file(path: &Path) -> Result<Connection> {
             | OpenFlags::SQLITE_OPEN_NOFOLLOW,
     )
     .map_err(|e| not_a_database(path, e))?;
-    prepare(conn, Some(path))
+    prepare(conn, Some(path), auto)
 }
 
 /// The directory of the database file `path` (`.` for a bare file name).
@@ -223,7 +236,7 @@ fn secure_database(path: &Path) -> Result<PathBuf> {
 /// Opens a private in-memory database.
 pub(crate) fn open_memory() -> Result<Connection> {
     let conn = Connection::open_in_memory().map_err(StoreError::db("opening :memory:"))?;
-    prepare(conn, None)
+    prepare(conn, None, None).map(|(conn, _)| conn)
 }
 
 /// The error of a failed first read: a file that is not a database (or
@@ -250,8 +263,13 @@ fn not_a_database(path: &Path, e: rusqlite::Error) -> StoreError {
 }
 
 /// Checks the file is a database of a schema we know, then sets the pragmas
-/// and migrates. Nothing is written before both checks pass.
-fn prepare(mut conn: Connection, path: Option<&Path>) -> Result<Connection> {
+/// and migrates, after the automatic backup `auto` of a database that
+/// already has a schema. Nothing is written before both checks pass.
+fn prepare(
+    mut conn: Connection,
+    path: Option<&Path>,
+    auto: Option<AutoBackup>,
+) -> Result<(Connection, Option<Backup>)> {
     let shown: PathBuf = path.map_or_else(|| PathBuf::from(":memory:"), Path::to_owned);
     conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))
         .map_err(StoreError::db("setting the busy timeout"))?;
@@ -285,7 +303,7 @@ fn prepare(mut conn: Connection, path: Option<&Path>) -> Result<Connection> {
         if path.is_some() {
             set_file_pragmas(&conn, &shown)?;
         }
-        return Ok(conn);
+        return Ok((conn, None));
     }
 
     // Migrating: one process at a time, and each one checks again, inside
@@ -295,10 +313,17 @@ fn prepare(mut conn: Connection, path: Option<&Path>) -> Result<Connection> {
     // refinery_schema_history.version`, `duplicate column name`).
     let Some(path) = path else {
         migrate(&mut conn)?;
-        return Ok(conn);
+        return Ok((conn, None));
     };
     let _lock = MigrationLock::acquire(dir_of(path))?;
     let found = schema_found(&conn, &shown)?;
+    // Before anything is written: the backup is the file as it was.
+    let backup = match auto {
+        Some(auto) if found != Some(SCHEMA_VERSION) && has_schema(&conn, &shown)? => {
+            super::backup::before_migrating(&conn, dir_of(path), auto)?
+        }
+        _ => None,
+    };
     // A new file becomes WAL here, under the lock too: switching the
     // journal mode needs an exclusive lock of the file, which every
     // process opening it at once would otherwise compete for.
@@ -310,7 +335,16 @@ fn prepare(mut conn: Connection, path: Option<&Path>) -> Result<Connection> {
         // than have every later command replay it.
         let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
     }
-    Ok(conn)
+    Ok((conn, backup))
+}
+
+/// Whether the database has a schema at all: one the original or an older
+/// loops wrote, not a new, empty file, which has nothing to back up.
+fn has_schema(conn: &Connection, shown: &Path) -> Result<bool> {
+    conn.query_row("SELECT EXISTS (SELECT 1 FROM sqlite_master)", [], |r| {
+        r.get(0)
+    })
+    .map_err(|e| not_a_database(shown, e))
 }
 
 /// The schema version the database records (`None`: no loops schema, as
