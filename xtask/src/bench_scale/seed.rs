@@ -153,6 +153,8 @@ fn cli_seed(bin: &Path, data: &Path) -> Result<(), String> {
         data,
         &["workflows", "create", &file.display().to_string()],
     )?;
+    // The database holds the workflow now; the file is not loops' own.
+    std::fs::remove_file(&file).map_err(|e| format!("removing {}: {e}", file.display()))?;
     loops(
         bin,
         data,
