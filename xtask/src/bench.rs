@@ -16,6 +16,9 @@
 //! - the daemon's figures (`bench_daemon.rs`): lateness, idle memory and
 //!   CPU, and the time from SIGTERM to exit.
 //!
+//! `--scale` measures instead what the frequent commands and the daemon
+//! cost on a small and a large database (`bench_scale.rs`).
+//!
 //! `--workflows` measures only the workflow runs, `--daemon` only the daemon,
 //! `--cli` only the create, list and tick figures. `--bin <path>` measures
 //! that binary instead of building `target/release/loops`, so two builds can
@@ -32,15 +35,13 @@ const LOOPS: usize = 1000;
 const LIST_SAMPLES: usize = 50;
 
 pub(crate) fn bench(args: &[String]) -> Result<(), String> {
-    let bin = match bin_arg(args)? {
-        Some(bin) => bin,
-        None => {
-            let mut build = cargo();
-            build.args(["build", "--release", "--locked", "-p", "loops-cli"]);
-            run("cargo build --release -p loops-cli", build)?;
-            root().join("target/release/loops")
-        }
-    };
+    if args.iter().any(|a| a == "--scale") {
+        return match crate::bench_scale::options(args)? {
+            Some(opts) => crate::bench_scale::scale(&binary(args)?, &opts),
+            None => Ok(()),
+        };
+    }
+    let bin = binary(args)?;
 
     let scratch = scratch_dir("loops-bench")?;
     let result = if args.iter().any(|a| a == "--workflows") {
@@ -68,6 +69,17 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
         run("cargo bench (Criterion)", cmd)?;
     }
     Ok(())
+}
+
+/// The binary to measure: `--bin <path>`, else a fresh release build.
+fn binary(args: &[String]) -> Result<PathBuf, String> {
+    if let Some(bin) = bin_arg(args)? {
+        return Ok(bin);
+    }
+    let mut build = cargo();
+    build.args(["build", "--release", "--locked", "-p", "loops-cli"]);
+    run("cargo build --release -p loops-cli", build)?;
+    Ok(root().join("target/release/loops"))
 }
 
 /// The binary given with `--bin <path>`, made absolute, if any.

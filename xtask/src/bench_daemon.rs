@@ -118,7 +118,7 @@ fn wait_runs(bin: &Path, data: &Path, n: usize) -> Result<Vec<(i64, i64)>, Strin
 
 /// `(scheduledFor, startedAt)` pairs from `loops --json runs`, read line by
 /// line (xtask has no JSON parser).
-fn parse_runs(json: &str) -> Vec<(i64, i64)> {
+pub(crate) fn parse_runs(json: &str) -> Vec<(i64, i64)> {
     let mut pairs = Vec::new();
     let mut slot = None;
     for line in json.lines() {
@@ -263,7 +263,7 @@ fn status_field(pid: u32, field: &str) -> Result<String, String> {
 }
 
 /// `utime + stime` of the whole process, in clock ticks.
-fn cpu_ticks(pid: u32) -> Result<u64, String> {
+pub(crate) fn cpu_ticks(pid: u32) -> Result<u64, String> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map_err(|e| format!("reading /proc/{pid}/stat: {e}"))?;
     let rest = stat
@@ -282,7 +282,7 @@ fn cpu_ticks(pid: u32) -> Result<u64, String> {
 }
 
 /// Time on CPU of every thread, in ns.
-fn cpu_ns(pid: u32) -> u64 {
+pub(crate) fn cpu_ns(pid: u32) -> u64 {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return 0;
     };
@@ -301,7 +301,7 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0))

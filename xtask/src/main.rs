@@ -4,7 +4,8 @@
 //! - `demo`: build `loops` and run the daemon on sample loops in a fresh data
 //!   directory, in the foreground.
 //! - `bench`: end-to-end figures of the built binary (or of `--bin <path>`);
-//!   `--criterion` adds the Criterion micro-benchmarks.
+//!   `--criterion` adds the Criterion micro-benchmarks; `--scale` compares
+//!   a small and a large database instead.
 //! - `reliability`: the reliability suite's long variants (`--short` for
 //!   the ones CI runs).
 //! - `tidy`: the source hygiene checks (also a `#[test]`): module docs, the
@@ -16,6 +17,7 @@ use std::process::{Command, ExitCode};
 
 mod bench;
 mod bench_daemon;
+mod bench_scale;
 mod demo;
 mod reliability;
 mod tidy;
@@ -41,7 +43,8 @@ fn main() -> ExitCode {
                  ci      fmt --check, clippy -D warnings, tidy, tests (doctests too), rustdoc -D warnings, build\n  \
                  demo    build loops, create sample loops in a fresh data dir, run the daemon (Ctrl-C stops it; --for N stops after N s)\n  \
                  bench   end-to-end CLI figures; --cli only create/list/tick, --workflows only the workflow runs,\n          \
-                 --daemon only the daemon, --bin PATH measures PATH instead of building, --criterion adds Criterion\n  \
+                 --daemon only the daemon, --bin PATH measures PATH instead of building, --criterion adds Criterion;\n          \
+                 --scale compares 1,000 loops / 10,000 runs with 100,000 / 1,000,000 (`bench --scale --help`)\n  \
                  reliability  the reliability suite's long variants (crash loop, races, floods, fuzzing, ...);\n               \
                  --short runs the CI variants; other arguments filter tests\n  \
                  tidy    check module docs, the 650-line cap, no mod.rs, no trailing whitespace, no\n          \
