@@ -9,6 +9,7 @@ mod daemon;
 mod datadir;
 mod doctor;
 mod escape;
+mod gc;
 mod legacy_rows;
 mod loops_daemon;
 mod manage;

@@ -1,11 +1,12 @@
 //! The commands, one module per group: `create`, loop management
 //! (`manage`: list, show, pause, resume, stop, remove), `runs`, and the
-//! runners (`execute`: run-now, tick), `workflows`, and `daemon` (with
-//! `doctor`).
+//! runners (`execute`: run-now, tick), `workflows`, `daemon` (with
+//! `doctor`), and `gc`.
 
 pub(crate) mod create;
 pub(crate) mod daemon;
 pub(crate) mod execute;
+pub(crate) mod gc;
 pub(crate) mod manage;
 pub(crate) mod runs;
 pub(crate) mod workflows;
