@@ -10,6 +10,7 @@ mod daemon;
 mod datadir;
 mod doctor;
 mod escape;
+mod gc;
 mod legacy_rows;
 mod loops_daemon;
 mod manage;

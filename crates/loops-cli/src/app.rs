@@ -3,7 +3,7 @@
 use anyhow::Result;
 
 use crate::args::{Cli, Command, Create};
-use crate::commands::{backup, create, daemon, execute, manage, runs, workflows};
+use crate::commands::{backup, create, daemon, execute, gc, manage, runs, workflows};
 use crate::daemon_bin::Binary;
 use crate::exit::Outcome;
 use crate::render::Printer;
@@ -43,6 +43,7 @@ fn dispatch(command: Command, out: &mut Printer) -> Result<Outcome> {
         Command::Remove(args) => manage::remove(&args, out),
         Command::RunNow(args) => execute::run_now(&args, out),
         Command::Tick(args) => execute::tick(&args, out),
+        Command::Gc(args) => gc::run(&args, out),
         Command::Workflows(cmd) => workflows::run(cmd, out),
         Command::Daemon(cmd) => daemon::run(cmd, out, Binary::Loops),
         Command::Doctor(args) => daemon::doctor(&args, out),

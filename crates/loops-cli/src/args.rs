@@ -68,6 +68,8 @@ pub(crate) enum Command {
     RunNow(RunNowArgs),
     /// Run every due slot once, then exit.
     Tick(TickArgs),
+    /// Delete old finished runs, keeping each loop's newest (a dry run unless --apply).
+    Gc(GcArgs),
     /// Validate, store, run and inspect workflows: DAGs of command and agent steps.
     #[command(subcommand, visible_alias = "workflow")]
     Workflows(crate::workflow_args::Workflows),
@@ -405,6 +407,30 @@ pub(crate) struct BackupArgs {
     /// List the backups, newest first, instead of taking one.
     #[arg(long)]
     pub(crate) list: bool,
+}
+
+// `loops gc` (issue 14): retention.
+#[derive(Debug, Args)]
+pub(crate) struct GcArgs {
+    /// Delete finished runs created more than N days ago (a run's age counts
+    /// from its claim, `createdAt`).
+    #[arg(long, value_name = "N", default_value = "30")]
+    pub(crate) max_age_days: String,
+
+    /// Always keep the newest N runs of each loop (and the newest N runs of
+    /// each workflow run by `workflows run`), whatever their age; the
+    /// newest one always stays, even with 0.
+    #[arg(long, value_name = "N", default_value = "20")]
+    pub(crate) keep_per_loop: String,
+
+    /// Only count what would be deleted (the default).
+    #[arg(long, conflicts_with = "apply")]
+    pub(crate) dry_run: bool,
+
+    /// Delete, in short batches that a daemon running alongside hardly
+    /// notices.
+    #[arg(long)]
+    pub(crate) apply: bool,
 }
 
 #[cfg(test)]

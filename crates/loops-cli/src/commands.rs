@@ -1,12 +1,13 @@
 //! The commands, one module per group: `create`, loop management
 //! (`manage`: list, show, pause, resume, stop, remove), `runs`, and the
 //! runners (`execute`: run-now, tick), `workflows`, `daemon` (with
-//! `doctor`), and `backup` (with the automatic backups).
+//! `doctor`), `backup` (with the automatic backups) and `gc`.
 
 pub(crate) mod backup;
 pub(crate) mod create;
 pub(crate) mod daemon;
 pub(crate) mod execute;
+pub(crate) mod gc;
 pub(crate) mod manage;
 pub(crate) mod runs;
 pub(crate) mod workflows;

@@ -44,6 +44,25 @@ pub(crate) struct RunArgs {
     /// How long runs in flight may take to finish when the daemon stops.
     #[arg(long, value_name = "DURATION", default_value = "30s")]
     pub(crate) grace: String,
+
+    #[command(flatten)]
+    pub(crate) gc: GcFlags,
+}
+
+// The daemon's periodic gc, for `daemon run`, `daemon start` and
+// `daemon install`.
+#[derive(Debug, Args)]
+pub(crate) struct GcFlags {
+    /// Delete finished runs older than this duration (such as 30d or 12h)
+    /// at most once an hour, as `loops gc --apply` does [default: no gc;
+    /// every run is kept].
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) gc_max_age: Option<String>,
+
+    /// With --gc-max-age: always keep the newest N runs of each loop
+    /// [default: 20].
+    #[arg(long, value_name = "N", requires = "gc_max_age")]
+    pub(crate) gc_keep_per_loop: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -76,6 +95,9 @@ pub(crate) struct InstallArgs {
     /// machine's; for tests and packaging.
     #[arg(long, value_name = "PLATFORM", hide = true)]
     pub(crate) platform: Option<String>,
+
+    #[command(flatten)]
+    pub(crate) gc: GcFlags,
 }
 
 #[derive(Debug, Args)]

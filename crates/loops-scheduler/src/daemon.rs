@@ -66,19 +66,27 @@
 //! - `resume` of a loop the daemon is running changes nothing until the run
 //!   is recorded.
 //!
+//! **Retention** (issue 14). With `--gc-max-age`, the daemon deletes old
+//! finished runs at most once an hour, on a thread of its own, in short
+//! batches ([`collect_garbage`], which `loops gc` runs too). Without it,
+//! the daemon keeps every run, as the original does.
+//!
 //! **Modules.** `options.rs` is what [`run_daemon`] is given, `run.rs` the
 //! serve loop and its shutdown, `recover.rs` the start-up recovery,
-//! `wake.rs` the socket and `pidfile.rs` the pid file; imports go one way,
-//! from `run.rs` to the others.
+//! `wake.rs` the socket, `pidfile.rs` the pid file and `gc.rs` the
+//! retention pass; imports go one way, from `run.rs` to the others.
 
+mod gc;
 mod options;
 mod pidfile;
 mod recover;
 mod run;
 mod wake;
 
+pub use self::gc::{GC_FIRST_DELAY, GC_PERIOD, GcReport, collect_garbage};
 pub use self::options::{
-    DEFAULT_GRACE, DEFAULT_LEASE_TTL, DEFAULT_MAX_SLEEP, DaemonOptions, DaemonPaths, LOG_FILE,
+    DEFAULT_GC_KEEP_PER_LOOP, DEFAULT_GRACE, DEFAULT_LEASE_TTL, DEFAULT_MAX_SLEEP, DaemonOptions,
+    DaemonPaths, GcSettings, LOG_FILE,
 };
 pub use self::pidfile::{PID_FILE, PidRecord, read_pid, read_pid_record, remove_pid_if};
 pub use self::run::{DaemonError, DaemonExit, run_daemon};

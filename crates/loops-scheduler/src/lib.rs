@@ -49,8 +49,9 @@ mod executor;
 mod scheduler;
 
 pub use crate::daemon::{
-    DEFAULT_GRACE, DEFAULT_LEASE_TTL, DEFAULT_MAX_SLEEP, DaemonError, DaemonExit, DaemonOptions,
-    DaemonPaths, LOG_FILE, PID_FILE, PidRecord, SOCKET_FILE, notify_daemon, read_pid,
+    DEFAULT_GC_KEEP_PER_LOOP, DEFAULT_GRACE, DEFAULT_LEASE_TTL, DEFAULT_MAX_SLEEP, DaemonError,
+    DaemonExit, DaemonOptions, DaemonPaths, GC_FIRST_DELAY, GC_PERIOD, GcReport, GcSettings,
+    LOG_FILE, PID_FILE, PidRecord, SOCKET_FILE, collect_garbage, notify_daemon, read_pid,
     read_pid_record, remove_pid_if, request_stop, run_daemon,
 };
 pub use crate::dispatch::{TickResult, heartbeat_period};

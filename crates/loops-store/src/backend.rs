@@ -26,6 +26,7 @@ use loops_core::{
 
 use crate::daemon::{HostRun, NextWake};
 use crate::error::Result;
+use crate::gc::{GcBatch, GcCounts, GcCursor, GcPolicy, SpaceUsage};
 use crate::lease::{LeaseAcquire, LeaseHeartbeat, LeaseRelease, LeaseRequest};
 use crate::loops::{DeleteHistory, DeleteOutcome, LoopChange, LoopFilter};
 use crate::runs::{Claim, Fence, Finalized, Recovered, Released, RunFilter, SkipOutcome};
@@ -49,6 +50,7 @@ pub(crate) trait Backend:
     + WorkflowOps
     + WorkflowRunOps
     + StepOps
+    + GcOps
 {
 }
 
@@ -64,6 +66,7 @@ impl<T> Backend for T where
         + WorkflowOps
         + WorkflowRunOps
         + StepOps
+        + GcOps
 {
 }
 
@@ -387,4 +390,19 @@ pub(crate) trait WorkflowRunOps {
         reason: &str,
         now: Timestamp,
     ) -> Result<RecoveredWorkflowRun>;
+}
+
+/// Retention across the run tables: `loop_runs`, `workflow_runs`,
+/// `workflow_step_runs` and `workflow_events`.
+pub(crate) trait GcOps {
+    /// [`Store::plan_gc_batch`](crate::Store::plan_gc_batch).
+    fn plan_gc_batch(&self, policy: &GcPolicy, cursor: &mut GcCursor) -> Result<GcBatch>;
+    /// [`Store::count_gc_batch`](crate::Store::count_gc_batch).
+    fn count_gc_batch(&self, batch: &GcBatch) -> Result<GcCounts>;
+    /// [`Store::apply_gc_batch`](crate::Store::apply_gc_batch).
+    fn apply_gc_batch(&self, batch: &GcBatch) -> Result<GcCounts>;
+    /// [`Store::checkpoint_wal`](crate::Store::checkpoint_wal).
+    fn checkpoint_wal(&self) -> Result<()>;
+    /// [`Store::space_usage`](crate::Store::space_usage).
+    fn space_usage(&self) -> Result<SpaceUsage>;
 }

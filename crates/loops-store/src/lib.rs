@@ -23,6 +23,7 @@ mod backend;
 mod backup;
 mod daemon;
 mod error;
+mod gc;
 mod lease;
 mod loops;
 mod runs;
@@ -64,6 +65,10 @@ pub use crate::workflow_runs::{
 };
 // `workflow_step_runs`
 pub use crate::steps::StepOutcome;
+// Retention across the run tables (`loops gc`).
+pub use crate::gc::{
+    DEFAULT_GC_BATCH, GcBatch, GcCounts, GcCursor, GcLoopTally, GcPolicy, SpaceUsage,
+};
 // The database file and its directory, for `doctor` and the daemon.
 pub use crate::daemon::{DatabaseState, INTEGRITY_MAX_PROBLEMS, Integrity, integrity_budget};
 pub use crate::secure::check_data_dir;

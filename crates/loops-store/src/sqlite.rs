@@ -11,6 +11,7 @@
 
 pub(crate) mod backup;
 mod daemon;
+mod gc;
 mod lease;
 mod loops;
 pub(crate) mod open;

@@ -164,13 +164,6 @@ pub(crate) fn report(backup: &Backup, before: &str) {
 ///
 /// An error means no backup could be taken, and its message names the
 /// cause and [`SKIP_ENV`]: the caller should stop before the change.
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "`gc --apply` calls it; the call lands with the gc command"
-    )
-)]
 pub(crate) fn auto_backup(
     store: &Store,
     now: Timestamp,

@@ -83,6 +83,7 @@ struct Tuning {
     max_sleep: Duration,
     max_parallel: usize,
     grace: Duration,
+    gc: Option<loops_scheduler::GcSettings>,
 }
 
 fn tuning(args: &RunArgs) -> Result<Tuning> {
@@ -102,6 +103,7 @@ fn tuning(args: &RunArgs) -> Result<Tuning> {
         max_sleep,
         max_parallel: usize::try_from(max_parallel).unwrap_or(usize::MAX),
         grace: grace(&args.grace)?,
+        gc: super::gc::daemon_settings(&args.gc)?,
     })
 }
 
@@ -150,6 +152,7 @@ fn run_foreground(args: &RunArgs) -> Result<Outcome> {
         max_sleep: tuning.max_sleep,
         lease_ttl: DEFAULT_LEASE_TTL,
         orphan_grace: ORPHAN_GRACE,
+        gc: tuning.gc,
     };
     match loops_scheduler::run_daemon(&store, &opts) {
         Ok(_) => Ok(Outcome::Success),
@@ -179,6 +182,11 @@ fn start(args: &RunArgs, out: &mut Printer, binary: Binary) -> Result<Outcome> {
     if let Some(ms) = &args.interval_ms {
         child_args.extend(["--interval-ms".into(), ms.clone().into()]);
     }
+    child_args.extend(
+        super::gc::daemon_args(&args.gc)
+            .into_iter()
+            .map(OsString::from),
+    );
     let started =
         control::start_daemon(&store, &paths, &loops_exec::hostname(), &exe, &child_args)?;
     if out.json {
@@ -347,6 +355,8 @@ fn home() -> Result<PathBuf> {
 /// `daemon install [--enable]`.
 fn install(args: &InstallArgs, out: &mut Printer, binary: Binary) -> Result<Outcome> {
     let platform = platform(args.platform.as_deref())?;
+    // Validated here, so a bad value fails now rather than in the service.
+    super::gc::daemon_settings(&args.gc)?;
     let home = home()?;
     let paths = daemon_paths()?;
     let exe = std::env::current_exe().context("locating the loops executable")?;
@@ -357,6 +367,7 @@ fn install(args: &InstallArgs, out: &mut Printer, binary: Binary) -> Result<Outc
             .daemon_run_args()
             .iter()
             .map(|a| (*a).to_owned())
+            .chain(super::gc::daemon_args(&args.gc))
             .collect(),
         path_env: loops_exec::normalize_path(&env),
         data_dir: paths.data_dir.clone(),

@@ -35,6 +35,8 @@ use loops_workflow::preflight_workflow;
 
 use super::control::daemon_status;
 
+mod gc;
+
 /// The provider CLIs whose presence is reported (SPEC §7.5).
 const PROVIDERS: [&str; 6] = [
     "claude",
@@ -182,8 +184,11 @@ pub(crate) fn run_doctor(opts: &DoctorOptions<'_>) -> DoctorReport {
     };
     match &store {
         Some(store) => {
-            checks.push(check_daemon(store, &paths, opts));
+            let (daemon, daemon_pid) = check_daemon(store, &paths, opts);
+            checks.push(daemon);
             checks.extend(check_loops(store, &exec));
+            let home = opts.env.get("HOME").map(Path::new);
+            checks.push(gc::check_retention(store, daemon_pid, home));
         }
         None => checks.push(
             Check::new(
@@ -421,8 +426,19 @@ fn check_provider(bin: &str, exec: &ExecOptions) -> Check {
     }
 }
 
-fn check_daemon(store: &Store, paths: &DaemonPaths, opts: &DoctorOptions<'_>) -> Check {
-    match daemon_status(store, paths, &opts.host, opts.now) {
+/// The `daemon` check, and the running daemon's pid.
+fn check_daemon(
+    store: &Store,
+    paths: &DaemonPaths,
+    opts: &DoctorOptions<'_>,
+) -> (Check, Option<u32>) {
+    let status = daemon_status(store, paths, &opts.host, opts.now);
+    let pid = status
+        .as_ref()
+        .ok()
+        .filter(|s| s.running)
+        .and_then(|s| s.pid);
+    let check = match status {
         Ok(s) if s.running => {
             let check = Check::new(
                 "daemon",
@@ -443,7 +459,8 @@ fn check_daemon(store: &Store, paths: &DaemonPaths, opts: &DoctorOptions<'_>) ->
         Err(e) => {
             Check::new("daemon", CheckStatus::Warn, "daemon state unknown").detail(e.to_string())
         }
-    }
+    };
+    (check, pid)
 }
 
 fn check_loops(store: &Store, exec: &ExecOptions) -> Vec<Check> {

@@ -24,6 +24,26 @@ pub const DEFAULT_MAX_SLEEP: Duration = Duration::from_secs(60);
 /// third of it).
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(60);
 
+/// How many of each loop's newest runs the daemon's gc keeps when
+/// `--gc-keep-per-loop` is not given.
+pub const DEFAULT_GC_KEEP_PER_LOOP: u32 = 20;
+
+/// The daemon's periodic gc (`--gc-max-age`, `--gc-keep-per-loop`): at
+/// most once an hour, finished runs older than `max_age` are deleted,
+/// beyond the newest `keep_per_loop` of each loop (see `daemon/gc.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GcSettings {
+    /// Runs created longer ago than this may go.
+    pub max_age: Duration,
+    /// The newest runs of each loop that always stay (at least one does).
+    pub keep_per_loop: u32,
+    /// Take an automatic backup (at most one an hour, as `gc --apply`
+    /// does) before the daemon's first pass. Only the first: a backup
+    /// before every hourly pass would copy the whole database every hour.
+    /// The first pass is the one a mistaken `--gc-max-age` would hurt.
+    pub backup_first: bool,
+}
+
 /// The files of a data directory the daemon uses (SPEC §7.6).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DaemonPaths {
@@ -96,4 +116,7 @@ pub struct DaemonOptions<'a> {
     pub lease_ttl: Duration,
     /// SIGTERM-to-SIGKILL time for an orphaned process group.
     pub orphan_grace: Duration,
+    /// The periodic gc, or `None` (the default) for none: the original
+    /// keeps every run.
+    pub gc: Option<GcSettings>,
 }

@@ -11,6 +11,7 @@ use loops_core::{DaemonLease, LeaseId, Loop, LoopRun, RunStatus, Timestamp};
 use loops_exec::started_by;
 use loops_store::{LeaseAcquire, LeaseHeartbeat, LeaseRequest, Store, StoreError, new_lease_id};
 
+use super::gc::GcWorker;
 use super::options::DaemonOptions;
 use super::pidfile::{PidFile, read_pid};
 use super::recover::recover_dead_daemons;
@@ -89,14 +90,6 @@ pub fn run_daemon(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonExit,
         }
     };
     let log = opts.log;
-    log(&format!(
-        "started pid={} lease={} host={} max-parallel={} grace={}ms",
-        opts.pid,
-        lease.id,
-        opts.host,
-        opts.max_parallel,
-        opts.grace.as_millis()
-    ));
     let on_run = |run: &LoopRun| {
         // A slot another runner holds is reported as it stands (SPEC §3.2).
         if run.status == RunStatus::Running && run.claimed_by.as_deref() != Some(&runner_id) {
@@ -129,6 +122,20 @@ pub fn run_daemon(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonExit,
                 overlap_in_flight: true,
             },
         );
+        let gc = opts.gc.map(|settings| {
+            let database = opts.paths.database();
+            GcWorker::spawn(scope, database, settings, d.sender(), opts.clock.now())
+        });
+        log(&format!(
+            "started pid={} lease={} host={} max-parallel={} grace={}ms{}",
+            opts.pid,
+            lease.id,
+            opts.host,
+            opts.max_parallel,
+            opts.grace.as_millis(),
+            gc.as_ref()
+                .map_or_else(String::new, |gc| format!(" {}", gc.describe_settings()))
+        ));
         let shared = Arc::new(WakeShared::default());
         let tx = d.sender();
         // A signal wakes the daemon, which then finds the token cancelled.
@@ -161,6 +168,7 @@ pub fn run_daemon(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonExit,
             lease_lost: false,
             database_gone: false,
             zero_sleeps: 0,
+            gc,
         };
         recover_dead_daemons(store, opts, &runner_id);
         let reason = daemon.serve(&mut d);
@@ -240,6 +248,8 @@ struct Daemon<'o, 'a> {
     /// Consecutive turns that found work due at once, a guard against a
     /// plan that could not make progress.
     zero_sleeps: u32,
+    /// The periodic gc, when asked for (`--gc-max-age`).
+    gc: Option<GcWorker>,
 }
 
 impl Daemon<'_, '_> {
@@ -284,6 +294,9 @@ impl Daemon<'_, '_> {
             }
             let turn = self.turn(d);
             self.log_result(d.take_result());
+            if let Some(gc) = &mut self.gc {
+                gc.poll(self.opts.clock.now(), self.opts.log);
+            }
             let failed = match turn {
                 Ok(()) => false,
                 Err(e) => {
@@ -344,7 +357,8 @@ impl Daemon<'_, '_> {
             sleep = sleep.min(UNSOCKETED_MAX_SLEEP);
         }
         let mut failed = failed;
-        let mut at = d.next_overlap();
+        let gc_due = self.gc.as_ref().and_then(GcWorker::next_due);
+        let mut at = [d.next_overlap(), gc_due].into_iter().flatten().min();
         match self
             .store
             .next_wake(now, self.runner_id, &d.excluded_loops())

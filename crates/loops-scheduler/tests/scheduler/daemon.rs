@@ -70,6 +70,7 @@ impl<'a> Harness<'a> {
             max_sleep: Duration::from_secs(60),
             lease_ttl: self.lease_ttl,
             orphan_grace: Duration::from_millis(100),
+            gc: None,
         };
         run_daemon(&store, &opts)
     }

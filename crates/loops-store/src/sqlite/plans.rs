@@ -67,6 +67,38 @@ fn loop_expiry_reads_only_loops_that_expire() {
     assert_uses(EXPIRE_LOOPS, "idx_loops_status_expires");
 }
 
+#[test]
+fn gc_walks_each_group_down_its_index() {
+    use super::gc::*;
+    for sql in [FIRST_LOOP, NEXT_LOOP, LOOP_BOUNDARY, LOOP_CANDIDATES] {
+        assert_uses(sql, "idx_runs_loop");
+    }
+    for sql in [
+        FIRST_WORKFLOW,
+        NEXT_WORKFLOW,
+        WORKFLOW_BOUNDARY,
+        WORKFLOW_CANDIDATES,
+    ] {
+        assert_uses(sql, "idx_workflow_runs_workflow_created");
+    }
+    // A batch is checked again by its ids, not by its statuses.
+    assert_uses(CONFIRM_LOOP_RUNS, "sqlite_autoindex_loop_runs_1 (id=?)");
+    assert_uses(
+        CONFIRM_WORKFLOW_RUNS,
+        "sqlite_autoindex_workflow_runs_1 (id=?)",
+    );
+    // Counting and deleting a batch's rows reads only the ids it names.
+    for sql in [LOOP_RUN_ROWS.all(), WORKFLOW_RUN_ROWS.all()].concat() {
+        let plan = plan(sql);
+        let scans: Vec<_> = plan
+            .lines()
+            .filter(|l| l.contains("SCAN ") && !l.contains("json_each"))
+            .collect();
+        assert!(scans.is_empty(), "{sql}\n{plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "{sql}\n{plan}");
+    }
+}
+
 /// The instant every seeded loop is measured at: each loop's next run is
 /// after it, so nothing is due.
 const NOW: &str = "2026-01-01T00:00:00.000Z";

@@ -11,6 +11,7 @@ mod compat;
 mod daemon;
 mod datadir;
 mod finalize;
+mod gc;
 mod lease;
 mod loops;
 mod opening;

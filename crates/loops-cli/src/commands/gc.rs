@@ -1,0 +1,318 @@
+//! `loops gc [--max-age-days 30] [--keep-per-loop 20] [--dry-run | --apply]`
+//! (issue 14): delete finished runs older than the age, keeping the newest
+//! runs of each loop, with their workflow runs, steps and events.
+//!
+//! New in loops; the flags follow later OpenLoops versions. A dry run is
+//! the default and writes nothing. `--apply` deletes in short batches
+//! (`loops_scheduler::collect_garbage`), so a daemon running alongside
+//! waits a few milliseconds at most for each. The report says how much of
+//! the file is free pages and whether a `VACUUM` would give them back;
+//! gc never runs one, because a `VACUUM` holds the database for as long as
+//! it takes to rewrite the whole file.
+
+use std::time::Duration;
+
+use anyhow::{Result, anyhow, bail};
+use loops_scheduler::{DEFAULT_GC_KEEP_PER_LOOP, GcSettings};
+use loops_store::{GcLoopTally, GcPolicy};
+use serde::Serialize;
+
+use super::now;
+use crate::args::GcArgs;
+use crate::daemon_args::GcFlags;
+use crate::exit::Outcome;
+use crate::paths;
+use crate::render::{self, Printer};
+use crate::resolve;
+
+/// Loops named in the report, those with the most runs deleted.
+const TOP_LOOPS: usize = 5;
+const DAY_MS: u64 = 86_400_000;
+
+/// `gc`.
+pub(crate) fn run(args: &GcArgs, out: &mut Printer) -> Result<Outcome> {
+    let days = whole(&args.max_age_days, "--max-age-days", "30")?;
+    let keep = whole(&args.keep_per_loop, "--keep-per-loop", "20")?;
+    let apply = args.apply && !args.dry_run;
+    let store = paths::open_store()?;
+    let policy = GcPolicy::new(u64::from(days) * DAY_MS, keep, now());
+    if apply {
+        // Deleting cannot be undone: a backup first, at most one an hour;
+        // when none can be taken, nothing is deleted.
+        crate::commands::backup::auto_backup(&store, now(), "before loops gc --apply")?;
+    }
+    let report = loops_scheduler::collect_garbage(&store, &policy, apply, &|| false)?;
+    let file_bytes = store
+        .path()
+        .and_then(|p| std::fs::metadata(p).ok())
+        .map_or(0, |m| m.len());
+    let summary = Summary {
+        applied: apply,
+        max_age_days: days,
+        keep_per_loop: keep,
+        older_than: policy.older_than.to_string(),
+        loop_runs: report.counts.loop_runs,
+        workflow_runs: report.counts.workflow_runs,
+        step_runs: report.counts.step_runs,
+        events: report.counts.events,
+        batches: report.batches,
+        longest_batch_ms: u64::try_from(report.longest_batch.as_millis()).unwrap_or(u64::MAX),
+        lock_held_ms: u64::try_from(report.write_time.as_millis()).unwrap_or(u64::MAX),
+        top_loops: report
+            .per_loop
+            .iter()
+            .take(TOP_LOOPS)
+            .map(TopLoop::from)
+            .collect(),
+        space: Space {
+            file_bytes,
+            page_size: report.after.page_size,
+            page_count: report.after.page_count,
+            free_bytes_before: report.before.free_bytes(),
+            free_bytes_after: report.after.free_bytes(),
+            vacuum_would_help: report.after.vacuum_would_help(),
+        },
+    };
+    if out.json {
+        out.json(&serde_json::to_value(&summary)?)?;
+    } else {
+        for line in human(&summary, store.path()) {
+            out.line(&line)?;
+        }
+    }
+    if !apply && report.counts.total() > 0 {
+        render::note(
+            "hint",
+            "nothing was deleted; run `loops gc --apply` to delete these runs",
+        );
+    }
+    Ok(Outcome::Success)
+}
+
+/// The daemon's gc from `--gc-max-age` and `--gc-keep-per-loop`: `None`
+/// without `--gc-max-age`.
+pub(crate) fn daemon_settings(flags: &GcFlags) -> Result<Option<GcSettings>> {
+    let Some(age) = &flags.gc_max_age else {
+        return Ok(None);
+    };
+    let ms = resolve::duration(age, "--gc-max-age")?;
+    if ms == 0 {
+        bail!("--gc-max-age must be greater than zero (such as 30d)");
+    }
+    let keep = match &flags.gc_keep_per_loop {
+        Some(n) => whole(n, "--gc-keep-per-loop", "20")?,
+        None => DEFAULT_GC_KEEP_PER_LOOP,
+    };
+    Ok(Some(GcSettings {
+        max_age: Duration::from_millis(ms),
+        keep_per_loop: keep,
+        backup_first: crate::commands::backup::automatic_at(now()).is_some(),
+    }))
+}
+
+/// The gc flags as given, for the `daemon run` that `daemon start` spawns
+/// and the one a service file runs.
+pub(crate) fn daemon_args(flags: &GcFlags) -> Vec<String> {
+    let mut args = Vec::new();
+    if let Some(age) = &flags.gc_max_age {
+        args.extend(["--gc-max-age".to_owned(), age.clone()]);
+    }
+    if let Some(keep) = &flags.gc_keep_per_loop {
+        args.extend(["--gc-keep-per-loop".to_owned(), keep.clone()]);
+    }
+    args
+}
+
+/// A whole number, 0 or more.
+fn whole(value: &str, flag: &str, example: &str) -> Result<u32> {
+    value.trim().parse::<u32>().map_err(|_| {
+        anyhow!(
+            "{flag} must be a whole number, 0 or more (such as {example}), not {:?}",
+            value
+        )
+    })
+}
+
+/// What `gc --json` prints.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Summary {
+    /// False for a dry run: the counts are what would be deleted.
+    applied: bool,
+    max_age_days: u32,
+    keep_per_loop: u32,
+    /// Runs created before this instant were candidates.
+    older_than: String,
+    loop_runs: u64,
+    workflow_runs: u64,
+    step_runs: u64,
+    events: u64,
+    /// Batches that deleted (or would delete) something.
+    batches: u64,
+    /// The longest one batch held the write lock (0 in a dry run).
+    longest_batch_ms: u64,
+    /// All batches together.
+    lock_held_ms: u64,
+    /// The loops with the most runs deleted, most first.
+    top_loops: Vec<TopLoop>,
+    space: Space,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TopLoop {
+    loop_id: String,
+    loop_name: String,
+    runs: u64,
+}
+
+impl From<&GcLoopTally> for TopLoop {
+    fn from(t: &GcLoopTally) -> TopLoop {
+        TopLoop {
+            loop_id: t.loop_id.clone(),
+            loop_name: t.loop_name.clone(),
+            runs: t.runs,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Space {
+    /// The database file's size (its WAL aside).
+    file_bytes: u64,
+    page_size: u64,
+    page_count: u64,
+    /// Bytes of free pages before and after the pass (page size × free
+    /// pages).
+    free_bytes_before: u64,
+    free_bytes_after: u64,
+    /// More than a fifth of the pages are free.
+    vacuum_would_help: bool,
+}
+
+/// The human report.
+fn human(s: &Summary, db: Option<&std::path::Path>) -> Vec<String> {
+    let counts = format!(
+        "{} loop run(s), {} workflow run(s), {} step run(s), {} event(s)",
+        s.loop_runs, s.workflow_runs, s.step_runs, s.events
+    );
+    let mut lines = vec![if s.applied {
+        format!(
+            "deleted {counts} in {} batch(es); the longest held the write lock {} ms",
+            s.batches, s.longest_batch_ms
+        )
+    } else {
+        format!("dry run: would delete {counts}")
+    }];
+    let kept = match s.keep_per_loop {
+        0 | 1 => "the newest run".to_owned(),
+        n => format!("the newest {n} runs"),
+    };
+    lines.push(format!(
+        "policy: finished runs created before {} ({} days ago), keeping {kept} of each loop",
+        s.older_than, s.max_age_days
+    ));
+    if !s.top_loops.is_empty() {
+        let top: Vec<String> = s
+            .top_loops
+            .iter()
+            .map(|t| {
+                format!(
+                    "{} ({})",
+                    render::escape_controls(&t.loop_name, &[]),
+                    t.runs
+                )
+            })
+            .collect();
+        lines.push(format!("most from: {}", top.join(", ")));
+    }
+    let sp = &s.space;
+    let share = |free: u64| {
+        (free * 100)
+            .checked_div(sp.page_size * sp.page_count)
+            .unwrap_or(0)
+    };
+    lines.push(if s.applied {
+        format!(
+            "space: {} file; free pages {} before, {} after ({}% of the database)",
+            size(sp.file_bytes),
+            size(sp.free_bytes_before),
+            size(sp.free_bytes_after),
+            share(sp.free_bytes_after)
+        )
+    } else {
+        format!(
+            "space: {} file; free pages {} ({}% of the database)",
+            size(sp.file_bytes),
+            size(sp.free_bytes_after),
+            share(sp.free_bytes_after)
+        )
+    });
+    let shown = db.map_or_else(|| "loops.db".to_owned(), |p| p.display().to_string());
+    lines.push(if sp.vacuum_would_help {
+        format!(
+            "vacuum: would give about {} back to the file system; stop the daemon \
+             (loops daemon stop), then run: sqlite3 {} VACUUM",
+            size(sp.free_bytes_after),
+            render::escape_controls(&shell_word(&shown), &[])
+        )
+    } else {
+        "vacuum: not needed; new runs reuse the free pages".to_owned()
+    });
+    lines
+}
+
+/// `word` as one shell word: as it is when it holds only safe characters,
+/// else in single quotes.
+fn shell_word(word: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+:@%".contains(c);
+    if !word.is_empty() && word.chars().all(safe) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// Bytes in KiB or MiB, one decimal.
+fn size(bytes: u64) -> String {
+    const KIB: u64 = 1024;
+    if bytes < KIB * KIB {
+        format!("{:.1} KiB", bytes as f64 / KIB as f64)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / (KIB * KIB) as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_whole_numbers_with_a_message_naming_the_flag() {
+        assert_eq!(whole(" 30 ", "--max-age-days", "30").unwrap(), 30);
+        assert_eq!(whole("0", "--keep-per-loop", "20").unwrap(), 0);
+        for bad in ["-1", "1.5", "30d", ""] {
+            let e = whole(bad, "--max-age-days", "30").unwrap_err().to_string();
+            assert!(
+                e.starts_with("--max-age-days must be a whole number"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn paths_are_quoted_for_the_shell_when_needed() {
+        assert_eq!(shell_word("/home/a/loops.db"), "/home/a/loops.db");
+        assert_eq!(
+            shell_word("/tmp/my dir/it's.db"),
+            "'/tmp/my dir/it'\\''s.db'"
+        );
+    }
+
+    #[test]
+    fn sizes_read_in_kib_or_mib() {
+        assert_eq!(size(512), "0.5 KiB");
+        assert_eq!(size(3 * 1024 * 1024 / 2), "1.5 MiB");
+    }
+}

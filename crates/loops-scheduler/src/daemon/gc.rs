@@ -1,0 +1,383 @@
+//! Retention (issue 14): one gc pass over the history, batch by batch
+//! ([`collect_garbage`], which `loops gc` runs too), and the daemon's
+//! periodic pass (`--gc-max-age`, `--gc-keep-per-loop`).
+//!
+//! A pass plans each batch without the write lock, deletes it in one short
+//! write transaction, and then pauses, so writers waiting for the lock (the
+//! daemon's claims and finalizes, a CLI command) get it between two
+//! batches instead of racing the next one. SQLite's busy handler retries
+//! a waiting writer after 1, 2, 5 and 10 ms, so a pause of at least 10 ms
+//! lets it in; the pause is also twice the batch, so gc holds the lock a
+//! third of the time at most, and leaves the disk to the others too.
+//!
+//! Deleting a run costs one page write in the table and in each of its six
+//! indexes, and old runs lie scattered over the file, so a batch's time
+//! depends on the disk and the cache more than on its size. The pass sizes
+//! its batches by time instead: it starts small and aims each batch at
+//! `TARGET_HOLD` of write lock, within the policy's batch size.
+//!
+//! The daemon runs its passes on a thread of their own, with its own
+//! [`Store`], so the dispatch thread never waits for one. The serve loop
+//! decides when a pass is due by its injected clock, first
+//! [`GC_FIRST_DELAY`] after start, then every [`GC_PERIOD`] from the start
+//! of the previous pass, and logs one line per pass when the thread
+//! reports back.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
+use std::thread::Scope;
+use std::time::{Duration, Instant};
+
+use loops_core::Timestamp;
+use loops_store::{
+    AutoBackup, GcCounts, GcCursor, GcLoopTally, GcPolicy, SpaceUsage, Store, StoreError,
+};
+
+use super::options::GcSettings;
+use crate::dispatch::Report;
+
+/// How long after the daemon starts its first gc pass runs.
+pub const GC_FIRST_DELAY: Duration = Duration::from_secs(5);
+/// How often the daemon runs a gc pass: at most once an hour.
+pub const GC_PERIOD: Duration = Duration::from_secs(3600);
+/// The shortest pause between two deleted batches.
+const MIN_PAUSE: Duration = Duration::from_millis(10);
+/// How long one batch aims to hold the write lock.
+const TARGET_HOLD: Duration = Duration::from_millis(4);
+/// The runs of a pass's first batch: few, because it also reads the
+/// indexes' upper pages into a cold cache (64 runs took 83 ms there, the
+/// batches after them 1 to 5 ms).
+const FIRST_BATCH: u32 = 16;
+/// The fewest runs of any batch.
+const MIN_BATCH: u32 = 8;
+
+/// What one gc pass did (or, in a dry run, would do).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcReport {
+    /// The rows deleted, or that a dry run would delete.
+    pub counts: GcCounts,
+    /// The loop runs deleted per loop, most first.
+    pub per_loop: Vec<GcLoopTally>,
+    /// Batches that deleted (or would delete) something.
+    pub batches: u64,
+    /// The longest write transaction of one batch, from `BEGIN` to the
+    /// end of `COMMIT` (zero in a dry run): the longest a writer running
+    /// alongside waited for the lock because of the pass.
+    pub longest_batch: Duration,
+    /// All the batches' write transactions together.
+    pub write_time: Duration,
+    /// The database's pages before the pass.
+    pub before: SpaceUsage,
+    /// The database's pages after it.
+    pub after: SpaceUsage,
+    /// False when `stop` ended the pass early; what was deleted stays
+    /// deleted, and the next pass goes on from the start.
+    pub finished: bool,
+}
+
+/// Runs one gc pass with `policy`: deletes the runs that may go when
+/// `apply`, or only counts them (a dry run). `stop` is asked before each
+/// batch; when it says so the pass ends there, every batch so far being
+/// complete on its own. See the `gc` module of `loops_store` for what may
+/// go.
+pub fn collect_garbage(
+    store: &Store,
+    policy: &GcPolicy,
+    apply: bool,
+    stop: &dyn Fn() -> bool,
+) -> Result<GcReport, StoreError> {
+    let mut report = GcReport {
+        before: store.space_usage()?,
+        ..GcReport::default()
+    };
+    let mut cursor = GcCursor::default();
+    // A dry run takes no lock: its batches are as large as the policy's.
+    let mut sized = *policy;
+    if apply {
+        sized.batch_size = FIRST_BATCH.min(policy.batch_size).max(1);
+    }
+    while !cursor.is_done() {
+        if stop() {
+            report.after = store.space_usage()?;
+            return Ok(report);
+        }
+        let batch = store.plan_gc_batch(&sized, &mut cursor)?;
+        if batch.is_empty() {
+            continue;
+        }
+        let counts = if apply {
+            let started = Instant::now();
+            let counts = store.apply_gc_batch(&batch)?;
+            let held = started.elapsed();
+            store.checkpoint_wal()?;
+            report.longest_batch = report.longest_batch.max(held);
+            report.write_time += held;
+            sized.batch_size = next_size(sized.batch_size, held, policy.batch_size);
+            std::thread::sleep((held * 2).max(MIN_PAUSE));
+            counts
+        } else {
+            store.count_gc_batch(&batch)?
+        };
+        if counts.total() == 0 {
+            continue;
+        }
+        report.batches += 1;
+        report.counts.add(counts);
+        merge_tallies(&mut report.per_loop, batch.per_loop);
+    }
+    report.per_loop.sort_by_key(|t| std::cmp::Reverse(t.runs));
+    report.after = store.space_usage()?;
+    report.finished = true;
+    Ok(report)
+}
+
+/// The size of the batch after one of `size` runs that held the lock for
+/// `held`: scaled towards `TARGET_HOLD`, at most doubled or halved at
+/// once, and within `MIN_BATCH` and `max`.
+fn next_size(size: u32, held: Duration, max: u32) -> u32 {
+    let held = held.as_micros().max(1);
+    let aimed = u128::from(size) * TARGET_HOLD.as_micros() / held;
+    let aimed = u32::try_from(aimed).unwrap_or(u32::MAX);
+    aimed
+        .clamp(size / 2, size.saturating_mul(2))
+        .clamp(MIN_BATCH.min(max), max.max(1))
+}
+
+/// Adds a batch's tallies; a loop's runs come in order, so a loop that
+/// spans two batches is the last tally of the first.
+fn merge_tallies(all: &mut Vec<GcLoopTally>, batch: Vec<GcLoopTally>) {
+    for tally in batch {
+        match all.last_mut() {
+            Some(last) if last.loop_id == tally.loop_id => last.runs += tally.runs,
+            _ => all.push(tally),
+        }
+    }
+}
+
+/// The daemon's gc thread, as the serve loop sees it.
+pub(super) struct GcWorker {
+    settings: GcSettings,
+    /// Asks the thread for a pass at the given instant; dropped to end it.
+    jobs: Option<Sender<Timestamp>>,
+    done: Receiver<Result<GcReport, StoreError>>,
+    /// Ends a pass between two batches when the daemon stops.
+    stop: Arc<AtomicBool>,
+    /// When the next pass is due.
+    next_at: Timestamp,
+    /// A pass is running.
+    busy: bool,
+}
+
+impl GcWorker {
+    /// Starts the gc thread in `scope`; its first pass is due
+    /// [`GC_FIRST_DELAY`] after `now`. When a pass ends the thread sends
+    /// `wake`, so the serve loop logs it at once.
+    pub(super) fn spawn<'scope>(
+        scope: &'scope Scope<'scope, '_>,
+        database: PathBuf,
+        settings: GcSettings,
+        wake: Sender<Report>,
+        now: Timestamp,
+    ) -> GcWorker {
+        let (jobs, inbox) = channel::<Timestamp>();
+        let (outbox, done) = channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        scope.spawn(move || {
+            let mut store = None;
+            for at in inbox {
+                let result = pass(&mut store, &database, settings, at, &stopped);
+                if outbox.send(result).is_err() || wake.send(Report::Wake).is_err() {
+                    return;
+                }
+            }
+        });
+        GcWorker {
+            settings,
+            jobs: Some(jobs),
+            done,
+            stop,
+            next_at: now.add_ms(millis(GC_FIRST_DELAY)),
+            busy: false,
+        }
+    }
+
+    /// Logs a pass that ended, and starts the next one when it is due.
+    pub(super) fn poll(&mut self, now: Timestamp, log: &dyn Fn(&str)) {
+        match self.done.try_recv() {
+            Ok(Ok(report)) => {
+                self.busy = false;
+                log(&describe(&report));
+            }
+            Ok(Err(e)) => {
+                self.busy = false;
+                log(&format!("error: gc: {e}; trying again in an hour"));
+            }
+            Err(TryRecvError::Empty | TryRecvError::Disconnected) => {}
+        }
+        if self.busy || now < self.next_at {
+            return;
+        }
+        let Some(jobs) = &self.jobs else { return };
+        if jobs.send(now).is_ok() {
+            self.busy = true;
+            self.next_at = now.add_ms(millis(GC_PERIOD));
+        } else {
+            log("error: the gc thread is gone; no more gc passes until the daemon restarts");
+            self.jobs = None;
+        }
+    }
+
+    /// When the next pass is due, while none runs.
+    pub(super) fn next_due(&self) -> Option<Timestamp> {
+        (!self.busy && self.jobs.is_some()).then_some(self.next_at)
+    }
+
+    /// How the daemon's start-up line names its gc.
+    pub(super) fn describe_settings(&self) -> String {
+        format!(
+            "gc-max-age={}ms gc-keep-per-loop={}",
+            self.settings.max_age.as_millis(),
+            self.settings.keep_per_loop
+        )
+    }
+}
+
+impl Drop for GcWorker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // The thread ends when its inbox closes.
+        self.jobs = None;
+    }
+}
+
+/// One pass on the gc thread, opening its store the first time.
+fn pass(
+    store: &mut Option<Store>,
+    database: &std::path::Path,
+    settings: GcSettings,
+    at: Timestamp,
+    stop: &AtomicBool,
+) -> Result<GcReport, StoreError> {
+    let store = match store {
+        Some(store) => store,
+        None => {
+            // The daemon's first pass: a backup first when asked (at most
+            // one an hour); when none can be taken, the pass deletes
+            // nothing and the next one tries again.
+            if settings.backup_first {
+                loops_store::auto_backup(
+                    database,
+                    AutoBackup::at(at),
+                    "before the daemon's first gc pass",
+                )?;
+            }
+            store.insert(Store::open(database, Arc::new(loops_exec::SystemProbe))?)
+        }
+    };
+    let policy = GcPolicy::new(
+        u64::try_from(settings.max_age.as_millis()).unwrap_or(u64::MAX),
+        settings.keep_per_loop,
+        at,
+    );
+    collect_garbage(store, &policy, true, &|| stop.load(Ordering::Relaxed))
+}
+
+/// The log line of a pass.
+fn describe(report: &GcReport) -> String {
+    let c = &report.counts;
+    let mut line = format!(
+        "gc: deleted {} loop run(s), {} workflow run(s), {} step run(s), {} event(s) in {} batch(es), longest {} ms",
+        c.loop_runs,
+        c.workflow_runs,
+        c.step_runs,
+        c.events,
+        report.batches,
+        report.longest_batch.as_millis()
+    );
+    if !report.finished {
+        line.push_str("; stopped early, the daemon is stopping");
+    }
+    let after = &report.after;
+    line.push_str(&format!(
+        "; {} of {} KiB free in the database",
+        after.free_bytes() / 1024,
+        after.total_bytes() / 1024
+    ));
+    if after.vacuum_would_help() {
+        line.push_str(" (a VACUUM, with the daemon stopped, would give it back)");
+    }
+    line
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_grow_and_shrink_towards_the_target_hold() {
+        let ms = Duration::from_millis;
+        assert_eq!(next_size(64, ms(1), 500), 128, "at most doubled");
+        assert_eq!(next_size(64, ms(2), 500), 128);
+        assert_eq!(next_size(300, ms(1), 500), 500, "within the policy's size");
+        assert_eq!(next_size(100, ms(5), 500), 80);
+        assert_eq!(next_size(100, ms(100), 500), 50, "at most halved");
+        assert_eq!(next_size(8, ms(100), 500), 8, "never below the least");
+        assert_eq!(next_size(64, ms(1), 4), 4);
+    }
+
+    #[test]
+    fn tallies_of_one_loop_across_batches_merge() {
+        let tally = |id: &str, runs| GcLoopTally {
+            loop_id: id.to_owned(),
+            loop_name: id.to_owned(),
+            runs,
+        };
+        let mut all = vec![tally("a", 2)];
+        merge_tallies(&mut all, vec![tally("a", 3), tally("b", 1)]);
+        assert_eq!(all, vec![tally("a", 5), tally("b", 1)]);
+    }
+
+    #[test]
+    fn a_pass_is_due_shortly_after_start_then_hourly_from_its_start() {
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let database = dir.path().join("loops.db");
+        drop(Store::open(&database, Arc::new(|_| false)).unwrap());
+        let settings = GcSettings {
+            max_age: Duration::from_secs(86_400),
+            keep_per_loop: 1,
+            backup_first: false,
+        };
+        let logged = std::sync::Mutex::new(Vec::<String>::new());
+        let log = |line: &str| logged.lock().unwrap().push(line.to_owned());
+        let (wake, woken) = channel();
+        std::thread::scope(|scope| {
+            let mut gc = GcWorker::spawn(scope, database, settings, wake, now);
+            let first = now.add_ms(millis(GC_FIRST_DELAY));
+            assert_eq!(gc.next_due(), Some(first));
+            gc.poll(first.add_ms(-1), &log);
+            assert_eq!(gc.next_due(), Some(first), "not due yet");
+            gc.poll(first, &log);
+            assert_eq!(gc.next_due(), None, "a pass runs");
+            assert!(matches!(
+                woken.recv_timeout(Duration::from_secs(30)),
+                Ok(Report::Wake)
+            ));
+            gc.poll(first.add_ms(10), &log);
+            assert_eq!(gc.next_due(), Some(first.add_ms(millis(GC_PERIOD))));
+        });
+        let logged = logged.into_inner().unwrap();
+        assert_eq!(logged.len(), 1, "{logged:?}");
+        assert!(
+            logged[0].starts_with("gc: deleted 0 loop run(s)"),
+            "{logged:?}"
+        );
+    }
+}

@@ -1,0 +1,496 @@
+//! The SQLite side of [`crate::gc`].
+//!
+//! A pass walks `loop_runs` loop by loop on `idx_runs_loop (loop_id,
+//! created_at)`, then `workflow_runs` workflow by workflow on
+//! `idx_workflow_runs_workflow_created`. Within a group it reads the
+//! `keep`-th newest run once (an `OFFSET` of at most `keep` index
+//! entries), then walks the older runs newest first from there, or from
+//! the cutoff when that is older, down the same index. A position is
+//! `(created_at, rowid)`, the index's own order, so no query sorts and
+//! each batch reads only the entries it looks at (the `plans` tests).
+//!
+//! The rules that are not positions (finished, no unfinished workflow
+//! run, no retry pending) are written once, in `loop_run_may_go!` and
+//! `workflow_run_may_go!`, and evaluated twice: when a batch is planned,
+//! and again under the write lock when it is deleted.
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::backend::GcOps;
+use crate::error::{Result, StoreError};
+use crate::gc::{GcBatch, GcCounts, GcCursor, GcLoopTally, GcPhase, GcPolicy, SpaceUsage};
+use crate::sqlite::Sqlite;
+use crate::sqlite::rows::ts;
+
+/// A loop run `r` may go, position aside: it is finished (a status this
+/// version does not know counts as unfinished), no workflow run that has
+/// not finished points to it, and its loop is not waiting to retry its
+/// slot (deleting the row would restart the slot's attempts). The unary
+/// `+` keeps the planner off `idx_runs_status`, which would read every
+/// finished run instead of the few the query names.
+macro_rules! loop_run_may_go {
+    () => {
+        "+r.status IN ('succeeded', 'failed', 'timed_out', 'abandoned', 'skipped')
+         AND NOT EXISTS (SELECT 1 FROM workflow_runs w WHERE w.loop_run_id = r.id
+               AND w.status NOT IN ('succeeded', 'failed', 'timed_out', 'cancelled'))
+         AND NOT EXISTS (SELECT 1 FROM loops l WHERE l.id = r.loop_id
+               AND l.retry_scheduled_for = r.scheduled_for)"
+    };
+}
+
+/// A workflow run `w` is standalone: no loop run, or one that is gone.
+macro_rules! standalone {
+    () => {
+        "(w.loop_run_id IS NULL
+          OR NOT EXISTS (SELECT 1 FROM loop_runs r WHERE r.id = w.loop_run_id))"
+    };
+}
+
+/// A workflow run `w` may go, position aside: finished and standalone
+/// (the `+` as in `loop_run_may_go!`).
+macro_rules! workflow_run_may_go {
+    () => {
+        concat!(
+            "+w.status IN ('succeeded', 'failed', 'timed_out', 'cancelled') AND ",
+            standalone!()
+        )
+    };
+}
+
+/// The workflow runs of the loop runs in the JSON array `?1`.
+macro_rules! of_loop_runs {
+    () => {
+        "(SELECT w.id FROM workflow_runs w WHERE w.loop_run_id IN (SELECT value FROM json_each(?1)))"
+    };
+}
+
+/// The ids in the JSON array `?1`.
+macro_rules! listed {
+    () => {
+        "(SELECT value FROM json_each(?1))"
+    };
+}
+
+pub(super) const FIRST_LOOP: &str = "SELECT loop_id FROM loop_runs ORDER BY loop_id LIMIT 1";
+pub(super) const NEXT_LOOP: &str =
+    "SELECT loop_id FROM loop_runs WHERE loop_id > ?1 ORDER BY loop_id LIMIT 1";
+/// The `?2`-th newest run of loop `?1`, counting from 0.
+pub(super) const LOOP_BOUNDARY: &str = "SELECT created_at, rowid FROM loop_runs WHERE loop_id = ?1
+     ORDER BY created_at DESC, rowid DESC LIMIT 1 OFFSET ?2";
+/// Runs of loop `?1` older than position `(?2, ?3)`, newest first.
+pub(super) const LOOP_CANDIDATES: &str = concat!(
+    "SELECT r.rowid, r.created_at, r.id, r.loop_name, ",
+    loop_run_may_go!(),
+    " FROM loop_runs r
+     WHERE r.loop_id = ?1 AND r.created_at <= ?2 AND (r.created_at < ?2 OR r.rowid < ?3)
+     ORDER BY r.created_at DESC, r.rowid DESC LIMIT ?4"
+);
+
+pub(super) const FIRST_WORKFLOW: &str =
+    "SELECT workflow_id FROM workflow_runs ORDER BY workflow_id LIMIT 1";
+pub(super) const NEXT_WORKFLOW: &str =
+    "SELECT workflow_id FROM workflow_runs WHERE workflow_id > ?1 ORDER BY workflow_id LIMIT 1";
+/// The `?2`-th newest standalone run of workflow `?1`. The index keeps
+/// equal instants in rowid order, so a workflow's walk goes `created_at`
+/// down and rowid up.
+pub(super) const WORKFLOW_BOUNDARY: &str = concat!(
+    "SELECT w.created_at, w.rowid FROM workflow_runs w WHERE w.workflow_id = ?1 AND ",
+    standalone!(),
+    " ORDER BY w.created_at DESC, w.rowid ASC LIMIT 1 OFFSET ?2"
+);
+/// Runs of workflow `?1` after position `(?2, ?3)`, newest first.
+pub(super) const WORKFLOW_CANDIDATES: &str = concat!(
+    "SELECT w.rowid, w.created_at, w.id, w.workflow_name, ",
+    workflow_run_may_go!(),
+    " FROM workflow_runs w
+     WHERE w.workflow_id = ?1 AND w.created_at <= ?2 AND (w.created_at < ?2 OR w.rowid > ?3)
+     ORDER BY w.created_at DESC, w.rowid ASC LIMIT ?4"
+);
+
+/// The loop runs of `?1` that may still go.
+pub(super) const CONFIRM_LOOP_RUNS: &str = concat!(
+    "SELECT r.id FROM loop_runs r WHERE r.id IN ",
+    listed!(),
+    " AND ",
+    loop_run_may_go!()
+);
+/// The standalone workflow runs of `?1` that may still go.
+pub(super) const CONFIRM_WORKFLOW_RUNS: &str = concat!(
+    "SELECT w.id FROM workflow_runs w WHERE w.id IN ",
+    listed!(),
+    " AND ",
+    workflow_run_may_go!()
+);
+
+/// The statements that count, or delete, the rows of a batch: children
+/// first, so no step is ever left without its run.
+pub(super) struct Rows {
+    pub(super) events: [&'static str; 2],
+    pub(super) steps: [&'static str; 2],
+    pub(super) workflow_runs: [&'static str; 2],
+    pub(super) loop_runs: Option<[&'static str; 2]>,
+}
+
+impl Rows {
+    /// Every statement, counts and deletes.
+    #[cfg(test)]
+    pub(super) fn all(&self) -> Vec<&'static str> {
+        let mut all = [self.events, self.steps, self.workflow_runs].concat();
+        all.extend(self.loop_runs.into_iter().flatten());
+        all
+    }
+}
+
+/// A batch of loop runs (`?1`) with their workflow runs.
+pub(super) const LOOP_RUN_ROWS: Rows = Rows {
+    events: [
+        concat!(
+            "SELECT COUNT(*) FROM workflow_events WHERE workflow_run_id IN ",
+            of_loop_runs!()
+        ),
+        concat!(
+            "DELETE FROM workflow_events WHERE workflow_run_id IN ",
+            of_loop_runs!()
+        ),
+    ],
+    steps: [
+        concat!(
+            "SELECT COUNT(*) FROM workflow_step_runs WHERE workflow_run_id IN ",
+            of_loop_runs!()
+        ),
+        concat!(
+            "DELETE FROM workflow_step_runs WHERE workflow_run_id IN ",
+            of_loop_runs!()
+        ),
+    ],
+    workflow_runs: [
+        concat!(
+            "SELECT COUNT(*) FROM workflow_runs WHERE loop_run_id IN ",
+            listed!()
+        ),
+        concat!("DELETE FROM workflow_runs WHERE loop_run_id IN ", listed!()),
+    ],
+    loop_runs: Some([
+        concat!("SELECT COUNT(*) FROM loop_runs WHERE id IN ", listed!()),
+        concat!("DELETE FROM loop_runs WHERE id IN ", listed!()),
+    ]),
+};
+
+/// A batch of standalone workflow runs (`?1`).
+pub(super) const WORKFLOW_RUN_ROWS: Rows = Rows {
+    events: [
+        concat!(
+            "SELECT COUNT(*) FROM workflow_events WHERE workflow_run_id IN ",
+            listed!()
+        ),
+        concat!(
+            "DELETE FROM workflow_events WHERE workflow_run_id IN ",
+            listed!()
+        ),
+    ],
+    steps: [
+        concat!(
+            "SELECT COUNT(*) FROM workflow_step_runs WHERE workflow_run_id IN ",
+            listed!()
+        ),
+        concat!(
+            "DELETE FROM workflow_step_runs WHERE workflow_run_id IN ",
+            listed!()
+        ),
+    ],
+    workflow_runs: [
+        concat!("SELECT COUNT(*) FROM workflow_runs WHERE id IN ", listed!()),
+        concat!("DELETE FROM workflow_runs WHERE id IN ", listed!()),
+    ],
+    loop_runs: None,
+};
+
+/// What one phase walks: its statements and its order.
+struct Walk {
+    first: &'static str,
+    next: &'static str,
+    boundary: &'static str,
+    candidates: &'static str,
+    /// Equal instants are walked in descending rowid order (loop runs) or
+    /// ascending (workflow runs, whose index sorts `created_at` down).
+    rowid_desc: bool,
+}
+
+const LOOP_WALK: Walk = Walk {
+    first: FIRST_LOOP,
+    next: NEXT_LOOP,
+    boundary: LOOP_BOUNDARY,
+    candidates: LOOP_CANDIDATES,
+    rowid_desc: true,
+};
+
+const WORKFLOW_WALK: Walk = Walk {
+    first: FIRST_WORKFLOW,
+    next: NEXT_WORKFLOW,
+    boundary: WORKFLOW_BOUNDARY,
+    candidates: WORKFLOW_CANDIDATES,
+    rowid_desc: false,
+};
+
+/// One run a walk looked at.
+struct Candidate {
+    rowid: i64,
+    created_at: String,
+    id: String,
+    name: String,
+    may_go: bool,
+}
+
+/// How many groups and rows one planned batch looks at, at most, per run
+/// it may delete: a pass over a history with little to delete still ends
+/// each batch soon.
+const LOOK_PER_RUN: u32 = 4;
+
+fn json_ids(ids: &[String]) -> Result<String> {
+    serde_json::to_string(ids).map_err(|e| StoreError::Encode(format!("gc batch ids: {e}")))
+}
+
+impl GcOps for Sqlite {
+    fn plan_gc_batch(&self, policy: &GcPolicy, cursor: &mut GcCursor) -> Result<GcBatch> {
+        let mut batch = GcBatch::default();
+        let size = policy.batch() as usize;
+        let look = policy.batch().saturating_mul(LOOK_PER_RUN);
+        let (mut groups, mut rows) = (0u32, 0u32);
+        loop {
+            let walk = match cursor.phase {
+                GcPhase::LoopRuns => &LOOP_WALK,
+                GcPhase::WorkflowRuns => &WORKFLOW_WALK,
+                GcPhase::Done => return Ok(batch),
+            };
+            let planned = batch.loop_runs.len() + batch.workflow_runs.len();
+            let Some(after) = cursor.after.clone() else {
+                if planned >= size || groups >= look {
+                    return Ok(batch);
+                }
+                match self.next_group(walk, cursor.key.as_deref())? {
+                    Some(key) => {
+                        groups += 1;
+                        cursor.after = self.start_of(walk, policy, &key)?;
+                        cursor.key = Some(key);
+                    }
+                    None => {
+                        cursor.phase = match cursor.phase {
+                            GcPhase::LoopRuns => GcPhase::WorkflowRuns,
+                            _ => GcPhase::Done,
+                        };
+                        cursor.key = None;
+                        // A batch holds one phase's runs.
+                        if !batch.is_empty() {
+                            return Ok(batch);
+                        }
+                    }
+                }
+                continue;
+            };
+            let limit = (size - planned).min(look.saturating_sub(rows) as usize);
+            if limit == 0 {
+                return Ok(batch);
+            }
+            let key = cursor.key.clone().unwrap_or_default();
+            let found = self.candidates(walk, &key, &after, limit)?;
+            rows += u32::try_from(found.len()).unwrap_or(u32::MAX);
+            cursor.after = match found.last() {
+                Some(last) if found.len() == limit => Some((last.created_at.clone(), last.rowid)),
+                _ => None,
+            };
+            for c in found.into_iter().filter(|c| c.may_go) {
+                if cursor.phase == GcPhase::LoopRuns {
+                    match batch.per_loop.last_mut() {
+                        Some(t) if t.loop_id == key => t.runs += 1,
+                        _ => batch.per_loop.push(GcLoopTally {
+                            loop_id: key.clone(),
+                            loop_name: c.name,
+                            runs: 1,
+                        }),
+                    }
+                    batch.loop_runs.push(c.id);
+                } else {
+                    batch.workflow_runs.push(c.id);
+                }
+            }
+        }
+    }
+
+    fn count_gc_batch(&self, batch: &GcBatch) -> Result<GcCounts> {
+        let mut counts = GcCounts::default();
+        let count = |sql: &str, ids: &str| -> Result<u64> {
+            self.conn
+                .prepare_cached(sql)
+                .and_then(|mut s| s.query_row([ids], |r| r.get::<_, i64>(0)))
+                .map(|n| u64::try_from(n).unwrap_or(0))
+                .map_err(StoreError::db("counting what gc would delete"))
+        };
+        for (ids, rows) in [
+            (&batch.loop_runs, &LOOP_RUN_ROWS),
+            (&batch.workflow_runs, &WORKFLOW_RUN_ROWS),
+        ] {
+            if ids.is_empty() {
+                continue;
+            }
+            let ids = json_ids(ids)?;
+            counts.add(GcCounts {
+                loop_runs: rows.loop_runs.map_or(Ok(0), |[c, _]| count(c, &ids))?,
+                workflow_runs: count(rows.workflow_runs[0], &ids)?,
+                step_runs: count(rows.steps[0], &ids)?,
+                events: count(rows.events[0], &ids)?,
+            });
+        }
+        Ok(counts)
+    }
+
+    fn apply_gc_batch(&self, batch: &GcBatch) -> Result<GcCounts> {
+        if batch.is_empty() {
+            return Ok(GcCounts::default());
+        }
+        // The commit leaves the WAL as it is; the caller checkpoints it
+        // after the lock is released (`checkpoint_wal`).
+        self.conn
+            .pragma_update(None, "wal_autocheckpoint", 0)
+            .map_err(StoreError::db("setting the WAL checkpoint"))?;
+        self.write_tx(|conn| {
+            let mut counts = GcCounts::default();
+            for (ids, confirm, rows) in [
+                (&batch.loop_runs, CONFIRM_LOOP_RUNS, &LOOP_RUN_ROWS),
+                (
+                    &batch.workflow_runs,
+                    CONFIRM_WORKFLOW_RUNS,
+                    &WORKFLOW_RUN_ROWS,
+                ),
+            ] {
+                if ids.is_empty() {
+                    continue;
+                }
+                let still = confirmed(conn, confirm, &json_ids(ids)?)?;
+                if still.is_empty() {
+                    continue;
+                }
+                let ids = json_ids(&still)?;
+                let delete = |sql: &str| -> Result<u64> {
+                    conn.prepare_cached(sql)
+                        .and_then(|mut s| s.execute([&ids]))
+                        .map(|n| n as u64)
+                        .map_err(StoreError::db("deleting old runs"))
+                };
+                counts.add(GcCounts {
+                    events: delete(rows.events[1])?,
+                    step_runs: delete(rows.steps[1])?,
+                    workflow_runs: delete(rows.workflow_runs[1])?,
+                    loop_runs: rows.loop_runs.map_or(Ok(0), |[_, d]| delete(d))?,
+                });
+            }
+            Ok(counts)
+        })
+    }
+
+    fn checkpoint_wal(&self) -> Result<()> {
+        self.conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+            .map_err(StoreError::db("checkpointing the WAL"))
+    }
+
+    fn space_usage(&self) -> Result<SpaceUsage> {
+        let pragma = |name: &str| -> Result<u64> {
+            self.conn
+                .pragma_query_value(None, name, |r| r.get::<_, i64>(0))
+                .map(|n| u64::try_from(n).unwrap_or(0))
+                .map_err(StoreError::db("reading the database's page counts"))
+        };
+        Ok(SpaceUsage {
+            page_size: pragma("page_size")?,
+            page_count: pragma("page_count")?,
+            freelist_count: pragma("freelist_count")?,
+        })
+    }
+}
+
+/// The ids `confirm` returns for the JSON array `ids`.
+fn confirmed(conn: &Connection, confirm: &str, ids: &str) -> Result<Vec<String>> {
+    let context = "checking old runs again before deleting them";
+    let mut stmt = conn
+        .prepare_cached(confirm)
+        .map_err(StoreError::db(context))?;
+    let rows = stmt
+        .query_map([ids], |r| r.get::<_, String>(0))
+        .map_err(StoreError::db(context))?;
+    rows.collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(StoreError::db(context))
+}
+
+impl Sqlite {
+    /// The first group after `key` (the first of all when `None`).
+    fn next_group(&self, walk: &Walk, key: Option<&str>) -> Result<Option<String>> {
+        let context = "finding the next loop or workflow to collect";
+        let mut stmt = self
+            .conn
+            .prepare_cached(if key.is_some() { walk.next } else { walk.first })
+            .map_err(StoreError::db(context))?;
+        let found = match key {
+            Some(key) => stmt.query_row([key], |r| r.get(0)),
+            None => stmt.query_row([], |r| r.get(0)),
+        };
+        found.optional().map_err(StoreError::db(context))
+    }
+
+    /// Where the walk of group `key` starts: at its `keep`-th newest run,
+    /// or at the cutoff when that is older; `None` when the group has no
+    /// more than `keep` runs.
+    fn start_of(&self, walk: &Walk, policy: &GcPolicy, key: &str) -> Result<Option<(String, i64)>> {
+        let boundary: Option<(String, i64)> = self
+            .conn
+            .prepare_cached(walk.boundary)
+            .and_then(|mut s| {
+                s.query_row(params![key, policy.kept() - 1], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
+                .optional()
+            })
+            .map_err(StoreError::db("finding the newest runs to keep"))?;
+        let Some((created, rowid)) = boundary else {
+            return Ok(None);
+        };
+        let cutoff = ts(policy.older_than);
+        // Every run created at the cutoff or later stays: a position at the
+        // cutoff with a rowid past every row starts the walk below it.
+        Ok(Some(if cutoff <= created {
+            let past = if walk.rowid_desc { i64::MIN } else { i64::MAX };
+            (cutoff, past)
+        } else {
+            (created, rowid)
+        }))
+    }
+
+    /// Up to `limit` runs of group `key` after position `after`, newest
+    /// first.
+    fn candidates(
+        &self,
+        walk: &Walk,
+        key: &str,
+        after: &(String, i64),
+        limit: usize,
+    ) -> Result<Vec<Candidate>> {
+        let context = "reading old runs";
+        let mut stmt = self
+            .conn
+            .prepare_cached(walk.candidates)
+            .map_err(StoreError::db(context))?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = stmt
+            .query_map(params![key, after.0, after.1, limit], |r| {
+                Ok(Candidate {
+                    rowid: r.get(0)?,
+                    created_at: r.get(1)?,
+                    id: r.get(2)?,
+                    name: r.get(3)?,
+                    may_go: r.get(4)?,
+                })
+            })
+            .map_err(StoreError::db(context))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(StoreError::db(context))
+    }
+}
