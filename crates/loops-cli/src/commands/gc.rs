@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow, bail};
 use loops_scheduler::{DEFAULT_GC_KEEP_PER_LOOP, GcSettings};
-use loops_store::{GcLoopTally, GcPolicy};
+use loops_store::{GcCounts, GcLoopTally, GcPolicy};
 use serde::Serialize;
 
 use super::now;
@@ -24,6 +24,48 @@ use crate::exit::Outcome;
 use crate::paths;
 use crate::render::{self, Printer};
 use crate::resolve;
+
+/// A long pass's live view on stderr: the rows so far, rewritten in place
+/// at most every [`Live::EVERY`]; only on a terminal, so a script's stderr
+/// gets the report alone.
+struct Live {
+    on: bool,
+    verb: &'static str,
+    shown: std::cell::Cell<Option<std::time::Instant>>,
+}
+
+impl Live {
+    const EVERY: Duration = Duration::from_millis(250);
+
+    fn new(apply: bool) -> Live {
+        use std::io::IsTerminal;
+        Live {
+            on: std::io::stderr().is_terminal(),
+            verb: if apply { "deleted" } else { "counted" },
+            shown: std::cell::Cell::new(None),
+        }
+    }
+
+    fn show(&self, so_far: &GcCounts) {
+        let due = self
+            .shown
+            .get()
+            .is_none_or(|at| at.elapsed() >= Live::EVERY);
+        if self.on && due {
+            self.shown.set(Some(std::time::Instant::now()));
+            eprint!(
+                "\r\x1b[Kgc: {} {} loop run(s) and {} workflow run(s) so far…",
+                self.verb, so_far.loop_runs, so_far.workflow_runs
+            );
+        }
+    }
+
+    fn clear(&self) {
+        if self.on && self.shown.get().is_some() {
+            eprint!("\r\x1b[K");
+        }
+    }
+}
 
 /// Loops named in the report, those with the most runs deleted.
 const TOP_LOOPS: usize = 5;
@@ -41,7 +83,11 @@ pub(crate) fn run(args: &GcArgs, out: &mut Printer) -> Result<Outcome> {
         // when none can be taken, nothing is deleted.
         crate::commands::backup::auto_backup(&store, now(), "before loops gc --apply")?;
     }
-    let report = loops_scheduler::collect_garbage(&store, &policy, apply, &|| false)?;
+    let live = Live::new(apply);
+    let report =
+        loops_scheduler::collect_garbage(&store, &policy, apply, &|| false, &|c| live.show(c));
+    live.clear();
+    let report = report?;
     let file_bytes = store
         .path()
         .and_then(|p| std::fs::metadata(p).ok())

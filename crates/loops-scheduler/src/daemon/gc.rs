@@ -80,13 +80,15 @@ pub struct GcReport {
 /// Runs one gc pass with `policy`: deletes the runs that may go when
 /// `apply`, or only counts them (a dry run). `stop` is asked before each
 /// batch; when it says so the pass ends there, every batch so far being
-/// complete on its own. See the `gc` module of `loops_store` for what may
-/// go.
+/// complete on its own. `progress` gets the counts so far after each
+/// batch, for a long pass's live view. See the `gc` module of
+/// `loops_store` for what may go.
 pub fn collect_garbage(
     store: &Store,
     policy: &GcPolicy,
     apply: bool,
     stop: &dyn Fn() -> bool,
+    progress: &dyn Fn(&GcCounts),
 ) -> Result<GcReport, StoreError> {
     let mut report = GcReport {
         before: store.space_usage()?,
@@ -125,6 +127,7 @@ pub fn collect_garbage(
         }
         report.batches += 1;
         report.counts.add(counts);
+        progress(&report.counts);
         merge_tallies(&mut report.per_loop, batch.per_loop);
     }
     report.per_loop.sort_by_key(|t| std::cmp::Reverse(t.runs));
@@ -282,7 +285,13 @@ fn pass(
         settings.keep_per_loop,
         at,
     );
-    collect_garbage(store, &policy, true, &|| stop.load(Ordering::Relaxed))
+    collect_garbage(
+        store,
+        &policy,
+        true,
+        &|| stop.load(Ordering::Relaxed),
+        &|_| {},
+    )
 }
 
 /// The log line of a pass.
@@ -342,6 +351,54 @@ mod tests {
         let mut all = vec![tally("a", 2)];
         merge_tallies(&mut all, vec![tally("a", 3), tally("b", 1)]);
         assert_eq!(all, vec![tally("a", 5), tally("b", 1)]);
+    }
+
+    /// A pass reports its counts after every batch, growing to the
+    /// report's: `loops gc`'s live view shows them.
+    #[test]
+    fn a_pass_reports_its_progress_batch_by_batch() {
+        use loops_core::{
+            CommandTarget, ExecutorResult, ExecutorStatus, NewLoop, Schedule, Target,
+        };
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let store = Store::open_in_memory(Arc::new(|_| false)).unwrap();
+        let new = NewLoop::new(
+            "old",
+            Schedule::Interval {
+                every_ms: 60_000,
+                anchor: None,
+            },
+            Target::Command(CommandTarget::new("true")),
+        );
+        let lp = store.create_loop(&new, t0).unwrap();
+        for i in 0..40 {
+            let slot = t0.add_ms(60_000 * i);
+            let loops_store::Claim::Claimed { run, .. } =
+                store.claim_run(&lp, slot, "me", slot).unwrap()
+            else {
+                panic!("not claimed");
+            };
+            let done = ExecutorResult::failed(String::new(), slot, slot.add_ms(5));
+            let done = ExecutorResult {
+                status: ExecutorStatus::Succeeded,
+                error: None,
+                ..done
+            };
+            store
+                .finalize_run(&run.id, &done, None, slot.add_ms(5))
+                .unwrap();
+        }
+        let policy = GcPolicy::new(86_400_000, 1, t0.add_ms(10 * 86_400_000));
+        let seen = std::sync::Mutex::new(Vec::new());
+        let report = collect_garbage(&store, &policy, true, &|| false, &|c| {
+            seen.lock().unwrap().push(c.loop_runs);
+        })
+        .unwrap();
+        let seen = seen.into_inner().unwrap();
+        assert_eq!(report.counts.loop_runs, 39, "all but the newest");
+        assert!(seen.len() > 1, "one report per batch: {seen:?}");
+        assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+        assert_eq!(seen.last(), Some(&39));
     }
 
     #[test]
