@@ -321,6 +321,22 @@ fn integrity(db: &Path) -> String {
         .unwrap_or_else(|e| e.to_string())
 }
 
+/// `loops create` of a loop named `wide` with a large description: one
+/// write of many pages.
+fn wide_create(description: &str) -> [&str; 9] {
+    [
+        "create",
+        "command",
+        "wide",
+        "--cmd",
+        "true",
+        "--every",
+        "1m",
+        "-d",
+        description,
+    ]
+}
+
 /// The commands run against a faulty store: reads first, then writes.
 const READS: &[&[&str]] = &[
     &["list"],
@@ -507,17 +523,7 @@ fn a_full_disk_fails_clearly_and_recovers() {
     }
     // Below the kernel's 128 KiB limit on one argument (MAX_ARG_STRLEN).
     let description = "d".repeat(120_000);
-    let wide = [
-        "create",
-        "command",
-        "wide",
-        "--cmd",
-        "true",
-        "--every",
-        "1m",
-        "-d",
-        &description,
-    ];
+    let wide = wide_create(&description);
     let ended = run(&env, &mut f, &wide, None);
     created(&ended, &wide);
     assert_eq!(
@@ -608,22 +614,7 @@ fn a_file_size_limit_is_an_error_not_a_signal() {
                 .get_envs()
                 .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
         );
-    let ended = run(
-        &env,
-        &mut f,
-        &[
-            "create",
-            "command",
-            "wide",
-            "--cmd",
-            "true",
-            "--every",
-            "1m",
-            "-d",
-            &description,
-        ],
-        Some(cmd),
-    );
+    let ended = run(&env, &mut f, &wide_create(&description), Some(cmd));
     assert_eq!(loop_rows(&db), rows, "a failed create wrote a row");
     assert_eq!(integrity(&db), "ok", "the database is damaged");
     check_recovered(&env, &seeded, "fsize");
