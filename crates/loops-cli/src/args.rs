@@ -428,7 +428,8 @@ pub(crate) struct GcArgs {
     pub(crate) dry_run: bool,
 
     /// Delete, in short batches that a daemon running alongside hardly
-    /// notices.
+    /// notices, after an automatic backup into $LOOPS_DATA_DIR/backups (at
+    /// most one an hour; LOOPS_SKIP_BACKUP=1 skips it).
     #[arg(long)]
     pub(crate) apply: bool,
 }
