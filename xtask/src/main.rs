@@ -19,6 +19,7 @@ mod bench;
 mod bench_daemon;
 mod bench_scale;
 mod demo;
+mod postgres;
 mod reliability;
 mod tidy;
 
@@ -29,6 +30,7 @@ fn main() -> ExitCode {
         "ci" => ci(),
         "bench" => bench::bench(&args[1..]),
         "demo" => demo::demo(&args[1..]),
+        "postgres" => postgres::with_cluster(&args[1..]),
         "reliability" => reliability::reliability(&args[1..]),
         "tidy" => tidy::check(&root()).map_err(|problems| {
             for p in &problems {
@@ -40,11 +42,12 @@ fn main() -> ExitCode {
             println!(
                 "usage: cargo xtask <task>\n\n\
                  tasks:\n  \
-                 ci      fmt --check, clippy -D warnings, tidy, tests (doctests too), rustdoc -D warnings, build\n  \
+                 ci      fmt --check, clippy -D warnings, tidy, tests (doctests too; a throwaway PostgreSQL on a Unix socket), rustdoc -D warnings, build\n  \
                  demo    build loops, create sample loops in a fresh data dir, run the daemon (Ctrl-C stops it; --for N stops after N s)\n  \
                  bench   end-to-end CLI figures; --cli only create/list/tick, --workflows only the workflow runs,\n          \
                  --daemon only the daemon, --bin PATH measures PATH instead of building, --criterion adds Criterion;\n          \
                  --scale compares 1,000 loops / 10,000 runs with 100,000 / 1,000,000 (`bench --scale --help`)\n  \
+                 postgres CMD...  run CMD with a throwaway PostgreSQL, its URL in LOOPS_TEST_DATABASE_URL\n  \
                  reliability  the reliability suite's long variants (crash loop, races, floods, fuzzing, ...);\n               \
                  --short runs the CI variants; other arguments filter tests\n  \
                  tidy    check module docs, the 650-line cap, no mod.rs, no trailing whitespace, no\n          \
@@ -109,9 +112,18 @@ fn ci() -> Result<(), String> {
 
     tidy::check(&root()).map_err(|problems| problems.join("\n"))?;
 
+    // A throwaway PostgreSQL for the tests that need one (issue 15); it
+    // stops when `cluster` drops. Without one they skip, saying so.
+    let cluster = postgres::Cluster::start()
+        .inspect_err(|e| eprintln!("postgres: none for the tests: {e}"))
+        .ok();
     let mut test = cargo();
     test.args(["test", "--workspace", "--locked"]);
+    if let Some(cluster) = &cluster {
+        test.env(postgres::URL_ENV, &cluster.url);
+    }
     run("cargo test --workspace (doctests included)", test)?;
+    drop(cluster);
 
     let mut doc = cargo();
     doc.args(["doc", "--workspace", "--no-deps", "--locked"])
