@@ -354,6 +354,15 @@ fn doctor_names_the_newest_backup_of_a_damaged_database() {
         assert!(message.contains(&part), "{part:?} not in {message}");
     }
 
+    // Any command that reads the damage gives the same advice.
+    let list = env.loops(["list"]).code(1).run();
+    let restore = format!("cp {} {db}", newest.display());
+    assert!(
+        list.stderr.contains("is damaged)") && list.stderr.contains(&restore),
+        "{}",
+        list.stderr
+    );
+
     // Following the advice gives back a healthy database.
     for suffix in ["-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{db}{suffix}"));

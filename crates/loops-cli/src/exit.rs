@@ -57,11 +57,17 @@ pub(crate) fn code(result: anyhow::Result<Outcome>) -> ExitCode {
     if let Some(db) = damaged_database(&err) {
         // SQLite checks pages as it reads them, so damage can surface in
         // any command, long after the file was opened: name the file.
-        let _ = writeln!(stderr, "error: {shown} (the database file {db} is damaged)");
+        let shown_db = db.display();
         let _ = writeln!(
             stderr,
-            "hint: stop every loops process, then restore {db} from a backup, or move it \
-             (with its -wal and -shm files) aside to start afresh"
+            "error: {shown} (the database file {shown_db} is damaged)"
+        );
+        // The same steps as `doctor`'s, naming the newest backup if any.
+        let _ = writeln!(
+            stderr,
+            "hint: stop every loops process (loops daemon stop), {}; or move it (with its \
+             -wal and -shm files) aside to start afresh",
+            crate::service::doctor::recovery(&db)
         );
         return ExitCode::FAILURE;
     }
@@ -73,12 +79,12 @@ pub(crate) fn code(result: anyhow::Result<Outcome>) -> ExitCode {
 }
 
 /// The database file, when the error is a query finding it damaged.
-fn damaged_database(err: &anyhow::Error) -> Option<String> {
+fn damaged_database(err: &anyhow::Error) -> Option<std::path::PathBuf> {
     let corrupt = err
         .chain()
         .any(|cause| store_error(cause).is_some_and(StoreError::is_corrupt));
     let dir = crate::paths::data_dir().ok()?;
-    corrupt.then(|| dir.join(loops_store::DB_FILE).display().to_string())
+    corrupt.then(|| dir.join(loops_store::DB_FILE))
 }
 
 /// Whether a closed stdout pipe caused the error, anywhere in its chain.

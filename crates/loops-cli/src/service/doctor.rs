@@ -260,7 +260,7 @@ fn check_damage(db: &Path) -> Check {
 /// How to recover the damaged database `db`, after stopping the daemon:
 /// restore the newest backup of `backups/` (issue 14), when there is one,
 /// or salvage what the file still holds with SQLite's `.recover`.
-fn recovery(db: &Path) -> String {
+pub(crate) fn recovery(db: &Path) -> String {
     let shown = db.display();
     let salvage = format!(
         "back up {shown}, then run: sqlite3 {shown} \".recover\" | sqlite3 recovered.db \
