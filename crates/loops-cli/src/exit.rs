@@ -57,17 +57,17 @@ pub(crate) fn code(result: anyhow::Result<Outcome>) -> ExitCode {
     if let Some(db) = damaged_database(&err) {
         // SQLite checks pages as it reads them, so damage can surface in
         // any command, long after the file was opened: name the file.
-        let shown_db = db.display();
+        // The same steps as `doctor`'s, naming the newest backup if any;
+        // the data directory's path is shown escaped, like the error.
+        let recovery = crate::service::doctor::recovery(&db);
+        let db = db.display().to_string();
+        let db = crate::render::escape_controls(&db, &[]);
+        let recovery = crate::render::escape_controls(&recovery, &[]);
+        let _ = writeln!(stderr, "error: {shown} (the database file {db} is damaged)");
         let _ = writeln!(
             stderr,
-            "error: {shown} (the database file {shown_db} is damaged)"
-        );
-        // The same steps as `doctor`'s, naming the newest backup if any.
-        let _ = writeln!(
-            stderr,
-            "hint: stop every loops process (loops daemon stop), {}; or move it (with its \
-             -wal and -shm files) aside to start afresh",
-            crate::service::doctor::recovery(&db)
+            "hint: stop every loops process (loops daemon stop), {recovery}; or move it (with \
+             its -wal and -shm files) aside to start afresh"
         );
         return ExitCode::FAILURE;
     }

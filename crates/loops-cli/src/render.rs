@@ -289,6 +289,35 @@ fn cut(text: &str) -> String {
     }
 }
 
+/// `word` as one `sh` word: as it is when it holds only characters the
+/// shell takes literally, else in single quotes. For commands loops prints
+/// for the user to run (`sqlite3 <db> VACUUM`, `launchctl bootstrap`).
+pub(crate) fn shell_word(word: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+:@".contains(c);
+    if !word.is_empty() && word.chars().all(safe) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// `bytes` for people: `812 B`, `48.0 KiB`, `1.2 MiB`.
+pub(crate) fn bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    // Tenths of the unit, in integers: exact enough, and no float casts.
+    let mut unit = 0;
+    let mut scaled = bytes;
+    while scaled >= 1024 * 1024 && unit + 1 < UNITS.len() {
+        scaled /= 1024;
+        unit += 1;
+    }
+    let tenths = (scaled * 10 + 512) / 1024;
+    format!("{}.{} {}", tenths / 10, tenths % 10, UNITS[unit])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -356,5 +385,24 @@ mod tests {
         let shown = cut(&text);
         assert!(shown.ends_with("\n[truncated 5 chars]"));
         assert_eq!(cut("short"), "short");
+    }
+
+    #[test]
+    fn sizes_read_as_people_write_them() {
+        assert_eq!(bytes(0), "0 B");
+        assert_eq!(bytes(1023), "1023 B");
+        assert_eq!(bytes(1024), "1.0 KiB");
+        assert_eq!(bytes(49_152), "48.0 KiB");
+        assert_eq!(bytes(1_258_291), "1.2 MiB");
+        assert_eq!(bytes(5 * 1024 * 1024 * 1024), "5.0 GiB");
+    }
+
+    #[test]
+    fn paths_are_quoted_for_the_shell_when_needed() {
+        assert_eq!(shell_word("/home/a/loops.db"), "/home/a/loops.db");
+        assert_eq!(
+            shell_word("/tmp/my dir/it's.db"),
+            "'/tmp/my dir/it'\\''s.db'"
+        );
     }
 }

@@ -178,6 +178,75 @@ pub(crate) enum Found {
 /// must not be writable by group or others. A file readable by group or
 /// others is made 0600 through a descriptor opened with `O_NOFOLLOW`.
 pub(crate) fn check_file(what: &'static str, path: &Path) -> Result<Found> {
+    check_owned(what, path, Kind::File)
+}
+
+/// Checks a directory loops keeps inside the data directory, such as
+/// `backups/`: unlike the data directory itself, a symbolic link there is
+/// never followed (loops creates the directory, so a link is someone
+/// else's doing), and it must be this user's and not writable by group or
+/// others. One that group or others may read or search is made 0700
+/// through a descriptor: it holds copies of the database.
+pub(crate) fn check_private_dir(what: &'static str, dir: &Path) -> Result<Found> {
+    check_owned(what, dir, Kind::Dir)
+}
+
+/// What [`check_owned`] expects at a path loops creates itself.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    /// A regular file, private at 0600.
+    File,
+    /// A directory, private at 0700.
+    Dir,
+}
+
+impl Kind {
+    fn is(self, meta: &Metadata) -> bool {
+        match self {
+            Kind::File => meta.is_file(),
+            Kind::Dir => meta.is_dir(),
+        }
+    }
+
+    fn noun(self) -> &'static str {
+        match self {
+            Kind::File => "file",
+            Kind::Dir => "directory",
+        }
+    }
+
+    /// Why a path of another type is refused, and what to do.
+    fn not_it(self) -> (&'static str, &'static str) {
+        match self {
+            Kind::File => ("it is not a regular file", "move it aside"),
+            Kind::Dir => (
+                "it is not a directory",
+                "move it aside; loops creates the directory itself",
+            ),
+        }
+    }
+
+    fn private_mode(self) -> u32 {
+        match self {
+            Kind::File => 0o600,
+            Kind::Dir => 0o700,
+        }
+    }
+
+    /// How [`make_private`] opens it: never through a link, and a FIFO
+    /// planted in a file's place does not block.
+    fn open_flags(self) -> i32 {
+        match self {
+            Kind::File => libc::O_NOFOLLOW | libc::O_NONBLOCK,
+            Kind::Dir => libc::O_DIRECTORY | libc::O_NOFOLLOW,
+        }
+    }
+}
+
+/// The checks of [`check_file`] and [`check_private_dir`]: not a symbolic
+/// link, of the expected `kind`, this user's, not writable by group or
+/// others, and made private when group or others may read it.
+fn check_owned(what: &'static str, path: &Path, kind: Kind) -> Result<Found> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(meta) => meta,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Found::Missing),
@@ -191,18 +260,15 @@ pub(crate) fn check_file(what: &'static str, path: &Path) -> Result<Found> {
             path,
             format!("it is a symbolic link (to {target}), which loops never follows"),
             format!(
-                "remove the link (rm {}); loops creates the file itself",
-                path.display()
+                "remove the link (rm {}); loops creates the {} itself",
+                path.display(),
+                kind.noun()
             ),
         ));
     }
-    if !meta.is_file() {
-        return Err(refuse(
-            what,
-            path,
-            "it is not a regular file".to_owned(),
-            "move it aside".to_owned(),
-        ));
+    if !kind.is(&meta) {
+        let (why, fix) = kind.not_it();
+        return Err(refuse(what, path, why.to_owned(), fix.to_owned()));
     }
     let me = euid();
     if meta.uid() != me {
@@ -228,24 +294,25 @@ pub(crate) fn check_file(what: &'static str, path: &Path) -> Result<Found> {
                 mode(&meta)
             ),
             format!(
-                "check that no one else changed it, then run chmod 600 {}",
+                "check that no one else changed it, then run chmod {:o} {}",
+                kind.private_mode(),
                 path.display()
             ),
         ));
     }
     if mode(&meta) & OPEN_TO_OTHERS != 0 {
-        make_private(what, path, &meta)?;
+        make_private(what, path, &meta, kind)?;
     }
     Ok(Found::Safe)
 }
 
-/// Makes the file at `path`, inspected as `meta`, mode 0600 through a
-/// descriptor, never the path: opened with `O_NOFOLLOW`, and changed only
-/// when it is still the file inspected.
-fn make_private(what: &'static str, path: &Path, meta: &Metadata) -> Result<()> {
+/// Makes the file or directory at `path`, inspected as `meta`, private
+/// through a descriptor, never the path: opened with `O_NOFOLLOW`, and
+/// changed only when it is still the one inspected.
+fn make_private(what: &'static str, path: &Path, meta: &Metadata, kind: Kind) -> Result<()> {
     let file = OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .custom_flags(kind.open_flags())
         .open(path)
         .map_err(io(path))?;
     let opened = file.metadata().map_err(io(path))?;
@@ -257,7 +324,7 @@ fn make_private(what: &'static str, path: &Path, meta: &Metadata) -> Result<()> 
             "check that no one else can write the data directory, then try again".to_owned(),
         ));
     }
-    file.set_permissions(std::fs::Permissions::from_mode(0o600))
+    file.set_permissions(std::fs::Permissions::from_mode(kind.private_mode()))
         .map_err(io(path))
 }
 
@@ -280,88 +347,4 @@ pub(crate) fn create_private_file(what: &'static str, path: &Path) -> Result<()>
         Err(e) if e.kind() == ErrorKind::AlreadyExists => check_file(what, path).map(drop),
         Err(e) => Err(io(path)(e)),
     }
-}
-
-/// Checks a directory loops keeps inside the data directory, such as
-/// `backups/`: unlike the data directory itself, a symbolic link there is
-/// never followed (loops creates the directory, so a link is someone
-/// else's doing), and it must be this user's and not writable by group or
-/// others. One that group or others may read or search is made 0700
-/// through a descriptor: it holds copies of the database.
-pub(crate) fn check_private_dir(what: &'static str, dir: &Path) -> Result<Found> {
-    let meta = match std::fs::symlink_metadata(dir) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Found::Missing),
-        Err(e) => return Err(io(dir)(e)),
-    };
-    if meta.file_type().is_symlink() {
-        let target =
-            std::fs::read_link(dir).map_or_else(|_| "?".to_owned(), |t| t.display().to_string());
-        return Err(refuse(
-            what,
-            dir,
-            format!("it is a symbolic link (to {target}), which loops never follows"),
-            format!(
-                "remove the link (rm {}); loops creates the directory itself",
-                dir.display()
-            ),
-        ));
-    }
-    if !meta.is_dir() {
-        return Err(refuse(
-            what,
-            dir,
-            "it is not a directory".to_owned(),
-            "move it aside; loops creates the directory itself".to_owned(),
-        ));
-    }
-    let me = euid();
-    if meta.uid() != me {
-        return Err(refuse(
-            what,
-            dir,
-            format!(
-                "it is owned by uid {}, not by uid {me} that runs loops",
-                meta.uid()
-            ),
-            format!(
-                "check that no one else changed it, then have its owner or root run chown {me} {}",
-                dir.display()
-            ),
-        ));
-    }
-    if mode(&meta) & WRITABLE_BY_OTHERS != 0 {
-        return Err(refuse(
-            what,
-            dir,
-            format!(
-                "it is writable by group or others (mode {:04o}), so another user may have changed it",
-                mode(&meta)
-            ),
-            format!(
-                "check that no one else changed it, then run chmod 700 {}",
-                dir.display()
-            ),
-        ));
-    }
-    if mode(&meta) & OPEN_TO_OTHERS != 0 {
-        let opened = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
-            .open(dir)
-            .map_err(io(dir))?;
-        let found = opened.metadata().map_err(io(dir))?;
-        if found.dev() != meta.dev() || found.ino() != meta.ino() {
-            return Err(refuse(
-                what,
-                dir,
-                "it was replaced while loops was checking it".to_owned(),
-                "check that no one else can write the data directory, then try again".to_owned(),
-            ));
-        }
-        opened
-            .set_permissions(std::fs::Permissions::from_mode(0o700))
-            .map_err(io(dir))?;
-    }
-    Ok(Found::Safe)
 }

@@ -81,7 +81,7 @@ pub(crate) fn run(args: &BackupArgs, out: &mut Printer) -> Result<Outcome> {
     out.line(&format!(
         "backed up to {} ({})",
         taken.backup.path.display(),
-        size(taken.backup.size_bytes)
+        render::bytes(taken.backup.size_bytes)
     ))?;
     for old in &taken.removed {
         out.line(&format!("removed {}", old.path.display()))?;
@@ -124,7 +124,7 @@ fn list(dir: &Path, out: &mut Printer) -> Result<Outcome> {
     for b in &backups {
         table.row(vec![
             b.taken_at.to_string(),
-            size(b.size_bytes),
+            render::bytes(b.size_bytes),
             b.path.display().to_string(),
         ]);
     }
@@ -183,29 +183,12 @@ pub(crate) fn auto_backup(
     Ok(backup)
 }
 
-/// `bytes` for people: `812 B`, `48.0 KiB`, `1.2 MiB`.
-fn size(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    // Tenths of the unit, in integers: exact enough, and no float casts.
-    let mut unit = 0;
-    let mut scaled = bytes;
-    while scaled >= 1024 * 1024 && unit + 1 < UNITS.len() {
-        scaled /= 1024;
-        unit += 1;
-    }
-    let tenths = (scaled * 10 + 512) / 1024;
-    format!("{}.{} {}", tenths / 10, tenths % 10, UNITS[unit])
-}
-
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt;
     use std::sync::Arc;
 
-    use super::{auto_backup, size};
+    use super::auto_backup;
 
     #[test]
     fn an_automatic_backup_is_taken_at_most_hourly() {
@@ -221,15 +204,5 @@ mod tests {
         assert_eq!(again, None);
         let later = auto_backup(&store, at("2026-12-01T18:00:00Z"), before).unwrap();
         assert!(later.is_some());
-    }
-
-    #[test]
-    fn sizes_read_as_people_write_them() {
-        assert_eq!(size(0), "0 B");
-        assert_eq!(size(1023), "1023 B");
-        assert_eq!(size(1024), "1.0 KiB");
-        assert_eq!(size(49_152), "48.0 KiB");
-        assert_eq!(size(1_258_291), "1.2 MiB");
-        assert_eq!(size(5 * 1024 * 1024 * 1024), "5.0 GiB");
     }
 }

@@ -282,16 +282,16 @@ fn human(s: &Summary, db: Option<&std::path::Path>) -> Vec<String> {
     lines.push(if s.applied {
         format!(
             "space: {} file; free pages {} before, {} after ({}% of the database)",
-            size(sp.file_bytes),
-            size(sp.free_bytes_before),
-            size(sp.free_bytes_after),
+            render::bytes(sp.file_bytes),
+            render::bytes(sp.free_bytes_before),
+            render::bytes(sp.free_bytes_after),
             share(sp.free_bytes_after)
         )
     } else {
         format!(
             "space: {} file; free pages {} ({}% of the database)",
-            size(sp.file_bytes),
-            size(sp.free_bytes_after),
+            render::bytes(sp.file_bytes),
+            render::bytes(sp.free_bytes_after),
             share(sp.free_bytes_after)
         )
     });
@@ -300,34 +300,13 @@ fn human(s: &Summary, db: Option<&std::path::Path>) -> Vec<String> {
         format!(
             "vacuum: would give about {} back to the file system; stop the daemon \
              (loops daemon stop), then run: sqlite3 {} VACUUM",
-            size(sp.free_bytes_after),
-            render::escape_controls(&shell_word(&shown), &[])
+            render::bytes(sp.free_bytes_after),
+            render::escape_controls(&render::shell_word(&shown), &[])
         )
     } else {
         "vacuum: not needed; new runs reuse the free pages".to_owned()
     });
     lines
-}
-
-/// `word` as one shell word: as it is when it holds only safe characters,
-/// else in single quotes.
-fn shell_word(word: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+:@%".contains(c);
-    if !word.is_empty() && word.chars().all(safe) {
-        word.to_owned()
-    } else {
-        format!("'{}'", word.replace('\'', "'\\''"))
-    }
-}
-
-/// Bytes in KiB or MiB, one decimal.
-fn size(bytes: u64) -> String {
-    const KIB: u64 = 1024;
-    if bytes < KIB * KIB {
-        format!("{:.1} KiB", bytes as f64 / KIB as f64)
-    } else {
-        format!("{:.1} MiB", bytes as f64 / (KIB * KIB) as f64)
-    }
 }
 
 #[cfg(test)]
@@ -345,20 +324,5 @@ mod tests {
                 "{e}"
             );
         }
-    }
-
-    #[test]
-    fn paths_are_quoted_for_the_shell_when_needed() {
-        assert_eq!(shell_word("/home/a/loops.db"), "/home/a/loops.db");
-        assert_eq!(
-            shell_word("/tmp/my dir/it's.db"),
-            "'/tmp/my dir/it'\\''s.db'"
-        );
-    }
-
-    #[test]
-    fn sizes_read_in_kib_or_mib() {
-        assert_eq!(size(512), "0.5 KiB");
-        assert_eq!(size(3 * 1024 * 1024 / 2), "1.5 MiB");
     }
 }

@@ -275,18 +275,6 @@ fn write_with_mode(path: &Path, text: &str, mode: u32) -> std::io::Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
 }
 
-/// A path quoted for `sh -c`, when it needs it.
-fn sh_quote(path: &Path) -> String {
-    let s = path.display().to_string();
-    if s.chars()
-        .all(|c| c.is_ascii_alphanumeric() || "/._-+:@".contains(c))
-    {
-        s
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
-
 /// What [`uninstall_startup`] did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Uninstalled {
@@ -333,7 +321,10 @@ fn launchctl_load(uid: Option<u32>, plist: &Path) -> Vec<String> {
     let domain = gui_domain(uid);
     vec![
         format!("launchctl enable {domain}/{LABEL}"),
-        format!("launchctl bootstrap {domain} {}", sh_quote(plist)),
+        format!(
+            "launchctl bootstrap {domain} {}",
+            crate::render::shell_word(&plist.display().to_string())
+        ),
     ]
 }
 
