@@ -149,7 +149,7 @@ pub(crate) trait RunOps {
     fn heartbeat_run_lease(
         &self,
         run_id: &RunId,
-        claimed_by: &str,
+        fence: &Fence,
         lease_ms: u64,
         now: Timestamp,
     ) -> Result<Option<LoopRun>>;

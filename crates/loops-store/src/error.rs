@@ -7,13 +7,40 @@
 use std::fmt;
 use std::path::PathBuf;
 
-/// An opaque database driver error.
+/// An opaque database driver error, from SQLite or PostgreSQL.
 #[derive(Debug)]
-pub struct DbError(pub(crate) rusqlite::Error);
+pub struct DbError(pub(crate) Driver);
+
+/// The driver behind a [`DbError`].
+#[derive(Debug)]
+pub(crate) enum Driver {
+    Sqlite(rusqlite::Error),
+    Postgres(postgres::Error),
+}
+
+impl From<rusqlite::Error> for DbError {
+    fn from(e: rusqlite::Error) -> DbError {
+        DbError(Driver::Sqlite(e))
+    }
+}
+
+impl From<postgres::Error> for DbError {
+    fn from(e: postgres::Error) -> DbError {
+        DbError(Driver::Postgres(e))
+    }
+}
 
 impl fmt::Display for DbError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
+        match &self.0 {
+            Driver::Sqlite(e) => e.fmt(f),
+            // postgres' own Display says only "db error" for a server
+            // error; the server's message and code are what a user needs.
+            Driver::Postgres(e) => match e.as_db_error() {
+                Some(db) => write!(f, "{} (SQLSTATE {})", db.message(), db.code().code()),
+                None => e.fmt(f),
+            },
+        }
     }
 }
 
@@ -21,23 +48,74 @@ impl fmt::Display for DbError {
 // error would, and a printed chain (`{:#}`) would repeat it.
 impl std::error::Error for DbError {}
 
+/// SQLSTATEs after which the same statement may succeed later: a
+/// serialization failure or deadlock (retry), a server shutting down or
+/// restarting, too many connections, a read-only server after a failover,
+/// a cancelled statement (`statement_timeout`), a lock timeout, and disk or
+/// memory running out.
+const TRANSIENT_SQLSTATES: &[&str] = &[
+    "40001", "40P01", "25006", "57P01", "57P02", "57P03", "53300", "53100", "53200", "57014",
+    "55P03", "08000", "08003", "08006", "08001", "08004",
+];
+
 impl DbError {
-    /// True when the database was busy or locked past the busy timeout.
+    /// The SQLSTATE of a PostgreSQL server error.
+    pub(crate) fn sqlstate(&self) -> Option<&str> {
+        match &self.0 {
+            Driver::Postgres(e) => e.code().map(|c| c.code()),
+            Driver::Sqlite(_) => None,
+        }
+    }
+
+    fn sqlite_code(&self) -> Option<rusqlite::ErrorCode> {
+        match &self.0 {
+            Driver::Sqlite(e) => e.sqlite_error_code(),
+            Driver::Postgres(_) => None,
+        }
+    }
+
+    /// True when the connection itself is gone (closed by the server, a
+    /// network failure): the operation's outcome may be unknown, and the
+    /// connection must be opened again.
+    pub fn is_connection_lost(&self) -> bool {
+        match &self.0 {
+            Driver::Postgres(e) => {
+                e.is_closed()
+                    || (e.code().is_none() && e.as_db_error().is_none())
+                    || matches!(
+                        e.code().map(|c| c.code()),
+                        Some("57P01" | "57P02" | "57P03" | "08000" | "08003" | "08006" | "25006")
+                    )
+            }
+            Driver::Sqlite(_) => false,
+        }
+    }
+
+    /// True when the database was busy or locked past the busy timeout
+    /// (PostgreSQL: a lock timeout).
     pub fn is_busy(&self) -> bool {
         matches!(
-            self.0.sqlite_error_code(),
+            self.sqlite_code(),
             Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-        )
+        ) || self.sqlstate() == Some("55P03")
     }
 
     /// True when the failure is the environment's, not the operation's,
     /// so the same write can succeed later: a full disk, an I/O error, a
     /// busy or locked database, a file that cannot be opened for now, or
-    /// memory running out.
+    /// memory running out; on PostgreSQL also a lost connection, a
+    /// serialization failure or deadlock, and a server that became
+    /// read-only in a failover.
     pub fn is_transient(&self) -> bool {
         use rusqlite::ErrorCode as C;
+        if let Some(state) = self.sqlstate() {
+            return TRANSIENT_SQLSTATES.contains(&state);
+        }
+        if self.is_connection_lost() {
+            return true;
+        }
         matches!(
-            self.0.sqlite_error_code(),
+            self.sqlite_code(),
             Some(
                 C::DiskFull
                     | C::SystemIoFailure
@@ -53,7 +131,7 @@ impl DbError {
     /// True when the database file is damaged (or is not a database).
     pub fn is_corrupt(&self) -> bool {
         matches!(
-            self.0.sqlite_error_code(),
+            self.sqlite_code(),
             Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
         )
     }
@@ -152,6 +230,23 @@ pub enum StoreError {
         /// What went wrong.
         reason: String,
     },
+    /// A PostgreSQL connection string did not parse. The string itself is
+    /// not repeated: it may hold a password.
+    #[error(
+        "the database URL is not a PostgreSQL connection string ({reason}); use \
+         postgresql://user@host/dbname, postgresql:///dbname?host=/socket/dir, or \
+         key=value pairs such as 'host=/run/postgresql dbname=loops'"
+    )]
+    BadDatabaseUrl {
+        /// What the parser said.
+        reason: String,
+    },
+    /// The PostgreSQL connection was lost inside a transaction, which is
+    /// gone with it; the next operation connects again.
+    #[error(
+        "the connection to PostgreSQL was lost in the middle of a transaction; nothing of it was kept"
+    )]
+    ConnectionLost,
     /// Applying the embedded migrations failed.
     #[error("migrating the database failed: {0}")]
     Migration(String),
@@ -235,10 +330,10 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    pub(crate) fn db(context: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
+    pub(crate) fn db<E: Into<DbError>>(context: &'static str) -> impl FnOnce(E) -> StoreError {
         move |error| StoreError::Db {
             context,
-            error: DbError(error),
+            error: error.into(),
         }
     }
 
@@ -254,7 +349,7 @@ impl StoreError {
     pub fn is_transient(&self) -> bool {
         match self {
             StoreError::Db { error, .. } => error.is_transient(),
-            StoreError::Io { .. } => true,
+            StoreError::Io { .. } | StoreError::ConnectionLost => true,
             _ => false,
         }
     }

@@ -26,10 +26,13 @@ mod error;
 mod gc;
 mod lease;
 mod loops;
+mod postgres;
 mod runs;
 mod secure;
 mod sqlite;
 mod steps;
+#[doc(hidden)]
+pub mod testing;
 mod workflow_runs;
 mod workflows;
 
@@ -39,6 +42,7 @@ use std::sync::Arc;
 use loops_core::Liveness;
 
 use crate::backend::Backend;
+use crate::postgres::Postgres;
 use crate::sqlite::{Sqlite, open};
 
 // The public API, by table.
@@ -79,6 +83,8 @@ pub use crate::backup::{
     take_backup,
 };
 pub use crate::sqlite::open::{DB_FILE, SCHEMA_VERSION, schema_version};
+// PostgreSQL connection strings.
+pub use crate::postgres::{DatabaseUrl, mask_database_url};
 pub use crate::sqlite::{check_integrity, inspect_database};
 
 /// One connection to a loops database.
@@ -87,10 +93,35 @@ pub use crate::sqlite::{check_integrity, inspect_database};
 /// the same file. SQLite's locking plus the guarded statements make the
 /// handles safe to use concurrently, across threads and processes.
 pub struct Store {
-    /// The backend every operation goes through (see `backend.rs`): SQLite,
-    /// the only one so far.
-    conn: Sqlite,
+    /// The backend every operation goes through (see `backend.rs`).
+    conn: Db,
     path: Option<PathBuf>,
+}
+
+/// The two backends.
+enum Db {
+    Sqlite(Sqlite),
+    Postgres(Postgres),
+}
+
+/// Which database a [`Store`] is on, for `doctor` and `daemon status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BackendKind {
+    /// SQLite: the database file, or `None` in memory.
+    Sqlite(Option<PathBuf>),
+    /// PostgreSQL: the connection string with its password masked.
+    Postgres(String),
+}
+
+impl std::fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BackendKind::Sqlite(Some(path)) => write!(f, "sqlite {}", path.display()),
+            BackendKind::Sqlite(None) => f.write_str("sqlite :memory:"),
+            BackendKind::Postgres(shown) => write!(f, "postgresql {shown}"),
+        }
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -103,8 +134,8 @@ impl std::fmt::Debug for Store {
 
 impl Drop for Store {
     fn drop(&mut self) {
-        if self.path.is_some() {
-            self.conn.close_checkpoint();
+        if let (Db::Sqlite(conn), Some(_)) = (&self.conn, &self.path) {
+            conn.close_checkpoint();
         }
     }
 }
@@ -137,7 +168,7 @@ impl Store {
     ) -> Result<(Store, Option<Backup>)> {
         let (conn, taken) = Sqlite::open_with(path, liveness, backup)?;
         let store = Store {
-            conn,
+            conn: Db::Sqlite(conn),
             path: Some(path.to_owned()),
         };
         Ok((store, taken))
@@ -162,9 +193,47 @@ impl Store {
     /// Opens a private in-memory database (SPEC §4.1 `:memory:`).
     pub fn open_in_memory(liveness: Arc<dyn Liveness>) -> Result<Store> {
         Ok(Store {
-            conn: Sqlite::open_in_memory(liveness)?,
+            conn: Db::Sqlite(Sqlite::open_in_memory(liveness)?),
             path: None,
         })
+    }
+
+    /// Connects to the PostgreSQL database at `url` (migrating it first
+    /// when needed, one host at a time), as `role`: what the connection
+    /// is for (`cli`, `daemon:<id>`, …), shown in `application_name` as
+    /// `loops:<role>`.
+    pub fn open_postgres(
+        url: &DatabaseUrl,
+        role: &str,
+        liveness: Arc<dyn Liveness>,
+    ) -> Result<Store> {
+        Ok(Store {
+            conn: Db::Postgres(Postgres::open(url, role, liveness)?),
+            path: None,
+        })
+    }
+
+    /// Which database this store is on.
+    pub fn backend_kind(&self) -> BackendKind {
+        match &self.conn {
+            Db::Sqlite(_) => BackendKind::Sqlite(self.path.clone()),
+            Db::Postgres(pg) => BackendKind::Postgres(pg.shown().to_owned()),
+        }
+    }
+
+    /// True on PostgreSQL, where daemons on several hosts may share the
+    /// database.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.conn, Db::Postgres(_))
+    }
+
+    /// The database server's clock, on PostgreSQL; `None` on SQLite, whose
+    /// clock is this host's. Daemons sharing a database plan from it.
+    pub fn database_now(&self) -> Result<Option<loops_core::Timestamp>> {
+        match &self.conn {
+            Db::Sqlite(_) => Ok(None),
+            Db::Postgres(pg) => pg.database_now().map(Some),
+        }
     }
 
     /// The database file, or `None` in memory.
@@ -174,7 +243,10 @@ impl Store {
 
     /// The backend every operation goes through.
     fn backend(&self) -> &dyn Backend {
-        &self.conn
+        match &self.conn {
+            Db::Sqlite(conn) => conn,
+            Db::Postgres(conn) => conn,
+        }
     }
 
     /// Runs `f`, whose store operations all commit together at its end: one
@@ -298,6 +370,19 @@ pub struct ReadmeDoctests;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fresh_postgres_database_migrates_and_a_second_opening_finds_it_migrated() {
+        let Some(db) = testing::fresh_database("lib::a_fresh_postgres_database_migrates") else {
+            return;
+        };
+        let url = DatabaseUrl::parse(db.url()).unwrap();
+        let store = Store::open_postgres(&url, "test", Arc::new(|_| false)).unwrap();
+        assert!(store.is_shared());
+        assert!(store.database_now().unwrap().is_some());
+        let again = Store::open_postgres(&url, "test", Arc::new(|_| false)).unwrap();
+        assert!(matches!(again.backend_kind(), BackendKind::Postgres(_)));
+    }
 
     #[test]
     fn ids_drawn_in_a_row_differ() {

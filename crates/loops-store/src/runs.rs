@@ -47,15 +47,41 @@ pub struct RunFilter {
 pub struct Fence {
     /// The runner id that claimed the run.
     pub claimed_by: String,
+    /// The token of the claim, when the caller holds it: the write then
+    /// applies only while the run is still held by that very claim, not
+    /// by a later claim of the same runner (issue 15).
+    pub claim_token: Option<String>,
 }
 
 impl Fence {
-    /// A fence for `runner_id`.
+    /// A fence for `runner_id`, on any claim it holds.
     pub fn new(runner_id: impl Into<String>) -> Fence {
         Fence {
             claimed_by: runner_id.into(),
+            claim_token: None,
         }
     }
+
+    /// A fence on the claim `run` was handed out with: its claimant and
+    /// its claim token.
+    pub fn of_claim(runner_id: impl Into<String>, run: &LoopRun) -> Fence {
+        Fence {
+            claimed_by: runner_id.into(),
+            claim_token: run.claim_token.clone(),
+        }
+    }
+}
+
+/// A new claim token: twelve random bytes as hex.
+pub(crate) fn new_claim_token() -> String {
+    let mut out = String::with_capacity(24);
+    for b in crate::random_id_bytes()
+        .iter()
+        .chain(crate::random_id_bytes().iter())
+    {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
 }
 
 /// The result of [`Store::finalize_and_advance`].
@@ -135,20 +161,21 @@ impl Store {
 
     /// Extends a run's lease to `now + lease_ms`.
     ///
-    /// Applies only while the run is running, claimed by `claimed_by`, and
-    /// its lease has not yet expired: SPEC §9 item 11, the original renews
-    /// an expired lease, which lets a stalled runner resurrect a run that
+    /// Applies only while the run is running, held by `fence` (its
+    /// claimant and, when the fence carries one, its claim token), and its
+    /// lease has not yet expired: SPEC §9 item 11, the original renews an
+    /// expired lease, which lets a stalled runner resurrect a run that
     /// another runner may already have recovered or re-claimed. Returns the
     /// renewed row, or `None` when the lease was not renewed (lost).
     pub fn heartbeat_run_lease(
         &self,
         run_id: &RunId,
-        claimed_by: &str,
+        fence: &Fence,
         lease_ms: u64,
         now: Timestamp,
     ) -> Result<Option<LoopRun>> {
         self.backend()
-            .heartbeat_run_lease(run_id, claimed_by, lease_ms, now)
+            .heartbeat_run_lease(run_id, fence, lease_ms, now)
     }
 
     /// Records the child process of a running run: its pid and, in the

@@ -15,7 +15,7 @@ mod gc;
 mod lease;
 mod loops;
 pub(crate) mod open;
-mod rows;
+pub(crate) mod rows;
 mod runs;
 mod steps;
 mod workflow_runs;

@@ -393,6 +393,7 @@ fn for_loop_run_links_the_run_and_its_slot() {
         error: None,
         created_at: at(0),
         updated_at: at(0),
+        claim_token: None,
     };
     let input = NewWorkflowRun::new(&spec)
         .for_loop_run(&loop_run)

@@ -157,4 +157,9 @@ pub struct LoopRun {
     pub created_at: Timestamp,
     /// Last change.
     pub updated_at: Timestamp,
+    /// The token of the claim that holds the run: a heartbeat or finalize
+    /// fenced on it must carry the same (issue 15). Never serialized: it is
+    /// a fencing value, not part of the run's record.
+    #[serde(skip)]
+    pub claim_token: Option<String>,
 }

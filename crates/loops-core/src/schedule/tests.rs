@@ -68,6 +68,7 @@ fn a_run(slot: &str, attempt: u32, status: RunStatus) -> LoopRun {
         error: None,
         created_at: at(slot),
         updated_at: at(slot),
+        claim_token: None,
     }
 }
 

@@ -64,7 +64,7 @@ impl Dispatcher<'_, '_> {
                 None => Ok(self.store.get_run(&done.run.id)?),
             };
         }
-        let fence = Fence::new(self.opts.runner_id);
+        let fence = Fence::of_claim(self.opts.runner_id, &done.run);
         let stored = match self.opts.mode {
             FinalizeMode::Advance => self
                 .store
@@ -193,7 +193,7 @@ impl Dispatcher<'_, '_> {
             let now = self.opts.clock.now();
             let renewed = self.store.heartbeat_run_lease(
                 &f.run.id,
-                self.opts.runner_id,
+                &Fence::of_claim(self.opts.runner_id, &f.run),
                 f.work.lp.lease_ms,
                 now,
             )?;

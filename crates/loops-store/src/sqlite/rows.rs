@@ -88,7 +88,7 @@ macro_rules! columns {
         pub(crate) use $mac;
 
         /// The column names of the list, in order.
-        const $names: &[&str] = &[$first $(, $col)*];
+        pub(crate) const $names: &[&str] = &[$first $(, $col)*];
     };
 }
 
@@ -267,6 +267,7 @@ columns!(
         "id", "loop_id", "loop_name", "scheduled_for", "attempt", "status", "started_at",
         "finished_at", "claimed_by", "lease_expires_at", "pid", "exit_code", "duration_ms",
         "stdout", "stderr", "error", "created_at", "updated_at", "pid_start_ms", "spawn_id",
+        "claim_token",
     ]
 );
 
@@ -292,6 +293,7 @@ pub(crate) fn run_row(row: &Row<'_>) -> rusqlite::Result<LoopRun> {
         error: c(15).get(row)?,
         created_at: parsed(row, c(16))?,
         updated_at: parsed(row, c(17))?,
+        claim_token: c(20).get(row)?,
     })
 }
 
@@ -471,7 +473,7 @@ pub(crate) fn decode<T>(
         },
         other => StoreError::Db {
             context: "decoding a row",
-            error: DbError(other),
+            error: DbError::from(other),
         },
     })
 }

@@ -44,7 +44,7 @@ pub(crate) fn run_returning(
 }
 
 /// The finalize `UPDATE`. `?10` is the fence's claimant, or NULL for an
-/// unfenced finalize; either way only a running row changes, so a terminal
+/// unfenced finalize, and `?12` its claim token, when it carries one; either way only a running row changes, so a terminal
 /// row never does. `pid_start_ms` survives only when the pid is the one
 /// recorded at spawn.
 const FINALIZE_SQL: &str = concat!(
@@ -54,7 +54,8 @@ const FINALIZE_SQL: &str = concat!(
        pid = ?4, exit_code = ?5, duration_ms = ?6, stdout = ?7, stderr = ?8, error = ?9,
        updated_at = ?3
      WHERE id = ?1 AND status = 'running'
-       AND (?10 IS NULL OR (claimed_by = ?10 AND lease_expires_at > ?11))
+       AND (?10 IS NULL OR (claimed_by = ?10 AND lease_expires_at > ?11
+                            AND (?12 IS NULL OR claim_token IS ?12)))
      RETURNING ",
     run_columns!()
 );
@@ -83,6 +84,7 @@ fn apply_finalize(
             result.error,
             fence.map(|f| f.claimed_by.as_str()),
             ts(now),
+            fence.and_then(|f| f.claim_token.as_deref()),
         ],
         "finalizing a run",
     )
@@ -205,7 +207,7 @@ impl RunOps for Sqlite {
     fn heartbeat_run_lease(
         &self,
         run_id: &RunId,
-        claimed_by: &str,
+        fence: &Fence,
         lease_ms: u64,
         now: Timestamp,
     ) -> Result<Option<LoopRun>> {
@@ -214,14 +216,16 @@ impl RunOps for Sqlite {
             concat!(
                 "UPDATE loop_runs SET lease_expires_at = ?3, updated_at = ?4
                  WHERE id = ?1 AND status = 'running' AND claimed_by = ?2 AND lease_expires_at > ?4
+                   AND (?5 IS NULL OR claim_token IS ?5)
                  RETURNING ",
                 run_columns!()
             ),
             params![
                 run_id.as_str(),
-                claimed_by,
+                fence.claimed_by,
                 ts(now.add_ms(offset_ms(lease_ms))),
-                ts(now)
+                ts(now),
+                fence.claim_token,
             ],
             "renewing a run lease",
         )

@@ -316,7 +316,7 @@ fn heartbeat_extends_a_live_lease_only() {
     let run = claimed(store.claim_run(&lp, t0(), RUNNER_A, t0()).unwrap());
     let later = t0().add_ms(600_000);
     let renewed = store
-        .heartbeat_run_lease(&run.id, RUNNER_A, 1_800_000, later)
+        .heartbeat_run_lease(&run.id, &Fence::new(RUNNER_A), 1_800_000, later)
         .unwrap()
         .unwrap();
     assert_eq!(renewed.lease_expires_at, Some(later.add_ms(1_800_000)));
@@ -325,7 +325,7 @@ fn heartbeat_extends_a_live_lease_only() {
     let expiry = renewed.lease_expires_at.unwrap();
     assert_eq!(
         store
-            .heartbeat_run_lease(&run.id, RUNNER_A, 1_800_000, expiry)
+            .heartbeat_run_lease(&run.id, &Fence::new(RUNNER_A), 1_800_000, expiry)
             .unwrap(),
         None
     );
@@ -342,7 +342,7 @@ fn heartbeat_from_the_wrong_claimant_returns_nothing() {
     let run = claimed(store.claim_run(&lp, t0(), RUNNER_A, t0()).unwrap());
     assert_eq!(
         store
-            .heartbeat_run_lease(&run.id, RUNNER_B, 1_800_000, t0())
+            .heartbeat_run_lease(&run.id, &Fence::new(RUNNER_B), 1_800_000, t0())
             .unwrap(),
         None
     );

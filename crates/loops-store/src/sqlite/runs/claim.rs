@@ -7,7 +7,9 @@ use super::{run_and_process, run_returning};
 use crate::backend::ClaimOps;
 use crate::error::Result;
 use crate::random_id_bytes;
-use crate::runs::{Claim, INTERRUPTED_BY_SHUTDOWN, NotClaimed, may_run_again, offset_ms};
+use crate::runs::{
+    Claim, INTERRUPTED_BY_SHUTDOWN, NotClaimed, may_run_again, new_claim_token, offset_ms,
+};
 use crate::sqlite::Sqlite;
 use crate::sqlite::loops::query_loop;
 use crate::sqlite::rows::{self, run_columns, ts};
@@ -29,8 +31,8 @@ fn insert_claim(
         conn,
         concat!(
             "INSERT OR IGNORE INTO loop_runs (id, loop_id, loop_name, scheduled_for, attempt, status,
-               started_at, claimed_by, lease_expires_at, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, 1, 'running', ?5, ?6, ?7, ?5, ?5)
+               started_at, claimed_by, lease_expires_at, created_at, updated_at, claim_token)
+             VALUES (?1, ?2, ?3, ?4, 1, 'running', ?5, ?6, ?7, ?5, ?5, ?8)
              RETURNING ",
             run_columns!()
         ),
@@ -42,6 +44,7 @@ fn insert_claim(
             ts(now),
             runner_id,
             ts(lease),
+            new_claim_token(),
         ],
         "claiming a new run",
     )
@@ -61,13 +64,13 @@ fn reclaim_expired(
         conn,
         concat!(
             "UPDATE loop_runs SET claimed_by = ?2, started_at = ?3, lease_expires_at = ?4,
-               finished_at = NULL, pid = NULL, pid_start_ms = NULL, spawn_id = NULL, exit_code = NULL,
+               claim_token = ?5, finished_at = NULL, pid = NULL, pid_start_ms = NULL, spawn_id = NULL, exit_code = NULL,
                duration_ms = NULL, stdout = NULL, stderr = NULL, error = NULL, updated_at = ?3
              WHERE id = ?1 AND status = 'running' AND lease_expires_at <= ?3
              RETURNING ",
             run_columns!()
         ),
-        params![id.as_str(), runner_id, ts(now), ts(lease)],
+        params![id.as_str(), runner_id, ts(now), ts(lease), new_claim_token()],
         "re-claiming an expired run",
     )
 }
@@ -91,7 +94,7 @@ fn claim_retry(
                attempt = CASE WHEN status = 'abandoned' AND error IS ?6 THEN MAX(attempt, 1)
                               ELSE attempt + 1 END,
                status = 'running', claimed_by = ?2, started_at = ?3, lease_expires_at = ?4,
-               finished_at = NULL, pid = NULL, pid_start_ms = NULL, spawn_id = NULL, exit_code = NULL,
+               claim_token = ?7, finished_at = NULL, pid = NULL, pid_start_ms = NULL, spawn_id = NULL, exit_code = NULL,
                duration_ms = NULL, stdout = NULL, stderr = NULL, error = NULL, updated_at = ?3
              WHERE id = ?1 AND status IN ('failed', 'timed_out', 'abandoned')
                AND (attempt < ?5 OR (status = 'abandoned' AND error IS ?6))
@@ -104,7 +107,8 @@ fn claim_retry(
             ts(now),
             ts(lease),
             max_attempts,
-            INTERRUPTED_BY_SHUTDOWN
+            INTERRUPTED_BY_SHUTDOWN,
+            new_claim_token(),
         ],
         "claiming a retry",
     )

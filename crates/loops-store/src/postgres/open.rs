@@ -1,0 +1,165 @@
+//! Migrating a PostgreSQL database: refinery's migrations of
+//! `migrations/postgres/` (versions shared with `migrations/sqlite/`),
+//! applied under a session advisory lock so hosts starting at once migrate
+//! one at a time, and the minimum compatible version every newer schema
+//! records, so an older binary refuses a schema it cannot use instead of
+//! writing to it.
+
+use std::path::PathBuf;
+
+use postgres::Client;
+
+use super::connect::DatabaseUrl;
+use crate::error::{Result, StoreError};
+use crate::sqlite::open::SCHEMA_VERSION;
+
+mod embedded {
+    refinery::embed_migrations!("migrations/postgres");
+}
+
+/// The advisory lock key of migrations: "loopsmig" as a big-endian i64.
+const MIGRATION_LOCK_KEY: i64 = 0x6c6f_6f70_736d_6967;
+
+/// What a database says about its schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SchemaState {
+    /// The newest migration applied, `None` on an empty database.
+    pub(crate) version: Option<i64>,
+    /// The oldest binary schema version that may use it.
+    pub(crate) min_compatible: Option<i64>,
+}
+
+fn db(context: &'static str) -> impl FnOnce(postgres::Error) -> StoreError {
+    StoreError::db(context)
+}
+
+/// Reads the schema version and the minimum compatible version.
+pub(crate) fn schema_state(client: &mut Client) -> Result<SchemaState> {
+    let row = client
+        .query_one(
+            "SELECT to_regclass('refinery_schema_history') IS NOT NULL,
+                    to_regclass('schema_compat') IS NOT NULL",
+            &[],
+        )
+        .map_err(db("reading the schema version"))?;
+    let (history, compat): (bool, bool) = (row.get(0), row.get(1));
+    let version = if history {
+        let row = client
+            .query_one(
+                "SELECT MAX(version)::bigint FROM refinery_schema_history",
+                &[],
+            )
+            .map_err(db("reading the schema version"))?;
+        row.get::<_, Option<i64>>(0)
+    } else {
+        None
+    };
+    let min_compatible = if compat {
+        client
+            .query_opt("SELECT min_compatible_version FROM schema_compat", &[])
+            .map_err(db("reading the minimum compatible version"))?
+            .map(|r| r.get::<_, i64>(0))
+    } else {
+        None
+    };
+    Ok(SchemaState {
+        version,
+        min_compatible,
+    })
+}
+
+/// What to do with a database in `state`: `Ok(true)` to migrate,
+/// `Ok(false)` to use it as it is, or the refusal of a newer schema this
+/// binary is too old for.
+fn decide(state: SchemaState, url: &DatabaseUrl) -> Result<bool> {
+    match state.version {
+        Some(v) if v == SCHEMA_VERSION => Ok(false),
+        Some(v) if v > SCHEMA_VERSION => {
+            // A newer schema that still admits this binary is used as it is.
+            if state
+                .min_compatible
+                .is_some_and(|min| SCHEMA_VERSION >= min)
+            {
+                Ok(false)
+            } else {
+                Err(StoreError::NewerSchema {
+                    path: PathBuf::from(url.shown()),
+                    found: v,
+                    supported: SCHEMA_VERSION,
+                })
+            }
+        }
+        _ => Ok(true),
+    }
+}
+
+/// Brings the database to [`SCHEMA_VERSION`], unless it is there already
+/// (the common case: one round trip of reads, no lock).
+pub(crate) fn migrate(client: &mut Client, url: &DatabaseUrl) -> Result<()> {
+    if !decide(schema_state(client)?, url)? {
+        return Ok(());
+    }
+    client
+        .query("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK_KEY])
+        .map_err(db("waiting for another host's migration"))?;
+    let out = (|| {
+        // Another host may have migrated while this one waited.
+        if !decide(schema_state(client)?, url)? {
+            return Ok(());
+        }
+        embedded::migrations::runner()
+            .run(client)
+            .map(drop)
+            .map_err(|e| StoreError::Migration(e.to_string()))
+    })();
+    let unlocked = client
+        .query("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK_KEY])
+        .map_err(db("releasing the migration lock"));
+    out.and(unlocked.map(drop))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postgres_and_sqlite_migrations_share_their_versions() {
+        let pg: Vec<(i32, String)> = embedded::migrations::runner()
+            .get_migrations()
+            .iter()
+            .map(|m| (m.version(), m.name().to_owned()))
+            .collect();
+        assert_eq!(
+            pg.iter().map(|m| i64::from(m.0)).max(),
+            Some(SCHEMA_VERSION),
+            "migrations/postgres must reach SCHEMA_VERSION"
+        );
+        let versions: Vec<i32> = pg.iter().map(|m| m.0).collect();
+        assert_eq!(versions, (1..=7).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_newer_schema_is_used_only_when_it_admits_this_binary() {
+        let url = DatabaseUrl::parse("postgresql://u:pw@h/db").unwrap();
+        let newer = SCHEMA_VERSION + 1;
+        let admits = SchemaState {
+            version: Some(newer),
+            min_compatible: Some(SCHEMA_VERSION),
+        };
+        assert!(!decide(admits, &url).unwrap());
+        let refuses = SchemaState {
+            version: Some(newer),
+            min_compatible: Some(newer),
+        };
+        let err = decide(refuses, &url).unwrap_err().to_string();
+        assert!(
+            err.contains("Upgrade loops") && !err.contains("pw@"),
+            "{err}"
+        );
+        let empty = SchemaState {
+            version: None,
+            min_compatible: None,
+        };
+        assert!(decide(empty, &url).unwrap());
+    }
+}
