@@ -201,14 +201,16 @@ impl Store {
     /// Connects to the PostgreSQL database at `url` (migrating it first
     /// when needed, one host at a time), as `role`: what the connection
     /// is for (`cli`, `daemon:<id>`, …), shown in `application_name` as
-    /// `loops:<role>`.
+    /// `loops:<role>`. `host` is this machine's name, the first part of
+    /// its runner ids: `liveness` answers only for this host's processes.
     pub fn open_postgres(
         url: &DatabaseUrl,
         role: &str,
+        host: &str,
         liveness: Arc<dyn Liveness>,
     ) -> Result<Store> {
         Ok(Store {
-            conn: Db::Postgres(Postgres::open(url, role, liveness)?),
+            conn: Db::Postgres(Postgres::open(url, role, host, liveness)?),
             path: None,
         })
     }
@@ -377,10 +379,10 @@ mod tests {
             return;
         };
         let url = DatabaseUrl::parse(db.url()).unwrap();
-        let store = Store::open_postgres(&url, "test", Arc::new(|_| false)).unwrap();
+        let store = Store::open_postgres(&url, "test", "host-a", Arc::new(|_| false)).unwrap();
         assert!(store.is_shared());
         assert!(store.database_now().unwrap().is_some());
-        let again = Store::open_postgres(&url, "test", Arc::new(|_| false)).unwrap();
+        let again = Store::open_postgres(&url, "test", "host-a", Arc::new(|_| false)).unwrap();
         assert!(matches!(again.backend_kind(), BackendKind::Postgres(_)));
     }
 

@@ -58,7 +58,17 @@ pub(crate) struct Postgres {
     /// operations run without savepoints.
     whole: Cell<bool>,
     pub(crate) liveness: Arc<dyn Liveness>,
+    /// This host's name, the first part of the runner ids of its daemons
+    /// (`host:pid:suffix`): only a run claimed on this host can be checked
+    /// with `liveness`; another host's run is taken over only after its
+    /// lease and [`CROSS_HOST_GRACE_MS`] have passed.
+    pub(crate) host: String,
 }
+
+/// How long after a run's lease expired another host may take it over:
+/// its daemon may be stalled rather than dead, and the grace lets it renew
+/// or notice the loss first (issue 15).
+pub(crate) const CROSS_HOST_GRACE_MS: i64 = 30_000;
 
 /// A connection lent to one operation, with the statement cache.
 pub(crate) struct Conn<'a> {
@@ -72,6 +82,7 @@ impl Postgres {
     pub(crate) fn open(
         url: &DatabaseUrl,
         role: &str,
+        host: &str,
         liveness: Arc<dyn Liveness>,
     ) -> Result<Postgres> {
         let connector = Connector::new(url, role)?;
@@ -84,6 +95,7 @@ impl Postgres {
             open_tx: Cell::new(false),
             whole: Cell::new(false),
             liveness,
+            host: host.to_owned(),
         })
     }
 
