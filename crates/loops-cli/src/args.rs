@@ -24,9 +24,10 @@ pub(crate) const VERSION: &str = "0.3.1";
     name = "loops",
     version = VERSION,
     long_about = None,
-    after_help = "Loops live in $LOOPS_DATA_DIR/loops.db (default ~/.hasna/loops). A runner \
-                  (`loops tick`, `loops run-now` or the daemon) claims due slots, runs them and \
-                  records each run.",
+    after_help = "Loops live in $LOOPS_DATA_DIR/loops.db (default ~/.hasna/loops), or in the \
+                  PostgreSQL database of --database-url / $LOOPS_DATABASE_URL, which daemons on \
+                  several hosts can share. A runner (`loops tick`, `loops run-now` or the daemon) \
+                  claims due slots, runs them and records each run.",
     subcommand_required = true,
     arg_required_else_help = true,
     max_term_width = 100
@@ -35,6 +36,15 @@ pub(crate) struct Cli {
     /// Print machine-readable JSON (pretty, camelCase) instead of text.
     #[arg(short = 'j', long, global = true)]
     pub(crate) json: bool,
+
+    /// Use this PostgreSQL database instead of SQLite [default: $LOOPS_DATABASE_URL]
+    ///
+    /// A libpq connection string: postgresql://user@host/dbname,
+    /// postgresql:///dbname?host=/socket/dir, or 'host=/run/postgresql
+    /// dbname=loops'. Daemons on several hosts may share one database.
+    /// $LOOPS_DATA_DIR still holds this host's pid file, wake socket and log.
+    #[arg(long, value_name = "URL")]
+    pub(crate) database_url: Option<String>,
 
     #[command(subcommand)]
     pub(crate) command: Command,

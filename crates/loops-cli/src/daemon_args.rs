@@ -45,6 +45,12 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "DURATION", default_value = "30s")]
     pub(crate) grace: String,
 
+    /// On PostgreSQL, do not LISTEN for wake-ups from other hosts: look at
+    /// the database every 5 s instead. For PgBouncer in transaction mode,
+    /// which does not carry LISTEN (no effect on SQLite).
+    #[arg(long)]
+    pub(crate) poll_only: bool,
+
     #[command(flatten)]
     pub(crate) gc: GcFlags,
 }

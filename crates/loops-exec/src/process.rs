@@ -122,13 +122,20 @@ impl Detached {
 /// start` (SPEC §7.6): in its own process group, so the terminal's Ctrl-C
 /// and job control do not reach it; stdin from `/dev/null`; stdout and
 /// stderr appended to `log` (created with mode 0600, never through a
-/// symbolic link: see [`crate::private`]). The environment and
-/// working directory are inherited. The caller does not wait for it.
-pub fn spawn_detached(program: &Path, args: &[OsString], log: &Path) -> io::Result<Detached> {
+/// symbolic link: see [`crate::private`]). The environment, with `env`
+/// added, and the working directory are inherited. The caller does not
+/// wait for it.
+pub fn spawn_detached(
+    program: &Path,
+    args: &[OsString],
+    env: &[(&str, &str)],
+    log: &Path,
+) -> io::Result<Detached> {
     let out = open_log(log)?;
     let err = out.try_clone()?;
     let child = Command::new(program)
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)

@@ -81,13 +81,15 @@ mod options;
 mod pidfile;
 mod recover;
 mod run;
+mod shared;
 mod wake;
 
 pub use self::gc::{GC_FIRST_DELAY, GC_PERIOD, GcReport, collect_garbage};
 pub use self::options::{
     DEFAULT_GC_KEEP_PER_LOOP, DEFAULT_GRACE, DEFAULT_LEASE_TTL, DEFAULT_MAX_SLEEP, DaemonOptions,
-    DaemonPaths, GcSettings, LOG_FILE,
+    DaemonPaths, GcSettings, LOG_FILE, POLL_ONLY_MAX_SLEEP,
 };
 pub use self::pidfile::{PID_FILE, PidRecord, read_pid, read_pid_record, remove_pid_if};
 pub use self::run::{DaemonError, DaemonExit, run_daemon};
+pub use self::shared::{ClockSync, DatabaseClock, SKEW_WARN_MS};
 pub use self::wake::{SOCKET_FILE, notify_daemon, request_stop};

@@ -86,6 +86,14 @@ pub fn heartbeat_period(lease_ms: u64) -> Duration {
     Duration::from_millis((lease_ms / 3).clamp(10, 60_000))
 }
 
+/// The monotonic instant by which a lease of `lease_ms` taken or renewed
+/// at `from` must be renewed again: the lease less a tenth of it (at most
+/// five seconds), so the run stops before the lease is over, not after.
+pub(crate) fn lease_deadline(from: Instant, lease_ms: u64) -> Instant {
+    let margin = (lease_ms / 10).min(5_000);
+    from + Duration::from_millis(lease_ms.saturating_sub(margin))
+}
+
 /// How a finished run is recorded.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FinalizeMode {
@@ -158,6 +166,12 @@ struct InFlight {
     cancel: CancelToken,
     period: Duration,
     next_heartbeat: Instant,
+    /// When the lease may have run out by this host's monotonic clock:
+    /// the last successful claim or renewal plus the lease, less a margin.
+    /// A run whose lease could not be renewed by then (the database is
+    /// unreachable) is cancelled, since another host may take its slot
+    /// over (issue 15).
+    lease_deadline: Instant,
     /// Cancelled by a daemon shutdown: released, not finalized, unless it
     /// succeeded anyway.
     interrupted: bool,
@@ -450,6 +464,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
     fn start(&mut self, work: LoopWork, run: LoopRun) {
         let cancel = CancelToken::new();
         let period = heartbeat_period(work.lp.lease_ms);
+        let lease_ms = work.lp.lease_ms;
         let spawn_tx = self.tx.clone();
         let executor = self.opts.executor;
         let spawn_id = loops_exec::new_spawn_id();
@@ -506,6 +521,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                 cancel,
                 period,
                 next_heartbeat: Instant::now() + period,
+                lease_deadline: lease_deadline(Instant::now(), lease_ms),
                 interrupted: false,
                 unrecorded: None,
                 spawn_id,

@@ -8,7 +8,6 @@
 //! [`execute_workflow`]; tests pass a fake that
 //! returns canned results, so a tick runs without a single process.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use loops_core::{
@@ -18,7 +17,7 @@ use loops_core::{
 use loops_exec::{
     CancelToken, ExecError, ExecOptions, RunContext, RunMetadata, SystemProbe, execute_target,
 };
-use loops_store::{Store, StoreError};
+use loops_store::{Location, Store, StoreError};
 use loops_workflow::{WorkflowError, WorkflowRunOptions, execute_workflow};
 
 /// What an executor may do while a run executes.
@@ -92,7 +91,7 @@ pub struct ProcessExecutor<'a> {
     pub exec: ExecOptions,
     /// The database workflow targets read their workflow from and record
     /// their runs in; `None` fails workflow targets.
-    pub database: Option<PathBuf>,
+    pub database: Option<Location>,
 }
 
 impl<'a> ProcessExecutor<'a> {
@@ -106,19 +105,20 @@ impl<'a> ProcessExecutor<'a> {
     }
 
     /// An executor with the SPEC defaults whose workflow targets use the
-    /// database file `store` was opened on (none for an in-memory store).
+    /// database `store` was opened on (none for an in-memory store).
     pub fn for_store(clock: &'a dyn Clock, store: &Store) -> ProcessExecutor<'a> {
         ProcessExecutor {
-            database: store.path().map(Path::to_owned),
+            database: store.location(),
             ..ProcessExecutor::new(clock)
         }
     }
 
-    /// Runs workflow targets against the database file at `path`. Each
-    /// workflow run opens its own connection to it on the run's worker
-    /// thread, since a store handle cannot be shared between threads.
-    pub fn with_database(mut self, path: impl Into<PathBuf>) -> ProcessExecutor<'a> {
-        self.database = Some(path.into());
+    /// Runs workflow targets against the database at `location` (a SQLite
+    /// file's path, or a PostgreSQL location). Each workflow run opens its
+    /// own connection to it on the run's worker thread, since a store
+    /// handle cannot be shared between threads.
+    pub fn with_database(mut self, location: impl Into<Location>) -> ProcessExecutor<'a> {
+        self.database = Some(location.into());
         self
     }
 
@@ -131,10 +131,10 @@ impl<'a> ProcessExecutor<'a> {
         run: &LoopRun,
         control: &RunControl<'_>,
     ) -> Result<ExecutorResult, RunError> {
-        let Some(path) = self.database.as_deref() else {
+        let Some(location) = &self.database else {
             return Err(RunError::NoDatabase(target.workflow_id));
         };
-        let store = Store::open(path, Arc::new(SystemProbe))?;
+        let store = location.open("workflow", Arc::new(SystemProbe))?;
         // By id only: archived workflows still run (SPEC §4.3).
         let workflow = store
             .get_workflow(&target.workflow_id)?

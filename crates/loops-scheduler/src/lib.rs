@@ -49,10 +49,11 @@ mod executor;
 mod scheduler;
 
 pub use crate::daemon::{
-    DEFAULT_GC_KEEP_PER_LOOP, DEFAULT_GRACE, DEFAULT_LEASE_TTL, DEFAULT_MAX_SLEEP, DaemonError,
-    DaemonExit, DaemonOptions, DaemonPaths, GC_FIRST_DELAY, GC_PERIOD, GcReport, GcSettings,
-    LOG_FILE, PID_FILE, PidRecord, SOCKET_FILE, collect_garbage, notify_daemon, read_pid,
-    read_pid_record, remove_pid_if, request_stop, run_daemon,
+    ClockSync, DEFAULT_GC_KEEP_PER_LOOP, DEFAULT_GRACE, DEFAULT_LEASE_TTL, DEFAULT_MAX_SLEEP,
+    DaemonError, DaemonExit, DaemonOptions, DaemonPaths, DatabaseClock, GC_FIRST_DELAY, GC_PERIOD,
+    GcReport, GcSettings, LOG_FILE, PID_FILE, POLL_ONLY_MAX_SLEEP, PidRecord, SKEW_WARN_MS,
+    SOCKET_FILE, collect_garbage, notify_daemon, read_pid, read_pid_record, remove_pid_if,
+    request_stop, run_daemon,
 };
 pub use crate::dispatch::{TickResult, heartbeat_period};
 pub use crate::executor::{ProcessExecutor, RunControl, RunError, RunExecutor};

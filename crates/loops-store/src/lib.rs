@@ -84,6 +84,7 @@ pub use crate::backup::{
 };
 pub use crate::sqlite::open::{DB_FILE, SCHEMA_VERSION, schema_version};
 // PostgreSQL connection strings.
+pub use crate::postgres::listen::Listener;
 pub use crate::postgres::{DatabaseUrl, mask_database_url};
 pub use crate::sqlite::{check_integrity, inspect_database};
 
@@ -101,7 +102,50 @@ pub struct Store {
 /// The two backends.
 enum Db {
     Sqlite(Sqlite),
-    Postgres(Postgres),
+    // Boxed: its connection configuration is large, and most stores are SQLite.
+    Postgres(Box<Postgres>),
+}
+
+/// Where a database is: a SQLite file or a PostgreSQL server. A thread
+/// that needs a store of its own (a workflow run, the daemon's gc) opens
+/// one from the location of the store it was started from.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+// Made once per thread that opens a store; the size does not matter.
+#[allow(clippy::large_enum_variant)]
+pub enum Location {
+    /// A SQLite database file.
+    File(PathBuf),
+    /// A PostgreSQL database.
+    Postgres {
+        /// Its connection string.
+        url: DatabaseUrl,
+        /// This host's name ([`Store::open_postgres`]).
+        host: String,
+    },
+}
+
+impl Location {
+    /// Opens a new store on this location; `role` names the connection on
+    /// PostgreSQL (`application_name` `loops:<role>`).
+    pub fn open(&self, role: &str, liveness: Arc<dyn Liveness>) -> Result<Store> {
+        match self {
+            Location::File(path) => Store::open(path, liveness),
+            Location::Postgres { url, host } => Store::open_postgres(url, role, host, liveness),
+        }
+    }
+}
+
+impl From<PathBuf> for Location {
+    fn from(path: PathBuf) -> Location {
+        Location::File(path)
+    }
+}
+
+impl From<&Path> for Location {
+    fn from(path: &Path) -> Location {
+        Location::File(path.to_owned())
+    }
 }
 
 /// Which database a [`Store`] is on, for `doctor` and `daemon status`.
@@ -210,9 +254,39 @@ impl Store {
         liveness: Arc<dyn Liveness>,
     ) -> Result<Store> {
         Ok(Store {
-            conn: Db::Postgres(Postgres::open(url, role, host, liveness)?),
+            conn: Db::Postgres(Box::new(Postgres::open(url, role, host, liveness)?)),
             path: None,
         })
+    }
+
+    /// Where this store's database is, so another thread can open its own
+    /// store on it; `None` in memory.
+    pub fn location(&self) -> Option<Location> {
+        match &self.conn {
+            Db::Sqlite(_) => self.path.clone().map(Location::File),
+            Db::Postgres(pg) => Some(Location::Postgres {
+                url: pg.url().clone(),
+                host: pg.host.clone(),
+            }),
+        }
+    }
+
+    /// On PostgreSQL, starts a thread that calls `on_wake` when another
+    /// process, on any host, changes what is due (`pg_notify` in the same
+    /// transaction), and once after each reconnect; `on_error` gets a line
+    /// when its connection is lost and when it is back. Stops when the
+    /// returned [`Listener`] is dropped. `None` on SQLite, whose daemon is
+    /// woken through its socket.
+    pub fn listen(
+        &self,
+        role: &str,
+        on_wake: Box<dyn Fn() + Send>,
+        on_error: Box<dyn Fn(&str) + Send>,
+    ) -> Result<Option<Listener>> {
+        match &self.conn {
+            Db::Sqlite(_) => Ok(None),
+            Db::Postgres(pg) => pg.listen(role, on_wake, on_error).map(Some),
+        }
     }
 
     /// Which database this store is on.
@@ -247,7 +321,7 @@ impl Store {
     fn backend(&self) -> &dyn Backend {
         match &self.conn {
             Db::Sqlite(conn) => conn,
-            Db::Postgres(conn) => conn,
+            Db::Postgres(conn) => conn.as_ref(),
         }
     }
 
@@ -372,6 +446,51 @@ pub struct ReadmeDoctests;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listener_wakes_on_notify_and_again_after_its_connection_is_killed() {
+        use std::sync::mpsc::{RecvTimeoutError, channel};
+        use std::time::Duration;
+        let Some(db) = testing::fresh_database("lib::a_listener_wakes_on_notify") else {
+            return;
+        };
+        let url = DatabaseUrl::parse(db.url()).unwrap();
+        let store = Store::open_postgres(&url, "test", "host-a", Arc::new(|_| false)).unwrap();
+        let (woke, wakes) = channel::<&str>();
+        let errors = woke.clone();
+        let _listener = store
+            .listen(
+                "listen-test",
+                Box::new(move || drop(woke.send("wake"))),
+                Box::new(move |_| drop(errors.send("error"))),
+            )
+            .unwrap()
+            .unwrap();
+        let mut admin = ::postgres::Client::connect(db.url(), ::postgres::NoTls).unwrap();
+        let next = |what: &str| match wakes.recv_timeout(Duration::from_secs(20)) {
+            Ok(got) => got,
+            Err(RecvTimeoutError::Timeout) => panic!("no {what} within 20 s"),
+            Err(e) => panic!("{e}"),
+        };
+        admin.batch_execute("NOTIFY loops_wake, 'x'").unwrap();
+        assert_eq!(next("wake-up"), "wake");
+        admin
+            .batch_execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                 WHERE application_name = 'loops:listen-test'",
+            )
+            .unwrap();
+        // Lost, back (one line each), and one wake-up for what was missed.
+        let mut seen = vec![
+            next("loss"),
+            next("return"),
+            next("wake-up after the return"),
+        ];
+        seen.sort_unstable();
+        assert_eq!(seen, ["error", "error", "wake"]);
+        admin.batch_execute("NOTIFY loops_wake, 'y'").unwrap();
+        assert_eq!(next("wake-up on the new connection"), "wake");
+    }
 
     #[test]
     fn a_fresh_postgres_database_migrates_and_a_second_opening_finds_it_migrated() {

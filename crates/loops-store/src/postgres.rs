@@ -20,6 +20,7 @@ mod connect;
 mod daemon;
 mod gc;
 mod lease;
+pub(crate) mod listen;
 mod loops;
 mod open;
 pub(crate) mod rows;
@@ -49,6 +50,7 @@ pub(crate) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
 /// liveness probe the recovery and claim guards ask about this host's
 /// processes.
 pub(crate) struct Postgres {
+    url: DatabaseUrl,
     connector: Connector,
     client: RefCell<Option<Client>>,
     statements: RefCell<HashMap<String, Statement>>,
@@ -89,6 +91,7 @@ impl Postgres {
         let mut client = connector.connect()?;
         open::migrate(&mut client, url)?;
         Ok(Postgres {
+            url: url.clone(),
             connector,
             client: RefCell::new(Some(client)),
             statements: RefCell::default(),
@@ -102,6 +105,22 @@ impl Postgres {
     /// The database's URL with its password masked.
     pub(crate) fn shown(&self) -> &str {
         self.connector.shown()
+    }
+
+    /// Starts a thread listening for wake-ups on a connection of its own
+    /// (see [`listen::listen`]), named `loops:<role>`.
+    pub(crate) fn listen(
+        &self,
+        role: &str,
+        on_wake: Box<dyn Fn() + Send>,
+        on_error: Box<dyn Fn(&str) + Send>,
+    ) -> Result<listen::Listener> {
+        listen::listen(Connector::new(&self.url, role)?, on_wake, on_error)
+    }
+
+    /// The database's URL.
+    pub(crate) fn url(&self) -> &DatabaseUrl {
+        &self.url
     }
 
     /// Runs `f` on the connection, reconnecting first when it was lost.

@@ -28,7 +28,8 @@ use anyhow::{Context, Result, bail};
 use loops_core::Clock;
 use loops_exec::{SignalCancel, SystemClock};
 use loops_scheduler::{
-    DEFAULT_LEASE_TTL, DEFAULT_MAX_SLEEP, DaemonOptions, DaemonPaths, ProcessExecutor,
+    ClockSync, DEFAULT_LEASE_TTL, DEFAULT_MAX_SLEEP, DaemonOptions, DaemonPaths, DatabaseClock,
+    ProcessExecutor,
 };
 use serde_json::{Value, json};
 
@@ -135,7 +136,8 @@ fn run_foreground(args: &RunArgs) -> Result<Outcome> {
     let log_path = paths.log_file();
     let log = DaemonLog::open(&log_path, LogConfig::default(), !stderr_is_file())
         .with_context(|| format!("opening {}", log_path.display()))?;
-    let clock = SystemClock;
+    // On a shared database the daemon's clock is the database's.
+    let clock = DatabaseClock::new(SystemClock);
     let executor = ProcessExecutor::for_store(&clock, &store);
     let write = |line: &str| log.line(clock.now(), line);
     let opts = DaemonOptions {
@@ -153,6 +155,8 @@ fn run_foreground(args: &RunArgs) -> Result<Outcome> {
         lease_ttl: DEFAULT_LEASE_TTL,
         orphan_grace: ORPHAN_GRACE,
         gc: tuning.gc,
+        clock_sync: store.is_shared().then_some(&clock as &dyn ClockSync),
+        poll_only: args.poll_only,
     };
     match loops_scheduler::run_daemon(&store, &opts) {
         Ok(_) => Ok(Outcome::Success),
@@ -182,13 +186,28 @@ fn start(args: &RunArgs, out: &mut Printer, binary: Binary) -> Result<Outcome> {
     if let Some(ms) = &args.interval_ms {
         child_args.extend(["--interval-ms".into(), ms.clone().into()]);
     }
+    if args.poll_only {
+        child_args.push("--poll-only".into());
+    }
     child_args.extend(
         super::gc::daemon_args(&args.gc)
             .into_iter()
             .map(OsString::from),
     );
-    let started =
-        control::start_daemon(&store, &paths, &loops_exec::hostname(), &exe, &child_args)?;
+    // A URL given with --database-url reaches the daemon through its
+    // environment, as $LOOPS_DATABASE_URL would: never its command line.
+    let env: Vec<(&str, &str)> = paths::database_url_flag()
+        .map(|url| (paths::DATABASE_URL_VAR, url))
+        .into_iter()
+        .collect();
+    let started = control::start_daemon(
+        &store,
+        &paths,
+        &loops_exec::hostname(),
+        &exe,
+        &child_args,
+        &env,
+    )?;
     if out.json {
         out.json(&serde_json::to_value(&started)?)?;
     } else if started.already_running {
@@ -478,6 +497,7 @@ pub(crate) fn doctor(args: &DoctorArgs, out: &mut Printer) -> Result<Outcome> {
         env: std::env::vars().collect(),
         host: loops_exec::hostname(),
         now: now(),
+        database_url: paths::database_url()?,
     });
     if out.json {
         out.json(&serde_json::to_value(&report)?)?;

@@ -184,6 +184,7 @@ pub(crate) fn start_daemon(
     host: &str,
     exe: &Path,
     args: &[OsString],
+    env: &[(&str, &str)],
 ) -> Result<StartOutcome, StoreError> {
     let lease = store.get_daemon_lease()?;
     let (pid, running) = daemon_pid(paths, lease.as_ref(), host);
@@ -199,7 +200,7 @@ pub(crate) fn start_daemon(
         remove_pid_if(&paths.pid_file(), stale);
     }
     let log = paths.log_file();
-    let mut child = match spawn_detached(exe, args, &log) {
+    let mut child = match spawn_detached(exe, args, env, &log) {
         Ok(child) => child,
         Err(e) => {
             return Ok(StartOutcome {

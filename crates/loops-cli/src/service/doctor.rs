@@ -36,6 +36,7 @@ use loops_workflow::preflight_workflow;
 use super::control::daemon_status;
 
 mod gc;
+mod postgres;
 
 /// The provider CLIs whose presence is reported (SPEC §7.5).
 const PROVIDERS: [&str; 6] = [
@@ -135,12 +136,21 @@ pub(crate) struct DoctorOptions<'a> {
     pub(crate) host: String,
     /// The current instant.
     pub(crate) now: Timestamp,
+    /// The PostgreSQL database in use, or `None` for SQLite in the data
+    /// directory.
+    pub(crate) database_url: Option<loops_store::DatabaseUrl>,
 }
 
 /// Runs every check, in order (SPEC §7.5).
 pub(crate) fn run_doctor(opts: &DoctorOptions<'_>) -> DoctorReport {
     let mut checks = vec![check_data_dir(opts.data_dir)];
     let paths = DaemonPaths::new(opts.data_dir);
+    if let Some(url) = &opts.database_url {
+        let (db, store) = postgres::check(url, &opts.host);
+        checks.push(db);
+        checks.extend(check_machine(opts));
+        return finish(checks, store.as_ref(), &paths, opts);
+    }
     let db = check_database(&paths.database());
     // A file that cannot be read is not checked for damage as well.
     let integrity = (db.status != CheckStatus::Fail).then(|| check_damage(&paths.database()));
@@ -150,28 +160,7 @@ pub(crate) fn run_doctor(opts: &DoctorOptions<'_>) -> DoctorReport {
             .as_ref()
             .is_none_or(|c| c.status != CheckStatus::Fail);
     checks.push(db);
-    let path = loops_exec::normalize_path(&opts.env);
-    checks.push(
-        Check::new(
-            "path",
-            CheckStatus::Ok,
-            format!(
-                "runs get a normalized PATH of {} entries",
-                path.split(':').count()
-            ),
-        )
-        .detail(path.clone()),
-    );
-    let mut env = opts.env.clone();
-    env.insert("PATH".to_owned(), path);
-    let exec = ExecOptions {
-        base_env: Some(env),
-        ..ExecOptions::default()
-    };
-    checks.push(check_accounts(&exec));
-    for bin in PROVIDERS {
-        checks.push(check_provider(bin, &exec));
-    }
+    checks.extend(check_machine(opts));
     checks.extend(integrity);
     let store = if db_usable {
         // Opening migrates an older database, after its automatic backup.
@@ -182,9 +171,56 @@ pub(crate) fn run_doctor(opts: &DoctorOptions<'_>) -> DoctorReport {
     } else {
         None
     };
-    match &store {
+    finish(checks, store.as_ref(), &paths, opts)
+}
+
+/// The checks of this machine, whatever the database: the PATH runs get,
+/// `accounts` and the provider CLIs.
+fn check_machine(opts: &DoctorOptions<'_>) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let path = loops_exec::normalize_path(&opts.env);
+    checks.push(
+        Check::new(
+            "path",
+            CheckStatus::Ok,
+            format!(
+                "runs get a normalized PATH of {} entries",
+                path.split(':').count()
+            ),
+        )
+        .detail(path),
+    );
+    let exec = machine_exec(opts);
+    checks.push(check_accounts(&exec));
+    for bin in PROVIDERS {
+        checks.push(check_provider(bin, &exec));
+    }
+    checks
+}
+
+/// What a run of the daemon would get: the environment with the
+/// normalized PATH.
+fn machine_exec(opts: &DoctorOptions<'_>) -> ExecOptions {
+    let mut env = opts.env.clone();
+    env.insert("PATH".to_owned(), loops_exec::normalize_path(&opts.env));
+    ExecOptions {
+        base_env: Some(env),
+        ..ExecOptions::default()
+    }
+}
+
+/// The checks that need the store (the daemon, the loops, retention) and
+/// the report.
+fn finish(
+    mut checks: Vec<Check>,
+    store: Option<&Store>,
+    paths: &DaemonPaths,
+    opts: &DoctorOptions<'_>,
+) -> DoctorReport {
+    let exec = machine_exec(opts);
+    match store {
         Some(store) => {
-            let (daemon, daemon_pid) = check_daemon(store, &paths, opts);
+            let (daemon, daemon_pid) = check_daemon(store, paths, opts);
             checks.push(daemon);
             checks.extend(check_loops(store, &exec));
             let home = opts.env.get("HOME").map(Path::new);

@@ -23,7 +23,6 @@
 //! of the previous pass, and logs one line per pass when the thread
 //! reports back.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
@@ -32,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use loops_core::Timestamp;
 use loops_store::{
-    AutoBackup, GcCounts, GcCursor, GcLoopTally, GcPolicy, SpaceUsage, Store, StoreError,
+    AutoBackup, GcCounts, GcCursor, GcLoopTally, GcPolicy, Location, SpaceUsage, Store, StoreError,
 };
 
 use super::options::GcSettings;
@@ -179,7 +178,7 @@ impl GcWorker {
     /// `wake`, so the serve loop logs it at once.
     pub(super) fn spawn<'scope>(
         scope: &'scope Scope<'scope, '_>,
-        database: PathBuf,
+        database: Location,
         settings: GcSettings,
         wake: Sender<Report>,
         now: Timestamp,
@@ -259,7 +258,7 @@ impl Drop for GcWorker {
 /// One pass on the gc thread, opening its store the first time.
 fn pass(
     store: &mut Option<Store>,
-    database: &std::path::Path,
+    database: &Location,
     settings: GcSettings,
     at: Timestamp,
     stop: &AtomicBool,
@@ -270,14 +269,18 @@ fn pass(
             // The daemon's first pass: a backup first when asked (at most
             // one an hour); when none can be taken, the pass deletes
             // nothing and the next one tries again.
-            if settings.backup_first {
+            // nothing and the next one tries again. A PostgreSQL
+            // database is backed up with pg_dump, by its owner.
+            if settings.backup_first
+                && let Location::File(file) = database
+            {
                 loops_store::auto_backup(
-                    database,
+                    file,
                     AutoBackup::at(at),
                     "before the daemon's first gc pass",
                 )?;
             }
-            store.insert(Store::open(database, Arc::new(loops_exec::SystemProbe))?)
+            store.insert(database.open("gc", Arc::new(loops_exec::SystemProbe))?)
         }
     };
     let policy = GcPolicy::new(
@@ -416,7 +419,7 @@ mod tests {
         let log = |line: &str| logged.lock().unwrap().push(line.to_owned());
         let (wake, woken) = channel();
         std::thread::scope(|scope| {
-            let mut gc = GcWorker::spawn(scope, database, settings, wake, now);
+            let mut gc = GcWorker::spawn(scope, database.into(), settings, wake, now);
             let first = now.add_ms(millis(GC_FIRST_DELAY));
             assert_eq!(gc.next_due(), Some(first));
             gc.poll(first.add_ms(-1), &log);

@@ -9,6 +9,7 @@ use loops_exec::CancelToken;
 use loops_store::DB_FILE;
 
 use super::pidfile::PID_FILE;
+use super::shared::ClockSync;
 use super::wake::SOCKET_FILE;
 use crate::executor::RunExecutor;
 
@@ -20,6 +21,10 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 /// The longest the daemon sleeps without looking at the clock and the
 /// database.
 pub const DEFAULT_MAX_SLEEP: Duration = Duration::from_secs(60);
+/// The longest sleep of a daemon on a shared database that does not
+/// listen for wake-ups (`--poll-only`, for PgBouncer in transaction mode):
+/// how late it notices a loop another host created or resumed.
+pub const POLL_ONLY_MAX_SLEEP: Duration = Duration::from_secs(5);
 /// How long the daemon lease lasts without a heartbeat (renewed every
 /// third of it).
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(60);
@@ -119,4 +124,12 @@ pub struct DaemonOptions<'a> {
     /// The periodic gc, or `None` (the default) for none: the original
     /// keeps every run.
     pub gc: Option<GcSettings>,
+    /// On a database other hosts share, the clock (the same as `clock`)
+    /// whose offset to the database's clock the daemon measures at start
+    /// and with every lease renewal; `None` keeps `clock` as it is.
+    pub clock_sync: Option<&'a dyn ClockSync>,
+    /// On a shared database, do not listen for wake-ups (`LISTEN`, which
+    /// PgBouncer in transaction mode does not carry): sleep at most
+    /// [`POLL_ONLY_MAX_SLEEP`] instead.
+    pub poll_only: bool,
 }

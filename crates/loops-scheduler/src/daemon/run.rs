@@ -12,9 +12,10 @@ use loops_exec::started_by;
 use loops_store::{LeaseAcquire, LeaseHeartbeat, LeaseRequest, Store, StoreError, new_lease_id};
 
 use super::gc::GcWorker;
-use super::options::DaemonOptions;
+use super::options::{DaemonOptions, POLL_ONLY_MAX_SLEEP};
 use super::pidfile::{PidFile, read_pid};
 use super::recover::recover_dead_daemons;
+use super::shared::SKEW_WARN_MS;
 use super::wake::{WakeListener, WakeShared};
 use crate::dispatch::{DispatchOptions, Dispatcher, FinalizeMode, Report, TickResult};
 
@@ -76,6 +77,11 @@ pub struct DaemonExit {
 /// Fails before doing anything when another daemon holds the lease, or
 /// when the pid file names a live daemon that held it.
 pub fn run_daemon(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonExit, DaemonError> {
+    // On a shared database, the database's clock before anything is timed.
+    let mut skew = SkewReport::default();
+    if let Some(sync) = opts.clock_sync {
+        skew.apply(sync.sync(store)?, opts.log);
+    }
     let lease = acquire(store, opts)?;
     let runner_id = format!("{}:{}:{}", opts.host, opts.pid, lease.id);
     let pid_path = opts.paths.pid_file();
@@ -122,19 +128,34 @@ pub fn run_daemon(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonExit,
                 overlap_in_flight: true,
             },
         );
-        let gc = opts.gc.map(|settings| {
-            let database = opts.paths.database();
-            GcWorker::spawn(scope, database, settings, d.sender(), opts.clock.now())
+        let gc = opts.gc.and_then(|settings| {
+            let database = store.location()?;
+            Some(GcWorker::spawn(
+                scope,
+                database,
+                settings,
+                d.sender(),
+                opts.clock.now(),
+            ))
         });
         log(&format!(
-            "started pid={} lease={} host={} max-parallel={} grace={}ms{}",
+            "started pid={} lease={} host={} max-parallel={} grace={}ms{}{}",
             opts.pid,
             lease.id,
             opts.host,
             opts.max_parallel,
             opts.grace.as_millis(),
             gc.as_ref()
-                .map_or_else(String::new, |gc| format!(" {}", gc.describe_settings()))
+                .map_or_else(String::new, |gc| format!(" {}", gc.describe_settings())),
+            if store.is_shared() {
+                format!(
+                    " database=\"{}\"{}",
+                    store.backend_kind(),
+                    if opts.poll_only { " poll-only" } else { "" }
+                )
+            } else {
+                String::new()
+            }
         ));
         let shared = Arc::new(WakeShared::default());
         let tx = d.sender();
@@ -154,15 +175,51 @@ pub fn run_daemon(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonExit,
                 None
             }
         };
+        // Wake-ups from other hosts (PostgreSQL); the lines of its thread
+        // are logged by the serve loop.
+        let listen_lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let db_listener = if store.is_shared() && !opts.poll_only {
+            let wake = d.sender();
+            let lines = Arc::clone(&listen_lines);
+            let line_wake = d.sender();
+            match store.listen(
+                &format!("listen:{runner_id}"),
+                Box::new(move || {
+                    let _ = wake.send(Report::Wake);
+                }),
+                Box::new(move |line: &str| {
+                    if let Ok(mut lines) = lines.lock() {
+                        lines.push(line.to_owned());
+                    }
+                    let _ = line_wake.send(Report::Wake);
+                }),
+            ) {
+                Ok(l) => l,
+                Err(e) => {
+                    log(&format!(
+                        "warning: cannot listen for wake-ups ({e}); changes made on other hosts \
+                         are noticed within {}s",
+                        POLL_ONLY_MAX_SLEEP.as_secs()
+                    ));
+                    None
+                }
+            }
+        } else {
+            None
+        };
         let mut daemon = Daemon {
             store,
             opts,
+            polling: store.is_shared() && db_listener.is_none(),
+            listen_lines,
+            skew,
             lease_id: lease.id,
             runner_id: &runner_id,
             shared,
             grace: opts.grace,
             stop_requested: false,
-            files: DatabaseFiles::snapshot(&opts.paths.database()),
+            // On PostgreSQL there is no file to watch.
+            files: DatabaseFiles::snapshot(store.path()),
             next_lease_heartbeat: Instant::now() + lease_period(opts.lease_ttl),
             listening: listener.is_some(),
             lease_lost: false,
@@ -174,6 +231,7 @@ pub fn run_daemon(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonExit,
         let reason = daemon.serve(&mut d);
         let interrupted = daemon.shutdown(&mut d, &reason);
         drop(listener);
+        drop(db_listener);
         DaemonExit {
             reason,
             interrupted,
@@ -229,6 +287,12 @@ fn holder_alive(holder: &DaemonLease) -> bool {
 struct Daemon<'o, 'a> {
     store: &'o Store,
     opts: &'o DaemonOptions<'a>,
+    /// On a shared database without a wake-up listener: poll.
+    polling: bool,
+    /// Lines of the wake-up listener's thread, to log.
+    listen_lines: Arc<std::sync::Mutex<Vec<String>>>,
+    /// The last measured clock skew against the database.
+    skew: SkewReport,
     lease_id: LeaseId,
     runner_id: &'o str,
     /// The pending wake-up and the ignored datagrams.
@@ -274,6 +338,14 @@ impl Daemon<'_, '_> {
             // Before anything is read: a datagram from now on asks for
             // another turn.
             self.shared.begin_turn();
+            let lines = self
+                .listen_lines
+                .lock()
+                .map(|mut l| std::mem::take(&mut *l))
+                .unwrap_or_default();
+            for line in lines {
+                self.log(&line);
+            }
             if let Some((n, uid)) = self.shared.take_rejected() {
                 self.log(&format!(
                     "warning: ignored {n} datagram(s) on the wake-up socket from uid {uid}, \
@@ -334,6 +406,12 @@ impl Daemon<'_, '_> {
         {
             Ok(LeaseHeartbeat::Renewed(_)) => {
                 self.next_lease_heartbeat = now + lease_period(self.opts.lease_ttl);
+                if let Some(sync) = self.opts.clock_sync {
+                    match sync.sync(self.store) {
+                        Ok(skew) => self.skew.apply(skew, self.opts.log),
+                        Err(e) => self.log(&format!("error: reading the database clock: {e}")),
+                    }
+                }
                 true
             }
             Ok(LeaseHeartbeat::Lost) => {
@@ -355,6 +433,9 @@ impl Daemon<'_, '_> {
         let mut sleep = self.opts.max_sleep;
         if !self.listening {
             sleep = sleep.min(UNSOCKETED_MAX_SLEEP);
+        }
+        if self.polling {
+            sleep = sleep.min(POLL_ONLY_MAX_SLEEP);
         }
         let mut failed = failed;
         let gc_due = self.gc.as_ref().and_then(GcWorker::next_due);
@@ -546,8 +627,12 @@ struct DatabaseFiles {
 }
 
 impl DatabaseFiles {
-    /// The identities of `database` and its `-wal` file, where they exist.
-    fn snapshot(database: &Path) -> DatabaseFiles {
+    /// The identities of `database` and its `-wal` file, where they exist;
+    /// nothing without a file.
+    fn snapshot(database: Option<&Path>) -> DatabaseFiles {
+        let Some(database) = database else {
+            return DatabaseFiles { files: Vec::new() };
+        };
         let mut wal = database.as_os_str().to_owned();
         wal.push("-wal");
         let files = [database.to_owned(), PathBuf::from(wal)]
@@ -572,4 +657,31 @@ impl DatabaseFiles {
 
 fn identity(path: &Path) -> Option<(u64, u64)> {
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// The clock skew the daemon last measured against a shared database, and
+/// whether it was over [`SKEW_WARN_MS`], so the log says so when it
+/// crosses the line, not every minute.
+#[derive(Debug, Default)]
+struct SkewReport {
+    warned: bool,
+}
+
+impl SkewReport {
+    fn apply(&mut self, skew: Option<i64>, log: &dyn Fn(&str)) {
+        let Some(skew) = skew else { return };
+        let over = skew.abs() > SKEW_WARN_MS;
+        if over && !self.warned {
+            log(&format!(
+                "warning: this host's clock is {skew} ms off the database's (over {SKEW_WARN_MS} \
+                 ms); loops plans from the database's clock, but fix this host's time \
+                 (NTP) for everything else"
+            ));
+        } else if !over && self.warned {
+            log(&format!(
+                "this host's clock is back within {skew} ms of the database's"
+            ));
+        }
+        self.warned = over;
+    }
 }

@@ -8,7 +8,7 @@ use loops_core::{ExecutorResult, ExecutorStatus, LoopRun};
 use loops_exec::CancelToken;
 use loops_store::{Fence, StoreError};
 
-use super::{Dispatcher, FinalizeMode, InFlight, Report, Unrecorded};
+use super::{Dispatcher, FinalizeMode, InFlight, Report, Unrecorded, lease_deadline};
 use crate::executor::RunError;
 
 /// Most reports applied in one store batch, so a steady stream of them
@@ -185,23 +185,33 @@ impl Dispatcher<'_, '_> {
     pub(crate) fn heartbeat(&mut self) -> Result<(), StoreError> {
         self.retry_unrecorded()?;
         let now_instant = Instant::now();
+        let mut failed = None;
         for f in self.inflight.values_mut() {
             if f.next_heartbeat > now_instant {
                 continue;
             }
             f.next_heartbeat = now_instant + f.period;
             let now = self.opts.clock.now();
-            let renewed = self.store.heartbeat_run_lease(
+            match self.store.heartbeat_run_lease(
                 &f.run.id,
                 &Fence::of_claim(self.opts.runner_id, &f.run),
                 f.work.lp.lease_ms,
                 now,
-            )?;
-            if renewed.is_none() {
-                f.cancel.cancel(loops_workflow::RUN_LEASE_LOST);
+            ) {
+                Ok(Some(_)) => f.lease_deadline = lease_deadline(now_instant, f.work.lp.lease_ms),
+                Ok(None) => f.cancel.cancel(loops_workflow::RUN_LEASE_LOST),
+                Err(e) => {
+                    // Not renewed, maybe not lost: the run goes on until
+                    // its lease may be over by this host's own clock, then
+                    // stops, since another host may take its slot over.
+                    if Instant::now() >= f.lease_deadline && f.unrecorded.is_none() {
+                        f.cancel.cancel(loops_workflow::RUN_LEASE_LOST);
+                    }
+                    failed.get_or_insert(e);
+                }
             }
         }
-        Ok(())
+        failed.map_or(Ok(()), Err)
     }
 
     /// Applies `first` and the reports already waiting behind it (at most

@@ -71,6 +71,8 @@ impl<'a> Harness<'a> {
             lease_ttl: self.lease_ttl,
             orphan_grace: Duration::from_millis(100),
             gc: None,
+            clock_sync: None,
+            poll_only: false,
         };
         run_daemon(&store, &opts)
     }
