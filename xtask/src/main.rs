@@ -7,7 +7,9 @@
 //!   `--criterion` adds the Criterion micro-benchmarks; `--scale` compares
 //!   a small and a large database instead.
 //! - `reliability`: the reliability suite's long variants (`--short` for
-//!   the ones CI runs).
+//!   the ones CI runs), then, in long mode, `chaos`.
+//! - `chaos`: three daemons sharing one throwaway PostgreSQL while faults
+//!   hit them and the server.
 //! - `tidy`: the source hygiene checks (also a `#[test]`): module docs, the
 //!   line cap, module style, trailing whitespace, leftover macros and SPEC
 //!   §10 citations.
@@ -18,6 +20,7 @@ use std::process::{Command, ExitCode};
 mod bench;
 mod bench_daemon;
 mod bench_scale;
+mod chaos;
 mod demo;
 mod postgres;
 mod reliability;
@@ -29,6 +32,7 @@ fn main() -> ExitCode {
     let result = match task {
         "ci" => ci(),
         "bench" => bench::bench(&args[1..]),
+        "chaos" => chaos::chaos(&args[1..]),
         "demo" => demo::demo(&args[1..]),
         "postgres" => postgres::with_cluster(&args[1..]),
         "reliability" => reliability::reliability(&args[1..]),
@@ -49,7 +53,9 @@ fn main() -> ExitCode {
                  --scale compares 1,000 loops / 10,000 runs with 100,000 / 1,000,000 (`bench --scale --help`)\n  \
                  postgres CMD...  run CMD with a throwaway PostgreSQL, its URL in LOOPS_TEST_DATABASE_URL\n  \
                  reliability  the reliability suite's long variants (crash loop, races, floods, fuzzing, ...);\n               \
-                 --short runs the CI variants; other arguments filter tests\n  \
+                 --short runs the CI variants; other arguments filter tests; long mode ends with chaos\n  \
+                 chaos   3 daemons on one throwaway PostgreSQL under kill -9, SIGSTOP, pg_terminate_backend and\n          \
+                 server restarts for 60 s (--seconds N); checks every slot ran at most once at a time\n  \
                  tidy    check module docs, the 650-line cap, no mod.rs, no trailing whitespace, no\n          \
                  dbg!/todo!, and that a test cites every SPEC §10 item"
             );

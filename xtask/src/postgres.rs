@@ -13,6 +13,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+/// How an error that means "no cluster could be started" begins.
+pub(crate) const NO_CLUSTER: &str = "no PostgreSQL server";
+
 /// The environment variable that hands the cluster's URL to the tests.
 pub(crate) const URL_ENV: &str = "LOOPS_TEST_DATABASE_URL";
 
@@ -114,6 +117,50 @@ impl Cluster {
             cluster.dir.display()
         );
         Ok(cluster)
+    }
+
+    /// Restarts the server (`pg_ctl restart -m fast`): every connection is
+    /// cut, as in a failover.
+    pub(crate) fn restart(&self) -> Result<(), String> {
+        let data = self.dir.join("data");
+        let log = self.dir.join("server.log");
+        let options = format!(
+            "-c listen_addresses='' -c unix_socket_directories='{}' -c fsync=off",
+            self.dir.display()
+        );
+        self.tool(
+            "pg_ctl",
+            &[
+                "-D".as_ref(),
+                data.as_os_str(),
+                "-l".as_ref(),
+                log.as_os_str(),
+                "-o".as_ref(),
+                options.as_ref(),
+                "-m".as_ref(),
+                "fast".as_ref(),
+                "-w".as_ref(),
+                "restart".as_ref(),
+            ],
+        )
+        .map(drop)
+    }
+
+    /// Runs `sql` with `psql` on `url` (unaligned, tuples only, `|`
+    /// between columns) and returns its output.
+    pub(crate) fn psql(&self, url: &str, sql: &str) -> Result<String, String> {
+        let mut psql = Command::new(self.bindir.join("psql"));
+        psql.args([url, "-v", "ON_ERROR_STOP=1", "-Atc", sql]);
+        let out = output("psql", psql)?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// The URL of database `name` on this cluster.
+    pub(crate) fn url_of(&self, name: &str) -> String {
+        format!(
+            "postgresql:///{name}?host={}&user=postgres",
+            self.dir.display()
+        )
     }
 
     /// Runs one of the server's tools, as the cluster's owner.

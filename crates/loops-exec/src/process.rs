@@ -50,8 +50,17 @@ impl ProcessSignal {
 }
 
 /// This host's name, as the daemon records it in its lease and runner id
-/// (SPEC §0); `localhost` when the OS does not say.
+/// (SPEC §0): `$LOOPS_HOSTNAME` when set (hosts or containers sharing one
+/// PostgreSQL database whose OS names clash, and tests that play several
+/// hosts on one machine), else the OS's; `localhost` when neither says.
+/// A name is cut at the first `:`, which separates the parts of a runner id.
 pub fn hostname() -> String {
+    if let Ok(name) = std::env::var("LOOPS_HOSTNAME") {
+        let name = name.split(':').next().unwrap_or_default().trim();
+        if !name.is_empty() {
+            return name.to_owned();
+        }
+    }
     nix::unistd::gethostname()
         .ok()
         .map(|h| h.to_string_lossy().into_owned())
