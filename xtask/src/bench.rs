@@ -44,7 +44,9 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
     let bin = binary(args)?;
 
     let scratch = scratch_dir("loops-bench")?;
-    let result = if args.iter().any(|a| a == "--workflows") {
+    let result = if args.iter().any(|a| a == "--postgres") {
+        crate::bench_pg::figures(&bin, &scratch)
+    } else if args.iter().any(|a| a == "--workflows") {
         workflow_figures(&bin, &scratch)
     } else if args.iter().any(|a| a == "--daemon") {
         crate::bench_daemon::figures(&bin, &scratch)

@@ -5,7 +5,8 @@
 //!   directory, in the foreground.
 //! - `bench`: end-to-end figures of the built binary (or of `--bin <path>`);
 //!   `--criterion` adds the Criterion micro-benchmarks; `--scale` compares
-//!   a small and a large database instead.
+//!   a small and a large database instead; `--postgres` measures the
+//!   PostgreSQL backend on a throwaway server.
 //! - `reliability`: the reliability suite's long variants (`--short` for
 //!   the ones CI runs), then, in long mode, `chaos`.
 //! - `chaos`: three daemons sharing one throwaway PostgreSQL while faults
@@ -19,6 +20,7 @@ use std::process::{Command, ExitCode};
 
 mod bench;
 mod bench_daemon;
+mod bench_pg;
 mod bench_scale;
 mod chaos;
 mod demo;
@@ -50,7 +52,8 @@ fn main() -> ExitCode {
                  demo    build loops, create sample loops in a fresh data dir, run the daemon (Ctrl-C stops it; --for N stops after N s)\n  \
                  bench   end-to-end CLI figures; --cli only create/list/tick, --workflows only the workflow runs,\n          \
                  --daemon only the daemon, --bin PATH measures PATH instead of building, --criterion adds Criterion;\n          \
-                 --scale compares 1,000 loops / 10,000 runs with 100,000 / 1,000,000 (`bench --scale --help`)\n  \
+                 --scale compares 1,000 loops / 10,000 runs with 100,000 / 1,000,000 (`bench --scale --help`);\n          \
+                 --postgres drains 1,000 due loops with 1 and 3 daemons, lateness at 20/s, CLI latency side by side\n  \
                  postgres CMD...  run CMD with a throwaway PostgreSQL, its URL in LOOPS_TEST_DATABASE_URL\n  \
                  reliability  the reliability suite's long variants (crash loop, races, floods, fuzzing, ...);\n               \
                  --short runs the CI variants; other arguments filter tests; long mode ends with chaos\n  \
