@@ -241,6 +241,15 @@ pub enum StoreError {
         /// What the parser said.
         reason: String,
     },
+    /// TLS for a PostgreSQL connection could not be set up (the system's
+    /// OpenSSL or its trusted roots).
+    #[error(
+        "cannot set up TLS for PostgreSQL ({reason}); fix the system's OpenSSL setup, or add sslmode=disable to the URL for a connection that needs none"
+    )]
+    Tls {
+        /// What OpenSSL said.
+        reason: String,
+    },
     /// The PostgreSQL connection was lost inside a transaction, which is
     /// gone with it; the next operation connects again.
     #[error(

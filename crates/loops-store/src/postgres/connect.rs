@@ -14,8 +14,10 @@ use std::cell::Cell;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use postgres::config::TargetSessionAttrs;
+use openssl::ssl::{SslConnector, SslMethod};
+use postgres::config::{SslMode, TargetSessionAttrs};
 use postgres::{Client, Config, NoTls};
+use postgres_openssl::MakeTlsConnector;
 
 use crate::error::{Result, StoreError};
 
@@ -156,11 +158,22 @@ impl Connector {
         &self.shown
     }
 
-    /// Connects once.
+    /// Connects once: in the clear when the URL says `sslmode=disable` (and
+    /// over a Unix socket, which TLS does not cover), else with TLS when the
+    /// server offers it (`prefer`, the default) or insists on it
+    /// (`require`). The server's certificate is checked against the
+    /// system's trusted roots, which is stricter than libpq's `require`.
     pub(super) fn connect(&self) -> Result<Client> {
-        self.config
-            .connect(NoTls)
-            .map_err(StoreError::db("connecting to PostgreSQL"))
+        let connect = |e| StoreError::db("connecting to PostgreSQL")(e);
+        if self.config.get_ssl_mode() == SslMode::Disable {
+            return self.config.connect(NoTls).map_err(connect);
+        }
+        let tls = SslConnector::builder(SslMethod::tls_client())
+            .map(|b| MakeTlsConnector::new(b.build()))
+            .map_err(|e| StoreError::Tls {
+                reason: e.to_string(),
+            })?;
+        self.config.connect(tls).map_err(connect)
     }
 
     /// Connects again after a lost connection, no sooner than the backoff
