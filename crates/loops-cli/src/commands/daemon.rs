@@ -392,6 +392,13 @@ fn install(args: &InstallArgs, out: &mut Printer, binary: Binary) -> Result<Outc
         data_dir: paths.data_dir.clone(),
         log_file: paths.log_file(),
         grace: loops_scheduler::DEFAULT_GRACE,
+        // Checked before it is written into the service.
+        database_url: match paths::database_url()? {
+            Some(_) => paths::database_url_flag()
+                .map(str::to_owned)
+                .or_else(|| std::env::var(paths::DATABASE_URL_VAR).ok()),
+            None => None,
+        },
     };
     let installed = install::install_startup(platform, &home, &spec)
         .with_context(|| format!("writing the service file under {}", home.display()))?;

@@ -77,6 +77,10 @@ pub(crate) struct ServiceSpec {
     pub(crate) log_file: PathBuf,
     /// The daemon's grace period on stop.
     pub(crate) grace: Duration,
+    /// The PostgreSQL database, carried as `LOOPS_DATABASE_URL`; it may
+    /// hold a password, so the file is then written 0600 on every
+    /// platform.
+    pub(crate) database_url: Option<String>,
 }
 
 /// Where the service file of `platform` lives under `home`.
@@ -107,6 +111,7 @@ pub(crate) fn systemd_unit(spec: &ServiceSpec) -> String {
          RestartSec=5\n\
          Environment={}\n\
          Environment={}\n\
+         {}\
          KillMode=mixed\n\
          TimeoutStopSec={stop_secs}\n\
          \n\
@@ -115,6 +120,12 @@ pub(crate) fn systemd_unit(spec: &ServiceSpec) -> String {
         exec.join(" "),
         systemd_env("PATH", &spec.path_env),
         systemd_env("LOOPS_DATA_DIR", &spec.data_dir.display().to_string()),
+        spec.database_url
+            .as_deref()
+            .map_or_else(String::new, |url| format!(
+                "Environment={}\n",
+                systemd_env("LOOPS_DATABASE_URL", url)
+            )),
     )
 }
 
@@ -189,6 +200,7 @@ pub(crate) fn launchd_plist(spec: &ServiceSpec) -> String {
          \x20   {path}\n\
          \x20   <key>LOOPS_DATA_DIR</key>\n\
          \x20   {data}\n\
+         {database}\
          \x20 </dict>\n\
          \x20 <key>StandardOutPath</key>\n\
          \x20 {log}\n\
@@ -200,6 +212,13 @@ pub(crate) fn launchd_plist(spec: &ServiceSpec) -> String {
         exit = (spec.grace + STOP_MARGIN).as_secs(),
         path = string(&spec.path_env),
         data = string(&spec.data_dir.display().to_string()),
+        database = spec
+            .database_url
+            .as_deref()
+            .map_or_else(String::new, |url| format!(
+                "\x20   <key>LOOPS_DATABASE_URL</key>\n\x20   {}\n",
+                string(url)
+            )),
         log = string(&log),
     )
 }
@@ -243,6 +262,7 @@ pub(crate) fn install_startup(
         std::fs::create_dir_all(dir)?;
     }
     let (text, mode) = match platform {
+        Platform::Linux if spec.database_url.is_some() => (systemd_unit(spec), 0o600),
         Platform::Linux => (systemd_unit(spec), 0o644),
         Platform::Macos => (launchd_plist(spec), 0o600),
     };
@@ -446,7 +466,35 @@ mod tests {
             data_dir: PathBuf::from("/home/u/.hasna/loops"),
             log_file: PathBuf::from("/home/u/.hasna/loops/daemon.log"),
             grace: Duration::from_secs(30),
+            database_url: None,
         }
+    }
+
+    #[test]
+    fn a_database_url_is_carried_into_the_service_and_the_unit_is_private() {
+        let spec = ServiceSpec {
+            database_url: Some("postgresql://u:pw@h/loops".to_owned()),
+            ..spec()
+        };
+        let unit = systemd_unit(&spec);
+        assert!(
+            unit.contains("Environment=\"LOOPS_DATABASE_URL=postgresql://u:pw@h/loops\"\n"),
+            "{unit}"
+        );
+        let plist = launchd_plist(&spec);
+        assert!(
+            plist.contains(
+                "<key>LOOPS_DATABASE_URL</key>\n    <string>postgresql://u:pw@h/loops</string>"
+            ),
+            "{plist}"
+        );
+        assert!(!systemd_unit(&super::tests::spec()).contains("LOOPS_DATABASE_URL"));
+        let home = tempfile::tempdir().unwrap();
+        let installed = install_startup(Platform::Linux, home.path(), &spec).unwrap();
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&installed.path).unwrap().permissions(),
+        ) & 0o777;
+        assert_eq!(mode, 0o600);
     }
 
     #[test]
