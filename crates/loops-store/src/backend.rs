@@ -29,6 +29,7 @@ use crate::error::Result;
 use crate::gc::{GcBatch, GcCounts, GcCursor, GcPolicy, SpaceUsage};
 use crate::lease::{LeaseAcquire, LeaseHeartbeat, LeaseRelease, LeaseRequest};
 use crate::loops::{DeleteHistory, DeleteOutcome, LoopChange, LoopFilter};
+use crate::members::DaemonMember;
 use crate::runs::{Claim, Fence, Finalized, Recovered, Released, RunFilter, SkipOutcome};
 use crate::steps::StepOutcome;
 use crate::workflow_runs::{
@@ -46,6 +47,7 @@ pub(crate) trait Backend:
     + RecoveryOps
     + ReleaseOps
     + LeaseOps
+    + MemberOps
     + DaemonOps
     + WorkflowOps
     + WorkflowRunOps
@@ -62,6 +64,7 @@ impl<T> Backend for T where
         + RecoveryOps
         + ReleaseOps
         + LeaseOps
+        + MemberOps
         + DaemonOps
         + WorkflowOps
         + WorkflowRunOps
@@ -270,6 +273,13 @@ pub(crate) trait LeaseOps {
     fn release_daemon_lease(&self, id: &LeaseId) -> Result<LeaseRelease>;
     /// [`Store::get_daemon_lease`](crate::Store::get_daemon_lease).
     fn get_daemon_lease(&self) -> Result<Option<DaemonLease>>;
+}
+
+/// The daemons registered on the database: the `daemons` table on
+/// PostgreSQL, the `daemon_lease` row on SQLite.
+pub(crate) trait MemberOps {
+    /// [`Store::list_daemons`](crate::Store::list_daemons).
+    fn list_daemons(&self, now: Timestamp) -> Result<Vec<DaemonMember>>;
 }
 
 /// The daemon's reads across tables.

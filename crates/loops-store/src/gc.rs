@@ -91,8 +91,9 @@ pub struct GcCursor {
     /// or was in last; `None` before the phase's first.
     pub(crate) key: Option<String>,
     /// Within `key`: the next run to look at is the first after this
-    /// position (`created_at` and the backend's row number), in the order
-    /// the walk goes, newest first. `None` once `key` is done.
+    /// position, in the order the walk goes, newest first: on SQLite
+    /// `(created_at, rowid)`, on PostgreSQL, which has no row numbers,
+    /// `(id, created_at in ms)`. `None` once `key` is done.
     pub(crate) after: Option<(String, i64)>,
 }
 
@@ -174,14 +175,22 @@ impl GcCounts {
 }
 
 /// How the database file uses its pages, from SQLite's own counters.
+///
+/// On PostgreSQL the pages are the server's blocks (`block_size`, 8 KiB
+/// by default) and the count is the database's size on disk
+/// (`pg_database_size`); there is no free list to read: autovacuum marks
+/// the space deleted rows leave for reuse inside each table, so
+/// `freelist_count` is 0 and [`SpaceUsage::vacuum_would_help`] is false.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SpaceUsage {
-    /// Bytes per page.
+    /// Bytes per page (PostgreSQL: per block).
     pub page_size: u64,
-    /// Pages in the database, free ones included.
+    /// Pages in the database, free ones included (PostgreSQL: the
+    /// database's size in blocks, rounded up).
     pub page_count: u64,
     /// Free pages: space deleted rows left, reused by later writes and
-    /// given back to the file system only by a `VACUUM`.
+    /// given back to the file system only by a `VACUUM` (PostgreSQL:
+    /// always 0, see above).
     pub freelist_count: u64,
 }
 
@@ -229,6 +238,11 @@ impl Store {
     /// further from the newest of its loop, so the keep rule still holds.
     /// Returns the rows deleted; all of them go, or none.
     ///
+    /// On PostgreSQL the daemons of several hosts may apply overlapping
+    /// batches at once: each run is deleted by one of them, a run another
+    /// one holds or deleted first is left to it, and the counts are the
+    /// rows this call deleted.
+    ///
     /// The commit does not checkpoint the write-ahead log, even when it
     /// has grown past SQLite's threshold, so the lock is released as soon
     /// as the rows are gone: call [`Store::checkpoint_wal`] after it. From
@@ -241,7 +255,8 @@ impl Store {
     /// as readers allow, without taking the write lock or waiting for
     /// anyone (SQLite's passive checkpoint). Run after each
     /// [`Store::apply_gc_batch`], it keeps the log short, so the other
-    /// processes' commits do not checkpoint the pages gc wrote.
+    /// processes' commits do not checkpoint the pages gc wrote. On
+    /// PostgreSQL, which checkpoints by itself, it does nothing.
     pub fn checkpoint_wal(&self) -> Result<()> {
         self.backend().checkpoint_wal()
     }

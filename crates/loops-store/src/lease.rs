@@ -6,6 +6,12 @@
 //! lease held on the same host by a pid that is no longer alive is taken
 //! over at once; a holder on another host is trusted until its lease
 //! expires, since its pid means nothing here.
+//!
+//! On PostgreSQL many daemons share the database (issue 15), so the lease
+//! is each daemon's registration in the `daemons` table: acquiring it
+//! always succeeds, a heartbeat renews the caller's own row, a release
+//! deletes it, and [`Store::list_daemons`] lists them all. One daemon per
+//! host and database is the local pid file's job.
 
 use loops_core::{DaemonLease, LeaseId, Timestamp};
 
@@ -60,6 +66,11 @@ impl Store {
     /// not alive (SPEC §9 item 16). The same id may re-acquire. On success
     /// every lease row is replaced by the caller's, with heartbeat `now` and
     /// expiry `now + ttl_ms`.
+    ///
+    /// On PostgreSQL it registers the daemon instead (inserts its row in
+    /// `daemons`, or renews it for the same id, recording this loops'
+    /// version) and is never refused: other daemons are members too. It
+    /// also deletes the rows of daemons expired for over a day.
     pub fn acquire_daemon_lease(&self, req: &LeaseRequest, now: Timestamp) -> Result<LeaseAcquire> {
         self.backend().acquire_daemon_lease(req, now)
     }
@@ -84,7 +95,9 @@ impl Store {
     }
 
     /// Extends the caller's lease to `now + ttl_ms`. One guarded `UPDATE`
-    /// by id; [`LeaseHeartbeat::Lost`] when the row is gone.
+    /// by id; [`LeaseHeartbeat::Lost`] when the row is gone (on PostgreSQL
+    /// also when it expired before `now`: another host may have taken over
+    /// the daemon's runs since).
     pub fn heartbeat_daemon_lease(
         &self,
         id: &LeaseId,
@@ -101,6 +114,11 @@ impl Store {
 
     /// The current lease row, expired or not. When several rows exist (the
     /// original never leaves more than one), the latest expiry wins.
+    ///
+    /// On PostgreSQL, where every daemon has a row, it is the one with the
+    /// newest heartbeat among this host's daemons (the host name the store
+    /// was opened with), else among all, so the pid file of this host is
+    /// always compared with this host's daemon.
     pub fn get_daemon_lease(&self) -> Result<Option<DaemonLease>> {
         self.backend().get_daemon_lease()
     }

@@ -26,6 +26,7 @@ mod error;
 mod gc;
 mod lease;
 mod loops;
+mod members;
 mod postgres;
 mod runs;
 mod secure;
@@ -60,6 +61,8 @@ pub use crate::runs::{
 pub use crate::lease::{LeaseAcquire, LeaseHeartbeat, LeaseRelease, LeaseRequest};
 // The daemon's reads across tables.
 pub use crate::daemon::{HostRun, NextWake, new_lease_id};
+// `daemons`: every daemon registered on the database.
+pub use crate::members::DaemonMember;
 // `workflow_specs` and `workflow_events`
 pub use crate::workflows::{DEFAULT_EVENT_LIST_LIMIT, DEFAULT_WORKFLOW_LIST_LIMIT, WorkflowFilter};
 // `workflow_runs`

@@ -1,44 +1,94 @@
-//! The PostgreSQL side of `crate::daemon` (not yet ported).
+//! The PostgreSQL side of [`crate::daemon`]: the daemon's reads across
+//! tables.
+//!
+//! Unlike SQLite, the runs of several hosts share the database, and a run
+//! of another host is taken over only [`CROSS_HOST_GRACE_MS`] after its
+//! lease expired: that instant, not the lease's, is when the daemon may
+//! have something to recover.
 
-#![allow(unused_variables, unused_imports)]
-
-use std::ops::ControlFlow;
-
-use loops_core::{
-    DaemonLease, ExecutorResult, LeaseId, Loop, LoopId, LoopRun, LoopStatus, NewLoop, NewWorkflow,
-    ProcessRef, RunId, RunStatus, StepRun, Timestamp, WorkflowEvent, WorkflowId, WorkflowRun,
-    WorkflowRunId, WorkflowRunStatus, WorkflowSpec,
-};
-
-use crate::daemon::{HostRun, NextWake};
-use crate::error::{Result, StoreError};
-use crate::gc::{GcBatch, GcCounts, GcCursor, GcPolicy, SpaceUsage};
-use crate::lease::{LeaseAcquire, LeaseHeartbeat, LeaseRelease, LeaseRequest};
-use crate::loops::{DeleteHistory, DeleteOutcome, LoopChange, LoopFilter};
-use crate::runs::{Claim, Fence, Finalized, Recovered, Released, RunFilter, SkipOutcome};
-use crate::steps::StepOutcome;
-use crate::workflow_runs::{
-    NewWorkflowRun, RecoveredWorkflowRun, WorkflowRunFilter, WorkflowRunPatch,
-};
-use crate::workflows::WorkflowFilter;
+use loops_core::{LoopId, ProcessRef, RunId, Timestamp};
 
 use crate::backend::DaemonOps;
-use crate::postgres::Postgres;
+use crate::daemon::{HostRun, NextWake};
+use crate::error::{Result, StoreError};
+use crate::postgres::rows::{self, Ts, ts};
+use crate::postgres::workflows::linked_step_processes;
+use crate::postgres::{CROSS_HOST_GRACE_MS, Conn, Params, Postgres};
+use crate::sqlite::rows::run_columns;
+
+/// The earliest next run of an active loop not excluded (`$1`, a text
+/// array of loop ids): `idx_loops_status_next`.
+const NEXT_DUE: &str = "SELECT MIN(next_run_at) FROM loops
+     WHERE status = 'active' AND next_run_at IS NOT NULL AND id <> ALL($1)";
+
+/// The earliest instant after `$1` at which a running run that runner `$2`
+/// does not hold may need recovering: its lease expiry when this host
+/// (`$3`, `<host>:`) claimed it, the expiry plus the grace (`$4` ms) when
+/// another host did (`idx_runs_running_lease`).
+const NEXT_LEASE_EXPIRY: &str = "SELECT MIN(t) FROM (
+       SELECT CASE WHEN left(claimed_by, length($3)) = $3 THEN lease_expires_at
+                   ELSE lease_expires_at + $4::bigint * interval '1 millisecond' END AS t
+       FROM loop_runs
+       WHERE status = 'running' AND (claimed_by IS NULL OR claimed_by <> $2)
+     ) AS due WHERE t > $1";
+
+/// The next expiry of an active loop (`idx_loops_status_expires`).
+const NEXT_EXPIRY: &str =
+    "SELECT MIN(expires_at) FROM loops WHERE status = 'active' AND expires_at IS NOT NULL";
+
+/// The one instant `sql` returns, if any.
+fn instant(c: &mut Conn<'_>, sql: &str, params: Params<'_>) -> Result<Option<Timestamp>> {
+    let context = "computing the next wake-up";
+    let row = c.query_one(sql, params, context)?;
+    let t: Option<Ts> = row.try_get(0).map_err(StoreError::db(context))?;
+    Ok(t.map(|t| t.0))
+}
 
 impl DaemonOps for Postgres {
     fn next_wake(&self, now: Timestamp, runner_id: &str, exclude: &[LoopId]) -> Result<NextWake> {
-        Err(StoreError::Migration(
-            "next_wake: not yet on PostgreSQL".into(),
-        ))
+        let excluded: Vec<&str> = exclude.iter().map(LoopId::as_str).collect();
+        let this_host = format!("{}:", self.host);
+        self.with(|c| {
+            Ok(NextWake {
+                due: instant(c, NEXT_DUE, &[&excluded])?,
+                expiry: instant(c, NEXT_EXPIRY, &[])?,
+                lease_expiry: instant(
+                    c,
+                    NEXT_LEASE_EXPIRY,
+                    &[&ts(now), &runner_id, &this_host, &CROSS_HOST_GRACE_MS],
+                )?,
+            })
+        })
     }
+
     fn running_runs_of_host(&self, host: &str, except_runner: &str) -> Result<Vec<HostRun>> {
-        Err(StoreError::Migration(
-            "running_runs_of_host: not yet on PostgreSQL".into(),
-        ))
+        let prefix = format!("{host}:");
+        self.with(|c| {
+            c.query_vec(
+                concat!(
+                    "SELECT ",
+                    run_columns!(),
+                    " FROM loop_runs
+                     WHERE status = 'running' AND claimed_by <> $2
+                       AND left(claimed_by, length($1)) = $1
+                     ORDER BY started_at NULLS FIRST, id"
+                ),
+                &[&prefix, &except_runner],
+                ("loop_runs", "finding the runs of this host's daemons"),
+                |row| {
+                    let (run, process) = rows::run_and_process(row)?;
+                    let spawn_id = rows::run_spawn_id(row)?;
+                    Ok(HostRun {
+                        run,
+                        process,
+                        spawn_id,
+                    })
+                },
+            )
+        })
     }
+
     fn step_processes(&self, run_id: &RunId) -> Result<Vec<ProcessRef>> {
-        Err(StoreError::Migration(
-            "step_processes: not yet on PostgreSQL".into(),
-        ))
+        self.with(|c| linked_step_processes(c, run_id))
     }
 }

@@ -1,54 +1,430 @@
-//! The PostgreSQL side of `crate::gc` (not yet ported).
+//! The PostgreSQL side of [`crate::gc`]: the same walk, batches and keep
+//! rules as SQLite (`sqlite/gc.rs`), with two differences.
+//!
+//! - PostgreSQL has no rowid, so a position in a walk is `(created_at,
+//!   id)`, newest first in both phases, and a [`GcCursor`] holds it as
+//!   `(id, created_at in ms)`.
+//! - Every host's daemon may run gc at once, so a batch is deleted under
+//!   row locks rather than a database-wide write lock: each run of the
+//!   batch that may still go is locked `FOR UPDATE SKIP LOCKED` (a run
+//!   another gc holds is left to it), the workflow runs of the locked loop
+//!   runs next, then the rows go children first. A run another gc deleted
+//!   first is no longer found, so the counts are what this call deleted.
+//!   The locks are taken in id order and before any child row, the order
+//!   of every other writer (loop run, then its workflow runs, then their
+//!   steps and events), so gc never waits on them in a cycle.
 
-#![allow(unused_variables, unused_imports)]
-
-use std::ops::ControlFlow;
-
-use loops_core::{
-    DaemonLease, ExecutorResult, LeaseId, Loop, LoopId, LoopRun, LoopStatus, NewLoop, NewWorkflow,
-    ProcessRef, RunId, RunStatus, StepRun, Timestamp, WorkflowEvent, WorkflowId, WorkflowRun,
-    WorkflowRunId, WorkflowRunStatus, WorkflowSpec,
-};
-
-use crate::daemon::{HostRun, NextWake};
-use crate::error::{Result, StoreError};
-use crate::gc::{GcBatch, GcCounts, GcCursor, GcPolicy, SpaceUsage};
-use crate::lease::{LeaseAcquire, LeaseHeartbeat, LeaseRelease, LeaseRequest};
-use crate::loops::{DeleteHistory, DeleteOutcome, LoopChange, LoopFilter};
-use crate::runs::{Claim, Fence, Finalized, Recovered, Released, RunFilter, SkipOutcome};
-use crate::steps::StepOutcome;
-use crate::workflow_runs::{
-    NewWorkflowRun, RecoveredWorkflowRun, WorkflowRunFilter, WorkflowRunPatch,
-};
-use crate::workflows::WorkflowFilter;
+use postgres::Row;
 
 use crate::backend::GcOps;
-use crate::postgres::Postgres;
+use crate::error::{Result, StoreError};
+use crate::gc::{GcBatch, GcCounts, GcCursor, GcLoopTally, GcPhase, GcPolicy, SpaceUsage};
+use crate::postgres::rows::{Ts, ts};
+use crate::postgres::{Conn, Postgres, count};
+
+/// A loop run `r` may go, position aside: it is finished (a status this
+/// version does not know counts as unfinished), no workflow run that has
+/// not finished points to it, and its loop is not waiting to retry its
+/// slot (deleting the row would restart the slot's attempts).
+macro_rules! loop_run_may_go {
+    () => {
+        "r.status IN ('succeeded', 'failed', 'timed_out', 'abandoned', 'skipped')
+         AND NOT EXISTS (SELECT 1 FROM workflow_runs w WHERE w.loop_run_id = r.id
+               AND w.status NOT IN ('succeeded', 'failed', 'timed_out', 'cancelled'))
+         AND NOT EXISTS (SELECT 1 FROM loops l WHERE l.id = r.loop_id
+               AND l.retry_scheduled_for = r.scheduled_for)"
+    };
+}
+
+/// A workflow run `w` is standalone: no loop run, or one that is gone.
+macro_rules! standalone {
+    () => {
+        "(w.loop_run_id IS NULL
+          OR NOT EXISTS (SELECT 1 FROM loop_runs r WHERE r.id = w.loop_run_id))"
+    };
+}
+
+/// A workflow run `w` may go, position aside: finished and standalone.
+macro_rules! workflow_run_may_go {
+    () => {
+        concat!(
+            "w.status IN ('succeeded', 'failed', 'timed_out', 'cancelled') AND ",
+            standalone!()
+        )
+    };
+}
+
+const FIRST_LOOP: &str = "SELECT loop_id FROM loop_runs ORDER BY loop_id LIMIT 1";
+const NEXT_LOOP: &str = "SELECT loop_id FROM loop_runs WHERE loop_id > $1 ORDER BY loop_id LIMIT 1";
+/// The `$2`-th newest run of loop `$1`, counting from 0.
+const LOOP_BOUNDARY: &str = "SELECT created_at, id FROM loop_runs WHERE loop_id = $1
+     ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET $2";
+/// Runs of loop `$1` older than position `($2, $3)`, newest first.
+const LOOP_CANDIDATES: &str = concat!(
+    "SELECT r.id, r.created_at, r.loop_name, ",
+    loop_run_may_go!(),
+    " FROM loop_runs r
+     WHERE r.loop_id = $1 AND r.created_at <= $2 AND (r.created_at < $2 OR r.id < $3)
+     ORDER BY r.created_at DESC, r.id DESC LIMIT $4"
+);
+
+const FIRST_WORKFLOW: &str = "SELECT workflow_id FROM workflow_runs ORDER BY workflow_id LIMIT 1";
+const NEXT_WORKFLOW: &str =
+    "SELECT workflow_id FROM workflow_runs WHERE workflow_id > $1 ORDER BY workflow_id LIMIT 1";
+/// The `$2`-th newest standalone run of workflow `$1`.
+const WORKFLOW_BOUNDARY: &str = concat!(
+    "SELECT w.created_at, w.id FROM workflow_runs w WHERE w.workflow_id = $1 AND ",
+    standalone!(),
+    " ORDER BY w.created_at DESC, w.id DESC LIMIT 1 OFFSET $2"
+);
+/// Runs of workflow `$1` older than position `($2, $3)`, newest first.
+const WORKFLOW_CANDIDATES: &str = concat!(
+    "SELECT w.id, w.created_at, w.workflow_name, ",
+    workflow_run_may_go!(),
+    " FROM workflow_runs w
+     WHERE w.workflow_id = $1 AND w.created_at <= $2 AND (w.created_at < $2 OR w.id < $3)
+     ORDER BY w.created_at DESC, w.id DESC LIMIT $4"
+);
+
+/// The loop runs of `$1` that may still go, locked; those another
+/// transaction holds are skipped.
+const LOCK_LOOP_RUNS: &str = concat!(
+    "SELECT r.id FROM loop_runs r WHERE r.id = ANY($1) AND ",
+    loop_run_may_go!(),
+    " ORDER BY r.id FOR UPDATE OF r SKIP LOCKED"
+);
+/// The workflow runs of the loop runs `$1`, locked.
+const LOCK_THEIR_WORKFLOW_RUNS: &str =
+    "SELECT w.id FROM workflow_runs w WHERE w.loop_run_id = ANY($1) ORDER BY w.id FOR UPDATE";
+/// The standalone workflow runs of `$1` that may still go, locked; those
+/// another transaction holds are skipped.
+const LOCK_WORKFLOW_RUNS: &str = concat!(
+    "SELECT w.id FROM workflow_runs w WHERE w.id = ANY($1) AND ",
+    workflow_run_may_go!(),
+    " ORDER BY w.id FOR UPDATE OF w SKIP LOCKED"
+);
+
+/// The workflow runs of the loop runs in `$1`.
+macro_rules! of_loop_runs {
+    () => {
+        "(SELECT w.id FROM workflow_runs w WHERE w.loop_run_id = ANY($1))"
+    };
+}
+
+/// What a dry run counts for a batch of loop runs (`$1`) with their
+/// workflow runs: events, steps, workflow runs, loop runs.
+const COUNT_LOOP_RUN_ROWS: [&str; 4] = [
+    concat!(
+        "SELECT COUNT(*) FROM workflow_events WHERE workflow_run_id IN ",
+        of_loop_runs!()
+    ),
+    concat!(
+        "SELECT COUNT(*) FROM workflow_step_runs WHERE workflow_run_id IN ",
+        of_loop_runs!()
+    ),
+    "SELECT COUNT(*) FROM workflow_runs WHERE loop_run_id = ANY($1)",
+    "SELECT COUNT(*) FROM loop_runs WHERE id = ANY($1)",
+];
+
+/// What a dry run counts for a batch of standalone workflow runs (`$1`):
+/// events, steps, workflow runs.
+const COUNT_WORKFLOW_RUN_ROWS: [&str; 3] = [
+    "SELECT COUNT(*) FROM workflow_events WHERE workflow_run_id = ANY($1)",
+    "SELECT COUNT(*) FROM workflow_step_runs WHERE workflow_run_id = ANY($1)",
+    "SELECT COUNT(*) FROM workflow_runs WHERE id = ANY($1)",
+];
+
+/// The deletes of locked workflow runs (`$1`), children first.
+const DELETE_WORKFLOW_RUN_ROWS: [&str; 3] = [
+    "DELETE FROM workflow_events WHERE workflow_run_id = ANY($1)",
+    "DELETE FROM workflow_step_runs WHERE workflow_run_id = ANY($1)",
+    "DELETE FROM workflow_runs WHERE id = ANY($1)",
+];
+
+const DELETE_LOOP_RUNS: &str = "DELETE FROM loop_runs WHERE id = ANY($1)";
+
+/// What one phase walks: its statements.
+struct Walk {
+    first: &'static str,
+    next: &'static str,
+    boundary: &'static str,
+    candidates: &'static str,
+}
+
+const LOOP_WALK: Walk = Walk {
+    first: FIRST_LOOP,
+    next: NEXT_LOOP,
+    boundary: LOOP_BOUNDARY,
+    candidates: LOOP_CANDIDATES,
+};
+
+const WORKFLOW_WALK: Walk = Walk {
+    first: FIRST_WORKFLOW,
+    next: NEXT_WORKFLOW,
+    boundary: WORKFLOW_BOUNDARY,
+    candidates: WORKFLOW_CANDIDATES,
+};
+
+/// One run a walk looked at.
+struct Candidate {
+    id: String,
+    created_ms: i64,
+    name: String,
+    may_go: bool,
+}
+
+/// How many groups and rows one planned batch looks at, at most, per run
+/// it may delete (as on SQLite).
+const LOOK_PER_RUN: u32 = 4;
 
 impl GcOps for Postgres {
     fn plan_gc_batch(&self, policy: &GcPolicy, cursor: &mut GcCursor) -> Result<GcBatch> {
-        Err(StoreError::Migration(
-            "plan_gc_batch: not yet on PostgreSQL".into(),
-        ))
+        self.with(|c| plan(c, policy, cursor))
     }
+
     fn count_gc_batch(&self, batch: &GcBatch) -> Result<GcCounts> {
-        Err(StoreError::Migration(
-            "count_gc_batch: not yet on PostgreSQL".into(),
-        ))
+        let context = "counting what gc would delete";
+        self.with(|c| {
+            let mut counts = GcCounts::default();
+            let mut count_of = |sql: &str, ids: &[String]| -> Result<u64> {
+                let row = c.query_one(sql, &[&ids], context)?;
+                count(&row, 0)
+            };
+            if !batch.loop_runs.is_empty() {
+                let ids = &batch.loop_runs;
+                let [events, steps, workflow_runs, loop_runs] = COUNT_LOOP_RUN_ROWS;
+                counts.add(GcCounts {
+                    events: count_of(events, ids)?,
+                    step_runs: count_of(steps, ids)?,
+                    workflow_runs: count_of(workflow_runs, ids)?,
+                    loop_runs: count_of(loop_runs, ids)?,
+                });
+            }
+            if !batch.workflow_runs.is_empty() {
+                let ids = &batch.workflow_runs;
+                let [events, steps, workflow_runs] = COUNT_WORKFLOW_RUN_ROWS;
+                counts.add(GcCounts {
+                    events: count_of(events, ids)?,
+                    step_runs: count_of(steps, ids)?,
+                    workflow_runs: count_of(workflow_runs, ids)?,
+                    loop_runs: 0,
+                });
+            }
+            Ok(counts)
+        })
     }
+
     fn apply_gc_batch(&self, batch: &GcBatch) -> Result<GcCounts> {
-        Err(StoreError::Migration(
-            "apply_gc_batch: not yet on PostgreSQL".into(),
-        ))
+        if batch.is_empty() {
+            return Ok(GcCounts::default());
+        }
+        self.write_tx(|c| {
+            let mut counts = GcCounts::default();
+            if !batch.loop_runs.is_empty() {
+                let loop_runs = locked(c, LOCK_LOOP_RUNS, &batch.loop_runs)?;
+                if !loop_runs.is_empty() {
+                    let workflow_runs = locked(c, LOCK_THEIR_WORKFLOW_RUNS, &loop_runs)?;
+                    counts.add(delete_workflow_runs(c, &workflow_runs)?);
+                    let ids = loop_runs.as_slice();
+                    counts.loop_runs += c.execute(DELETE_LOOP_RUNS, &[&ids], DELETING)?;
+                }
+            }
+            if !batch.workflow_runs.is_empty() {
+                let workflow_runs = locked(c, LOCK_WORKFLOW_RUNS, &batch.workflow_runs)?;
+                counts.add(delete_workflow_runs(c, &workflow_runs)?);
+            }
+            Ok(counts)
+        })
     }
+
+    /// Nothing to do: PostgreSQL has no WAL to copy back between batches.
     fn checkpoint_wal(&self) -> Result<()> {
-        Err(StoreError::Migration(
-            "checkpoint_wal: not yet on PostgreSQL".into(),
-        ))
+        Ok(())
     }
+
+    /// The database's size on disk (`pg_database_size`) in pages of the
+    /// server's block size; PostgreSQL reuses the space deleted rows leave
+    /// after autovacuum without counting it anywhere cheap to read, so no
+    /// page is reported free and no `VACUUM` is suggested.
     fn space_usage(&self) -> Result<SpaceUsage> {
-        Err(StoreError::Migration(
-            "space_usage: not yet on PostgreSQL".into(),
-        ))
+        let context = "reading the database's size";
+        self.with(|c| {
+            let row = c.query_one(
+                "SELECT current_setting('block_size')::bigint,
+                        pg_database_size(current_database())",
+                &[],
+                context,
+            )?;
+            let page_size = count(&row, 0)?.max(1);
+            let bytes = count(&row, 1)?;
+            Ok(SpaceUsage {
+                page_size,
+                page_count: bytes.div_ceil(page_size),
+                freelist_count: 0,
+            })
+        })
     }
+}
+
+const DELETING: &str = "deleting old runs";
+
+/// The ids `lock` returns (and locks) for `ids`.
+fn locked(c: &mut Conn<'_>, lock: &str, ids: &[String]) -> Result<Vec<String>> {
+    let context = "checking old runs again before deleting them";
+    let found = c.query(lock, &[&ids], context)?;
+    found
+        .iter()
+        .map(|r| r.try_get(0).map_err(StoreError::db(context)))
+        .collect()
+}
+
+/// Deletes the locked workflow runs `ids` with their steps and events.
+fn delete_workflow_runs(c: &mut Conn<'_>, ids: &[String]) -> Result<GcCounts> {
+    if ids.is_empty() {
+        return Ok(GcCounts::default());
+    }
+    let [events, steps, workflow_runs] = DELETE_WORKFLOW_RUN_ROWS;
+    Ok(GcCounts {
+        events: c.execute(events, &[&ids], DELETING)?,
+        step_runs: c.execute(steps, &[&ids], DELETING)?,
+        workflow_runs: c.execute(workflow_runs, &[&ids], DELETING)?,
+        loop_runs: 0,
+    })
+}
+
+/// [`GcOps::plan_gc_batch`] on one connection (see `sqlite/gc.rs` for the
+/// walk; only the positions differ).
+fn plan(c: &mut Conn<'_>, policy: &GcPolicy, cursor: &mut GcCursor) -> Result<GcBatch> {
+    let mut batch = GcBatch::default();
+    let size = policy.batch() as usize;
+    let look = policy.batch().saturating_mul(LOOK_PER_RUN);
+    let (mut groups, mut rows) = (0u32, 0u32);
+    loop {
+        let walk = match cursor.phase {
+            GcPhase::LoopRuns => &LOOP_WALK,
+            GcPhase::WorkflowRuns => &WORKFLOW_WALK,
+            GcPhase::Done => return Ok(batch),
+        };
+        let planned = batch.loop_runs.len() + batch.workflow_runs.len();
+        let Some(after) = cursor.after.clone() else {
+            if planned >= size || groups >= look {
+                return Ok(batch);
+            }
+            match next_group(c, walk, cursor.key.as_deref())? {
+                Some(key) => {
+                    groups += 1;
+                    cursor.after = start_of(c, walk, policy, &key)?;
+                    cursor.key = Some(key);
+                }
+                None => {
+                    cursor.phase = match cursor.phase {
+                        GcPhase::LoopRuns => GcPhase::WorkflowRuns,
+                        _ => GcPhase::Done,
+                    };
+                    cursor.key = None;
+                    // A batch holds one phase's runs.
+                    if !batch.is_empty() {
+                        return Ok(batch);
+                    }
+                }
+            }
+            continue;
+        };
+        let limit = (size - planned).min(look.saturating_sub(rows) as usize);
+        if limit == 0 {
+            return Ok(batch);
+        }
+        let key = cursor.key.clone().unwrap_or_default();
+        let found = candidates(c, walk, &key, &after, limit)?;
+        rows += u32::try_from(found.len()).unwrap_or(u32::MAX);
+        cursor.after = match found.last() {
+            Some(last) if found.len() == limit => Some((last.id.clone(), last.created_ms)),
+            _ => None,
+        };
+        for candidate in found.into_iter().filter(|c| c.may_go) {
+            if cursor.phase == GcPhase::LoopRuns {
+                match batch.per_loop.last_mut() {
+                    Some(t) if t.loop_id == key => t.runs += 1,
+                    _ => batch.per_loop.push(GcLoopTally {
+                        loop_id: key.clone(),
+                        loop_name: candidate.name,
+                        runs: 1,
+                    }),
+                }
+                batch.loop_runs.push(candidate.id);
+            } else {
+                batch.workflow_runs.push(candidate.id);
+            }
+        }
+    }
+}
+
+/// The first group after `key` (the first of all when `None`).
+fn next_group(c: &mut Conn<'_>, walk: &Walk, key: Option<&str>) -> Result<Option<String>> {
+    let context = "finding the next loop or workflow to collect";
+    let found = match key {
+        Some(key) => c.query(walk.next, &[&key], context)?,
+        None => c.query(walk.first, &[], context)?,
+    };
+    found
+        .first()
+        .map(|r| r.try_get(0).map_err(StoreError::db(context)))
+        .transpose()
+}
+
+/// Where the walk of group `key` starts, as `(id, created_at ms)`: at its
+/// `keep`-th newest run, or at the cutoff when that is older; `None` when
+/// the group has no more than `keep` runs.
+fn start_of(
+    c: &mut Conn<'_>,
+    walk: &Walk,
+    policy: &GcPolicy,
+    key: &str,
+) -> Result<Option<(String, i64)>> {
+    let context = "finding the newest runs to keep";
+    let offset = i64::from(policy.kept() - 1);
+    let found = c.query(walk.boundary, &[&key, &offset], context)?;
+    let Some(row) = found.first() else {
+        return Ok(None);
+    };
+    let created: Ts = row.try_get(0).map_err(StoreError::db(context))?;
+    let id: String = row.try_get(1).map_err(StoreError::db(context))?;
+    // Every run created at the cutoff or later stays: a position at the
+    // cutoff with an id below every id (the empty one) starts the walk
+    // below it.
+    Ok(Some(if policy.older_than <= created.0 {
+        (String::new(), policy.older_than.as_millis())
+    } else {
+        (id, created.0.as_millis())
+    }))
+}
+
+/// Up to `limit` runs of group `key` after position `after`, newest first.
+fn candidates(
+    c: &mut Conn<'_>,
+    walk: &Walk,
+    key: &str,
+    (after_id, after_ms): &(String, i64),
+    limit: usize,
+) -> Result<Vec<Candidate>> {
+    let context = "reading old runs";
+    let after = loops_core::Timestamp::from_millis(*after_ms)
+        .ok_or_else(|| StoreError::Encode(format!("gc cursor: {after_ms} ms is not an instant")))?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let found = c.query(
+        walk.candidates,
+        &[&key, &ts(after), &after_id, &limit],
+        context,
+    )?;
+    found.iter().map(|r| candidate(r, context)).collect()
+}
+
+fn candidate(row: &Row, context: &'static str) -> Result<Candidate> {
+    let created: Ts = row.try_get(1).map_err(StoreError::db(context))?;
+    Ok(Candidate {
+        id: row.try_get(0).map_err(StoreError::db(context))?,
+        created_ms: created.0.as_millis(),
+        name: row.try_get(2).map_err(StoreError::db(context))?,
+        may_go: row.try_get(3).map_err(StoreError::db(context))?,
+    })
 }

@@ -1,51 +1,135 @@
-//! The PostgreSQL side of `crate::steps` (not yet ported).
+//! The PostgreSQL side of [`crate::steps`].
+//!
+//! Every transition that writes an event locks its workflow run's row
+//! first ([`lock_run`]): that orders the transition after any cancel or
+//! finalize of the run, makes the step-start guard ("the run is running")
+//! read the newest status, and serializes the event sequence.
 
-#![allow(unused_variables, unused_imports)]
-
-use std::ops::ControlFlow;
-
-use loops_core::{
-    DaemonLease, ExecutorResult, LeaseId, Loop, LoopId, LoopRun, LoopStatus, NewLoop, NewWorkflow,
-    ProcessRef, RunId, RunStatus, StepRun, Timestamp, WorkflowEvent, WorkflowId, WorkflowRun,
-    WorkflowRunId, WorkflowRunStatus, WorkflowSpec,
-};
-
-use crate::daemon::{HostRun, NextWake};
-use crate::error::{Result, StoreError};
-use crate::gc::{GcBatch, GcCounts, GcCursor, GcPolicy, SpaceUsage};
-use crate::lease::{LeaseAcquire, LeaseHeartbeat, LeaseRelease, LeaseRequest};
-use crate::loops::{DeleteHistory, DeleteOutcome, LoopChange, LoopFilter};
-use crate::runs::{Claim, Fence, Finalized, Recovered, Released, RunFilter, SkipOutcome};
-use crate::steps::StepOutcome;
-use crate::workflow_runs::{
-    NewWorkflowRun, RecoveredWorkflowRun, WorkflowRunFilter, WorkflowRunPatch,
-};
-use crate::workflows::WorkflowFilter;
+use loops_core::{ProcessRef, StepRun, StepRunStatus, Timestamp, WorkflowRunId};
+use serde_json::{Map, Value, json};
 
 use crate::backend::StepOps;
-use crate::postgres::Postgres;
+use crate::error::{Result, StoreError};
+use crate::postgres::rows::{self, ts};
+use crate::postgres::workflows::{append_event, lock_run};
+use crate::postgres::{Conn, Postgres};
+use crate::sqlite::rows::step_run_columns;
+use crate::steps::StepOutcome;
+
+const TABLE: (&str, &str) = ("workflow_step_runs", "reading workflow steps");
+
+/// The step `step_id` of run `run_id`.
+pub(crate) fn step_by_id(
+    c: &mut Conn<'_>,
+    run_id: &WorkflowRunId,
+    step_id: &str,
+) -> Result<Option<StepRun>> {
+    c.query_opt(
+        concat!(
+            "SELECT ",
+            step_run_columns!(),
+            " FROM workflow_step_runs WHERE workflow_run_id = $1 AND step_id = $2"
+        ),
+        &[&run_id.as_str(), &step_id],
+        TABLE,
+        rows::step_run_row,
+    )
+}
+
+/// The steps of run `run_id` in sequence order.
+pub(crate) fn steps_of_run(c: &mut Conn<'_>, run_id: &WorkflowRunId) -> Result<Vec<StepRun>> {
+    c.query_vec(
+        concat!(
+            "SELECT ",
+            step_run_columns!(),
+            " FROM workflow_step_runs WHERE workflow_run_id = $1 ORDER BY sequence ASC"
+        ),
+        &[&run_id.as_str()],
+        TABLE,
+        rows::step_run_row,
+    )
+}
+
+/// The step, or `workflow step run not found: <r>/<s>`.
+fn require_step(c: &mut Conn<'_>, run_id: &WorkflowRunId, step_id: &str) -> Result<StepRun> {
+    step_by_id(c, run_id, step_id)?.ok_or_else(|| StoreError::StepNotFound {
+        run_id: run_id.to_string(),
+        step_id: step_id.to_owned(),
+    })
+}
+
+/// Skips one pending or running step, appending `step_skipped` `{reason}`
+/// when it changed. Runs inside the caller's write transaction, which
+/// holds the run's lock.
+fn skip_in_tx(
+    c: &mut Conn<'_>,
+    run_id: &WorkflowRunId,
+    step_id: &str,
+    reason: &str,
+    now: Timestamp,
+) -> Result<u64> {
+    let changed = c.execute(
+        "UPDATE workflow_step_runs
+         SET status = 'skipped', finished_at = $3, pid = NULL, pid_start_ms = NULL,
+             error = $4, updated_at = $3
+         WHERE workflow_run_id = $1 AND step_id = $2 AND status IN ('pending', 'running')",
+        &[&run_id.as_str(), &step_id, &ts(now), &reason],
+        "skipping a workflow step",
+    )?;
+    if changed == 1 {
+        append_event(
+            c,
+            run_id,
+            "step_skipped",
+            Some(step_id),
+            Some(&json!({ "reason": reason })),
+            now,
+        )?;
+    }
+    Ok(changed)
+}
 
 impl StepOps for Postgres {
     fn list_step_runs(&self, run_id: &WorkflowRunId) -> Result<Vec<StepRun>> {
-        Err(StoreError::Migration(
-            "list_step_runs: not yet on PostgreSQL".into(),
-        ))
+        self.with(|c| steps_of_run(c, run_id))
     }
+
     fn get_step_run(&self, run_id: &WorkflowRunId, step_id: &str) -> Result<Option<StepRun>> {
-        Err(StoreError::Migration(
-            "get_step_run: not yet on PostgreSQL".into(),
-        ))
+        self.with(|c| step_by_id(c, run_id, step_id))
     }
+
     fn start_step_run(
         &self,
         run_id: &WorkflowRunId,
         step_id: &str,
         now: Timestamp,
     ) -> Result<StepRun> {
-        Err(StoreError::Migration(
-            "start_step_run: not yet on PostgreSQL".into(),
-        ))
+        self.write_tx(|c| {
+            lock_run(c, run_id)?;
+            let changed = c.execute(
+                "UPDATE workflow_step_runs
+                 SET status = 'running', started_at = $3, finished_at = NULL, exit_code = NULL,
+                     duration_ms = NULL, pid = NULL, pid_start_ms = NULL, stdout = NULL,
+                     stderr = NULL, error = NULL, updated_at = $3
+                 WHERE workflow_run_id = $1 AND step_id = $2
+                   AND status IN ('pending', 'failed', 'timed_out')
+                   AND EXISTS (SELECT 1 FROM workflow_runs WHERE id = $1 AND status = 'running')",
+                &[&run_id.as_str(), &step_id, &ts(now)],
+                "starting a workflow step",
+            )?;
+            let step = require_step(c, run_id, step_id)?;
+            if changed != 1 {
+                return Err(StoreError::StepNotClaimable {
+                    run_id: run_id.to_string(),
+                    step_id: step_id.to_owned(),
+                    status: step.status.to_string(),
+                });
+            }
+            append_event(c, run_id, "step_started", Some(step_id), None, now)?;
+            Ok(step)
+        })
     }
+
     fn mark_step_pid(
         &self,
         run_id: &WorkflowRunId,
@@ -53,10 +137,30 @@ impl StepOps for Postgres {
         process: ProcessRef,
         now: Timestamp,
     ) -> Result<bool> {
-        Err(StoreError::Migration(
-            "mark_step_pid: not yet on PostgreSQL".into(),
-        ))
+        self.with(|c| {
+            // One statement that still takes the run's lock before the
+            // step's, the order every other writer of the run keeps.
+            let changed = c.execute(
+                "WITH run AS (SELECT id FROM workflow_runs WHERE id = $1 FOR UPDATE)
+                 UPDATE workflow_step_runs SET pid = $3, pid_start_ms = $4, updated_at = $5
+                 WHERE workflow_run_id = (SELECT id FROM run) AND step_id = $2
+                   AND status = 'running'",
+                &[
+                    &run_id.as_str(),
+                    &step_id,
+                    &i64::from(process.pid),
+                    &process.start,
+                    &ts(now),
+                ],
+                "recording a workflow step pid",
+            )?;
+            if changed == 1 {
+                return Ok(true);
+            }
+            require_step(c, run_id, step_id).map(|_| false)
+        })
     }
+
     fn finalize_step_run(
         &self,
         run_id: &WorkflowRunId,
@@ -64,10 +168,50 @@ impl StepOps for Postgres {
         outcome: &StepOutcome,
         now: Timestamp,
     ) -> Result<StepRun> {
-        Err(StoreError::Migration(
-            "finalize_step_run: not yet on PostgreSQL".into(),
-        ))
+        let status = StepRunStatus::from(outcome.status);
+        let finished = outcome.finished_at.unwrap_or(now);
+        self.write_tx(|c| {
+            lock_run(c, run_id)?;
+            let changed = c.execute(
+                "UPDATE workflow_step_runs
+                 SET status = $3, finished_at = $4, exit_code = $5, duration_ms = $6,
+                     pid = NULL, pid_start_ms = NULL, stdout = $7, stderr = $8, error = $9,
+                     updated_at = $4
+                 WHERE workflow_run_id = $1 AND step_id = $2 AND status = 'running'",
+                &[
+                    &run_id.as_str(),
+                    &step_id,
+                    &status.as_str(),
+                    &ts(finished),
+                    &outcome.exit_code.map(i64::from),
+                    &outcome.duration_ms,
+                    &outcome.stdout,
+                    &outcome.stderr,
+                    &outcome.error,
+                ],
+                "finalizing a workflow step",
+            )?;
+            if changed == 1 {
+                let mut payload = Map::new();
+                if let Some(code) = outcome.exit_code {
+                    payload.insert("exitCode".into(), json!(code));
+                }
+                if let Some(error) = &outcome.error {
+                    payload.insert("error".into(), json!(error));
+                }
+                append_event(
+                    c,
+                    run_id,
+                    &format!("step_{status}"),
+                    Some(step_id),
+                    Some(&Value::Object(payload)),
+                    now,
+                )?;
+            }
+            require_step(c, run_id, step_id)
+        })
     }
+
     fn skip_step_run(
         &self,
         run_id: &WorkflowRunId,
@@ -75,18 +219,29 @@ impl StepOps for Postgres {
         reason: &str,
         now: Timestamp,
     ) -> Result<StepRun> {
-        Err(StoreError::Migration(
-            "skip_step_run: not yet on PostgreSQL".into(),
-        ))
+        self.write_tx(|c| {
+            lock_run(c, run_id)?;
+            skip_in_tx(c, run_id, step_id, reason, now)?;
+            require_step(c, run_id, step_id)
+        })
     }
+
     fn skip_open_steps(
         &self,
         run_id: &WorkflowRunId,
         reason: &str,
         now: Timestamp,
     ) -> Result<Vec<StepRun>> {
-        Err(StoreError::Migration(
-            "skip_open_steps: not yet on PostgreSQL".into(),
-        ))
+        self.write_tx(|c| {
+            lock_run(c, run_id)?;
+            let mut skipped = Vec::new();
+            for step in steps_of_run(c, run_id)? {
+                if step.status.is_open() && skip_in_tx(c, run_id, &step.step_id, reason, now)? == 1
+                {
+                    skipped.push(require_step(c, run_id, &step.step_id)?);
+                }
+            }
+            Ok(skipped)
+        })
     }
 }

@@ -1,29 +1,150 @@
-//! The PostgreSQL side of `crate::workflow_runs` (not yet ported).
-
-#![allow(unused_variables, unused_imports)]
-
-use std::ops::ControlFlow;
+//! The PostgreSQL side of [`crate::workflow_runs`].
+//!
+//! Every transition locks the run's row before its steps (the `UPDATE` of
+//! `workflow_runs`, or [`lock_run`]), and appends its event in the same
+//! transaction. Two creators with one idempotency key meet at the partial
+//! unique index `idx_workflow_runs_idempotency`: the second insert does
+//! nothing (`ON CONFLICT`, which waits for the first to commit) and reads
+//! the first one's run.
 
 use loops_core::{
-    DaemonLease, ExecutorResult, LeaseId, Loop, LoopId, LoopRun, LoopStatus, NewLoop, NewWorkflow,
-    ProcessRef, RunId, RunStatus, StepRun, Timestamp, WorkflowEvent, WorkflowId, WorkflowRun,
-    WorkflowRunId, WorkflowRunStatus, WorkflowSpec,
+    LoopId, RunId, StepRunId, Timestamp, WorkflowId, WorkflowRun, WorkflowRunId, WorkflowRunStatus,
 };
-
-use crate::daemon::{HostRun, NextWake};
-use crate::error::{Result, StoreError};
-use crate::gc::{GcBatch, GcCounts, GcCursor, GcPolicy, SpaceUsage};
-use crate::lease::{LeaseAcquire, LeaseHeartbeat, LeaseRelease, LeaseRequest};
-use crate::loops::{DeleteHistory, DeleteOutcome, LoopChange, LoopFilter};
-use crate::runs::{Claim, Fence, Finalized, Recovered, Released, RunFilter, SkipOutcome};
-use crate::steps::StepOutcome;
-use crate::workflow_runs::{
-    NewWorkflowRun, RecoveredWorkflowRun, WorkflowRunFilter, WorkflowRunPatch,
-};
-use crate::workflows::WorkflowFilter;
+use serde_json::{Map, Value, json};
 
 use crate::backend::WorkflowRunOps;
-use crate::postgres::Postgres;
+use crate::error::{Result, StoreError};
+use crate::postgres::rows::{self, ts, ts_opt};
+use crate::postgres::steps::step_by_id;
+use crate::postgres::workflows::{append_event, lock_run, process_at, terminal_run_statuses};
+use crate::postgres::{Conn, Postgres};
+use crate::random_id_bytes;
+use crate::sqlite::rows::workflow_run_columns;
+use crate::workflow_runs::{
+    DEFAULT_WORKFLOW_RUN_LIST_LIMIT, NewWorkflowRun, RecoveredWorkflowRun, WorkflowRunFilter,
+    WorkflowRunPatch,
+};
+
+const TABLE: &str = "workflow_runs";
+
+/// The run with id `id`.
+pub(crate) fn run_by_id(c: &mut Conn<'_>, id: &WorkflowRunId) -> Result<Option<WorkflowRun>> {
+    c.query_opt(
+        concat!(
+            "SELECT ",
+            workflow_run_columns!(),
+            " FROM workflow_runs WHERE id = $1"
+        ),
+        &[&id.as_str()],
+        (TABLE, "reading a workflow run"),
+        rows::workflow_run_row,
+    )
+}
+
+/// The run with id `id`, or `workflow run not found: <id>`.
+pub(crate) fn require_run(c: &mut Conn<'_>, id: &WorkflowRunId) -> Result<WorkflowRun> {
+    run_by_id(c, id)?.ok_or_else(|| run_not_found(id))
+}
+
+fn run_not_found(id: &WorkflowRunId) -> StoreError {
+    StoreError::NotFound {
+        kind: "workflow run",
+        key: id.to_string(),
+    }
+}
+
+/// The run of `workflow_id` with idempotency key `key`.
+fn run_by_key(
+    c: &mut Conn<'_>,
+    workflow_id: &WorkflowId,
+    key: &str,
+) -> Result<Option<WorkflowRun>> {
+    c.query_opt(
+        concat!(
+            "SELECT ",
+            workflow_run_columns!(),
+            " FROM workflow_runs WHERE workflow_id = $1 AND idempotency_key = $2"
+        ),
+        &[&workflow_id.as_str(), &key],
+        (TABLE, "reading a workflow run by its key"),
+        rows::workflow_run_row,
+    )
+}
+
+/// Inserts the run, its step rows and its `created` event, inside the
+/// caller's write transaction. `None` when another run already has the
+/// idempotency key: nothing was written.
+fn insert_run(
+    c: &mut Conn<'_>,
+    input: &NewWorkflowRun<'_>,
+    now: Timestamp,
+) -> Result<Option<WorkflowRunId>> {
+    let spec = input.workflow;
+    let id = WorkflowRunId::from_bytes(random_id_bytes());
+    let inserted = c.query(
+        "INSERT INTO workflow_runs (id, workflow_id, workflow_name, loop_id, loop_run_id,
+                scheduled_for, idempotency_key, status, started_at, finished_at, duration_ms, error,
+                created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'running', $8, NULL, NULL, NULL, $8, $8)
+         ON CONFLICT DO NOTHING
+         RETURNING id",
+        &[
+            &id.as_str(),
+            &spec.id.as_str(),
+            &spec.name,
+            &input.loop_id.as_ref().map(LoopId::as_str),
+            &input.loop_run_id.as_ref().map(RunId::as_str),
+            &ts_opt(input.scheduled_for),
+            &input.idempotency_key,
+            &ts(now),
+        ],
+        "inserting a workflow run",
+    )?;
+    if inserted.is_empty() {
+        return Ok(None);
+    }
+    for (sequence, step) in spec.steps.iter().enumerate() {
+        let account = step.effective_account();
+        c.execute(
+            "INSERT INTO workflow_step_runs (id, workflow_run_id, step_id, sequence, status,
+                    started_at, finished_at, exit_code, pid, duration_ms, stdout, stderr, error,
+                    account_profile, account_tool, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, 'pending', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                     $5, $6, $7, $7)",
+            &[
+                &StepRunId::from_bytes(random_id_bytes()).as_str(),
+                &id.as_str(),
+                &step.id,
+                &i64::try_from(sequence).unwrap_or(i64::MAX),
+                &account.map(|a| a.profile.as_str()),
+                &account.and_then(|a| a.tool.as_deref()),
+                &ts(now),
+            ],
+            "inserting a workflow step run",
+        )?;
+    }
+    let mut payload = Map::new();
+    payload.insert("workflowId".into(), json!(spec.id));
+    payload.insert("workflowName".into(), json!(spec.name));
+    payload.insert("stepCount".into(), json!(spec.steps.len()));
+    if let Some(loop_id) = &input.loop_id {
+        payload.insert("loopId".into(), json!(loop_id));
+    }
+    if let Some(loop_run_id) = &input.loop_run_id {
+        payload.insert("loopRunId".into(), json!(loop_run_id));
+    }
+    append_event(c, &id, "created", None, Some(&Value::Object(payload)), now)?;
+    Ok(Some(id))
+}
+
+/// `{error?}`: the payload of run-finalize events.
+fn error_payload(error: Option<&str>) -> Value {
+    let mut payload = Map::new();
+    if let Some(error) = error {
+        payload.insert("error".into(), json!(error));
+    }
+    Value::Object(payload)
+}
 
 impl WorkflowRunOps for Postgres {
     fn create_workflow_run(
@@ -31,30 +152,94 @@ impl WorkflowRunOps for Postgres {
         input: &NewWorkflowRun<'_>,
         now: Timestamp,
     ) -> Result<WorkflowRun> {
-        Err(StoreError::Migration(
-            "create_workflow_run: not yet on PostgreSQL".into(),
-        ))
+        let workflow_id = &input.workflow.id;
+        if let Some(key) = &input.idempotency_key
+            && let Some(existing) = self.with(|c| run_by_key(c, workflow_id, key))?
+        {
+            return Ok(existing);
+        }
+        self.write_tx(|c| match insert_run(c, input, now)? {
+            Some(id) => require_run(c, &id),
+            // Another creator inserted a run with the key since the check.
+            None => {
+                let key = input.idempotency_key.as_deref().unwrap_or_default();
+                run_by_key(c, workflow_id, key)?.ok_or_else(|| StoreError::Vanished {
+                    kind: "workflow run",
+                    op: "create",
+                    id: format!("{workflow_id} key {key}"),
+                })
+            }
+        })
     }
+
     fn get_workflow_run(&self, id: &WorkflowRunId) -> Result<Option<WorkflowRun>> {
-        Err(StoreError::Migration(
-            "get_workflow_run: not yet on PostgreSQL".into(),
-        ))
+        self.with(|c| run_by_id(c, id))
     }
+
     fn require_workflow_run(&self, id: &WorkflowRunId) -> Result<WorkflowRun> {
-        Err(StoreError::Migration(
-            "require_workflow_run: not yet on PostgreSQL".into(),
-        ))
+        self.with(|c| require_run(c, id))
     }
+
     fn list_workflow_runs(&self, filter: &WorkflowRunFilter) -> Result<Vec<WorkflowRun>> {
-        Err(StoreError::Migration(
-            "list_workflow_runs: not yet on PostgreSQL".into(),
-        ))
+        let limit = i64::from(filter.limit.unwrap_or(DEFAULT_WORKFLOW_RUN_LIST_LIMIT));
+        let context = (TABLE, "listing workflow runs");
+        let map = rows::workflow_run_row;
+        self.with(|c| match (&filter.workflow_id, &filter.loop_run_id) {
+            (Some(id), _) => c.query_vec(
+                concat!(
+                    "SELECT ",
+                    workflow_run_columns!(),
+                    " FROM workflow_runs WHERE workflow_id = $1
+                     ORDER BY created_at DESC, id DESC LIMIT $2"
+                ),
+                &[&id.as_str(), &limit],
+                context,
+                map,
+            ),
+            (None, Some(id)) => c.query_vec(
+                concat!(
+                    "SELECT ",
+                    workflow_run_columns!(),
+                    " FROM workflow_runs WHERE loop_run_id = $1
+                     ORDER BY created_at DESC, id DESC LIMIT $2"
+                ),
+                &[&id.as_str(), &limit],
+                context,
+                map,
+            ),
+            (None, None) => c.query_vec(
+                concat!(
+                    "SELECT ",
+                    workflow_run_columns!(),
+                    " FROM workflow_runs ORDER BY created_at DESC, id DESC LIMIT $1"
+                ),
+                &[&limit],
+                context,
+                map,
+            ),
+        })
     }
+
     fn workflow_run_status(&self, id: &WorkflowRunId) -> Result<Option<WorkflowRunStatus>> {
-        Err(StoreError::Migration(
-            "workflow_run_status: not yet on PostgreSQL".into(),
-        ))
+        let context = "reading a workflow run's status";
+        let found = self.with(|c| {
+            c.query(
+                "SELECT status FROM workflow_runs WHERE id = $1",
+                &[&id.as_str()],
+                context,
+            )
+        })?;
+        let Some(row) = found.first() else {
+            return Ok(None);
+        };
+        let status: &str = row.try_get(0).map_err(StoreError::db(context))?;
+        status.parse().map(Some).map_err(|e| StoreError::Corrupt {
+            table: TABLE,
+            id: id.to_string(),
+            reason: format!("column status: {e}"),
+        })
     }
+
     fn finalize_workflow_run(
         &self,
         id: &WorkflowRunId,
@@ -62,38 +247,314 @@ impl WorkflowRunOps for Postgres {
         patch: &WorkflowRunPatch,
         now: Timestamp,
     ) -> Result<WorkflowRun> {
-        Err(StoreError::Migration(
-            "finalize_workflow_run: not yet on PostgreSQL".into(),
-        ))
+        if !status.is_terminal() {
+            return Err(StoreError::InvalidTransition {
+                action: "finalize a workflow run",
+                status: status.to_string(),
+            });
+        }
+        let finished = patch.finished_at.unwrap_or(now);
+        self.write_tx(|c| {
+            let changed = c.execute(
+                concat!(
+                    "UPDATE workflow_runs
+                     SET status = $2, finished_at = $3, duration_ms = $4, error = $5,
+                         updated_at = $3
+                     WHERE id = $1 AND status NOT IN ",
+                    terminal_run_statuses!()
+                ),
+                &[
+                    &id.as_str(),
+                    &status.as_str(),
+                    &ts(finished),
+                    &patch.duration_ms,
+                    &patch.error,
+                ],
+                "finalizing a workflow run",
+            )?;
+            if changed == 1 {
+                let payload = error_payload(patch.error.as_deref());
+                append_event(c, id, status.as_str(), None, Some(&payload), now)?;
+            }
+            require_run(c, id)
+        })
     }
+
     fn cancel_workflow_run(
         &self,
         id: &WorkflowRunId,
         reason: &str,
         now: Timestamp,
     ) -> Result<WorkflowRun> {
-        Err(StoreError::Migration(
-            "cancel_workflow_run: not yet on PostgreSQL".into(),
-        ))
+        self.stop_workflow_run(id, StopAs::Cancelled, reason, now)
     }
+
     fn fail_workflow_run(
         &self,
         id: &WorkflowRunId,
         reason: &str,
         now: Timestamp,
     ) -> Result<WorkflowRun> {
-        Err(StoreError::Migration(
-            "fail_workflow_run: not yet on PostgreSQL".into(),
-        ))
+        self.stop_workflow_run(id, StopAs::Failed, reason, now)
     }
+
     fn recover_workflow_run(
         &self,
         id: &WorkflowRunId,
         reason: &str,
         now: Timestamp,
     ) -> Result<RecoveredWorkflowRun> {
-        Err(StoreError::Migration(
-            "recover_workflow_run: not yet on PostgreSQL".into(),
-        ))
+        self.write_tx(|c| {
+            // The lock keeps a step from starting between the check and
+            // the reset: every step transition locks the run first.
+            if !lock_run(c, id)? {
+                return Err(run_not_found(id));
+            }
+            let context = "reading running workflow steps";
+            let found = c.query(
+                "SELECT step_id, pid, pid_start_ms FROM workflow_step_runs
+                 WHERE workflow_run_id = $1 AND status = 'running' ORDER BY sequence",
+                &[&id.as_str()],
+                context,
+            )?;
+            let mut running = Vec::with_capacity(found.len());
+            for row in &found {
+                let step_id: String = row.try_get(0).map_err(StoreError::db(context))?;
+                running.push((
+                    step_id,
+                    process_at(row, 1, ("workflow_step_runs", context))?,
+                ));
+            }
+            let mut alive: Vec<String> = running
+                .iter()
+                .filter_map(|(step_id, process)| {
+                    process
+                        .filter(|p| self.liveness.is_alive(*p))
+                        .map(|p| format!("{step_id} pid={}", p.pid))
+                })
+                .collect();
+            if alive.is_empty()
+                && !running.is_empty()
+                && let Some(holder) = self.other_host_holder(c, id, now)?
+            {
+                // A runner of another host holds the loop run, its lease
+                // live: the probe cannot see that host's processes, and the
+                // runner fails the workflow run itself if it loses the
+                // loop run.
+                alive = running
+                    .iter()
+                    .map(|(step_id, process)| match process {
+                        Some(p) => format!("{step_id} pid={} on {holder}", p.pid),
+                        None => format!("{step_id} on {holder}"),
+                    })
+                    .collect();
+            }
+            if !alive.is_empty() {
+                return Err(StoreError::StepsAlive {
+                    steps: alive.join(", "),
+                });
+            }
+            if running.is_empty() {
+                return Ok(RecoveredWorkflowRun {
+                    run: require_run(c, id)?,
+                    recovered_steps: Vec::new(),
+                });
+            }
+            c.execute(
+                "UPDATE workflow_step_runs
+                 SET status = 'pending', started_at = NULL, finished_at = NULL, exit_code = NULL,
+                     pid = NULL, pid_start_ms = NULL, duration_ms = NULL, stdout = NULL,
+                     stderr = NULL, error = $2, updated_at = $3
+                 WHERE workflow_run_id = $1 AND status = 'running'",
+                &[&id.as_str(), &reason, &ts(now)],
+                "recovering workflow steps",
+            )?;
+            let step_ids: Vec<&str> = running.iter().map(|(s, _)| s.as_str()).collect();
+            append_event(
+                c,
+                id,
+                "recovered",
+                None,
+                Some(&json!({ "reason": reason, "recoveredSteps": step_ids })),
+                now,
+            )?;
+            let mut recovered_steps = Vec::with_capacity(step_ids.len());
+            for step_id in &step_ids {
+                recovered_steps.extend(step_by_id(c, id, step_id)?);
+            }
+            Ok(RecoveredWorkflowRun {
+                run: require_run(c, id)?,
+                recovered_steps,
+            })
+        })
     }
+}
+
+/// How [`Postgres::stop_workflow_run`] ends a run: cancelled, when someone
+/// asked for it, or failed (a lost lease).
+#[derive(Debug, Clone, Copy)]
+enum StopAs {
+    Cancelled,
+    Failed,
+}
+
+impl Postgres {
+    fn stop_workflow_run(
+        &self,
+        id: &WorkflowRunId,
+        stop_as: StopAs,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<WorkflowRun> {
+        let status = match stop_as {
+            StopAs::Cancelled => "cancelled",
+            StopAs::Failed => "failed",
+        };
+        self.write_tx(|c| {
+            require_run(c, id)?;
+            let changed = c.execute(
+                concat!(
+                    "UPDATE workflow_runs
+                     SET status = $4, finished_at = $2, error = $3, updated_at = $2
+                     WHERE id = $1 AND status NOT IN ",
+                    terminal_run_statuses!()
+                ),
+                &[&id.as_str(), &ts(now), &reason, &status],
+                "stopping a workflow run",
+            )?;
+            if changed == 1 {
+                c.execute(
+                    "UPDATE workflow_step_runs
+                     SET status = 'cancelled', finished_at = $2, pid = NULL, pid_start_ms = NULL,
+                         error = $3, updated_at = $2
+                     WHERE workflow_run_id = $1 AND status IN ('pending', 'running')",
+                    &[&id.as_str(), &ts(now), &reason],
+                    "cancelling workflow steps",
+                )?;
+                let payload = match stop_as {
+                    StopAs::Failed => error_payload(Some(reason)),
+                    StopAs::Cancelled => json!({ "reason": reason }),
+                };
+                append_event(c, id, status, None, Some(&payload), now)?;
+            }
+            require_run(c, id)
+        })
+    }
+
+    /// The runner id holding the running loop run that workflow run `id`
+    /// is linked to, when a runner that is not of this host claimed it and
+    /// its lease has not expired at `now`.
+    fn other_host_holder(
+        &self,
+        c: &mut Conn<'_>,
+        id: &WorkflowRunId,
+        now: Timestamp,
+    ) -> Result<Option<String>> {
+        let context = "reading the loop run of a workflow run";
+        let found = c.query(
+            "SELECT r.claimed_by FROM workflow_runs w JOIN loop_runs r ON r.id = w.loop_run_id
+             WHERE w.id = $1 AND r.status = 'running' AND r.claimed_by IS NOT NULL
+               AND left(r.claimed_by, length($2)) <> $2 AND r.lease_expires_at > $3",
+            &[&id.as_str(), &format!("{}:", self.host), &ts(now)],
+            context,
+        )?;
+        found
+            .first()
+            .map(|row| row.try_get(0).map_err(StoreError::db(context)))
+            .transpose()
+    }
+}
+
+/// How [`close_linked_workflow_runs`] ends the open workflow runs of a loop
+/// run: the statuses it writes, the reason, and the event it appends.
+#[allow(
+    dead_code,
+    reason = "for the loop-run operations: lease recovery and release"
+)]
+pub(crate) struct LinkedClose<'a> {
+    /// The terminal status the workflow runs get.
+    pub(crate) run_status: &'static str,
+    /// The status their pending and running steps get.
+    pub(crate) step_status: &'static str,
+    /// Recorded as the error of the runs and steps.
+    pub(crate) reason: &'a str,
+    /// The event appended to each closed run (its type is `run_status`).
+    pub(crate) payload: Value,
+    /// What the store was doing, for error messages.
+    pub(crate) context: &'static str,
+}
+
+/// Ends the non-terminal workflow runs linked to `loop_run_id`, closes
+/// their open steps (no step events, as in the original), and appends one
+/// event to each run, inside the caller's write transaction. Lease
+/// recovery fails them (SPEC §4.3); a daemon shutdown cancels them.
+/// Returns the ids of the runs it closed.
+#[allow(
+    dead_code,
+    reason = "for the loop-run operations: lease recovery and release"
+)]
+pub(crate) fn close_linked_workflow_runs(
+    c: &mut Conn<'_>,
+    loop_run_id: &RunId,
+    close: &LinkedClose<'_>,
+    now: Timestamp,
+) -> Result<Vec<WorkflowRunId>> {
+    let found = c.query(
+        concat!(
+            "UPDATE workflow_runs SET status = $4, finished_at = $2, error = $3, updated_at = $2
+             WHERE loop_run_id = $1 AND status NOT IN ",
+            terminal_run_statuses!(),
+            " RETURNING id"
+        ),
+        &[
+            &loop_run_id.as_str(),
+            &ts(now),
+            &close.reason,
+            &close.run_status,
+        ],
+        close.context,
+    )?;
+    let mut closed: Vec<WorkflowRunId> = Vec::with_capacity(found.len());
+    for row in &found {
+        let id: &str = row.try_get(0).map_err(StoreError::db(close.context))?;
+        closed.push(id.parse().map_err(|e| StoreError::Corrupt {
+            table: TABLE,
+            id: id.to_owned(),
+            reason: format!("column id: {e}"),
+        })?);
+    }
+    for wr in &closed {
+        c.execute(
+            "UPDATE workflow_step_runs SET status = $4, finished_at = $2, pid = NULL,
+               pid_start_ms = NULL, error = $3, updated_at = $2
+             WHERE workflow_run_id = $1 AND status IN ('pending', 'running')",
+            &[&wr.as_str(), &ts(now), &close.reason, &close.step_status],
+            close.context,
+        )?;
+        append_event(c, wr, close.run_status, None, Some(&close.payload), now)?;
+    }
+    Ok(closed)
+}
+
+/// Fails the non-terminal workflow runs linked to `loop_run_id` with
+/// `reason`, skips their open steps, and appends a `failed` event to each
+/// (SPEC §4.3).
+#[allow(
+    dead_code,
+    reason = "for the loop-run operations: lease recovery and release"
+)]
+pub(crate) fn fail_linked_workflow_runs(
+    c: &mut Conn<'_>,
+    loop_run_id: &RunId,
+    reason: &str,
+    now: Timestamp,
+) -> Result<Vec<WorkflowRunId>> {
+    let close = LinkedClose {
+        run_status: "failed",
+        step_status: "skipped",
+        reason,
+        payload: json!({"error": reason, "loopRunId": loop_run_id.as_str()}),
+        context: "failing linked workflow runs",
+    };
+    close_linked_workflow_runs(c, loop_run_id, &close, now)
 }

@@ -3,9 +3,10 @@
 use loops_core::{DaemonLease, LeaseId, ProcessRef, Timestamp};
 use rusqlite::params;
 
-use crate::backend::LeaseOps;
+use crate::backend::{LeaseOps, MemberOps};
 use crate::error::{Result, StoreError};
 use crate::lease::{LeaseAcquire, LeaseHeartbeat, LeaseRelease, LeaseRequest};
+use crate::members::DaemonMember;
 use crate::runs::offset_ms;
 use crate::sqlite::Sqlite;
 use crate::sqlite::rows::{self, lease_columns, ts};
@@ -119,5 +120,39 @@ impl LeaseOps for Sqlite {
             CONTEXT,
             rows::lease_row,
         )
+    }
+}
+
+impl MemberOps for Sqlite {
+    /// The lease holder is the only member: there is at most one lease
+    /// row, and it does not record a version.
+    fn list_daemons(&self, now: Timestamp) -> Result<Vec<DaemonMember>> {
+        let found = rows::query_vec(
+            &self.conn,
+            concat!(
+                "SELECT ",
+                lease_columns!(),
+                ", (SELECT COUNT(*) FROM loop_runs r WHERE r.status = 'running'
+                     AND r.claimed_by = l.hostname || ':' || l.pid || ':' || l.id)
+                 FROM daemon_lease l ORDER BY l.hostname, l.created_at, l.id"
+            ),
+            [],
+            ("daemon_lease", "listing the daemons"),
+            |row| Ok((rows::lease_row(row)?, row.get::<_, i64>(7)?)),
+        )?;
+        Ok(found
+            .into_iter()
+            .map(|(lease, running)| DaemonMember {
+                live: lease.expires_at > now,
+                id: lease.id,
+                hostname: lease.hostname,
+                pid: lease.pid,
+                version: None,
+                started_at: lease.created_at,
+                heartbeat_at: lease.heartbeat_at,
+                expires_at: lease.expires_at,
+                running_runs: u64::try_from(running).unwrap_or(0),
+            })
+            .collect())
     }
 }
