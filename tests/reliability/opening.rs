@@ -22,7 +22,7 @@ use crate::support::{pick, report_failures, wait_for};
 /// The newest migration: the number of `V<n>__*.sql` files the store
 /// embeds, so a new migration needs no change here.
 fn newest_migration() -> i64 {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/loops-store/migrations");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/loops-store/migrations/sqlite");
     let count = std::fs::read_dir(&dir)
         .expect("the store's migrations")
         .filter_map(Result::ok)
