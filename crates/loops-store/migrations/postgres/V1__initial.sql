@@ -1,7 +1,14 @@
 -- The schema of the original loops 0.3.1 (SPEC §4.2) on PostgreSQL: the same
 -- table, column and index names as migrations/sqlite/V1__initial.sql, with
--- PostgreSQL's types (timestamptz for instants, jsonb for JSON columns,
--- bigint for integers). Versions are shared with the SQLite migrations.
+-- PostgreSQL's types (timestamptz for instants, bigint for integers, json
+-- for JSON columns). Versions are shared with the SQLite migrations.
+--
+-- json, not jsonb: jsonb stores objects with their keys reordered (by
+-- length, then bytes), so a workflow event's payload, a step's unknown keys
+-- or a target's env would come back in another order than SQLite returns
+-- them, and `--json` output would differ between the backends. json keeps
+-- the text as written and still checks that it is JSON; loops never queries
+-- inside these columns, so jsonb's operators and indexes would buy nothing.
 CREATE TABLE IF NOT EXISTS schema_migrations (
   id TEXT PRIMARY KEY,
   applied_at timestamptz NOT NULL
@@ -12,8 +19,8 @@ CREATE TABLE IF NOT EXISTS loops (
   name TEXT NOT NULL,
   description TEXT,
   status TEXT NOT NULL,
-  schedule_json jsonb NOT NULL,
-  target_json jsonb NOT NULL,
+  schedule_json json NOT NULL,
+  target_json json NOT NULL,
   next_run_at timestamptz,
   retry_scheduled_for timestamptz,
   catch_up TEXT NOT NULL,
@@ -70,7 +77,7 @@ CREATE TABLE IF NOT EXISTS workflow_specs (
   description TEXT,
   version bigint NOT NULL,
   status TEXT NOT NULL,
-  steps_json jsonb NOT NULL,
+  steps_json json NOT NULL,
   created_at timestamptz NOT NULL,
   updated_at timestamptz NOT NULL
 );
@@ -127,7 +134,7 @@ CREATE TABLE IF NOT EXISTS workflow_events (
   sequence bigint NOT NULL,
   event_type TEXT NOT NULL,
   step_id TEXT,
-  payload_json jsonb,
+  payload_json json,
   created_at timestamptz NOT NULL,
   UNIQUE(workflow_run_id, sequence)
 );

@@ -3,7 +3,8 @@
 //! records.
 //!
 //! Instants are `timestamptz` ([`Ts`], to the millisecond), JSON columns
-//! are `jsonb` ([`Json`]), integers are `bigint`. A value that does not
+//! are `json` ([`Json`]: the text as written, see migration V1), integers
+//! are `bigint`. A value that does not
 //! decode becomes [`StoreError::Corrupt`] naming the row, as on SQLite.
 
 use std::error::Error as StdError;
