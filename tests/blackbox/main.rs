@@ -16,6 +16,7 @@ mod loops_daemon;
 mod manage;
 mod runners;
 mod runs;
+mod transfer;
 mod workflow_control;
 mod workflow_runs;
 mod workflows;

@@ -3,7 +3,7 @@
 use anyhow::Result;
 
 use crate::args::{Cli, Command, Create};
-use crate::commands::{backup, create, daemon, execute, gc, manage, runs, workflows};
+use crate::commands::{backup, create, daemon, execute, gc, manage, runs, transfer, workflows};
 use crate::daemon_bin::Binary;
 use crate::exit::Outcome;
 use crate::render::Printer;
@@ -49,12 +49,17 @@ fn dispatch(command: Command, out: &mut Printer) -> Result<Outcome> {
         Command::Daemon(cmd) => daemon::run(cmd, out, Binary::Loops),
         Command::Doctor(args) => daemon::doctor(&args, out),
         Command::Backup(args) => backup::run(&args, out),
+        Command::Export(args) => transfer::export(&args, out),
+        Command::Import(args) => transfer::import(&args, out),
     }
 }
 
 /// Whether a command changes what the daemon schedules: loops, their
 /// status, or their runs.
 fn changes_loops(command: &Command) -> bool {
+    if let Command::Import(args) = command {
+        return args.apply;
+    }
     matches!(
         command,
         Command::Create(_)

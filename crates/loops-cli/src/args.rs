@@ -90,7 +90,28 @@ pub(crate) enum Command {
     Doctor(crate::daemon_args::DoctorArgs),
     /// Back up the database into $LOOPS_DATA_DIR/backups, or list the backups.
     Backup(BackupArgs),
+    /// Write every loop and workflow, and the run history, to one JSON file.
+    #[command(after_help = EXPORT_AFTER_HELP)]
+    Export(ExportArgs),
+    /// Read a `loops export` file into this database (a dry run unless --apply).
+    #[command(after_help = IMPORT_AFTER_HELP)]
+    Import(ImportArgs),
 }
+
+const EXPORT_AFTER_HELP: &str = "Each record is a whole row, ids included, so `loops import` \
+    can rebuild the database elsewhere: on SQLite or on PostgreSQL. The file holds the loops' \
+    commands, environment values and prompts as stored: it is created with mode 0600; keep it \
+    private. Runs that are running are exported as they are.";
+
+const IMPORT_AFTER_HELP: &str = "Ids are kept. A record whose id is already stored is left as it \
+    is (or, with --replace, overwritten when it differs); one whose slot, step or active \
+    workflow name another row holds is refused and listed, and the rest go on. A loop may share \
+    its name with a stored one (names need not be unique); such loops are listed. Loops imported \
+    as active keep their next run: a daemon running on this database picks them up and runs \
+    what is due. Runs exported while running stay running until a daemon recovers them after \
+    their lease. With --apply, records are written in transactions of 500; an SQLite database \
+    is backed up first into $LOOPS_DATA_DIR/backups (at most one an hour; LOOPS_SKIP_BACKUP=1 \
+    skips it).";
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Create {
@@ -417,6 +438,43 @@ pub(crate) struct BackupArgs {
     /// List the backups, newest first, instead of taking one.
     #[arg(long)]
     pub(crate) list: bool,
+}
+
+// `loops export` (issue 15).
+#[derive(Debug, Args)]
+pub(crate) struct ExportArgs {
+    /// The file to write, or - for stdout. It must not exist yet unless
+    /// --force is given; a symbolic link is never written through.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) file: String,
+
+    /// Leave out the run history (runs, workflow runs, step runs and
+    /// events): only workflows and loops.
+    #[arg(long)]
+    pub(crate) no_runs: bool,
+
+    /// Replace the file if it exists (the new file takes its place only
+    /// once complete).
+    #[arg(long)]
+    pub(crate) force: bool,
+}
+
+// `loops import` (issue 15).
+#[derive(Debug, Args)]
+pub(crate) struct ImportArgs {
+    /// The file `loops export` wrote, or - for stdin.
+    #[arg(value_name = "FILE")]
+    pub(crate) file: String,
+
+    /// Write the records; without it, only say per table what would be
+    /// new, already there, different or refused.
+    #[arg(long)]
+    pub(crate) apply: bool,
+
+    /// Overwrite stored rows whose id the file has but whose columns
+    /// differ [default: leave them as they are].
+    #[arg(long)]
+    pub(crate) replace: bool,
 }
 
 // `loops gc` (issue 14): retention.

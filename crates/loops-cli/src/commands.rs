@@ -1,7 +1,8 @@
 //! The commands, one module per group: `create`, loop management
 //! (`manage`: list, show, pause, resume, stop, remove), `runs`, and the
 //! runners (`execute`: run-now, tick), `workflows`, `daemon` (with
-//! `doctor`), `backup` (with the automatic backups) and `gc`.
+//! `doctor`), `backup` (with the automatic backups), `gc`, and `transfer`
+//! (export, import).
 
 pub(crate) mod backup;
 pub(crate) mod create;
@@ -10,6 +11,7 @@ pub(crate) mod execute;
 pub(crate) mod gc;
 pub(crate) mod manage;
 pub(crate) mod runs;
+pub(crate) mod transfer;
 pub(crate) mod workflows;
 
 use loops_core::{Clock, Timestamp};

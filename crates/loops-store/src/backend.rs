@@ -32,6 +32,7 @@ use crate::loops::{DeleteHistory, DeleteOutcome, LoopChange, LoopFilter};
 use crate::members::DaemonMember;
 use crate::runs::{Claim, Fence, Finalized, Recovered, Released, RunFilter, SkipOutcome};
 use crate::steps::StepOutcome;
+use crate::transfer::{Record, Table};
 use crate::workflow_runs::{
     NewWorkflowRun, RecoveredWorkflowRun, WorkflowRunFilter, WorkflowRunPatch,
 };
@@ -53,6 +54,7 @@ pub(crate) trait Backend:
     + WorkflowRunOps
     + StepOps
     + GcOps
+    + TransferOps
 {
 }
 
@@ -70,6 +72,7 @@ impl<T> Backend for T where
         + WorkflowRunOps
         + StepOps
         + GcOps
+        + TransferOps
 {
 }
 
@@ -415,4 +418,28 @@ pub(crate) trait GcOps {
     fn checkpoint_wal(&self) -> Result<()>;
     /// [`Store::space_usage`](crate::Store::space_usage).
     fn space_usage(&self) -> Result<SpaceUsage>;
+}
+
+/// Moving whole rows between databases (`loops export`, `loops import`):
+/// every table a document carries, read and written with ids and every
+/// column kept.
+pub(crate) trait TransferOps {
+    /// Reads every row of `tables`, table by table in that order and by id
+    /// within a table, from one consistent snapshot of the database,
+    /// handing each to `each`; a `Break` stops reading.
+    fn export_rows(
+        &self,
+        tables: &[Table],
+        each: &mut dyn FnMut(Record) -> ControlFlow<()>,
+    ) -> Result<()>;
+    /// The stored rows of `record`'s table that share its id or one of its
+    /// other unique keys (a run's slot, a step's place in its workflow
+    /// run, an active workflow's name), and for a loop one other loop of
+    /// the same name. Writes nothing.
+    fn matching_rows(&self, record: &Record) -> Result<Vec<Record>>;
+    /// Writes `record` with its id: inserts it (`replace` false), writing
+    /// nothing when any of its unique keys is taken, or overwrites every
+    /// column of the row with its id (`replace` true). True when a row was
+    /// written.
+    fn write_record(&self, record: &Record, replace: bool) -> Result<bool>;
 }

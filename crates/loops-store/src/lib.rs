@@ -34,6 +34,7 @@ mod sqlite;
 mod steps;
 #[doc(hidden)]
 pub mod testing;
+mod transfer;
 mod workflow_runs;
 mod workflows;
 
@@ -75,6 +76,12 @@ pub use crate::steps::StepOutcome;
 // Retention across the run tables (`loops gc`).
 pub use crate::gc::{
     DEFAULT_GC_BATCH, GcBatch, GcCounts, GcCursor, GcLoopTally, GcPolicy, SpaceUsage,
+};
+// Moving everything between databases (`loops export`, `loops import`).
+pub use crate::transfer::{
+    EXPORT_FORMAT, EXPORT_FORMAT_VERSION, ExportOptions, ExportSummary, ExportedRun,
+    ExportedStepRun, IMPORT_BATCH, IMPORT_LISTED, ImportFinding, ImportOptions, ImportReport,
+    Table, TableImport, TransferError,
 };
 // The database file and its directory, for `doctor` and the daemon.
 pub use crate::daemon::{DatabaseState, INTEGRITY_MAX_PROBLEMS, Integrity, integrity_budget};

@@ -26,6 +26,7 @@ mod open;
 pub(crate) mod rows;
 mod runs;
 mod steps;
+mod transfer;
 mod workflow_runs;
 mod workflows;
 

@@ -18,6 +18,7 @@ pub(crate) mod open;
 pub(crate) mod rows;
 mod runs;
 mod steps;
+pub(crate) mod transfer;
 mod workflow_runs;
 mod workflows;
 

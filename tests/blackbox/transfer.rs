@@ -1,0 +1,292 @@
+//! `loops export` and `loops import` (issue 15): a round trip through an
+//! empty data directory gives back the same document; a dry run writes
+//! nothing; `--replace` overwrites what differs; `--no-runs` leaves the
+//! history out; documents from elsewhere or from a newer loops are
+//! refused; the export never clobbers a file or writes through a link;
+//! and no human output shows an `env` value.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use loops_tests::TestEnv;
+use serde_json::{Value, json};
+
+use crate::workflows::create_workflow;
+
+const SECRET: &str = "hunter2-very-secret";
+
+/// A data directory with two loops (one with a secret in its `env`), a
+/// workflow, and the runs of a `run-now` and a `workflows run`.
+fn populated() -> TestEnv {
+    let env = TestEnv::new();
+    env.loops(["create", "command", "with-env", "--cmd", "printf hi"])
+        .args(["--every", "1h", "--env", &format!("TOKEN={SECRET}")])
+        .run();
+    env.create_command("plain", "true", &["--cron", "0 9 * * *"]);
+    create_workflow(
+        &env,
+        &json!({"name": "build", "steps": [
+            {"id": "a", "target": {"type": "command", "command": "echo a", "shell": true}},
+            {"id": "b", "dependsOn": ["a"], "target": {"type": "command", "command": "echo b", "shell": true}}
+        ]}),
+    );
+    env.loops(["run-now", "with-env"]).run();
+    env.loops(["workflows", "run", "build"]).run();
+    env
+}
+
+fn file(env: &TestEnv, name: &str) -> PathBuf {
+    env.home().join(name)
+}
+
+/// `loops export --file <path> <args>`, returning the document.
+fn export(env: &TestEnv, path: &Path, args: &[&str]) -> Value {
+    let p = path.display().to_string();
+    env.loops(["export", "--file", &p]).args(args).run();
+    serde_json::from_str(&std::fs::read_to_string(path).expect("the export")).expect("JSON")
+}
+
+/// A document without its `exportedAt`.
+fn content(mut doc: Value) -> Value {
+    doc.as_object_mut().expect("an object").remove("exportedAt");
+    doc
+}
+
+/// `loops --json import <path> <args>`.
+fn import(env: &TestEnv, path: &Path, args: &[&str]) -> Value {
+    let p = path.display().to_string();
+    env.loops(["--json", "import", &p]).args(args).run().json()
+}
+
+fn loops_json(env: &TestEnv) -> Value {
+    env.loops(["--json", "list"]).run().json()
+}
+
+#[test]
+fn a_round_trip_through_an_empty_data_dir_gives_the_same_document() {
+    let source = populated();
+    let first_path = file(&source, "first.json");
+    let first = export(&source, &first_path, &[]);
+    assert_eq!(first["format"], "loops-export");
+    assert_eq!(first["history"], true);
+    assert_eq!(first["loops"].as_array().map(Vec::len), Some(2));
+    assert_eq!(first["stepRuns"].as_array().map(Vec::len), Some(2));
+    assert!(!first["events"].as_array().expect("events").is_empty());
+
+    let target = TestEnv::new();
+    let report = import(&target, &first_path, &["--apply"]);
+    assert_eq!(report["applied"], true);
+    assert_eq!(report["tables"]["loops"]["new"], 2);
+    assert_eq!(report["tables"]["runs"]["new"], 1);
+    assert_eq!(report["conflictCount"], 0);
+
+    let second = export(&target, &file(&target, "second.json"), &[]);
+    assert_eq!(content(first), content(second));
+    assert_eq!(loops_json(&source), loops_json(&target));
+    // The imported loop runs as it did at home, secret included.
+    let ran = target
+        .loops(["--json", "run-now", "with-env", "--show-output"])
+        .run()
+        .json();
+    assert_eq!(ran["status"], "succeeded");
+    assert_eq!(ran["stdout"], "hi");
+}
+
+#[test]
+fn a_dry_run_says_what_would_change_and_writes_nothing() {
+    let source = populated();
+    let path = file(&source, "export.json");
+    export(&source, &path, &[]);
+    let target = TestEnv::new();
+    let report = import(&target, &path, &[]);
+    assert_eq!(report["applied"], false);
+    assert_eq!(report["tables"]["workflows"]["new"], 1);
+    assert_eq!(report["tables"]["loops"]["new"], 2);
+    assert_eq!(loops_json(&target), json!([]));
+    let p = path.display().to_string();
+    let ran = target
+        .loops(["import", &p])
+        .stdout_has("nothing was written")
+        .stderr_has("run `loops import")
+        .run();
+    let line = ran.stdout.lines().find(|l| l.starts_with("loops "));
+    assert!(
+        line.is_some_and(|l| l.contains("records=2") && l.contains("new=2")),
+        "{}",
+        ran.stdout
+    );
+    assert_eq!(loops_json(&target), json!([]));
+}
+
+#[test]
+fn replace_overwrites_only_rows_that_differ() {
+    let source = populated();
+    let path = file(&source, "export.json");
+    export(&source, &path, &[]);
+    let target = TestEnv::new();
+    import(&target, &path, &["--apply"]);
+
+    // The source pauses a loop and exports again.
+    source.loops(["pause", "plain"]).run();
+    let changed = file(&source, "changed.json");
+    export(&source, &changed, &[]);
+
+    let kept = import(&target, &changed, &["--apply"]);
+    assert_eq!(kept["tables"]["loops"]["existing"], 2);
+    assert_eq!(kept["tables"]["loops"]["differ"], 1);
+    assert_eq!(kept["tables"]["loops"]["skipped"], 2);
+    let show = |env: &TestEnv| env.loops(["--json", "show", "plain"]).run().json();
+    assert_eq!(show(&target)["status"], "active");
+
+    let replaced = import(&target, &changed, &["--apply", "--replace"]);
+    assert_eq!(replaced["tables"]["loops"]["replaced"], 1);
+    assert_eq!(replaced["tables"]["loops"]["skipped"], 1);
+    assert_eq!(replaced["tables"]["runs"]["replaced"], 0);
+    assert_eq!(show(&target)["status"], "paused");
+    assert_eq!(show(&target), show(&source));
+}
+
+#[test]
+fn no_runs_exports_only_workflows_and_loops() {
+    let source = populated();
+    let path = file(&source, "defs.json");
+    let p = path.display().to_string();
+    source
+        .loops(["export", "--file", &p, "--no-runs"])
+        .stdout_has("run history left out (--no-runs)")
+        .run();
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("JSON");
+    assert_eq!(doc["history"], false);
+    for key in ["runs", "workflowRuns", "stepRuns", "events"] {
+        assert_eq!(doc[key], json!([]), "{key}");
+    }
+    let target = TestEnv::new();
+    let report = import(&target, &path, &["--apply"]);
+    assert_eq!(report["history"], false);
+    assert_eq!(report["tables"]["loops"]["new"], 2);
+    assert_eq!(target.loops(["--json", "runs"]).run().json(), json!([]));
+}
+
+#[test]
+fn the_export_is_private_and_never_clobbers_or_follows_a_link() {
+    let env = populated();
+    let path = file(&env, "export.json");
+    let p = path.display().to_string();
+    let summary = env.loops(["--json", "export", "--file", &p]).run().json();
+    assert_eq!(summary["path"], p.as_str());
+    assert_eq!(summary["counts"]["loops"], 2);
+    assert_eq!(
+        std::fs::metadata(&path)
+            .expect("exported")
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
+
+    std::fs::write(&path, "keep me").expect("write");
+    env.loops(["export", "--file", &p])
+        .code(1)
+        .stderr_has("already exists; pass --force to replace it")
+        .run();
+    assert_eq!(std::fs::read_to_string(&path).expect("read"), "keep me");
+    env.loops(["export", "--file", &p, "--force"]).run();
+    assert!(
+        std::fs::read_to_string(&path)
+            .expect("read")
+            .contains("loops-export")
+    );
+
+    let victim = file(&env, "victim");
+    std::fs::write(&victim, "untouched").expect("write");
+    let link = file(&env, "link.json");
+    std::os::unix::fs::symlink(&victim, &link).expect("a link");
+    let l = link.display().to_string();
+    for force in [&[][..], &["--force"][..]] {
+        env.loops(["export", "--file", &l])
+            .args(force)
+            .code(1)
+            .stderr_has("is a symbolic link, and loops never writes an export through one")
+            .run();
+    }
+    assert_eq!(std::fs::read_to_string(&victim).expect("read"), "untouched");
+}
+
+#[test]
+fn documents_from_elsewhere_or_from_a_newer_loops_are_refused() {
+    let source = populated();
+    let path = file(&source, "export.json");
+    let good = export(&source, &path, &[]);
+    let target = TestEnv::new();
+    let edited = |name: &str, f: &dyn Fn(&mut Value)| {
+        let mut doc = good.clone();
+        f(&mut doc);
+        let path = file(&target, name);
+        std::fs::write(&path, doc.to_string()).expect("write");
+        path.display().to_string()
+    };
+    for (path, message) in [
+        (
+            edited("format.json", &|d| d["format"] = json!("openloops-dump")),
+            "its \"format\" is \"openloops-dump\", not \"loops-export\"",
+        ),
+        (
+            edited("version.json", &|d| d["formatVersion"] = json!(99)),
+            "format version 99, newer than the 1 this loops reads",
+        ),
+        (
+            edited("schema.json", &|d| d["schemaVersion"] = json!(999)),
+            "schema version 999, newer than",
+        ),
+    ] {
+        for apply in [&[][..], &["--apply"][..]] {
+            target
+                .loops(["import", &path])
+                .args(apply)
+                .code(1)
+                .stderr_has(message)
+                .run();
+        }
+    }
+    let garbage = file(&target, "garbage.json");
+    std::fs::write(&garbage, "not json").expect("write");
+    target
+        .loops(["import", &garbage.display().to_string()])
+        .code(1)
+        .stderr_has("the document is not a valid loops export")
+        .run();
+    assert_eq!(loops_json(&target), json!([]));
+}
+
+#[test]
+fn env_values_reach_only_the_document() {
+    let source = populated();
+    let path = file(&source, "export.json");
+    let p = path.display().to_string();
+    for args in [
+        &["export", "--file", &p][..],
+        &["--json", "export", "--file", &p, "--force"],
+    ] {
+        let ran = source.loops(args).run();
+        assert!(!ran.stdout.contains(SECRET) && !ran.stderr.contains(SECRET));
+    }
+    assert!(
+        std::fs::read_to_string(&path)
+            .expect("read")
+            .contains(SECRET)
+    );
+    let target = TestEnv::new();
+    for args in [&["import", &p][..], &["--json", "import", &p, "--apply"]] {
+        let ran = target.loops(args).run();
+        assert!(!ran.stdout.contains(SECRET) && !ran.stderr.contains(SECRET));
+    }
+    // `--file -` writes the document itself to stdout, and what it wrote
+    // to stderr.
+    let ran = source
+        .loops(["export", "--file", "-"])
+        .stderr_has("note: exported 1 workflows, 2 loops, 1 runs")
+        .run();
+    let doc: Value = serde_json::from_str(&ran.stdout).expect("the document");
+    assert_eq!(doc["loops"].as_array().map(Vec::len), Some(2));
+}
