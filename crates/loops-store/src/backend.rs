@@ -283,6 +283,8 @@ pub(crate) trait LeaseOps {
 pub(crate) trait MemberOps {
     /// [`Store::list_daemons`](crate::Store::list_daemons).
     fn list_daemons(&self, now: Timestamp) -> Result<Vec<DaemonMember>>;
+    /// [`Store::record_daemon_skew`](crate::Store::record_daemon_skew).
+    fn record_daemon_skew(&self, id: &LeaseId, skew_ms: i64) -> Result<()>;
 }
 
 /// The daemon's reads across tables.

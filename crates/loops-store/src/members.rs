@@ -41,6 +41,10 @@ pub struct DaemonMember {
     pub live: bool,
     /// The running runs it claimed.
     pub running_runs: u64,
+    /// The database's clock minus its host's, as it last measured them
+    /// (PostgreSQL; `None` before its first measure and on SQLite).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_skew_ms: Option<i64>,
 }
 
 impl DaemonMember {
@@ -58,5 +62,12 @@ impl Store {
     /// are as of `now`; only reads.
     pub fn list_daemons(&self, now: Timestamp) -> Result<Vec<DaemonMember>> {
         self.backend().list_daemons(now)
+    }
+
+    /// Records the clock skew (database minus host, ms) the daemon `id`
+    /// measured, for `daemon status` on other hosts; nothing on SQLite,
+    /// whose clock is the host's.
+    pub fn record_daemon_skew(&self, id: &LeaseId, skew_ms: i64) -> Result<()> {
+        self.backend().record_daemon_skew(id, skew_ms)
     }
 }

@@ -40,6 +40,7 @@ use crate::daemon_args::{
 use crate::daemon_bin::Binary;
 use crate::exit::Outcome;
 use crate::paths;
+use crate::render::escape_controls;
 use crate::render::{self, Printer};
 use crate::resolve;
 use crate::service::control::{self, DaemonStatus};
@@ -312,7 +313,7 @@ fn status_lines(s: &DaemonStatus) -> Vec<String> {
     let next = s
         .next_run_at
         .map_or_else(|| "-".to_owned(), |t| t.to_string());
-    vec![
+    let mut lines = vec![
         daemon,
         format!(
             "loops: {} total, {} active, {} paused, {} stopped, {} expired; next run {next}",
@@ -323,7 +324,46 @@ fn status_lines(s: &DaemonStatus) -> Vec<String> {
             r.total, r.running, r.succeeded, r.failed, r.abandoned
         ),
         format!("log: {}", s.log_path),
-    ]
+    ];
+    if let Some(daemons) = &s.daemons {
+        lines.push(format!("database: {} {}", s.backend, s.database));
+        if let Some(skew) = s.clock_skew_ms {
+            lines.push(format!(
+                "this host's clock: {} ms off the server's{}",
+                skew,
+                skew_warning(skew)
+            ));
+        }
+        let live = daemons.iter().filter(|d| d.live).count();
+        lines.push(format!(
+            "daemons: {live} live of {} registered",
+            daemons.len()
+        ));
+        for d in daemons {
+            lines.push(format!(
+                "  {} {} pid={} version {} since {}: {} run(s) in flight, clock {}{}",
+                if d.live { "live" } else { "gone" },
+                escape_controls(&d.hostname, &[]),
+                d.pid,
+                escape_controls(d.version.as_deref().unwrap_or("?"), &[]),
+                d.started_at,
+                d.running_runs,
+                d.clock_skew_ms
+                    .map_or_else(|| "not measured".to_owned(), |ms| format!("{ms} ms off")),
+                d.clock_skew_ms.map_or("", skew_warning),
+            ));
+        }
+    }
+    lines
+}
+
+/// The warning a clock skew above the daemon's limit gets.
+fn skew_warning(ms: i64) -> &'static str {
+    if ms.abs() > loops_scheduler::SKEW_WARN_MS {
+        " (warning: over 2000 ms; fix the host's time)"
+    } else {
+        ""
+    }
 }
 
 /// `daemon logs [-n N] [-f]`.

@@ -19,12 +19,15 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use loops_core::{DaemonLease, LoopStatus, RunStatus, Timestamp};
-use loops_exec::{ProcessSignal, is_running, signal_process, spawn_detached, started_by};
-use loops_store::{Store, StoreError};
+use loops_exec::{
+    ProcessSignal, SystemClock, is_running, signal_process, spawn_detached, started_by,
+};
+use loops_store::{BackendKind, DaemonMember, Store, StoreError};
 use serde::Serialize;
 
 use loops_scheduler::{
-    DaemonPaths, PidRecord, read_pid, read_pid_record, remove_pid_if, request_stop,
+    ClockSync, DaemonPaths, DatabaseClock, PidRecord, read_pid, read_pid_record, remove_pid_if,
+    request_stop,
 };
 
 /// How long `start` waits for the daemon's pid file (SPEC §7.6: 4000 ms).
@@ -95,6 +98,19 @@ pub(crate) struct DaemonStatus {
     pub(crate) log_path: String,
     /// The data directory.
     pub(crate) data_dir: String,
+    /// `sqlite` or `postgresql` (new in loops).
+    pub(crate) backend: &'static str,
+    /// The database: the SQLite file, or the PostgreSQL URL with its
+    /// password masked (new in loops).
+    pub(crate) database: String,
+    /// On PostgreSQL, every daemon registered on the database, on any
+    /// host, with its runs in flight and its clock skew (new in loops).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) daemons: Option<Vec<DaemonMember>>,
+    /// On PostgreSQL, this host's clock against the server's (database
+    /// minus host, ms) as `daemon status` measured it (new in loops).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) clock_skew_ms: Option<i64>,
 }
 
 /// Whether the pid file names the lease holder's live process.
@@ -144,6 +160,19 @@ pub(crate) fn daemon_status(
         abandoned: store.count_runs(Some(RunStatus::Abandoned))?,
     };
     let next_run_at = store.next_wake(now, "", &[])?.due;
+    let (backend, database) = match store.backend_kind() {
+        BackendKind::Postgres(shown) => ("postgresql", shown),
+        other => (
+            "sqlite",
+            other.to_string().trim_start_matches("sqlite ").to_owned(),
+        ),
+    };
+    let (daemons, clock_skew_ms) = if store.is_shared() {
+        let clock = DatabaseClock::new(SystemClock);
+        (Some(store.list_daemons(now)?), clock.sync(store)?)
+    } else {
+        (None, None)
+    };
     Ok(DaemonStatus {
         running,
         stale: pid.is_some() && !running,
@@ -155,6 +184,10 @@ pub(crate) fn daemon_status(
         next_run_at,
         log_path: paths.log_file().display().to_string(),
         data_dir: paths.dir().display().to_string(),
+        backend,
+        database,
+        daemons,
+        clock_skew_ms,
     })
 }
 

@@ -83,6 +83,7 @@ pub fn run_daemon(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonExit,
         skew.apply(sync.sync(store)?, opts.log);
     }
     let lease = acquire(store, opts)?;
+    skew.record(store, &lease.id, opts.log);
     let runner_id = format!("{}:{}:{}", opts.host, opts.pid, lease.id);
     let pid_path = opts.paths.pid_file();
     let pid_file = match PidFile::write(&pid_path, opts.pid) {
@@ -408,7 +409,10 @@ impl Daemon<'_, '_> {
                 self.next_lease_heartbeat = now + lease_period(self.opts.lease_ttl);
                 if let Some(sync) = self.opts.clock_sync {
                     match sync.sync(self.store) {
-                        Ok(skew) => self.skew.apply(skew, self.opts.log),
+                        Ok(skew) => {
+                            self.skew.apply(skew, self.opts.log);
+                            self.skew.record(self.store, &self.lease_id, self.opts.log);
+                        }
                         Err(e) => self.log(&format!("error: reading the database clock: {e}")),
                     }
                 }
@@ -665,11 +669,23 @@ fn identity(path: &Path) -> Option<(u64, u64)> {
 #[derive(Debug, Default)]
 struct SkewReport {
     warned: bool,
+    last: Option<i64>,
 }
 
 impl SkewReport {
+    /// Records the last skew in the daemon's membership row, for
+    /// `daemon status` on any host.
+    fn record(&self, store: &Store, lease: &LeaseId, log: &dyn Fn(&str)) {
+        if let Some(skew) = self.last
+            && let Err(e) = store.record_daemon_skew(lease, skew)
+        {
+            log(&format!("error: recording the clock skew: {e}"));
+        }
+    }
+
     fn apply(&mut self, skew: Option<i64>, log: &dyn Fn(&str)) {
         let Some(skew) = skew else { return };
+        self.last = Some(skew);
         let over = skew.abs() > SKEW_WARN_MS;
         if over && !self.warned {
             log(&format!(

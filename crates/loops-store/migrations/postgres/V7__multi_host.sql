@@ -21,7 +21,9 @@ CREATE TABLE IF NOT EXISTS daemons (
   version TEXT NOT NULL,
   started_at timestamptz NOT NULL,
   heartbeat_at timestamptz NOT NULL,
-  expires_at timestamptz NOT NULL
+  expires_at timestamptz NOT NULL,
+  -- The daemon's host clock minus the database's, as it last measured it.
+  clock_skew_ms bigint
 );
 
 -- The oldest binary schema version that may still use this database: an

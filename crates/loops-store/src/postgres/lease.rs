@@ -158,13 +158,25 @@ impl MemberOps for Postgres {
                 "SELECT d.id, d.hostname, d.pid, d.version, d.started_at, d.heartbeat_at,
                         d.expires_at,
                         (SELECT COUNT(*) FROM loop_runs r WHERE r.status = 'running'
-                           AND r.claimed_by = d.hostname || ':' || d.pid || ':' || d.id)
+                           AND r.claimed_by = d.hostname || ':' || d.pid || ':' || d.id),
+                        d.clock_skew_ms
                  FROM daemons d ORDER BY d.hostname, d.started_at, d.id",
                 &[],
                 context,
             )
         })?;
         found.iter().map(|row| member(row, now, context)).collect()
+    }
+
+    fn record_daemon_skew(&self, id: &LeaseId, skew_ms: i64) -> Result<()> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE daemons SET clock_skew_ms = $2 WHERE id = $1",
+                &[&id.as_str(), &skew_ms],
+                "recording the daemon's clock skew",
+            )
+        })
+        .map(drop)
     }
 }
 
@@ -192,5 +204,6 @@ fn member(row: &Row, now: Timestamp, context: &'static str) -> Result<DaemonMemb
         expires_at,
         live: expires_at > now,
         running_runs: count(row, 7)?,
+        clock_skew_ms: row.try_get(8).map_err(StoreError::db(context))?,
     })
 }

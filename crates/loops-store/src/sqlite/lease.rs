@@ -152,7 +152,12 @@ impl MemberOps for Sqlite {
                 heartbeat_at: lease.heartbeat_at,
                 expires_at: lease.expires_at,
                 running_runs: u64::try_from(running).unwrap_or(0),
+                clock_skew_ms: None,
             })
             .collect())
+    }
+
+    fn record_daemon_skew(&self, _id: &LeaseId, _skew_ms: i64) -> Result<()> {
+        Ok(())
     }
 }
