@@ -47,6 +47,12 @@ pub enum NotClaimed {
     Finished(LoopRun),
     /// The slot failed, timed out or was abandoned on its last attempt.
     AttemptsExhausted(LoopRun),
+    /// The loop's overlap policy is `skip` and another slot of it is
+    /// running (the run carried here), so this slot must not start beside
+    /// it: on a database shared by several hosts, two daemons may plan
+    /// different slots of one loop at once (issue 15). Nothing was
+    /// written; the caller skips the slot or tries again later.
+    OverlapRunning(LoopRun),
     /// Another runner changed the row between the read and the guarded
     /// write. Cannot happen between store handles, which serialize on the
     /// write lock, but the guard still reports it.
@@ -74,6 +80,10 @@ impl Store {
     /// | running, lease expired, process dead | re-claimed with the **same** attempt |
     /// | succeeded, skipped | [`NotClaimed::Finished`] |
     /// | failed, timed_out, abandoned | attempt + 1 while `attempt < maxAttempts`, else [`NotClaimed::AttemptsExhausted`] |
+    ///
+    /// A claim that would start a run (a new row, a re-claim, a retry) of a
+    /// loop whose overlap is `skip` while another of its slots is running
+    /// is refused with [`NotClaimed::OverlapRunning`].
     ///
     /// The loop is re-read inside the transaction (its `leaseMs` and
     /// `maxAttempts` are the current ones) and returned with the run. The
