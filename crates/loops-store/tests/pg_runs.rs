@@ -7,6 +7,10 @@
 //! Each test runs on a fresh database of the server in
 //! `LOOPS_TEST_DATABASE_URL`, and skips (saying so) without it.
 
+// `allow-unwrap-in-tests` covers only `#[test]` functions, not the helpers
+// and threads.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::{HashMap, HashSet};
 use std::error::Error;
 use std::io::{Read, Write};
@@ -655,7 +659,12 @@ fn writes_whose_commit_landed_unseen_are_recognized_not_replayed() -> TestResult
         return Ok(());
     };
     let store = open_url(&cutter.url(db.name()), "cut", "host-a", &Alive::default())?;
+    // A create: the loop exists, so it is returned rather than an error
+    // that would have the user create it a second time.
+    cutter.arm();
     let lp = store.create_loop(&every_minute("unseen", Overlap::Skip), t0())?;
+    assert!(!cutter.armed.load(Ordering::SeqCst), "the COMMIT was cut");
+    assert_eq!(store.get_loop(&lp.id)?.as_ref(), Some(&lp));
     let other = store.create_loop(&every_minute("unseen-2", Overlap::Skip), t0())?;
 
     // A claim: replayed blindly it would find its own run and report the
@@ -697,6 +706,47 @@ fn writes_whose_commit_landed_unseen_are_recognized_not_replayed() -> TestResult
     )?;
     assert_eq!(stored.status, RunStatus::Succeeded);
     assert_eq!(stored.finished_at, Some(done.finished_at));
+    Ok(())
+}
+
+#[test]
+fn what_other_daemons_must_see_at_once_wakes_them_at_commit() -> TestResult {
+    let Some(db) = fresh_database("pg_runs::wake_ups") else {
+        return Ok(());
+    };
+    let mut listener = raw(&db);
+    listener.batch_execute("LISTEN loops_wake")?;
+    let store = open(&db)?;
+    // Collects the payloads delivered so far, waiting up to a deadline for
+    // `want` of them.
+    let mut heard = |want: usize| -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut got = Vec::new();
+        while got.len() < want && Instant::now() < deadline {
+            let mut notes = listener.notifications();
+            let mut it = notes.timeout_iter(Duration::from_millis(100));
+            while let Ok(Some(n)) = postgres::fallible_iterator::FallibleIterator::next(&mut it) {
+                got.push(n.payload().to_owned());
+            }
+        }
+        got
+    };
+    let lp = store.create_loop(&every_minute("woken", Overlap::Skip), t0())?;
+    assert_eq!(heard(1), [lp.id.as_str()]);
+    let slot = lp.next_run_at.unwrap();
+    let run = claimed(store.claim_run(&lp, slot, RUNNER_A, slot)?);
+    let done = result(ExecutorStatus::Succeeded, slot.add_ms(10));
+    store.finalize_and_advance(
+        &run.id,
+        &done,
+        &Fence::of_claim(RUNNER_A, &run),
+        slot.add_ms(10),
+    )?;
+    // The finalize woke the listeners, with the loop's id.
+    assert_eq!(heard(1), [lp.id.as_str()]);
+    store.pause_loop(&lp.id, slot)?;
+    store.resume_loop(&lp.id, slot)?;
+    assert_eq!(heard(1), [lp.id.as_str()]);
     Ok(())
 }
 

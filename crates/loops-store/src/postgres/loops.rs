@@ -49,13 +49,18 @@ pub(super) fn query_loop(c: &mut Conn<'_>, id: &LoopId) -> Result<Option<Loop>> 
 /// this lock first, so the writers of one loop (claims, advances, skips,
 /// resumes, settles, recoveries) run one at a time. `None` when the loop
 /// does not exist.
+///
+/// `FOR NO KEY UPDATE` rather than `FOR UPDATE`: it excludes every other
+/// writer of the row just the same, but not the key-share lock a foreign
+/// key check takes, so starting a workflow run that references the loop
+/// does not wait for it.
 pub(super) fn lock_loop(c: &mut Conn<'_>, id: &LoopId) -> Result<Option<Loop>> {
     loop_returning(
         c,
         concat!(
             "SELECT ",
             loop_columns!(),
-            " FROM loops WHERE id = $1 FOR UPDATE"
+            " FROM loops WHERE id = $1 FOR NO KEY UPDATE"
         ),
         &[&id.as_str()],
         "locking a loop",
@@ -113,7 +118,7 @@ const EXPIRE_LOOPS: &str = concat!(
     "UPDATE loops SET status = 'expired', next_run_at = NULL, updated_at = $1
      WHERE id IN (SELECT id FROM loops
                   WHERE status = 'active' AND expires_at IS NOT NULL AND expires_at <= $1
-                  ORDER BY id FOR UPDATE SKIP LOCKED)
+                  ORDER BY id FOR NO KEY UPDATE SKIP LOCKED)
        AND status = 'active' AND expires_at <= $1
      RETURNING ",
     loop_columns!()
@@ -160,9 +165,10 @@ impl LoopOps for Postgres {
         let target = encode(&lp.target, "loop target")?;
         let retry_delay_ms = big(lp.retry_delay_ms, "retryDelayMs")?;
         let lease_ms = big(lp.lease_ms, "leaseMs")?;
-        self.write_tx(|c| {
-            c.execute(
-                "INSERT INTO loops (id, name, description, status, schedule_json, target_json,
+        let write = || {
+            self.write_tx(|c| {
+                c.execute(
+                    "INSERT INTO loops (id, name, description, status, schedule_json, target_json,
                    next_run_at, retry_scheduled_for, catch_up, catch_up_limit, overlap,
                    max_attempts, retry_delay_ms, lease_ms, expires_at, created_at, updated_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, $10, $11, $12, $13, $14, $15, $15)",
@@ -186,7 +192,11 @@ impl LoopOps for Postgres {
                 "creating a loop",
             )?;
             c.notify(lp.id.as_str())
-        })?;
+        })
+        };
+        // A COMMIT cut off by a lost connection: the loop was created when
+        // a row has its id, which no one else can have drawn.
+        self.resolving(write, |c| Ok(query_loop(c, &lp.id)?.map(drop)))?;
         Ok(lp)
     }
 
@@ -410,7 +420,13 @@ impl LoopOps for Postgres {
 
     fn delete_loop(&self, id: &LoopId, history: DeleteHistory) -> Result<DeleteOutcome> {
         self.write_tx(|c| {
-            if lock_loop(c, id)?.is_none() {
+            // `FOR UPDATE`: the row is about to be deleted.
+            let found = c.query(
+                "SELECT id FROM loops WHERE id = $1 FOR UPDATE",
+                &[&id.as_str()],
+                "locking a loop",
+            )?;
+            if found.is_empty() {
                 return Ok(DeleteOutcome::NotFound);
             }
             // The links are cleared explicitly, as on SQLite, so the outcome

@@ -54,8 +54,12 @@ pub enum NotClaimed {
     /// written; the caller skips the slot or tries again later.
     OverlapRunning(LoopRun),
     /// Another runner changed the row between the read and the guarded
-    /// write. Cannot happen between store handles, which serialize on the
-    /// write lock, but the guard still reports it.
+    /// write. On SQLite this cannot happen between store handles, which
+    /// serialize on the write lock, but the guard still reports it. On
+    /// PostgreSQL a write that is not a claim (a finalize, a heartbeat) may
+    /// land in between; and a claim whose COMMIT was cut off by a lost
+    /// connection reports it for each slot it finds not claimed under its
+    /// own claim token.
     Raced,
 }
 
@@ -84,6 +88,12 @@ impl Store {
     /// A claim that would start a run (a new row, a re-claim, a retry) of a
     /// loop whose overlap is `skip` while another of its slots is running
     /// is refused with [`NotClaimed::OverlapRunning`].
+    ///
+    /// On PostgreSQL, every claim carries a new claim token, and a running
+    /// run claimed on another host (the first part of its runner id
+    /// `host:pid:suffix`, whose processes this host cannot see) is
+    /// re-claimed only once its lease expired a grace ago; until then it
+    /// is [`NotClaimed::LeaseHeld`].
     ///
     /// The loop is re-read inside the transaction (its `leaseMs` and
     /// `maxAttempts` are the current ones) and returned with the run. The

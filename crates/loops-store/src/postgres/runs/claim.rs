@@ -177,7 +177,7 @@ fn running_elsewhere(c: &mut Conn<'_>, lp: &Loop, slot: Timestamp) -> Result<Opt
 fn lock_loops(c: &mut Conn<'_>, requests: &[(&Loop, Timestamp)]) -> Result<()> {
     let ids: Vec<&str> = requests.iter().map(|(lp, _)| lp.id.as_str()).collect();
     c.execute(
-        "SELECT id FROM loops WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+        "SELECT id FROM loops WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE",
         &[&ids],
         "locking the loops to claim",
     )

@@ -35,7 +35,7 @@ impl Postgres {
     /// caller's), asks `landed` on a new connection whether it was
     /// committed after all, and returns what `landed` found; otherwise,
     /// or when `landed` finds nothing or fails, the original error.
-    pub(super) fn resolving<T>(
+    pub(in crate::postgres) fn resolving<T>(
         &self,
         write: impl FnOnce() -> Result<T>,
         landed: impl FnOnce(&mut Conn<'_>) -> Result<Option<T>>,

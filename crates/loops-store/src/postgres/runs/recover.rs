@@ -2,7 +2,7 @@
 //!
 //! Each expired run is recovered in its own short transaction, as on
 //! SQLite. Daemons sharing the database sweep at once, so each candidate
-//! is taken with `FOR UPDATE SKIP LOCKED`, its loop first and then the run
+//! is taken with `FOR NO KEY UPDATE SKIP LOCKED`, its loop first and then the run
 //! (the order every writer of a loop locks in): a candidate another
 //! daemon is recovering, or a runner is claiming or finalizing right now,
 //! is skipped rather than waited on, and the next sweep sees how that
@@ -36,7 +36,7 @@ const EXPIRED_LEASES: &str = concat!(
 /// (its runs are still recovered).
 fn try_lock_loop(c: &mut Conn<'_>, id: &LoopId) -> Result<bool> {
     let locked = c.query(
-        "SELECT id FROM loops WHERE id = $1 FOR UPDATE SKIP LOCKED",
+        "SELECT id FROM loops WHERE id = $1 FOR NO KEY UPDATE SKIP LOCKED",
         &[&id.as_str()],
         "locking a loop",
     )?;
@@ -89,7 +89,7 @@ impl Postgres {
                 run_columns!(),
                 " FROM loop_runs
                  WHERE id = $1 AND status = 'running' AND lease_expires_at <= $2
-                 FOR UPDATE SKIP LOCKED"
+                 FOR NO KEY UPDATE SKIP LOCKED"
             ),
             &[&id.as_str(), &ts(now)],
             ("loop_runs", "re-reading an expired run"),

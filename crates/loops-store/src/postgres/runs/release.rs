@@ -22,6 +22,10 @@ impl ReleaseOps for Postgres {
         now: Timestamp,
     ) -> Result<Option<Released>> {
         self.write_tx(|c| {
+            // The loop first, as every writer of its runs, although it is
+            // not advanced: a purge of the loop closes the same workflow
+            // runs, and the two must not lock them in opposite orders.
+            lock_loop_of_run(c, run_id)?;
             let Some(run) = run_returning(
                 c,
                 concat!(
@@ -80,7 +84,7 @@ impl ReleaseOps for Postgres {
                     "SELECT ",
                     run_columns!(),
                     " FROM loop_runs WHERE id = $1 AND status = 'running' AND claimed_by = $2
-                     FOR UPDATE"
+                     FOR NO KEY UPDATE"
                 ),
                 &[&run_id.as_str(), &claimed_by],
                 ("loop_runs", "re-reading an orphaned run"),
