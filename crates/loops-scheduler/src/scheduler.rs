@@ -184,7 +184,7 @@ pub fn run_now(
     } else {
         FinalizeMode::FinalizeOnly
     };
-    let (run, claimed_loop) = match store.claim_run(lp, slot, opts.runner_id, now)? {
+    let (run, claimed_loop) = match store.claim_manual_run(lp, slot, opts.runner_id, now)? {
         Claim::Claimed { run, loop_ } => (run, loop_),
         _ => return Err(SchedulerError::CouldNotClaim),
     };

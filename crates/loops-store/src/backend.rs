@@ -204,13 +204,16 @@ pub(crate) trait RunOps {
 
 /// The `loop_runs` table: claims.
 pub(crate) trait ClaimOps {
-    /// [`Store::claim_run`](crate::Store::claim_run).
+    /// [`Store::claim_run`](crate::Store::claim_run) (`manual` false) and
+    /// [`Store::claim_manual_run`](crate::Store::claim_manual_run)
+    /// (`manual` true: the overlap policy does not apply).
     fn claim_run(
         &self,
         lp: &Loop,
         slot: Timestamp,
         runner_id: &str,
         now: Timestamp,
+        manual: bool,
     ) -> Result<Claim>;
     /// [`Store::claim_runs`](crate::Store::claim_runs).
     fn claim_runs(

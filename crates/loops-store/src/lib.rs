@@ -471,8 +471,12 @@ mod tests {
         let _listener = store
             .listen(
                 "listen-test",
-                Box::new(move || drop(woke.send("wake"))),
-                Box::new(move |_| drop(errors.send("error"))),
+                Box::new(move || {
+                    let _ = woke.send("wake");
+                }),
+                Box::new(move |_| {
+                    let _ = errors.send("error");
+                }),
             )
             .unwrap()
             .unwrap();

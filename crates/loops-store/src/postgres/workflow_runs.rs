@@ -467,10 +467,6 @@ impl Postgres {
 
 /// How [`close_linked_workflow_runs`] ends the open workflow runs of a loop
 /// run: the statuses it writes, the reason, and the event it appends.
-#[allow(
-    dead_code,
-    reason = "for the loop-run operations: lease recovery and release"
-)]
 pub(crate) struct LinkedClose<'a> {
     /// The terminal status the workflow runs get.
     pub(crate) run_status: &'static str,
@@ -489,10 +485,6 @@ pub(crate) struct LinkedClose<'a> {
 /// event to each run, inside the caller's write transaction. Lease
 /// recovery fails them (SPEC §4.3); a daemon shutdown cancels them.
 /// Returns the ids of the runs it closed.
-#[allow(
-    dead_code,
-    reason = "for the loop-run operations: lease recovery and release"
-)]
 pub(crate) fn close_linked_workflow_runs(
     c: &mut Conn<'_>,
     loop_run_id: &RunId,
@@ -539,10 +531,6 @@ pub(crate) fn close_linked_workflow_runs(
 /// Fails the non-terminal workflow runs linked to `loop_run_id` with
 /// `reason`, skips their open steps, and appends a `failed` event to each
 /// (SPEC §4.3).
-#[allow(
-    dead_code,
-    reason = "for the loop-run operations: lease recovery and release"
-)]
 pub(crate) fn fail_linked_workflow_runs(
     c: &mut Conn<'_>,
     loop_run_id: &RunId,

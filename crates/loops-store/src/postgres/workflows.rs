@@ -293,10 +293,6 @@ impl Postgres {
     /// True when some linked workflow step process of `loop_run_id` is
     /// alive. The probe answers for this host's processes only: ask it
     /// about a loop run claimed on this host.
-    #[allow(
-        dead_code,
-        reason = "for the loop-run operations: claims, recovery, release"
-    )]
     pub(crate) fn has_live_step_processes(
         &self,
         c: &mut Conn<'_>,

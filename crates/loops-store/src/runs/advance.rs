@@ -42,4 +42,10 @@ pub enum Advance {
     /// and the loop was paused so that it does not come due again and again
     /// (SPEC §9 item 4). Resuming it retries the same computation.
     Paused(ScheduleError),
+    /// The finalize was committed together with its advance, but the
+    /// connection to the database was lost before the commit was
+    /// acknowledged, and the re-read found the result stored (PostgreSQL,
+    /// issue 15). What the advance decided was lost with the connection;
+    /// the loop returned beside it is the loop as stored afterwards.
+    Unconfirmed,
 }

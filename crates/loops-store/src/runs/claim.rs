@@ -47,9 +47,19 @@ pub enum NotClaimed {
     Finished(LoopRun),
     /// The slot failed, timed out or was abandoned on its last attempt.
     AttemptsExhausted(LoopRun),
+    /// The loop's overlap policy is `skip` and another slot of it is
+    /// running (the run carried here), so this slot must not start beside
+    /// it: on a database shared by several hosts, two daemons may plan
+    /// different slots of one loop at once (issue 15). Nothing was
+    /// written; the caller skips the slot or tries again later.
+    OverlapRunning(LoopRun),
     /// Another runner changed the row between the read and the guarded
-    /// write. Cannot happen between store handles, which serialize on the
-    /// write lock, but the guard still reports it.
+    /// write. On SQLite this cannot happen between store handles, which
+    /// serialize on the write lock, but the guard still reports it. On
+    /// PostgreSQL a write that is not a claim (a finalize, a heartbeat) may
+    /// land in between; and a claim whose COMMIT was cut off by a lost
+    /// connection reports it for each slot it finds not claimed under its
+    /// own claim token.
     Raced,
 }
 
@@ -74,6 +84,16 @@ impl Store {
     /// | running, lease expired, process dead | re-claimed with the **same** attempt |
     /// | succeeded, skipped | [`NotClaimed::Finished`] |
     /// | failed, timed_out, abandoned | attempt + 1 while `attempt < maxAttempts`, else [`NotClaimed::AttemptsExhausted`] |
+    ///
+    /// A claim that would start a run (a new row, a re-claim, a retry) of a
+    /// loop whose overlap is `skip` while another of its slots is running
+    /// is refused with [`NotClaimed::OverlapRunning`].
+    ///
+    /// On PostgreSQL, every claim carries a new claim token, and a running
+    /// run claimed on another host (the first part of its runner id
+    /// `host:pid:suffix`, whose processes this host cannot see) is
+    /// re-claimed only once its lease expired a grace ago; until then it
+    /// is [`NotClaimed::LeaseHeld`].
     ///
     /// The loop is re-read inside the transaction (its `leaseMs` and
     /// `maxAttempts` are the current ones) and returned with the run. The
@@ -110,7 +130,22 @@ impl Store {
         runner_id: &str,
         now: Timestamp,
     ) -> Result<Claim> {
-        self.backend().claim_run(lp, slot, runner_id, now)
+        self.backend().claim_run(lp, slot, runner_id, now, false)
+    }
+
+    /// [`Store::claim_run`] for a manual run (`loops run-now`), which runs
+    /// whatever the loop's overlap policy says (SPEC §3.5): a loop whose
+    /// overlap is `skip` may have another slot running, and this claim is
+    /// not counted as that loop's one running run (its row is not
+    /// `exclusive` on PostgreSQL). Every other rule of a claim applies.
+    pub fn claim_manual_run(
+        &self,
+        lp: &Loop,
+        slot: Timestamp,
+        runner_id: &str,
+        now: Timestamp,
+    ) -> Result<Claim> {
+        self.backend().claim_run(lp, slot, runner_id, now, true)
     }
 
     /// [`Store::claim_run`] for several slots of different loops, in one

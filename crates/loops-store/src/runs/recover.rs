@@ -41,6 +41,11 @@ impl Store {
     /// advancing its loop (see the module docs). Rows whose process, or a
     /// linked step process, is alive are left running. A NULL lease never
     /// matches.
+    ///
+    /// On PostgreSQL, daemons sharing the database split the sweep: a run
+    /// another transaction holds is left to it. A run claimed on another
+    /// host is recovered only once its lease expired a grace ago, whatever
+    /// its recorded pid.
     pub fn recover_expired_run_leases(&self, now: Timestamp) -> Result<Vec<Recovered>> {
         self.backend().recover_expired_run_leases(now)
     }

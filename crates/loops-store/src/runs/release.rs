@@ -75,7 +75,9 @@ impl Store {
     /// is alive; the caller tears those down first. The run becomes
     /// abandoned with error `reason`, its linked workflow runs are failed
     /// with the same reason, and its loop is advanced as after a failure.
-    /// Returns `None` when nothing was written.
+    /// Returns `None` when nothing was written. On PostgreSQL only a
+    /// claimant of this host (the first part of its runner id) can be known
+    /// gone; another host's runs are left to lease recovery.
     pub fn abandon_orphaned_run(
         &self,
         run_id: &RunId,

@@ -92,6 +92,7 @@ fn daemons_of_two_hosts_are_members_until_they_leave_or_lapse() {
                 expires_at: at(60),
                 live: true,
                 running_runs: 1,
+                clock_skew_ms: None,
             },
             DaemonMember {
                 id: lease_b.id,
@@ -103,6 +104,7 @@ fn daemons_of_two_hosts_are_members_until_they_leave_or_lapse() {
                 expires_at: at(61),
                 live: true,
                 running_runs: 0,
+                clock_skew_ms: None,
             },
         ]
     );
@@ -275,6 +277,7 @@ fn on_sqlite_the_lease_holder_is_the_one_member() {
             expires_at: at(60),
             live: true,
             running_runs: 1,
+            clock_skew_ms: None,
         }]
     );
     assert_eq!(members[0].runner_id(), runner);

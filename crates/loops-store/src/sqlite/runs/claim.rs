@@ -1,6 +1,6 @@
 //! The SQLite side of [`crate::runs::claim`].
 
-use loops_core::{Loop, LoopRun, RunId, RunStatus, Timestamp};
+use loops_core::{Loop, LoopRun, Overlap, RunId, RunStatus, Timestamp};
 use rusqlite::{Connection, params};
 
 use super::{run_and_process, run_returning};
@@ -114,6 +114,27 @@ fn claim_retry(
     )
 }
 
+/// A running run of `lp` at a slot other than `slot`, when `lp`'s overlap
+/// policy is `skip`: a claim must not start a second run of such a loop
+/// beside it (issue 15; PostgreSQL's `loop_runs_one_running` index refuses
+/// it as well). The running runs only (`idx_runs_status_created`).
+fn running_elsewhere(conn: &Connection, lp: &Loop, slot: Timestamp) -> Result<Option<LoopRun>> {
+    if lp.overlap != Overlap::Skip {
+        return Ok(None);
+    }
+    run_returning(
+        conn,
+        concat!(
+            "SELECT ",
+            run_columns!(),
+            " FROM loop_runs WHERE loop_id = ?1 AND status = 'running' AND scheduled_for <> ?2
+             LIMIT 1"
+        ),
+        params![lp.id.as_str(), ts(slot)],
+        "checking for an overlapping run",
+    )
+}
+
 impl ClaimOps for Sqlite {
     fn claim_run(
         &self,
@@ -121,8 +142,9 @@ impl ClaimOps for Sqlite {
         slot: Timestamp,
         runner_id: &str,
         now: Timestamp,
+        manual: bool,
     ) -> Result<Claim> {
-        self.write_tx(|conn| self.claim_in(conn, lp, slot, runner_id, now))
+        self.write_tx(|conn| self.claim_in(conn, lp, slot, runner_id, now, manual))
     }
 
     fn claim_runs(
@@ -134,14 +156,15 @@ impl ClaimOps for Sqlite {
         self.write_tx(|conn| {
             requests
                 .iter()
-                .map(|(lp, slot)| self.claim_in(conn, lp, *slot, runner_id, now))
+                .map(|(lp, slot)| self.claim_in(conn, lp, *slot, runner_id, now, false))
                 .collect()
         })
     }
 }
 
 impl Sqlite {
-    /// One claim decision inside the caller's write transaction.
+    /// One claim decision inside the caller's write transaction; a
+    /// `manual` claim ignores the overlap policy (SPEC §3.5).
     fn claim_in(
         &self,
         conn: &Connection,
@@ -149,6 +172,7 @@ impl Sqlite {
         slot: Timestamp,
         runner_id: &str,
         now: Timestamp,
+        manual: bool,
     ) -> Result<Claim> {
         let Some(fresh) = query_loop(conn, &lp.id)? else {
             return Ok(Claim::NotClaimed(NotClaimed::LoopMissing));
@@ -165,8 +189,21 @@ impl Sqlite {
             ("loop_runs", "reading a run by slot"),
             run_and_process,
         )?;
+        // Checked only where the claim would start a run, so a finished or
+        // held slot is still reported as such.
+        let overlapping = || {
+            if manual {
+                return Ok(None);
+            }
+            running_elsewhere(conn, &fresh, slot)
+        };
         let claimed = match existing {
-            None => insert_claim(conn, &fresh, slot, runner_id, now, lease)?,
+            None => {
+                if let Some(other) = overlapping()? {
+                    return not_claimed(NotClaimed::OverlapRunning(other));
+                }
+                insert_claim(conn, &fresh, slot, runner_id, now, lease)?
+            }
             Some((run, process)) => match run.status {
                 RunStatus::Running => match run.lease_expires_at {
                     Some(expiry) if expiry <= now => {
@@ -176,6 +213,9 @@ impl Sqlite {
                         // Same connection, inside this transaction.
                         if self.has_live_step_processes(&run.id)? {
                             return not_claimed(NotClaimed::StepProcessAlive(run));
+                        }
+                        if let Some(other) = overlapping()? {
+                            return not_claimed(NotClaimed::OverlapRunning(other));
                         }
                         reclaim_expired(conn, &run.id, runner_id, now, lease)?
                     }
@@ -194,6 +234,9 @@ impl Sqlite {
                         fresh.max_attempts,
                     ) {
                         return not_claimed(NotClaimed::AttemptsExhausted(run));
+                    }
+                    if let Some(other) = overlapping()? {
+                        return not_claimed(NotClaimed::OverlapRunning(other));
                     }
                     claim_retry(conn, &run.id, fresh.max_attempts, runner_id, now, lease)?
                 }

@@ -1,0 +1,75 @@
+//! Writes whose outcome is unknown: the connection was lost while the
+//! transaction committed (a server restart, a failover,
+//! `pg_terminate_backend`), so the COMMIT may or may not have landed.
+//!
+//! Such a write is never replayed blindly: a claim replayed would find its
+//! own run and report the slot held, leaving it to run nowhere until its
+//! lease expired. Each write says instead how to recognize, on a fresh
+//! connection, that it landed: a claim by the token it generated before
+//! the transaction, a finalize by its result stored under the fence's
+//! claim. When the re-read cannot tell (or fails), the original error is
+//! returned; it is transient, so the caller tries again later.
+
+use loops_core::{ExecutorResult, LoopRun, RunId, RunStatus};
+
+use super::query_run;
+use crate::backend::Transactions;
+use crate::error::{Result, StoreError};
+use crate::postgres::{Conn, Postgres};
+use crate::runs::Fence;
+
+/// True when `e` means the connection was lost, so that a COMMIT sent on
+/// it may have landed or not.
+pub(super) fn outcome_unknown(e: &StoreError) -> bool {
+    match e {
+        StoreError::ConnectionLost => true,
+        StoreError::Db { error, .. } => error.is_connection_lost(),
+        _ => false,
+    }
+}
+
+impl Postgres {
+    /// Runs `write`, one [`write_tx`](Postgres::write_tx). When it fails
+    /// with the connection lost and it owned its transaction (it did not
+    /// join a [`Store::batch`](crate::Store::batch), whose commit is its
+    /// caller's), asks `landed` on a new connection whether it was
+    /// committed after all, and returns what `landed` found; otherwise,
+    /// or when `landed` finds nothing or fails, the original error.
+    pub(in crate::postgres) fn resolving<T>(
+        &self,
+        write: impl FnOnce() -> Result<T>,
+        landed: impl FnOnce(&mut Conn<'_>) -> Result<Option<T>>,
+    ) -> Result<T> {
+        let owned = !self.in_transaction();
+        match write() {
+            Err(e) if owned && outcome_unknown(&e) => match self.with(landed) {
+                Ok(Some(found)) => Ok(found),
+                _ => Err(e),
+            },
+            other => other,
+        }
+    }
+}
+
+/// The run `run_id` when it holds what a finalize with `result` under
+/// `fence` writes: no longer running, with the result's status and
+/// `finished_at`, still claimed by the fence's runner under the fence's
+/// claim token (when it carries one). `None` when it does not.
+pub(super) fn finalize_landed(
+    c: &mut Conn<'_>,
+    run_id: &RunId,
+    result: &ExecutorResult,
+    fence: Option<&Fence>,
+) -> Result<Option<LoopRun>> {
+    let Some(run) = query_run(c, run_id)? else {
+        return Ok(None);
+    };
+    let same_claim = fence.is_none_or(|f| {
+        run.claimed_by.as_deref() == Some(f.claimed_by.as_str())
+            && (f.claim_token.is_none() || run.claim_token == f.claim_token)
+    });
+    let landed = run.status == RunStatus::from(result.status)
+        && run.finished_at == Some(result.finished_at)
+        && same_claim;
+    Ok(landed.then_some(run))
+}
