@@ -83,6 +83,11 @@ pub(crate) fn open_store() -> Result<Store> {
 /// (`application_name` `loops:<role>`).
 pub(crate) fn open_store_as(role: &str) -> Result<Store> {
     if let Some(url) = database_url()? {
+        // The data directory still holds this host's pid file, socket and
+        // log, as with SQLite.
+        let dir = data_dir()?;
+        Store::prepare_data_dir(&dir)
+            .with_context(|| format!("preparing the loops data directory {}", dir.display()))?;
         let host = loops_exec::hostname();
         return Store::open_postgres(&url, role, &host, Arc::new(SystemProbe))
             .with_context(|| format!("opening the loops database {}", url.shown()));

@@ -322,6 +322,14 @@ impl Store {
         }
     }
 
+    /// Creates the data directory with mode 0700 when missing and checks
+    /// it as [`check_data_dir`] does. On PostgreSQL it holds no database,
+    /// but each host's pid file, wake socket and log.
+    pub fn prepare_data_dir(data_dir: &Path) -> Result<()> {
+        open::create_private_dir(data_dir)?;
+        check_data_dir(data_dir).map(drop)
+    }
+
     /// The database file, or `None` in memory.
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
