@@ -40,8 +40,8 @@ const HOSTS: usize = 3;
 const LOOPS: usize = 6;
 /// The loops' lease.
 const LEASE: &str = "6s";
-/// A run's length.
-const RUN_SECONDS: &str = "0.4";
+/// A run's length: half its loop's period, so a fault often finds runs in flight.
+const RUN_SECONDS: &str = "1.0";
 /// The bound on an execution without an end line (lease + grace + slack).
 const UNENDED_MS: i64 = 6_000 + 30_000 + 5_000;
 
