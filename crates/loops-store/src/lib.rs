@@ -336,6 +336,15 @@ impl Store {
     }
 
     /// The backend every operation goes through.
+    /// The PostgreSQL backend, for this crate's tests.
+    #[cfg(test)]
+    pub(crate) fn postgres_backend(&self) -> Option<&Postgres> {
+        match &self.conn {
+            Db::Postgres(pg) => Some(pg),
+            Db::Sqlite(_) => None,
+        }
+    }
+
     fn backend(&self) -> &dyn Backend {
         match &self.conn {
             Db::Sqlite(conn) => conn,

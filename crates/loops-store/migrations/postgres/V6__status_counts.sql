@@ -1,12 +1,18 @@
 -- Counts of loops and runs by status, kept by triggers (see the SQLite
--- migration). Concurrent writers of one status serialize on its counter row
--- only for the length of their own transaction.
+-- migration), so counting reads a few rows however many are stored.
+--
+-- Unlike SQLite's one row per status, each change appends a delta row
+-- (+1 for the new status, -1 for the old): a counter row that every writer
+-- updates would serialize the writers of every host on it, and deadlock
+-- them against their loop locks. A count is the sum of its rows; the daemons
+-- fold the deltas into one row per status now and then (with their
+-- membership heartbeat), so the sum stays over a few rows.
 CREATE TABLE IF NOT EXISTS status_counts (
   tbl TEXT NOT NULL,
   status TEXT NOT NULL,
-  n bigint NOT NULL,
-  PRIMARY KEY (tbl, status)
+  n bigint NOT NULL
 );
+CREATE INDEX IF NOT EXISTS idx_status_counts ON status_counts(tbl, status);
 
 DELETE FROM status_counts;
 INSERT INTO status_counts (tbl, status, n)
@@ -17,11 +23,10 @@ INSERT INTO status_counts (tbl, status, n)
 CREATE OR REPLACE FUNCTION loops_status_counts() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF TG_OP IN ('UPDATE', 'DELETE') THEN
-    UPDATE status_counts SET n = n - 1 WHERE tbl = TG_TABLE_NAME AND status = OLD.status;
+    INSERT INTO status_counts (tbl, status, n) VALUES (TG_TABLE_NAME, OLD.status, -1);
   END IF;
   IF TG_OP IN ('UPDATE', 'INSERT') THEN
-    INSERT INTO status_counts (tbl, status, n) VALUES (TG_TABLE_NAME, NEW.status, 1)
-      ON CONFLICT (tbl, status) DO UPDATE SET n = status_counts.n + 1;
+    INSERT INTO status_counts (tbl, status, n) VALUES (TG_TABLE_NAME, NEW.status, 1);
   END IF;
   RETURN NULL;
 END $$;

@@ -112,6 +112,10 @@ impl LeaseOps for Postgres {
                 rows::lease_row,
             )
         })?;
+        if renewed.is_some() {
+            // Best effort: a fold that fails leaves the deltas to the next.
+            let _ = self.fold_status_counts();
+        }
         Ok(renewed.map_or(LeaseHeartbeat::Lost, LeaseHeartbeat::Renewed))
     }
 
@@ -146,6 +150,38 @@ impl LeaseOps for Postgres {
                 (TABLE, "reading the daemons"),
                 rows::lease_row,
             )
+        })
+    }
+}
+
+/// The advisory lock of the fold of `status_counts`: one daemon at a time.
+const FOLD_LOCK_KEY: i64 = 0x6c6f_6f70_7366_6f6c;
+
+/// Folds the delta rows of `status_counts` into one row per status, when
+/// no other daemon is folding: the rows visible now are deleted and their
+/// sums inserted in the same transaction, while rows that other writers
+/// append meanwhile are left for the next fold (see migration V6).
+const FOLD_STATUS_COUNTS: &str = "WITH gone AS (DELETE FROM status_counts RETURNING tbl, status, n)
+     INSERT INTO status_counts (tbl, status, n)
+     SELECT tbl, status, SUM(n) FROM gone GROUP BY tbl, status HAVING SUM(n) <> 0";
+
+impl Postgres {
+    /// Folds `status_counts` (see [`FOLD_STATUS_COUNTS`]) unless another
+    /// daemon is at it; true when this call folded.
+    pub(crate) fn fold_status_counts(&self) -> Result<bool> {
+        self.write_tx(|c| {
+            let row = c.query_one(
+                "SELECT pg_try_advisory_xact_lock($1)",
+                &[&FOLD_LOCK_KEY],
+                "taking the fold lock",
+            )?;
+            let mine: bool = row
+                .try_get(0)
+                .map_err(StoreError::db("taking the fold lock"))?;
+            if mine {
+                c.execute(FOLD_STATUS_COUNTS, &[], "folding the status counts")?;
+            }
+            Ok(mine)
         })
     }
 }
@@ -206,4 +242,59 @@ fn member(row: &Row, now: Timestamp, context: &'static str) -> Result<DaemonMemb
         running_runs: count(row, 7)?,
         clock_skew_ms: row.try_get(8).map_err(StoreError::db(context))?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use loops_core::{CommandTarget, NewLoop, Schedule, Target};
+
+    use crate::{DatabaseUrl, Store};
+
+    #[test]
+    fn the_status_count_deltas_fold_into_one_row_per_status_and_count_the_same() {
+        let Some(db) = crate::testing::fresh_database("postgres::lease::fold") else {
+            return;
+        };
+        let url = DatabaseUrl::parse(db.url()).unwrap();
+        let store = Store::open_postgres(&url, "test", "host-a", Arc::new(|_| false)).unwrap();
+        let now: loops_core::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let target = Target::Command(CommandTarget::new("true"));
+        for i in 0..5 {
+            let lp = store
+                .create_loop(
+                    &NewLoop::new(format!("l{i}"), Schedule::Once { at: now }, target.clone()),
+                    now,
+                )
+                .unwrap();
+            if i % 2 == 0 {
+                store.pause_loop(&lp.id, now).unwrap();
+            }
+        }
+        let counts = |s: &Store| {
+            (
+                s.count_loops(None).unwrap(),
+                s.count_loops(Some(loops_core::LoopStatus::Paused)).unwrap(),
+                s.count_loops(Some(loops_core::LoopStatus::Active)).unwrap(),
+            )
+        };
+        assert_eq!(counts(&store), (5, 3, 2));
+        let mut admin = ::postgres::Client::connect(db.url(), ::postgres::NoTls).unwrap();
+        let rows = |c: &mut ::postgres::Client| -> i64 {
+            c.query_one("SELECT COUNT(*) FROM status_counts", &[])
+                .unwrap()
+                .get(0)
+        };
+        // Five creates and three pauses: one delta row each, two per pause.
+        assert_eq!(rows(&mut admin), 11);
+        let pg = store.postgres_backend().unwrap();
+        assert!(pg.fold_status_counts().unwrap());
+        assert_eq!(rows(&mut admin), 2, "one row per status");
+        assert_eq!(counts(&store), (5, 3, 2));
+        assert!(
+            !store.recount_statuses().unwrap(),
+            "the folded counts are right"
+        );
+    }
 }

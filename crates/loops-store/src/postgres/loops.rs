@@ -524,7 +524,8 @@ macro_rules! counted {
 const COUNTS_DIFFER: &str = concat!(
     "WITH actual AS (",
     counted!(),
-    "), kept AS (SELECT tbl, status, n FROM status_counts WHERE n <> 0)
+    "), kept AS (SELECT tbl, status, SUM(n) FROM status_counts GROUP BY tbl, status
+                 HAVING SUM(n) <> 0)
      SELECT EXISTS (SELECT * FROM actual EXCEPT SELECT * FROM kept)
          OR EXISTS (SELECT * FROM kept EXCEPT SELECT * FROM actual)"
 );

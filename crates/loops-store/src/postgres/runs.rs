@@ -408,6 +408,13 @@ impl RunOps for Postgres {
         reason: &str,
         now: Timestamp,
     ) -> Result<SkipOutcome> {
+        // A slot with a row is left as it is, and most often the row is
+        // another daemon's claim of that very slot: say so without taking
+        // the loop's lock, which that daemon may hold in a transaction that
+        // waits on this one's locks (a deadlock).
+        if let Some(run) = self.with(|c| query_slot(c, &lp.id, slot))? {
+            return Ok(SkipOutcome::Occupied(run));
+        }
         self.write_tx(|c| {
             lock_loop(c, &lp.id)?;
             match insert_skipped(c, lp, slot, reason, now)? {

@@ -59,7 +59,9 @@ pub enum NotClaimed {
     /// PostgreSQL a write that is not a claim (a finalize, a heartbeat) may
     /// land in between; and a claim whose COMMIT was cut off by a lost
     /// connection reports it for each slot it finds not claimed under its
-    /// own claim token.
+    /// own claim token. A scheduled claim on PostgreSQL also reports it,
+    /// without waiting, for a loop another runner is claiming at that
+    /// moment (its row is locked): that runner decides the slot.
     Raced,
 }
 

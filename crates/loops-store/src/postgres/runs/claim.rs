@@ -15,12 +15,14 @@
 //! - a run claimed on another host is re-claimed only after its lease and
 //!   a grace (`takeover.rs`).
 
+use std::collections::HashSet;
+
 use loops_core::{Loop, LoopRun, Overlap, RunId, RunStatus, Timestamp};
 
 use super::takeover::Takeover;
 use super::{query_slot, run_returning};
 use crate::backend::ClaimOps;
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 use crate::postgres::loops::{lock_loop, query_loop};
 use crate::postgres::rows::{self, ts};
 use crate::postgres::{Conn, Postgres};
@@ -174,14 +176,28 @@ fn running_elsewhere(c: &mut Conn<'_>, lp: &Loop, slot: Timestamp) -> Result<Opt
 }
 
 /// Locks the loops of `requests`, in id order.
-fn lock_loops(c: &mut Conn<'_>, requests: &[(&Loop, Timestamp)]) -> Result<()> {
+///
+/// A scheduled claim (`wait` false) skips the loops another transaction
+/// holds (`SKIP LOCKED`): another daemon is deciding them right now, so
+/// this one moves on to other loops instead of waiting to find their slots
+/// taken, which is what lets several daemons drain many due loops side by
+/// side. Returns the ids it locked. A manual claim waits.
+fn lock_loops(
+    c: &mut Conn<'_>,
+    requests: &[(&Loop, Timestamp)],
+    wait: bool,
+) -> Result<HashSet<String>> {
     let ids: Vec<&str> = requests.iter().map(|(lp, _)| lp.id.as_str()).collect();
-    c.execute(
-        "SELECT id FROM loops WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE",
-        &[&ids],
-        "locking the loops to claim",
-    )
-    .map(drop)
+    let sql = if wait {
+        "SELECT id FROM loops WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE"
+    } else {
+        "SELECT id FROM loops WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE SKIP LOCKED"
+    };
+    let context = "locking the loops to claim";
+    c.query(sql, &[&ids], context)?
+        .iter()
+        .map(|row| row.try_get::<_, String>(0).map_err(StoreError::db(context)))
+        .collect()
 }
 
 /// What the claims of `requests` turned out to be, read after their
@@ -256,11 +272,15 @@ impl Postgres {
         self.resolving(
             || {
                 self.write_tx(|c| {
-                    lock_loops(c, requests)?;
+                    let locked = lock_loops(c, requests, manual)?;
                     requests
                         .iter()
                         .zip(&tokens)
                         .map(|((lp, slot), token)| {
+                            if !locked.contains(lp.id.as_str()) {
+                                // Deleted, or another daemon is claiming it.
+                                return not_claimed(NotClaimed::Raced);
+                            }
                             self.claim_in(c, lp, *slot, runner_id, now, token, manual)
                         })
                         .collect()
