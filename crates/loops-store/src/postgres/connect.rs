@@ -158,14 +158,22 @@ impl Connector {
         &self.shown
     }
 
-    /// Connects once: in the clear when the URL says `sslmode=disable` (and
-    /// over a Unix socket, which TLS does not cover), else with TLS when the
+    /// Connects once: in the clear when the URL says `sslmode=disable` or
+    /// names only Unix sockets, which TLS does not cover, else with TLS when the
     /// server offers it (`prefer`, the default) or insists on it
     /// (`require`). The server's certificate is checked against the
     /// system's trusted roots, which is stricter than libpq's `require`.
     pub(super) fn connect(&self) -> Result<Client> {
         let connect = |e| StoreError::db("connecting to PostgreSQL")(e);
-        if self.config.get_ssl_mode() == SslMode::Disable {
+        // TLS does not apply to a Unix socket (libpq does not use it there
+        // either), and setting it up reads the system's trusted roots,
+        // which costs a short command tens of milliseconds.
+        let only_sockets = self
+            .config
+            .get_hosts()
+            .iter()
+            .all(|h| matches!(h, postgres::config::Host::Unix(_)));
+        if self.config.get_ssl_mode() == SslMode::Disable || only_sockets {
             return self.config.connect(NoTls).map_err(connect);
         }
         let tls = SslConnector::builder(SslMethod::tls_client())
