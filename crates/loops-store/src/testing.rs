@@ -2,8 +2,18 @@
 //! `LOOPS_TEST_DATABASE_URL` (which `cargo xtask ci` starts). Without the
 //! variable the tests that need a server skip, saying so, so `cargo test`
 //! passes on a machine without PostgreSQL.
+//!
+//! `LOOPS_TEST_BACKEND=postgres` runs the store's operation tests and the
+//! black-box tests on PostgreSQL instead of SQLite ([`test_backend`]), a
+//! fresh database per test; a test about SQLite itself (its files, WAL,
+//! pages, the original's databases) then skips, saying so
+//! ([`sqlite_only`]). [`RawDb`] runs a test's own SQL on either backend.
+
+mod raw;
 
 use std::sync::atomic::{AtomicU32, Ordering};
+
+pub use self::raw::{RawDb, Val, lit};
 
 /// The variable naming the test server.
 pub const TEST_DATABASE_URL: &str = "LOOPS_TEST_DATABASE_URL";
@@ -89,4 +99,59 @@ pub fn fresh_database(test: &str) -> Option<TestDatabase> {
         base,
         name,
     })
+}
+
+/// The variable that chooses the backend the store's operation tests and
+/// the black-box tests run on: `sqlite` (the default) or `postgres`.
+pub const TEST_BACKEND: &str = "LOOPS_TEST_BACKEND";
+
+/// The backend the tests run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TestBackend {
+    /// A database file in the test's temporary data directory.
+    Sqlite,
+    /// A fresh database on the server in `LOOPS_TEST_DATABASE_URL`.
+    Postgres,
+}
+
+/// The backend `LOOPS_TEST_BACKEND` names: SQLite when it is unset, empty
+/// or `sqlite`, PostgreSQL when it is `postgres`.
+///
+/// # Panics
+/// When it names another backend, or `postgres` while
+/// `LOOPS_TEST_DATABASE_URL` is unset: a run that asked for PostgreSQL
+/// must not pass on SQLite, nor by skipping.
+pub fn test_backend() -> TestBackend {
+    match std::env::var(TEST_BACKEND).as_deref() {
+        Err(_) | Ok("" | "sqlite") => TestBackend::Sqlite,
+        Ok("postgres") => {
+            assert!(
+                std::env::var_os(TEST_DATABASE_URL).is_some_and(|u| !u.is_empty()),
+                "{TEST_BACKEND}=postgres, but {TEST_DATABASE_URL} is not set: set it to a \
+                 PostgreSQL server's URL, or run under `cargo xtask postgres`, which starts one"
+            );
+            TestBackend::Postgres
+        }
+        Ok(other) => panic!("{TEST_BACKEND}={other:?}: expected `sqlite` or `postgres`"),
+    }
+}
+
+/// True when the tests run on PostgreSQL.
+pub fn on_postgres() -> bool {
+    test_backend() == TestBackend::Postgres
+}
+
+/// For a test about SQLite itself: on PostgreSQL prints `skipped <test> on
+/// postgres: <why>` and returns true, and the test returns; on SQLite
+/// returns false and the test runs. `test` may be a function's full path
+/// (`store::compat::a_test::here`, as `std::any::type_name_of_val` gives
+/// it inside the test): its crate and a trailing `::here` are dropped.
+pub fn sqlite_only(test: &str, why: &str) -> bool {
+    if !on_postgres() {
+        return false;
+    }
+    let test = test.strip_suffix("::here").unwrap_or(test);
+    let test = test.split_once("::").map_or(test, |(_, rest)| rest);
+    eprintln!("skipped {test} on postgres: {why}");
+    true
 }

@@ -2,7 +2,8 @@
 //! (SPEC §4.3, §6.5, §6.6; checklist §10 items 33, 34, 73, 79–81, 83–85).
 //!
 //! Every test uses a fresh file under a temp dir, because WAL mode and the
-//! concurrency tests need a second connection to the same file.
+//! concurrency tests need a second connection to the same file; under
+//! `LOOPS_TEST_BACKEND=postgres`, a fresh PostgreSQL database instead.
 
 // `allow-unwrap-in-tests` covers only `#[test]` functions, not the helpers.
 #![allow(clippy::unwrap_used)]
@@ -18,18 +19,22 @@ use loops_core::{
     WorkflowEvent, WorkflowRun, WorkflowRunId, WorkflowRunStatus, WorkflowSpec, WorkflowStatus,
     workflow_from_json,
 };
+use loops_store::testing::{RawDb, TestDatabase, lit};
 use loops_store::{
-    NewWorkflowRun, StepOutcome, Store, StoreError, WorkflowFilter, WorkflowRunFilter,
+    DatabaseUrl, NewWorkflowRun, StepOutcome, Store, StoreError, WorkflowFilter, WorkflowRunFilter,
     WorkflowRunPatch,
 };
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-/// A database file plus the set of pids the fake liveness reports alive,
-/// and a log of every process the store asked about.
+/// A database file (or a fresh PostgreSQL database) plus the set of pids
+/// the fake liveness reports alive, and a log of every process the store
+/// asked about.
 struct Db {
     _dir: TempDir,
     path: PathBuf,
+    /// The fresh database on PostgreSQL, dropped with `Db`.
+    pg: Option<TestDatabase>,
     alive: Arc<Mutex<HashSet<u32>>>,
     asked: Arc<Mutex<Vec<ProcessRef>>>,
 }
@@ -44,26 +49,42 @@ impl Db {
             .tempdir()
             .unwrap();
         let path = dir.path().join("loops.db");
+        let pg = loops_store::testing::on_postgres().then(|| {
+            loops_store::testing::fresh_database("workflows")
+                .expect("LOOPS_TEST_DATABASE_URL is set when the backend is postgres")
+        });
         Db {
             _dir: dir,
             path,
+            pg,
             alive: Arc::default(),
             asked: Arc::default(),
         }
     }
 
-    /// Opens another handle on the same file.
+    /// A raw connection for SQL both backends read the same way.
+    fn raw(&self) -> RawDb {
+        match &self.pg {
+            None => RawDb::sqlite(&self.path),
+            Some(pg) => RawDb::postgres(pg.url()),
+        }
+    }
+
+    /// Opens another handle on the same database.
     fn open(&self) -> Store {
         let alive = Arc::clone(&self.alive);
         let asked = Arc::clone(&self.asked);
-        Store::open(
-            &self.path,
-            Arc::new(move |p: ProcessRef| {
-                asked.lock().unwrap().push(p);
-                alive.lock().unwrap().contains(&p.pid)
-            }),
-        )
-        .unwrap()
+        let probe = Arc::new(move |p: ProcessRef| {
+            asked.lock().unwrap().push(p);
+            alive.lock().unwrap().contains(&p.pid)
+        });
+        match &self.pg {
+            None => Store::open(&self.path, probe).unwrap(),
+            Some(pg) => {
+                let url = DatabaseUrl::parse(pg.url()).unwrap();
+                Store::open_postgres(&url, "test", "host-a", probe).unwrap()
+            }
+        }
     }
 
     fn set_alive(&self, pid: u32, alive: bool) {
@@ -80,22 +101,20 @@ impl Db {
 /// linked to them satisfy the schema's `REFERENCES` clauses whether or not
 /// the connection enforces foreign keys.
 fn insert_loop_run(db: &Db, loop_id: &str, run_id: &str, slot: Timestamp) {
-    let conn = rusqlite::Connection::open(&db.path).unwrap();
-    conn.execute(
+    let raw = db.raw();
+    let (loop_id, slot) = (lit(loop_id), lit(&slot.to_string()));
+    raw.exec(&format!(
         "INSERT INTO loops (id, name, status, schedule_json, target_json, catch_up, catch_up_limit,
                 overlap, max_attempts, retry_delay_ms, lease_ms, created_at, updated_at)
-         VALUES (?1, 'nightly', 'active', '{\"type\":\"dynamic\"}',
-                 '{\"type\":\"command\",\"command\":\"true\"}', 'latest', 50, 'skip', 1, 60000,
-                 1800000, ?2, ?2)",
-        rusqlite::params![loop_id, slot.to_string()],
-    )
-    .unwrap();
-    conn.execute(
+         VALUES ({loop_id}, 'nightly', 'active', '{{\"type\":\"dynamic\"}}',
+                 '{{\"type\":\"command\",\"command\":\"true\"}}', 'latest', 50, 'skip', 1, 60000,
+                 1800000, {slot}, {slot})"
+    ));
+    raw.exec(&format!(
         "INSERT INTO loop_runs (id, loop_id, loop_name, scheduled_for, attempt, status, created_at, updated_at)
-         VALUES (?1, ?2, 'nightly', ?3, 1, 'running', ?3, ?3)",
-        rusqlite::params![run_id, loop_id, slot.to_string()],
-    )
-    .unwrap();
+         VALUES ({}, {loop_id}, 'nightly', {slot}, 1, 'running', {slot}, {slot})",
+        lit(run_id)
+    ));
 }
 
 /// `2026-01-01T00:00:00.000Z` plus `secs` seconds.

@@ -278,14 +278,10 @@ fn a_reused_pid_with_another_start_time_does_not_block_a_claim() {
         .unwrap()
         .unwrap();
     assert_eq!(marked.pid, Some(777));
-    let start: Option<i64> = fx
-        .raw()
-        .query_row(
-            "SELECT pid_start_ms FROM loop_runs WHERE id = ?1",
-            [run.id.as_str()],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let start = fx.raw().int(&format!(
+        "SELECT pid_start_ms FROM loop_runs WHERE id = {}",
+        lit(run.id.as_str())
+    ));
     assert_eq!(start, Some(1_000));
     // Pid 777 is alive again, but it is another process.
     fx.set_alive(ProcessRef {

@@ -1,5 +1,7 @@
-//! Shared fixtures: a temporary database file, a controllable liveness
-//! probe, and builders for loops and executor results.
+//! Shared fixtures: a temporary database (a file, or a fresh PostgreSQL
+//! database under `LOOPS_TEST_BACKEND=postgres`), a controllable liveness
+//! probe, raw SQL on either backend, and builders for loops and executor
+//! results.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -9,34 +11,67 @@ use loops_core::{
     Anchor, CommandTarget, ExecutorResult, ExecutorStatus, Loop, NewLoop, ProcessRef, Schedule,
     Target, Timestamp,
 };
-use loops_store::Store;
-use rusqlite::Connection;
+pub(crate) use loops_store::testing::lit;
+use loops_store::testing::{RawDb, TestDatabase};
+use loops_store::{DatabaseUrl, Store};
 use tempfile::TempDir;
 
 /// The runner ids the tests claim as.
 pub(crate) const RUNNER_A: &str = "host-a:100:aaaaaaaaaaaa";
 pub(crate) const RUNNER_B: &str = "host-b:200:bbbbbbbbbbbb";
 
-/// A temporary data directory with a database file and a set of "alive"
-/// processes the liveness probe consults.
+/// The host a PostgreSQL store says it runs on: [`RUNNER_A`]'s, so the
+/// liveness probe answers for the runs it claims, as it does on SQLite,
+/// where every run is this host's.
+pub(crate) const HOST: &str = "host-a";
+
+/// Marks a test about SQLite itself (its files, WAL, pages, the
+/// original's databases): on PostgreSQL it prints `skipped <test> on
+/// postgres: <why>` and returns.
+macro_rules! sqlite_only {
+    ($why:expr) => {{
+        fn here() {}
+        if loops_store::testing::sqlite_only(std::any::type_name_of_val(&here), $why) {
+            return;
+        }
+    }};
+}
+pub(crate) use sqlite_only;
+
+/// A temporary data directory with a database file (or, on PostgreSQL, a
+/// fresh database) and a set of "alive" processes the liveness probe
+/// consults.
 pub(crate) struct Fixture {
     pub(crate) dir: TempDir,
     pub(crate) alive: Arc<Mutex<HashSet<ProcessRef>>>,
+    /// The fresh database, dropped with the fixture; `None` on SQLite.
+    pg: Option<TestDatabase>,
 }
 
 impl Fixture {
     pub(crate) fn new() -> Fixture {
+        let pg = loops_store::testing::on_postgres().then(|| {
+            loops_store::testing::fresh_database("store")
+                .expect("LOOPS_TEST_DATABASE_URL is set when the backend is postgres")
+        });
         Fixture {
             dir: tempfile::tempdir().unwrap(),
             alive: Arc::default(),
+            pg,
         }
     }
 
+    /// The SQLite database file (unused on PostgreSQL).
     pub(crate) fn path(&self) -> PathBuf {
         self.dir.path().join("data").join("loops.db")
     }
 
-    /// A new store handle (its own connection) on the fixture's file.
+    /// True when the fixture's database is on PostgreSQL.
+    pub(crate) fn on_postgres(&self) -> bool {
+        self.pg.is_some()
+    }
+
+    /// A new store handle (its own connection) on the fixture's database.
     pub(crate) fn store(&self) -> Store {
         let alive = Arc::clone(&self.alive);
         // A process is alive when its exact reference is in the set, or when
@@ -46,19 +81,38 @@ impl Fixture {
             let set = alive.lock().unwrap();
             set.contains(&p) || set.contains(&ProcessRef::pid(p.pid))
         };
-        Store::open(&self.path(), Arc::new(probe)).unwrap()
+        match &self.pg {
+            None => Store::open(&self.path(), Arc::new(probe)).unwrap(),
+            Some(db) => {
+                let url = DatabaseUrl::parse(db.url()).unwrap();
+                Store::open_postgres(&url, "test", HOST, Arc::new(probe)).unwrap()
+            }
+        }
     }
 
-    /// A raw connection for arranging and inspecting rows.
-    pub(crate) fn raw(&self) -> Connection {
-        let c = Connection::open(self.path()).unwrap();
-        c.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
-        c
+    /// A raw connection for arranging and inspecting rows with SQL both
+    /// backends read the same way (values inlined with [`lit`] and
+    /// [`ts`]).
+    pub(crate) fn raw(&self) -> RawDb {
+        match &self.pg {
+            None => RawDb::sqlite(&self.path()),
+            Some(db) => RawDb::postgres(db.url()),
+        }
     }
 
     pub(crate) fn set_alive(&self, p: ProcessRef) {
         self.alive.lock().unwrap().insert(p);
     }
+}
+
+/// An instant as an SQL literal.
+pub(crate) fn ts(t: Timestamp) -> String {
+    lit(&t.to_string())
+}
+
+/// A nullable instant as an SQL literal.
+pub(crate) fn ts_opt(t: Option<Timestamp>) -> String {
+    t.map_or_else(|| "NULL".to_owned(), ts)
 }
 
 /// Parses an instant.
@@ -110,12 +164,11 @@ pub(crate) fn result(status: ExecutorStatus, finished: Timestamp) -> ExecutorRes
 
 /// Sets a loop's `next_run_at` directly.
 pub(crate) fn set_next_run(fx: &Fixture, lp: &Loop, next: Option<Timestamp>) {
-    fx.raw()
-        .execute(
-            "UPDATE loops SET next_run_at = ?2 WHERE id = ?1",
-            (lp.id.as_str(), next.map(|n| n.to_string())),
-        )
-        .unwrap();
+    fx.raw().exec(&format!(
+        "UPDATE loops SET next_run_at = {} WHERE id = {}",
+        ts_opt(next),
+        lit(lp.id.as_str())
+    ));
 }
 
 /// Inserts a workflow spec, a running workflow run linked to `loop_run_id`
@@ -128,47 +181,43 @@ pub(crate) fn insert_linked_workflow(
     step_pid: Option<u32>,
 ) -> String {
     let raw = fx.raw();
-    let now = "2026-01-01T00:00:00.000Z";
+    let now = lit("2026-01-01T00:00:00.000Z");
     let spec = "0000000000f1";
     let run = format!("{}00f2f2", &loop_run_id[..6]);
-    raw.execute(
-        "INSERT OR IGNORE INTO workflow_specs (id, name, version, status, steps_json, created_at, updated_at)
-         VALUES (?1, 'wf', 1, 'active', '[]', ?2, ?2)",
-        (spec, now),
-    )
-    .unwrap();
-    raw.execute(
+    raw.exec(&format!(
+        "INSERT INTO workflow_specs (id, name, version, status, steps_json, created_at, updated_at)
+         VALUES ({}, 'wf', 1, 'active', '[]', {now}, {now}) ON CONFLICT DO NOTHING",
+        lit(spec)
+    ));
+    raw.exec(&format!(
         "INSERT INTO workflow_runs (id, workflow_id, workflow_name, loop_id, loop_run_id, status,
            started_at, created_at, updated_at)
-         VALUES (?1, ?2, 'wf', ?3, ?4, 'running', ?5, ?5, ?5)",
-        (&run, spec, loop_id, loop_run_id, now),
-    )
-    .unwrap();
+         VALUES ({}, {}, 'wf', {}, {}, 'running', {now}, {now}, {now})",
+        lit(&run),
+        lit(spec),
+        lit(loop_id),
+        lit(loop_run_id)
+    ));
     for (i, (step, status, pid)) in [("a", "running", step_pid), ("b", "pending", None)]
         .into_iter()
         .enumerate()
     {
-        raw.execute(
+        raw.exec(&format!(
             "INSERT INTO workflow_step_runs (id, workflow_run_id, step_id, sequence, status, pid,
                created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
-            (
-                format!("{}{i:02}", &run[..10]),
-                &run,
-                step,
-                i as i64,
-                status,
-                pid,
-                now,
-            ),
-        )
-        .unwrap();
+             VALUES ({}, {}, {}, {i}, {}, {}, {now}, {now})",
+            lit(&format!("{}{i:02}", &run[..10])),
+            lit(&run),
+            lit(step),
+            lit(status),
+            pid.map_or_else(|| "NULL".to_owned(), |p| p.to_string()),
+        ));
     }
-    raw.execute(
+    raw.exec(&format!(
         "INSERT INTO workflow_events (id, workflow_run_id, sequence, event_type, payload_json, created_at)
-         VALUES (?1, ?2, 1, 'created', '{}', ?3)",
-        (format!("{}ee", &run[..10]), &run, now),
-    )
-    .unwrap();
+         VALUES ({}, {}, 1, 'created', '{{}}', {now})",
+        lit(&format!("{}ee", &run[..10])),
+        lit(&run)
+    ));
     run
 }

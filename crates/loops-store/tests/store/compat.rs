@@ -5,6 +5,7 @@
 use std::os::unix::fs::PermissionsExt;
 
 use loops_core::{LoopStatus, RunStatus};
+use loops_store::testing::RawDb;
 use loops_store::{Claim, LoopFilter, RunFilter, Store, StoreError};
 use rusqlite::Connection;
 
@@ -62,23 +63,20 @@ const TABLES: [&str; 7] = [
     "workflow_step_runs",
 ];
 
-fn counts(c: &Connection) -> Vec<i64> {
+fn counts(c: &RawDb) -> Vec<i64> {
     TABLES
         .iter()
         .chain(["workflow_events"].iter())
-        .map(|t| {
-            c.query_row(&format!("SELECT COUNT(*) FROM {t}"), [], |r| r.get(0))
-                .unwrap()
-        })
+        .map(|t| c.int(&format!("SELECT COUNT(*) FROM {t}")).unwrap())
         .collect()
 }
 
-fn has_column(c: &Connection, table: &str, column: &str) -> bool {
-    c.query_row(
-        "SELECT COUNT(*) FROM pragma_table_info(?1) WHERE name = ?2",
-        [table, column],
-        |r| r.get::<_, i64>(0),
-    )
+fn has_column(c: &RawDb, table: &str, column: &str) -> bool {
+    c.int(&format!(
+        "SELECT COUNT(*) FROM pragma_table_info({}) WHERE name = {}",
+        lit(table),
+        lit(column)
+    ))
     .unwrap()
         > 0
 }
@@ -110,6 +108,7 @@ fn write_original(fx: &Fixture, schema: &str) {
 
 #[test]
 fn an_original_0_3_1_database_opens_without_losing_a_row() {
+    sqlite_only!("opens a database file the original 0.3.1 wrote");
     let fx = Fixture::new();
     write_original(&fx, ORIGINAL_0_3_1_SCHEMA);
     let before = counts(&fx.raw());
@@ -117,12 +116,8 @@ fn an_original_0_3_1_database_opens_without_losing_a_row() {
     let raw = fx.raw();
     assert_eq!(counts(&raw), before);
     assert!(has_column(&raw, "loop_runs", "pid_start_ms"));
-    let applied: String = raw
-        .query_row(
-            "SELECT applied_at FROM schema_migrations WHERE id = '0001_initial_and_workflows'",
-            [],
-            |r| r.get(0),
-        )
+    let applied = raw
+        .text("SELECT applied_at FROM schema_migrations WHERE id = '0001_initial_and_workflows'")
         .unwrap();
     assert_eq!(
         applied, "2025-12-01T10:00:00.000Z",
@@ -165,6 +160,7 @@ fn an_original_0_3_1_database_opens_without_losing_a_row() {
 // SPEC §10 item 32
 #[test]
 fn a_0_2_0_database_gains_the_step_pid_column_and_reopening_is_idempotent() {
+    sqlite_only!("migrates a database file the original 0.2.0 wrote");
     let fx = Fixture::new();
     let old = ORIGINAL_0_3_1_SCHEMA.replace(
         "finished_at TEXT, exit_code INTEGER, pid INTEGER, duration_ms INTEGER, stdout TEXT,",
@@ -174,21 +170,15 @@ fn a_0_2_0_database_gains_the_step_pid_column_and_reopening_is_idempotent() {
     make_data_dir(&fx);
     let c = open_private(&fx.path());
     c.execute_batch(&old).unwrap();
-    assert!(!has_column(&c, "workflow_step_runs", "pid"));
     drop(c);
+    assert!(!has_column(&fx.raw(), "workflow_step_runs", "pid"));
 
     drop(fx.store());
     let raw = fx.raw();
     assert!(has_column(&raw, "workflow_step_runs", "pid"));
     assert!(has_column(&raw, "workflow_step_runs", "pid_start_ms"));
-    let schema = |c: &Connection| -> Vec<String> {
-        let mut s = c
-            .prepare("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name")
-            .unwrap();
-        s.query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap()
+    let schema = |c: &RawDb| -> Vec<String> {
+        c.texts("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name")
     };
     let first = (schema(&raw), counts(&raw));
     drop(fx.store());
@@ -198,6 +188,7 @@ fn a_0_2_0_database_gains_the_step_pid_column_and_reopening_is_idempotent() {
 
 #[test]
 fn a_file_that_is_not_a_database_is_refused_and_left_untouched() {
+    sqlite_only!("about a file that is not a SQLite database");
     let fx = Fixture::new();
     make_data_dir(&fx);
     let bytes = b"these are my notes, not a database\n".repeat(200);
@@ -214,16 +205,15 @@ fn a_file_that_is_not_a_database_is_refused_and_left_untouched() {
 
 #[test]
 fn a_database_from_a_newer_loops_is_refused_and_left_untouched() {
+    sqlite_only!("checks the SQLite file's bytes stay as they were");
     let fx = Fixture::new();
     drop(fx.store());
-    fx.raw()
-        .execute_batch(
-            "PRAGMA wal_checkpoint(TRUNCATE);
+    fx.raw().batch(
+        "PRAGMA wal_checkpoint(TRUNCATE);
              INSERT INTO refinery_schema_history (version, name, applied_on, checksum)
              VALUES (999, 'future', '2030-01-01T00:00:00Z', '0');
              PRAGMA wal_checkpoint(TRUNCATE);",
-        )
-        .unwrap();
+    );
     let bytes = std::fs::read(fx.path()).unwrap();
     let err = Store::open(&fx.path(), std::sync::Arc::new(|_| false)).unwrap_err();
     assert!(
@@ -235,6 +225,7 @@ fn a_database_from_a_newer_loops_is_refused_and_left_untouched() {
 
 #[test]
 fn the_data_dir_is_private_and_the_database_file_too() {
+    sqlite_only!("about the SQLite file's mode");
     let fx = Fixture::new();
     let data = fx.dir.path().join("nested").join("data");
     let store = Store::open_in_dir(&data, std::sync::Arc::new(|_| false)).unwrap();
@@ -298,14 +289,18 @@ fn every_stored_instant_and_id_has_the_spec_shape() {
         "workflow_step_runs",
         "workflow_events",
     ] {
-        let mut cols = raw
-            .prepare("SELECT name FROM pragma_table_info(?1)")
-            .unwrap();
-        let cols: Vec<String> = cols
-            .query_map([table], |r| r.get(0))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
+        // On PostgreSQL an instant column is a timestamptz, which reads
+        // back in the SPEC's shape; one left as text would be checked as
+        // it is.
+        let cols = raw.texts(&if fx.on_postgres() {
+            format!(
+                "SELECT column_name::text FROM information_schema.columns
+                 WHERE table_schema = 'public' AND table_name = {}",
+                lit(table)
+            )
+        } else {
+            format!("SELECT name FROM pragma_table_info({})", lit(table))
+        });
         for col in cols {
             let instant =
                 col.ends_with("_at") || col == "scheduled_for" || col == "retry_scheduled_for";
@@ -313,16 +308,9 @@ fn every_stored_instant_and_id_has_the_spec_shape() {
             if !instant && !id {
                 continue;
             }
-            let mut q = raw
-                .prepare(&format!(
-                    "SELECT {col} FROM {table} WHERE {col} IS NOT NULL"
-                ))
-                .unwrap();
-            let values: Vec<String> = q
-                .query_map([], |r| r.get(0))
-                .unwrap()
-                .collect::<Result<_, _>>()
-                .unwrap();
+            let values = raw.texts(&format!(
+                "SELECT {col} FROM {table} WHERE {col} IS NOT NULL"
+            ));
             for v in values {
                 checked += 1;
                 if instant {

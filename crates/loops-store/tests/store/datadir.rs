@@ -66,6 +66,7 @@ fn chown(path: &Path, uid: u32) {
 
 #[test]
 fn a_data_dir_writable_by_group_or_others_is_refused_and_left_alone() {
+    sqlite_only!("the data directory and file modes guard the SQLite file");
     for m in [0o777, 0o775, 0o770, 0o1777] {
         let (_tmp, data) = data_dir();
         chmod(&data, m);
@@ -88,6 +89,7 @@ fn a_data_dir_writable_by_group_or_others_is_refused_and_left_alone() {
 
 #[test]
 fn a_data_dir_readable_by_others_is_used_as_it_is() {
+    sqlite_only!("the data directory and file modes guard the SQLite file");
     let (_tmp, data) = data_dir();
     chmod(&data, 0o755);
     open_dir(&data).unwrap();
@@ -97,6 +99,7 @@ fn a_data_dir_readable_by_others_is_used_as_it_is() {
 
 #[test]
 fn a_new_data_dir_and_database_are_private() {
+    sqlite_only!("the data directory and file modes guard the SQLite file");
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("a").join("data");
     open_dir(&data).unwrap();
@@ -106,6 +109,7 @@ fn a_new_data_dir_and_database_are_private() {
 
 #[test]
 fn a_database_writable_by_group_or_others_is_refused_and_left_alone() {
+    sqlite_only!("the data directory and file modes guard the SQLite file");
     for m in [0o666, 0o660, 0o620, 0o602] {
         let (_tmp, data) = data_dir();
         let db = data.join("loops.db");
@@ -123,6 +127,7 @@ fn a_database_writable_by_group_or_others_is_refused_and_left_alone() {
 
 #[test]
 fn a_database_readable_by_others_is_made_private() {
+    sqlite_only!("the data directory and file modes guard the SQLite file");
     let (_tmp, data) = data_dir();
     let db = data.join("loops.db");
     chmod(&db, 0o644);
@@ -132,6 +137,7 @@ fn a_database_readable_by_others_is_made_private() {
 
 #[test]
 fn a_wal_or_shm_readable_by_others_is_made_private_and_writable_ones_are_refused() {
+    sqlite_only!("the data directory and file modes guard the SQLite file");
     for suffix in ["-wal", "-shm"] {
         let (_tmp, data) = data_dir();
         let db = data.join("loops.db");
@@ -150,6 +156,7 @@ fn a_wal_or_shm_readable_by_others_is_made_private_and_writable_ones_are_refused
 /// loops change that file's mode to 0600. Now nothing follows the link.
 #[test]
 fn a_database_that_is_a_symlink_is_refused_and_its_target_untouched() {
+    sqlite_only!("the data directory and file modes guard the SQLite file");
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     std::fs::create_dir(&data).unwrap();
@@ -174,6 +181,7 @@ fn a_database_that_is_a_symlink_is_refused_and_its_target_untouched() {
 
 #[test]
 fn a_wal_or_shm_that_is_a_symlink_is_refused() {
+    sqlite_only!("the data directory and file modes guard the SQLite file");
     for suffix in ["-wal", "-shm"] {
         let (tmp, data) = data_dir();
         let victim = tmp.path().join("victim");
@@ -190,6 +198,7 @@ fn a_wal_or_shm_that_is_a_symlink_is_refused() {
 
 #[test]
 fn a_data_dir_that_is_a_symlink_to_a_private_dir_is_resolved_and_used() {
+    sqlite_only!("the data directory and file modes guard the SQLite file");
     let tmp = tempfile::tempdir().unwrap();
     let real = tmp.path().join("real");
     std::fs::create_dir(&real).unwrap();
@@ -216,6 +225,7 @@ fn a_data_dir_that_is_a_symlink_to_a_private_dir_is_resolved_and_used() {
 
 #[test]
 fn a_data_dir_that_is_a_file_is_refused() {
+    sqlite_only!("the data directory and file modes guard the SQLite file");
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("file");
     std::fs::write(&file, "").unwrap();
@@ -225,6 +235,7 @@ fn a_data_dir_that_is_a_file_is_refused() {
 
 #[test]
 fn a_data_dir_or_database_of_another_user_is_refused() {
+    sqlite_only!("the data directory and file modes guard the SQLite file");
     if !can_chown("a_data_dir_or_database_of_another_user_is_refused") {
         return;
     }

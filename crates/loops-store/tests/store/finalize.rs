@@ -131,14 +131,10 @@ fn finalize_records_results_and_clears_the_lease() {
     assert_eq!(done.duration_ms, Some(1000));
     assert_eq!(done.error.as_deref(), Some("process exited with code 3"));
     assert_eq!(done.pid, Some(4242));
-    let start: Option<i64> = fx
-        .raw()
-        .query_row(
-            "SELECT pid_start_ms FROM loop_runs WHERE id = ?1",
-            [run.id.as_str()],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let start = fx.raw().int(&format!(
+        "SELECT pid_start_ms FROM loop_runs WHERE id = {}",
+        lit(run.id.as_str())
+    ));
     assert_eq!(start, Some(9), "the same pid keeps its start time");
 }
 
@@ -387,12 +383,10 @@ fn an_unusable_schedule_still_commits_the_finalize_and_pauses_the_loop() {
     let lp = create(&store, "broken", 1);
     // A cron expression this version cannot parse, as an older or newer
     // writer might have stored.
-    fx.raw()
-        .execute(
-            "UPDATE loops SET schedule_json = '{\"type\":\"cron\",\"expression\":\"61 * * * *\"}' WHERE id = ?1",
-            [lp.id.as_str()],
-        )
-        .unwrap();
+    fx.raw().exec(&format!(
+        "UPDATE loops SET schedule_json = '{{\"type\":\"cron\",\"expression\":\"61 * * * *\"}}' WHERE id = {}",
+        lit(lp.id.as_str())
+    ));
     let lp = store.get_loop(&lp.id).unwrap().unwrap();
     let slot = t("2026-01-01T00:01:00Z");
     let run = claim(&store, &lp, slot, RUNNER_A, slot);

@@ -40,20 +40,19 @@ fn pass(store: &Store, policy: &GcPolicy, apply: bool) -> (GcCounts, Vec<GcBatch
 /// `status`; returns its id.
 fn run(fx: &Fixture, loop_id: &str, days_ago: i64, status: &str) -> String {
     let raw = fx.raw();
-    let n: i64 = raw
-        .query_row("SELECT COUNT(*) FROM loop_runs", [], |r| r.get(0))
-        .unwrap();
+    let n = raw.int("SELECT COUNT(*) FROM loop_runs").unwrap();
     let id = format!("{:012x}", 0xa0_0000_0000_u64 + n as u64);
-    let at = now().add_ms(-days_ago * DAY).to_string();
+    let at = ts(now().add_ms(-days_ago * DAY));
     // A second of offset per row keeps every slot unique.
-    let slot = now().add_ms(-days_ago * DAY + n * 1000).to_string();
-    raw.execute(
+    let slot = ts(now().add_ms(-days_ago * DAY + n * 1000));
+    raw.exec(&format!(
         "INSERT INTO loop_runs (id, loop_id, loop_name, scheduled_for, attempt, status,
            created_at, updated_at)
-         VALUES (?1, ?2, 'l', ?3, 1, ?4, ?5, ?5)",
-        params![id, loop_id, slot, status, at],
-    )
-    .unwrap();
+         VALUES ({}, {}, 'l', {slot}, 1, {}, {at}, {at})",
+        lit(&id),
+        lit(loop_id),
+        lit(status)
+    ));
     id
 }
 
@@ -69,57 +68,52 @@ fn workflow_run(
 ) -> String {
     let raw = fx.raw();
     // As loops itself runs: a loop run may be gone (see `dangling`).
-    raw.pragma_update(None, "foreign_keys", "OFF").unwrap();
-    let n: i64 = raw
-        .query_row("SELECT COUNT(*) FROM workflow_runs", [], |r| r.get(0))
-        .unwrap();
+    raw.foreign_keys_off();
+    let n = raw.int("SELECT COUNT(*) FROM workflow_runs").unwrap();
     let id = format!("{:012x}", 0xb0_0000_0000_u64 + n as u64);
-    let at = now().add_ms(-days_ago * DAY).to_string();
-    raw.execute(
-        "INSERT OR IGNORE INTO workflow_specs (id, name, version, status, steps_json, created_at, updated_at)
-         VALUES (?1, ?1, 1, 'active', '[]', ?2, ?2)",
-        params![wf, at],
-    )
-    .unwrap();
-    raw.execute(
+    let at = ts(now().add_ms(-days_ago * DAY));
+    raw.exec(&format!(
+        "INSERT INTO workflow_specs (id, name, version, status, steps_json, created_at, updated_at)
+         VALUES ({wf}, {wf}, 1, 'active', '[]', {at}, {at}) ON CONFLICT DO NOTHING",
+        wf = lit(wf)
+    ));
+    raw.exec(&format!(
         "INSERT INTO workflow_runs (id, workflow_id, workflow_name, loop_run_id, status,
            created_at, updated_at)
-         VALUES (?1, ?2, ?2, ?3, ?4, ?5, ?5)",
-        params![id, wf, loop_run, status, at],
-    )
-    .unwrap();
+         VALUES ({}, {wf}, {wf}, {}, {}, {at}, {at})",
+        lit(&id),
+        loop_run.map_or_else(|| "NULL".to_owned(), lit),
+        lit(status),
+        wf = lit(wf)
+    ));
     for step in ["a", "b"] {
-        raw.execute(
+        raw.exec(&format!(
             "INSERT INTO workflow_step_runs (id, workflow_run_id, step_id, sequence, status,
                created_at, updated_at)
-             VALUES (?1 || ?2, ?1, ?2, 0, 'succeeded', ?3, ?3)",
-            params![id, step, at],
-        )
-        .unwrap();
+             VALUES ({}, {}, {}, 0, 'succeeded', {at}, {at})",
+            lit(&format!("{id}{step}")),
+            lit(&id),
+            lit(step)
+        ));
     }
     for seq in 1..=3 {
-        raw.execute(
+        raw.exec(&format!(
             "INSERT INTO workflow_events (id, workflow_run_id, sequence, event_type, created_at)
-             VALUES (?1 || ?2, ?1, ?2, 'e', ?3)",
-            params![id, seq, at],
-        )
-        .unwrap();
+             VALUES ({}, {}, {seq}, 'e', {at})",
+            lit(&format!("{id}{seq}")),
+            lit(&id)
+        ));
     }
     id
 }
 
 fn ids(fx: &Fixture, sql: &str) -> Vec<String> {
-    let raw = fx.raw();
-    let mut stmt = raw.prepare(sql).unwrap();
-    stmt.query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap()
+    fx.raw().texts(sql)
 }
 
 fn count(fx: &Fixture, table: &str) -> i64 {
     fx.raw()
-        .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
+        .int(&format!("SELECT COUNT(*) FROM {table}"))
         .unwrap()
 }
 
@@ -211,13 +205,12 @@ fn a_run_whose_slot_waits_for_a_retry_stays() {
     let lp = create(&store, "a", 3);
     let failed = run(&fx, lp.id.as_str(), 60, "failed");
     run(&fx, lp.id.as_str(), 1, "succeeded");
-    fx.raw()
-        .execute(
-            "UPDATE loops SET retry_scheduled_for =
-               (SELECT scheduled_for FROM loop_runs WHERE id = ?1) WHERE id = ?2",
-            params![failed, lp.id.as_str()],
-        )
-        .unwrap();
+    fx.raw().exec(&format!(
+        "UPDATE loops SET retry_scheduled_for =
+           (SELECT scheduled_for FROM loop_runs WHERE id = {}) WHERE id = {}",
+        lit(&failed),
+        lit(lp.id.as_str())
+    ));
     let (counts, _) = pass(&store, &policy(1), true);
     assert_eq!(counts.loop_runs, 0);
     assert!(run_ids(&fx).contains(&failed));
@@ -257,16 +250,12 @@ fn workflow_rows_go_with_their_loop_run_and_an_unfinished_one_keeps_it() {
         "{w1} {w2} went"
     );
     for table in ["workflow_step_runs", "workflow_events"] {
-        let orphans: i64 = fx
+        let orphans = fx
             .raw()
-            .query_row(
-                &format!(
-                    "SELECT COUNT(*) FROM {table}
-                     WHERE workflow_run_id NOT IN (SELECT id FROM workflow_runs)"
-                ),
-                [],
-                |r| r.get(0),
-            )
+            .int(&format!(
+                "SELECT COUNT(*) FROM {table}
+                 WHERE workflow_run_id NOT IN (SELECT id FROM workflow_runs)"
+            ))
             .unwrap();
         assert_eq!(orphans, 0, "{table}");
     }
@@ -376,22 +365,21 @@ fn a_run_that_started_again_after_planning_is_not_deleted() {
     let batch = store.plan_gc_batch(&policy(1), &mut cursor).unwrap();
     assert!(!batch.is_empty());
     // Another runner retries the slot between the plan and the delete.
-    fx.raw()
-        .execute(
-            "UPDATE loop_runs SET status = 'running' WHERE id = ?1",
-            [&old],
-        )
-        .unwrap();
+    fx.raw().exec(&format!(
+        "UPDATE loop_runs SET status = 'running' WHERE id = {}",
+        lit(&old)
+    ));
     assert_eq!(store.apply_gc_batch(&batch).unwrap(), GcCounts::default());
     assert!(run_ids(&fx).contains(&old));
 }
 
 #[test]
 fn space_usage_counts_free_pages_after_a_delete() {
+    sqlite_only!("counts SQLite's pages and free list");
     let fx = Fixture::new();
     let store = fx.store();
     let lp = create(&store, "a", 1);
-    let raw = fx.raw();
+    let raw = rusqlite::Connection::open(fx.path()).unwrap();
     raw.execute_batch("BEGIN").unwrap();
     for i in 0..2000 {
         raw.execute(

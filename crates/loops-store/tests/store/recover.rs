@@ -69,12 +69,10 @@ fn recovery_ignores_running_rows_without_a_lease() {
     let store = fx.store();
     let lp = create(&store, "nolease", 1);
     let run = claim(&store, &lp, t0());
-    fx.raw()
-        .execute(
-            "UPDATE loop_runs SET lease_expires_at = NULL WHERE id = ?1",
-            [run.id.as_str()],
-        )
-        .unwrap();
+    fx.raw().exec(&format!(
+        "UPDATE loop_runs SET lease_expires_at = NULL WHERE id = {}",
+        lit(run.id.as_str())
+    ));
     assert!(
         store
             .recover_expired_run_leases(t("2030-01-01T00:00:00Z"))
@@ -114,50 +112,44 @@ fn recovery_fails_linked_workflow_runs_skips_their_steps_and_emits_failed() {
     assert_eq!(recovered[0].workflow_runs_failed[0].as_str(), wr);
 
     let raw = fx.raw();
-    let (status, error, finished): (String, String, String) = raw
-        .query_row(
-            "SELECT status, error, finished_at FROM workflow_runs WHERE id = ?1",
-            [&wr],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .unwrap();
-    assert_eq!(status, "failed");
-    assert_eq!(error, "parent loop run lease expired before completion");
-    assert_eq!(finished, now.to_string());
-    let mut steps = raw
-        .prepare("SELECT status, pid, error FROM workflow_step_runs WHERE workflow_run_id = ?1 ORDER BY sequence")
-        .unwrap();
-    let steps: Vec<(String, Option<i64>, String)> = steps
-        .query_map([&wr], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    for (status, pid, error) in steps {
-        assert_eq!((status.as_str(), pid), ("skipped", None));
-        assert_eq!(error, "parent loop run lease expired before completion");
+    let row = raw.row(&format!(
+        "SELECT status, error, finished_at FROM workflow_runs WHERE id = {}",
+        lit(&wr)
+    ));
+    let (status, error, finished) = (row[0].text(), row[1].text(), row[2].text());
+    assert_eq!(status, Some("failed"));
+    assert_eq!(
+        error,
+        Some("parent loop run lease expired before completion")
+    );
+    assert_eq!(finished, Some(now.to_string().as_str()));
+    let steps = raw.rows(&format!(
+        "SELECT status, pid, error FROM workflow_step_runs WHERE workflow_run_id = {} ORDER BY sequence",
+        lit(&wr)
+    ));
+    for step in steps {
+        let (status, pid, error) = (step[0].text(), step[1].int(), step[2].text());
+        assert_eq!((status, pid), (Some("skipped"), None));
+        assert_eq!(
+            error,
+            Some("parent loop run lease expired before completion")
+        );
     }
-    let (seq, kind, payload): (i64, String, String) = raw
-        .query_row(
-            "SELECT sequence, event_type, payload_json FROM workflow_events
-             WHERE workflow_run_id = ?1 ORDER BY sequence DESC LIMIT 1",
-            [&wr],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .unwrap();
-    assert_eq!((seq, kind.as_str()), (2, "failed"));
-    let payload: serde_json::Value = serde_json::from_str(&payload).unwrap();
+    let row = raw.row(&format!(
+        "SELECT sequence, event_type, payload_json FROM workflow_events
+         WHERE workflow_run_id = {} ORDER BY sequence DESC LIMIT 1",
+        lit(&wr)
+    ));
+    let (seq, kind, payload) = (row[0].int(), row[1].text(), row[2].text());
+    assert_eq!((seq, kind), (Some(2), Some("failed")));
+    let payload: serde_json::Value = serde_json::from_str(payload.unwrap()).unwrap();
     assert_eq!(
         payload,
         json!({"error": "parent loop run lease expired before completion", "loopRunId": run.id.as_str()})
     );
-    let steps_with_events: i64 = raw
-        .query_row(
-            "SELECT COUNT(*) FROM workflow_events WHERE step_id IS NOT NULL",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(steps_with_events, 0, "no step events are written");
+    let steps_with_events =
+        raw.int("SELECT COUNT(*) FROM workflow_events WHERE step_id IS NOT NULL");
+    assert_eq!(steps_with_events, Some(0), "no step events are written");
 }
 
 #[test]
