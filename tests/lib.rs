@@ -10,12 +10,39 @@
 //! assert!(ran.stdout.starts_with("created loop "));
 //! env.loops(["show", "nope"]).code(1).stderr_has("loop not found: nope").run();
 //! ```
+//!
+//! Under `LOOPS_TEST_BACKEND=postgres` (with `LOOPS_TEST_DATABASE_URL`
+//! naming a server) each `TestEnv` also gets a fresh PostgreSQL database,
+//! which every command it runs uses through `LOOPS_DATABASE_URL`; the data
+//! directory still holds the daemon's pid file, socket and log. A test
+//! about the SQLite file itself starts with [`sqlite_only!`], which skips
+//! it there, saying why.
 
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+#[doc(hidden)]
+pub use loops_store::testing as store_testing;
+use loops_store::testing::{RawDb, TestDatabase};
+
+/// Marks a test about the SQLite file (its path, modes, WAL, pages,
+/// backups, the original's databases): under `LOOPS_TEST_BACKEND=postgres`
+/// it prints `skipped <test> on postgres: <why>` and returns.
+#[macro_export]
+macro_rules! sqlite_only {
+    ($why:expr) => {{
+        fn here() {}
+        if $crate::store_testing::sqlite_only(::std::any::type_name_of_val(&here), $why) {
+            return;
+        }
+    }};
+}
+
+/// The variable that points `loops` at a PostgreSQL database.
+pub const DATABASE_URL_ENV: &str = "LOOPS_DATABASE_URL";
 
 /// The `loops` binary under test: `$LOOPS_BIN`, or the one cargo built next
 /// to this test executable (as ripgrep's tests find `rg`).
@@ -43,9 +70,11 @@ pub fn loops_daemon_bin() -> PathBuf {
 }
 
 /// A scratch environment: a data dir, a home dir and a bin dir, removed on
-/// drop.
+/// drop, and under `LOOPS_TEST_BACKEND=postgres` a fresh database, dropped
+/// with it.
 pub struct TestEnv {
     dir: tempfile::TempDir,
+    pg: Option<TestDatabase>,
 }
 
 impl Default for TestEnv {
@@ -60,7 +89,41 @@ impl TestEnv {
         let dir = tempfile::tempdir().expect("a temp dir");
         std::fs::create_dir_all(dir.path().join("home")).expect("a home dir");
         std::fs::create_dir_all(dir.path().join("bin")).expect("a bin dir");
-        TestEnv { dir }
+        let pg = store_testing::on_postgres().then(|| {
+            store_testing::fresh_database("blackbox")
+                .expect("LOOPS_TEST_DATABASE_URL is set when the backend is postgres")
+        });
+        TestEnv { dir, pg }
+    }
+
+    /// True when this environment's commands use PostgreSQL.
+    pub fn on_postgres(&self) -> bool {
+        self.pg.is_some()
+    }
+
+    /// The PostgreSQL database's connection string (`LOOPS_DATABASE_URL`),
+    /// or `None` on SQLite.
+    pub fn database_url(&self) -> Option<&str> {
+        self.pg.as_ref().map(TestDatabase::url)
+    }
+
+    /// A connection for the test's own SQL on this environment's database,
+    /// whichever backend holds it.
+    pub fn raw(&self) -> RawDb {
+        match &self.pg {
+            None => RawDb::sqlite(&self.db_path()),
+            Some(pg) => RawDb::postgres(pg.url()),
+        }
+    }
+
+    /// Whether no command has opened the database yet: no SQLite file, or
+    /// a PostgreSQL database without loops' tables.
+    pub fn database_is_untouched(&self) -> bool {
+        if self.pg.is_none() {
+            return !self.db_path().exists();
+        }
+        let raw = self.raw();
+        !raw.has_table("refinery_schema_history") && !raw.has_table("loops")
     }
 
     /// The data directory (`LOOPS_DATA_DIR`).
@@ -82,7 +145,7 @@ impl TestEnv {
         dir
     }
 
-    /// The database file.
+    /// The SQLite database file (none on PostgreSQL).
     pub fn db_path(&self) -> PathBuf {
         self.data_dir().join("loops.db")
     }
@@ -120,7 +183,9 @@ impl TestEnv {
     }
 
     /// A `loops` command in this environment: its own data dir, home and
-    /// PATH, no colors, and a fixed terminal width for help text.
+    /// PATH, its own database (`LOOPS_DATABASE_URL` on PostgreSQL, never
+    /// one inherited from the caller), no colors, and a fixed terminal
+    /// width for help text.
     pub fn cmd(&self) -> Command {
         let mut cmd = Command::new(loops_bin());
         let path = format!(
@@ -134,6 +199,10 @@ impl TestEnv {
             .env("NO_COLOR", "1")
             .env("COLUMNS", "100")
             .stdin(Stdio::null());
+        match &self.pg {
+            Some(pg) => cmd.env(DATABASE_URL_ENV, pg.url()),
+            None => cmd.env_remove(DATABASE_URL_ENV),
+        };
         cmd
     }
 
@@ -426,6 +495,17 @@ pub fn kill(signal: &str, pid: u32) -> bool {
         .args([signal, &pid.to_string()])
         .status()
         .is_ok_and(|s| s.success())
+}
+
+/// The instant `ms` milliseconds before now, as an SQL literal in the
+/// SPEC's shape, which both backends read as an instant.
+pub fn instant_ago(ms: i64) -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("the clock is after 1970");
+    let now = i64::try_from(now.as_millis()).expect("a millisecond count");
+    let at = loops_core::Timestamp::from_millis(now - ms).expect("an instant in range");
+    store_testing::lit(&at.to_string())
 }
 
 /// Polls `check` until it returns `Some`, failing after `timeout`.

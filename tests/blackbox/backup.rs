@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use loops_tests::{Daemon, ORIGINAL_LOOP, Ran, TestEnv, wait_for};
+use loops_tests::{Daemon, ORIGINAL_LOOP, Ran, TestEnv, sqlite_only, wait_for};
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
@@ -66,6 +66,9 @@ fn ids(env: &TestEnv, args: &[&str]) -> Vec<String> {
 
 #[test]
 fn a_backup_opens_with_the_same_loops_and_runs() {
+    sqlite_only!(
+        "loops backup copies the SQLite file (VACUUM INTO); PostgreSQL is backed up with pg_dump"
+    );
     let env = TestEnv::new();
     env.create_command("first", "printf one", &["--every", "1h"]);
     env.create_command("second", "true", &["--every", "1h"]);
@@ -106,6 +109,9 @@ fn a_backup_opens_with_the_same_loops_and_runs() {
 
 #[test]
 fn keep_leaves_the_newest_backups_and_nothing_else_is_touched() {
+    sqlite_only!(
+        "loops backup copies the SQLite file (VACUUM INTO); PostgreSQL is backed up with pg_dump"
+    );
     let env = TestEnv::new();
     env.create_command("a", "true", &["--every", "1h"]);
     let first = backup(&env, &[]);
@@ -135,6 +141,9 @@ fn keep_leaves_the_newest_backups_and_nothing_else_is_touched() {
 
 #[test]
 fn list_prints_the_backups_newest_first() {
+    sqlite_only!(
+        "loops backup copies the SQLite file (VACUUM INTO); PostgreSQL is backed up with pg_dump"
+    );
     let env = TestEnv::new();
     env.loops(["backup", "--list"])
         .stdout("")
@@ -170,6 +179,9 @@ fn list_prints_the_backups_newest_first() {
 
 #[test]
 fn backups_are_private_whatever_the_umask() {
+    sqlite_only!(
+        "loops backup copies the SQLite file (VACUUM INTO); PostgreSQL is backed up with pg_dump"
+    );
     let env = TestEnv::new();
     env.loops(["list"]).run();
     let base = env.cmd();
@@ -192,6 +204,9 @@ fn backups_are_private_whatever_the_umask() {
 
 #[test]
 fn a_backups_path_that_is_a_link_is_refused() {
+    sqlite_only!(
+        "loops backup copies the SQLite file (VACUUM INTO); PostgreSQL is backed up with pg_dump"
+    );
     let env = TestEnv::new();
     env.loops(["list"]).run();
     let elsewhere = tempfile::tempdir().unwrap();
@@ -206,6 +221,9 @@ fn a_backups_path_that_is_a_link_is_refused() {
 
 #[test]
 fn a_backup_alongside_a_busy_daemon_is_never_locked_out() {
+    sqlite_only!(
+        "loops backup copies the SQLite file (VACUUM INTO); PostgreSQL is backed up with pg_dump"
+    );
     let env = TestEnv::new();
     for i in 0..6 {
         env.create_command(&format!("busy-{i}"), "true", &["--every", "1s"]);
@@ -243,6 +261,7 @@ fn is_migrated(db: &Path) -> bool {
 
 #[test]
 fn an_original_database_is_backed_up_once_before_its_migration() {
+    sqlite_only!("an original 0.3.1 database file, backed up before its migration");
     let env = TestEnv::new();
     env.original_db(ORIGINAL_LOOP);
     env.loops(["list"])
@@ -269,6 +288,7 @@ fn an_original_database_is_backed_up_once_before_its_migration() {
 
 #[test]
 fn a_failed_backup_stops_the_migration_unless_skipped() {
+    sqlite_only!("an original 0.3.1 database file, backed up before its migration");
     let env = TestEnv::new();
     env.original_db(ORIGINAL_LOOP);
     std::fs::write(backups_dir(&env), "in the way").unwrap();
@@ -315,6 +335,7 @@ fn forty_loops() -> (TestEnv, u64) {
 
 #[test]
 fn doctor_says_when_a_damaged_database_has_no_backup() {
+    sqlite_only!("damages a page of the SQLite file");
     let (env, root) = forty_loops();
     crate::doctor::scribble_over_page(&env.db_path(), root);
     let ran = env.loops(["doctor"]).code(1).run();
@@ -330,6 +351,7 @@ fn doctor_says_when_a_damaged_database_has_no_backup() {
 
 #[test]
 fn doctor_names_the_newest_backup_of_a_damaged_database() {
+    sqlite_only!("damages a page of the SQLite file");
     let (env, root) = forty_loops();
     backup(&env, &[]);
     let newest = backup(&env, &[]);

@@ -4,12 +4,13 @@
 
 use std::time::Duration;
 
-use loops_tests::{Daemon, TestEnv, kill, wait_for};
+use loops_tests::{Daemon, TestEnv, kill, sqlite_only, wait_for};
 
 const DEADLINE: Duration = Duration::from_secs(10);
 
 // SPEC §10 item 101: the database, the pid file and the log all live in
-// `$LOOPS_DATA_DIR`, and nothing is written under `$HOME`.
+// `$LOOPS_DATA_DIR`, and nothing is written under `$HOME`. On PostgreSQL
+// the database is the server's, and the data directory holds the rest.
 #[test]
 fn loops_data_dir_holds_the_database_the_pid_file_and_the_log() {
     let env = TestEnv::new();
@@ -17,7 +18,12 @@ fn loops_data_dir_holds_the_database_the_pid_file_and_the_log() {
     let daemon = Daemon::start(&env, &[]);
     let pid = daemon.pid;
 
-    assert!(dir.join("loops.db").is_file(), "no database in {dir:?}");
+    if env.on_postgres() {
+        // The database is the server's: no SQLite file appears here.
+        assert!(!dir.join("loops.db").exists(), "a SQLite file in {dir:?}");
+    } else {
+        assert!(dir.join("loops.db").is_file(), "no database in {dir:?}");
+    }
     let pid_file = std::fs::read_to_string(dir.join("daemon.pid")).expect("a pid file");
     assert_eq!(pid_file.trim(), pid.to_string());
     let log = wait_for("the daemon's first log line", DEADLINE, || {
@@ -56,6 +62,9 @@ fn loops_data_dir_holds_the_database_the_pid_file_and_the_log() {
 // as for `daemon stop` (SPEC §9 item 14).
 #[test]
 fn a_pid_file_naming_the_live_daemon_refuses_daemon_run_after_its_lease_expired() {
+    sqlite_only!(
+        "expires the single daemon_lease row; on PostgreSQL daemons register in `daemons`"
+    );
     let env = TestEnv::new();
     let daemon = Daemon::start(&env, &[]);
     let pid = daemon.pid;

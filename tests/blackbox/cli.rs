@@ -1,7 +1,7 @@
 //! The command line surface: version, help, `--json` placement, exit codes
 //! and the data directory (SPEC §7.1, §10 items 88 and 101).
 
-use loops_tests::{TestEnv, snapshot_settings};
+use loops_tests::{TestEnv, snapshot_settings, sqlite_only};
 
 // SPEC §10 item 88
 #[test]
@@ -165,6 +165,7 @@ fn create_workflow_needs_a_stored_workflow() {
 
 #[test]
 fn loops_data_dir_relocates_the_database() {
+    sqlite_only!("about where the SQLite file is created");
     let env = TestEnv::new();
     env.create_command("a", "true", &["--every", "1m"]);
     assert!(env.db_path().is_file());
@@ -173,6 +174,7 @@ fn loops_data_dir_relocates_the_database() {
 
 #[test]
 fn the_data_dir_defaults_to_home() {
+    sqlite_only!("about where the SQLite file is created");
     let env = TestEnv::new();
     env.loops(["create", "command", "a", "--cmd", "true", "--every", "1m"])
         .env("LOOPS_DATA_DIR", None)

@@ -1,10 +1,11 @@
 //! A database written by the original 0.3.1 works in place: `tick` runs its
 //! due loop and `runs` shows the result (SPEC §4.1, §4.2).
 
-use loops_tests::{ORIGINAL_LOOP, TestEnv};
+use loops_tests::{ORIGINAL_LOOP, TestEnv, sqlite_only};
 
 #[test]
 fn an_original_database_ticks_in_place() {
+    sqlite_only!("a database file the original 0.3.1 wrote");
     let env = TestEnv::new();
     env.original_db(ORIGINAL_LOOP);
 

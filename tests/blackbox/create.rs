@@ -183,7 +183,7 @@ fn a_rejected_create_writes_no_row() {
     .stderr_has("error: ")
     .run();
     // Validation happens before the database is even opened.
-    assert!(!env.db_path().exists());
+    assert!(env.database_is_untouched());
     env.create_command("ok", "true", &["--every", "1m"]);
     env.loops([
         "create",
@@ -477,7 +477,10 @@ fn a_prompt_that_reads_as_an_option_is_refused_with_how_to_write_it() {
     for prompt in ["--dangerously-skip-permissions", "-p"] {
         rejects(&env, &claude_every_minute(prompt), message);
     }
-    assert!(!env.db_path().exists(), "a refused create writes nothing");
+    assert!(
+        env.database_is_untouched(),
+        "a refused create writes nothing"
+    );
     // Written as the message says, it is the prompt, unchanged.
     for prompt in [" --dangerously-skip-permissions", "Task: -p"] {
         let lp = create(&env, &claude_every_minute(prompt));

@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use loops_tests::{TestEnv, is_running, kill, snapshot_settings, wait_for};
+use loops_tests::{TestEnv, is_running, kill, snapshot_settings, sqlite_only, wait_for};
 
 const DEADLINE: Duration = Duration::from_secs(10);
 
@@ -579,15 +579,11 @@ fn doctor_exits_1_only_when_a_check_fails_in_both_modes() {
     assert!(!ids.contains(&"bun"), "SPEC §7.5: no bun check");
 
     // A database from a newer loops fails the report in both modes.
-    let db = rusqlite::Connection::open(env.db_path()).unwrap();
     // `doctor` created the database above.
-    db.execute(
+    env.raw().exec(
         "INSERT INTO refinery_schema_history (version, name, applied_on, checksum)
          VALUES (999, 'future', '', '')",
-        [],
-    )
-    .unwrap();
-    drop(db);
+    );
     let ran = env.loops(["doctor"]).code(1).run();
     assert!(
         ran.stdout
@@ -689,6 +685,7 @@ fn the_daemon_files_and_socket_are_0600_whatever_the_umask() {
 
 #[test]
 fn a_reused_pid_is_neither_reported_nor_signalled() {
+    sqlite_only!("rewrites daemon_lease with SQLite SQL and replaces the database file");
     // SPEC §10 item 99, and issue 12 §3: a process that got a dead
     // daemon's pid started after the daemon took its lease and wrote its
     // pid file, so it is not the daemon, even though the lease names it.
@@ -742,6 +739,7 @@ fn a_reused_pid_is_neither_reported_nor_signalled() {
 
 #[test]
 fn stop_works_when_the_database_is_unreadable() {
+    sqlite_only!("deletes the SQLite WAL under the daemon");
     // Issue 12 §3: with its WAL deleted under a running daemon, the
     // database cannot be read, yet `daemon stop` stops the daemon.
     let env = TestEnv::new();
@@ -758,6 +756,7 @@ fn stop_works_when_the_database_is_unreadable() {
 
 #[test]
 fn the_daemon_stops_when_its_database_file_is_replaced() {
+    sqlite_only!("deletes the SQLite WAL under the daemon");
     // Issue 12 §3: it notices at its next wake-up, instead of writing into
     // a deleted file for months.
     let env = TestEnv::new();

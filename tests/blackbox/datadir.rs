@@ -7,7 +7,7 @@
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::Path;
 
-use loops_tests::TestEnv;
+use loops_tests::{TestEnv, sqlite_only};
 
 fn chmod(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
@@ -30,6 +30,7 @@ fn with_a_loop() -> TestEnv {
 
 #[test]
 fn a_data_dir_writable_by_others_is_refused_with_the_fix() {
+    sqlite_only!("the data directory and file modes guard the SQLite file");
     let env = with_a_loop();
     let data = env.data_dir();
     chmod(&data, 0o777);
@@ -53,6 +54,7 @@ fn a_data_dir_writable_by_others_is_refused_with_the_fix() {
 
 #[test]
 fn a_database_writable_by_others_is_refused() {
+    sqlite_only!("the data directory and file modes guard the SQLite file");
     let env = with_a_loop();
     chmod(&env.db_path(), 0o666);
     env.loops(["show", "kept"])
@@ -65,6 +67,7 @@ fn a_database_writable_by_others_is_refused() {
 
 #[test]
 fn a_planted_database_link_is_refused_and_its_target_keeps_its_mode() {
+    sqlite_only!("the data directory and file modes guard the SQLite file");
     let env = TestEnv::new();
     let data = env.data_dir();
     std::fs::create_dir(&data).unwrap();
@@ -83,6 +86,7 @@ fn a_planted_database_link_is_refused_and_its_target_keeps_its_mode() {
 
 #[test]
 fn a_data_dir_of_another_user_is_refused() {
+    sqlite_only!("the data directory and file modes guard the SQLite file");
     let uid = std::fs::metadata("/proc/self").map_or(u32::MAX, |m| m.uid());
     if uid != 0 {
         eprintln!("a_data_dir_of_another_user_is_refused: skipped: needs root to chown");
@@ -98,6 +102,7 @@ fn a_data_dir_of_another_user_is_refused() {
 
 #[test]
 fn a_data_dir_reached_through_a_link_or_readable_by_others_works() {
+    sqlite_only!("the data directory and file modes guard the SQLite file");
     let env = TestEnv::new();
     let real = env.home().join("elsewhere");
     std::fs::create_dir(&real).unwrap();
@@ -112,6 +117,9 @@ fn a_data_dir_reached_through_a_link_or_readable_by_others_works() {
 #[test]
 fn daemon_stop_in_a_data_dir_others_can_write_signals_nothing() {
     let env = with_a_loop();
+    // The data directory holds the pid file on either backend (on SQLite
+    // the create above made it already).
+    env.make_data_dir();
     // A process of ours that a planted pid file names.
     let mut victim = std::process::Command::new("sleep")
         .arg("300")

@@ -1,6 +1,6 @@
 //! `loops doctor` on a damaged database, and naming the implementation.
 
-use loops_tests::TestEnv;
+use loops_tests::{TestEnv, sqlite_only};
 
 /// Overwrites page `page` (1-based) of the SQLite file at `path` with
 /// pseudo-random bytes, after moving everything from the WAL into it.
@@ -31,6 +31,7 @@ pub(crate) fn scribble_over_page(path: &std::path::Path, page: u64) {
 
 #[test]
 fn doctor_finds_a_damaged_page_and_says_how_to_recover() {
+    sqlite_only!("damages a page of the SQLite file");
     let env = TestEnv::new();
     for i in 0..40 {
         env.create_command(&format!("job-{i}"), "true", &["--every", "1h"]);
@@ -102,6 +103,7 @@ fn doctor_names_the_implementation() {
 
 #[test]
 fn doctor_fails_a_data_dir_others_can_write() {
+    sqlite_only!("the data directory and file modes guard the SQLite file");
     use std::os::unix::fs::PermissionsExt;
     let env = TestEnv::new();
     env.loops(["list"]).run();

@@ -3,10 +3,11 @@
 //! never reaches the agent as an option, and a name holding control
 //! characters never reaches the terminal raw.
 
-use loops_tests::TestEnv;
+use loops_tests::{TestEnv, sqlite_only};
 
 #[test]
 fn a_stored_prompt_that_reads_as_an_option_fails_its_run_and_spawns_nothing() {
+    sqlite_only!("rows the original 0.3.1 wrote into its database file");
     let env = TestEnv::new();
     let marker = env.home().join("claude-ran");
     env.write_script(
@@ -37,6 +38,7 @@ fn a_stored_prompt_that_reads_as_an_option_fails_its_run_and_spawns_nothing() {
 
 #[test]
 fn a_stored_name_with_control_characters_is_escaped_in_tables() {
+    sqlite_only!("rows the original 0.3.1 wrote into its database file");
     let env = TestEnv::new();
     env.original_db(
         "INSERT INTO loops VALUES ('a1b2c3d4e5f6', 'bad\u{1b}]0;pwned\u{7}\r\nname', NULL, \
@@ -51,6 +53,7 @@ fn a_stored_name_with_control_characters_is_escaped_in_tables() {
 
 #[test]
 fn a_stored_name_with_control_characters_is_escaped_in_errors() {
+    sqlite_only!("rows the original 0.3.1 wrote into its database file");
     let env = TestEnv::new();
     env.original_db(
         "INSERT INTO loops VALUES ('a1b2c3d4e5f6', 'bad\u{1b}[2J\rname', NULL, \

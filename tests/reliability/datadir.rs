@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use loops_tests::{Ran, TestEnv};
+use loops_tests::{Ran, TestEnv, sqlite_only};
 
 use crate::support::{long, report_failures, wait_for};
 
@@ -261,6 +261,7 @@ fn snapshot(env: &TestEnv, protected: &[PathBuf]) -> Snapshot {
 /// its fix, changes nothing and never hangs (SHORT: 6 commands, LONG: 15).
 #[test]
 fn a_subverted_data_directory_is_refused_by_every_command() {
+    sqlite_only!("the data directory and file modes guard the SQLite file");
     let started = Instant::now();
     let root = is_root();
     let commands = commands();

@@ -216,6 +216,15 @@ struct Ran {
 
 /// Rows in `table`, or 0 before the database exists.
 fn rows(env: &TestEnv, table: &str) -> i64 {
+    if env.on_postgres() {
+        let raw = env.raw();
+        return if raw.has_table(table) {
+            raw.int(&format!("SELECT COUNT(*) FROM {table}"))
+                .unwrap_or(0)
+        } else {
+            0
+        };
+    }
     let path = env.db_path();
     if !path.exists() {
         return 0;

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use loops_tests::{ORIGINAL_LOOP, Ran, TestEnv, write_original_db};
+use loops_tests::{ORIGINAL_LOOP, Ran, TestEnv, sqlite_only, write_original_db};
 use rusqlite::Connection;
 
 use crate::crash::{Foreground, daemon_log};
@@ -80,6 +80,7 @@ fn history(db: &Path) -> Vec<i64> {
 /// history holds each migration once.
 #[test]
 fn five_processes_at_once_on_a_new_data_directory() {
+    sqlite_only!("many processes opening one SQLite file at once (the migration flock)");
     const TEST: &str = "opening-new";
     let tries = pick(20, 500);
     let started = Instant::now();
@@ -154,6 +155,7 @@ fn five_processes_at_once_on_a_new_data_directory() {
 // SPEC §10 item 32
 #[test]
 fn four_processes_at_once_on_an_original_database() {
+    sqlite_only!("many processes opening one SQLite file at once (the migration flock)");
     const TEST: &str = "opening-original";
     let tries = pick(30, 1000);
     let started = Instant::now();

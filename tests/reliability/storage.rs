@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use loops_tests::TestEnv;
+use loops_tests::{TestEnv, sqlite_only};
 use rusqlite::{Connection, OpenFlags};
 
 use crate::support::{figure, pick, wait_for};
@@ -361,6 +361,7 @@ const WRITES: &[&[&str]] = &[
 
 #[test]
 fn a_read_only_data_dir_fails_clearly_and_recovers() {
+    sqlite_only!("storage faults on the SQLite file and its data directory");
     let test = "storage_read_only";
     let started = Instant::now();
     let env = TestEnv::new();
@@ -452,6 +453,7 @@ fn a_read_only_data_dir_fails_clearly_and_recovers() {
 
 #[test]
 fn a_full_disk_fails_clearly_and_recovers() {
+    sqlite_only!("storage faults on the SQLite file and its data directory");
     let test = "storage_full_disk";
     let started = Instant::now();
     let env = TestEnv::new();
@@ -588,6 +590,7 @@ fn cut(text: &str, max: usize) -> String {
 
 #[test]
 fn a_file_size_limit_is_an_error_not_a_signal() {
+    sqlite_only!("storage faults on the SQLite file and its data directory");
     let test = "storage_file_size_limit";
     let started = Instant::now();
     if Command::new("prlimit").arg("--version").output().is_err() {
@@ -662,6 +665,7 @@ fn corrupt(kind: &str, good: &[u8], seed: u64) -> Vec<u8> {
 
 #[test]
 fn a_corrupt_database_is_left_untouched_and_can_be_restored() {
+    sqlite_only!("storage faults on the SQLite file and its data directory");
     let test = "storage_corrupt";
     let started = Instant::now();
     let env = TestEnv::new();
@@ -764,6 +768,7 @@ fn a_corrupt_database_is_left_untouched_and_can_be_restored() {
 
 #[test]
 fn a_garbage_wal_loses_nothing_committed() {
+    sqlite_only!("storage faults on the SQLite file and its data directory");
     let test = "storage_garbage_wal";
     let started = Instant::now();
     let env = TestEnv::new();
@@ -795,6 +800,7 @@ fn a_garbage_wal_loses_nothing_committed() {
 
 #[test]
 fn a_newer_schema_is_refused_without_a_write() {
+    sqlite_only!("storage faults on the SQLite file and its data directory");
     let test = "storage_newer_schema";
     let started = Instant::now();
     let env = TestEnv::new();
@@ -870,6 +876,7 @@ fn a_newer_schema_is_refused_without_a_write() {
 
 #[test]
 fn paths_that_are_not_a_data_dir_fail_clearly() {
+    sqlite_only!("storage faults on the SQLite file and its data directory");
     let test = "storage_odd_paths";
     let started = Instant::now();
     let env = TestEnv::new();
