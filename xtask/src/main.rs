@@ -48,7 +48,8 @@ fn main() -> ExitCode {
             println!(
                 "usage: cargo xtask <task>\n\n\
                  tasks:\n  \
-                 ci      fmt --check, clippy -D warnings, tidy, tests (doctests too; a throwaway PostgreSQL on a Unix socket), rustdoc -D warnings, build\n  \
+                 ci      fmt --check, clippy -D warnings, tidy, tests (doctests too; a throwaway PostgreSQL on a Unix socket),\n          \
+                 the store and black-box tests again on that PostgreSQL, rustdoc -D warnings, build\n  \
                  demo    build loops, create sample loops in a fresh data dir, run the daemon (Ctrl-C stops it; --for N stops after N s)\n  \
                  bench   end-to-end CLI figures; --cli only create/list/tick, --workflows only the workflow runs,\n          \
                  --daemon only the daemon, --bin PATH measures PATH instead of building, --criterion adds Criterion;\n          \
@@ -88,6 +89,34 @@ pub(crate) fn cargo() -> Command {
     cmd
 }
 
+/// The store's operation tests and the black-box tests again, on
+/// PostgreSQL (issue 15): `LOOPS_TEST_BACKEND=postgres` gives each test a
+/// fresh database on `cluster`, and the tests about SQLite files skip.
+/// `--workspace` with target filters reuses what the first pass built (one
+/// package alone would unify features differently and rebuild), and
+/// `--no-fail-fast` runs every suite even after one fails.
+fn postgres_pass(cluster: &postgres::Cluster) -> Result<(), String> {
+    let mut test = cargo();
+    test.args([
+        "test",
+        "--workspace",
+        "--locked",
+        "--no-fail-fast",
+        "--test",
+        "store",
+        "--test",
+        "workflows",
+        "--test",
+        "blackbox",
+    ])
+    .env(postgres::URL_ENV, &cluster.url)
+    .env("LOOPS_TEST_BACKEND", "postgres");
+    run(
+        "the store (store, workflows) and black-box tests on PostgreSQL",
+        test,
+    )
+}
+
 pub(crate) fn run(step: &str, mut cmd: Command) -> Result<(), String> {
     eprintln!("\n==> {step}");
     let started = std::time::Instant::now();
@@ -123,15 +152,20 @@ fn ci() -> Result<(), String> {
 
     // A throwaway PostgreSQL for the tests that need one (issue 15); it
     // stops when `cluster` drops. Without one they skip, saying so.
-    let cluster = postgres::Cluster::start()
-        .inspect_err(|e| eprintln!("postgres: none for the tests: {e}"))
-        .ok();
+    let cluster =
+        postgres::Cluster::start().inspect_err(|e| eprintln!("postgres: none for the tests: {e}"));
     let mut test = cargo();
-    test.args(["test", "--workspace", "--locked"]);
-    if let Some(cluster) = &cluster {
+    // SQLite first, whatever the caller's environment says.
+    test.args(["test", "--workspace", "--locked"])
+        .env_remove("LOOPS_TEST_BACKEND");
+    if let Ok(cluster) = &cluster {
         test.env(postgres::URL_ENV, &cluster.url);
     }
     run("cargo test --workspace (doctests included)", test)?;
+    match &cluster {
+        Ok(cluster) => postgres_pass(cluster)?,
+        Err(why) => eprintln!("\n==> the tests on PostgreSQL: skipped, no server ({why})"),
+    }
     drop(cluster);
 
     let mut doc = cargo();
