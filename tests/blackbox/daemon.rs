@@ -438,6 +438,12 @@ fn regex_escape(s: &str) -> String {
         .collect()
 }
 
+/// `text` without `part`, which it must hold once.
+fn without(text: &str, part: &str) -> String {
+    assert_eq!(text.matches(part).count(), 1, "{part:?} once in:\n{text}");
+    text.replacen(part, "", 1)
+}
+
 #[test]
 fn install_writes_a_systemd_unit_and_a_launchd_plist() {
     // SPEC §10 item 100 and §9 item 37.
@@ -465,6 +471,24 @@ fn install_writes_a_systemd_unit_and_a_launchd_plist() {
     let mode = std::fs::metadata(&plist_path).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
 
+    // On PostgreSQL the service also carries the database, one line the
+    // snapshots (the SQLite service) do not have.
+    let (unit, plist) = match env.database_url() {
+        None => (unit, plist),
+        Some(url) => (
+            without(
+                &unit,
+                &format!("Environment=\"LOOPS_DATABASE_URL={url}\"\n"),
+            ),
+            without(
+                &plist,
+                &format!(
+                    "    <key>LOOPS_DATABASE_URL</key>\n    <string>{}</string>\n",
+                    url.replace('&', "&amp;")
+                ),
+            ),
+        ),
+    };
     let settings = service_settings(&env);
     settings.bind(|| {
         insta::assert_snapshot!("install_linux_stdout", ran.stdout);

@@ -320,6 +320,9 @@ fn a_runs_spawn_id_is_recorded_with_its_pid_and_cleared_by_the_next_claim() {
 
 #[test]
 fn a_lease_holder_the_caller_knows_is_gone_is_taken_over() {
+    sqlite_only!(
+        "one daemon lease for the whole database; on PostgreSQL each daemon registers in `daemons` and acquiring never refuses (tests/pg_workflows/members.rs)"
+    );
     // SPEC §9 items 14 and 16: a live pid that is not the holder (its
     // start time says it was reused) does not block.
     let fx = Fixture::new();

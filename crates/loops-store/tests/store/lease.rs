@@ -25,6 +25,9 @@ fn acquired(a: LeaseAcquire) -> loops_core::DaemonLease {
 // SPEC §10 item 31 (acquire after expiry, the old holder loses)
 #[test]
 fn another_id_acquires_only_after_expiry_and_the_old_holder_loses() {
+    sqlite_only!(
+        "one daemon lease for the whole database; on PostgreSQL each daemon registers in `daemons` and acquiring never refuses (tests/pg_workflows/members.rs)"
+    );
     let fx = Fixture::new();
     let store = fx.store();
     let a = request("aaaaaaaaaaaa", 10, "host-a");
@@ -108,6 +111,9 @@ fn a_dead_holder_on_the_same_host_is_taken_over_at_once() {
 
 #[test]
 fn a_live_holder_on_the_same_host_or_any_holder_elsewhere_is_respected() {
+    sqlite_only!(
+        "one daemon lease for the whole database; on PostgreSQL each daemon registers in `daemons` and acquiring never refuses (tests/pg_workflows/members.rs)"
+    );
     let fx = Fixture::new();
     let store = fx.store();
     fx.set_alive(ProcessRef::pid(10));
