@@ -28,7 +28,7 @@ fn not_claimed(c: Claim) -> NotClaimed {
 fn two_handles_race_for_one_slot_and_exactly_one_wins() {
     const ROUNDS: usize = 100;
     let fx = Fixture::new();
-    let lp = create(&fx.store(), "race", 1);
+    let lp = create_overlapping(&fx.store(), "race", 1);
     let barrier = Arc::new(Barrier::new(2));
     let handles: Vec<_> = [RUNNER_A, RUNNER_B]
         .into_iter()

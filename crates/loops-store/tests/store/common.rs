@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use loops_core::{
-    Anchor, CommandTarget, ExecutorResult, ExecutorStatus, Loop, NewLoop, ProcessRef, Schedule,
-    Target, Timestamp,
+    Anchor, CommandTarget, ExecutorResult, ExecutorStatus, Loop, NewLoop, Overlap, ProcessRef,
+    Schedule, Target, Timestamp,
 };
 pub(crate) use loops_store::testing::lit;
 use loops_store::testing::{RawDb, TestDatabase};
@@ -143,6 +143,17 @@ pub(crate) fn interval_loop(name: &str) -> NewLoop {
 pub(crate) fn create(store: &Store, name: &str, max_attempts: u32) -> Loop {
     let mut new = interval_loop(name);
     new.max_attempts = max_attempts;
+    store.create_loop(&new, t0()).unwrap()
+}
+
+/// Creates an interval loop like [`create`] whose slots may run side by
+/// side (`overlap: allow`), for tests that hold several of its slots
+/// running at once: a `skip` loop refuses a second running slot
+/// ([`loops_store::NotClaimed::OverlapRunning`]).
+pub(crate) fn create_overlapping(store: &Store, name: &str, max_attempts: u32) -> Loop {
+    let mut new = interval_loop(name);
+    new.max_attempts = max_attempts;
+    new.overlap = Overlap::Allow;
     store.create_loop(&new, t0()).unwrap()
 }
 

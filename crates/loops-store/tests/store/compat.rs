@@ -4,7 +4,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 
-use loops_core::{LoopStatus, RunStatus};
+use loops_core::{ExecutorStatus, LoopStatus, RunStatus};
 use loops_store::testing::RawDb;
 use loops_store::{Claim, LoopFilter, RunFilter, Store, StoreError};
 use rusqlite::Connection;
@@ -148,6 +148,10 @@ fn an_original_0_3_1_database_opens_without_losing_a_row() {
         panic!("the original's failed run is not claimable");
     };
     assert_eq!((run.id.as_str(), run.attempt), ("222222222222", 2));
+    // Its overlap is `skip`: the due slot waits for the retry to finish.
+    store
+        .finalize_run(&run.id, &result(ExecutorStatus::Succeeded, now), None, now)
+        .unwrap();
     let Claim::Claimed { run, .. } = store
         .claim_run(lp, lp.next_run_at.unwrap(), RUNNER_A, now)
         .unwrap()

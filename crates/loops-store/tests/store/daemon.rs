@@ -242,7 +242,9 @@ fn the_next_wake_skips_excluded_loops_and_expired_or_own_leases() {
     assert_eq!(wake.due, Some(t0().add_ms(20_000)));
     assert_eq!(wake.earliest(), Some(t0().add_ms(20_000)));
 
-    let theirs = claim_as(&store, &b, t0(), RUNNER_B);
+    // Another daemon of this host: on PostgreSQL another host's lease wakes
+    // only once its grace has passed too (pg_workflows/members.rs).
+    let theirs = claim_as(&store, &b, t0(), "host-a:200:bbbbbbbbbbbb");
     let _ours = claim_as(&store, &a, t0(), RUNNER_A);
     let wake = store.next_wake(t0(), RUNNER_A, &[a.id, b.id]).unwrap();
     assert_eq!(wake.due, None);
@@ -260,7 +262,7 @@ fn the_next_wake_skips_excluded_loops_and_expired_or_own_leases() {
 fn runs_of_this_hosts_daemons_are_listed_except_the_callers() {
     let fx = Fixture::new();
     let store = fx.store();
-    let lp = create(&store, "a", 1);
+    let lp = create_overlapping(&store, "a", 1);
     let dead = "host-a:100:aaaaaaaaaaaa";
     let me = "host-a:300:cccccccccccc";
     let other_host = "host-ab:200:bbbbbbbbbbbb";
@@ -372,7 +374,7 @@ fn many_slots_are_claimed_in_one_transaction_each_decided_as_alone() {
     let fx = Fixture::new();
     let store = fx.store();
     let a = create(&store, "a", 1);
-    let b = create(&store, "b", 1);
+    let b = create_overlapping(&store, "b", 1);
     let held = claim_as(&store, &b, t0(), RUNNER_B);
     let now = t0().add_ms(10);
     let claims = store

@@ -480,7 +480,7 @@ fn a_late_finalize_and_a_takeover_race_and_exactly_one_wins() {
     const ROUNDS: usize = 50;
     let fx = Fixture::new();
     let setup = fx.store();
-    let lp = create(&setup, "race", 1);
+    let lp = create_overlapping(&setup, "race", 1);
     let runs: Vec<_> = (0..ROUNDS)
         .map(|i| claim(&setup, &lp, t0().add_ms(60_000 * i as i64), RUNNER_A, t0()))
         .collect();

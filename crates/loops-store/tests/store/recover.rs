@@ -20,7 +20,7 @@ fn claim(store: &Store, lp: &loops_core::Loop, slot: loops_core::Timestamp) -> l
 fn recovery_abandons_dead_runs_and_leaves_live_ones_alone() {
     let fx = Fixture::new();
     let store = fx.store();
-    let lp = create(&store, "recover", 1);
+    let lp = create_overlapping(&store, "recover", 1);
     let dead = claim(&store, &lp, t0());
     let live = claim(&store, &lp, t0().add_ms(60_000));
     let fresh = claim(&store, &lp, t0().add_ms(120_000));
