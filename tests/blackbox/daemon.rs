@@ -320,7 +320,8 @@ fn a_stop_past_the_grace_period_releases_runs_and_spawns_nothing_more() {
         run["error"],
         "interrupted by daemon shutdown; not counted as an attempt"
     );
-    assert!(runs(&env, "behind").is_empty());
+    let behind = runs(&env, "behind");
+    assert!(behind.is_empty(), "{behind:?}");
     let lp = env.loops(["show", "long"]).run().json();
     assert_eq!(lp["status"], "active");
     assert_eq!(lp["nextRunAt"], "2020-01-01T00:00:00.000Z");
@@ -603,18 +604,31 @@ fn doctor_exits_1_only_when_a_check_fails_in_both_modes() {
     assert!(!ids.contains(&"bun"), "SPEC §7.5: no bun check");
 
     // A database from a newer loops fails the report in both modes.
-    // `doctor` created the database above.
-    env.raw().exec(
+    // `doctor` created the database above. On PostgreSQL a newer loops
+    // that this one must not use also raises the oldest version allowed
+    // to (`schema_compat`); one that did not is compatible, and passes.
+    let raw = env.raw();
+    raw.exec(
         "INSERT INTO refinery_schema_history (version, name, applied_on, checksum)
          VALUES (999, 'future', '', '')",
     );
+    if raw.is_postgres() {
+        raw.exec("UPDATE schema_compat SET min_compatible_version = 999");
+    }
     let ran = env.loops(["doctor"]).code(1).run();
-    assert!(
+    let failed = if env.on_postgres() {
+        let newer = format!(
+            "has schema version 999, newer than the {} this loops knows",
+            loops_store::SCHEMA_VERSION
+        );
         ran.stdout
-            .contains("\nfail database               database schema version 999 is newer"),
-        "{}",
+            .lines()
+            .any(|l| l.starts_with("fail database ") && l.contains(&newer))
+    } else {
         ran.stdout
-    );
+            .contains("\nfail database               database schema version 999 is newer")
+    };
+    assert!(failed, "{}", ran.stdout);
     let report = env.loops(["--json", "doctor"]).code(1).run().json();
     assert_eq!(report["ok"], false);
 }
