@@ -280,7 +280,7 @@ fn drive(
             running.trim()
         ));
     }
-    if report.windows.iter().any(|n| *n == 0) {
+    if report.windows.contains(&0) {
         problems.push(format!(
             "a 10 s window of the fault period saw no run start: {:?}",
             report.windows

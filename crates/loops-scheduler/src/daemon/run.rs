@@ -15,7 +15,7 @@ use super::gc::GcWorker;
 use super::options::{DaemonOptions, POLL_ONLY_MAX_SLEEP};
 use super::pidfile::{PidFile, read_pid};
 use super::recover::recover_dead_daemons;
-use super::shared::SKEW_WARN_MS;
+use super::shared::{SkewReport, start_listener};
 use super::wake::{WakeListener, WakeShared};
 use crate::dispatch::{DispatchOptions, Dispatcher, FinalizeMode, Report, TickResult};
 
@@ -180,31 +180,7 @@ pub fn run_daemon(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonExit,
         // are logged by the serve loop.
         let listen_lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
         let db_listener = if store.is_shared() && !opts.poll_only {
-            let wake = d.sender();
-            let lines = Arc::clone(&listen_lines);
-            let line_wake = d.sender();
-            match store.listen(
-                &format!("listen:{runner_id}"),
-                Box::new(move || {
-                    let _ = wake.send(Report::Wake);
-                }),
-                Box::new(move |line: &str| {
-                    if let Ok(mut lines) = lines.lock() {
-                        lines.push(line.to_owned());
-                    }
-                    let _ = line_wake.send(Report::Wake);
-                }),
-            ) {
-                Ok(l) => l,
-                Err(e) => {
-                    log(&format!(
-                        "warning: cannot listen for wake-ups ({e}); changes made on other hosts \
-                         are noticed within {}s",
-                        POLL_ONLY_MAX_SLEEP.as_secs()
-                    ));
-                    None
-                }
-            }
+            start_listener(store, &runner_id, &d, &listen_lines, log)
         } else {
             None
         };
@@ -661,43 +637,4 @@ impl DatabaseFiles {
 
 fn identity(path: &Path) -> Option<(u64, u64)> {
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
-}
-
-/// The clock skew the daemon last measured against a shared database, and
-/// whether it was over [`SKEW_WARN_MS`], so the log says so when it
-/// crosses the line, not every minute.
-#[derive(Debug, Default)]
-struct SkewReport {
-    warned: bool,
-    last: Option<i64>,
-}
-
-impl SkewReport {
-    /// Records the last skew in the daemon's membership row, for
-    /// `daemon status` on any host.
-    fn record(&self, store: &Store, lease: &LeaseId, log: &dyn Fn(&str)) {
-        if let Some(skew) = self.last
-            && let Err(e) = store.record_daemon_skew(lease, skew)
-        {
-            log(&format!("error: recording the clock skew: {e}"));
-        }
-    }
-
-    fn apply(&mut self, skew: Option<i64>, log: &dyn Fn(&str)) {
-        let Some(skew) = skew else { return };
-        self.last = Some(skew);
-        let over = skew.abs() > SKEW_WARN_MS;
-        if over && !self.warned {
-            log(&format!(
-                "warning: this host's clock is {skew} ms off the database's (over {SKEW_WARN_MS} \
-                 ms); loops plans from the database's clock, but fix this host's time \
-                 (NTP) for everything else"
-            ));
-        } else if !over && self.warned {
-            log(&format!(
-                "this host's clock is back within {skew} ms of the database's"
-            ));
-        }
-        self.warned = over;
-    }
 }

@@ -9,10 +9,14 @@
 //! else on it that trusts the time is too.
 
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use loops_core::{Clock, Timestamp};
-use loops_store::{Store, StoreError};
+use loops_core::{Clock, LeaseId, Timestamp};
+use loops_store::{Listener, Store, StoreError};
+
+use super::options::POLL_ONLY_MAX_SLEEP;
+use crate::dispatch::{Dispatcher, Report};
 
 /// The host clock's offset from the database's above which the daemon
 /// warns (and `daemon status` does).
@@ -66,6 +70,83 @@ impl<C: Clock> ClockSync for DatabaseClock<C> {
         let skew = database.millis_since(before.add_ms(half));
         self.offset_ms.store(skew, Ordering::Relaxed);
         Ok(Some(skew))
+    }
+}
+
+/// The clock skew the daemon last measured against a shared database, and
+/// whether it was over [`SKEW_WARN_MS`], so the log says so when it
+/// crosses the line, not every minute.
+#[derive(Debug, Default)]
+pub(super) struct SkewReport {
+    warned: bool,
+    last: Option<i64>,
+}
+
+impl SkewReport {
+    /// Records the last skew in the daemon's membership row, for
+    /// `daemon status` on any host.
+    pub(super) fn record(&self, store: &Store, lease: &LeaseId, log: &dyn Fn(&str)) {
+        if let Some(skew) = self.last
+            && let Err(e) = store.record_daemon_skew(lease, skew)
+        {
+            log(&format!("error: recording the clock skew: {e}"));
+        }
+    }
+
+    pub(super) fn apply(&mut self, skew: Option<i64>, log: &dyn Fn(&str)) {
+        let Some(skew) = skew else { return };
+        self.last = Some(skew);
+        let over = skew.abs() > SKEW_WARN_MS;
+        if over && !self.warned {
+            log(&format!(
+                "warning: this host's clock is {skew} ms off the database's (over {SKEW_WARN_MS} \
+                 ms); loops plans from the database's clock, but fix this host's time \
+                 (NTP) for everything else"
+            ));
+        } else if !over && self.warned {
+            log(&format!(
+                "this host's clock is back within {skew} ms of the database's"
+            ));
+        }
+        self.warned = over;
+    }
+}
+
+/// Starts the thread that wakes the daemon on `pg_notify` from any host
+/// (see `loops_store::Store::listen`); its lines go to `lines`, which the
+/// serve loop logs. `None`, after a log line, when it cannot listen: the
+/// daemon then polls.
+pub(super) fn start_listener(
+    store: &Store,
+    runner_id: &str,
+    d: &Dispatcher<'_, '_>,
+    lines: &Arc<Mutex<Vec<String>>>,
+    log: &dyn Fn(&str),
+) -> Option<Listener> {
+    let wake = d.sender();
+    let line_wake = d.sender();
+    let lines = Arc::clone(lines);
+    match store.listen(
+        &format!("listen:{runner_id}"),
+        Box::new(move || {
+            let _ = wake.send(Report::Wake);
+        }),
+        Box::new(move |line: &str| {
+            if let Ok(mut lines) = lines.lock() {
+                lines.push(line.to_owned());
+            }
+            let _ = line_wake.send(Report::Wake);
+        }),
+    ) {
+        Ok(listener) => listener,
+        Err(e) => {
+            log(&format!(
+                "warning: cannot listen for wake-ups ({e}); changes made on other hosts \
+                 are noticed within {}s",
+                POLL_ONLY_MAX_SLEEP.as_secs()
+            ));
+            None
+        }
     }
 }
 

@@ -125,12 +125,14 @@ const EXPIRE_LOOPS: &str = concat!(
 );
 
 /// The due active loops, earliest first (`idx_loops_status_next`).
+/// Loops due at one instant come in creation order, as SQLite's `rowid`
+/// gives them.
 const DUE_LOOPS: &str = concat!(
     "SELECT ",
     loop_columns!(),
     " FROM loops
      WHERE status = 'active' AND next_run_at IS NOT NULL AND next_run_at <= $1
-     ORDER BY next_run_at, id LIMIT $2"
+     ORDER BY next_run_at, created_at, id LIMIT $2"
 );
 
 /// Whether a loop has a run in flight: the running runs only.

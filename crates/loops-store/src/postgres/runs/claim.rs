@@ -200,6 +200,26 @@ fn lock_loops(
         .collect()
 }
 
+/// Who claims, when, and whether the claims are manual (SPEC §3.5: the
+/// overlap policy does not apply).
+#[derive(Clone, Copy)]
+struct ClaimRequest<'a> {
+    runner_id: &'a str,
+    now: Timestamp,
+    manual: bool,
+}
+
+/// The ids of `requests`' loops that exist, read without a lock: what a
+/// scheduled claim did not lock is either deleted or being claimed.
+fn existing_loops(c: &mut Conn<'_>, requests: &[(&Loop, Timestamp)]) -> Result<HashSet<String>> {
+    let ids: Vec<&str> = requests.iter().map(|(lp, _)| lp.id.as_str()).collect();
+    let context = "reading which loops exist";
+    c.query("SELECT id FROM loops WHERE id = ANY($1)", &[&ids], context)?
+        .iter()
+        .map(|row| row.try_get::<_, String>(0).map_err(StoreError::db(context)))
+        .collect()
+}
+
 /// What the claims of `requests` turned out to be, read after their
 /// COMMIT's outcome was lost: a slot whose run is running under
 /// `runner_id` with the token generated for it was claimed by this call;
@@ -273,15 +293,28 @@ impl Postgres {
             || {
                 self.write_tx(|c| {
                     let locked = lock_loops(c, requests, manual)?;
+                    let exist = if locked.len() < requests.len() {
+                        existing_loops(c, requests)?
+                    } else {
+                        locked.clone()
+                    };
+                    let how = ClaimRequest {
+                        runner_id,
+                        now,
+                        manual,
+                    };
                     requests
                         .iter()
                         .zip(&tokens)
                         .map(|((lp, slot), token)| {
+                            if !exist.contains(lp.id.as_str()) {
+                                return not_claimed(NotClaimed::LoopMissing);
+                            }
                             if !locked.contains(lp.id.as_str()) {
-                                // Deleted, or another daemon is claiming it.
+                                // Another daemon is claiming it right now.
                                 return not_claimed(NotClaimed::Raced);
                             }
-                            self.claim_in(c, lp, *slot, runner_id, now, token, manual)
+                            self.claim_in(c, lp, *slot, token, &how)
                         })
                         .collect()
                 })
@@ -299,11 +332,14 @@ impl Postgres {
         c: &mut Conn<'_>,
         lp: &Loop,
         slot: Timestamp,
-        runner_id: &str,
-        now: Timestamp,
         token: &str,
-        manual: bool,
+        req: &ClaimRequest<'_>,
     ) -> Result<Claim> {
+        let ClaimRequest {
+            runner_id,
+            now,
+            manual,
+        } = *req;
         let Some(fresh) = lock_loop(c, &lp.id)? else {
             return not_claimed(NotClaimed::LoopMissing);
         };
