@@ -116,7 +116,11 @@ impl Postgres {
         on_wake: Box<dyn Fn() + Send>,
         on_error: Box<dyn Fn(&str) + Send>,
     ) -> Result<listen::Listener> {
-        listen::listen(Connector::new(&self.url, role)?, on_wake, on_error)
+        listen::listen(
+            Connector::new(&self.url, role)?.for_listener(),
+            on_wake,
+            on_error,
+        )
     }
 
     /// The database's URL.

@@ -127,6 +127,14 @@ pub(super) struct Connector {
     shown: String,
     backoff: Cell<Duration>,
     not_before: Cell<Option<Instant>>,
+    /// The wake-up listener's connector: it keeps the TLS-capable client
+    /// even on a Unix socket (where no TLS is negotiated), because with the
+    /// plain one the client delivered no notification on a connection
+    /// opened again after a loss (seen in
+    /// `a_listener_wakes_on_notify_and_again_after_its_connection_is_killed`;
+    /// the cause was not found). One connection per daemon, so its setup
+    /// cost does not matter.
+    listener: bool,
 }
 
 impl Connector {
@@ -151,7 +159,14 @@ impl Connector {
             shown: url.shown.clone(),
             backoff: Cell::new(BACKOFF_MIN),
             not_before: Cell::new(None),
+            listener: false,
         })
+    }
+
+    /// This connector, for the wake-up listener (see `listener`).
+    pub(super) fn for_listener(mut self) -> Connector {
+        self.listener = true;
+        self
     }
 
     pub(super) fn shown(&self) -> &str {
@@ -173,7 +188,7 @@ impl Connector {
             .get_hosts()
             .iter()
             .all(|h| matches!(h, postgres::config::Host::Unix(_)));
-        if self.config.get_ssl_mode() == SslMode::Disable || only_sockets {
+        if self.config.get_ssl_mode() == SslMode::Disable || (only_sockets && !self.listener) {
             return self.config.connect(NoTls).map_err(connect);
         }
         let tls = SslConnector::builder(SslMethod::tls_client())

@@ -499,7 +499,7 @@ fn postgres_replaces_refuses_and_marks_exclusive_runs() {
     assert_eq!(counts(&report, Table::Runs), (0, 2, 1, 1, 1), "{report:?}");
     let running: i64 = admin
         .query_one(
-            "SELECT n FROM status_counts WHERE tbl = 'loop_runs' AND status = 'running'",
+            "SELECT COALESCE(SUM(n), 0)::bigint FROM status_counts WHERE tbl = 'loop_runs' AND status = 'running'",
             &[],
         )
         .unwrap()
