@@ -205,7 +205,10 @@ fn drive(
     let mut faults: Vec<String> = Vec::new();
     let mut turn = 0usize;
     while started.elapsed() < fault_period {
-        std::thread::sleep(Duration::from_secs(4));
+        // A phase that moves against the loops' 2 s period, so faults land
+        // both while runs are in flight and between them.
+        let phase = u64::try_from(turn).unwrap_or(0) * 700 % 2_000;
+        std::thread::sleep(Duration::from_millis(4_000 + phase));
         let victim = turn % HOSTS;
         let fault = match turn % 4 {
             0 => {
