@@ -34,6 +34,12 @@ pub(crate) fn database_url_flag() -> Option<&'static str> {
 /// `$LOOPS_DATABASE_URL` (an empty variable counts as unset), or `None`
 /// for SQLite in the data directory.
 pub(crate) fn database_url() -> Result<Option<DatabaseUrl>> {
+    Ok(database_url_with_text()?.map(|(_, url)| url))
+}
+
+/// [`database_url`], with the string it was parsed from (for a service
+/// file, which carries it as `$LOOPS_DATABASE_URL`).
+pub(crate) fn database_url_with_text() -> Result<Option<(String, DatabaseUrl)>> {
     let raw = match DATABASE_URL_FLAG.get() {
         Some(url) => (url.clone(), "--database-url"),
         None => match std::env::var(DATABASE_URL_VAR) {
@@ -54,9 +60,8 @@ pub(crate) fn database_url() -> Result<Option<DatabaseUrl>> {
              'host=/run/postgresql dbname=loops'); unset it to use SQLite in $LOOPS_DATA_DIR"
         );
     }
-    DatabaseUrl::parse(&url)
-        .map(Some)
-        .with_context(|| format!("reading {source}"))
+    let parsed = DatabaseUrl::parse(&url).with_context(|| format!("reading {source}"))?;
+    Ok(Some((url, parsed)))
 }
 
 /// The data directory. An empty variable counts as unset.

@@ -168,13 +168,29 @@ pub enum BackendKind {
     Postgres(String),
 }
 
+impl BackendKind {
+    /// `sqlite` or `postgresql`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            BackendKind::Sqlite(_) => "sqlite",
+            BackendKind::Postgres(_) => "postgresql",
+        }
+    }
+
+    /// The database: the file (`:memory:` in memory), or the URL with its
+    /// password masked.
+    pub fn database(&self) -> String {
+        match self {
+            BackendKind::Sqlite(Some(path)) => path.display().to_string(),
+            BackendKind::Sqlite(None) => ":memory:".to_owned(),
+            BackendKind::Postgres(shown) => shown.clone(),
+        }
+    }
+}
+
 impl std::fmt::Display for BackendKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BackendKind::Sqlite(Some(path)) => write!(f, "sqlite {}", path.display()),
-            BackendKind::Sqlite(None) => f.write_str("sqlite :memory:"),
-            BackendKind::Postgres(shown) => write!(f, "postgresql {shown}"),
-        }
+        write!(f, "{} {}", self.name(), self.database())
     }
 }
 

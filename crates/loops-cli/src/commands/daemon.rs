@@ -433,12 +433,7 @@ fn install(args: &InstallArgs, out: &mut Printer, binary: Binary) -> Result<Outc
         log_file: paths.log_file(),
         grace: loops_scheduler::DEFAULT_GRACE,
         // Checked before it is written into the service.
-        database_url: match paths::database_url()? {
-            Some(_) => paths::database_url_flag()
-                .map(str::to_owned)
-                .or_else(|| std::env::var(paths::DATABASE_URL_VAR).ok()),
-            None => None,
-        },
+        database_url: paths::database_url_with_text()?.map(|(text, _)| text),
     };
     let installed = install::install_startup(platform, &home, &spec)
         .with_context(|| format!("writing the service file under {}", home.display()))?;

@@ -22,7 +22,7 @@ use loops_core::{DaemonLease, LoopStatus, RunStatus, Timestamp};
 use loops_exec::{
     ProcessSignal, SystemClock, is_running, signal_process, spawn_detached, started_by,
 };
-use loops_store::{BackendKind, DaemonMember, Store, StoreError};
+use loops_store::{DaemonMember, Store, StoreError};
 use serde::Serialize;
 
 use loops_scheduler::{
@@ -160,13 +160,8 @@ pub(crate) fn daemon_status(
         abandoned: store.count_runs(Some(RunStatus::Abandoned))?,
     };
     let next_run_at = store.next_wake(now, "", &[])?.due;
-    let (backend, database) = match store.backend_kind() {
-        BackendKind::Postgres(shown) => ("postgresql", shown),
-        other => (
-            "sqlite",
-            other.to_string().trim_start_matches("sqlite ").to_owned(),
-        ),
-    };
+    let kind = store.backend_kind();
+    let (backend, database) = (kind.name(), kind.database());
     let (daemons, clock_skew_ms) = if store.is_shared() {
         let clock = DatabaseClock::new(SystemClock);
         (Some(store.list_daemons(now)?), clock.sync(store)?)

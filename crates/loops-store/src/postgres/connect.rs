@@ -95,14 +95,11 @@ pub fn mask_database_url(url: &str) -> String {
     let mut masked = String::with_capacity(out.len());
     let mut rest = out.as_str();
     while let Some(i) = rest.find("password=") {
-        let preceded_ok = i == 0 || matches!(rest.as_bytes()[i - 1], b' ' | b'?' | b'&' | b'\t');
+        // Any key ending in `password` (`sslpassword` too): masking one
+        // that is not a secret costs nothing.
         let value_start = i + "password=".len();
         masked.push_str(&rest[..value_start]);
         let tail = &rest[value_start..];
-        if !preceded_ok {
-            rest = tail;
-            continue;
-        }
         let value_len = if let Some(quoted) = tail.strip_prefix('\'') {
             let mut end = 0;
             let b = quoted.as_bytes();
@@ -254,6 +251,10 @@ mod tests {
                 "host=/tmp password=*** dbname=x",
             ),
             ("host=/tmp dbname=x", "host=/tmp dbname=x"),
+            (
+                "host=h sslpassword=k dbname=x",
+                "host=h sslpassword=*** dbname=x",
+            ),
         ] {
             assert_eq!(mask_database_url(url), shown, "{url}");
         }

@@ -187,13 +187,22 @@ fn lock_loops(
     requests: &[(&Loop, Timestamp)],
     wait: bool,
 ) -> Result<HashSet<String>> {
-    let ids: Vec<&str> = requests.iter().map(|(lp, _)| lp.id.as_str()).collect();
     let sql = if wait {
         "SELECT id FROM loops WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE"
     } else {
         "SELECT id FROM loops WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE SKIP LOCKED"
     };
-    let context = "locking the loops to claim";
+    loop_ids(c, sql, requests, "locking the loops to claim")
+}
+
+/// The ids `sql` returns for the loop ids of `requests` (its `$1`).
+fn loop_ids(
+    c: &mut Conn<'_>,
+    sql: &str,
+    requests: &[(&Loop, Timestamp)],
+    context: &'static str,
+) -> Result<HashSet<String>> {
+    let ids: Vec<&str> = requests.iter().map(|(lp, _)| lp.id.as_str()).collect();
     c.query(sql, &[&ids], context)?
         .iter()
         .map(|row| row.try_get::<_, String>(0).map_err(StoreError::db(context)))
@@ -212,12 +221,12 @@ struct ClaimRequest<'a> {
 /// The ids of `requests`' loops that exist, read without a lock: what a
 /// scheduled claim did not lock is either deleted or being claimed.
 fn existing_loops(c: &mut Conn<'_>, requests: &[(&Loop, Timestamp)]) -> Result<HashSet<String>> {
-    let ids: Vec<&str> = requests.iter().map(|(lp, _)| lp.id.as_str()).collect();
-    let context = "reading which loops exist";
-    c.query("SELECT id FROM loops WHERE id = ANY($1)", &[&ids], context)?
-        .iter()
-        .map(|row| row.try_get::<_, String>(0).map_err(StoreError::db(context)))
-        .collect()
+    loop_ids(
+        c,
+        "SELECT id FROM loops WHERE id = ANY($1)",
+        requests,
+        "reading which loops exist",
+    )
 }
 
 /// What the claims of `requests` turned out to be, read after their
