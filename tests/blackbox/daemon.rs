@@ -677,10 +677,26 @@ fn links_planted_at_the_daemon_files_are_never_followed() {
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep\n");
     assert!(std::fs::symlink_metadata(&pid_path).unwrap().is_file());
     assert_eq!(std::fs::read_to_string(&pid_path).unwrap(), pid.to_string());
-    let names: Vec<String> = std::fs::read_dir(env.data_dir())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+    // The daemon binds its socket in a private `.s<hex>` directory, renames
+    // it into place and removes the directory, so the listing is only
+    // settled once the socket is there and that directory gone.
+    let names = || -> Vec<String> {
+        std::fs::read_dir(env.data_dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    let settled = |names: &[String]| {
+        names.iter().any(|n| n == "daemon.sock") && !names.iter().any(|n| n.starts_with(".s"))
+    };
+    let deadline = std::time::Instant::now() + DEADLINE;
+    let names = loop {
+        let names = names();
+        if settled(&names) || std::time::Instant::now() > deadline {
+            break names;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     assert!(
         names
             .iter()
