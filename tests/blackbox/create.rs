@@ -120,7 +120,11 @@ fn option_errors_use_the_spec_messages() {
             "--account-tool requires --account",
         ),
         (&["--timeout", "0"], "--timeout must be greater than zero"),
-        (&["--timeout", "1h30m"], "invalid duration: 1h30m"),
+        (
+            &["--timeout", "1 h"],
+            "invalid duration: 1 h (use a number and a unit: 500ms, 30s, 5m, 1h, 1d, or a sum \
+             such as 1h30m; a bare number is milliseconds)",
+        ),
     ] {
         let args: Vec<&str> = base.iter().chain(extra).copied().collect();
         rejects(&env, &args, message);
@@ -128,12 +132,13 @@ fn option_errors_use_the_spec_messages() {
     rejects(
         &env,
         &["command", "x", "--cmd", "true", "--every", "0"],
-        "interval everyMs must be > 0",
+        "--every must be greater than zero",
     );
     rejects(
         &env,
         &["command", "x", "--cmd", "true", "--at", "soon"],
-        "invalid schedule.at: soon",
+        "invalid --at: soon (use ISO-8601 such as 2026-01-01T09:00:00Z, a local \
+         2026-01-01T09:00, now, +10m, in 1h30m, today 17:00 or tomorrow 09:00)",
     );
     rejects(
         &env,

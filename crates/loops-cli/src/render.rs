@@ -139,6 +139,12 @@ pub(crate) fn note(label: &str, text: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{label}: {text}");
 }
 
+/// Prints `warning: <text>` on stderr: something accepted that is probably
+/// not what was meant.
+pub(crate) fn warn(text: &str) {
+    note("warning", text);
+}
+
 /// `text` with every control character (C0, DEL and C1) not in `keep`
 /// written as its Rust escape: `\n`, `\r`, `\t`, `\u{1b}`, `\u{9b}`.
 /// Borrowed when there is nothing to escape, which is almost always.

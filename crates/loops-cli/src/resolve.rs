@@ -17,10 +17,11 @@ use std::str::FromStr;
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use chrono::{Local, NaiveDateTime, TimeZone};
 use loops_core::{
-    Account, AgentProvider, AgentTarget, Anchor, CatchUp, CommandTarget, ConfigIsolation,
-    DEFAULT_DYNAMIC_INTERVAL_MS, DurationError, LoopStatus, NewLoop, Overlap, RunStatus, Schedule,
-    Target, Timestamp, WorkflowId, WorkflowTarget, parse_duration, parse_positive_duration,
-    prompt_option_message, prompt_reads_as_option, validate_new_loop,
+    Account, AgentProvider, AgentTarget, Anchor, CatchUp, Clock, CommandTarget, ConfigIsolation,
+    DEFAULT_DYNAMIC_INTERVAL_MS, DURATION_FORMS, DurationError, LoopStatus, NewLoop, Overlap,
+    RunStatus, Schedule, Target, Timestamp, WorkflowId, WorkflowTarget, bare_milliseconds,
+    parse_duration, parse_positive_duration, prompt_option_message, prompt_reads_as_option,
+    validate_new_loop,
 };
 
 use crate::args::{AccountOptions, CreateAgent, CreateCommand, CreateWorkflow, LoopOptions};
@@ -132,11 +133,7 @@ fn loop_options(opts: &LoopOptions, timeout: Option<&str>) -> Result<(NewLoop, O
     new.expires_at = opts
         .expires_at
         .as_deref()
-        .map(|v| {
-            instant(v).ok_or_else(|| {
-                anyhow!("invalid --expires-at: {v} (use ISO-8601 such as 2026-01-01T09:00:00Z)")
-            })
-        })
+        .map(|v| time_option(v, "--expires-at", "the loop expires at once"))
         .transpose()?;
     // SPEC §9 item 28: a zero timeout would time out at once.
     let timeout_ms = timeout
@@ -145,27 +142,57 @@ fn loop_options(opts: &LoopOptions, timeout: Option<&str>) -> Result<(NewLoop, O
     Ok((new, timeout_ms))
 }
 
-/// A duration option, with the SPEC's `invalid duration: <value>`. A value
-/// that would not show in that message (blank, or holding control
-/// characters that would break the line) is quoted instead, with the option
-/// it came from, so the message still says what to fix.
+/// A duration option, with the SPEC's `invalid duration: <value>` and the
+/// accepted forms. A value that would not show in that message (blank, or
+/// holding control characters that would break the line) is quoted
+/// instead, with the option it came from, so the message still says what
+/// to fix. A bare number under a second is accepted as milliseconds, with a
+/// warning (issue 16 §6): `--every 10` is rarely meant as 10 ms.
 pub(crate) fn duration(value: &str, flag: &str) -> Result<u64> {
-    parse_duration(value).map_err(|e| with_flag(e, value, flag))
+    let ms = parse_duration(value).map_err(|e| with_flag(e, value, flag))?;
+    warn_bare_milliseconds(value, flag);
+    Ok(ms)
 }
 
 /// [`duration`], which must also be greater than zero.
 fn positive_duration(value: &str, flag: &str) -> Result<u64> {
-    parse_positive_duration(value, flag).map_err(|e| with_flag(e, value, flag))
+    let ms = parse_positive_duration(value, flag).map_err(|e| with_flag(e, value, flag))?;
+    warn_bare_milliseconds(value, flag);
+    Ok(ms)
+}
+
+fn warn_bare_milliseconds(value: &str, flag: &str) {
+    if bare_milliseconds(value) {
+        let n = value.trim();
+        crate::render::warn(&format!(
+            "{flag} {n} means {n} milliseconds; write {n}s or {n}m if you meant seconds or minutes"
+        ));
+    }
 }
 
 fn with_flag(e: DurationError, value: &str, flag: &str) -> anyhow::Error {
     let unreadable = value.trim().is_empty() || value.chars().any(char::is_control);
     if unreadable && matches!(e, DurationError::Invalid { .. }) {
-        return anyhow!(
-            "invalid duration: {value:?} for {flag} (use a number with ms, s, m, h or d, such as 30s)"
-        );
+        return anyhow!("invalid duration: {value:?} for {flag} ({DURATION_FORMS})");
     }
     e.into()
+}
+
+/// The forms `--at` and `--expires-at` take, as their messages list them.
+const TIME_FORMS: &str = "use ISO-8601 such as 2026-01-01T09:00:00Z, a local 2026-01-01T09:00, \
+     now, +10m, in 1h30m, today 17:00 or tomorrow 09:00";
+
+/// A time option (`--at`, `--expires-at`): [`instant`] relative to now,
+/// with a warning when it is already past (`past` says what that means).
+pub(crate) fn time_option(value: &str, flag: &str, past: &str) -> Result<Timestamp> {
+    let now = loops_exec::SystemClock.now();
+    let shown = crate::render::escape_controls(value, &[]);
+    let at = instant_from(value, now)
+        .ok_or_else(|| anyhow!("invalid {flag}: {shown} ({TIME_FORMS})"))?;
+    if at < now {
+        crate::render::warn(&format!("{flag} {at} is in the past; {past}"));
+    }
+    Ok(at)
 }
 
 fn schedule(opts: &LoopOptions) -> Result<Schedule> {
@@ -183,14 +210,14 @@ fn schedule(opts: &LoopOptions) -> Result<Schedule> {
         bail!("--tz requires --cron: only cron schedules are evaluated in a time zone");
     }
     if let Some(at) = &opts.at {
-        let at = instant(at).ok_or_else(|| anyhow!("invalid schedule.at: {at}"))?;
+        let at = time_option(at, "--at", "the loop runs at the next tick")?;
         return Ok(Schedule::Once { at });
     }
     if let Some(every) = &opts.every {
-        // `--every 0` parses and is then rejected by the schedule check with
-        // `interval everyMs must be > 0` (SPEC §10 item 11).
+        // The original says `interval everyMs must be > 0` (SPEC §10 item
+        // 11); issue 16 §6 keeps stored field names out of messages.
         return Ok(Schedule::Interval {
-            every_ms: duration(every, "--every")?,
+            every_ms: positive_duration(every, "--every")?,
             anchor: Some(Anchor::FixedRate),
         });
     }
@@ -243,6 +270,45 @@ pub(crate) fn instant(input: &str) -> Option<Timestamp> {
     }
     let naive = Timestamp::parse_naive(input)?;
     local_instant(naive)
+}
+
+/// [`instant`], plus the relative forms of issue 16 §6: `now`, `+10m` and
+/// `in 10m` (any duration, sums included), and `today 17:00` or `tomorrow
+/// 09:00[:30]` in host local time.
+fn instant_from(input: &str, now: Timestamp) -> Option<Timestamp> {
+    if let Some(t) = instant(input) {
+        return Some(t);
+    }
+    let text = input.trim();
+    if text.eq_ignore_ascii_case("now") {
+        return Some(now);
+    }
+    let ahead = text
+        .strip_prefix('+')
+        .or_else(|| strip_word(text, "in"))
+        .filter(|rest| !rest.starts_with(char::is_whitespace));
+    if let Some(rest) = ahead {
+        let ms = parse_duration(rest).ok()?;
+        return now.checked_add_ms(i64::try_from(ms).ok()?);
+    }
+    let (days, clock) = if let Some(rest) = strip_word(text, "today") {
+        (0, rest)
+    } else {
+        (1, strip_word(text, "tomorrow")?)
+    };
+    let time = chrono::NaiveTime::parse_from_str(clock.trim(), "%H:%M")
+        .or_else(|_| chrono::NaiveTime::parse_from_str(clock.trim(), "%H:%M:%S"))
+        .ok()?;
+    let today = now.to_datetime().with_timezone(&Local).date_naive();
+    let date = today.checked_add_days(chrono::Days::new(days))?;
+    local_instant(date.and_time(time))
+}
+
+/// `text` after a leading `word` and at least one space, ignoring case.
+fn strip_word<'a>(text: &'a str, word: &str) -> Option<&'a str> {
+    let head = text.get(..word.len())?;
+    let rest = &text[word.len()..];
+    (head.eq_ignore_ascii_case(word) && rest.starts_with(' ')).then(|| rest.trim_start())
 }
 
 /// A host-local wall time as an instant. A repeated wall time (DST fall
@@ -300,6 +366,40 @@ mod tests {
         let local = instant("2026-06-01T12:30:00").unwrap();
         let back = local.to_datetime().with_timezone(&Local).naive_local();
         assert_eq!(back.to_string(), "2026-06-01 12:30:00");
+    }
+
+    #[test]
+    fn relative_times_count_from_now() {
+        let now = Timestamp::parse("2026-03-10T12:00:00Z").unwrap();
+        let at = |s: &str| instant_from(s, now).map(|t| t.to_string());
+        assert_eq!(at("now").as_deref(), Some("2026-03-10T12:00:00.000Z"));
+        assert_eq!(at("+10m").as_deref(), Some("2026-03-10T12:10:00.000Z"));
+        assert_eq!(at("in 1h30m").as_deref(), Some("2026-03-10T13:30:00.000Z"));
+        assert_eq!(at("IN  2d").as_deref(), Some("2026-03-12T12:00:00.000Z"));
+        // The ISO forms come first, unchanged.
+        assert_eq!(
+            at("2026-01-01T00:00:00Z").as_deref(),
+            Some("2026-01-01T00:00:00.000Z")
+        );
+        for bad in [
+            "+ 10m",
+            "in",
+            "in10m",
+            "+",
+            "tomorrow",
+            "tomorrow 25:00",
+            "yesterday 9:00",
+        ] {
+            assert_eq!(at(bad), None, "{bad}");
+        }
+        // Today and tomorrow are host local: they round-trip through Local.
+        let local = |s: &str| {
+            let t = instant_from(s, now).unwrap();
+            t.to_datetime().with_timezone(&Local).naive_local()
+        };
+        let today = now.to_datetime().with_timezone(&Local).date_naive();
+        assert_eq!(local("tomorrow 09:00").date(), today.succ_opt().unwrap());
+        assert_eq!(local("today 17:30:15").time().to_string(), "17:30:15");
     }
 
     #[test]

@@ -172,13 +172,23 @@ pub enum CronError {
         /// The modifier found: `?`, `L`, `W`, `#` or `+`.
         modifier: char,
     },
-    /// A generated value outside the field's range (SPEC §10 item 5).
-    #[error("cron value out of range: {value} in {field}")]
+    /// A generated value outside the field's range (SPEC §10 item 5); the
+    /// message keeps the SPEC's words and names the field (issue 16 §6).
+    #[error(
+        "cron value out of range: {value} in {field} ({value} is out of range for {name} ({min}–{max}))"
+    )]
     OutOfRange {
         /// The first offending value.
         value: String,
         /// The whole field text.
         field: String,
+        /// The field's name: `minute`, `hour`, `day of month`, `month` or
+        /// `day of week`.
+        name: &'static str,
+        /// The field's smallest value.
+        min: u64,
+        /// The field's largest value.
+        max: u64,
     },
     /// A valid expression that matches no date (SPEC §10 item 9).
     #[error("cron expression can never fire: \"{expr}\" ({reason})")]
@@ -238,7 +248,10 @@ impl CronExpr {
     /// let err = |e: &str| CronExpr::parse(e, Some("UTC")).unwrap_err().to_string();
     /// assert_eq!(err("* * * *"), "cron must have 5 fields, got 4: \"* * * *\"");
     /// assert_eq!(err("*/0 * * * *"), "invalid cron step: */0");
-    /// assert_eq!(err("60 * * * *"), "cron value out of range: 60 in 60");
+    /// assert_eq!(
+    ///     err("60 * * * *"),
+    ///     "cron value out of range: 60 in 60 (60 is out of range for minute (0–59))"
+    /// );
     /// assert_eq!(
     ///     err("0 0 30 2 *"),
     ///     "cron expression can never fire: \"0 0 30 2 *\" (day 30 does not exist in February)"

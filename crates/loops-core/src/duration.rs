@@ -1,14 +1,25 @@
 //! The duration grammar of SPEC §2.1: `500ms`, `2s`, `3m`, `1h`, `1d`, `1.5s`,
-//! `10` (bare numbers are milliseconds), parsed into whole milliseconds.
+//! `10` (bare numbers are milliseconds), parsed into whole milliseconds,
+//! plus the forms issue 16 §6 adds: sums of parts from the largest unit
+//! down (`1h30m`, `2d12h`, `1m30s`, `1s500ms`) and the spellings `sec`,
+//! `secs`, `min` and `mins`.
 //!
-//! The trimmed input must match `^(\d+(\.\d+)?)(ms|s|m|h|d)?$`; the value is
-//! rounded half up to the millisecond. Two deliberate departures from 0.3.1:
+//! The trimmed input is either a bare `\d+(\.\d+)?` (milliseconds) or one or
+//! more `\d+(\.\d+)?<unit>` parts with no space between them, each unit
+//! smaller than the one before; only the last part may have a fraction. The
+//! value is rounded half up to the millisecond. What the original rejects
+//! stays rejected (`1 h` with a space, `5x`, `-1s`, `1S`); zero is refused by
+//! [`parse_positive_duration`]. Departures from 0.3.1, on purpose:
 //!
+//! - Sums and the long spellings are accepted (the original rejects
+//!   `1h30m`, SPEC §10 item 1).
 //! - Rounding is exact decimal arithmetic. The original multiplies a binary
 //!   float, so `1.0005s` becomes 1000 there and 1001 here; every input with at
 //!   most three significant fractional digits of milliseconds agrees.
 //! - Values above 100 years are rejected instead of overflowing into
 //!   nonsense instants.
+//! - The message of a rejected input lists the accepted forms after the
+//!   SPEC's `invalid duration: <input>`.
 //!
 //! [`parse_positive_duration`] also rejects zero (SPEC §9 item 28: the
 //! original accepts `--timeout 0`, which then times out immediately).
@@ -19,12 +30,16 @@
 /// `instant + duration` inside the representable range of a `Timestamp`.
 pub const MAX_DURATION_MS: u64 = 100 * 365 * 86_400_000;
 
+/// The accepted forms, as the messages list them.
+pub const DURATION_FORMS: &str = "use a number and a unit: 500ms, 30s, 5m, 1h, 1d, or a sum such as 1h30m; a bare number is milliseconds";
+
 /// A duration string that does not parse, is too large, or is zero where zero
 /// is not allowed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DurationError {
-    /// The input does not match the grammar: `invalid duration: <input>`.
-    #[error("invalid duration: {input}")]
+    /// The input does not match the grammar: `invalid duration: <input>`,
+    /// then the accepted forms.
+    #[error("invalid duration: {input} ({DURATION_FORMS})")]
     Invalid {
         /// The rejected input, as given.
         input: String,
@@ -43,42 +58,75 @@ pub enum DurationError {
     },
 }
 
-/// Parses a SPEC §2.1 duration into milliseconds.
+/// The units, longest spelling first so `ms` is not read as `m` then `s`,
+/// with their size in milliseconds.
+const UNITS: [(&str, u64); 9] = [
+    ("mins", 60_000),
+    ("secs", 1_000),
+    ("min", 60_000),
+    ("sec", 1_000),
+    ("ms", 1),
+    ("s", 1_000),
+    ("m", 60_000),
+    ("h", 3_600_000),
+    ("d", 86_400_000),
+];
+
+/// Parses a duration into milliseconds: SPEC §2.1, plus sums such as
+/// `1h30m` (issue 16 §6).
 ///
 /// ```
 /// use loops_core::parse_duration;
 /// assert_eq!(parse_duration("1.5s").unwrap(), 1500);
 /// assert_eq!(parse_duration(" 10 ").unwrap(), 10);
-/// assert_eq!(
-///     parse_duration("1h30m").unwrap_err().to_string(),
-///     "invalid duration: 1h30m"
+/// assert_eq!(parse_duration("1h30m").unwrap(), 5_400_000);
+/// assert!(
+///     parse_duration("1 h")
+///         .unwrap_err()
+///         .to_string()
+///         .starts_with("invalid duration: 1 h (use a number and a unit")
 /// );
 /// ```
 pub fn parse_duration(input: &str) -> Result<u64, DurationError> {
     let invalid = || DurationError::Invalid {
         input: input.to_owned(),
     };
-    let s = input.trim();
-    let (number, unit) = split_number(s).ok_or_else(invalid)?;
-    let multiplier: u64 = match unit {
-        "" | "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return Err(invalid()),
-    };
-    let (whole, fraction) = match number.split_once('.') {
-        Some((whole, fraction)) => (whole, fraction),
-        None => (number, ""),
-    };
     let too_large = || DurationError::TooLarge {
         input: input.to_owned(),
     };
-    let whole_ms = parse_digits(whole)
-        .and_then(|w| w.checked_mul(u128::from(multiplier)))
-        .ok_or_else(too_large)?;
-    let total = whole_ms + fraction_ms(fraction, multiplier);
+    let mut rest = input.trim();
+    if rest.is_empty() {
+        return Err(invalid());
+    }
+    let mut total: u128 = 0;
+    let mut previous_unit = u64::MAX;
+    let mut parts = 0;
+    while !rest.is_empty() {
+        let (number, after) = split_number(rest).ok_or_else(invalid)?;
+        let (multiplier, after) = match UNITS.iter().find(|(unit, _)| after.starts_with(unit)) {
+            Some(&(unit, ms)) => (ms, &after[unit.len()..]),
+            // A bare number is milliseconds, and only on its own.
+            None if after.is_empty() && parts == 0 => (1, after),
+            None => return Err(invalid()),
+        };
+        let (whole, fraction) = match number.split_once('.') {
+            Some((whole, fraction)) => (whole, fraction),
+            None => (number, ""),
+        };
+        // Units go from the largest down, each once; a fraction only ends.
+        if multiplier >= previous_unit || (!fraction.is_empty() && !after.is_empty()) {
+            return Err(invalid());
+        }
+        let whole_ms = parse_digits(whole)
+            .and_then(|w| w.checked_mul(u128::from(multiplier)))
+            .ok_or_else(too_large)?;
+        total = total
+            .checked_add(whole_ms + fraction_ms(fraction, multiplier))
+            .ok_or_else(too_large)?;
+        previous_unit = multiplier;
+        parts += 1;
+        rest = after;
+    }
     u64::try_from(total)
         .ok()
         .filter(|&ms| ms <= MAX_DURATION_MS)
@@ -103,6 +151,24 @@ pub fn parse_positive_duration(input: &str, what: &str) -> Result<u64, DurationE
         }),
         ms => Ok(ms),
     }
+}
+
+/// Whether `input` is a bare number under one second, which the grammar
+/// reads as milliseconds: `--every 10` is ten milliseconds, which is rarely
+/// what was meant (issue 16 §6 warns about it).
+///
+/// ```
+/// use loops_core::bare_milliseconds;
+/// assert!(bare_milliseconds("10"));
+/// assert!(!bare_milliseconds("10s"));
+/// assert!(!bare_milliseconds("1500"));
+/// assert!(!bare_milliseconds("0"));
+/// ```
+pub fn bare_milliseconds(input: &str) -> bool {
+    let s = input.trim();
+    !s.is_empty()
+        && s.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+        && parse_duration(s).is_ok_and(|ms| ms > 0 && ms < 1_000)
 }
 
 /// Splits `s` into the `\d+(\.\d+)?` number and the rest, or `None` when the
@@ -172,7 +238,21 @@ mod tests {
         check("1d", Ok(86_400_000));
         check("1.5s", Ok(1_500));
         check("10", Ok(10));
-        check("1h30m", Err("invalid duration: 1h30m"));
+    }
+
+    #[test]
+    fn sums_and_long_spellings() {
+        check("1h30m", Ok(5_400_000));
+        check("2d12h", Ok(216_000_000));
+        check("1m30s", Ok(90_000));
+        check("1s500ms", Ok(1_500));
+        check("1h0m5s", Ok(3_605_000));
+        check("1h1.5m", Ok(3_690_000));
+        check("90sec", Ok(90_000));
+        check("2secs", Ok(2_000));
+        check("5min", Ok(300_000));
+        check("5mins", Ok(300_000));
+        check("1h30min", Ok(5_400_000));
     }
 
     #[test]
@@ -197,13 +277,20 @@ mod tests {
     #[test]
     fn rejects_malformed_input_verbatim() {
         for bad in [
-            "", " ", "s", "1.s", ".5s", "1.", "-1s", "+1s", "1 s", "1S", "1sec", "1w", "1e3",
-            "1,5s", "0x10", "１s", "1h30m",
+            "", " ", "s", "1.s", ".5s", "1.", "-1s", "+1s", "1 s", "1S", "1w", "1e3", "1,5s",
+            "0x10", "１s", "1 h", "5x", "1h 30m", "30m1h", "1m1m", "1.5h30m", "1h30", "10ms5",
+            "1mss", "1hm",
         ] {
-            check(bad, Err(&format!("invalid duration: {bad}")));
+            check(
+                bad,
+                Err(&format!("invalid duration: {bad} ({DURATION_FORMS})")),
+            );
         }
         // The message quotes the input as given, not trimmed.
-        check(" 5x ", Err("invalid duration:  5x "));
+        check(
+            " 5x ",
+            Err(&format!("invalid duration:  5x  ({DURATION_FORMS})")),
+        );
     }
 
     #[test]
@@ -240,7 +327,7 @@ mod tests {
             parse_positive_duration("soon", "--timeout")
                 .unwrap_err()
                 .to_string(),
-            "invalid duration: soon"
+            format!("invalid duration: soon ({DURATION_FORMS})")
         );
     }
 }

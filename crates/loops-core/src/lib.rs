@@ -34,7 +34,8 @@ mod workflow_file;
 pub use crate::clock::{Clock, ManualClock};
 pub use crate::cron::{CronError, CronExpr, Zone, next_cron_run};
 pub use crate::duration::{
-    DurationError, MAX_DURATION_MS, parse_duration, parse_positive_duration,
+    DURATION_FORMS, DurationError, MAX_DURATION_MS, bare_milliseconds, parse_duration,
+    parse_positive_duration,
 };
 pub use crate::id::{
     EventId, IdError, LeaseId, LoopId, RunId, StepRunId, WorkflowId, WorkflowRunId, is_id,

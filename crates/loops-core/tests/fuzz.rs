@@ -433,11 +433,20 @@ fn check_cron_error(text: &str, zone: Option<&str>, err: &CronError) -> &'static
             );
             "unsupported"
         }
-        CronError::OutOfRange { value, field } => {
+        CronError::OutOfRange {
+            value,
+            field,
+            name,
+            min,
+            max,
+        } => {
             assert!(
                 !value.is_empty() && text.contains(field.as_str()),
                 "{text:?}: {message}"
             );
+            // The value is outside the range the message names.
+            let outside = value.parse::<u64>().map_or(true, |v| v < *min || v > *max);
+            assert!(outside && !name.is_empty(), "{text:?}: {message}");
             "out_of_range"
         }
         CronError::EmptyElement { field } => {
@@ -558,8 +567,8 @@ fn reference_ms(input: &str) -> Option<u64> {
     let (number, unit) = s.split_at(end);
     let multiplier: u128 = match unit {
         "" | "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
+        "s" | "sec" | "secs" => 1_000,
+        "m" | "min" | "mins" => 60_000,
         "h" => 3_600_000,
         "d" => 86_400_000,
         _ => return None,
@@ -609,7 +618,7 @@ fn durations_never_panic_and_agree_with_a_reference() {
                     DurationError::Invalid { input: quoted } => {
                         tally.bump("invalid");
                         prop_assert_eq!(quoted, &input);
-                        prop_assert_eq!(message, format!("invalid duration: {input}"));
+                        prop_assert_eq!(message, format!("invalid duration: {input} ({})", loops_core::DURATION_FORMS));
                         prop_assert!(reference_ms(&input).is_none(), "{:?} is valid", input);
                     }
                     DurationError::TooLarge { input: quoted } => {

@@ -467,7 +467,15 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
         let lease_ms = work.lp.lease_ms;
         let spawn_tx = self.tx.clone();
         let executor = self.opts.executor;
-        let spawn_id = loops_exec::new_spawn_id();
+        // The claim token is already stored with the run, so a daemon that
+        // dies between the spawn and recording it still leaves the restarted
+        // daemon a way to find the run's processes (`recover.rs`). Runs
+        // claimed without one (the original's) get a fresh spawn id.
+        let spawn_id = run
+            .claim_token
+            .clone()
+            .filter(|t| !t.is_empty() && !t.contains(char::is_whitespace))
+            .unwrap_or_else(loops_exec::new_spawn_id);
         let run_id = run.id;
         let (lp, worker_run, worker_cancel, worker_spawn_id) = (
             work.lp.clone(),

@@ -9,6 +9,8 @@ use super::CronError;
 
 /// One of the five fields: its name, range and symbolic names.
 struct FieldSpec {
+    /// The field's name in messages: `hour`, `day of week`.
+    name: &'static str,
     min: u64,
     max: u64,
     /// The end a hint suggests for a range (6 for day of week, not 7).
@@ -18,24 +20,28 @@ struct FieldSpec {
 }
 
 const MINUTE: FieldSpec = FieldSpec {
+    name: "minute",
     min: 0,
     max: 59,
     hint_max: 59,
     names: &[],
 };
 const HOUR: FieldSpec = FieldSpec {
+    name: "hour",
     min: 0,
     max: 23,
     hint_max: 23,
     names: &[],
 };
 const DAY_OF_MONTH: FieldSpec = FieldSpec {
+    name: "day of month",
     min: 1,
     max: 31,
     hint_max: 31,
     names: &[],
 };
 const MONTH: FieldSpec = FieldSpec {
+    name: "month",
     min: 1,
     max: 12,
     hint_max: 12,
@@ -45,6 +51,7 @@ const MONTH: FieldSpec = FieldSpec {
 };
 /// Day of week runs 0–7 with 7 meaning Sunday again (SPEC §2.2).
 const DAY_OF_WEEK: FieldSpec = FieldSpec {
+    name: "day of week",
     min: 0,
     max: 7,
     hint_max: 6,
@@ -219,10 +226,7 @@ fn parse_part(part: &str, field: &str, spec: &FieldSpec) -> Result<u64, CronErro
         (value, value)
     };
     if let Some(value) = first_out_of_range(lo, hi, step, spec) {
-        return Err(CronError::OutOfRange {
-            value: value.to_string(),
-            field: field.to_owned(),
-        });
+        return Err(out_of_range(value.to_string(), field, spec));
     }
     let mut bits = 0u64;
     let mut value = lo;
@@ -234,6 +238,17 @@ fn parse_part(part: &str, field: &str, spec: &FieldSpec) -> Result<u64, CronErro
         }
     }
     Ok(bits)
+}
+
+/// A value outside `spec`'s range, named by its field (issue 16 §6).
+fn out_of_range(value: String, field: &str, spec: &FieldSpec) -> CronError {
+    CronError::OutOfRange {
+        value,
+        field: field.to_owned(),
+        name: spec.name,
+        min: spec.min,
+        max: spec.max,
+    }
 }
 
 /// The modifier in `part` that loops does not support, if any.
@@ -261,10 +276,7 @@ fn parse_value(
     spec: &FieldSpec,
 ) -> Result<(u64, bool), CronError> {
     if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-        let value = parse_number(text).ok_or_else(|| CronError::OutOfRange {
-            value: text.to_owned(),
-            field: field.to_owned(),
-        })?;
+        let value = parse_number(text).ok_or_else(|| out_of_range(text.to_owned(), field, spec))?;
         return Ok((value, false));
     }
     let index = spec

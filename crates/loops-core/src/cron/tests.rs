@@ -91,18 +91,46 @@ fn spec_checklist_items_3_4_5_errors() {
     );
     check_err("", "cron must have 5 fields, got 0: \"\"");
     check_err("*/0 * * * *", "invalid cron step: */0");
-    check_err("60 * * * *", "cron value out of range: 60 in 60");
-    check_err("1,60 * * * *", "cron value out of range: 60 in 1,60");
-    check_err("50-70 * * * *", "cron value out of range: 60 in 50-70");
-    check_err("0-70/20 * * * *", "cron value out of range: 60 in 0-70/20");
-    check_err("* 24 * * *", "cron value out of range: 24 in 24");
-    check_err("* * 0 * *", "cron value out of range: 0 in 0");
-    check_err("* * 32 * *", "cron value out of range: 32 in 32");
-    check_err("* * * 13 *", "cron value out of range: 13 in 13");
-    check_err("* * * * 8", "cron value out of range: 8 in 8");
+    check_err(
+        "60 * * * *",
+        "cron value out of range: 60 in 60 (60 is out of range for minute (0–59))",
+    );
+    check_err(
+        "1,60 * * * *",
+        "cron value out of range: 60 in 1,60 (60 is out of range for minute (0–59))",
+    );
+    check_err(
+        "50-70 * * * *",
+        "cron value out of range: 60 in 50-70 (60 is out of range for minute (0–59))",
+    );
+    check_err(
+        "0-70/20 * * * *",
+        "cron value out of range: 60 in 0-70/20 (60 is out of range for minute (0–59))",
+    );
+    check_err(
+        "* 24 * * *",
+        "cron value out of range: 24 in 24 (24 is out of range for hour (0–23))",
+    );
+    check_err(
+        "* * 0 * *",
+        "cron value out of range: 0 in 0 (0 is out of range for day of month (1–31))",
+    );
+    check_err(
+        "* * 32 * *",
+        "cron value out of range: 32 in 32 (32 is out of range for day of month (1–31))",
+    );
+    check_err(
+        "* * * 13 *",
+        "cron value out of range: 13 in 13 (13 is out of range for month (1–12))",
+    );
+    check_err(
+        "* * * * 8",
+        "cron value out of range: 8 in 8 (8 is out of range for day of week (0–7))",
+    );
     check_err(
         "99999999999999999999 * * * *",
-        "cron value out of range: 99999999999999999999 in 99999999999999999999",
+        "cron value out of range: 99999999999999999999 in 99999999999999999999 \
+         (99999999999999999999 is out of range for minute (0–59))",
     );
     check_err("1-2-3 * * * *", "invalid cron range: 1-2-3");
     check_err("a * * * *", "invalid cron field: a");
