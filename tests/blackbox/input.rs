@@ -163,7 +163,7 @@ fn at_takes_relative_times_and_warns_about_the_past() {
 
 /// Tokyo has had no daylight saving time since 1951: a fixed +09:00.
 fn chrono_tz_tokyo() -> chrono::FixedOffset {
-    chrono::FixedOffset::east_opt(9 * 3600).unwrap()
+    chrono::FixedOffset::east_opt(9 * 3600).expect("+09:00 is a valid offset")
 }
 
 #[test]
