@@ -182,3 +182,55 @@ fn cron_errors_name_the_field_and_its_range() {
             .run();
     }
 }
+
+#[test]
+fn a_missing_executable_is_one_line_and_verbose_adds_the_path() {
+    let env = TestEnv::new();
+    let file = env.home().join("wf.json");
+    std::fs::write(
+        &file,
+        r#"{"name":"w","steps":[{"id":"a","target":{"type":"command","command":"no-such-binary-for-loops"}}]}"#,
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let ran = env
+        .loops(["workflows", "validate", file, "--preflight"])
+        .code(1)
+        .run();
+    assert_eq!(
+        ran.stderr,
+        "error: workflow step a: Executable not found in PATH: no-such-binary-for-loops (not on \
+         the PATH runs get: `loops doctor` shows it, --verbose prints it here)\n"
+    );
+    let ran = env
+        .loops(["workflows", "validate", file, "--preflight", "--verbose"])
+        .code(1)
+        .run();
+    // Said once, with the PATH.
+    assert_eq!(
+        ran.stderr.matches("Executable not found").count(),
+        1,
+        "{}",
+        ran.stderr
+    );
+    assert!(ran.stderr.contains(". Effective PATH=/"), "{}", ran.stderr);
+
+    // A run keeps the SPEC's whole message; its human line is short.
+    env.loops(["create", "command", "x", "--no-shell", "--every", "1h"])
+        .args(["--cmd", "no-such-binary-for-loops"])
+        .run();
+    let ran = env.loops(["run-now", "x"]).code(1).run();
+    assert!(
+        ran.stdout
+            .contains("no-such-binary-for-loops (not on the PATH"),
+        "{}",
+        ran.stdout
+    );
+    let runs = env.loops(["--json", "runs", "x"]).run().json();
+    let error = runs[0]["error"].as_str().unwrap();
+    assert!(
+        error
+            .starts_with("Executable not found in PATH: no-such-binary-for-loops. Effective PATH="),
+        "{error}"
+    );
+}

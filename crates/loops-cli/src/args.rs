@@ -37,6 +37,11 @@ pub(crate) struct Cli {
     #[arg(short = 'j', long, global = true)]
     pub(crate) json: bool,
 
+    /// Say more in human output: a missing executable's message keeps the
+    /// whole PATH runs get.
+    #[arg(short = 'v', long, global = true)]
+    pub(crate) verbose: bool,
+
     /// Use this PostgreSQL database instead of SQLite [default: $LOOPS_DATABASE_URL]
     ///
     /// A libpq connection string: postgresql://user@host/dbname,

@@ -52,7 +52,9 @@ pub(crate) fn code(result: anyhow::Result<Outcome>) -> ExitCode {
     let mut stderr = std::io::stderr().lock();
     // An error may quote stored data (a loop's name, a cwd): its control
     // characters are shown escaped, never sent to the terminal raw.
-    let shown = crate::render::escape_controls(&format!("{err:#}"), &['\n', '\t']).into_owned();
+    let text = format!("{err:#}");
+    let shown =
+        crate::render::escape_controls(&crate::brief::error(&text), &['\n', '\t']).into_owned();
     // Nothing useful is left to do if stderr is gone too.
     if let Some(db) = damaged_database(&err) {
         // SQLite checks pages as it reads them, so damage can surface in

@@ -10,6 +10,7 @@
 
 mod app;
 mod args;
+mod brief;
 mod commands;
 mod daemon_args;
 mod daemon_bin;

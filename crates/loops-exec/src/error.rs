@@ -79,7 +79,7 @@ pub enum ExecError {
     },
     /// The target's working directory cannot be used (raised by preflight;
     /// [`crate::execute_target`] reports it as data).
-    #[error("{0}")]
+    #[error(transparent)]
     WorkingDirectory(#[from] CwdError),
     /// The cancel token fired while `accounts env` was running (raised by
     /// preflight; [`crate::execute_target`] reports it as data).

@@ -388,11 +388,13 @@ pub enum TransferError {
     #[error(transparent)]
     Store(#[from] StoreError),
     /// Writing the document failed.
+    // The message includes the I/O error, so it is not also the source:
+    // an error chain (`{:#}`) would say it twice.
     #[error("could not write the export document: {0}")]
-    Write(#[source] std::io::Error),
+    Write(std::io::Error),
     /// Reading the document failed.
     #[error("could not read the document: {0}")]
-    Read(#[source] std::io::Error),
+    Read(std::io::Error),
     /// The document is not JSON, or not the shape of an export.
     #[error("the document is not a valid loops export: {0}")]
     Malformed(String),

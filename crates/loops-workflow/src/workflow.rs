@@ -193,13 +193,14 @@ pub enum WorkflowError {
     /// A step would not start (SPEC §6.8 preflight): its executable is
     /// missing, its working directory is unusable, or its account does not
     /// resolve.
-    #[error("workflow step {step_id}: {source}")]
+    /// The message includes the reason, so the reason is not also its
+    /// `source`: an error chain (`{:#}`) would say it twice.
+    #[error("workflow step {step_id}: {error}")]
     Preflight {
         /// The first step that failed, in execution order.
         step_id: String,
         /// Why.
-        #[source]
-        source: ExecError,
+        error: ExecError,
     },
 }
 

@@ -60,7 +60,7 @@ fn print_run(run: &LoopRun, output: Output, out: &mut Printer) -> std::io::Resul
     out.line(&format!("{} {}", run.id, run.status))?;
     if let Some(error) = &run.error {
         // One line, whatever the error holds (a cwd with a line break).
-        out.line(&format!("  error: {}", render::escape_controls(error, &[])))?;
+        out.line(&format!("  error: {}", crate::brief::error_line(error)))?;
     }
     match output {
         Output::Shown => {

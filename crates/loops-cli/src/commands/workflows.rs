@@ -59,7 +59,7 @@ fn run_id(text: &str) -> Result<WorkflowRunId> {
 /// errors line up.
 fn step_line(step: &StepRun, id_width: usize) -> String {
     // An error is one line, whatever it holds (a cwd with a line break).
-    let error = render::escape_controls(step.error.as_deref().unwrap_or(""), &[]);
+    let error = crate::brief::error_line(step.error.as_deref().unwrap_or(""));
     let line = format!(
         "  {:02}  {:<10}  {:<id_width$}  {error}",
         step.sequence,

@@ -53,10 +53,10 @@ fn preflight_steps(
                 workflow_step_id: Some(step.id.clone()),
                 ..RunMetadata::default()
             };
-            preflight_target(&effective_target(step), &meta, opts).map_err(|source| {
+            preflight_target(&effective_target(step), &meta, opts).map_err(|error| {
                 WorkflowError::Preflight {
                     step_id: step.id.clone(),
-                    source,
+                    error,
                 }
             })
         })

@@ -21,7 +21,7 @@ use crate::commands::now;
 use crate::exit::Outcome;
 use crate::paths;
 use crate::redact::{self, Output};
-use crate::render::{self, Column, Printer, Table};
+use crate::render::{Column, Printer, Table};
 use crate::resolve;
 use crate::workflow_args::{CancelArgs, EventsArgs, InspectArgs, RecoverArgs, RunsArgs};
 
@@ -97,7 +97,7 @@ pub(super) fn inspect(args: &InspectArgs, out: &mut Printer) -> Result<Outcome> 
         run.id, run.status, run.workflow_name
     ))?;
     if let Some(error) = &run.error {
-        let error = render::escape_controls(error, &[]);
+        let error = crate::brief::error_line(error);
         out.line(&format!("  error: {error}"))?;
     }
     print_steps(&steps, args.show_output, out)?;

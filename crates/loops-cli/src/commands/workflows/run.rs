@@ -116,7 +116,7 @@ fn print_outcome(outcome: &WorkflowOutcome, output: Output, out: &mut Printer) -
     }
     out.line(&format!("{} {}", outcome.run.id, outcome.result.status))?;
     if let Some(error) = &outcome.result.error {
-        let error = render::escape_controls(error, &[]);
+        let error = crate::brief::error_line(error);
         out.line(&format!("  error: {error}"))?;
     }
     print_steps(&outcome.steps, output == Output::Shown, out)?;
