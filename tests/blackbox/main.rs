@@ -8,6 +8,7 @@ mod compat;
 mod create;
 mod daemon;
 mod datadir;
+mod docs;
 mod doctor;
 mod escape;
 mod gc;

@@ -3,6 +3,7 @@
 //! - `ci`: everything CI checks, in CI's order; `.ci/run` calls it.
 //! - `demo`: build `loops` and run the daemon on sample loops in a fresh data
 //!   directory, in the foreground.
+//! - `dist`: the release archive, with man pages and completions.
 //! - `bench`: end-to-end figures of the built binary (or of `--bin <path>`);
 //!   `--criterion` adds the Criterion micro-benchmarks; `--scale` compares
 //!   a small and a large database instead; `--postgres` measures the
@@ -24,6 +25,7 @@ mod bench_pg;
 mod bench_scale;
 mod chaos;
 mod demo;
+mod dist;
 mod postgres;
 mod reliability;
 mod tidy;
@@ -36,6 +38,7 @@ fn main() -> ExitCode {
         "bench" => bench::bench(&args[1..]),
         "chaos" => chaos::chaos(&args[1..]),
         "demo" => demo::demo(&args[1..]),
+        "dist" => dist::dist(&args[1..]),
         "postgres" => postgres::with_cluster(&args[1..]),
         "reliability" => reliability::reliability(&args[1..]),
         "tidy" => tidy::check(&root()).map_err(|problems| {
@@ -51,6 +54,8 @@ fn main() -> ExitCode {
                  ci      fmt --check, clippy -D warnings, tidy, tests (doctests too; a throwaway PostgreSQL on a Unix socket),\n          \
                  the store and black-box tests again on that PostgreSQL, rustdoc -D warnings, build\n  \
                  demo    build loops, create sample loops in a fresh data dir, run the daemon (Ctrl-C stops it; --for N stops after N s)\n  \
+                 dist    the release: target/dist/loops-<version>-<target>/ (binaries, man pages, completions, README,\n          \
+                 CHANGELOG, LICENSE) and its .tar.gz with a .sha256\n  \
                  bench   end-to-end CLI figures; --cli only create/list/tick, --workflows only the workflow runs,\n          \
                  --daemon only the daemon, --bin PATH measures PATH instead of building, --criterion adds Criterion;\n          \
                  --scale compares 1,000 loops / 10,000 runs with 100,000 / 1,000,000 (`bench --scale --help`);\n          \

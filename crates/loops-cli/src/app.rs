@@ -3,7 +3,9 @@
 use anyhow::Result;
 
 use crate::args::{Cli, Command, Create};
-use crate::commands::{backup, create, daemon, execute, gc, manage, runs, transfer, workflows};
+use crate::commands::{
+    backup, create, daemon, docs, execute, gc, manage, runs, transfer, workflows,
+};
 use crate::daemon_bin::Binary;
 use crate::exit::Outcome;
 use crate::render::Printer;
@@ -52,6 +54,8 @@ fn dispatch(command: Command, out: &mut Printer) -> Result<Outcome> {
         Command::Backup(args) => backup::run(&args, out),
         Command::Export(args) => transfer::export(&args, out),
         Command::Import(args) => transfer::import(&args, out),
+        Command::Completions(args) => docs::completions(&args, out),
+        Command::Man(args) => docs::man(&args, out),
     }
 }
 

@@ -101,6 +101,10 @@ pub(crate) enum Command {
     /// Read a `loops export` file into this database (a dry run unless --apply).
     #[command(after_help = IMPORT_AFTER_HELP)]
     Import(ImportArgs),
+    /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
+    Completions(CompletionsArgs),
+    /// Write the man pages (loops.1 and one per subcommand) into a directory.
+    Man(ManArgs),
 }
 
 const EXPORT_AFTER_HELP: &str = "Each record is a whole row, ids included, so `loops import` \
@@ -480,6 +484,22 @@ pub(crate) struct ImportArgs {
     /// differ [default: leave them as they are].
     #[arg(long)]
     pub(crate) replace: bool,
+}
+
+// `loops completions` (issue 16 §7).
+#[derive(Debug, Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_name = "SHELL")]
+    pub(crate) shell: clap_complete::Shell,
+}
+
+// `loops man` (issue 16 §7).
+#[derive(Debug, Args)]
+pub(crate) struct ManArgs {
+    /// Where to write the pages; created if missing, pages in it replaced.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: String,
 }
 
 // `loops gc` (issue 14): retention.

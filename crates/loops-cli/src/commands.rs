@@ -1,12 +1,13 @@
 //! The commands, one module per group: `create`, loop management
 //! (`manage`: list, show, pause, resume, stop, remove), `runs`, and the
 //! runners (`execute`: run-now, tick), `workflows`, `daemon` (with
-//! `doctor`), `backup` (with the automatic backups), `gc`, and `transfer`
-//! (export, import).
+//! `doctor`), `backup` (with the automatic backups), `gc`, `transfer`
+//! (export, import), and `docs` (completions, man pages).
 
 pub(crate) mod backup;
 pub(crate) mod create;
 pub(crate) mod daemon;
+pub(crate) mod docs;
 pub(crate) mod execute;
 pub(crate) mod gc;
 pub(crate) mod manage;
