@@ -24,10 +24,8 @@ pub(crate) const VERSION: &str = "0.3.1";
     name = "loops",
     version = VERSION,
     long_about = None,
-    after_help = "Loops live in $LOOPS_DATA_DIR/loops.db (default ~/.hasna/loops), or in the \
-                  PostgreSQL database of --database-url / $LOOPS_DATABASE_URL, which daemons on \
-                  several hosts can share. A runner (`loops tick`, `loops run-now` or the daemon) \
-                  claims due slots, runs them and records each run.",
+    after_help = crate::help::ROOT,
+    after_long_help = crate::help::ROOT_LONG,
     subcommand_required = true,
     arg_required_else_help = true,
     max_term_width = 100
@@ -61,39 +59,49 @@ pub(crate) struct Cli {
 #[command(defer = true)]
 pub(crate) enum Command {
     /// Create a loop that runs a command, a coding agent or a workflow.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = crate::help::CREATE)]
     Create(Create),
     /// List loops, grouped by status, soonest next run first.
-    #[command(visible_alias = "ls")]
+    #[command(visible_alias = "ls", after_help = crate::help::LIST)]
     List(ListArgs),
     /// Print one loop as JSON.
+    #[command(after_help = crate::help::SHOW)]
     Show(LoopRef),
     /// List recorded runs, newest first.
+    #[command(after_help = crate::help::RUNS)]
     Runs(RunsArgs),
     /// Pause an active loop; its next run is kept.
+    #[command(after_help = crate::help::PAUSE)]
     Pause(LoopRef),
     /// Put a paused or stopped loop back on its schedule.
+    #[command(after_help = crate::help::RESUME)]
     Resume(LoopRef),
     /// Stop a loop and clear its next run.
+    #[command(after_help = crate::help::STOP)]
     Stop(LoopRef),
     /// Remove a loop; its run history is kept unless --purge is given.
-    #[command(visible_alias = "rm")]
+    #[command(visible_alias = "rm", after_help = crate::help::REMOVE)]
     Remove(RemoveArgs),
     /// Run a loop now, whatever its status, and wait for the result.
+    #[command(after_help = crate::help::RUN_NOW)]
     RunNow(RunNowArgs),
     /// Run every due slot once, then exit.
+    #[command(after_help = crate::help::TICK)]
     Tick(TickArgs),
     /// Delete old finished runs, keeping each loop's newest (a dry run unless --apply).
+    #[command(after_help = crate::help::GC)]
     Gc(GcArgs),
     /// Validate, store, run and inspect workflows: DAGs of command and agent steps.
-    #[command(subcommand, visible_alias = "workflow")]
+    #[command(subcommand, visible_alias = "workflow", after_help = crate::help::WORKFLOWS)]
     Workflows(crate::workflow_args::Workflows),
     /// Run the scheduler as a daemon, and start, stop, inspect or install it.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = crate::help::DAEMON)]
     Daemon(crate::daemon_args::Daemon),
     /// Check that the data dir, PATH, accounts and daemon are ready.
+    #[command(after_help = crate::help::DOCTOR)]
     Doctor(crate::daemon_args::DoctorArgs),
     /// Back up the database into $LOOPS_DATA_DIR/backups, or list the backups.
+    #[command(after_help = crate::help::BACKUP)]
     Backup(BackupArgs),
     /// Write every loop and workflow, and the run history, to one JSON file.
     #[command(after_help = EXPORT_AFTER_HELP)]
@@ -102,15 +110,20 @@ pub(crate) enum Command {
     #[command(after_help = IMPORT_AFTER_HELP)]
     Import(ImportArgs),
     /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
+    #[command(after_help = crate::help::COMPLETIONS)]
     Completions(CompletionsArgs),
     /// Write the man pages (loops.1 and one per subcommand) into a directory.
+    #[command(after_help = crate::help::MAN)]
     Man(ManArgs),
 }
 
 const EXPORT_AFTER_HELP: &str = "Each record is a whole row, ids included, so `loops import` \
     can rebuild the database elsewhere: on SQLite or on PostgreSQL. The file holds the loops' \
     commands, environment values and prompts as stored: it is created with mode 0600; keep it \
-    private. Runs that are running are exported as they are.";
+    private. Runs that are running are exported as they are.\n\n\
+    Examples:\n  \
+    loops export --file loops-export.json     # every workflow, loop and run (mode 0600)\n  \
+    loops export --file defs.json --no-runs   # only workflows and loops";
 
 const IMPORT_AFTER_HELP: &str = "Ids are kept. A record whose id is already stored is left as it \
     is (or, with --replace, overwritten when it differs); one whose slot, step or active \
@@ -120,15 +133,22 @@ const IMPORT_AFTER_HELP: &str = "Ids are kept. A record whose id is already stor
     what is due. Runs exported while running stay running until a daemon recovers them after \
     their lease. With --apply, records are written in transactions of 500; an SQLite database \
     is backed up first into $LOOPS_DATA_DIR/backups (at most one an hour; LOOPS_SKIP_BACKUP=1 \
-    skips it).";
+    skips it).\n\n\
+    Examples:\n  \
+    loops import loops-export.json            # a dry run: what is new, there, different or refused\n  \
+    loops import loops-export.json --apply\n  \
+    loops import loops-export.json --apply --replace";
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Create {
     /// Create a loop that runs a command.
+    #[command(after_help = crate::help::CREATE_COMMAND)]
     Command(CreateCommand),
     /// Create a loop that runs a headless coding agent.
+    #[command(after_help = crate::help::CREATE_AGENT)]
     Agent(CreateAgent),
     /// Create a loop that runs a stored workflow.
+    #[command(after_help = crate::help::CREATE_WORKFLOW)]
     Workflow(CreateWorkflow),
 }
 

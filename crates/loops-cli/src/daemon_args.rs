@@ -10,20 +10,27 @@ pub(crate) enum Daemon {
     /// Run the scheduler in the foreground until SIGINT or SIGTERM (for
     /// systemd, launchd or a terminal). It logs to daemon.log in the data
     /// directory, and to stderr too unless stderr is a file.
+    #[command(after_help = crate::help::DAEMON_RUN)]
     Run(RunArgs),
     /// Start the daemon in the background, with a pid file and a log file.
+    #[command(after_help = crate::help::DAEMON_START)]
     Start(RunArgs),
     /// Stop the daemon: no new runs, runs in flight get --grace to finish,
     /// the rest are interrupted without counting as an attempt.
+    #[command(after_help = crate::help::DAEMON_STOP)]
     Stop(StopArgs),
     /// Show whether the daemon runs, its lease, and loop and run counts.
+    #[command(after_help = crate::help::DAEMON_STATUS)]
     Status,
     /// Print the end of the daemon's log.
+    #[command(after_help = crate::help::DAEMON_LOGS)]
     Logs(LogsArgs),
     /// Install the daemon as a systemd user unit (Linux) or launchd agent
     /// (macOS).
+    #[command(after_help = crate::help::DAEMON_INSTALL)]
     Install(InstallArgs),
     /// Remove the systemd user unit or launchd agent.
+    #[command(after_help = crate::help::DAEMON_UNINSTALL)]
     Uninstall(UninstallArgs),
 }
 

@@ -15,6 +15,7 @@ mod commands;
 mod daemon_args;
 mod daemon_bin;
 mod exit;
+mod help;
 mod paths;
 mod pretty;
 mod redact;

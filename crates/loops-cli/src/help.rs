@@ -1,0 +1,251 @@
+//! Help text too long to sit beside a flag: the environment variables (in
+//! `loops --help`), and the "Examples:" section that ends each command's
+//! `--help` (issue 16 §7). Each example is one the README shows, where one
+//! fits.
+
+/// `loops -h`: where loops keeps its data.
+pub(crate) const ROOT: &str = "Loops live in $LOOPS_DATA_DIR/loops.db (default ~/.hasna/loops), \
+    or in the PostgreSQL database of --database-url / $LOOPS_DATABASE_URL, which daemons on \
+    several hosts can share. A runner (`loops tick`, `loops run-now` or the daemon) claims due \
+    slots, runs them and records each run.";
+
+/// `loops --help`: [`ROOT`], the environment, and examples.
+pub(crate) const ROOT_LONG: &str =
+    "Loops live in $LOOPS_DATA_DIR/loops.db (default ~/.hasna/loops), \
+or in the PostgreSQL database of --database-url / $LOOPS_DATABASE_URL, which daemons on several \
+hosts can share. A runner (`loops tick`, `loops run-now` or the daemon) claims due slots, runs \
+them and records each run.
+
+Environment:
+  LOOPS_DATA_DIR            data directory: database, daemon pid file, socket, log, backups
+  LOOPS_DATABASE_URL        use this PostgreSQL database instead of SQLite
+  LOOPS_DAEMON_INTERVAL_MS  the daemon's longest sleep when nothing is due
+  LOOPS_HOSTNAME            the host name this machine's daemon records runs under
+  LOOPS_SKIP_BACKUP=1       skip the automatic backup before a migration, gc or import
+  NO_COLOR, CLICOLOR=0      no colour; CLICOLOR_FORCE=1 colour even when piped
+  TZ                        the host time zone: cron without --tz, local --at times, output
+
+A run receives LOOPS_LOOP_ID, LOOPS_LOOP_NAME, LOOPS_RUN_ID and LOOPS_SCHEDULED_FOR (the slot, \
+UTC); a workflow step also LOOPS_WORKFLOW_ID, LOOPS_WORKFLOW_NAME, LOOPS_WORKFLOW_RUN_ID and \
+LOOPS_WORKFLOW_STEP_ID; a run under --account also LOOPS_ACCOUNT_PROFILE and LOOPS_ACCOUNT_TOOL.
+
+Examples:
+  loops create command backup --every 1h --cmd 'restic backup ~/work'
+  loops daemon start
+  loops list
+  loops logs backup -f";
+
+/// `create`.
+pub(crate) const CREATE: &str = "Examples:
+  loops create command backup --every 1h --cmd 'restic backup ~/work'
+  loops create agent triage --every 1d --provider claude --prompt 'Triage new issues'
+  loops create workflow nightly --workflow release --cron '0 2 * * *'";
+
+/// `create command`.
+pub(crate) const CREATE_COMMAND: &str = "Examples:
+  loops create command backup --every 1h --cmd 'restic backup ~/work'
+  loops create command report --cron '0 9 * * MON-FRI' --tz Europe/Berlin --cmd ./report.sh
+  loops create command once --at 'tomorrow 09:00' --cmd 'make release'
+  loops create command sync --every 5m --no-shell --cmd rsync --arg -a --arg src/ --arg dst/";
+
+/// `create agent`.
+pub(crate) const CREATE_AGENT: &str = "Examples:
+  loops create agent triage --cron '0 9 * * MON-FRI' --tz Europe/Berlin \\
+    --provider claude --prompt 'Triage new issues in this repo' --cwd ~/src/app
+  loops create agent review --every 2h --provider codex --prompt 'Review open PRs' --account work";
+
+/// `create workflow`.
+pub(crate) const CREATE_WORKFLOW: &str = "Examples:
+  loops create workflow nightly-release --workflow release --cron '0 2 * * *' --timeout 1h";
+
+/// `list`.
+pub(crate) const LIST: &str = "Examples:
+  loops list
+  loops list --status paused
+  loops --json list | jq -r '.[].name'";
+
+/// `show`.
+pub(crate) const SHOW: &str = "Examples:
+  loops show backup";
+
+/// `runs`.
+pub(crate) const RUNS: &str = "Examples:
+  loops runs backup
+  loops runs --status failed --limit 20
+  loops runs backup --show-output";
+
+/// `pause`.
+pub(crate) const PAUSE: &str = "Examples:
+  loops pause backup; loops resume backup";
+
+/// `resume`.
+pub(crate) const RESUME: &str = "Examples:
+  loops resume backup";
+
+/// `stop`.
+pub(crate) const STOP: &str = "Examples:
+  loops stop backup";
+
+/// `remove`.
+pub(crate) const REMOVE: &str = "Examples:
+  loops remove backup           # keeps its run history
+  loops remove backup --purge   # deletes it too";
+
+/// `run-now`.
+pub(crate) const RUN_NOW: &str = "Examples:
+  loops run-now backup --show-output";
+
+/// `tick`.
+pub(crate) const TICK: &str = "Examples:
+  loops tick                    # run whatever is due now, then exit";
+
+/// `gc`.
+pub(crate) const GC: &str = "Examples:
+  loops gc                      # a dry run: what would go, per loop
+  loops gc --apply --max-age-days 7 --keep-per-loop 5";
+
+/// `doctor`.
+pub(crate) const DOCTOR: &str = "Examples:
+  loops doctor
+  loops --json doctor";
+
+/// `backup`.
+pub(crate) const BACKUP: &str = "Examples:
+  loops backup                  # keeps the newest 3 (--keep N)
+  loops backup --list";
+
+/// `completions`.
+pub(crate) const COMPLETIONS: &str = "Examples:
+  loops completions bash > ~/.local/share/bash-completion/completions/loops
+  loops completions zsh > ~/.zfunc/_loops
+  loops completions fish > ~/.config/fish/completions/loops.fish";
+
+/// `man`.
+pub(crate) const MAN: &str = "Examples:
+  loops man --dir ~/.local/share/man/man1 && man loops-create-command";
+
+/// `workflows`.
+pub(crate) const WORKFLOWS: &str = "Examples:
+  loops workflows validate release.json --preflight
+  loops workflows create release.json
+  loops workflows run release --show-output
+  loops workflows inspect <runId>";
+
+/// `workflows validate`.
+pub(crate) const WORKFLOWS_VALIDATE: &str = "Examples:
+  loops workflows validate release.json --preflight   # also check that each step could start";
+
+/// `workflows create`.
+pub(crate) const WORKFLOWS_CREATE: &str = "Examples:
+  loops workflows create release.json
+  loops workflows create release.json --name release-v2";
+
+/// `workflows list`.
+pub(crate) const WORKFLOWS_LIST: &str = "Examples:
+  loops workflows list --status active";
+
+/// `workflows show`.
+pub(crate) const WORKFLOWS_SHOW: &str = "Examples:
+  loops workflows show release";
+
+/// `workflows run`.
+pub(crate) const WORKFLOWS_RUN: &str = "Examples:
+  loops workflows run release --show-output     # Ctrl-C cancels it
+  loops workflows run release --resume <runId>  # after `workflows recover`";
+
+/// `workflows runs`.
+pub(crate) const WORKFLOWS_RUNS: &str = "Examples:
+  loops workflows runs release --limit 10";
+
+/// `workflows inspect`.
+pub(crate) const WORKFLOWS_INSPECT: &str = "Examples:
+  loops workflows inspect <runId>";
+
+/// `workflows events`.
+pub(crate) const WORKFLOWS_EVENTS: &str = "Examples:
+  loops workflows events <runId> --limit 50";
+
+/// `workflows cancel`.
+pub(crate) const WORKFLOWS_CANCEL: &str = "Examples:
+  loops workflows cancel <runId> --reason 'bad input'";
+
+/// `workflows recover`.
+pub(crate) const WORKFLOWS_RECOVER: &str = "Examples:
+  loops workflows recover <runId> && loops workflows run release --resume <runId>";
+
+/// `workflows archive`.
+pub(crate) const WORKFLOWS_ARCHIVE: &str = "Examples:
+  loops workflows archive release";
+
+/// `workflows schema`.
+pub(crate) const WORKFLOWS_SCHEMA: &str = "Examples:
+  loops workflows schema > workflow.schema.json";
+
+/// `daemon`.
+pub(crate) const DAEMON: &str = "Examples:
+  loops daemon start
+  loops daemon status
+  loops daemon logs -f
+  loops daemon install --enable";
+
+/// `daemon run`.
+pub(crate) const DAEMON_RUN: &str = "Examples:
+  loops daemon run --max-parallel 8   # in the foreground, for a terminal or a service manager";
+
+/// `daemon start`.
+pub(crate) const DAEMON_START: &str = "Examples:
+  loops daemon start
+  loops daemon start --gc-max-age 30d";
+
+/// `daemon stop`.
+pub(crate) const DAEMON_STOP: &str = "Examples:
+  loops daemon stop --grace 2m";
+
+/// `daemon status`.
+pub(crate) const DAEMON_STATUS: &str = "Examples:
+  loops daemon status
+  loops --json daemon status";
+
+/// `daemon logs`.
+pub(crate) const DAEMON_LOGS: &str = "Examples:
+  loops daemon logs -n 100
+  loops daemon logs -f";
+
+/// `daemon install`.
+pub(crate) const DAEMON_INSTALL: &str = "Examples:
+  loops daemon install --enable   # a systemd user unit (Linux) or a launchd agent (macOS)";
+
+/// `daemon uninstall`.
+pub(crate) const DAEMON_UNINSTALL: &str = "Examples:
+  loops daemon uninstall";
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every command's `--help` ends with examples (issue 16 §7), the
+    /// commands added later included.
+    #[test]
+    fn every_command_has_examples() {
+        let mut root = crate::args::Cli::command();
+        root.build();
+        let mut missing = Vec::new();
+        let mut stack = vec![(String::from("loops"), root)];
+        while let Some((path, command)) = stack.pop() {
+            let help = command
+                .get_after_long_help()
+                .or(command.get_after_help())
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            if !help.contains("Examples:\n  loops ") {
+                missing.push(path.clone());
+            }
+            for sub in command.get_subcommands() {
+                if sub.get_name() != "help" {
+                    stack.push((format!("{path} {}", sub.get_name()), sub.clone()));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "no examples in: {missing:?}");
+    }
+}
