@@ -37,6 +37,11 @@ pub(crate) struct Cli {
     #[arg(short = 'j', long, global = true)]
     pub(crate) json: bool,
 
+    /// Print nothing on stdout when the command succeeds, and no hints or
+    /// warnings; errors still go to stderr and exit codes do not change.
+    #[arg(short = 'q', long, global = true)]
+    pub(crate) quiet: bool,
+
     /// Use this PostgreSQL database instead of SQLite [default: $LOOPS_DATABASE_URL]
     ///
     /// A libpq connection string: postgresql://user@host/dbname,
