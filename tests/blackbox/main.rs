@@ -11,6 +11,7 @@ mod datadir;
 mod doctor;
 mod escape;
 mod gc;
+mod human;
 mod legacy_rows;
 mod loops_daemon;
 mod manage;
