@@ -53,7 +53,7 @@ fn history(env: &TestEnv) {
 
 fn run_id(env: &TestEnv, name: &str) -> String {
     let runs = env.loops(["--json", "runs", name]).run().json();
-    runs[0]["id"].as_str().unwrap().to_owned()
+    runs[0]["id"].as_str().expect("a run id").to_owned()
 }
 
 #[test]
@@ -250,7 +250,7 @@ fn on_terminal(env: &TestEnv, args: &str, extra_env: &[(&str, &str)]) -> String 
         .output()
         .expect("script runs");
     assert!(out.status.success(), "{out:?}");
-    String::from_utf8(out.stdout).unwrap()
+    String::from_utf8(out.stdout).expect("UTF-8 output")
 }
 
 /// `cmd`'s environment on another program.
