@@ -41,6 +41,10 @@ macro_rules! sqlite_only {
     }};
 }
 
+/// The "now" of human output in snapshots (`LOOPS_DISPLAY_NOW`): a
+/// Monday, 13:00 in Berlin.
+pub const DISPLAY_NOW: &str = "2026-01-05T12:00:00.000Z";
+
 /// The variable that points `loops` at a PostgreSQL database.
 pub const DATABASE_URL_ENV: &str = "LOOPS_DATABASE_URL";
 
@@ -245,6 +249,21 @@ impl TestEnv {
         Test::new(self.daemon_cmd()).args(args)
     }
 
+    /// Rewrites the instants of `loop_name`'s runs: started (and
+    /// scheduled) at `start`, finished at `finish`, taking `duration_ms`;
+    /// for human output with frozen times ([`Test::frozen`]).
+    pub fn set_run_times(&self, loop_name: &str, start: &str, finish: &str, duration_ms: i64) {
+        use store_testing::lit;
+        self.raw().exec(&format!(
+            "UPDATE loop_runs SET scheduled_for = {s}, started_at = {s}, created_at = {s}, \
+             finished_at = {f}, updated_at = {f}, duration_ms = {duration_ms} \
+             WHERE loop_name = {n}",
+            s = lit(start),
+            f = lit(finish),
+            n = lit(loop_name),
+        ));
+    }
+
     /// Creates a command loop and returns its id.
     pub fn create_command(&self, name: &str, command: &str, schedule: &[&str]) -> String {
         let ran = self
@@ -358,6 +377,12 @@ impl Test {
     {
         self.cmd.args(args);
         self
+    }
+
+    /// Human output as of [`DISPLAY_NOW`], in Berlin's local time.
+    pub fn frozen(self) -> Self {
+        self.env("LOOPS_DISPLAY_NOW", Some(DISPLAY_NOW))
+            .env("TZ", Some("Europe/Berlin"))
     }
 
     /// An environment variable for this run (or removes it when `None`).

@@ -512,5 +512,11 @@ fn codex_accepts_an_agent_with_a_warning() {
         .loops(["create", "agent", "r2", "--provider", "claude"])
         .args(["--prompt", "review", "--agent", "reviewer", "--every", "1h"])
         .run();
-    assert_eq!(ran.stderr, "");
+    // Only the hint that no daemon runs (issue 16).
+    assert!(
+        ran.stderr.starts_with("hint: no daemon is running"),
+        "{}",
+        ran.stderr
+    );
+    assert_eq!(ran.stderr.lines().count(), 1, "{}", ran.stderr);
 }

@@ -63,9 +63,10 @@ fn doctor_finds_a_damaged_page_and_says_how_to_recover() {
 
     let ran = env.loops(["doctor"]).code(1).run();
     assert!(
-        ran.stdout.contains(
-            "\nfail database-integrity     database is damaged; to recover, stop the daemon"
-        ),
+        ran.stdout
+            .lines()
+            .any(|l| l.starts_with("fail  database-integrity  ")
+                && l.contains("  database is damaged; to recover, stop the daemon")),
         "{}",
         ran.stdout
     );

@@ -12,6 +12,7 @@ mod docs;
 mod doctor;
 mod escape;
 mod gc;
+mod human;
 mod input;
 mod legacy_rows;
 mod loops_daemon;

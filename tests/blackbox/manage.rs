@@ -14,7 +14,7 @@ fn list_prints_aligned_rows() {
     env.create_command("a", "true", &["--at", "2030-06-01T12:00:00Z"]);
     let stopped = env.create_command("stopped one", "true", &["--every", "1h"]);
     env.loops(["stop", &stopped]).run();
-    let ran = env.loops(["list"]).run();
+    let ran = env.loops(["list"]).frozen().run();
     let _guard = snapshot_settings().bind_to_scope();
     insta::assert_snapshot!("list_human", ran.stdout);
 }
@@ -35,19 +35,20 @@ fn list_filters_by_status_and_caps_with_a_footer() {
     assert_eq!(ran.as_array().map(Vec::len), Some(1));
     assert_eq!(ran[0]["name"], "p");
 
+    // The footer goes to stderr (issue 16): stdout is the header, the
+    // rule and the rows.
     let ran = env.loops(["ls", "--limit", "2"]).run();
-    let lines: Vec<&str> = ran.stdout.lines().collect();
-    assert_eq!(lines.len(), 3, "{}", ran.stdout);
-    assert_eq!(lines[2], "showing 2 of 4 loops; raise --limit to see more");
-    // No footer when nothing was left out, and none in JSON.
-    assert_eq!(
-        env.loops(["ls", "--limit", "4"])
-            .run()
-            .stdout
-            .lines()
-            .count(),
-        4
+    assert_eq!(ran.stdout.lines().count(), 4, "{}", ran.stdout);
+    assert!(
+        ran.stderr
+            .contains("showing 2 of 4 loops; raise --limit to see more\n"),
+        "{}",
+        ran.stderr
     );
+    // No footer when nothing was left out, and none in JSON.
+    let ran = env.loops(["ls", "--limit", "4"]).run();
+    assert_eq!(ran.stdout.lines().count(), 6);
+    assert!(!ran.stderr.contains("showing"), "{}", ran.stderr);
     let json = env.loops(["--json", "ls", "--limit", "2"]).run().json();
     assert_eq!(json.as_array().map(Vec::len), Some(2));
 

@@ -14,13 +14,26 @@ fn two_runs(env: &TestEnv) {
     );
     env.loops(["run-now", "first"]).run();
     env.loops(["run-now", "second"]).code(1).run();
+    // Fixed instants, for human output as of DISPLAY_NOW (issue 16).
+    env.set_run_times(
+        "first",
+        "2026-01-05T11:00:00.000Z",
+        "2026-01-05T11:00:00.020Z",
+        20,
+    );
+    env.set_run_times(
+        "second",
+        "2026-01-05T11:50:00.000Z",
+        "2026-01-05T11:50:02.500Z",
+        2500,
+    );
 }
 
 #[test]
 fn runs_prints_aligned_rows_newest_first() {
     let env = TestEnv::new();
     two_runs(&env);
-    let ran = env.loops(["runs"]).run();
+    let ran = env.loops(["runs"]).frozen().run();
     assert!(
         !ran.stdout.contains("hello"),
         "output is not shown by default"
@@ -34,7 +47,7 @@ fn runs_prints_aligned_rows_newest_first() {
 fn runs_show_output_prints_indented_blocks() {
     let env = TestEnv::new();
     two_runs(&env);
-    let ran = env.loops(["runs", "--show-output"]).run();
+    let ran = env.loops(["runs", "--show-output"]).frozen().run();
     let _guard = snapshot_settings().bind_to_scope();
     insta::assert_snapshot!("runs_human_show_output", ran.stdout);
 }

@@ -215,7 +215,10 @@ fn create_list_show_and_archive() {
         .run();
 
     env.loops(["workflows", "list"])
-        .stdout(&format!("{id}  active  steps=2  deploy\n"))
+        .stdout(&format!(
+            "ID            STATUS  STEPS  NAME\n{}\n{id}  active  2      deploy\n",
+            "─".repeat(35)
+        ))
         .run();
     let shown = env.loops(["workflows", "show", "deploy"]).run().json();
     assert_eq!(shown["id"], id.as_str());
@@ -264,13 +267,13 @@ fn list_caps_with_a_footer() {
     }
     let ran = env.loops(["workflows", "list", "--limit", "2"]).run();
     let lines: Vec<&str> = ran.stdout.lines().collect();
-    assert_eq!(lines.len(), 3, "{}", ran.stdout);
+    assert_eq!(lines.len(), 5, "{}", ran.stdout);
     assert_eq!(
-        lines[2],
+        lines[4],
         "showing the first 2 active workflows; raise --limit to see more"
     );
     let ran = env.loops(["workflows", "list", "--limit", "3"]).run();
-    assert_eq!(ran.stdout.lines().count(), 3);
+    assert_eq!(ran.stdout.lines().count(), 5);
 }
 
 #[test]

@@ -14,6 +14,7 @@ use crate::render::Printer;
 pub(crate) fn run(cli: Cli) -> Result<Outcome> {
     crate::paths::set_database_url(cli.database_url);
     crate::brief::set_verbose(cli.verbose);
+    crate::render::set_quiet(cli.quiet);
     let mut out = Printer::stdout(cli.json);
     let wakes_daemon = changes_loops(&cli.command);
     let outcome = dispatch(cli.command, &mut out);

@@ -39,6 +39,10 @@ pub(crate) struct Cli {
     /// whole PATH runs get.
     #[arg(short = 'v', long, global = true)]
     pub(crate) verbose: bool,
+    /// Print nothing on stdout when the command succeeds, and no hints or
+    /// warnings; errors still go to stderr and exit codes do not change.
+    #[arg(short = 'q', long, global = true)]
+    pub(crate) quiet: bool,
 
     /// Use this PostgreSQL database instead of SQLite [default: $LOOPS_DATABASE_URL]
     ///

@@ -4,7 +4,7 @@
 //! code as `loops daemon …`.
 //!
 //! The modules: `args` (clap), `resolve` (raw values to core types), `app`
-//! and `commands` (the work), `render` and `redact` (output), `exit`
+//! and `commands` (the work), `render`, `human` and `redact` (output), `hint` (the daemon hint), `exit`
 //! (codes), `daemon_bin` (the `loops-daemon` command line) and `service`
 //! (daemon start, stop, status, logs, install, and doctor).
 
@@ -16,6 +16,8 @@ mod daemon_args;
 mod daemon_bin;
 mod exit;
 mod help;
+mod hint;
+mod human;
 mod paths;
 mod pretty;
 mod redact;

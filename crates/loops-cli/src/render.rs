@@ -4,11 +4,18 @@
 //! Every write returns its `io::Error`, so a closed pipe ends the command
 //! quietly through `exit` instead of panicking as `println!` would.
 //!
-//! Tables have two looks. *Plain* is used when stdout is not a terminal or
-//! `NO_COLOR` is set: no header, no box drawing, the original's `key=value`
-//! cells, columns separated by two spaces, so scripts that read the
-//! original's lines keep working. *Styled* (a terminal) adds a header row
-//! and a rule under it. Both align their columns.
+//! Tables have one layout wherever stdout goes: a header row, a rule
+//! under it, and columns aligned two spaces apart. Piped output keeps the
+//! header (issue 16): what a file or `less` shows is what the terminal
+//! shows, and scripts read `--json`, whose shapes do not change. Colour is
+//! separate from the layout: statuses and overdue marks are coloured only
+//! when anstream's rules say so (`NO_COLOR` off; `CLICOLOR_FORCE` on; else
+//! `CLICOLOR` and whether stdout is a terminal). Colour is added after
+//! comfy-table has laid the cells out, so escape codes never count toward
+//! a column's width.
+//!
+//! `-q/--quiet` makes the printer write nothing on stdout, and [`note`]
+//! and [`hint`] nothing on stderr but errors.
 //!
 //! Human output never writes a control character from stored data to the
 //! terminal: names, working directories, errors and run output may hold an
@@ -20,8 +27,10 @@
 //! control as `\u00XX`.
 
 use std::borrow::Cow;
-use std::io::{BufWriter, IsTerminal, StdoutLock, Write};
+use std::io::{BufWriter, StdoutLock, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 
+use anstyle::{AnsiColor, Style};
 use comfy_table::{ContentArrangement, LineStyle, Table as Grid, TableStyle};
 use loops_core::LoopRun;
 use serde_json::Value;
@@ -32,13 +41,39 @@ const BLOCK_MAX_CHARS: usize = 32_768;
 /// The printer's stdout buffer.
 const BUFFER: usize = 64 * 1024;
 
-/// How human output looks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Look {
-    /// No header, no drawing: for pipes and `NO_COLOR`.
-    Plain,
-    /// A header row and a rule: for terminals.
-    Styled,
+/// `-q/--quiet` was given: set once, before the command runs.
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// Records `-q/--quiet` for [`note`], [`hint`] and the printer.
+pub(crate) fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, Ordering::Relaxed);
+}
+
+/// Whether `-q/--quiet` was given.
+pub(crate) fn quiet() -> bool {
+    QUIET.load(Ordering::Relaxed)
+}
+
+/// Stdout, or nowhere under `--quiet`.
+enum Sink {
+    Stdout(StdoutLock<'static>),
+    Nowhere,
+}
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Sink::Stdout(out) => out.write(buf),
+            Sink::Nowhere => Ok(buf.len()),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Sink::Stdout(out) => out.flush(),
+            Sink::Nowhere => Ok(()),
+        }
+    }
 }
 
 /// Where command output goes.
@@ -46,26 +81,28 @@ pub(crate) struct Printer {
     /// Buffered: stdout is line-buffered, and a pretty JSON list of a
     /// thousand loops would otherwise cost tens of thousands of writes. The
     /// buffer is flushed by [`Printer::flush`] and when the printer drops.
-    out: BufWriter<StdoutLock<'static>>,
+    out: BufWriter<Sink>,
     /// `--json` was given.
     pub(crate) json: bool,
-    look: Look,
+    /// Tables are coloured.
+    color: bool,
 }
 
 impl Printer {
-    /// Stdout, styled only on a terminal without `NO_COLOR`.
+    /// Stdout, coloured by anstream's rules (`NO_COLOR`, `CLICOLOR`,
+    /// `CLICOLOR_FORCE`, a terminal), or nowhere under `--quiet`.
     pub(crate) fn stdout(json: bool) -> Printer {
         let out = std::io::stdout();
-        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-        let look = if out.is_terminal() && !no_color {
-            Look::Styled
+        let color = anstream::AutoStream::choice(&out) != anstream::ColorChoice::Never;
+        let sink = if quiet() {
+            Sink::Nowhere
         } else {
-            Look::Plain
+            Sink::Stdout(out.lock())
         };
         Printer {
-            out: BufWriter::with_capacity(BUFFER, out.lock()),
+            out: BufWriter::with_capacity(BUFFER, sink),
             json,
-            look,
+            color,
         }
     }
 
@@ -112,18 +149,21 @@ impl Printer {
     }
 
     /// A table; `after(i)` gives lines to print after row `i` (output
-    /// blocks), which do not take part in the alignment.
+    /// blocks), which do not take part in the alignment. An empty table
+    /// prints nothing, not even its header.
     pub(crate) fn table(
         &mut self,
         table: &Table,
         after: impl Fn(usize) -> Vec<String>,
     ) -> std::io::Result<()> {
-        let rendered = table.render(self.look);
+        let rendered = table.render(self.color);
+        // Cells were escaped when added, so the lines (with their colour
+        // codes) are written as they are.
         for line in &rendered.head {
-            self.line(line)?;
+            writeln!(self.out, "{line}")?;
         }
         for (i, line) in rendered.rows.iter().enumerate() {
-            self.line(line)?;
+            writeln!(self.out, "{line}")?;
             for extra in after(i) {
                 self.line(&extra)?;
             }
@@ -132,9 +172,13 @@ impl Printer {
     }
 }
 
-/// Prints `<label>: <text>` on stderr. A closed stderr leaves nobody to
-/// tell, so write errors are ignored (where `eprintln!` would panic).
+/// Prints `<label>: <text>` on stderr; under `--quiet` only errors. A
+/// closed stderr leaves nobody to tell, so write errors are ignored (where
+/// `eprintln!` would panic).
 pub(crate) fn note(label: &str, text: &str) {
+    if quiet() && label != "error" {
+        return;
+    }
     let text = escape_controls(text, &['\n', '\t']);
     let _ = writeln!(std::io::stderr().lock(), "{label}: {text}");
 }
@@ -143,6 +187,45 @@ pub(crate) fn note(label: &str, text: &str) {
 /// not what was meant.
 pub(crate) fn warn(text: &str) {
     note("warning", text);
+}
+
+/// Prints a hint or an empty state (`no loops yet`) on stderr, so stdout
+/// stays what scripts expect; nothing under `--quiet`.
+pub(crate) fn hint(text: &str) {
+    if quiet() {
+        return;
+    }
+    let text = escape_controls(text, &['\n', '\t']);
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
+}
+
+/// The colour of a loop, run or step status: green for success, red for
+/// failures, cyan for what runs, yellow for what waits or was skipped, dim
+/// for what has ended otherwise.
+pub(crate) fn status_style(status: &str) -> Style {
+    let color = match status {
+        "succeeded" | "ok" => AnsiColor::Green,
+        "failed" | "timed_out" | "fail" => AnsiColor::Red,
+        "running" | "active" => AnsiColor::Cyan,
+        "paused" | "skipped" | "pending" | "warn" => AnsiColor::Yellow,
+        "stopped" | "expired" | "abandoned" | "cancelled" => return Style::new().dimmed(),
+        _ => return Style::new(),
+    };
+    Style::new().fg_color(Some(color.into()))
+}
+
+/// The style of an overdue mark.
+pub(crate) fn overdue_style() -> Style {
+    Style::new().fg_color(Some(AnsiColor::Red.into())).bold()
+}
+
+/// `text` in `style` when `color` is on.
+pub(crate) fn paint(text: &str, style: Style, color: bool) -> String {
+    if color && style != Style::new() {
+        format!("{style}{text}{style:#}")
+    } else {
+        text.to_owned()
+    }
 }
 
 /// `text` with every control character (C0, DEL and C1) not in `keep`
@@ -164,17 +247,15 @@ pub(crate) fn escape_controls<'a>(text: &'a str, keep: &[char]) -> Cow<'a, str> 
     Cow::Owned(out)
 }
 
-/// A column: its header in the styled look and the prefix of its cells in
-/// the plain look (`next=`, `attempt=`), as the original prints them.
+/// A column and its header.
 pub(crate) struct Column {
     pub(crate) header: &'static str,
-    pub(crate) plain_prefix: &'static str,
 }
 
-/// Rows of cells under [`Column`]s.
+/// Rows of cells under [`Column`]s, each cell with its colour.
 pub(crate) struct Table {
     columns: Vec<Column>,
-    rows: Vec<Vec<String>>,
+    rows: Vec<Vec<(String, Style)>>,
 }
 
 struct Rendered {
@@ -190,20 +271,31 @@ impl Table {
         }
     }
 
-    /// A row; a control character in a cell is escaped, so a stored name
-    /// with a line break still takes one line.
+    /// A table whose columns are these headers.
+    pub(crate) fn with_headers(headers: &[&'static str]) -> Table {
+        Table::new(headers.iter().map(|&header| Column { header }).collect())
+    }
+
+    /// A row of uncoloured cells.
     pub(crate) fn row(&mut self, cells: Vec<String>) {
+        self.styled_row(cells.into_iter().map(|c| (c, Style::new())).collect());
+    }
+
+    /// A row of cells, each with its colour; a control character in a
+    /// cell is escaped, so a stored name with a line break still takes one
+    /// line.
+    pub(crate) fn styled_row(&mut self, cells: Vec<(String, Style)>) {
         let cells = cells
             .into_iter()
-            .map(|cell| match escape_controls(&cell, &[]) {
-                Cow::Borrowed(_) => cell,
-                Cow::Owned(escaped) => escaped,
+            .map(|(cell, style)| match escape_controls(&cell, &[]) {
+                Cow::Borrowed(_) => (cell, style),
+                Cow::Owned(escaped) => (escaped, style),
             })
             .collect();
         self.rows.push(cells);
     }
 
-    fn render(&self, look: Look) -> Rendered {
+    fn render(&self, color: bool) -> Rendered {
         if self.rows.is_empty() {
             return Rendered {
                 head: Vec::new(),
@@ -211,49 +303,58 @@ impl Table {
             };
         }
         let mut grid = Grid::new();
-        let style = match look {
-            Look::Plain => TableStyle::new(),
-            Look::Styled => {
-                TableStyle::new().header_separator(LineStyle::none().fill('─').junction('─'))
-            }
-        };
-        grid.load_style(style)
-            .set_content_arrangement(ContentArrangement::Disabled);
-        if look == Look::Styled {
-            grid.set_header(self.columns.iter().map(|c| c.header));
-        }
+        grid.load_style(
+            TableStyle::new().header_separator(LineStyle::none().fill('─').junction('─')),
+        )
+        .set_content_arrangement(ContentArrangement::Disabled);
+        grid.set_header(self.columns.iter().map(|c| c.header));
         for cells in &self.rows {
-            grid.add_row(
-                cells
-                    .iter()
-                    .zip(&self.columns)
-                    .map(|(cell, col)| match look {
-                        Look::Plain => format!("{}{cell}", col.plain_prefix),
-                        Look::Styled => cell.clone(),
-                    }),
-            );
+            grid.add_row(cells.iter().map(|(cell, _)| cell.as_str()));
         }
-        // Two spaces between columns, as the original separates fields. The
-        // rule under the styled header puts a one-character junction
-        // between columns, which counts as one of the two.
-        let gap = match look {
-            Look::Plain => 2,
-            Look::Styled => 1,
-        };
+        // Two spaces between columns. The rule under the header puts a
+        // one-character junction between columns, which counts as one of
+        // the two.
         let last = self.columns.len().saturating_sub(1);
         for (i, column) in grid.column_iter_mut().enumerate() {
-            column.set_padding((0, if i == last { 0 } else { gap }));
+            column.set_padding((0, if i == last { 0 } else { 1 }));
         }
         // Cells never contain newlines (they are escaped), so each line is
-        // one row; the last column is padded
-        // to its width, which is trimmed away.
+        // one row; the last column is padded to its width, which is trimmed
+        // away.
         let mut lines: Vec<String> = grid.lines().map(|l| l.trim_end().to_owned()).collect();
-        let head = match look {
-            Look::Plain => Vec::new(),
-            Look::Styled => lines.drain(..2.min(lines.len())).collect(),
-        };
+        let mut head: Vec<String> = lines.drain(..2.min(lines.len())).collect();
+        if color {
+            if let Some(header) = head.first_mut() {
+                *header = paint(header, Style::new().bold(), true);
+            }
+            for (line, cells) in lines.iter_mut().zip(&self.rows) {
+                *line = paint_cells(line, cells);
+            }
+        }
         Rendered { head, rows: lines }
     }
+}
+
+/// A laid-out row with each styled cell wrapped in its colour. Cells are
+/// left-aligned and in order, with only spaces between them, so each one
+/// is the first match of its text after the previous one.
+fn paint_cells(line: &str, cells: &[(String, Style)]) -> String {
+    let mut out = String::with_capacity(line.len() + 16 * cells.len());
+    let mut at = 0;
+    for (cell, style) in cells {
+        if cell.is_empty() {
+            continue;
+        }
+        let Some(found) = line[at..].find(cell.as_str()) else {
+            continue;
+        };
+        let end = at + found + cell.len();
+        out.push_str(&line[at..at + found]);
+        out.push_str(&paint(cell, *style, true));
+        at = end;
+    }
+    out.push_str(&line[at..]);
+    out
 }
 
 /// The output blocks of a run (SPEC §7.2): `  stdout:` then the text
@@ -329,38 +430,44 @@ mod tests {
     use super::*;
 
     fn table() -> Table {
-        let mut t = Table::new(vec![
-            Column {
-                header: "ID",
-                plain_prefix: "",
-            },
-            Column {
-                header: "NEXT",
-                plain_prefix: "next=",
-            },
-            Column {
-                header: "NAME",
-                plain_prefix: "",
-            },
-        ]);
+        let mut t = Table::with_headers(&["ID", "NEXT", "NAME"]);
         t.row(vec!["a".into(), "-".into(), "first".into()]);
-        t.row(vec!["bbb".into(), "2026".into(), "second".into()]);
+        t.styled_row(vec![
+            ("bbb".into(), Style::new()),
+            ("2026".into(), status_style("failed")),
+            ("second".into(), Style::new()),
+        ]);
         t
     }
 
     #[test]
-    fn plain_tables_align_without_decoration() {
-        let r = table().render(Look::Plain);
-        assert!(r.head.is_empty());
-        assert_eq!(r.rows, ["a    next=-     first", "bbb  next=2026  second"]);
-    }
-
-    #[test]
-    fn styled_tables_have_a_header_and_a_rule() {
-        let r = table().render(Look::Styled);
+    fn tables_have_a_header_and_a_rule_wherever_they_go() {
+        let r = table().render(false);
         assert_eq!(r.head[0], "ID   NEXT  NAME");
         assert!(r.head[1].starts_with('─'), "{:?}", r.head);
         assert_eq!(r.rows, ["a    -     first", "bbb  2026  second"]);
+        assert!(Table::with_headers(&["ID"]).render(false).head.is_empty());
+    }
+
+    #[test]
+    fn colour_comes_after_the_layout() {
+        let r = table().render(true);
+        assert_eq!(r.head[0], "\u{1b}[1mID   NEXT  NAME\u{1b}[0m");
+        assert_eq!(r.rows[0], "a    -     first");
+        // The coloured cell keeps its place: the padding is outside the
+        // escape codes.
+        assert_eq!(r.rows[1], "bbb  \u{1b}[31m2026\u{1b}[0m  second");
+        // A styled cell is found after the cells before it, even when an
+        // earlier cell holds the same text.
+        let mut t = Table::with_headers(&["NAME", "STATUS"]);
+        t.styled_row(vec![
+            ("failed job".into(), Style::new()),
+            ("failed".into(), status_style("failed")),
+        ]);
+        assert_eq!(
+            t.render(true).rows[0],
+            "failed job  \u{1b}[31mfailed\u{1b}[0m"
+        );
     }
 
     #[test]
@@ -373,12 +480,9 @@ mod tests {
             escape_controls("a\u{1b}[2Jb\rc\u{7f}\u{9b}d\ne\tf", &['\n']),
             "a\\u{1b}[2Jb\\rc\\u{7f}\\u{9b}d\ne\\tf"
         );
-        let mut t = Table::new(vec![Column {
-            header: "NAME",
-            plain_prefix: "",
-        }]);
+        let mut t = Table::with_headers(&["NAME"]);
         t.row(vec!["two\nlines\u{1b}]0;x\u{7}".into()]);
-        assert_eq!(t.render(Look::Plain).rows, ["two\\nlines\\u{1b}]0;x\\u{7}"]);
+        assert_eq!(t.render(false).rows, ["two\\nlines\\u{1b}]0;x\\u{7}"]);
         assert_eq!(
             stream_blocks(Some("ok\r\n\u{1b}[31mred\tx\r\n"), None),
             ["  stdout:", "    ok", "    \\u{1b}[31mred\tx"]

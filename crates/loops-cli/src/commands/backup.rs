@@ -108,18 +108,9 @@ fn list(dir: &Path, out: &mut Printer) -> Result<Outcome> {
         return Ok(Outcome::Success);
     }
     let mut table = Table::new(vec![
-        Column {
-            header: "TAKEN",
-            plain_prefix: "",
-        },
-        Column {
-            header: "SIZE",
-            plain_prefix: "size=",
-        },
-        Column {
-            header: "PATH",
-            plain_prefix: "",
-        },
+        Column { header: "TAKEN" },
+        Column { header: "SIZE" },
+        Column { header: "PATH" },
     ]);
     for b in &backups {
         table.row(vec![

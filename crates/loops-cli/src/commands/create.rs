@@ -60,6 +60,7 @@ pub(crate) fn workflow(args: &CreateWorkflow, out: &mut Printer) -> Result<Outco
         workflow.name,
         next_run(&lp)
     ))?;
+    crate::hint::no_daemon(&store, out.json, super::now());
     Ok(Outcome::Success)
 }
 
@@ -67,6 +68,7 @@ fn create(new: &NewLoop, out: &mut Printer) -> Result<Outcome> {
     let store = paths::open_store()?;
     let lp = store.create_loop(new, super::now())?;
     print_created(&lp, out)?;
+    crate::hint::no_daemon(&store, out.json, super::now());
     Ok(Outcome::Success)
 }
 

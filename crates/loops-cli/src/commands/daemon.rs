@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use loops_core::Clock;
+use loops_core::{Clock, Timestamp};
 use loops_exec::{SignalCancel, SystemClock};
 use loops_scheduler::{
     ClockSync, DEFAULT_LEASE_TTL, DEFAULT_MAX_SLEEP, DaemonOptions, DaemonPaths, DatabaseClock,
@@ -39,6 +39,7 @@ use crate::daemon_args::{
 };
 use crate::daemon_bin::Binary;
 use crate::exit::Outcome;
+use crate::human;
 use crate::paths;
 use crate::render::escape_controls;
 use crate::render::{self, Printer};
@@ -283,20 +284,25 @@ fn status(out: &mut Printer) -> Result<Outcome> {
     if out.json {
         out.json(&serde_json::to_value(&status)?)?;
     } else {
-        for line in status_lines(&status) {
+        for line in status_lines(&status, human::display_now()) {
             out.line(&line)?;
         }
     }
     Ok(Outcome::Success)
 }
 
-fn status_lines(s: &DaemonStatus) -> Vec<String> {
+/// The human lines of `daemon status`, with local and relative times
+/// (issue 16); `--json` keeps the SPEC's UTC instants.
+fn status_lines(s: &DaemonStatus, now: Timestamp) -> Vec<String> {
     let daemon = if s.running {
         let mut line = format!("daemon: running pid={}", s.pid.unwrap_or_default());
         if let Some(lease) = &s.lease {
             line.push_str(&format!(
                 " on {} since {} (lease {} until {})",
-                lease.hostname, lease.created_at, lease.id, lease.expires_at
+                escape_controls(&lease.hostname, &[]),
+                human::when(lease.created_at, now),
+                lease.id,
+                human::when(lease.expires_at, now)
             ));
         }
         line
@@ -312,7 +318,7 @@ fn status_lines(s: &DaemonStatus) -> Vec<String> {
     let r = &s.runs;
     let next = s
         .next_run_at
-        .map_or_else(|| "-".to_owned(), |t| t.to_string());
+        .map_or_else(|| "-".to_owned(), |t| human::when(t, now));
     let mut lines = vec![
         daemon,
         format!(
@@ -346,7 +352,7 @@ fn status_lines(s: &DaemonStatus) -> Vec<String> {
                 escape_controls(&d.hostname, &[]),
                 d.pid,
                 escape_controls(d.version.as_deref().unwrap_or("?"), &[]),
-                d.started_at,
+                human::when(d.started_at, now),
                 d.running_runs,
                 d.clock_skew_ms
                     .map_or_else(|| "not measured".to_owned(), |ms| format!("{ms} ms off")),
@@ -544,9 +550,12 @@ pub(crate) fn doctor(args: &DoctorArgs, out: &mut Printer) -> Result<Outcome> {
     if out.json {
         out.json(&serde_json::to_value(&report)?)?;
     } else {
+        // The id column is as wide as the longest id (a loop's preflight
+        // id is 27 characters), so the messages line up.
+        let width = report.checks.iter().map(|c| c.id.len()).max().unwrap_or(0);
         for check in &report.checks {
             let mut line = format!(
-                "{:<4} {:<22} {}",
+                "{:<4}  {:<width$}  {}",
                 check.status.as_str(),
                 check.id,
                 check.message

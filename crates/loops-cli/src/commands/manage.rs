@@ -14,17 +14,20 @@
 
 use std::ops::ControlFlow;
 
+use anstyle::Style;
 use anyhow::{Result, bail};
-use loops_core::{Loop, LoopId};
+use loops_core::{Loop, LoopId, LoopRun, LoopStatus};
 use loops_store::{DeleteHistory, DeleteOutcome, LoopChange, LoopFilter, RunFilter, Store};
 use serde_json::json;
 
 use super::now;
 use crate::args::{ListArgs, LoopRef, RemoveArgs};
 use crate::exit::Outcome;
+use crate::hint;
+use crate::human;
 use crate::paths;
 use crate::redact;
-use crate::render::{Column, Printer, Table};
+use crate::render::{self, Printer, Table};
 use crate::resolve;
 
 /// `list` / `ls`.
@@ -64,44 +67,72 @@ pub(crate) fn list(args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
         return Ok(Outcome::Success);
     }
     let loops = store.list_loops(&filter)?;
-    let mut table = Table::new(vec![
-        Column {
-            header: "ID",
-            plain_prefix: "",
-        },
-        Column {
-            header: "STATUS",
-            plain_prefix: "",
-        },
-        Column {
-            header: "NEXT RUN",
-            plain_prefix: "next=",
-        },
-        Column {
-            header: "NAME",
-            plain_prefix: "",
-        },
-    ]);
+    if loops.is_empty() {
+        render::hint(&match status {
+            None => "no loops yet — loops create --help".to_owned(),
+            Some(status) => format!("no {status} loops"),
+        });
+        return Ok(Outcome::Success);
+    }
+    let now = human::display_now();
+    let mut table =
+        Table::with_headers(&["ID", "NAME", "STATUS", "SCHEDULE", "NEXT RUN", "LAST RUN"]);
     for lp in &loops {
-        table.row(vec![
-            lp.id.to_string(),
-            lp.status.to_string(),
-            lp.next_run_at
-                .map_or_else(|| "-".to_owned(), |t| t.to_string()),
-            lp.name.clone(),
+        let active = lp.status == LoopStatus::Active;
+        let (next, overdue) = human::next_run(lp.next_run_at, active, now);
+        let last = last_run(&store, &lp.id)?;
+        table.styled_row(vec![
+            (lp.id.to_string(), Style::new()),
+            (lp.name.clone(), Style::new()),
+            (
+                lp.status.to_string(),
+                render::status_style(lp.status.as_str()),
+            ),
+            (human::schedule(&lp.schedule), Style::new()),
+            (
+                next,
+                if overdue {
+                    render::overdue_style()
+                } else {
+                    Style::new()
+                },
+            ),
+            match &last {
+                Some(run) => (
+                    human::last_run(run, now),
+                    render::status_style(run.status.as_str()),
+                ),
+                None => ("-".to_owned(), Style::new()),
+            },
         ]);
     }
     out.table(&table, |_| Vec::new())?;
+    // Said on stderr, as the empty state is: stdout holds the table alone,
+    // so a pipe into `wc -l` or `grep` sees only loops (issue 16).
     if let Some(limit) = limit {
         let total = store.count_loops(status)?;
         if total > u64::from(limit) {
-            out.line(&format!(
+            render::hint(&format!(
                 "showing {} of {total} loops; raise --limit to see more",
                 loops.len()
-            ))?;
+            ));
         }
     }
+    if loops.iter().any(|lp| lp.status == LoopStatus::Active) {
+        hint::no_daemon(&store, out.json, now);
+    }
     Ok(Outcome::Success)
+}
+
+/// A loop's newest run: one indexed lookup (`idx_runs_loop`), whatever
+/// the length of its history.
+fn last_run(store: &Store, id: &LoopId) -> Result<Option<LoopRun>> {
+    let mut runs = store.list_runs(&RunFilter {
+        loop_id: Some(*id),
+        status: None,
+        limit: Some(1),
+    })?;
+    Ok(runs.pop())
 }
 
 /// `show`: always JSON (SPEC §7.1).
@@ -142,6 +173,9 @@ fn change(args: &LoopRef, out: &mut Printer, verb: &str, apply: ChangeFn) -> Res
         ),
     };
     print_status(&lp, verb == "resume", out)?;
+    if verb == "resume" && lp.status == LoopStatus::Active {
+        hint::no_daemon(&store, out.json, now());
+    }
     Ok(Outcome::Success)
 }
 

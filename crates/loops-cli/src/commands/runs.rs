@@ -1,16 +1,37 @@
-//! `loops runs [loop]` (SPEC §7.4): recorded runs, newest first, with
-//! their output redacted unless `--show-output` is given (SPEC §7.2).
+//! `loops runs [loop|run-id]` (SPEC §7.4): recorded runs, newest first,
+//! with their output redacted unless `--show-output` is given (SPEC §7.2).
+//!
+//! Departures from 0.3.1 (issue 16): the human table has the run's exit
+//! code, duration, local and relative time and the first line of its
+//! error; when `--limit` cut the listing, a note on stderr says so (as
+//! `list --limit` does); no runs is said on stderr with an empty stdout;
+//! and a run id prints that one run (JSON: the same array, one element).
 
+use anstyle::Style;
 use anyhow::Result;
-use loops_core::{LoopId, LoopRun};
+use loops_core::{LoopId, LoopRun, RunId, Timestamp};
 use loops_store::{RunFilter, Store, StoreError};
 
 use crate::args::RunsArgs;
 use crate::exit::Outcome;
+use crate::human;
 use crate::paths;
 use crate::redact::{self, Output};
-use crate::render::{self, Column, Printer, Table};
+use crate::render::{self, Printer, Table};
 use crate::resolve;
+
+/// How much of an error's first line the table shows.
+const ERROR_WIDTH: usize = 60;
+
+/// What the argument of `runs` names.
+enum Subject {
+    /// Every loop's runs.
+    All,
+    /// One loop's runs (a removed loop's kept history too).
+    Loop(LoopId),
+    /// One run.
+    Run(Box<LoopRun>),
+}
 
 /// `runs`.
 pub(crate) fn list(args: &RunsArgs, out: &mut Printer) -> Result<Outcome> {
@@ -22,17 +43,41 @@ pub(crate) fn list(args: &RunsArgs, out: &mut Printer) -> Result<Outcome> {
         .transpose()?;
     let output = Output::from_flag(args.show_output);
     let store = paths::open_store()?;
-    let loop_id = args
-        .target
-        .as_deref()
-        .map(|t| history_of(&store, t))
-        .transpose()?;
-    let runs = store.list_runs(&RunFilter {
+    let loop_id = match args.target.as_deref() {
+        None => Subject::All,
+        Some(target) => subject(&store, target)?,
+    };
+    let loop_id = match loop_id {
+        Subject::All => None,
+        Subject::Loop(id) => Some(id),
+        Subject::Run(run) => {
+            print_one(&run, output, out)?;
+            return Ok(Outcome::Success);
+        }
+    };
+    // One row more than shown tells whether the limit cut the listing,
+    // without counting a long history.
+    let mut runs = store.list_runs(&RunFilter {
         loop_id,
         status,
-        limit: Some(limit),
+        limit: Some(limit.saturating_add(1)),
     })?;
+    let cut = runs.len() > limit as usize;
+    runs.truncate(limit as usize);
     print_runs(&runs, output, out)?;
+    if out.json {
+        return Ok(Outcome::Success);
+    }
+    if runs.is_empty() {
+        render::hint("no runs yet");
+    } else if cut {
+        // On stderr, as `list --limit` says it: stdout holds the table
+        // alone.
+        render::hint(&format!(
+            "showing the newest {} runs; raise --limit to see more",
+            runs.len()
+        ));
+    }
     Ok(Outcome::Success)
 }
 
@@ -42,35 +87,37 @@ pub(crate) fn print_runs(runs: &[LoopRun], output: Output, out: &mut Printer) ->
         out.json(&runs.iter().map(|r| redact::run_json(r, output)).collect())?;
         return Ok(());
     }
-    let mut table = Table::new(vec![
-        Column {
-            header: "RUN",
-            plain_prefix: "",
-        },
-        Column {
-            header: "STATUS",
-            plain_prefix: "",
-        },
-        Column {
-            header: "ATTEMPT",
-            plain_prefix: "attempt=",
-        },
-        Column {
-            header: "SLOT",
-            plain_prefix: "slot=",
-        },
-        Column {
-            header: "LOOP",
-            plain_prefix: "",
-        },
+    let now = human::display_now();
+    let mut table = Table::with_headers(&[
+        "RUN", "LOOP", "STATUS", "ATTEMPT", "EXIT", "DURATION", "WHEN", "ERROR",
     ]);
     for run in runs {
-        table.row(vec![
-            run.id.to_string(),
-            run.status.to_string(),
-            run.attempt.to_string(),
-            run.scheduled_for.to_string(),
-            run.loop_name.clone(),
+        table.styled_row(vec![
+            (run.id.to_string(), Style::new()),
+            (run.loop_name.clone(), Style::new()),
+            (
+                run.status.to_string(),
+                render::status_style(run.status.as_str()),
+            ),
+            (run.attempt.to_string(), Style::new()),
+            (
+                run.exit_code
+                    .map_or_else(|| "-".to_owned(), |c| c.to_string()),
+                Style::new(),
+            ),
+            (
+                run.duration_ms
+                    .map_or_else(|| "-".to_owned(), human::duration),
+                Style::new(),
+            ),
+            (human::when(human::run_instant(run), now), Style::new()),
+            (
+                run.error
+                    .as_deref()
+                    .map(|e| human::first_line(e, ERROR_WIDTH))
+                    .unwrap_or_default(),
+                render::status_style("failed"),
+            ),
         ]);
     }
     out.table(&table, |i| match (output, runs.get(i)) {
@@ -80,11 +127,54 @@ pub(crate) fn print_runs(runs: &[LoopRun], output: Output, out: &mut Printer) ->
     Ok(())
 }
 
-/// The loop whose runs to list: a loop by id or name, or the id of a
-/// removed loop whose history was kept (SPEC §9 item 34).
-fn history_of(store: &Store, target: &str) -> Result<LoopId> {
+/// One run, field by field, then its output blocks with `--show-output`;
+/// JSON is the array `runs` prints, with this one element.
+fn print_one(run: &LoopRun, output: Output, out: &mut Printer) -> Result<()> {
+    if out.json {
+        return print_runs(std::slice::from_ref(run), output, out);
+    }
+    let now = human::display_now();
+    let at = |t: Option<Timestamp>| t.map_or_else(|| "-".to_owned(), |t| human::when(t, now));
+    let mut lines = vec![
+        format!("run:       {}", run.id),
+        format!("loop:      {} ({})", run.loop_name, run.loop_id),
+        format!("status:    {}", human::run_result(run)),
+        format!("attempt:   {}", run.attempt),
+        format!("slot:      {}", human::when(run.scheduled_for, now)),
+        format!("started:   {}", at(run.started_at)),
+        format!("finished:  {}", at(run.finished_at)),
+        format!(
+            "duration:  {}",
+            run.duration_ms
+                .map_or_else(|| "-".to_owned(), human::duration)
+        ),
+    ];
+    if let Some(error) = &run.error {
+        lines.push(format!("error:     {error}"));
+    }
+    match output {
+        Output::Shown => lines.extend(render::output_blocks(run)),
+        Output::Redacted => {
+            let len = |s: &Option<String>| s.as_deref().map_or(0, str::len);
+            lines.push(format!(
+                "output:    {} B stdout, {} B stderr (--show-output prints it)",
+                len(&run.stdout),
+                len(&run.stderr)
+            ));
+        }
+    }
+    for line in lines {
+        out.line(&line)?;
+    }
+    Ok(())
+}
+
+/// What `runs <target>` lists: a loop by id or name, the id of a removed
+/// loop whose history was kept (SPEC §9 item 34), or else one run by its
+/// id.
+fn subject(store: &Store, target: &str) -> Result<Subject> {
     let missing = match store.require_loop(target) {
-        Ok(lp) => return Ok(lp.id),
+        Ok(lp) => return Ok(Subject::Loop(lp.id)),
         Err(e @ StoreError::NotFound { .. }) => e,
         Err(e) => return Err(e.into()),
     };
@@ -95,8 +185,13 @@ fn history_of(store: &Store, target: &str) -> Result<LoopId> {
             limit: Some(1),
         })?;
         if !kept.is_empty() {
-            return Ok(id);
+            return Ok(Subject::Loop(id));
         }
+    }
+    if let Ok(id) = RunId::parse(target)
+        && let Some(run) = store.get_run(&id)?
+    {
+        return Ok(Subject::Run(Box::new(run)));
     }
     Err(missing.into())
 }

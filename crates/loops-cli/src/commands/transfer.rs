@@ -269,46 +269,21 @@ fn human(file: &str, report: &ImportReport, out: &mut Printer) -> Result<()> {
         report.schema_version
     ))?;
     let mut columns = vec![
-        Column {
-            header: "TABLE",
-            plain_prefix: "",
-        },
-        Column {
-            header: "IN FILE",
-            plain_prefix: "records=",
-        },
-        Column {
-            header: "NEW",
-            plain_prefix: "new=",
-        },
-        Column {
-            header: "EXISTING",
-            plain_prefix: "existing=",
-        },
-        Column {
-            header: "DIFFER",
-            plain_prefix: "differ=",
-        },
-        Column {
-            header: "SKIPPED",
-            plain_prefix: "skipped=",
-        },
+        Column { header: "TABLE" },
+        Column { header: "IN FILE" },
+        Column { header: "NEW" },
+        Column { header: "EXISTING" },
+        Column { header: "DIFFER" },
+        Column { header: "SKIPPED" },
     ];
     if report.replace {
-        columns.push(Column {
-            header: "REPLACED",
-            plain_prefix: "replaced=",
-        });
+        columns.push(Column { header: "REPLACED" });
     }
     columns.extend([
         Column {
             header: "CONFLICTS",
-            plain_prefix: "conflicts=",
         },
-        Column {
-            header: "RUNNING",
-            plain_prefix: "running=",
-        },
+        Column { header: "RUNNING" },
     ]);
     let mut table = render::Table::new(columns);
     for t in &report.tables {

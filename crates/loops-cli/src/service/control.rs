@@ -186,6 +186,23 @@ pub(crate) fn daemon_status(
     })
 }
 
+/// Whether a daemon serves this database: this host's (the pid file and
+/// the lease, as [`daemon_status`] decides), or on a shared PostgreSQL
+/// database a live daemon of any host. Reads no counts, for the hint of
+/// `create`, `resume` and `list` (issue 16).
+pub(crate) fn daemon_serves(
+    store: &Store,
+    paths: &DaemonPaths,
+    host: &str,
+    now: Timestamp,
+) -> Result<bool, StoreError> {
+    let lease = store.get_daemon_lease()?;
+    if daemon_pid(paths, lease.as_ref(), host).1 {
+        return Ok(true);
+    }
+    Ok(store.is_shared() && store.list_daemons(now)?.iter().any(|d| d.live))
+}
+
 /// What `daemon start` did (SPEC §7.6: `{started, alreadyRunning, pid?}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -46,22 +46,10 @@ pub(super) fn runs(args: &RunsArgs, out: &mut Printer) -> Result<Outcome> {
         return Ok(Outcome::Success);
     }
     let mut table = Table::new(vec![
-        Column {
-            header: "RUN",
-            plain_prefix: "",
-        },
-        Column {
-            header: "STATUS",
-            plain_prefix: "",
-        },
-        Column {
-            header: "WORKFLOW",
-            plain_prefix: "",
-        },
-        Column {
-            header: "STARTED",
-            plain_prefix: "started=",
-        },
+        Column { header: "RUN" },
+        Column { header: "STATUS" },
+        Column { header: "WORKFLOW" },
+        Column { header: "STARTED" },
     ]);
     for run in &runs {
         table.row(vec![
@@ -125,22 +113,10 @@ pub(super) fn events(args: &EventsArgs, out: &mut Printer) -> Result<Outcome> {
 /// `<seq padStart 3 "0">  <type>  <stepId or ->  <createdAt>`, aligned.
 fn print_events(events: &[WorkflowEvent], out: &mut Printer) -> std::io::Result<()> {
     let mut table = Table::new(vec![
-        Column {
-            header: "SEQ",
-            plain_prefix: "",
-        },
-        Column {
-            header: "EVENT",
-            plain_prefix: "",
-        },
-        Column {
-            header: "STEP",
-            plain_prefix: "",
-        },
-        Column {
-            header: "AT",
-            plain_prefix: "",
-        },
+        Column { header: "SEQ" },
+        Column { header: "EVENT" },
+        Column { header: "STEP" },
+        Column { header: "AT" },
     ]);
     for event in events {
         table.row(vec![

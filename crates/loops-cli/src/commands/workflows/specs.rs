@@ -184,22 +184,10 @@ pub(super) fn list(args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
         return Ok(Outcome::Success);
     }
     let mut table = Table::new(vec![
-        Column {
-            header: "ID",
-            plain_prefix: "",
-        },
-        Column {
-            header: "STATUS",
-            plain_prefix: "",
-        },
-        Column {
-            header: "STEPS",
-            plain_prefix: "steps=",
-        },
-        Column {
-            header: "NAME",
-            plain_prefix: "",
-        },
+        Column { header: "ID" },
+        Column { header: "STATUS" },
+        Column { header: "STEPS" },
+        Column { header: "NAME" },
     ]);
     for spec in &workflows {
         table.row(vec![
