@@ -12,6 +12,7 @@ mod doctor;
 mod escape;
 mod gc;
 mod legacy_rows;
+mod logs;
 mod loops_daemon;
 mod manage;
 mod runners;

@@ -3,7 +3,9 @@
 use anyhow::Result;
 
 use crate::args::{Cli, Command, Create};
-use crate::commands::{backup, create, daemon, execute, gc, manage, runs, transfer, workflows};
+use crate::commands::{
+    backup, create, daemon, execute, gc, logs, manage, runs, transfer, workflows,
+};
 use crate::daemon_bin::Binary;
 use crate::exit::Outcome;
 use crate::render::Printer;
@@ -38,6 +40,7 @@ fn dispatch(command: Command, out: &mut Printer) -> Result<Outcome> {
         Command::List(args) => manage::list(&args, out),
         Command::Show(args) => manage::show(&args, out),
         Command::Runs(args) => runs::list(&args, out),
+        Command::Logs(args) => logs::run(&args, out),
         Command::Pause(args) => manage::pause(&args, out),
         Command::Resume(args) => manage::resume(&args, out),
         Command::Stop(args) => manage::stop(&args, out),

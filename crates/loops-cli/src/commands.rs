@@ -9,6 +9,7 @@ pub(crate) mod create;
 pub(crate) mod daemon;
 pub(crate) mod execute;
 pub(crate) mod gc;
+pub(crate) mod logs;
 pub(crate) mod manage;
 pub(crate) mod runs;
 pub(crate) mod transfer;
