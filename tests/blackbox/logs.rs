@@ -20,7 +20,7 @@ fn log_file(env: &TestEnv, run_id: &str) -> PathBuf {
 }
 
 fn mode(path: &std::path::Path) -> u32 {
-    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    std::fs::metadata(path).expect("a file").permissions().mode() & 0o777
 }
 
 /// Creates loop `greet`, whose command prints a line on each stream and
@@ -28,7 +28,11 @@ fn mode(path: &std::path::Path) -> u32 {
 fn greet(env: &TestEnv) -> String {
     env.write_script("greet", "echo hello\necho warn >&2\nexit 3");
     env.create_command("greet", "greet", &["--every", "1h"]);
-    let run = env.loops(["--json", "run-now", "greet"]).code(1).run().json();
+    let run = env
+        .loops(["--json", "run-now", "greet"])
+        .code(1)
+        .run()
+        .json();
     run["id"].as_str().expect("a run id").to_owned()
 }
 
@@ -102,7 +106,9 @@ fn logs_prints_a_finished_run_by_loop_and_by_id_and_falls_back_to_stored_output(
     for target in ["greet", run_id.as_str()] {
         env.loops(["logs", target])
             .stdout("hello\nwarn\n")
-            .stderr_has(&format!("run {run_id} failed exit=3: process exited with code 3"))
+            .stderr_has(&format!(
+                "run {run_id} failed exit=3: process exited with code 3"
+            ))
             .run();
     }
     let json = env.loops(["--json", "logs", "greet"]).run().json();
@@ -139,7 +145,11 @@ fn output_is_escaped_on_the_terminal() {
 fn gc_and_remove_purge_delete_a_runs_log() {
     let env = TestEnv::new();
     let old = greet(&env);
-    let new = env.loops(["--json", "run-now", "greet"]).code(1).run().json()["id"]
+    let new = env
+        .loops(["--json", "run-now", "greet"])
+        .code(1)
+        .run()
+        .json()["id"]
         .as_str()
         .unwrap()
         .to_owned();

@@ -44,8 +44,8 @@ pub(crate) fn run_now(args: &RunNowArgs, out: &mut Printer) -> Result<Outcome> {
     let lp = store.require_loop(&args.target.target)?;
     let signals = install_signals()?;
     let clock = SystemClock;
-    let executor =
-        ProcessExecutor::for_store(&clock, &store).with_logs(&paths::data_dir()?, Some(&log_warning));
+    let executor = ProcessExecutor::for_store(&clock, &store)
+        .with_logs(&paths::data_dir()?, Some(&log_warning));
     let runner_id = format!("manual:{}", std::process::id());
     let live = args.show_output && !out.json && std::io::stdout().is_terminal();
     let (started, claimed) = mpsc::channel::<RunId>();
@@ -150,8 +150,8 @@ pub(crate) fn tick(args: &TickArgs, out: &mut Printer) -> Result<Outcome> {
     let store = paths::open_store()?;
     let signals = install_signals()?;
     let clock = SystemClock;
-    let executor =
-        ProcessExecutor::for_store(&clock, &store).with_logs(&paths::data_dir()?, Some(&log_warning));
+    let executor = ProcessExecutor::for_store(&clock, &store)
+        .with_logs(&paths::data_dir()?, Some(&log_warning));
     let runner_id = format!("manual-tick:{}", std::process::id());
     let on_error = |lp: &Loop, message: &str| {
         // A loop's failure does not stop the tick; say which loop it was.

@@ -133,7 +133,10 @@ pub(crate) fn run(args: &GcArgs, out: &mut Printer) -> Result<Outcome> {
         }
     }
     if logs_removed > 0 && !out.json {
-        render::note("gc", &format!("removed {logs_removed} run log(s) with their runs"));
+        render::note(
+            "gc",
+            &format!("removed {logs_removed} run log(s) with their runs"),
+        );
     }
     if !apply && report.counts.total() > 0 {
         render::note(
