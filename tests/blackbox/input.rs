@@ -136,7 +136,9 @@ fn at_takes_relative_times_and_warns_about_the_past() {
     // The first line; the daemon hint may follow.
     assert_eq!(
         ran.stderr.lines().next(),
-        Some("warning: --at 2020-01-01T00:00:00.000Z is in the past; the loop runs at the next tick")
+        Some(
+            "warning: --at 2020-01-01T00:00:00.000Z is in the past; the loop runs at the next tick"
+        )
     );
     let ran = env
         .loops(["create", "command", "x", "--cmd", "true", "--every", "1m"])

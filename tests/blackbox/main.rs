@@ -15,6 +15,7 @@ mod gc;
 mod human;
 mod input;
 mod legacy_rows;
+mod logs;
 mod loops_daemon;
 mod manage;
 mod runners;

@@ -4,7 +4,7 @@ use anyhow::Result;
 
 use crate::args::{Cli, Command, Create};
 use crate::commands::{
-    backup, create, daemon, docs, execute, gc, manage, runs, transfer, workflows,
+    backup, create, daemon, docs, execute, gc, logs, manage, runs, transfer, workflows,
 };
 use crate::daemon_bin::Binary;
 use crate::exit::Outcome;
@@ -42,6 +42,7 @@ fn dispatch(command: Command, out: &mut Printer) -> Result<Outcome> {
         Command::List(args) => manage::list(&args, out),
         Command::Show(args) => manage::show(&args, out),
         Command::Runs(args) => runs::list(&args, out),
+        Command::Logs(args) => logs::run(&args, out),
         Command::Pause(args) => manage::pause(&args, out),
         Command::Resume(args) => manage::resume(&args, out),
         Command::Stop(args) => manage::stop(&args, out),

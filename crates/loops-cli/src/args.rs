@@ -74,6 +74,9 @@ pub(crate) enum Command {
     /// List recorded runs, newest first.
     #[command(after_help = crate::help::RUNS)]
     Runs(RunsArgs),
+    /// Print a run's output: a loop's latest run, or the run given; -f follows it live.
+    #[command(after_help = LOGS_AFTER_HELP)]
+    Logs(LogsArgs),
     /// Pause an active loop; its next run is kept.
     #[command(after_help = crate::help::PAUSE)]
     Pause(LoopRef),
@@ -447,6 +450,30 @@ pub(crate) struct RunNowArgs {
     /// Print the run's stdout and stderr instead of their lengths.
     #[arg(long)]
     pub(crate) show_output: bool,
+}
+
+/// `loops logs --help`, after the flags.
+const LOGS_AFTER_HELP: &str = "\
+Each run's output is kept, as it is produced, in $LOOPS_DATA_DIR/logs/<run-id>.log
+(stdout and stderr interleaved, at most 256 KiB of each; gc deletes it with its run).
+Without that file (a run of another host, a workflow run) the stored output is printed.
+--json prints {runId, loopId, loopName, status, attempt, exitCode, error, stdout,
+stderr, log} once the run has ended.
+
+Examples:
+  loops logs nightly-backup        the latest run of a loop, by name or id
+  loops logs 3f2a9c0d1e4b          one run, by its id (see loops runs)
+  loops logs -f nightly-backup     follow the latest run live until it ends";
+
+#[derive(Debug, Args)]
+pub(crate) struct LogsArgs {
+    /// A loop's id or name (its latest run), or a run id.
+    #[arg(value_name = "LOOP|RUN")]
+    pub(crate) target: String,
+
+    /// Follow a running run live until it ends (Ctrl-C stops following) [default: print and exit].
+    #[arg(short = 'f', long)]
+    pub(crate) follow: bool,
 }
 
 #[derive(Debug, Args)]

@@ -10,6 +10,7 @@ pub(crate) mod daemon;
 pub(crate) mod docs;
 pub(crate) mod execute;
 pub(crate) mod gc;
+pub(crate) mod logs;
 pub(crate) mod manage;
 pub(crate) mod runs;
 pub(crate) mod transfer;

@@ -167,6 +167,7 @@ fn run_accounts(
         kill_grace: opts.kill_grace,
         leak_timeout: opts.leak_timeout,
         max_output_bytes: opts.max_output_bytes,
+        log: None,
     });
     match finished.cause {
         Some(Cause::TimedOut) => {

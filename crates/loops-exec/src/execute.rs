@@ -199,6 +199,7 @@ pub fn execute_target(
         kill_grace: opts.kill_grace,
         leak_timeout: opts.leak_timeout,
         max_output_bytes: opts.max_output_bytes,
+        log: ctx.log.map(|log| (log, &secrets)),
     });
     let (status, error) = outcome(&finished, spec.timeout_ms);
     Ok(ExecutorResult {

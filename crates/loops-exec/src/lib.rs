@@ -62,6 +62,7 @@ mod path;
 mod pool;
 pub mod private;
 mod process;
+mod runlog;
 mod scrub;
 mod signals;
 mod spec;
@@ -84,6 +85,7 @@ pub use crate::process::{
     Detached, OrphanKill, ProcessSignal, hostname, is_running, kill_orphan_carriers,
     kill_orphan_group, signal_process, spawn_detached, started_by,
 };
+pub use crate::runlog::{LOGS_DIR, RunLog, prepare_logs_dir, run_id_of_log, run_log_path};
 pub use crate::signals::{SignalCancel, survive_file_size_limit};
 pub use crate::spec::agent_argv;
 

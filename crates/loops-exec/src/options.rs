@@ -15,6 +15,7 @@ use loops_core::Clock;
 use crate::cancel::CancelToken;
 use crate::clock::SystemClock;
 use crate::output::DEFAULT_MAX_OUTPUT_BYTES;
+use crate::runlog::RunLog;
 
 /// The default time between SIGTERM and SIGKILL: 2 s.
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
@@ -92,6 +93,9 @@ pub struct RunContext<'a> {
     /// spawn's own cookie, so that a recovery after a crash finds also the
     /// processes that left the run's process group.
     pub spawn_id: Option<&'a str>,
+    /// The run's log file ([`RunLog`]), which gets the run's output, line by
+    /// line and scrubbed, as it is produced; `None` keeps no log.
+    pub log: Option<&'a RunLog>,
 }
 
 impl Default for RunContext<'_> {
@@ -100,6 +104,7 @@ impl Default for RunContext<'_> {
             clock: &SystemClock,
             cancel: None,
             spawn_id: None,
+            log: None,
         }
     }
 }
@@ -109,6 +114,7 @@ impl fmt::Debug for RunContext<'_> {
         f.debug_struct("RunContext")
             .field("cancel", &self.cancel)
             .field("spawn_id", &self.spawn_id)
+            .field("log", &self.log.map(RunLog::path))
             .finish_non_exhaustive()
     }
 }

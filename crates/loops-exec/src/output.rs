@@ -102,22 +102,28 @@ impl Capture {
     }
 
     /// Reads once; closes the pipe at EOF. Only called when poll says the
-    /// pipe is readable (or hung up), so the read does not block.
-    pub(crate) fn read_once(&mut self, buf: &mut [u8]) {
+    /// pipe is readable (or hung up), so the read does not block. Returns
+    /// how many bytes it read into `buf` (and kept), for the run's log.
+    pub(crate) fn read_once(&mut self, buf: &mut [u8]) -> usize {
         let Some(pipe) = &mut self.pipe else {
-            return;
+            return 0;
         };
         match pipe.read(buf) {
             Ok(0) => self.pipe = None,
-            Ok(n) => self.buf.push(&buf[..n]),
+            Ok(n) => {
+                self.buf.push(&buf[..n]);
+                return n;
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => self.pipe = None,
         }
+        0
     }
 
-    /// Reads what is already in the pipe, without waiting for more. Bounded,
-    /// because a writer outside the group may still be writing.
-    pub(crate) fn drain_available(&mut self, buf: &mut [u8]) {
+    /// Reads what is already in the pipe, without waiting for more, and
+    /// hands each chunk to `seen`. Bounded, because a writer outside the
+    /// group may still be writing.
+    pub(crate) fn drain_available(&mut self, buf: &mut [u8], seen: &mut dyn FnMut(&[u8])) {
         for _ in 0..64 {
             let Some(pipe) = &self.pipe else {
                 return;
@@ -127,7 +133,8 @@ impl Capture {
             if !ready {
                 return;
             }
-            self.read_once(buf);
+            let n = self.read_once(buf);
+            seen(&buf[..n]);
         }
     }
 }

@@ -73,6 +73,8 @@ use nix::errno::Errno;
 
 use crate::cancel::CancelToken;
 use crate::cookie;
+use crate::runlog::RunLog;
+use crate::scrub::Secrets;
 
 use self::watch::Watch;
 
@@ -110,8 +112,10 @@ pub(crate) struct Limits<'a> {
     pub(crate) kill_grace: Duration,
     /// How long to wait for EOF after the leader exited.
     pub(crate) leak_timeout: Duration,
-    /// Per-stream capture cap.
+    /// Per-stream capture cap; also each stream's cap in the run's log.
     pub(crate) max_output_bytes: usize,
+    /// The run's log file, and what to scrub from it (`runlog.rs`).
+    pub(crate) log: Option<(&'a RunLog, &'a Secrets)>,
 }
 
 /// Why the supervisor killed the group.

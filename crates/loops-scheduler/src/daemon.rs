@@ -76,6 +76,7 @@
 //! `wake.rs` the socket, `pidfile.rs` the pid file and `gc.rs` the
 //! retention pass; imports go one way, from `run.rs` to the others.
 
+mod describe;
 mod gc;
 mod options;
 mod pidfile;
@@ -84,7 +85,7 @@ mod run;
 mod shared;
 mod wake;
 
-pub use self::gc::{GC_FIRST_DELAY, GC_PERIOD, GcReport, collect_garbage};
+pub use self::gc::{GC_FIRST_DELAY, GC_PERIOD, GcReport, collect_garbage, sweep_run_logs};
 pub use self::options::{
     DEFAULT_GC_KEEP_PER_LOOP, DEFAULT_GRACE, DEFAULT_LEASE_TTL, DEFAULT_MAX_SLEEP, DaemonOptions,
     DaemonPaths, GcSettings, LOG_FILE, POLL_ONLY_MAX_SLEEP,

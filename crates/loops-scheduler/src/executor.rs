@@ -7,15 +7,25 @@
 //! `loops_exec` and runs workflow targets through
 //! [`execute_workflow`]; tests pass a fake that
 //! returns canned results, so a tick runs without a single process.
+//!
+//! With [`ProcessExecutor::with_logs`], each command or agent run also
+//! writes its output, as it is produced, to `logs/<run-id>.log` in the data
+//! directory (`loops_exec::RunLog`), which `loops logs -f` follows. A log
+//! that cannot be written never fails its run: the first failure is noted
+//! once, through the callback given, and the runs go on. Workflow targets
+//! keep no such file; their steps' output is in the workflow run.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use loops_core::{
     Clock, ExecutorResult, Loop, LoopRun, ProcessRef, Target, WorkflowId, WorkflowTarget,
     loop_workflow_key,
 };
 use loops_exec::{
-    CancelToken, ExecError, ExecOptions, RunContext, RunMetadata, SystemProbe, execute_target,
+    CancelToken, ExecError, ExecOptions, RunContext, RunLog, RunMetadata, SystemProbe,
+    execute_target, prepare_logs_dir,
 };
 use loops_store::{Location, Store, StoreError};
 use loops_workflow::{WorkflowError, WorkflowRunOptions, execute_workflow};
@@ -92,6 +102,13 @@ pub struct ProcessExecutor<'a> {
     /// The database workflow targets read their workflow from and record
     /// their runs in; `None` fails workflow targets.
     pub database: Option<Location>,
+    /// The data directory whose `logs/` gets each run's output as it is
+    /// produced; `None` keeps no run logs.
+    pub logs: Option<PathBuf>,
+    /// Where the first failure to keep a run's log is noted.
+    pub on_log_error: Option<&'a (dyn Fn(&str) + Sync)>,
+    /// Whether that failure was noted already.
+    log_error_noted: AtomicBool,
 }
 
 impl<'a> ProcessExecutor<'a> {
@@ -101,6 +118,46 @@ impl<'a> ProcessExecutor<'a> {
             clock,
             exec: ExecOptions::default(),
             database: None,
+            logs: None,
+            on_log_error: None,
+            log_error_noted: AtomicBool::new(false),
+        }
+    }
+
+    /// Keeps each run's output in `<data_dir>/logs/<run-id>.log` as it is
+    /// produced; the first failure to do so goes to `on_error`, once.
+    pub fn with_logs(
+        mut self,
+        data_dir: &Path,
+        on_error: Option<&'a (dyn Fn(&str) + Sync)>,
+    ) -> ProcessExecutor<'a> {
+        self.logs = Some(data_dir.to_path_buf());
+        self.on_log_error = on_error;
+        self
+    }
+
+    /// Starts the log of `run`, or notes why it cannot.
+    fn start_log(&self, run: &LoopRun) -> Option<RunLog> {
+        let data_dir = self.logs.as_deref()?;
+        let started =
+            prepare_logs_dir(data_dir).and_then(|dir| RunLog::create(&dir, &run.id.to_string()));
+        match started {
+            Ok(log) => Some(log),
+            Err(e) => {
+                self.note_log_error(&format!("cannot start the log of run {}: {e}", run.id));
+                None
+            }
+        }
+    }
+
+    fn note_log_error(&self, message: &str) {
+        if let Some(note) = self.on_log_error
+            && !self.log_error_noted.swap(true, Ordering::Relaxed)
+        {
+            note(&format!(
+                "{message}; runs go on, and `loops logs` shows their stored output \
+                 (noted once)"
+            ));
         }
     }
 
@@ -165,17 +222,23 @@ impl RunExecutor for ProcessExecutor<'_> {
             Target::Command(c) => loops_core::ProcessTarget::Command(c.clone()),
             Target::Agent(a) => loops_core::ProcessTarget::Agent(a.clone()),
         };
+        let log = self.start_log(run);
         let ctx = RunContext {
             clock: self.clock,
             cancel: Some(&control.cancel),
             spawn_id: control.spawn_id,
+            log: log.as_ref(),
         };
-        Ok(execute_target(
+        let result = execute_target(
             &target,
             &RunMetadata::for_loop_run(lp, run),
             &self.exec,
             &ctx,
             &mut |p| (control.on_spawn)(p),
-        )?)
+        );
+        if let Some(e) = log.as_ref().and_then(RunLog::error) {
+            self.note_log_error(e);
+        }
+        Ok(result?)
     }
 }

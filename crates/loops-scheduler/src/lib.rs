@@ -53,7 +53,7 @@ pub use crate::daemon::{
     DaemonError, DaemonExit, DaemonOptions, DaemonPaths, DatabaseClock, GC_FIRST_DELAY, GC_PERIOD,
     GcReport, GcSettings, LOG_FILE, PID_FILE, POLL_ONLY_MAX_SLEEP, PidRecord, SKEW_WARN_MS,
     SOCKET_FILE, collect_garbage, notify_daemon, read_pid, read_pid_record, remove_pid_if,
-    request_stop, run_daemon,
+    request_stop, run_daemon, sweep_run_logs,
 };
 pub use crate::dispatch::{TickResult, heartbeat_period};
 pub use crate::executor::{ProcessExecutor, RunControl, RunError, RunExecutor};

@@ -140,8 +140,10 @@ fn run_foreground(args: &RunArgs) -> Result<Outcome> {
         .with_context(|| format!("opening {}", log_path.display()))?;
     // On a shared database the daemon's clock is the database's.
     let clock = DatabaseClock::new(SystemClock);
-    let executor = ProcessExecutor::for_store(&clock, &store);
     let write = |line: &str| log.line(clock.now(), line);
+    let note = |line: &str| write(&format!("warning: {line}"));
+    // Each run's output goes to logs/<run-id>.log as it is produced.
+    let executor = ProcessExecutor::for_store(&clock, &store).with_logs(paths.dir(), Some(&note));
     let opts = DaemonOptions {
         paths: &paths,
         clock: &clock,

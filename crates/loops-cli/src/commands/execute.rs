@@ -10,12 +10,17 @@
 //! exits 0 after a failed run until 0.3.2); `tick` exits 0 whatever its runs
 //! did, unless a signal interrupted it.
 
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+
 use anyhow::{Context, Result};
-use loops_core::{Loop, LoopRun, RunStatus};
+use loops_core::{Loop, LoopRun, RunId, RunStatus};
 use loops_exec::{SignalCancel, SystemClock};
 use loops_scheduler::{ProcessExecutor, TickOptions, TickResult};
 
 use crate::args::{RunNowArgs, TickArgs};
+use crate::commands::logs::{self, RawStdout, Tail};
 use crate::exit::Outcome;
 use crate::paths;
 use crate::redact::{self, Output};
@@ -26,25 +31,54 @@ fn install_signals() -> Result<SignalCancel> {
     SignalCancel::install().context("installing the SIGINT/SIGTERM handlers")
 }
 
-/// `run-now <loop>`.
+/// Notes, once, that a run's log could not be kept (the run goes on).
+fn log_warning(message: &str) {
+    render::note("warning", message);
+}
+
+/// `run-now <loop>`. With `--show-output` on a terminal, the output is
+/// printed live as the run goes (from its log file, followed on a thread
+/// of its own) and not again at the end.
 pub(crate) fn run_now(args: &RunNowArgs, out: &mut Printer) -> Result<Outcome> {
     let store = paths::open_store()?;
     let lp = store.require_loop(&args.target.target)?;
     let signals = install_signals()?;
     let clock = SystemClock;
-    let executor = ProcessExecutor::for_store(&clock, &store);
+    let executor = ProcessExecutor::for_store(&clock, &store)
+        .with_logs(&paths::data_dir()?, Some(&log_warning));
     let runner_id = format!("manual:{}", std::process::id());
+    let live = args.show_output && !out.json && std::io::stdout().is_terminal();
+    let (started, claimed) = mpsc::channel::<RunId>();
+    let on_run = move |run: &LoopRun| {
+        if run.status == RunStatus::Running {
+            let _ = started.send(run.id);
+        }
+    };
     let opts = TickOptions {
         runner_id: &runner_id,
         clock: &clock,
         executor: &executor,
         max_parallel: 1,
         stop: Some(signals.token()),
-        on_run: None,
+        on_run: live.then_some(&on_run as &dyn Fn(&LoopRun)),
         on_error: None,
     };
-    let run = loops_scheduler::run_now(&store, &lp, &opts)?;
-    print_run(&run, Output::from_flag(args.show_output), out)?;
+    let done = AtomicBool::new(false);
+    let (run, streamed) = std::thread::scope(|scope| {
+        let done = &done;
+        let follower = live.then(|| scope.spawn(move || follow_live(&claimed, done)));
+        let run = loops_scheduler::run_now(&store, &lp, &opts);
+        done.store(true, Ordering::Relaxed);
+        let streamed = follower.is_some_and(|f| f.join().unwrap_or(false));
+        (run, streamed)
+    });
+    let run = run?;
+    let output = match Output::from_flag(args.show_output) {
+        // Printed already, as it came.
+        Output::Shown if streamed => None,
+        output => Some(output),
+    };
+    print_run(&run, output, out)?;
     Ok(if run.status == RunStatus::Succeeded {
         Outcome::Success
     } else {
@@ -52,10 +86,36 @@ pub(crate) fn run_now(args: &RunNowArgs, out: &mut Printer) -> Result<Outcome> {
     })
 }
 
-/// `<runId> <status>`, the error, then the output blocks or their lengths.
-fn print_run(run: &LoopRun, output: Output, out: &mut Printer) -> std::io::Result<()> {
+/// Follows the log of the run `claimed` names until `done`; returns
+/// whether it found the log (and so printed the output).
+fn follow_live(claimed: &mpsc::Receiver<RunId>, done: &AtomicBool) -> bool {
+    let id = loop {
+        match claimed.recv_timeout(logs::POLL) {
+            Ok(id) => break id,
+            Err(_) if done.load(Ordering::Relaxed) => return false,
+            Err(_) => {}
+        }
+    };
+    let (Ok(dir), Ok(mut stdout)) = (paths::data_dir(), RawStdout::new()) else {
+        return false;
+    };
+    let path = loops_exec::run_log_path(&dir.join(loops_exec::LOGS_DIR), &id.to_string());
+    let mut tail = Tail::new(path);
+    while !done.load(Ordering::Relaxed) {
+        if tail.pump(&mut stdout).is_err() {
+            return tail.seen_file();
+        }
+        std::thread::sleep(logs::POLL);
+    }
+    let _ = tail.finish(&mut stdout);
+    tail.seen_file()
+}
+
+/// `<runId> <status>`, the error, then the output blocks or their lengths
+/// (nothing when `output` is `None`: it was printed live).
+fn print_run(run: &LoopRun, output: Option<Output>, out: &mut Printer) -> std::io::Result<()> {
     if out.json {
-        return out.json(&redact::run_json(run, output));
+        return out.json(&redact::run_json(run, output.unwrap_or(Output::Shown)));
     }
     out.line(&format!("{} {}", run.id, run.status))?;
     if let Some(error) = &run.error {
@@ -63,12 +123,13 @@ fn print_run(run: &LoopRun, output: Output, out: &mut Printer) -> std::io::Resul
         out.line(&format!("  error: {}", crate::brief::error_line(error)))?;
     }
     match output {
-        Output::Shown => {
+        None => {}
+        Some(Output::Shown) => {
             for line in render::output_blocks(run) {
                 out.line(&line)?;
             }
         }
-        Output::Redacted => {
+        Some(Output::Redacted) => {
             for (label, text) in [("stdout", &run.stdout), ("stderr", &run.stderr)] {
                 if let Some(text) = text.as_deref().filter(|t| !t.is_empty()) {
                     out.line(&format!(
@@ -89,7 +150,8 @@ pub(crate) fn tick(args: &TickArgs, out: &mut Printer) -> Result<Outcome> {
     let store = paths::open_store()?;
     let signals = install_signals()?;
     let clock = SystemClock;
-    let executor = ProcessExecutor::for_store(&clock, &store);
+    let executor = ProcessExecutor::for_store(&clock, &store)
+        .with_logs(&paths::data_dir()?, Some(&log_warning));
     let runner_id = format!("manual-tick:{}", std::process::id());
     let on_error = |lp: &Loop, message: &str| {
         // A loop's failure does not stop the tick; say which loop it was.

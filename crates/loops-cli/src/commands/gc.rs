@@ -88,6 +88,12 @@ pub(crate) fn run(args: &GcArgs, out: &mut Printer) -> Result<Outcome> {
         loops_scheduler::collect_garbage(&store, &policy, apply, &|| false, &|c| live.show(c));
     live.clear();
     let report = report?;
+    // Run logs go with their runs (issue 16 §4).
+    let logs_removed = if apply && report.counts.loop_runs > 0 {
+        loops_scheduler::sweep_run_logs(&store, &paths::data_dir()?)?
+    } else {
+        0
+    };
     let file_bytes = store
         .path()
         .and_then(|p| std::fs::metadata(p).ok())
@@ -125,6 +131,12 @@ pub(crate) fn run(args: &GcArgs, out: &mut Printer) -> Result<Outcome> {
         for line in human(&summary, store.path()) {
             out.line(&line)?;
         }
+    }
+    if logs_removed > 0 && !out.json {
+        render::note(
+            "gc",
+            &format!("removed {logs_removed} run log(s) with their runs"),
+        );
     }
     if !apply && report.counts.total() > 0 {
         render::note(

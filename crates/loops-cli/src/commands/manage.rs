@@ -208,7 +208,13 @@ pub(crate) fn remove(args: &RemoveArgs, out: &mut Printer) -> Result<Outcome> {
         DeleteHistory::Purge => 0,
     };
     let runs_deleted = match store.delete_loop(&lp.id, history)? {
-        DeleteOutcome::Deleted { runs_deleted, .. } => runs_deleted,
+        DeleteOutcome::Deleted { runs_deleted, .. } => {
+            if runs_deleted > 0 {
+                // Their logs go with them (issue 16 §4).
+                loops_scheduler::sweep_run_logs(&store, &paths::data_dir()?)?;
+            }
+            runs_deleted
+        }
         DeleteOutcome::NotFound => {
             // Removed by someone else between the lookup and the delete.
             if out.json {

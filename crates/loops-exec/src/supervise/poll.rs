@@ -14,6 +14,7 @@ use nix::unistd::Pid;
 
 use crate::cancel::CancelToken;
 use crate::output::Capture;
+use crate::runlog::{LogTee, Stream};
 
 use super::teardown::{Escapees, Phase, Supervisor, Teardown};
 use super::watch::{ExitWatch, Watch};
@@ -57,6 +58,9 @@ impl Running {
         };
         let deadline = limits.timeout.and_then(|t| Instant::now().checked_add(t));
         let mut buf = vec![0u8; READ_CHUNK];
+        let mut tee = limits
+            .log
+            .map(|(log, secrets)| LogTee::new(log, secrets, limits.max_output_bytes));
         loop {
             let now = Instant::now();
             if !sup.phase.leader_exited() && sup.poll_exit() {
@@ -151,6 +155,7 @@ impl Running {
                 exit_fd,
                 wake_at.0,
                 &mut buf,
+                &mut tee,
             );
             if leader_ready {
                 sup.watch.saw_exit();
@@ -158,8 +163,11 @@ impl Running {
         }
 
         // Whatever the group wrote before it died is still in the pipes.
-        out.drain_available(&mut buf);
-        err.drain_available(&mut buf);
+        out.drain_available(&mut buf, &mut |b| tee_chunk(&mut tee, Stream::Stdout, b));
+        err.drain_available(&mut buf, &mut |b| tee_chunk(&mut tee, Stream::Stderr, b));
+        if let Some(tee) = &mut tee {
+            tee.finish();
+        }
         // Unsubscribe before the pipe closes; see `CancelToken::cancel`.
         drop(subscription);
         let status = sup.reap();
@@ -169,6 +177,15 @@ impl Running {
             stdout: out.buf.finish(),
             stderr: err.buf.finish(),
         }
+    }
+}
+
+/// Hands a chunk just read to the run's log, when it has one.
+fn tee_chunk(tee: &mut Option<LogTee<'_>>, stream: Stream, bytes: &[u8]) {
+    if let Some(tee) = tee
+        && !bytes.is_empty()
+    {
+        tee.chunk(stream, bytes);
     }
 }
 
@@ -200,6 +217,7 @@ fn wait_and_read(
     exit: Option<std::os::fd::BorrowedFd<'_>>,
     until: Option<Instant>,
     buf: &mut [u8],
+    tee: &mut Option<LogTee<'_>>,
 ) -> bool {
     let timeout = match until {
         None => PollTimeout::NONE,
@@ -243,11 +261,15 @@ fn wait_and_read(
         let mut reader = wake;
         let _ = reader.read(&mut sink);
     }
+    // The chunk just read goes to the run's log at once: one write of its
+    // whole lines, while it is still in the cache.
     if out_slot.is_some_and(|i| ready[i]) {
-        out.read_once(buf);
+        let n = out.read_once(buf);
+        tee_chunk(tee, Stream::Stdout, &buf[..n]);
     }
     if err_slot.is_some_and(|i| ready[i]) {
-        err.read_once(buf);
+        let n = err.read_once(buf);
+        tee_chunk(tee, Stream::Stderr, &buf[..n]);
     }
     exit_slot.is_some_and(|i| ready[i])
 }

@@ -32,6 +32,7 @@ fn limits(timeout_ms: u64) -> Limits<'static> {
         kill_grace: Duration::from_millis(200),
         leak_timeout: Duration::from_millis(200),
         max_output_bytes: 1024,
+        log: None,
     }
 }
 

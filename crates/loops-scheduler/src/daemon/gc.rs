@@ -22,14 +22,22 @@
 //! [`GC_FIRST_DELAY`] after start, then every [`GC_PERIOD`] from the start
 //! of the previous pass, and logs one line per pass when the thread
 //! reports back.
+//!
+//! Run logs (`logs/<run-id>.log`) go with their runs: [`sweep_run_logs`]
+//! removes each log whose run is no longer in the database. It costs one
+//! lookup by primary key per log file, so the daemon sweeps only after a
+//! pass that deleted runs (`loops gc --apply` and `remove --purge` sweep
+//! too). On PostgreSQL with several hosts each host keeps, and sweeps, the
+//! logs of the runs it ran.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
 use std::thread::Scope;
 use std::time::{Duration, Instant};
 
-use loops_core::Timestamp;
+use loops_core::{RunId, Timestamp};
 use loops_store::{
     AutoBackup, GcCounts, GcCursor, GcLoopTally, GcPolicy, Location, SpaceUsage, Store, StoreError,
 };
@@ -74,6 +82,38 @@ pub struct GcReport {
     /// False when `stop` ended the pass early; what was deleted stays
     /// deleted, and the next pass goes on from the start.
     pub finished: bool,
+    /// Run logs removed with their runs (the daemon's pass; `loops gc`
+    /// calls [`sweep_run_logs`] itself).
+    pub logs_removed: u64,
+}
+
+/// Removes the run logs in `<data_dir>/logs` whose run is no longer in
+/// `store`; returns how many. A missing `logs/`, or one that is a link,
+/// removes nothing; a file that cannot be listed or removed is left for
+/// the next sweep.
+pub fn sweep_run_logs(store: &Store, data_dir: &Path) -> Result<u64, StoreError> {
+    let dir = data_dir.join(loops_exec::LOGS_DIR);
+    if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+        return Ok(0);
+    }
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(0);
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(id) = name
+            .to_str()
+            .and_then(loops_exec::run_id_of_log)
+            .and_then(|id| RunId::parse(id).ok())
+        else {
+            continue;
+        };
+        if store.get_run(&id)?.is_none() && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    Ok(removed)
 }
 
 /// Runs one gc pass with `policy`: deletes the runs that may go when
@@ -182,6 +222,7 @@ impl GcWorker {
         settings: GcSettings,
         wake: Sender<Report>,
         now: Timestamp,
+        data_dir: PathBuf,
     ) -> GcWorker {
         let (jobs, inbox) = channel::<Timestamp>();
         let (outbox, done) = channel();
@@ -190,7 +231,7 @@ impl GcWorker {
         scope.spawn(move || {
             let mut store = None;
             for at in inbox {
-                let result = pass(&mut store, &database, settings, at, &stopped);
+                let result = pass(&mut store, &database, settings, at, &stopped, &data_dir);
                 if outbox.send(result).is_err() || wake.send(Report::Wake).is_err() {
                     return;
                 }
@@ -262,6 +303,7 @@ fn pass(
     settings: GcSettings,
     at: Timestamp,
     stop: &AtomicBool,
+    data_dir: &Path,
 ) -> Result<GcReport, StoreError> {
     let store = match store {
         Some(store) => store,
@@ -288,13 +330,17 @@ fn pass(
         settings.keep_per_loop,
         at,
     );
-    collect_garbage(
+    let mut report = collect_garbage(
         store,
         &policy,
         true,
         &|| stop.load(Ordering::Relaxed),
         &|_| {},
-    )
+    )?;
+    if report.counts.loop_runs > 0 {
+        report.logs_removed = sweep_run_logs(store, data_dir)?;
+    }
+    Ok(report)
 }
 
 /// The log line of a pass.
@@ -309,6 +355,9 @@ fn describe(report: &GcReport) -> String {
         report.batches,
         report.longest_batch.as_millis()
     );
+    if report.logs_removed > 0 {
+        line.push_str(&format!(" and {} run log(s)", report.logs_removed));
+    }
     if !report.finished {
         line.push_str("; stopped early, the daemon is stopping");
     }
@@ -419,7 +468,8 @@ mod tests {
         let log = |line: &str| logged.lock().unwrap().push(line.to_owned());
         let (wake, woken) = channel();
         std::thread::scope(|scope| {
-            let mut gc = GcWorker::spawn(scope, database.into(), settings, wake, now);
+            let data_dir = dir.path().to_path_buf();
+            let mut gc = GcWorker::spawn(scope, database.into(), settings, wake, now, data_dir);
             let first = now.add_ms(millis(GC_FIRST_DELAY));
             assert_eq!(gc.next_due(), Some(first));
             gc.poll(first.add_ms(-1), &log);

@@ -11,6 +11,7 @@ use loops_core::{DaemonLease, LeaseId, Loop, LoopRun, RunStatus, Timestamp};
 use loops_exec::started_by;
 use loops_store::{LeaseAcquire, LeaseHeartbeat, LeaseRequest, Store, StoreError, new_lease_id};
 
+use super::describe::describe_run;
 use super::gc::GcWorker;
 use super::options::{DaemonOptions, POLL_ONLY_MAX_SLEEP};
 use super::pidfile::{PidFile, read_pid};
@@ -137,6 +138,7 @@ pub fn run_daemon(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonExit,
                 settings,
                 d.sender(),
                 opts.clock.now(),
+                opts.paths.dir().to_path_buf(),
             ))
         });
         log(&format!(
@@ -566,27 +568,6 @@ impl Daemon<'_, '_> {
             self.log(&format!("loop {} ({}) expired", lp.name, lp.id));
         }
     }
-}
-
-/// One log line for a run: never its output (it may hold secrets).
-fn describe_run(run: &LoopRun) -> String {
-    let mut line = match run.status {
-        RunStatus::Running => format!("run {} started", run.id),
-        status => format!("run {} {status}", run.id),
-    };
-    line.push_str(&format!(
-        ": {} slot={} attempt={}",
-        run.loop_name, run.scheduled_for, run.attempt
-    ));
-    if run.status != RunStatus::Running
-        && let Some(ms) = run.duration_ms
-    {
-        line.push_str(&format!(" in {ms}ms"));
-    }
-    if let Some(error) = &run.error {
-        line.push_str(&format!(" ({error})"));
-    }
-    line
 }
 
 fn millis(d: Duration) -> u64 {

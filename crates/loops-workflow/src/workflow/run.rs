@@ -255,6 +255,7 @@ impl<'r> Runner<'r> {
             clock: self.opts.clock,
             cancel: None,
             spawn_id: self.opts.spawn_id,
+            log: None,
         };
         std::thread::scope(|scope| {
             let mut pool = Pool::new(scope, tx.clone());

@@ -1,0 +1,317 @@
+//! `loops logs <loop|run-id> [-f]` (issue 16 §4): a run's output, the
+//! latest run of a loop or the run given.
+//!
+//! It prints the run's log file (`logs/<run-id>.log`, stdout and stderr
+//! interleaved as they arrived, written by the runner as the run goes;
+//! see `loops_exec::RunLog`) when there is one, else the stored stdout
+//! then stderr. The log is opened without following links, and only when
+//! it is this user's regular file. On a shared PostgreSQL database a run's
+//! log lives on the host that ran it; elsewhere the stored output is
+//! printed.
+//!
+//! `-f` follows a running run as `pueue follow` and `journalctl -f` do: it
+//! polls the file and the run's status every [`POLL`], prints each line as
+//! it arrives, and stops once the run has ended and the file is drained.
+//! A retry starts the file over; the follower notices the new file and
+//! goes on with it. Ctrl-C ends it quietly. On a finished run `-f` prints
+//! the run and exits.
+//!
+//! Output reaches the terminal with its control characters escaped, tabs
+//! and line breaks aside (`render::escape_controls`): it is whatever a
+//! process printed. How the run ended goes to stderr.
+//!
+//! `--json` prints one object once the run has ended (at once without
+//! `-f`): `{runId, loopId, loopName, status, attempt, exitCode, error,
+//! stdout, stderr, log}`, where `stdout` and `stderr` are the stored
+//! output and `log` the log file's text (`null` without one). All three
+//! are scrubbed of the run's secrets by the runner.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use loops_core::{LoopRun, RunId, RunStatus};
+use loops_exec::SignalCancel;
+use loops_store::{RunFilter, Store};
+use serde_json::json;
+
+use crate::args::LogsArgs;
+use crate::exit::Outcome;
+use crate::paths;
+use crate::render::{self, Printer};
+
+/// How often `-f` looks at the file and the run.
+pub(crate) const POLL: Duration = Duration::from_millis(100);
+
+/// `logs`.
+pub(crate) fn run(args: &LogsArgs, out: &mut Printer) -> Result<Outcome> {
+    let store = paths::open_store()?;
+    let mut run = find_run(&store, &args.target)?;
+    let path = log_path(&run)?;
+    if args.follow && run.status == RunStatus::Running {
+        let signals = SignalCancel::install()?;
+        let mut tail = Tail::new(path.clone());
+        let quiet = out.json;
+        let mut said_missing = false;
+        loop {
+            if signals.token().is_cancelled() {
+                // Ctrl-C: quietly, with what was printed so far.
+                if !quiet {
+                    tail.finish(out)?;
+                }
+                return Ok(Outcome::Success);
+            }
+            // The status first: a run seen finished has written its log.
+            let current = store.get_run(&run.id)?;
+            let finished = current
+                .as_ref()
+                .is_none_or(|r| r.status != RunStatus::Running);
+            if !quiet {
+                tail.pump(out)?;
+            }
+            if let Some(current) = current {
+                run = current;
+            }
+            if finished {
+                break;
+            }
+            if !quiet && !said_missing && !tail.seen_file() {
+                said_missing = true;
+                render::note(
+                    "note",
+                    &format!(
+                        "no log for run {} here yet (it may run on another host); \
+                         waiting for it to end",
+                        run.id
+                    ),
+                );
+            }
+            std::thread::sleep(POLL);
+        }
+        if !quiet {
+            tail.finish(out)?;
+            if !tail.seen_file() {
+                print_stored(&run, out)?;
+            }
+            say_end(&run);
+            return Ok(Outcome::Success);
+        }
+    }
+    let log = read_log(&path);
+    if out.json {
+        out.json(&json!({
+            "runId": run.id,
+            "loopId": run.loop_id,
+            "loopName": run.loop_name,
+            "status": run.status,
+            "attempt": run.attempt,
+            "exitCode": run.exit_code,
+            "error": run.error,
+            "stdout": run.stdout.as_deref().unwrap_or(""),
+            "stderr": run.stderr.as_deref().unwrap_or(""),
+            "log": log,
+        }))?;
+        return Ok(Outcome::Success);
+    }
+    match log {
+        Some(text) => print_text(&text, out)?,
+        None => print_stored(&run, out)?,
+    }
+    say_end(&run);
+    Ok(Outcome::Success)
+}
+
+/// The run `target` names: a run id, else the latest run of a loop (by id
+/// or name).
+fn find_run(store: &Store, target: &str) -> Result<LoopRun> {
+    if let Ok(id) = RunId::parse(target.trim())
+        && let Some(run) = store.get_run(&id)?
+    {
+        return Ok(run);
+    }
+    let lp = match store.require_loop(target) {
+        Ok(lp) => lp,
+        Err(e) => bail!("{e} (loops logs takes a loop id or name, or a run id)"),
+    };
+    let filter = RunFilter {
+        loop_id: Some(lp.id),
+        status: None,
+        limit: Some(1),
+    };
+    match store.list_runs(&filter)?.into_iter().next() {
+        Some(run) => Ok(run),
+        None => bail!(
+            "loop {} has no runs yet; `loops run-now {}` runs it now",
+            render::escape_controls(&lp.name, &[]),
+            lp.id
+        ),
+    }
+}
+
+/// Where the log of `run` is on this host.
+pub(crate) fn log_path(run: &LoopRun) -> Result<PathBuf> {
+    let logs = paths::data_dir()?.join(loops_exec::LOGS_DIR);
+    Ok(loops_exec::run_log_path(&logs, &run.id.to_string()))
+}
+
+/// The whole log, when there is one this user owns (never through a link).
+fn read_log(path: &Path) -> Option<String> {
+    let mut file = loops_exec::private::open_no_follow(path).ok()?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The stored stdout, then the stored stderr.
+fn print_stored(run: &LoopRun, out: &mut dyn Lines) -> io::Result<()> {
+    for text in [&run.stdout, &run.stderr].into_iter().flatten() {
+        print_text(text, out)?;
+    }
+    Ok(())
+}
+
+/// Where followed lines go: the command's [`Printer`], or (for `run-now`,
+/// whose printer holds stdout's lock meanwhile) a [`RawStdout`].
+pub(crate) trait Lines {
+    /// One line, without its line break; its control characters other than
+    /// tabs are escaped.
+    fn line(&mut self, text: &str) -> io::Result<()>;
+    /// Shows what was written so far.
+    fn flush(&mut self) -> io::Result<()>;
+}
+
+impl Lines for Printer {
+    fn line(&mut self, text: &str) -> io::Result<()> {
+        Printer::line(self, text)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Printer::flush(self)
+    }
+}
+
+/// Stdout through a duplicate of its descriptor, which needs no lock.
+pub(crate) struct RawStdout(File);
+
+impl RawStdout {
+    pub(crate) fn new() -> io::Result<RawStdout> {
+        use std::os::fd::AsFd;
+        Ok(RawStdout(File::from(
+            io::stdout().as_fd().try_clone_to_owned()?,
+        )))
+    }
+}
+
+impl Lines for RawStdout {
+    fn line(&mut self, text: &str) -> io::Result<()> {
+        use std::io::Write;
+        writeln!(self.0, "{}", render::escape_controls(text, &['\t']))
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// `text` line by line, escaped; a CRLF ending is a line ending.
+fn print_text(text: &str, out: &mut dyn Lines) -> io::Result<()> {
+    let text = text.strip_suffix('\n').unwrap_or(text);
+    if text.is_empty() {
+        return Ok(());
+    }
+    for line in text.split('\n') {
+        out.line(line.strip_suffix('\r').unwrap_or(line))?;
+    }
+    Ok(())
+}
+
+/// How the run ended, on stderr; nothing for a run still going.
+fn say_end(run: &LoopRun) {
+    if run.status == RunStatus::Running {
+        return;
+    }
+    let mut line = format!("run {} {}", run.id, run.status);
+    if let Some(code) = run.exit_code {
+        line.push_str(&format!(" exit={code}"));
+    }
+    if let Some(error) = run.error.as_deref().and_then(|e| e.lines().next()) {
+        line.push_str(&format!(": {}", render::escape_controls(error, &[])));
+    }
+    render::note("--", &line);
+}
+
+/// A log file followed as it grows: what was read and not yet printed,
+/// and the file's inode, so a retry's new file is noticed.
+pub(crate) struct Tail {
+    path: PathBuf,
+    file: Option<(File, u64)>,
+    pending: Vec<u8>,
+    seen: bool,
+}
+
+impl Tail {
+    pub(crate) fn new(path: PathBuf) -> Tail {
+        Tail {
+            path,
+            file: None,
+            pending: Vec::new(),
+            seen: false,
+        }
+    }
+
+    /// Whether a log file was found at all.
+    pub(crate) fn seen_file(&self) -> bool {
+        self.seen
+    }
+
+    /// Prints the complete lines written since the last call; switches to
+    /// a new file when a retry replaced it.
+    pub(crate) fn pump(&mut self, out: &mut dyn Lines) -> io::Result<()> {
+        let now = std::fs::symlink_metadata(&self.path).ok().map(|m| m.ino());
+        if let Some((_, ino)) = &self.file
+            && now != Some(*ino)
+        {
+            // Replaced (a retry) or removed: drain the old one first.
+            self.read_more()?;
+            self.flush_pending(out)?;
+            self.file = None;
+        }
+        if self.file.is_none()
+            && let Ok(file) = loops_exec::private::open_no_follow(&self.path)
+        {
+            let ino = file.metadata()?.ino();
+            if self.seen {
+                render::note("--", "a new attempt started");
+            }
+            self.seen = true;
+            self.file = Some((file, ino));
+        }
+        self.read_more()?;
+        let Some(end) = self.pending.iter().rposition(|&b| b == b'\n') else {
+            return Ok(());
+        };
+        let lines: Vec<u8> = self.pending.drain(..=end).collect();
+        print_text(&String::from_utf8_lossy(&lines), out)?;
+        out.flush()
+    }
+
+    /// Prints what is left, a last line without a line break included.
+    pub(crate) fn finish(&mut self, out: &mut dyn Lines) -> io::Result<()> {
+        self.pump(out)?;
+        self.flush_pending(out)?;
+        out.flush()
+    }
+
+    fn flush_pending(&mut self, out: &mut dyn Lines) -> io::Result<()> {
+        let rest = std::mem::take(&mut self.pending);
+        print_text(&String::from_utf8_lossy(&rest), out)
+    }
+
+    fn read_more(&mut self) -> io::Result<()> {
+        if let Some((file, _)) = &mut self.file {
+            file.read_to_end(&mut self.pending)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,235 @@
+//! A run's output, live (issue 16 §4): each run's log file under
+//! `$LOOPS_DATA_DIR/logs/`, `loops logs [-f]`, gc and `remove --purge`
+//! deleting it, planted links never followed, and the daemon's finish
+//! line.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use loops_store::testing::lit;
+use loops_tests::{Daemon, TestEnv, instant_ago, wait_for};
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn log_file(env: &TestEnv, run_id: &str) -> PathBuf {
+    env.data_dir().join("logs").join(format!("{run_id}.log"))
+}
+
+fn mode(path: &std::path::Path) -> u32 {
+    std::fs::metadata(path)
+        .expect("a file")
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+/// Creates loop `greet`, whose command prints a line on each stream and
+/// exits 3, runs it once and returns the run's id.
+fn greet(env: &TestEnv) -> String {
+    env.write_script("greet", "echo hello\necho warn >&2\nexit 3");
+    env.create_command("greet", "greet", &["--every", "1h"]);
+    let run = env
+        .loops(["--json", "run-now", "greet"])
+        .code(1)
+        .run()
+        .json();
+    run["id"].as_str().expect("a run id").to_owned()
+}
+
+#[test]
+fn logs_follows_a_running_run_and_sees_its_first_line_before_it_ends() {
+    let env = TestEnv::new();
+    let gate = env.home().join("gate");
+    env.write_script(
+        "slow",
+        &format!(
+            "echo first\nwhile [ ! -e '{}' ]; do sleep 0.02; done\necho second\necho oops >&2",
+            gate.display()
+        ),
+    );
+    env.create_command("slow", "slow", &["--every", "1h"]);
+    let mut runner = env.spawn(&["run-now", "slow"]);
+    let run_id = wait_for("the run to start", DEADLINE, || {
+        let runs = env.loops(["--json", "runs", "slow"]).run().json();
+        let run = runs.as_array()?.first()?.clone();
+        (run["status"] == "running").then(|| run["id"].as_str().unwrap().to_owned())
+    });
+
+    let mut follower = env
+        .cmd()
+        .args(["logs", "-f", "slow"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines, seen) = mpsc::channel();
+    let stdout = follower.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let _ = lines.send(line.unwrap());
+        }
+    });
+    // The run waits for the gate: its first line shows while it runs.
+    let first = seen.recv_timeout(DEADLINE).expect("a first line");
+    assert_eq!(first, "first");
+    assert!(!gate.exists());
+    let still = env.loops(["--json", "logs", &run_id]).run().json();
+    assert_eq!(still["status"], "running");
+    assert_eq!(still["log"], "first\n");
+
+    std::fs::write(&gate, "").unwrap();
+    let out = follower.wait_with_output().unwrap();
+    reader.join().unwrap();
+    let rest: Vec<String> = seen.try_iter().collect();
+    assert_eq!(rest, ["second", "oops"]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("run {run_id} succeeded exit=0")),
+        "{stderr}"
+    );
+    assert!(runner.wait().unwrap().success());
+    // `-f` on a finished run prints it and exits.
+    env.loops(["logs", "-f", &run_id])
+        .stdout("first\nsecond\noops\n")
+        .run();
+}
+
+#[test]
+fn logs_prints_a_finished_run_by_loop_and_by_id_and_falls_back_to_stored_output() {
+    let env = TestEnv::new();
+    let run_id = greet(&env);
+    let file = log_file(&env, &run_id);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "hello\nwarn\n");
+    assert_eq!(mode(&file), 0o600);
+    assert_eq!(mode(&env.data_dir().join("logs")), 0o700);
+    for target in ["greet", run_id.as_str()] {
+        env.loops(["logs", target])
+            .stdout("hello\nwarn\n")
+            .stderr_has(&format!(
+                "run {run_id} failed exit=3: process exited with code 3"
+            ))
+            .run();
+    }
+    let json = env.loops(["--json", "logs", "greet"]).run().json();
+    assert_eq!(json["runId"], run_id.as_str());
+    assert_eq!(json["log"], "hello\nwarn\n");
+    assert_eq!(json["stdout"], "hello\n");
+    assert_eq!(json["exitCode"], 3);
+
+    // Without the file (gone, or on another host): the stored output.
+    std::fs::remove_file(&file).unwrap();
+    env.loops(["logs", &run_id]).stdout("hello\nwarn\n").run();
+    let json = env.loops(["--json", "logs", &run_id]).run().json();
+    assert_eq!(json["log"], serde_json::Value::Null);
+    assert_eq!(json["stderr"], "warn\n");
+
+    env.loops(["logs", "nope"])
+        .code(1)
+        .stderr_has("loop not found")
+        .run();
+}
+
+#[test]
+fn output_is_escaped_on_the_terminal() {
+    let env = TestEnv::new();
+    env.write_script("ansi", "printf 'red \\033[31mtext\\tok\\r\\n'");
+    env.create_command("ansi", "ansi", &["--every", "1h"]);
+    env.loops(["run-now", "ansi"]).run();
+    env.loops(["logs", "ansi"])
+        .stdout("red \\u{1b}[31mtext\tok\n")
+        .run();
+}
+
+#[test]
+fn gc_and_remove_purge_delete_a_runs_log() {
+    let env = TestEnv::new();
+    let old = greet(&env);
+    let new = env
+        .loops(["--json", "run-now", "greet"])
+        .code(1)
+        .run()
+        .json()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(log_file(&env, &old).exists() && log_file(&env, &new).exists());
+    env.raw().exec(&format!(
+        "UPDATE loop_runs SET created_at = {} WHERE id = {}",
+        instant_ago(40 * 86_400_000),
+        lit(&old)
+    ));
+    let out = env
+        .loops(["--json", "gc", "--apply", "--keep-per-loop", "1"])
+        .run();
+    assert_eq!(out.json()["loopRuns"], 1, "{}", out.stderr);
+    assert!(!log_file(&env, &old).exists());
+    assert!(log_file(&env, &new).exists());
+
+    env.loops(["remove", "greet"]).run();
+    assert!(log_file(&env, &new).exists(), "history kept, log kept");
+    env.write_script("again", "echo again");
+    env.create_command("again", "again", &["--every", "1h"]);
+    let id = env.loops(["--json", "run-now", "again"]).run().json()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    env.loops(["remove", "again", "--purge"]).run();
+    assert!(!log_file(&env, &id).exists());
+}
+
+#[test]
+fn a_planted_link_is_never_followed() {
+    let env = TestEnv::new();
+    env.make_data_dir();
+    let elsewhere = env.home().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    // A link at `logs/`: the run goes on, without a log, and says why.
+    std::os::unix::fs::symlink(&elsewhere, env.data_dir().join("logs")).unwrap();
+    env.write_script("hi", "echo hi");
+    env.create_command("hi", "hi", &["--every", "1h"]);
+    let ran = env.loops(["--json", "run-now", "hi"]).run();
+    assert_eq!(ran.json()["status"], "succeeded");
+    assert!(ran.stderr.contains("never follows links"), "{}", ran.stderr);
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    env.loops(["logs", "hi"]).stdout("hi\n").run();
+
+    // A link at a run's log file: never read through.
+    std::fs::remove_file(env.data_dir().join("logs")).unwrap();
+    let id = env.loops(["--json", "run-now", "hi"]).run().json()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let secret = elsewhere.join("secret");
+    std::fs::write(&secret, "not yours\n").unwrap();
+    std::fs::remove_file(log_file(&env, &id)).unwrap();
+    std::os::unix::fs::symlink(&secret, log_file(&env, &id)).unwrap();
+    env.loops(["logs", &id]).stdout("hi\n").run();
+}
+
+#[test]
+fn the_daemon_log_finish_line_has_the_exit_code_and_the_error() {
+    let env = TestEnv::new();
+    env.write_script("boom", "echo boom >&2\nexit 3");
+    env.create_command("boom", "boom", &["--at", "2020-01-01T00:00:00Z"]);
+    let _daemon = Daemon::start(&env, &[]);
+    let line = wait_for("the finish line", DEADLINE, || {
+        let log = std::fs::read_to_string(env.data_dir().join("daemon.log")).ok()?;
+        log.lines()
+            .find(|l| l.contains(" failed: boom "))
+            .map(str::to_owned)
+    });
+    assert!(
+        line.contains(" exit=3 (process exited with code 3)"),
+        "{line}"
+    );
+    let log = std::fs::read_to_string(env.data_dir().join("daemon.log")).unwrap();
+    assert!(log.contains(" started: boom "), "{log}");
+    // And the run's output is in its log.
+    let json = env.loops(["--json", "logs", "boom"]).run().json();
+    assert_eq!(json["log"], "boom\n");
+}
