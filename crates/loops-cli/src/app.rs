@@ -3,7 +3,9 @@
 use anyhow::Result;
 
 use crate::args::{Cli, Command, Create};
-use crate::commands::{backup, create, daemon, execute, gc, manage, runs, transfer, workflows};
+use crate::commands::{
+    backup, create, daemon, edit, execute, gc, manage, runs, transfer, workflows,
+};
 use crate::daemon_bin::Binary;
 use crate::exit::Outcome;
 use crate::render::Printer;
@@ -37,6 +39,8 @@ fn dispatch(command: Command, out: &mut Printer) -> Result<Outcome> {
         Command::Create(Create::Workflow(args)) => create::workflow(&args, out),
         Command::List(args) => manage::list(&args, out),
         Command::Show(args) => manage::show(&args, out),
+        Command::Edit(args) => edit::edit(&args, out),
+        Command::Rename(args) => edit::rename(&args, out),
         Command::Runs(args) => runs::list(&args, out),
         Command::Pause(args) => manage::pause(&args, out),
         Command::Resume(args) => manage::resume(&args, out),
@@ -63,6 +67,8 @@ fn changes_loops(command: &Command) -> bool {
     matches!(
         command,
         Command::Create(_)
+            | Command::Edit(_)
+            | Command::Rename(_)
             | Command::Pause(_)
             | Command::Resume(_)
             | Command::Stop(_)

@@ -13,6 +13,7 @@ mod args;
 mod commands;
 mod daemon_args;
 mod daemon_bin;
+mod edit_args;
 mod exit;
 mod paths;
 mod pretty;

@@ -299,7 +299,10 @@ pub enum StoreError {
     #[error(transparent)]
     Schedule(#[from] loops_core::ScheduleError),
     /// An active workflow already has this name.
-    #[error("an active workflow named {name:?} already exists; archive it or choose another name")]
+    #[error(
+        "an active workflow named {name:?} already exists; replace it with `loops workflows \
+         create <file> --replace`, archive it, or choose another name"
+    )]
     DuplicateWorkflowName {
         /// The name.
         name: String,
