@@ -9,6 +9,7 @@ mod create;
 mod daemon;
 mod datadir;
 mod doctor;
+mod edit;
 mod escape;
 mod gc;
 mod legacy_rows;
