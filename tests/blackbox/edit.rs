@@ -13,7 +13,12 @@ fn show(env: &TestEnv, target: &str) -> serde_json::Value {
 
 /// `loops <args>` run in `dir`, which must succeed.
 fn loops_in(env: &TestEnv, dir: &Path, args: &[&str]) -> std::process::Output {
-    let out = env.cmd().current_dir(dir).args(args).output().unwrap();
+    let out = env
+        .cmd()
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("loops runs");
     assert!(
         out.status.success(),
         "{args:?} in {}: {}{}",
@@ -28,11 +33,12 @@ fn loops_in(env: &TestEnv, dir: &Path, args: &[&str]) -> std::process::Output {
 /// line in `built.log` of the directory it runs in.
 fn project(env: &TestEnv) -> std::path::PathBuf {
     let dir = env.home().join("project");
-    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(&dir).expect("the project directory");
     let script = dir.join("build.sh");
-    std::fs::write(&script, "#!/bin/sh\necho built >> built.log\n").unwrap();
+    std::fs::write(&script, "#!/bin/sh\necho built >> built.log\n").expect("the script");
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
+        .expect("an executable script");
     dir
 }
 
