@@ -5,10 +5,13 @@
 
 use loops_tests::TestEnv;
 
-/// Creates a command loop with `extra` options; its JSON and stderr.
+/// Creates a command loop with `extra` options, under a name of its own
+/// (a shared name would add a warning); its JSON and stderr.
 fn create(env: &TestEnv, extra: &[&str]) -> (serde_json::Value, String) {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let name = format!("x{}", N.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
     let ran = env
-        .loops(["--json", "create", "command", "x", "--cmd", "true"])
+        .loops(["--json", "create", "command", &name, "--cmd", "true"])
         .args(extra)
         .run();
     (ran.json(), ran.stderr)

@@ -10,6 +10,7 @@ mod daemon;
 mod datadir;
 mod docs;
 mod doctor;
+mod edit;
 mod escape;
 mod gc;
 mod human;

@@ -80,6 +80,8 @@ fn show_is_always_json_and_redacted() {
         "2030-01-01T00:00:00Z",
         "-d",
         "reviews things",
+        "--cwd",
+        "/srv/app",
     ])
     .run();
     env.loops([
@@ -94,6 +96,8 @@ fn show_is_always_json_and_redacted() {
         "*/15 * * * *",
         "--tz",
         "UTC",
+        "--cwd",
+        "/srv/app",
     ])
     .run();
     let agent = env.loops(["show", "helper"]).run();
@@ -104,13 +108,41 @@ fn show_is_always_json_and_redacted() {
     insta::assert_snapshot!("show_command_json", command.stdout);
 }
 
-// SPEC §10 item 34 (the newest name wins)
+// SPEC §10 item 34 (a name resolves to its loop). Issue 16 departs from
+// the newest-wins rule: a name two loops share is refused with both ids.
 #[test]
-fn names_resolve_to_the_newest_loop() {
+fn a_name_resolves_to_its_loop_and_a_shared_name_is_refused() {
     let env = TestEnv::new();
-    env.create_command("twin", "true", &["--every", "1h"]);
+    let older = env.create_command("twin", "true", &["--every", "1h"]);
+    assert_eq!(show(&env, "twin")["id"], older.as_str());
     let newer = env.create_command("twin", "true", &["--every", "2h"]);
-    assert_eq!(show(&env, "twin")["id"], newer.as_str());
+    for verb in [
+        &["show"][..],
+        &["pause"],
+        &["resume"],
+        &["stop"],
+        &["run-now"],
+        &["remove"],
+        &["runs"],
+        &["edit", "--every", "3h"],
+        &["rename", "single"],
+    ] {
+        let ran = env.loops([verb[0], "twin"]).args(&verb[1..]).code(1).run();
+        let first = ran.stderr.lines().next().unwrap_or_default().to_owned();
+        assert!(
+            first.starts_with("error: 2 loops are named \"twin\": ")
+                && first.contains(&format!("{newer} (created "))
+                && first.contains(&format!("{older} (created "))
+                && first.ends_with("; use an id"),
+            "{verb:?}: {first}"
+        );
+    }
+    assert_eq!(
+        show(&env, &older)["status"],
+        "active",
+        "nothing was changed"
+    );
+    assert_eq!(show(&env, &newer)["status"], "active");
 }
 
 // SPEC §10 item 93

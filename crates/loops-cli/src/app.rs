@@ -4,7 +4,7 @@ use anyhow::Result;
 
 use crate::args::{Cli, Command, Create};
 use crate::commands::{
-    backup, create, daemon, docs, execute, gc, logs, manage, runs, transfer, workflows,
+    backup, create, daemon, docs, edit, execute, gc, logs, manage, runs, transfer, workflows,
 };
 use crate::daemon_bin::Binary;
 use crate::exit::Outcome;
@@ -41,6 +41,8 @@ fn dispatch(command: Command, out: &mut Printer) -> Result<Outcome> {
         Command::Create(Create::Workflow(args)) => create::workflow(&args, out),
         Command::List(args) => manage::list(&args, out),
         Command::Show(args) => manage::show(&args, out),
+        Command::Edit(args) => edit::edit(&args, out),
+        Command::Rename(args) => edit::rename(&args, out),
         Command::Runs(args) => runs::list(&args, out),
         Command::Logs(args) => logs::run(&args, out),
         Command::Pause(args) => manage::pause(&args, out),
@@ -70,6 +72,8 @@ fn changes_loops(command: &Command) -> bool {
     matches!(
         command,
         Command::Create(_)
+            | Command::Edit(_)
+            | Command::Rename(_)
             | Command::Pause(_)
             | Command::Resume(_)
             | Command::Stop(_)

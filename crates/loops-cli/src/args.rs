@@ -71,6 +71,11 @@ pub(crate) enum Command {
     /// Print one loop as JSON.
     #[command(after_help = crate::help::SHOW)]
     Show(LoopRef),
+    /// Change a loop's schedule, target or options in place.
+    Edit(crate::edit_args::EditArgs),
+    /// Give a loop a new name.
+    #[command(after_help = crate::help::RENAME)]
+    Rename(crate::edit_args::RenameArgs),
     /// List recorded runs, newest first.
     #[command(after_help = crate::help::RUNS)]
     Runs(RunsArgs),
@@ -162,8 +167,8 @@ pub(crate) enum Create {
 // The options every `create` command shares (SPEC §7.3).
 #[derive(Debug, Args)]
 pub(crate) struct LoopOptions {
-    /// Name of the loop. Names need not be unique; lookups by name pick the
-    /// newest loop.
+    /// Name of the loop. Names need not be unique, but a command given a
+    /// name several loops share refuses it and lists their ids.
     pub(crate) name: String,
 
     /// Run once, at TIME. ISO-8601 with Z or an offset is exact, a bare date
@@ -304,7 +309,8 @@ pub(crate) struct CreateCommand {
     #[arg(long, help_heading = "Target")]
     pub(crate) no_shell: bool,
 
-    /// Working directory of the run [default: the runner's directory].
+    /// Working directory of the run; ~ and a relative path are made
+    /// absolute [default: the directory create runs in].
     #[arg(long, value_name = "DIR", help_heading = "Target")]
     pub(crate) cwd: Option<String>,
 
@@ -345,7 +351,8 @@ pub(crate) struct CreateAgent {
     )]
     pub(crate) prompt: String,
 
-    /// Working directory of the run [default: the runner's directory].
+    /// Working directory of the run; ~ and a relative path are made
+    /// absolute [default: the directory create runs in].
     #[arg(long, value_name = "DIR", help_heading = "Target")]
     pub(crate) cwd: Option<String>,
 
@@ -395,7 +402,7 @@ pub(crate) struct CreateWorkflow {
 // A loop, by id or name.
 #[derive(Debug, Args)]
 pub(crate) struct LoopRef {
-    /// Loop id, or name (the newest loop of that name).
+    /// Loop id, or name (refused when several loops have it).
     #[arg(value_name = "LOOP")]
     pub(crate) target: String,
 }

@@ -8,6 +8,7 @@ pub(crate) mod backup;
 pub(crate) mod create;
 pub(crate) mod daemon;
 pub(crate) mod docs;
+pub(crate) mod edit;
 pub(crate) mod execute;
 pub(crate) mod gc;
 pub(crate) mod logs;

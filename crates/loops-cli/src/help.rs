@@ -58,6 +58,11 @@ pub(crate) const CREATE_AGENT: &str = "Examples:
 pub(crate) const CREATE_WORKFLOW: &str = "Examples:
   loops create workflow nightly-release --workflow release --cron '0 2 * * *' --timeout 1h";
 
+/// `rename`.
+pub(crate) const RENAME: &str = "Examples:
+  loops rename backup nightly-backup
+  loops rename 3f9a1c2b4d5e backup   # by id, when two loops share a name";
+
 /// `list`.
 pub(crate) const LIST: &str = "Examples:
   loops list

@@ -14,6 +14,7 @@ mod brief;
 mod commands;
 mod daemon_args;
 mod daemon_bin;
+mod edit_args;
 mod exit;
 mod help;
 mod hint;

@@ -39,31 +39,14 @@ pub(crate) fn command_loop(args: &CreateCommand) -> Result<NewLoop> {
     target.timeout_ms = timeout_ms;
     target.account = account(&args.account)?;
     new.target = Target::Command(target);
-    validate_new_loop(&new).map_err(|e| {
-        // Core speaks of the stored fields (`shell`, `args`); say it in flags.
-        if e.field == "target.command" && e.message.contains("without spaces") {
-            anyhow!(
-                "--cmd must be a single executable without spaces when --no-shell is given; \
-                 pass its arguments with --arg, or drop --no-shell"
-            )
-        } else {
-            e.into()
-        }
-    })?;
-    Ok(new)
+    checked(new)
 }
 
 /// `create agent`: the validated loop.
 pub(crate) fn agent_loop(args: &CreateAgent) -> Result<NewLoop> {
     let (mut new, timeout_ms) = loop_options(&args.options, args.timeout.as_deref())?;
-    let provider = AgentProvider::from_str(&args.provider).map_err(|_| {
-        anyhow!(
-            "unsupported provider: {} (use one of claude, cursor, codewith, aicopilot, opencode, codex)",
-            args.provider
-        )
-    })?;
-    let isolation = ConfigIsolation::from_str(&args.config_isolation)
-        .map_err(|_| anyhow!("--config-isolation must be safe or none"))?;
+    let provider = provider(&args.provider)?;
+    let isolation = isolation(&args.config_isolation)?;
     let mut target = AgentTarget::new(provider, args.prompt.clone());
     target.cwd = args.cwd.clone();
     target.model = args.model.clone();
@@ -72,15 +55,43 @@ pub(crate) fn agent_loop(args: &CreateAgent) -> Result<NewLoop> {
     target.config_isolation = Some(isolation);
     target.account = account(&args.account)?;
     new.target = Target::Agent(target);
+    checked(new)
+}
+
+/// Runs the core checks on a command or agent loop (`create`, `edit`),
+/// saying in flags what core says of the stored fields.
+pub(crate) fn checked(new: NewLoop) -> Result<NewLoop> {
     validate_new_loop(&new).map_err(|e| {
-        // Core speaks of the stored field; say it in flags.
-        if e.field == "target.prompt" && prompt_reads_as_option(&args.prompt) {
+        let prompt = match &new.target {
+            Target::Agent(target) => Some(target.prompt.as_str()),
+            _ => None,
+        };
+        if e.field == "target.command" && e.message.contains("without spaces") {
+            anyhow!(
+                "--cmd must be a single executable without spaces when --no-shell is given; \
+                 pass its arguments with --arg, or drop --no-shell"
+            )
+        } else if e.field == "target.prompt" && prompt.is_some_and(prompt_reads_as_option) {
             anyhow!(prompt_option_message("--prompt"))
         } else {
             e.into()
         }
     })?;
     Ok(new)
+}
+
+/// `--provider`.
+pub(crate) fn provider(value: &str) -> Result<AgentProvider> {
+    AgentProvider::from_str(value).map_err(|_| {
+        anyhow!(
+            "unsupported provider: {value} (use one of claude, cursor, codewith, aicopilot, opencode, codex)"
+        )
+    })
+}
+
+/// `--config-isolation`.
+pub(crate) fn isolation(value: &str) -> Result<ConfigIsolation> {
+    ConfigIsolation::from_str(value).map_err(|_| anyhow!("--config-isolation must be safe or none"))
 }
 
 /// `create workflow`: the validated loop. Its target names no workflow yet
@@ -122,24 +133,33 @@ fn loop_options(opts: &LoopOptions, timeout: Option<&str>) -> Result<(NewLoop, O
         Target::Command(CommandTarget::new("")),
     );
     new.description = opts.description.clone();
-    new.catch_up = CatchUp::from_str(&opts.catch_up)
-        .map_err(|_| anyhow!("--catch-up must be none, latest, or all"))?;
+    new.catch_up = catch_up(&opts.catch_up)?;
     new.catch_up_limit = positive_int(&opts.catch_up_limit, "--catch-up-limit")?;
-    new.overlap =
-        Overlap::from_str(&opts.overlap).map_err(|_| anyhow!("--overlap must be skip or allow"))?;
+    new.overlap = overlap(&opts.overlap)?;
     new.max_attempts = positive_int(&opts.attempts, "--attempts")?;
     new.retry_delay_ms = positive_duration(&opts.retry_delay, "--retry-delay")?;
     new.lease_ms = positive_duration(&opts.lease, "--lease")?;
-    new.expires_at = opts
-        .expires_at
-        .as_deref()
-        .map(|v| time_option(v, "--expires-at", "the loop expires at once"))
-        .transpose()?;
+    new.expires_at = opts.expires_at.as_deref().map(expires_at).transpose()?;
     // SPEC §9 item 28: a zero timeout would time out at once.
     let timeout_ms = timeout
         .map(|t| positive_duration(t, "--timeout"))
         .transpose()?;
     Ok((new, timeout_ms))
+}
+
+/// `--catch-up`.
+pub(crate) fn catch_up(value: &str) -> Result<CatchUp> {
+    CatchUp::from_str(value).map_err(|_| anyhow!("--catch-up must be none, latest, or all"))
+}
+
+/// `--overlap`.
+pub(crate) fn overlap(value: &str) -> Result<Overlap> {
+    Overlap::from_str(value).map_err(|_| anyhow!("--overlap must be skip or allow"))
+}
+
+/// `--expires-at`.
+pub(crate) fn expires_at(value: &str) -> Result<Timestamp> {
+    time_option(value, "--expires-at", "the loop expires at once")
 }
 
 /// A duration option, with the SPEC's `invalid duration: <value>` and the
@@ -155,7 +175,7 @@ pub(crate) fn duration(value: &str, flag: &str) -> Result<u64> {
 }
 
 /// [`duration`], which must also be greater than zero.
-fn positive_duration(value: &str, flag: &str) -> Result<u64> {
+pub(crate) fn positive_duration(value: &str, flag: &str) -> Result<u64> {
     let ms = parse_positive_duration(value, flag).map_err(|e| with_flag(e, value, flag))?;
     warn_bare_milliseconds(value, flag);
     Ok(ms)
@@ -195,7 +215,7 @@ pub(crate) fn time_option(value: &str, flag: &str, past: &str) -> Result<Timesta
     Ok(at)
 }
 
-fn schedule(opts: &LoopOptions) -> Result<Schedule> {
+pub(crate) fn schedule(opts: &LoopOptions) -> Result<Schedule> {
     let chosen = [
         opts.at.is_some(),
         opts.every.is_some(),
@@ -235,7 +255,7 @@ fn schedule(opts: &LoopOptions) -> Result<Schedule> {
 }
 
 /// `--account`/`--account-tool`.
-fn account(opts: &AccountOptions) -> Result<Option<Account>> {
+pub(crate) fn account(opts: &AccountOptions) -> Result<Option<Account>> {
     match (&opts.account, &opts.account_tool) {
         (None, Some(_)) => bail!("--account-tool requires --account"),
         (None, None) => Ok(None),
@@ -247,7 +267,7 @@ fn account(opts: &AccountOptions) -> Result<Option<Account>> {
 }
 
 /// Repeated `--env KEY=VALUE`; `None` when there are none.
-fn env_map(pairs: &[String]) -> Result<Option<BTreeMap<String, String>>> {
+pub(crate) fn env_map(pairs: &[String]) -> Result<Option<BTreeMap<String, String>>> {
     if pairs.is_empty() {
         return Ok(None);
     }

@@ -78,6 +78,12 @@ pub(crate) struct ValidateArgs {
 pub(crate) struct CreateArgs {
     #[command(flatten)]
     pub(crate) file: FileArgs,
+
+    /// Replace the active workflow of the same name: it is archived (its
+    /// runs are kept) and the loops that ran it run the new one, all in one
+    /// transaction [default: refuse a name an active workflow has].
+    #[arg(long)]
+    pub(crate) replace: bool,
 }
 
 // `workflows list`.

@@ -28,7 +28,7 @@ use crate::daemon::{HostRun, NextWake};
 use crate::error::Result;
 use crate::gc::{GcBatch, GcCounts, GcCursor, GcPolicy, SpaceUsage};
 use crate::lease::{LeaseAcquire, LeaseHeartbeat, LeaseRelease, LeaseRequest};
-use crate::loops::{DeleteHistory, DeleteOutcome, LoopChange, LoopFilter};
+use crate::loops::{DeleteHistory, DeleteOutcome, LoopChange, LoopFilter, LoopUpdate};
 use crate::members::DaemonMember;
 use crate::runs::{Claim, Fence, Finalized, Recovered, Released, RunFilter, SkipOutcome};
 use crate::steps::StepOutcome;
@@ -108,6 +108,18 @@ pub(crate) trait LoopOps {
     fn get_loop(&self, id: &LoopId) -> Result<Option<Loop>>;
     /// [`Store::require_loop`](crate::Store::require_loop).
     fn require_loop(&self, id_or_name: &str) -> Result<Loop>;
+    /// Reads a loop for [`Store::edit_loop`](crate::Store::edit_loop),
+    /// inside its transaction, locking the row until it ends (PostgreSQL;
+    /// SQLite's transaction already holds the write lock).
+    fn lock_loop(&self, id: &LoopId) -> Result<Option<Loop>>;
+    /// Writes an edit of [`Store::edit_loop`](crate::Store::edit_loop):
+    /// one `UPDATE … WHERE id AND status` returning the row, and on
+    /// PostgreSQL a wake-up of the daemons in the same transaction.
+    fn update_loop(&self, update: &LoopUpdate<'_>) -> Result<Loop>;
+    /// The loops whose target is the workflow `id`, any status, for
+    /// [`Store::replace_workflow`](crate::Store::replace_workflow); on
+    /// PostgreSQL their rows are locked until the transaction ends.
+    fn lock_workflow_loops(&self, id: &WorkflowId) -> Result<Vec<Loop>>;
     /// [`Store::for_each_loop`](crate::Store::for_each_loop).
     fn for_each_loop(
         &self,
@@ -358,6 +370,10 @@ pub(crate) trait WorkflowOps {
     fn list_workflows(&self, filter: &WorkflowFilter) -> Result<Vec<WorkflowSpec>>;
     /// [`Store::archive_workflow`](crate::Store::archive_workflow).
     fn archive_workflow(&self, id: &WorkflowId, now: Timestamp) -> Result<WorkflowSpec>;
+    /// The active workflow named `name`, if any, for
+    /// [`Store::replace_workflow`](crate::Store::replace_workflow); on
+    /// PostgreSQL its row is locked until the transaction ends.
+    fn lock_active_workflow(&self, name: &str) -> Result<Option<WorkflowSpec>>;
     /// [`Store::list_events`](crate::Store::list_events).
     fn list_events(&self, run_id: &WorkflowRunId, limit: Option<u32>)
     -> Result<Vec<WorkflowEvent>>;

@@ -277,6 +277,21 @@ pub enum StoreError {
         /// The id or name looked up.
         key: String,
     },
+    /// Several loops share the name a command was given, so it names no
+    /// one loop (issue 16; the original acts on the newest, SPEC §7.1).
+    /// Nothing was read or written beyond the lookup.
+    #[error(
+        "{} loops are named {name:?}: {}; use an id",
+        matches.len(),
+        describe_matches(matches)
+    )]
+    AmbiguousName {
+        /// The name looked up.
+        name: String,
+        /// Each loop of that name, newest first: its id and when it was
+        /// created.
+        matches: Vec<(loops_core::LoopId, loops_core::Timestamp)>,
+    },
     /// Input rejected before anything was written.
     #[error(transparent)]
     Invalid(#[from] loops_core::ValidationError),
@@ -284,7 +299,10 @@ pub enum StoreError {
     #[error(transparent)]
     Schedule(#[from] loops_core::ScheduleError),
     /// An active workflow already has this name.
-    #[error("an active workflow named {name:?} already exists; archive it or choose another name")]
+    #[error(
+        "an active workflow named {name:?} already exists; replace it with `loops workflows \
+         create <file> --replace`, archive it, or choose another name"
+    )]
     DuplicateWorkflowName {
         /// The name.
         name: String,
@@ -336,6 +354,21 @@ pub enum StoreError {
         /// The row id.
         id: String,
     },
+}
+
+/// The loops of an [`StoreError::AmbiguousName`], the first few in full:
+/// `<id> (created <instant>), …`.
+fn describe_matches(matches: &[(loops_core::LoopId, loops_core::Timestamp)]) -> String {
+    const SHOWN: usize = 5;
+    let mut listed: Vec<String> = matches
+        .iter()
+        .take(SHOWN)
+        .map(|(id, created)| format!("{id} (created {created})"))
+        .collect();
+    if matches.len() > SHOWN {
+        listed.push(format!("and {} more", matches.len() - SHOWN));
+    }
+    listed.join(", ")
 }
 
 impl StoreError {

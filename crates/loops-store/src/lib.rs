@@ -51,7 +51,8 @@ use crate::sqlite::{Sqlite, open};
 pub use crate::error::{DbError, Result, StoreError};
 // `loops`
 pub use crate::loops::{
-    DEFAULT_LOOP_LIMIT, DeleteHistory, DeleteOutcome, LoopChange, LoopFilter, Refusal,
+    DEFAULT_LOOP_LIMIT, DeleteHistory, DeleteOutcome, LoopChange, LoopEdited, LoopFilter, Refusal,
+    loop_settings,
 };
 // `loop_runs`
 pub use crate::runs::{
@@ -65,7 +66,9 @@ pub use crate::daemon::{HostRun, NextWake, new_lease_id};
 // `daemons`: every daemon registered on the database.
 pub use crate::members::DaemonMember;
 // `workflow_specs` and `workflow_events`
-pub use crate::workflows::{DEFAULT_EVENT_LIST_LIMIT, DEFAULT_WORKFLOW_LIST_LIMIT, WorkflowFilter};
+pub use crate::workflows::{
+    DEFAULT_EVENT_LIST_LIMIT, DEFAULT_WORKFLOW_LIST_LIMIT, WorkflowFilter, WorkflowReplaced,
+};
 // `workflow_runs`
 pub use crate::workflow_runs::{
     DEFAULT_CANCEL_REASON, DEFAULT_RECOVER_REASON, DEFAULT_WORKFLOW_RUN_LIST_LIMIT, NewWorkflowRun,

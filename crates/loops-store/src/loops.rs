@@ -9,10 +9,12 @@
 use std::fmt;
 use std::ops::ControlFlow;
 
-use loops_core::{Loop, LoopId, LoopStatus, NewLoop, RunStatus, Timestamp};
+use loops_core::{
+    Loop, LoopId, LoopStatus, NewLoop, RunStatus, Timestamp, initial_next_run, validate_new_loop,
+};
 
 use crate::Store;
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 
 /// The default `limit` of [`Store::list_loops`] (SPEC §4.3).
 pub const DEFAULT_LOOP_LIMIT: u32 = 200;
@@ -78,6 +80,69 @@ impl fmt::Display for Refusal {
     }
 }
 
+/// The result of [`Store::edit_loop`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoopEdited {
+    /// The loop as it was stored when the edit took its lock.
+    pub before: Loop,
+    /// The loop as stored after the edit.
+    pub after: Loop,
+}
+
+/// What an edit writes, as the backends receive it: the loop's new
+/// settings (all of them; unchanged ones are the stored values) and whether
+/// its next run is recomputed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LoopUpdate<'a> {
+    /// The loop being edited.
+    pub(crate) id: &'a LoopId,
+    /// Its status when it was locked; the write is guarded on it.
+    pub(crate) status: LoopStatus,
+    /// The settings to store.
+    pub(crate) settings: &'a NewLoop,
+    /// `Some(next)` when the schedule changed on an active or paused loop:
+    /// `nextRunAt` becomes `next` and a pending retry of the old schedule
+    /// is dropped. `None` leaves both as stored.
+    pub(crate) reschedule: Option<Option<Timestamp>>,
+    /// When the edit happens (`updatedAt`).
+    pub(crate) now: Timestamp,
+}
+
+/// The settings of a stored loop, as [`Store::edit_loop`] hands them to
+/// its caller to change.
+pub fn loop_settings(lp: &Loop) -> NewLoop {
+    NewLoop {
+        name: lp.name.clone(),
+        description: lp.description.clone(),
+        schedule: lp.schedule.clone(),
+        target: lp.target.clone(),
+        catch_up: lp.catch_up,
+        catch_up_limit: lp.catch_up_limit,
+        overlap: lp.overlap,
+        max_attempts: lp.max_attempts,
+        retry_delay_ms: lp.retry_delay_ms,
+        lease_ms: lp.lease_ms,
+        expires_at: lp.expires_at,
+    }
+}
+
+/// The one loop of `named` (the loops called `name`, newest first), or
+/// why there is not one: `loop not found`, or [`StoreError::AmbiguousName`].
+pub(crate) fn only_named(name: &str, named: Vec<Loop>) -> Result<Loop> {
+    let mut named = named;
+    match named.len() {
+        0 => Err(StoreError::NotFound {
+            kind: "loop",
+            key: name.to_owned(),
+        }),
+        1 => Ok(named.remove(0)),
+        _ => Err(StoreError::AmbiguousName {
+            name: name.to_owned(),
+            matches: named.into_iter().map(|lp| (lp.id, lp.created_at)).collect(),
+        }),
+    }
+}
+
 /// What [`Store::delete_loop`] does with the loop's history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeleteHistory {
@@ -122,10 +187,13 @@ impl Store {
         self.backend().get_loop(id)
     }
 
-    /// Resolves `id_or_name`: first as an id, then as a name, the newest
-    /// loop of that name winning (SPEC §4.3 `requireLoop`, §10 item 34).
+    /// Resolves `id_or_name`: first as an id, then as a name (SPEC §4.3
+    /// `requireLoop`, §10 item 34).
     ///
-    /// Fails with `loop not found: <x>`.
+    /// Fails with `loop not found: <x>`, and with
+    /// [`StoreError::AmbiguousName`] when several loops have that name:
+    /// the original silently picks the newest, which acts on a loop the
+    /// user may not have meant (issue 16).
     pub fn require_loop(&self, id_or_name: &str) -> Result<Loop> {
         self.backend().require_loop(id_or_name)
     }
@@ -242,6 +310,56 @@ impl Store {
     /// (SPEC §2.6). One statement; returns the expired loops.
     pub fn expire_loops(&self, now: Timestamp) -> Result<Vec<Loop>> {
         self.backend().expire_loops(now)
+    }
+
+    /// Changes a loop's settings in place, keeping its id, status, creation
+    /// time and history (issue 16: `loops edit`, `loops rename`).
+    ///
+    /// `edit` receives the loop as stored, read under the write lock
+    /// (SQLite's `BEGIN IMMEDIATE`; on PostgreSQL the row is locked `FOR NO
+    /// KEY UPDATE` first, like every writer of a loop), and returns its new
+    /// settings, which are validated as [`Store::create_loop`] validates.
+    /// So a runner advancing the loop at the same moment is either before
+    /// the edit, which then sees the advance, or after it: no advance is
+    /// lost, and a removed loop is never written again (`loop not found`).
+    ///
+    /// When the schedule changes on an active or paused loop, `nextRunAt`
+    /// is computed from `now` as create computes it, and a pending retry of
+    /// the old schedule is dropped; otherwise `nextRunAt` and the retry stay
+    /// as stored. A stopped or expired loop stays so (and without a next
+    /// run) until it is resumed. Nothing is written when `edit` or the
+    /// validation fails.
+    pub fn edit_loop<E: From<StoreError>>(
+        &self,
+        id: &LoopId,
+        now: Timestamp,
+        edit: impl FnOnce(&Loop) -> std::result::Result<NewLoop, E>,
+    ) -> std::result::Result<LoopEdited, E> {
+        self.transaction(|| {
+            let before = self
+                .backend()
+                .lock_loop(id)?
+                .ok_or_else(|| StoreError::NotFound {
+                    kind: "loop",
+                    key: id.to_string(),
+                })?;
+            let settings = edit(&before)?;
+            validate_new_loop(&settings).map_err(StoreError::from)?;
+            let live = matches!(before.status, LoopStatus::Active | LoopStatus::Paused);
+            let reschedule = if live && settings.schedule != before.schedule {
+                Some(initial_next_run(&settings.schedule, now).map_err(StoreError::from)?)
+            } else {
+                None
+            };
+            let after = self.backend().update_loop(&LoopUpdate {
+                id,
+                status: before.status,
+                settings: &settings,
+                reschedule,
+                now,
+            })?;
+            Ok(LoopEdited { before, after })
+        })
     }
 
     /// Deletes a loop, keeping or purging its history as `history` says.

@@ -15,11 +15,13 @@
 //!   [`StoreError::DuplicateWorkflowName`].
 
 use loops_core::{
-    NewWorkflow, Timestamp, WorkflowEvent, WorkflowId, WorkflowRunId, WorkflowSpec, WorkflowStatus,
+    Loop, LoopId, NewWorkflow, Target, Timestamp, WorkflowEvent, WorkflowId, WorkflowRunId,
+    WorkflowSpec, WorkflowStatus,
 };
 
 use crate::Store;
-use crate::error::Result;
+use crate::error::{Result, StoreError};
+use crate::loops::{LoopUpdate, loop_settings};
 
 /// Default `limit` of [`Store::list_workflows`].
 pub const DEFAULT_WORKFLOW_LIST_LIMIT: u32 = 200;
@@ -34,6 +36,18 @@ pub struct WorkflowFilter {
     pub status: Option<WorkflowStatus>,
     /// At most this many; [`DEFAULT_WORKFLOW_LIST_LIMIT`] when unset.
     pub limit: Option<u32>,
+}
+
+/// The result of [`Store::replace_workflow`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkflowReplaced {
+    /// The new active workflow.
+    pub created: WorkflowSpec,
+    /// The workflow it replaced, now archived; `None` when no active
+    /// workflow had the name, and the new one was simply created.
+    pub archived: Option<WorkflowSpec>,
+    /// The loops that ran the archived workflow and now run the new one.
+    pub repointed: Vec<LoopId>,
 }
 
 impl Store {
@@ -75,6 +89,49 @@ impl Store {
         self.backend().archive_workflow(id, now)
     }
 
+    /// Stores `input` in place of the active workflow of the same name
+    /// (issue 16: `workflows create --replace`), in one transaction: the
+    /// old workflow is archived (its runs stay, under its id), the new one
+    /// is created active, and every loop whose target is the old
+    /// workflow's id is pointed at the new one, so a loop runs the version
+    /// its user just stored. Without an active workflow of that name it is
+    /// [`Store::create_workflow`]. On any error nothing is written.
+    pub fn replace_workflow(
+        &self,
+        input: &NewWorkflow,
+        now: Timestamp,
+    ) -> Result<WorkflowReplaced> {
+        self.transaction(|| {
+            let db = self.backend();
+            let Some(old) = db.lock_active_workflow(&input.name)? else {
+                return Ok(WorkflowReplaced {
+                    created: db.create_workflow(input, now)?,
+                    archived: None,
+                    repointed: Vec::new(),
+                });
+            };
+            let archived = db.archive_workflow(&old.id, now)?;
+            let created = db.create_workflow(input, now)?;
+            let mut repointed = Vec::new();
+            for lp in db.lock_workflow_loops(&old.id)? {
+                let settings = repointed_settings(&lp, &created.id)?;
+                db.update_loop(&LoopUpdate {
+                    id: &lp.id,
+                    status: lp.status,
+                    settings: &settings,
+                    reschedule: None,
+                    now,
+                })?;
+                repointed.push(lp.id);
+            }
+            Ok(WorkflowReplaced {
+                created,
+                archived: Some(archived),
+                repointed,
+            })
+        })
+    }
+
     /// The event log of a workflow run in ascending sequence, at most
     /// `limit` entries ([`DEFAULT_EVENT_LIST_LIMIT`] when unset).
     pub fn list_events(
@@ -84,4 +141,20 @@ impl Store {
     ) -> Result<Vec<WorkflowEvent>> {
         self.backend().list_events(run_id, limit)
     }
+}
+
+/// A workflow loop's settings, its target pointed at `workflow`.
+fn repointed_settings(lp: &Loop, workflow: &WorkflowId) -> Result<loops_core::NewLoop> {
+    let mut settings = loop_settings(lp);
+    match &mut settings.target {
+        Target::Workflow(target) => target.workflow_id = *workflow,
+        _ => {
+            return Err(StoreError::Corrupt {
+                table: "loops",
+                id: lp.id.to_string(),
+                reason: "selected as a workflow loop but its target is not a workflow".to_owned(),
+            });
+        }
+    }
+    Ok(settings)
 }

@@ -2,9 +2,17 @@
 //!
 //! The arguments are resolved and validated before the store is opened, so
 //! a rejected create leaves no row behind (SPEC §2.3).
+//!
+//! Issue 16: a command or agent loop stores its working directory absolute,
+//! the current one when `--cwd` is not given (`cwd`), and a create that
+//! gives a second loop an existing name warns, since commands given that
+//! name then refuse it.
+
+pub(crate) mod cwd;
 
 use anyhow::Result;
 use loops_core::{AgentProvider, Loop, NewLoop, Target};
+use loops_store::{Store, StoreError};
 
 use crate::args::{CreateAgent, CreateCommand, CreateWorkflow};
 use crate::exit::Outcome;
@@ -14,7 +22,10 @@ use crate::render::{self, Printer};
 
 /// `create command`.
 pub(crate) fn command(args: &CreateCommand, out: &mut Printer) -> Result<Outcome> {
-    let new = crate::resolve::command_loop(args)?;
+    let mut new = crate::resolve::command_loop(args)?;
+    if let Target::Command(target) = &mut new.target {
+        target.cwd = Some(cwd::resolve(args.cwd.as_deref())?);
+    }
     create(&new, out)
 }
 
@@ -24,7 +35,10 @@ pub(crate) fn command(args: &CreateCommand, out: &mut Printer) -> Result<Outcome
 /// does, with a warning: codex has no `--agent` flag and never receives it
 /// (SPEC §5.2).
 pub(crate) fn agent(args: &CreateAgent, out: &mut Printer) -> Result<Outcome> {
-    let new = crate::resolve::agent_loop(args)?;
+    let mut new = crate::resolve::agent_loop(args)?;
+    if let Target::Agent(target) = &mut new.target {
+        target.cwd = Some(cwd::resolve(args.cwd.as_deref())?);
+    }
     if let Target::Agent(target) = &new.target
         && target.provider == AgentProvider::Codex
         && target.agent.is_some()
@@ -49,6 +63,7 @@ pub(crate) fn workflow(args: &CreateWorkflow, out: &mut Printer) -> Result<Outco
         target.workflow_id = workflow.id;
     }
     let lp = store.create_loop(&new, super::now())?;
+    warn_if_name_shared(&store, &lp);
     if out.json {
         out.json_of(&redact::loop_json(&lp))?;
         return Ok(Outcome::Success);
@@ -68,8 +83,40 @@ fn create(new: &NewLoop, out: &mut Printer) -> Result<Outcome> {
     let store = paths::open_store()?;
     let lp = store.create_loop(new, super::now())?;
     print_created(&lp, out)?;
+    warn_if_name_shared(&store, &lp);
+    if let Some(dir) = target_cwd(&lp.target) {
+        cwd::warn_if_missing(dir);
+    }
     crate::hint::no_daemon(&store, out.json, super::now());
     Ok(Outcome::Success)
+}
+
+/// The working directory of a command or agent target.
+pub(crate) fn target_cwd(target: &Target) -> Option<&str> {
+    match target {
+        Target::Command(t) => t.cwd.as_deref(),
+        Target::Agent(t) => t.cwd.as_deref(),
+        _ => None,
+    }
+}
+
+/// Warns on stderr when another loop already had the new loop's name:
+/// commands given that name now refuse it (issue 16), so the user learns
+/// it here rather than at the next `pause`. Best effort: a failed lookup
+/// only skips the warning.
+fn warn_if_name_shared(store: &Store, lp: &Loop) {
+    if let Err(StoreError::AmbiguousName { matches, .. }) = store.require_loop(&lp.name) {
+        render::note(
+            "warning",
+            &format!(
+                "{} loops are now named {:?}; commands given this name refuse it, so use the id \
+                 {}, or give one of them another name with `loops rename`",
+                matches.len(),
+                lp.name,
+                lp.id
+            ),
+        );
+    }
 }
 
 fn print_created(lp: &Loop, out: &mut Printer) -> std::io::Result<()> {

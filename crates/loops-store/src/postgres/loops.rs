@@ -9,14 +9,14 @@
 use std::ops::ControlFlow;
 
 use loops_core::{
-    Loop, LoopId, LoopStatus, NewLoop, RunStatus, Schedule, Timestamp, initial_next_run,
-    validate_new_loop,
+    Loop, LoopId, LoopStatus, NewLoop, RunStatus, Schedule, Timestamp, WorkflowId,
+    initial_next_run, validate_new_loop,
 };
 
 use crate::backend::LoopOps;
 use crate::error::{Result, StoreError};
 use crate::loops::{
-    DEFAULT_LOOP_LIMIT, DeleteHistory, DeleteOutcome, LoopChange, LoopFilter, Refusal,
+    DEFAULT_LOOP_LIMIT, DeleteHistory, DeleteOutcome, LoopChange, LoopFilter, LoopUpdate, Refusal,
 };
 use crate::postgres::rows::{self, Json, ts, ts_opt};
 use crate::postgres::{Conn, Params, Postgres, count};
@@ -212,19 +212,96 @@ impl LoopOps for Postgres {
         {
             return Ok(lp);
         }
-        self.with(|c| {
-            loop_returning(
-                c,
+        let named = self.with(|c| {
+            c.query_vec(
                 concat!(
                     "SELECT ",
                     loop_columns!(),
-                    " FROM loops WHERE name = $1 ORDER BY created_at DESC, id DESC LIMIT 1"
+                    " FROM loops WHERE name = $1 ORDER BY created_at DESC, id DESC"
                 ),
                 &[&id_or_name],
-                "looking up a loop by name",
+                ("loops", "looking up a loop by name"),
+                rows::loop_row,
             )
-        })?
-        .ok_or_else(|| not_found(id_or_name))
+        })?;
+        crate::loops::only_named(id_or_name, named)
+    }
+
+    fn lock_loop(&self, id: &LoopId) -> Result<Option<Loop>> {
+        self.with(|c| lock_loop(c, id))
+    }
+
+    fn lock_workflow_loops(&self, id: &WorkflowId) -> Result<Vec<Loop>> {
+        // Every loop is read: replacing a workflow is rare, and no index
+        // reaches into the target's JSON.
+        self.with(|c| {
+            c.query_vec(
+                concat!(
+                    "SELECT ",
+                    loop_columns!(),
+                    " FROM loops WHERE target_json ->> 'type' = 'workflow'
+                       AND target_json ->> 'workflowId' = $1 ORDER BY id FOR NO KEY UPDATE"
+                ),
+                &[&id.as_str()],
+                ("loops", "finding a workflow's loops"),
+                rows::loop_row,
+            )
+        })
+    }
+
+    fn update_loop(&self, update: &LoopUpdate<'_>) -> Result<Loop> {
+        let s = update.settings;
+        let (reschedule, next) = match update.reschedule {
+            Some(next) => (true, next),
+            None => (false, None),
+        };
+        let schedule = encode(&s.schedule, "loop schedule")?;
+        let target = encode(&s.target, "loop target")?;
+        self.write_tx(|c| {
+            // Locked again, in case the caller holds no transaction: every
+            // writer of a loop takes its row lock first.
+            lock_loop(c, update.id)?;
+            let lp = loop_returning(
+                c,
+                concat!(
+                    "UPDATE loops SET name = $3, description = $4, schedule_json = $5,
+                       target_json = $6, catch_up = $7, catch_up_limit = $8, overlap = $9,
+                       max_attempts = $10, retry_delay_ms = $11, lease_ms = $12, expires_at = $13,
+                       next_run_at = CASE WHEN $14 THEN $15 ELSE next_run_at END,
+                       retry_scheduled_for = CASE WHEN $14 THEN NULL ELSE retry_scheduled_for END,
+                       updated_at = $16
+                     WHERE id = $1 AND status = $2 RETURNING ",
+                    loop_columns!()
+                ),
+                &[
+                    &update.id.as_str(),
+                    &update.status.as_str(),
+                    &s.name,
+                    &s.description,
+                    &Json(&schedule),
+                    &Json(&target),
+                    &s.catch_up.as_str(),
+                    &i64::from(s.catch_up_limit),
+                    &s.overlap.as_str(),
+                    &i64::from(s.max_attempts),
+                    &big(s.retry_delay_ms, "retryDelayMs")?,
+                    &big(s.lease_ms, "leaseMs")?,
+                    &ts_opt(s.expires_at),
+                    &reschedule,
+                    &ts_opt(next),
+                    &ts(update.now),
+                ],
+                "editing a loop",
+            )?
+            // The row is locked since the read, so the guard matches.
+            .ok_or_else(|| StoreError::Vanished {
+                kind: "loop",
+                op: "edit",
+                id: update.id.to_string(),
+            })?;
+            c.notify(update.id.as_str())?;
+            Ok(lp)
+        })
     }
 
     fn for_each_loop(

@@ -267,6 +267,22 @@ impl WorkflowOps for Postgres {
         archived.ok_or_else(|| workflow_not_found(id.as_str()))
     }
 
+    fn lock_active_workflow(&self, name: &str) -> Result<Option<WorkflowSpec>> {
+        self.with(|c| {
+            c.query_opt(
+                concat!(
+                    "SELECT ",
+                    workflow_columns!(),
+                    " FROM workflow_specs WHERE name = $1 AND status = 'active'
+                     ORDER BY updated_at DESC LIMIT 1 FOR UPDATE"
+                ),
+                &[&name],
+                ("workflow_specs", "locking a workflow"),
+                rows::workflow_row,
+            )
+        })
+    }
+
     fn list_events(
         &self,
         run_id: &WorkflowRunId,

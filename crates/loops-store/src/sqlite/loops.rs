@@ -3,15 +3,15 @@
 use std::ops::ControlFlow;
 
 use loops_core::{
-    Loop, LoopId, LoopStatus, NewLoop, RunStatus, Schedule, Timestamp, initial_next_run,
-    validate_new_loop,
+    Loop, LoopId, LoopStatus, NewLoop, RunStatus, Schedule, Timestamp, WorkflowId,
+    initial_next_run, validate_new_loop,
 };
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::backend::LoopOps;
 use crate::error::{Result, StoreError};
 use crate::loops::{
-    DEFAULT_LOOP_LIMIT, DeleteHistory, DeleteOutcome, LoopChange, LoopFilter, Refusal,
+    DEFAULT_LOOP_LIMIT, DeleteHistory, DeleteOutcome, LoopChange, LoopFilter, LoopUpdate, Refusal,
 };
 use crate::random_id_bytes;
 use crate::sqlite::Sqlite;
@@ -176,17 +176,88 @@ impl LoopOps for Sqlite {
         {
             return Ok(lp);
         }
-        loop_returning(
+        let named = loops_from(
             &self.conn,
             concat!(
                 "SELECT ",
                 loop_columns!(),
-                " FROM loops WHERE name = ?1 ORDER BY created_at DESC, rowid DESC LIMIT 1"
+                " FROM loops WHERE name = ?1 ORDER BY created_at DESC, rowid DESC"
             ),
             [id_or_name],
             "looking up a loop by name",
+        )?;
+        crate::loops::only_named(id_or_name, named)
+    }
+
+    fn lock_loop(&self, id: &LoopId) -> Result<Option<Loop>> {
+        // The caller's transaction took the write lock at BEGIN IMMEDIATE.
+        query_loop(&self.conn, id)
+    }
+
+    fn lock_workflow_loops(&self, id: &WorkflowId) -> Result<Vec<Loop>> {
+        // The caller's transaction took the write lock at BEGIN IMMEDIATE.
+        // Every loop is read: replacing a workflow is rare, and no index
+        // reaches into the target's JSON.
+        loops_from(
+            &self.conn,
+            concat!(
+                "SELECT ",
+                loop_columns!(),
+                " FROM loops
+                 WHERE CASE WHEN json_valid(target_json)
+                   THEN json_extract(target_json, '$.type') = 'workflow'
+                    AND json_extract(target_json, '$.workflowId') = ?1 END
+                 ORDER BY rowid"
+            ),
+            [id.as_str()],
+            "finding a workflow's loops",
+        )
+    }
+
+    fn update_loop(&self, update: &LoopUpdate<'_>) -> Result<Loop> {
+        let s = update.settings;
+        let (reschedule, next) = match update.reschedule {
+            Some(next) => (true, next),
+            None => (false, None),
+        };
+        loop_returning(
+            &self.conn,
+            concat!(
+                "UPDATE loops SET name = ?3, description = ?4, schedule_json = ?5,
+                   target_json = ?6, catch_up = ?7, catch_up_limit = ?8, overlap = ?9,
+                   max_attempts = ?10, retry_delay_ms = ?11, lease_ms = ?12, expires_at = ?13,
+                   next_run_at = CASE WHEN ?14 THEN ?15 ELSE next_run_at END,
+                   retry_scheduled_for = CASE WHEN ?14 THEN NULL ELSE retry_scheduled_for END,
+                   updated_at = ?16
+                 WHERE id = ?1 AND status = ?2 RETURNING ",
+                loop_columns!()
+            ),
+            params![
+                update.id.as_str(),
+                update.status.as_str(),
+                s.name,
+                s.description,
+                encode(&s.schedule, "loop schedule")?,
+                encode(&s.target, "loop target")?,
+                s.catch_up.as_str(),
+                s.catch_up_limit,
+                s.overlap.as_str(),
+                s.max_attempts,
+                sql_int(s.retry_delay_ms, "retryDelayMs")?,
+                sql_int(s.lease_ms, "leaseMs")?,
+                ts_opt(s.expires_at),
+                reschedule,
+                ts_opt(next),
+                ts(update.now),
+            ],
+            "editing a loop",
         )?
-        .ok_or_else(|| not_found(id_or_name))
+        // The write lock is held since the read, so the guard matches.
+        .ok_or_else(|| StoreError::Vanished {
+            kind: "loop",
+            op: "edit",
+            id: update.id.to_string(),
+        })
     }
 
     fn for_each_loop(

@@ -246,6 +246,11 @@ impl WorkflowOps for Sqlite {
         })
     }
 
+    fn lock_active_workflow(&self, name: &str) -> Result<Option<WorkflowSpec>> {
+        // The caller's transaction took the write lock at BEGIN IMMEDIATE.
+        active_spec_by_name(&self.conn, name)
+    }
+
     fn list_events(
         &self,
         run_id: &WorkflowRunId,

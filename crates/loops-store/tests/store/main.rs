@@ -10,6 +10,7 @@ mod common;
 mod compat;
 mod daemon;
 mod datadir;
+mod edit;
 mod finalize;
 mod gc;
 mod lease;

@@ -11,7 +11,7 @@ use std::str::FromStr;
 use anyhow::{Context, Result, anyhow};
 use loops_core::{NewWorkflow, Timestamp, WorkflowId, WorkflowSpec, WorkflowStatus};
 use loops_exec::{ExecOptions, Preflight};
-use loops_store::WorkflowFilter;
+use loops_store::{WorkflowFilter, WorkflowReplaced};
 use serde_json::json;
 
 use crate::commands::now;
@@ -141,10 +141,16 @@ fn print_preflight(
     Ok(())
 }
 
-/// `workflows create <file> [--name]`.
+/// `workflows create <file> [--name] [--replace]`.
 pub(super) fn create(args: &CreateArgs, out: &mut Printer) -> Result<Outcome> {
     let (new, warnings) = read_workflow(&args.file)?;
     let store = paths::open_store()?;
+    if args.replace {
+        let replaced = store.replace_workflow(&new, now())?;
+        print_replaced(&replaced, out)?;
+        warn(&warnings);
+        return Ok(Outcome::Success);
+    }
     let spec = store.create_workflow(&new, now())?;
     if out.json {
         out.json(&redact::workflow_json(&spec))?;
@@ -158,6 +164,44 @@ pub(super) fn create(args: &CreateArgs, out: &mut Printer) -> Result<Outcome> {
     }
     warn(&warnings);
     Ok(Outcome::Success)
+}
+
+/// `--replace`: the new workflow as `--json`, or a line naming the one it
+/// replaced and the loops that now run it.
+fn print_replaced(replaced: &WorkflowReplaced, out: &mut Printer) -> std::io::Result<()> {
+    let spec = &replaced.created;
+    if out.json {
+        return out.json(&redact::workflow_json(spec));
+    }
+    let Some(old) = &replaced.archived else {
+        return out.line(&format!(
+            "created workflow {} ({}) steps={}",
+            spec.id,
+            spec.name,
+            spec.steps.len()
+        ));
+    };
+    let loops = match replaced.repointed.len() {
+        0 => "no loop ran it".to_owned(),
+        1 => format!("1 loop now runs the new one: {}", replaced.repointed[0]),
+        n => format!(
+            "{n} loops now run the new one: {}",
+            replaced
+                .repointed
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    out.line(&format!(
+        "replaced workflow {} ({}) with {} steps={}; {} is archived with its runs; {loops}",
+        old.id,
+        spec.name,
+        spec.id,
+        spec.steps.len(),
+        old.id
+    ))
 }
 
 /// `workflows list` / `ls [--status active] [--limit N]`.
