@@ -133,7 +133,7 @@ fn runs_say_on_stderr_when_the_limit_cut_the_listing() {
     assert_eq!(ran.stdout.lines().count(), 3, "{}", ran.stdout);
     assert_eq!(
         ran.stderr,
-        "showing the newest 1 runs; raise --limit to see more\n"
+        "showing the newest 1 run; raise --limit to see more\n"
     );
     let ran = env.loops(["runs", "--limit", "2"]).run();
     assert_eq!(ran.stdout.lines().count(), 4, "{}", ran.stdout);

@@ -89,7 +89,7 @@ fn logs_follows_a_running_run_and_sees_its_first_line_before_it_ends() {
     assert!(out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains(&format!("run {run_id} succeeded exit=0")),
+        stderr.contains(&format!("-- run {run_id} succeeded, exit code 0 --")),
         "{stderr}"
     );
     assert!(runner.wait().unwrap().success());
@@ -111,7 +111,7 @@ fn logs_prints_a_finished_run_by_loop_and_by_id_and_falls_back_to_stored_output(
         env.loops(["logs", target])
             .stdout("hello\nwarn\n")
             .stderr_has(&format!(
-                "run {run_id} failed exit=3: process exited with code 3"
+                "-- run {run_id} failed, exit code 3: process exited with code 3 --"
             ))
             .run();
     }

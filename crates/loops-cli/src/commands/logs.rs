@@ -231,14 +231,17 @@ fn say_end(run: &LoopRun) {
     if run.status == RunStatus::Running {
         return;
     }
-    let mut line = format!("run {} {}", run.id, run.status);
+    // Marked off like journalctl's `-- Boot … --` lines, so it does not
+    // read as the run's own output.
+    let mut line = format!("-- run {} {}", run.id, run.status);
     if let Some(code) = run.exit_code {
-        line.push_str(&format!(" exit={code}"));
+        line.push_str(&format!(", exit code {code}"));
     }
     if let Some(error) = run.error.as_deref().and_then(|e| e.lines().next()) {
-        line.push_str(&format!(": {}", render::escape_controls(error, &[])));
+        line.push_str(&format!(": {}", crate::brief::error_line(error)));
     }
-    render::note("--", &line);
+    line.push_str(" --");
+    render::hint(&line);
 }
 
 /// A log file followed as it grows: what was read and not yet printed,
@@ -282,7 +285,7 @@ impl Tail {
         {
             let ino = file.metadata()?.ino();
             if self.seen {
-                render::note("--", "a new attempt started");
+                render::hint("-- a new attempt started --");
             }
             self.seen = true;
             self.file = Some((file, ino));

@@ -73,9 +73,10 @@ pub(crate) fn list(args: &RunsArgs, out: &mut Printer) -> Result<Outcome> {
     } else if cut {
         // On stderr, as `list --limit` says it: stdout holds the table
         // alone.
+        let n = runs.len();
+        let noun = if n == 1 { "run" } else { "runs" };
         render::hint(&format!(
-            "showing the newest {} runs; raise --limit to see more",
-            runs.len()
+            "showing the newest {n} {noun}; raise --limit to see more"
         ));
     }
     Ok(Outcome::Success)
