@@ -355,3 +355,32 @@ fn doctor_checks_only_the_providers_loops_use() {
         .collect();
     assert!(starts.windows(2).all(|w| w[0] == w[1]), "{}", ran.stdout);
 }
+
+#[test]
+fn doctor_human_output() {
+    loops_tests::sqlite_only!("the database checks name the SQLite file");
+    let env = TestEnv::new();
+    env.loops(["create", "agent", "triage", "--every", "1h"])
+        .args(["--provider", "claude", "--prompt", "hi"])
+        .run();
+    let ran = env.loops(["doctor"]).run();
+    let mut settings = snapshot_settings();
+    // This machine's paths and PATH, and the loop's id.
+    let dir = env.data_dir().display().to_string();
+    settings.add_filter(&regex_escape(&dir), "[data]");
+    settings.add_filter(r"(?m)(PATH of )\d+( entries) \(.*\)$", "$1[n]$2 ([PATH])");
+    settings.add_filter(r"loop:[0-9a-f]{12}:preflight", "loop:[id-of-12]:preflight");
+    settings.add_filter(r"loops \(Rust\) [0-9.]+", "loops (Rust) [version]");
+    let _guard = settings.bind_to_scope();
+    insta::assert_snapshot!("doctor_human", ran.stdout);
+}
+
+/// `text` with the characters a regex gives meaning escaped.
+fn regex_escape(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let special = "\\.+*?()|[]{}^$".contains(c);
+            special.then_some('\\').into_iter().chain(Some(c))
+        })
+        .collect()
+}

@@ -233,3 +233,71 @@ fn the_daemon_log_finish_line_has_the_exit_code_and_the_error() {
     let json = env.loops(["--json", "logs", "boom"]).run().json();
     assert_eq!(json["log"], "boom\n");
 }
+
+#[test]
+fn run_now_show_output_streams_on_a_terminal_only() {
+    let env = TestEnv::new();
+    let gate = env.home().join("gate");
+    env.write_script(
+        "slow",
+        &format!(
+            "echo first\nwhile [ ! -e '{}' ]; do sleep 0.02; done\necho second",
+            gate.display()
+        ),
+    );
+    env.create_command("slow", "slow", &["--every", "1h"]);
+    // On a pseudo-terminal (script(1)), the first line shows while the run
+    // still waits for the gate.
+    let mut cmd = std::process::Command::new("script");
+    for (key, value) in env.cmd().get_envs() {
+        match value {
+            Some(value) => cmd.env(key, value),
+            None => cmd.env_remove(key),
+        };
+    }
+    let line = format!(
+        "{} run-now slow --show-output",
+        loops_tests::loops_bin().display()
+    );
+    let mut child = cmd
+        .args(["-qfec", &line, "/dev/null"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("script runs");
+    let (tx, seen) = mpsc::channel();
+    let stdout = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line.trim_end_matches('\r').to_owned()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut lines = Vec::new();
+    wait_for("the first line on the terminal", DEADLINE, || {
+        lines.extend(seen.try_iter());
+        lines.iter().any(|l| l.contains("first")).then_some(())
+    });
+    assert!(!lines.iter().any(|l| l.contains("second")), "{lines:?}");
+    std::fs::write(&gate, "").unwrap();
+    assert!(child.wait().unwrap().success());
+    reader.join().unwrap();
+    lines.extend(seen.try_iter());
+    let text = lines.join("\n");
+    // The output once, then the run's line.
+    assert_eq!(text.matches("first").count(), 1, "{text}");
+    assert_eq!(text.matches("second").count(), 1, "{text}");
+    assert!(text.contains(" succeeded"), "{text}");
+
+    // Piped, the output comes as blocks after the run, as before.
+    std::fs::remove_file(&gate).unwrap();
+    std::fs::write(&gate, "").unwrap();
+    let ran = env.loops(["run-now", "slow", "--show-output"]).run();
+    assert!(
+        ran.stdout.contains("  stdout:\n    first\n    second"),
+        "{}",
+        ran.stdout
+    );
+}

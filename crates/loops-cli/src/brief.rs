@@ -34,7 +34,22 @@ pub(crate) fn error_line(text: &str) -> String {
     crate::render::escape_controls(&error(text), &[]).into_owned()
 }
 
+/// `text` with each missing executable's effective PATH dropped and
+/// nothing said instead: for `doctor`, whose `path` check shows it.
+pub(crate) fn without_path(text: &str) -> Cow<'_, str> {
+    replace_path(text, "")
+}
+
 fn shorten(text: &str) -> Cow<'_, str> {
+    replace_path(
+        text,
+        " (not on the PATH runs get: `loops doctor` shows it, --verbose prints it here)",
+    )
+}
+
+/// `text` with the effective PATH of each missing executable's message
+/// replaced by `instead`.
+fn replace_path<'a>(text: &'a str, instead: &str) -> Cow<'a, str> {
     if !text.contains(EFFECTIVE_PATH) {
         return Cow::Borrowed(text);
     }
@@ -43,10 +58,9 @@ fn shorten(text: &str) -> Cow<'_, str> {
         .map(|line| match line.find(EFFECTIVE_PATH) {
             // The PATH runs to the end of its line: a PATH entry may hold
             // `: `, so nothing after it can be told apart from it.
-            Some(at) if line[..at].contains("Executable not found in PATH: ") => format!(
-                "{} (not on the PATH runs get: `loops doctor` shows it, --verbose prints it here)",
-                &line[..at]
-            ),
+            Some(at) if line[..at].contains("Executable not found in PATH: ") => {
+                format!("{}{instead}", &line[..at])
+            }
             _ => line.to_owned(),
         })
         .collect();
@@ -70,6 +84,10 @@ mod tests {
             shorten("first\nExecutable not found in PATH: x. Effective PATH=(empty)\nlast"),
             "first\nExecutable not found in PATH: x (not on the PATH runs get: `loops doctor` \
              shows it, --verbose prints it here)\nlast"
+        );
+        assert_eq!(
+            without_path("Executable not found in PATH: x. Effective PATH=/a"),
+            "Executable not found in PATH: x"
         );
         // Anything else is left as it is, borrowed.
         for other in ["exit code 1", "Effective PATH=/a said the script"] {

@@ -563,7 +563,9 @@ pub(crate) fn doctor(args: &DoctorArgs, out: &mut Printer) -> Result<Outcome> {
                 check.message
             );
             if let Some(detail) = &check.detail {
-                line.push_str(&format!(" ({detail})"));
+                // A preflight's missing executable without the whole PATH,
+                // which the `path` check already shows (`--json` keeps it).
+                line.push_str(&format!(" ({})", crate::brief::without_path(detail)));
             }
             out.line(&line)?;
         }
