@@ -671,15 +671,14 @@ fn mutate(rng: &mut Rng, line: &mut CreateLine) -> (&'static str, Vec<String>) {
             }
             line.set(flag, Some(os(&value)));
             let mut needles = flag_or_value(flag, &value);
-            // `--every 0`: "interval everyMs must be > 0".
-            needles.push(flag.trim_start_matches("--").replace('-', ""));
+            // `--every 0`: "--every must be greater than zero".
             ("duration", needles)
         }
         2 => {
             let value = instant(rng);
             line.clear_schedule();
             line.set("--at", Some(os(&value)));
-            ("at", flag_or_value("schedule.at", &value))
+            ("at", flag_or_value("--at", &value))
         }
         3 => {
             let value = instant(rng);

@@ -18,6 +18,9 @@ pub(crate) fn run(cli: Cli) -> Result<Outcome> {
     let mut out = Printer::stdout(cli.json);
     let wakes_daemon = changes_loops(&cli.command);
     let outcome = dispatch(cli.command, &mut out);
+    if outcome.is_ok() {
+        crate::render::print_warnings();
+    }
     // SPEC §9 item 6: the daemon sleeps until its next deadline, so a change
     // to the loops wakes it at once. Best effort: no daemon, no effect.
     if wakes_daemon

@@ -183,10 +183,29 @@ pub(crate) fn note(label: &str, text: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{label}: {text}");
 }
 
-/// Prints `warning: <text>` on stderr: something accepted that is probably
-/// not what was meant.
+/// Warnings about input ([`warn`]) wait here until the command has
+/// succeeded: a command that then fails says only its error, not also
+/// what it would have done with a value it never used.
+static WARNINGS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Queues `warning: <text>` for stderr: something accepted that is probably
+/// not what was meant. [`print_warnings`] prints it once the command has
+/// succeeded.
 pub(crate) fn warn(text: &str) {
-    note("warning", text);
+    if let Ok(mut queued) = WARNINGS.lock() {
+        queued.push(text.to_owned());
+    }
+}
+
+/// Prints the queued warnings (nothing under `--quiet`).
+pub(crate) fn print_warnings() {
+    let queued = WARNINGS
+        .lock()
+        .map(|mut q| std::mem::take(&mut *q))
+        .unwrap_or_default();
+    for text in queued {
+        note("warning", &text);
+    }
 }
 
 /// Prints a hint or an empty state (`no loops yet`) on stderr, so stdout
@@ -195,6 +214,9 @@ pub(crate) fn hint(text: &str) {
     if quiet() {
         return;
     }
+    // A hint comes after what the command did; the warnings about its
+    // input come first.
+    print_warnings();
     let text = escape_controls(text, &['\n', '\t']);
     let _ = writeln!(std::io::stderr().lock(), "{text}");
 }

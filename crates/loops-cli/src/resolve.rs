@@ -206,7 +206,14 @@ const TIME_FORMS: &str = "use ISO-8601 such as 2026-01-01T09:00:00Z, a local 202
 /// with a warning when it is already past (`past` says what that means).
 pub(crate) fn time_option(value: &str, flag: &str, past: &str) -> Result<Timestamp> {
     let now = loops_exec::SystemClock.now();
-    let shown = crate::render::escape_controls(value, &[]);
+    // A blank value, or one with control characters, is quoted so the
+    // message still shows what was given.
+    let unreadable = value.trim().is_empty() || value.chars().any(char::is_control);
+    let shown = if unreadable {
+        format!("{value:?}")
+    } else {
+        value.to_owned()
+    };
     let at = instant_from(value, now)
         .ok_or_else(|| anyhow!("invalid {flag}: {shown} ({TIME_FORMS})"))?;
     if at < now {

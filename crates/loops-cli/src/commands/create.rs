@@ -106,16 +106,13 @@ pub(crate) fn target_cwd(target: &Target) -> Option<&str> {
 /// only skips the warning.
 fn warn_if_name_shared(store: &Store, lp: &Loop) {
     if let Err(StoreError::AmbiguousName { matches, .. }) = store.require_loop(&lp.name) {
-        render::note(
-            "warning",
-            &format!(
-                "{} loops are now named {:?}; commands given this name refuse it, so use the id \
+        render::warn(&format!(
+            "{} loops are now named {:?}; commands given this name refuse it, so use the id \
                  {}, or give one of them another name with `loops rename`",
-                matches.len(),
-                lp.name,
-                lp.id
-            ),
-        );
+            matches.len(),
+            lp.name,
+            lp.id
+        ));
     }
 }
 

@@ -35,13 +35,10 @@ pub(crate) fn resolve(given: Option<&str>) -> Result<String> {
 /// kept (the directory may be created later), but its runs fail until then.
 pub(crate) fn warn_if_missing(dir: &str) {
     if !dir.is_empty() && !Path::new(dir).is_dir() {
-        render::note(
-            "warning",
-            &format!(
-                "the working directory {dir} does not exist (yet); runs of this loop fail until \
+        render::warn(&format!(
+            "the working directory {dir} does not exist (yet); runs of this loop fail until \
                  it does"
-            ),
-        );
+        ));
     }
 }
 
