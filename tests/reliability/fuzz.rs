@@ -670,9 +670,8 @@ fn mutate(rng: &mut Rng, line: &mut CreateLine) -> (&'static str, Vec<String>) {
                 line.clear_schedule();
             }
             line.set(flag, Some(os(&value)));
-            let mut needles = flag_or_value(flag, &value);
-            // `--every 0`: "--every must be greater than zero".
-            ("duration", needles)
+            // `--every 0` says "--every must be greater than zero".
+            ("duration", flag_or_value(flag, &value))
         }
         2 => {
             let value = instant(rng);
