@@ -143,3 +143,61 @@ fn workflow_steps_take_a_prompt_file_relative_to_the_workflow_file() {
         .run();
     assert!(ran.stdout.contains("edited step prompt"), "{}", ran.stdout);
 }
+
+/// The statuses of the runs of `name`, newest first.
+fn statuses(env: &TestEnv, name: &str) -> Vec<String> {
+    let runs = env.loops(["--json", "runs", name]).run().json();
+    runs.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_slow_agent_never_blocks_a_due_command() {
+    let env = TestEnv::new();
+    let release = env.home().join("release");
+    // A fake agent that runs until the test releases it.
+    env.write_script(
+        "claude",
+        &format!(
+            "while [ ! -e '{}' ]; do sleep 0.05; done",
+            release.display()
+        ),
+    );
+    for name in ["agent-a", "agent-b"] {
+        env.loops(["create", "agent", name, "--provider", "claude"])
+            .args(["--prompt", "slow work", "--at", "2020-01-01"])
+            .run();
+    }
+    env.create_command("cmd", "true", &["--at", "2020-01-01"]);
+    // Without --agent-concurrency, the two agents would take both slots
+    // and the command would wait for them.
+    let _daemon = Daemon::start(&env, &["--max-parallel", "2", "--agent-concurrency", "1"]);
+    // Two slots overall, one for agents: one agent runs, the other waits
+    // for the agent lane, and the command takes the second slot.
+    wait_for("the command to run", Duration::from_secs(20), || {
+        (statuses(&env, "cmd") == ["succeeded"]).then_some(())
+    });
+    let a = statuses(&env, "agent-a");
+    let b = statuses(&env, "agent-b");
+    let mut both = [a.clone(), b.clone()];
+    both.sort();
+    assert_eq!(both, [vec![], vec!["running".to_owned()]], "{a:?} {b:?}");
+
+    std::fs::write(&release, "").unwrap();
+    wait_for("both agents to run", Duration::from_secs(20), || {
+        (statuses(&env, "agent-a") == ["succeeded"] && statuses(&env, "agent-b") == ["succeeded"])
+            .then_some(())
+    });
+}
+
+#[test]
+fn lanes_take_positive_integers() {
+    let env = TestEnv::new();
+    env.loops(["daemon", "run", "--agent-concurrency", "0"])
+        .code(1)
+        .stderr_has("--agent-concurrency must be a positive integer")
+        .run();
+}

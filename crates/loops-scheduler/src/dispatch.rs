@@ -27,8 +27,12 @@
 //! - no run is left without a heartbeat: whoever drops the dispatcher with
 //!   runs in flight cancels them.
 
+mod lanes;
 mod overlap;
 mod record;
+
+use self::lanes::Lane;
+pub use self::lanes::Lanes;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -126,6 +130,8 @@ pub(crate) struct DispatchOptions<'env> {
     pub(crate) clock: &'env dyn Clock,
     pub(crate) executor: &'env dyn RunExecutor,
     pub(crate) max_parallel: usize,
+    /// Per-kind limits beside `max_parallel` (the daemon's lanes).
+    pub(crate) lanes: Lanes,
     pub(crate) mode: FinalizeMode,
     /// Cancelled: no slot starts any more, and runs in flight are cancelled
     /// with its reason and recorded as they end (tick and run-now).
@@ -388,10 +394,29 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                 break;
             }
             let mut batch: Vec<(LoopWork, Timestamp)> = Vec::new();
+            // Loops whose lane is full wait, in order, for a later round;
+            // the loops behind them still start (issue 17).
+            let mut waiting: Vec<LoopWork> = Vec::new();
             while batch.len() < room {
                 let Some(mut work) = self.queue.pop_front() else {
                     break;
                 };
+                let lane = Lane::of(&work.lp.target);
+                if self.opts.lanes.limit(lane).is_some() {
+                    let running = self
+                        .inflight
+                        .values()
+                        .filter(|f| Lane::of(&f.work.lp.target) == lane)
+                        .count()
+                        + batch
+                            .iter()
+                            .filter(|(w, _)| Lane::of(&w.lp.target) == lane)
+                            .count();
+                    if !self.opts.lanes.has_room(lane, running) {
+                        waiting.push(work);
+                        continue;
+                    }
+                }
                 let Some(slot) = work.slots.pop_front() else {
                     if !work.progressed {
                         self.parked.insert(work.lp.id);
@@ -409,7 +434,16 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                 }
                 batch.push((work, slot));
             }
+            let lanes_full = !waiting.is_empty();
+            for work in waiting.into_iter().rev() {
+                self.queue.push_front(work);
+            }
             if batch.is_empty() {
+                if lanes_full {
+                    // What is left waits for a lane: a finished run's
+                    // report calls this again.
+                    break;
+                }
                 continue;
             }
             let now = self.opts.clock.now();
