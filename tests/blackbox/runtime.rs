@@ -148,9 +148,9 @@ fn workflow_steps_take_a_prompt_file_relative_to_the_workflow_file() {
 fn statuses(env: &TestEnv, name: &str) -> Vec<String> {
     let runs = env.loops(["--json", "runs", name]).run().json();
     runs.as_array()
-        .unwrap()
+        .expect("runs --json prints an array")
         .iter()
-        .map(|r| r["status"].as_str().unwrap().to_owned())
+        .map(|r| r["status"].as_str().expect("a run has a status").to_owned())
         .collect()
 }
 
