@@ -31,7 +31,6 @@ mod lanes;
 mod overlap;
 mod record;
 
-use self::lanes::Lane;
 pub use self::lanes::Lanes;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -401,21 +400,9 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                 let Some(mut work) = self.queue.pop_front() else {
                     break;
                 };
-                let lane = Lane::of(&work.lp.target);
-                if self.opts.lanes.limit(lane).is_some() {
-                    let running = self
-                        .inflight
-                        .values()
-                        .filter(|f| Lane::of(&f.work.lp.target) == lane)
-                        .count()
-                        + batch
-                            .iter()
-                            .filter(|(w, _)| Lane::of(&w.lp.target) == lane)
-                            .count();
-                    if !self.opts.lanes.has_room(lane, running) {
-                        waiting.push(work);
-                        continue;
-                    }
+                if self.lane_is_full(&work.lp, &batch) {
+                    waiting.push(work);
+                    continue;
                 }
                 let Some(slot) = work.slots.pop_front() else {
                     if !work.progressed {
@@ -440,9 +427,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
             }
             if batch.is_empty() {
                 if lanes_full {
-                    // What is left waits for a lane: a finished run's
-                    // report calls this again.
-                    break;
+                    break; // The rest waits for a run to finish.
                 }
                 continue;
             }

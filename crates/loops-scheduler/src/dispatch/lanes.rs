@@ -6,7 +6,9 @@
 //! A workflow loop is in neither lane: its steps mix commands and agents
 //! and have their own `maxParallel`, so only `--max-parallel` limits it.
 
-use loops_core::Target;
+use loops_core::{Loop, Target, Timestamp};
+
+use super::{Dispatcher, LoopWork};
 
 /// The limits of the lanes; `None` is no limit of its own (only
 /// `max_parallel` applies, as without lanes).
@@ -20,7 +22,7 @@ pub struct Lanes {
 
 /// The lane a loop's target runs in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Lane {
+pub(super) enum Lane {
     /// A command loop.
     Command,
     /// An agent loop.
@@ -31,7 +33,7 @@ pub(crate) enum Lane {
 
 impl Lane {
     /// The lane of `target`.
-    pub(crate) fn of(target: &Target) -> Lane {
+    pub(super) fn of(target: &Target) -> Lane {
         match target {
             Target::Command(_) => Lane::Command,
             Target::Agent(_) => Lane::Agent,
@@ -42,7 +44,7 @@ impl Lane {
 
 impl Lanes {
     /// The limit of `lane`, if it has one.
-    pub(crate) fn limit(&self, lane: Lane) -> Option<usize> {
+    pub(super) fn limit(&self, lane: Lane) -> Option<usize> {
         match lane {
             Lane::Command => self.command,
             Lane::Agent => self.agent,
@@ -52,8 +54,29 @@ impl Lanes {
 
     /// Whether one more run fits in `lane` with `running` runs of it in
     /// flight (a limit of 0 counts as 1, as `max_parallel` does).
-    pub(crate) fn has_room(&self, lane: Lane, running: usize) -> bool {
+    pub(super) fn has_room(&self, lane: Lane, running: usize) -> bool {
         self.limit(lane).is_none_or(|limit| running < limit.max(1))
+    }
+}
+
+impl Dispatcher<'_, '_> {
+    /// Whether `lp`'s lane has no room left, counting the runs in flight
+    /// and those about to start in `batch`.
+    pub(super) fn lane_is_full(&self, lp: &Loop, batch: &[(LoopWork, Timestamp)]) -> bool {
+        let lane = Lane::of(&lp.target);
+        if self.opts.lanes.limit(lane).is_none() {
+            return false;
+        }
+        let in_flight = self
+            .inflight
+            .values()
+            .filter(|f| Lane::of(&f.work.lp.target) == lane)
+            .count();
+        let starting = batch
+            .iter()
+            .filter(|(w, _)| Lane::of(&w.lp.target) == lane)
+            .count();
+        !self.opts.lanes.has_room(lane, in_flight + starting)
     }
 }
 
