@@ -400,6 +400,33 @@ mod tests {
     }
 
     #[test]
+    fn a_prompt_file_is_read_when_the_spec_is_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.md");
+        let mut agent = AgentTarget::new(AgentProvider::Cursor, "stored at create");
+        agent.prompt_file = Some(path.to_str().unwrap().to_owned());
+        let target = ProcessTarget::Agent(agent);
+        let refused = ProcessSpec::of(&target).refused.unwrap();
+        assert!(refused.starts_with("cannot read prompt file"), "{refused}");
+        std::fs::write(&path, "  \n").unwrap();
+        let refused = ProcessSpec::of(&target).refused.unwrap();
+        assert!(refused.contains("is empty"), "{refused}");
+        std::fs::write(&path, "-p").unwrap();
+        let refused = ProcessSpec::of(&target).refused.unwrap();
+        assert!(
+            refused.starts_with("refused to run cursor-agent"),
+            "{refused}"
+        );
+        std::fs::write(&path, "from the file").unwrap();
+        let spec = ProcessSpec::of(&target);
+        assert_eq!(spec.refused, None);
+        let Program::Exec { args, .. } = spec.program else {
+            panic!("an agent is exec'd");
+        };
+        assert_eq!(args, ["-p", "from the file"]);
+    }
+
+    #[test]
     fn a_prompt_that_reads_as_an_option_is_refused() {
         let refused = |prompt: &str| {
             let target = ProcessTarget::Agent(AgentTarget::new(AgentProvider::Claude, prompt));
