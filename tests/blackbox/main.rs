@@ -21,6 +21,7 @@ mod loops_daemon;
 mod manage;
 mod runners;
 mod runs;
+mod runtime;
 mod transfer;
 mod workflow_control;
 mod workflow_runs;

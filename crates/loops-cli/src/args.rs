@@ -347,9 +347,17 @@ pub(crate) struct CreateAgent {
         long,
         value_name = "TEXT",
         allow_hyphen_values = true,
+        required_unless_present = "prompt_file",
+        conflicts_with = "prompt_file",
         help_heading = "Target"
     )]
-    pub(crate) prompt: String,
+    pub(crate) prompt: Option<String>,
+
+    /// A file whose text is the prompt, read again at each run (so editing
+    /// it changes the next run); stored as an absolute path. Instead of
+    /// --prompt.
+    #[arg(long, value_name = "PATH", help_heading = "Target")]
+    pub(crate) prompt_file: Option<String>,
 
     /// Working directory of the run; ~ and a relative path are made
     /// absolute [default: the directory create runs in].

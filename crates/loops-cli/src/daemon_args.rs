@@ -48,6 +48,17 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "N", default_value = "32")]
     pub(crate) max_parallel: String,
 
+    /// Most command loops' runs executing at once, within --max-parallel
+    /// [default: no limit but --max-parallel].
+    #[arg(long, value_name = "N")]
+    pub(crate) command_concurrency: Option<String>,
+
+    /// Most agent loops' runs executing at once, within --max-parallel, so
+    /// slow agents never hold up due commands [default: no limit but
+    /// --max-parallel]. Workflow loops count in neither lane.
+    #[arg(long, value_name = "N")]
+    pub(crate) agent_concurrency: Option<String>,
+
     /// How long runs in flight may take to finish when the daemon stops.
     #[arg(long, value_name = "DURATION", default_value = "30s")]
     pub(crate) grace: String,

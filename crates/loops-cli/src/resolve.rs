@@ -42,12 +42,24 @@ pub(crate) fn command_loop(args: &CreateCommand) -> Result<NewLoop> {
     checked(new)
 }
 
-/// `create agent`: the validated loop.
-pub(crate) fn agent_loop(args: &CreateAgent) -> Result<NewLoop> {
+/// `create agent`: the validated loop. `file` is `--prompt-file` read by
+/// the caller: its absolute path and its text, which is checked as a
+/// `--prompt` would be and stored as the prompt 0.3.1 would run.
+pub(crate) fn agent_loop(args: &CreateAgent, file: Option<(String, String)>) -> Result<NewLoop> {
     let (mut new, timeout_ms) = loop_options(&args.options, args.timeout.as_deref())?;
     let provider = provider(&args.provider)?;
     let isolation = isolation(&args.config_isolation)?;
-    let mut target = AgentTarget::new(provider, args.prompt.clone());
+    let (prompt, prompt_file) = match file {
+        Some((path, text)) => (text, Some(path)),
+        None => (args.prompt.clone().unwrap_or_default(), None),
+    };
+    let flag = if prompt_file.is_some() {
+        "--prompt-file"
+    } else {
+        "--prompt"
+    };
+    let mut target = AgentTarget::new(provider, prompt);
+    target.prompt_file = prompt_file;
     target.cwd = args.cwd.clone();
     target.model = args.model.clone();
     target.agent = args.agent.clone();
@@ -55,7 +67,13 @@ pub(crate) fn agent_loop(args: &CreateAgent) -> Result<NewLoop> {
     target.config_isolation = Some(isolation);
     target.account = account(&args.account)?;
     new.target = Target::Agent(target);
-    checked(new)
+    checked(new).map_err(|e| {
+        // The file's text is checked as --prompt is; say which flag gave it.
+        match flag {
+            "--prompt-file" => anyhow!("{}", e.to_string().replace("--prompt", flag)),
+            _ => e,
+        }
+    })
 }
 
 /// Runs the core checks on a command or agent loop (`create`, `edit`),

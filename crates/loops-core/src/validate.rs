@@ -292,6 +292,18 @@ fn validate_agent_target(target: &AgentTarget, label: &str) -> Result<()> {
         let message = prompt_option_message(&field);
         return Err(ValidationError::new(field, message));
     }
+    if let Some(path) = &target.prompt_file {
+        // Issue 17: read at each run, from wherever the run starts, so
+        // only an absolute path means the same file every time.
+        let field = format!("{label}.promptFile");
+        require_no_nul(path, &field)?;
+        if !path.starts_with('/') {
+            return Err(ValidationError::new(
+                &field,
+                format!("{field} must be an absolute path"),
+            ));
+        }
+    }
     if let Some(model) = &target.model {
         let field = format!("{label}.model");
         validate_optional_word(model, &field, "omit it to use the provider's default model")?;

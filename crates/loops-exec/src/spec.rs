@@ -88,7 +88,26 @@ impl<'a> ProcessSpec<'a> {
                 }
             }
             ProcessTarget::Agent(a) => {
-                let (program, args) = agent_argv(a);
+                // Issue 17: a prompt file is read now, at each run, so an
+                // edit changes the next run; the stored `prompt` (the text
+                // at create time) is never sent in its place.
+                let (prompt, unreadable) = match &a.prompt_file {
+                    None => (None, None),
+                    Some(path) => match read_prompt_file(path) {
+                        Ok(text) => (Some(text), None),
+                        Err(error) => (None, Some(error)),
+                    },
+                };
+                let (program, args) = match &prompt {
+                    Some(text) => agent_argv(&AgentTarget {
+                        prompt: text.clone(),
+                        ..a.clone()
+                    }),
+                    None => agent_argv(a),
+                };
+                let sent = prompt.as_deref().unwrap_or(&a.prompt);
+                let refused =
+                    unreadable.or_else(|| prompt_reads_as_option(sent).then(|| refusal(program)));
                 ProcessSpec {
                     program: Program::Exec {
                         program: program.to_owned(),
@@ -100,7 +119,7 @@ impl<'a> ProcessSpec<'a> {
                     timeout_ms: a.timeout_ms(),
                     account: a.account.as_ref(),
                     tool_hint: Some(a.provider.tool()),
-                    refused: prompt_reads_as_option(&a.prompt).then(|| refusal(program)),
+                    refused,
                 }
             }
         }
@@ -122,6 +141,22 @@ fn refusal(program: &str) -> String {
          an option; recreate the loop or workflow with a prompt that starts with another \
          character, for example \"Task: --fix\""
     )
+}
+
+/// The text of an agent's prompt file, or the run's error when it cannot
+/// be used: missing, unreadable, not UTF-8, or empty (issue 17).
+fn read_prompt_file(path: &str) -> Result<String, String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) if text.trim().is_empty() => Err(format!(
+            "prompt file {path} is empty; write the prompt into it, or edit the loop to use \
+             --prompt"
+        )),
+        Ok(text) => Ok(text),
+        Err(e) => Err(format!(
+            "cannot read prompt file {path}: {e}; restore the file, or edit the loop to use \
+             --prompt"
+        )),
+    }
 }
 
 /// An empty cwd means "no cwd", as it does for the original's `spawn`.
@@ -362,6 +397,33 @@ mod tests {
         let (_, args) = agent_argv(&t);
         assert_eq!(args[args.len() - 2], "--verbose");
         assert_eq!(args[args.len() - 1], "--model x; rm -rf / $(id)");
+    }
+
+    #[test]
+    fn a_prompt_file_is_read_when_the_spec_is_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.md");
+        let mut agent = AgentTarget::new(AgentProvider::Cursor, "stored at create");
+        agent.prompt_file = Some(path.to_str().unwrap().to_owned());
+        let target = ProcessTarget::Agent(agent);
+        let refused = ProcessSpec::of(&target).refused.unwrap();
+        assert!(refused.starts_with("cannot read prompt file"), "{refused}");
+        std::fs::write(&path, "  \n").unwrap();
+        let refused = ProcessSpec::of(&target).refused.unwrap();
+        assert!(refused.contains("is empty"), "{refused}");
+        std::fs::write(&path, "-p").unwrap();
+        let refused = ProcessSpec::of(&target).refused.unwrap();
+        assert!(
+            refused.starts_with("refused to run cursor-agent"),
+            "{refused}"
+        );
+        std::fs::write(&path, "from the file").unwrap();
+        let spec = ProcessSpec::of(&target);
+        assert_eq!(spec.refused, None);
+        let Program::Exec { args, .. } = spec.program else {
+            panic!("an agent is exec'd");
+        };
+        assert_eq!(args, ["-p", "from the file"]);
     }
 
     #[test]

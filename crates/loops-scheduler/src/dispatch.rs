@@ -27,8 +27,11 @@
 //! - no run is left without a heartbeat: whoever drops the dispatcher with
 //!   runs in flight cancels them.
 
+mod lanes;
 mod overlap;
 mod record;
+
+pub use self::lanes::Lanes;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -126,6 +129,8 @@ pub(crate) struct DispatchOptions<'env> {
     pub(crate) clock: &'env dyn Clock,
     pub(crate) executor: &'env dyn RunExecutor,
     pub(crate) max_parallel: usize,
+    /// Per-kind limits beside `max_parallel` (the daemon's lanes).
+    pub(crate) lanes: Lanes,
     pub(crate) mode: FinalizeMode,
     /// Cancelled: no slot starts any more, and runs in flight are cancelled
     /// with its reason and recorded as they end (tick and run-now).
@@ -388,10 +393,17 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                 break;
             }
             let mut batch: Vec<(LoopWork, Timestamp)> = Vec::new();
+            // Loops whose lane is full wait, in order, for a later round;
+            // the loops behind them still start (issue 17).
+            let mut waiting: Vec<LoopWork> = Vec::new();
             while batch.len() < room {
                 let Some(mut work) = self.queue.pop_front() else {
                     break;
                 };
+                if self.lane_is_full(&work.lp, &batch) {
+                    waiting.push(work);
+                    continue;
+                }
                 let Some(slot) = work.slots.pop_front() else {
                     if !work.progressed {
                         self.parked.insert(work.lp.id);
@@ -409,7 +421,14 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                 }
                 batch.push((work, slot));
             }
+            let lanes_full = !waiting.is_empty();
+            for work in waiting.into_iter().rev() {
+                self.queue.push_front(work);
+            }
             if batch.is_empty() {
+                if lanes_full {
+                    break; // The rest waits for a run to finish.
+                }
                 continue;
             }
             let now = self.opts.clock.now();

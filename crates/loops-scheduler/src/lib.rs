@@ -55,7 +55,7 @@ pub use crate::daemon::{
     SOCKET_FILE, collect_garbage, notify_daemon, read_pid, read_pid_record, remove_pid_if,
     request_stop, run_daemon, sweep_run_logs,
 };
-pub use crate::dispatch::{TickResult, heartbeat_period};
+pub use crate::dispatch::{Lanes, TickResult, heartbeat_period};
 pub use crate::executor::{ProcessExecutor, RunControl, RunError, RunExecutor};
 pub use crate::scheduler::{
     DEFAULT_MAX_PARALLEL, SchedulerError, TickOptions, manual_run_scheduled_for, run_now,

@@ -211,6 +211,7 @@ fn dispatch_options<'a>(opts: &TickOptions<'a>, mode: FinalizeMode) -> DispatchO
         clock: opts.clock,
         executor: opts.executor,
         max_parallel: opts.max_parallel,
+        lanes: crate::Lanes::default(),
         mode,
         stop: opts.stop,
         on_run: opts.on_run,

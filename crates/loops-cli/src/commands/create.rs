@@ -9,6 +9,7 @@
 //! name then refuse it.
 
 pub(crate) mod cwd;
+pub(crate) mod prompt_file;
 
 use anyhow::Result;
 use loops_core::{AgentProvider, Loop, NewLoop, Target};
@@ -35,7 +36,11 @@ pub(crate) fn command(args: &CreateCommand, out: &mut Printer) -> Result<Outcome
 /// does, with a warning: codex has no `--agent` flag and never receives it
 /// (SPEC §5.2).
 pub(crate) fn agent(args: &CreateAgent, out: &mut Printer) -> Result<Outcome> {
-    let mut new = crate::resolve::agent_loop(args)?;
+    let file = match &args.prompt_file {
+        Some(path) => Some(prompt_file::read(path)?),
+        None => None,
+    };
+    let mut new = crate::resolve::agent_loop(args, file)?;
     if let Target::Agent(target) = &mut new.target {
         target.cwd = Some(cwd::resolve(args.cwd.as_deref())?);
     }

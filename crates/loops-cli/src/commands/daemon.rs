@@ -85,6 +85,7 @@ fn absolute(path: PathBuf) -> Result<PathBuf> {
 struct Tuning {
     max_sleep: Duration,
     max_parallel: usize,
+    lanes: loops_scheduler::Lanes,
     grace: Duration,
     gc: Option<loops_scheduler::GcSettings>,
 }
@@ -102,9 +103,19 @@ fn tuning(args: &RunArgs) -> Result<Tuning> {
         .map_or(DEFAULT_MAX_SLEEP, Duration::from_millis)
         .min(DEFAULT_MAX_SLEEP);
     let max_parallel = resolve::positive_int(&args.max_parallel, "--max-parallel")?;
+    let lane = |value: &Option<String>, flag: &str| -> Result<Option<usize>> {
+        value
+            .as_deref()
+            .map(|v| Ok(usize::try_from(resolve::positive_int(v, flag)?).unwrap_or(usize::MAX)))
+            .transpose()
+    };
     Ok(Tuning {
         max_sleep,
         max_parallel: usize::try_from(max_parallel).unwrap_or(usize::MAX),
+        lanes: loops_scheduler::Lanes {
+            command: lane(&args.command_concurrency, "--command-concurrency")?,
+            agent: lane(&args.agent_concurrency, "--agent-concurrency")?,
+        },
         grace: grace(&args.grace)?,
         gc: super::gc::daemon_settings(&args.gc)?,
     })
@@ -154,6 +165,7 @@ fn run_foreground(args: &RunArgs) -> Result<Outcome> {
         host: loops_exec::hostname(),
         pid: std::process::id(),
         max_parallel: tuning.max_parallel,
+        lanes: tuning.lanes,
         grace: tuning.grace,
         max_sleep: tuning.max_sleep,
         lease_ttl: DEFAULT_LEASE_TTL,
@@ -189,6 +201,14 @@ fn start(args: &RunArgs, out: &mut Printer, binary: Binary) -> Result<Outcome> {
     child_args.extend(["--grace".into(), args.grace.clone().into()]);
     if let Some(ms) = &args.interval_ms {
         child_args.extend(["--interval-ms".into(), ms.clone().into()]);
+    }
+    for (flag, value) in [
+        ("--command-concurrency", &args.command_concurrency),
+        ("--agent-concurrency", &args.agent_concurrency),
+    ] {
+        if let Some(n) = value {
+            child_args.extend([flag.into(), n.clone().into()]);
+        }
     }
     if args.poll_only {
         child_args.push("--poll-only".into());

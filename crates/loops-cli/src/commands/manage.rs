@@ -16,7 +16,7 @@ use std::ops::ControlFlow;
 
 use anstyle::Style;
 use anyhow::{Result, bail};
-use loops_core::{Loop, LoopId, LoopRun, LoopStatus};
+use loops_core::{Loop, LoopId, LoopRun, LoopStatus, Target};
 use loops_store::{DeleteHistory, DeleteOutcome, LoopChange, LoopFilter, RunFilter, Store};
 use serde_json::json;
 
@@ -138,7 +138,17 @@ fn last_run(store: &Store, id: &LoopId) -> Result<Option<LoopRun>> {
 /// `show`: always JSON (SPEC §7.1).
 pub(crate) fn show(args: &LoopRef, out: &mut Printer) -> Result<Outcome> {
     let store = paths::open_store()?;
-    let lp = store.require_loop(&args.target)?;
+    let mut lp = store.require_loop(&args.target)?;
+    // Issue 17: with a prompt file, `prompt` shows what the next run sends,
+    // the file's text now (redacted as any prompt), not the text at create.
+    if let Target::Agent(a) = &mut lp.target
+        && let Some(text) = a
+            .prompt_file
+            .as_deref()
+            .and_then(|path| std::fs::read_to_string(path).ok())
+    {
+        a.prompt = text;
+    }
     out.json_of(&redact::loop_json(&lp))?;
     Ok(Outcome::Success)
 }

@@ -13,6 +13,7 @@
 //! long prompts redacted, as loop targets are.
 
 mod history;
+mod prompt_files;
 mod run;
 mod specs;
 

@@ -84,12 +84,18 @@ impl CommandTarget {
 /// A headless coding-agent run (SPEC §1.3).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = prompt_or_prompt_file)]
 pub struct AgentTarget {
     /// The agent CLI.
     pub provider: AgentProvider,
-    /// The prompt, always the last argv element.
+    /// The prompt, always the last argv element. With `promptFile`, the
+    /// file's text when the loop or workflow was created (what 0.3.1 runs).
     #[schemars(length(min = 1))]
     pub prompt: String,
+    /// An absolute path whose text is the prompt, read again at each run
+    /// (issue 17). In a workflow file, relative to the file's directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_file: Option<String>,
     /// Working directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
@@ -114,12 +120,25 @@ pub struct AgentTarget {
     pub account: Option<Account>,
 }
 
+/// A workflow file's agent step gives `prompt` or `promptFile`, exactly
+/// one of them (issue 17): the schema requires one or the other.
+fn prompt_or_prompt_file(schema: &mut schemars::Schema) {
+    if let Some(serde_json::Value::Array(required)) = schema.get_mut("required") {
+        required.retain(|key| key != "prompt");
+    }
+    schema.insert(
+        "oneOf".to_owned(),
+        serde_json::json!([{"required": ["prompt"]}, {"required": ["promptFile"]}]),
+    );
+}
+
 impl AgentTarget {
     /// A target for `provider` with every option unset.
     pub fn new(provider: AgentProvider, prompt: impl Into<String>) -> AgentTarget {
         AgentTarget {
             provider,
             prompt: prompt.into(),
+            prompt_file: None,
             cwd: None,
             model: None,
             agent: None,

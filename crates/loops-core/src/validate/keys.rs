@@ -30,6 +30,7 @@ const AGENT_KEYS: &[&str] = &[
     "type",
     "provider",
     "prompt",
+    "promptFile",
     "cwd",
     "model",
     "agent",

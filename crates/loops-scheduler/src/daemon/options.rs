@@ -112,6 +112,9 @@ pub struct DaemonOptions<'a> {
     pub pid: u32,
     /// Most runs executing at once.
     pub max_parallel: usize,
+    /// Most runs of one kind executing at once, within `max_parallel`
+    /// (issue 17); the default limits neither kind.
+    pub lanes: crate::Lanes,
     /// How long runs in flight may take to finish on stop, unless
     /// `loops daemon stop --grace` asks for another period.
     pub grace: Duration,

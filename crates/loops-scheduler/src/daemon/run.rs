@@ -123,6 +123,7 @@ pub fn run_daemon(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonExit,
                 clock: opts.clock,
                 executor: opts.executor,
                 max_parallel: opts.max_parallel,
+                lanes: opts.lanes,
                 mode: FinalizeMode::Advance,
                 stop: None,
                 on_run: Some(&on_run),
@@ -142,11 +143,12 @@ pub fn run_daemon(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonExit,
             ))
         });
         log(&format!(
-            "started pid={} lease={} host={} max-parallel={} grace={}ms{}{}",
+            "started pid={} lease={} host={} max-parallel={}{} grace={}ms{}{}",
             opts.pid,
             lease.id,
             opts.host,
             opts.max_parallel,
+            describe_lanes(opts.lanes),
             opts.grace.as_millis(),
             gc.as_ref()
                 .map_or_else(String::new, |gc| format!(" {}", gc.describe_settings())),
@@ -618,4 +620,16 @@ impl DatabaseFiles {
 
 fn identity(path: &Path) -> Option<(u64, u64)> {
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// The lanes of the start line, when the daemon has any (issue 17).
+fn describe_lanes(lanes: crate::Lanes) -> String {
+    let mut text = String::new();
+    if let Some(n) = lanes.command {
+        text.push_str(&format!(" command-concurrency={n}"));
+    }
+    if let Some(n) = lanes.agent {
+        text.push_str(&format!(" agent-concurrency={n}"));
+    }
+    text
 }

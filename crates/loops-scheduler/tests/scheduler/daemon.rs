@@ -66,6 +66,7 @@ impl<'a> Harness<'a> {
             host: HOST.to_owned(),
             pid: std::process::id(),
             max_parallel: self.max_parallel,
+            lanes: loops_scheduler::Lanes::default(),
             grace: self.grace,
             max_sleep: Duration::from_secs(60),
             lease_ttl: self.lease_ttl,

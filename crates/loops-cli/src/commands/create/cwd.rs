@@ -48,7 +48,7 @@ fn current_dir() -> Result<PathBuf> {
 }
 
 /// `~` and `~/…` as `$HOME` and below it; anything else as it is.
-fn expand_home(dir: &str) -> Result<PathBuf> {
+pub(super) fn expand_home(dir: &str) -> Result<PathBuf> {
     let rest = match dir.strip_prefix('~') {
         Some("") => "",
         Some(rest) if rest.starts_with('/') => &rest[1..],
@@ -65,7 +65,7 @@ fn expand_home(dir: &str) -> Result<PathBuf> {
 /// `path` made absolute against the current directory, with `.`
 /// components dropped (`..` is kept: through a symbolic link it is not
 /// the parent the text suggests).
-fn absolute(path: &Path) -> Result<PathBuf> {
+pub(super) fn absolute(path: &Path) -> Result<PathBuf> {
     let joined = if path.is_absolute() {
         path.to_path_buf()
     } else {

@@ -79,6 +79,8 @@ pub(super) fn apply(
             }
             if let Some(prompt) = &args.prompt {
                 t.prompt = prompt.clone();
+                // A given prompt replaces a prompt file (issue 17).
+                t.prompt_file = None;
             }
             if let Some(model) = &args.model {
                 t.model = (!model.is_empty()).then(|| model.clone());

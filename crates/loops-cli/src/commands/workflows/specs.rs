@@ -37,7 +37,7 @@ const PREVIEW_ID: &str = "validation";
 fn read_workflow(args: &FileArgs) -> Result<(NewWorkflow, Vec<String>)> {
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("reading workflow file {}", args.file))?;
-    let value = loops_core::read_workflow_text(&text).map_err(|e| {
+    let mut value = loops_core::read_workflow_text(&text).map_err(|e| {
         let context = if e.is_duplicate_key() {
             format!("workflow file {}", args.file)
         } else {
@@ -45,6 +45,7 @@ fn read_workflow(args: &FileArgs) -> Result<(NewWorkflow, Vec<String>)> {
         };
         anyhow::Error::new(e).context(context)
     })?;
+    super::prompt_files::resolve(&mut value, &args.file)?;
     let warnings = loops_core::workflow_warnings(&value);
     match loops_core::workflow_from_json(&value, args.name.as_deref()) {
         Ok(new) => Ok((new, warnings)),

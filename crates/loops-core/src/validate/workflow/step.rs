@@ -171,6 +171,7 @@ fn read_process_target(map: Option<&Map<String, Value>>, label: &str) -> Result<
             Ok(ProcessTarget::Agent(AgentTarget {
                 provider,
                 prompt: string("prompt")?,
+                prompt_file: opt_string(map, "promptFile", label)?,
                 cwd: opt_string(map, "cwd", label)?,
                 model: opt_string(map, "model", label)?,
                 agent: opt_string(map, "agent", label)?,
