@@ -244,10 +244,11 @@ pub(super) fn list(args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
     }
     out.table(&table, |_| Vec::new())?;
     if more {
-        out.line(&format!(
+        // On stderr, as `list` and `runs` say it: stdout holds the table.
+        render::hint(&format!(
             "showing the first {} {status} workflows; raise --limit to see more",
             workflows.len()
-        ))?;
+        ));
     }
     Ok(Outcome::Success)
 }
