@@ -43,18 +43,19 @@ pub use crate::id::{
 pub use crate::liveness::{Liveness, ProcessRef};
 pub use crate::model::{
     Account, AgentTarget, CommandTarget, DEFAULT_CATCH_UP_LIMIT, DEFAULT_DYNAMIC_INTERVAL_MS,
-    DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MS, DEFAULT_TIMEOUT_MS,
-    DEFAULT_MAX_RETRY_DELAY_MS, DaemonLease, ExecutorResult, Loop, LoopPolicy, LoopRun, MAX_LABEL_LEN, MAX_CATCH_UP_LIMIT, NewLoop, NewWorkflow,
-    ProcessTarget, Schedule, Step, StepRun, Target, WorkflowEvent, WorkflowRun, WorkflowSpec,
-    WorkflowTarget, loop_workflow_key,
+    DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_RETRY_DELAY_MS, DEFAULT_RETRY_DELAY_MS,
+    DEFAULT_TIMEOUT_MS, DaemonLease, ExecutorResult, Loop, LoopPolicy, LoopRun, MAX_CATCH_UP_LIMIT,
+    MAX_LABEL_LEN, NewLoop, NewWorkflow, ProcessTarget, Schedule, Step, StepRun, Target,
+    WorkflowEvent, WorkflowRun, WorkflowSpec, WorkflowTarget, loop_workflow_key,
 };
 pub use crate::schedule::{
-    LoopAdvance, ScheduleError, compute_next_after, due_slots, initial_next_run, is_expired,
-    parse_schedule_at, plan_advance, plan_advance_with, retry_delay_ms, validate_schedule, Streak,
+    LoopAdvance, ScheduleError, Streak, compute_next_after, due_slots, initial_next_run,
+    is_expired, parse_schedule_at, plan_advance, plan_advance_with, retry_delay_ms,
+    validate_schedule,
 };
 pub use crate::status::{
-    AgentProvider, Anchor, Backoff, CatchUp, ConfigIsolation, EnumError, ExecutorStatus, LoopStatus,
-    Overlap, RunStatus, StepRunStatus, WorkflowRunStatus, WorkflowStatus,
+    AgentProvider, Anchor, Backoff, CatchUp, ConfigIsolation, EnumError, ExecutorStatus,
+    LoopStatus, Overlap, RunStatus, StepRunStatus, WorkflowRunStatus, WorkflowStatus,
 };
 pub use crate::time::{Timestamp, TimestampError};
 pub use crate::validate::{

@@ -432,7 +432,12 @@ pub fn retry_delay_ms(lp: &Loop, attempt: u32, random: f64) -> Result<i64, Sched
         return Ok(base);
     }
     let cap = i64::try_from(lp.policy.max_retry_delay()).unwrap_or(i64::MAX);
-    let factor = 0.5 + if random.is_nan() { 0.5 } else { random.clamp(0.0, 1.0) };
+    let factor = 0.5
+        + if random.is_nan() {
+            0.5
+        } else {
+            random.clamp(0.0, 1.0)
+        };
     let exponent = attempt.saturating_sub(1).min(62);
     // In floating point, so a large attempt saturates at the cap instead
     // of overflowing; the cap is at most a few years of milliseconds.

@@ -416,7 +416,11 @@ fn validate_policy(policy: &crate::LoopPolicy) -> Result<()> {
     if policy.max_retry_delay_ms == Some(0) {
         return option("--max-retry-delay", "must be greater than zero");
     }
-    if let Some(code) = policy.skip_exit_codes.iter().find(|c| !(1..=255).contains(*c)) {
+    if let Some(code) = policy
+        .skip_exit_codes
+        .iter()
+        .find(|c| !(1..=255).contains(*c))
+    {
         return option(
             "--skip-exit-code",
             &format!("must be an exit code from 1 to 255, not {code}"),
@@ -434,7 +438,9 @@ fn validate_policy(policy: &crate::LoopPolicy) -> Result<()> {
 /// ```
 pub fn validate_label(label: &str) -> Result<()> {
     let allowed = |c: char| c.is_ascii_alphanumeric() || "._:=/-".contains(c);
-    if label.is_empty() || label.chars().count() > crate::MAX_LABEL_LEN || !label.chars().all(allowed)
+    if label.is_empty()
+        || label.chars().count() > crate::MAX_LABEL_LEN
+        || !label.chars().all(allowed)
     {
         return Err(ValidationError::new(
             "--label",

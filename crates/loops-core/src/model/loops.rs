@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    DEFAULT_CATCH_UP_LIMIT, LoopPolicy, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MS,
-    Schedule, Target,
+    DEFAULT_CATCH_UP_LIMIT, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MS,
+    LoopPolicy, Schedule, Target,
 };
 use crate::id::{LoopId, RunId};
 use crate::status::{CatchUp, LoopStatus, Overlap, RunStatus};

@@ -498,14 +498,22 @@ fn plan_advance_counts_streaks() {
     lp.consecutive_successes = Some(1);
     let ok = a_run("2026-01-01T00:00:00Z", 1, RunStatus::Succeeded);
     let plan = plan_advance(&lp, &ok, finished, true).unwrap().unwrap();
-    assert_eq!((plan.status, plan.streak), (LoopStatus::Active, Streak::Success));
+    assert_eq!(
+        (plan.status, plan.streak),
+        (LoopStatus::Active, Streak::Success)
+    );
     lp.consecutive_successes = Some(2);
     let plan = plan_advance(&lp, &ok, finished, true).unwrap().unwrap();
     assert_eq!((plan.status, plan.next_run_at), (LoopStatus::Expired, None));
     // A skipped run is neutral, even at the threshold.
     let skipped = a_run("2026-01-01T00:00:00Z", 1, RunStatus::Skipped);
-    let plan = plan_advance(&lp, &skipped, finished, true).unwrap().unwrap();
-    assert_eq!((plan.status, plan.streak), (LoopStatus::Active, Streak::Unchanged));
+    let plan = plan_advance(&lp, &skipped, finished, true)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (plan.status, plan.streak),
+        (LoopStatus::Active, Streak::Unchanged)
+    );
 
     let mut lp = a_loop(every(60_000), "2026-01-01T00:00:00Z");
     lp.max_attempts = 2;
@@ -514,11 +522,21 @@ fn plan_advance_counts_streaks() {
     let mut failed = a_run("2026-01-01T00:00:00Z", 1, RunStatus::Failed);
     failed.error = Some("exit code 3\nmore detail".into());
     // A failure with a retry left does not count yet.
-    let plan = plan_advance(&lp, &failed, finished, false).unwrap().unwrap();
-    assert_eq!((plan.status, plan.streak), (LoopStatus::Active, Streak::Unchanged));
+    let plan = plan_advance(&lp, &failed, finished, false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (plan.status, plan.streak),
+        (LoopStatus::Active, Streak::Unchanged)
+    );
     failed.attempt = 2;
-    let plan = plan_advance(&lp, &failed, finished, false).unwrap().unwrap();
-    assert_eq!((plan.status, plan.streak), (LoopStatus::Paused, Streak::Failure));
+    let plan = plan_advance(&lp, &failed, finished, false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (plan.status, plan.streak),
+        (LoopStatus::Paused, Streak::Failure)
+    );
     assert_eq!(plan.next_run_at, Some(at("2026-01-01T00:01:00Z")));
     let reason = plan.paused_reason.unwrap();
     assert!(reason.contains("2 consecutive failures"), "{reason}");
@@ -526,8 +544,13 @@ fn plan_advance_counts_streaks() {
     assert!(!reason.contains("more detail"), "{reason}");
     // Without a breaker the loop keeps going.
     lp.policy.pause_after_failures = None;
-    let plan = plan_advance(&lp, &failed, finished, false).unwrap().unwrap();
-    assert_eq!((plan.status, plan.paused_reason), (LoopStatus::Active, None));
+    let plan = plan_advance(&lp, &failed, finished, false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (plan.status, plan.paused_reason),
+        (LoopStatus::Active, None)
+    );
 }
 
 /// Issue 17: exponential backoff doubles per attempt within the jitter

@@ -16,7 +16,8 @@ use loops_core::{
 use crate::backend::LoopOps;
 use crate::error::{Result, StoreError};
 use crate::loops::{
-    DEFAULT_LOOP_LIMIT, DeleteHistory, DeleteOutcome, LoopChange, LoopFilter, LoopUpdate, Refusal,
+    DEFAULT_LOOP_LIMIT, DeleteHistory, DeleteOutcome, LoopChange, LoopFilter, LoopUpdate,
+    PolicyColumns, Refusal, new_streaks,
 };
 use crate::postgres::rows::{self, Json, ts, ts_opt};
 use crate::postgres::{Conn, Params, Postgres, count};
@@ -162,7 +163,11 @@ impl LoopOps for Postgres {
             created_at: now,
             updated_at: now,
             paused_reason: None,
+            policy: new.policy.clone(),
+            consecutive_successes: new_streaks(&new.policy).0,
+            consecutive_failures: new_streaks(&new.policy).1,
         };
+        let p = PolicyColumns::of(&lp.policy)?;
         let schedule = encode(&lp.schedule, "loop schedule")?;
         let target = encode(&lp.target, "loop target")?;
         let retry_delay_ms = big(lp.retry_delay_ms, "retryDelayMs")?;
@@ -172,8 +177,11 @@ impl LoopOps for Postgres {
                 c.execute(
                     "INSERT INTO loops (id, name, description, status, schedule_json, target_json,
                    next_run_at, retry_scheduled_for, catch_up, catch_up_limit, overlap,
-                   max_attempts, retry_delay_ms, lease_ms, expires_at, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, $10, $11, $12, $13, $14, $15, $15)",
+                   max_attempts, retry_delay_ms, lease_ms, expires_at, created_at, updated_at,
+                   labels, expires_after_runs, pause_after_failures, backoff, max_retry_delay_ms,
+                   skip_exit_codes)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, $10, $11, $12, $13, $14, $15, $15,
+                   $16::text::json, $17, $18, $19, $20, $21::text::json)",
                 &[
                     &lp.id.as_str(),
                     &lp.name,
@@ -190,6 +198,12 @@ impl LoopOps for Postgres {
                     &lease_ms,
                     &ts_opt(lp.expires_at),
                     &ts(now),
+                    &p.labels,
+                    &p.expires_after_runs,
+                    &p.pause_after_failures,
+                    &p.backoff,
+                    &p.max_retry_delay_ms,
+                    &p.skip_exit_codes,
                 ],
                 "creating a loop",
             )?;
@@ -257,6 +271,7 @@ impl LoopOps for Postgres {
         };
         let schedule = encode(&s.schedule, "loop schedule")?;
         let target = encode(&s.target, "loop target")?;
+        let p = PolicyColumns::of(&s.policy)?;
         self.write_tx(|c| {
             // Locked again, in case the caller holds no transaction: every
             // writer of a loop takes its row lock first.
@@ -269,7 +284,9 @@ impl LoopOps for Postgres {
                        max_attempts = $10, retry_delay_ms = $11, lease_ms = $12, expires_at = $13,
                        next_run_at = CASE WHEN $14 THEN $15 ELSE next_run_at END,
                        retry_scheduled_for = CASE WHEN $14 THEN NULL ELSE retry_scheduled_for END,
-                       updated_at = $16
+                       updated_at = $16, labels = $17::text::json, expires_after_runs = $18,
+                       pause_after_failures = $19, backoff = $20, max_retry_delay_ms = $21,
+                       skip_exit_codes = $22::text::json
                      WHERE id = $1 AND status = $2 RETURNING ",
                     loop_columns!()
                 ),
@@ -290,6 +307,12 @@ impl LoopOps for Postgres {
                     &reschedule,
                     &ts_opt(next),
                     &ts(update.now),
+                    &p.labels,
+                    &p.expires_after_runs,
+                    &p.pause_after_failures,
+                    &p.backoff,
+                    &p.max_retry_delay_ms,
+                    &p.skip_exit_codes,
                 ],
                 "editing a loop",
             )?
@@ -335,6 +358,31 @@ impl LoopOps for Postgres {
                 rows::loop_row,
                 &mut *each,
             ),
+        })
+    }
+
+    fn for_each_labeled_loop(
+        &self,
+        filter: &LoopFilter,
+        labels: &str,
+        each: &mut dyn FnMut(Loop) -> ControlFlow<()>,
+    ) -> Result<()> {
+        let limit = i64::from(filter.limit.unwrap_or(DEFAULT_LOOP_LIMIT));
+        let status = filter.status.map(LoopStatus::as_str);
+        self.with(|c| {
+            c.query_each(
+                concat!(
+                    "SELECT ",
+                    loop_columns!(),
+                    " FROM loops WHERE ($1::text IS NULL OR status = $1)
+                       AND labels::jsonb @> $3::text::jsonb
+                     ORDER BY status, next_run_at NULLS FIRST, id LIMIT $2"
+                ),
+                &[&status, &limit, &labels],
+                ("loops", "listing loops"),
+                rows::loop_row,
+                &mut *each,
+            )
         })
     }
 
@@ -441,7 +489,10 @@ impl LoopOps for Postgres {
                 c,
                 concat!(
                     "UPDATE loops SET status = 'active', next_run_at = $3, retry_scheduled_for = $4,
-                       paused_reason = NULL, updated_at = $5
+                       paused_reason = NULL, consecutive_failures = 0,
+                       consecutive_successes = CASE WHEN status = 'expired' THEN 0
+                         ELSE consecutive_successes END,
+                       updated_at = $5
                      WHERE id = $1 AND status = $2 RETURNING ",
                     loop_columns!()
                 ),
