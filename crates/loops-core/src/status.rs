@@ -89,6 +89,8 @@ string_enum!(
     }
 );
 
+// string_enum! fixes the derives, so the default is written out.
+#[allow(clippy::derivable_impls)]
 impl Default for Backoff {
     fn default() -> Backoff {
         Backoff::Fixed
