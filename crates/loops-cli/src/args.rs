@@ -80,7 +80,7 @@ pub(crate) enum Command {
     #[command(after_help = crate::help::RUNS)]
     Runs(RunsArgs),
     /// Set, add, remove or clear a loop's labels.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = crate::help::LABELS)]
     Labels(crate::policy_args::LabelsCommand),
     /// Print a run's output: a loop's latest run, or the run given; -f follows it live.
     #[command(after_help = LOGS_AFTER_HELP)]

@@ -12,7 +12,9 @@ use loops_core::{Backoff, LoopPolicy, validate_label};
 
 use crate::resolve;
 
-/// The policy flags of `create`: every one off by default, as in 0.3.1.
+// The policy flags of `create` and `edit`: every one off by default, as in
+// 0.3.1. (A plain comment: a doc comment would become the help's summary
+// of every command that flattens the struct.)
 #[derive(Debug, Default, Args)]
 pub(crate) struct PolicyOptions {
     /// A label for `list --label` and `runs --label` (repeatable, or
@@ -165,16 +167,20 @@ mod tests {
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum LabelsCommand {
     /// Replace a loop's labels with the ones given.
+    #[command(after_help = crate::help::LABELS)]
     Set(LabelsArgs),
     /// Add labels to a loop, keeping the ones it has.
+    #[command(after_help = crate::help::LABELS)]
     Add(LabelsArgs),
     /// Remove labels from a loop; labels it does not have are ignored.
+    #[command(after_help = crate::help::LABELS)]
     Remove(LabelsArgs),
     /// Remove every label of a loop.
+    #[command(after_help = crate::help::LABELS)]
     Clear(crate::args::LoopRef),
 }
 
-/// A loop and labels.
+// A loop and labels (a plain comment, as above).
 #[derive(Debug, Args)]
 pub(crate) struct LabelsArgs {
     /// Loop id, or name (refused when several loops have it).
