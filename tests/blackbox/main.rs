@@ -19,6 +19,7 @@ mod legacy_rows;
 mod logs;
 mod loops_daemon;
 mod manage;
+mod policies;
 mod runners;
 mod runs;
 mod runtime;

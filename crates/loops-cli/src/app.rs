@@ -4,7 +4,8 @@ use anyhow::Result;
 
 use crate::args::{Cli, Command, Create};
 use crate::commands::{
-    backup, create, daemon, docs, edit, execute, gc, logs, manage, runs, transfer, workflows,
+    backup, create, daemon, docs, edit, execute, gc, labels, logs, manage, runs, transfer,
+    workflows,
 };
 use crate::daemon_bin::Binary;
 use crate::exit::Outcome;
@@ -47,6 +48,7 @@ fn dispatch(command: Command, out: &mut Printer) -> Result<Outcome> {
         Command::Edit(args) => edit::edit(&args, out),
         Command::Rename(args) => edit::rename(&args, out),
         Command::Runs(args) => runs::list(&args, out),
+        Command::Labels(cmd) => labels::run(&cmd, out),
         Command::Logs(args) => logs::run(&args, out),
         Command::Pause(args) => manage::pause(&args, out),
         Command::Resume(args) => manage::resume(&args, out),

@@ -79,6 +79,9 @@ pub(crate) enum Command {
     /// List recorded runs, newest first.
     #[command(after_help = crate::help::RUNS)]
     Runs(RunsArgs),
+    /// Set, add, remove or clear a loop's labels.
+    #[command(subcommand, after_help = crate::help::LABELS)]
+    Labels(crate::policy_args::LabelsCommand),
     /// Print a run's output: a loop's latest run, or the run given; -f follows it live.
     #[command(after_help = LOGS_AFTER_HELP)]
     Logs(LogsArgs),
@@ -266,6 +269,9 @@ pub(crate) struct LoopOptions {
     /// Free-text description.
     #[arg(short = 'd', long, value_name = "TEXT")]
     pub(crate) description: Option<String>,
+
+    #[command(flatten)]
+    pub(crate) policy: crate::policy_args::PolicyOptions,
 }
 
 // The account options of command and agent targets (SPEC §5.4).
@@ -424,6 +430,10 @@ pub(crate) struct ListArgs {
     /// Show at most N loops [default: all].
     #[arg(long, value_name = "N")]
     pub(crate) limit: Option<String>,
+
+    /// Only loops with this label; repeated, with all of them [default: any].
+    #[arg(long = "label", value_name = "LABEL")]
+    pub(crate) labels: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -445,6 +455,10 @@ pub(crate) struct RunsArgs {
     /// Print the runs' stdout and stderr instead of their lengths.
     #[arg(long)]
     pub(crate) show_output: bool,
+
+    /// Only runs of loops with this label; repeated, with all [default: any].
+    #[arg(long = "label", value_name = "LABEL")]
+    pub(crate) labels: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -11,6 +11,7 @@ pub(crate) mod docs;
 pub(crate) mod edit;
 pub(crate) mod execute;
 pub(crate) mod gc;
+pub(crate) mod labels;
 pub(crate) mod logs;
 pub(crate) mod manage;
 pub(crate) mod runs;

@@ -71,6 +71,11 @@ pub(crate) struct EditArgs {
     #[arg(short = 'd', long, value_name = "TEXT")]
     pub(crate) description: Option<String>,
 
+    /// Labels, the counts (`off` removes one), backoff and skip exit codes
+    /// (issue 17); a list given replaces the stored one, '' clears it.
+    #[command(flatten)]
+    pub(crate) policy: crate::policy_args::PolicyOptions,
+
     /// Command loops: the command line to run.
     #[arg(
         long = "cmd",

@@ -79,6 +79,13 @@ pub(crate) const RUNS: &str = "Examples:
   loops runs --status failed --limit 20
   loops runs backup --show-output";
 
+/// `labels` and its subcommands (issue 17).
+pub(crate) const LABELS: &str = "Examples:
+  loops labels add backup team=infra,nightly
+  loops labels remove backup nightly
+  loops labels set backup critical; loops labels clear backup
+  loops list --label team=infra";
+
 /// `pause`.
 pub(crate) const PAUSE: &str = "Examples:
   loops pause backup; loops resume backup";

@@ -20,6 +20,7 @@ mod help;
 mod hint;
 mod human;
 mod paths;
+mod policy_args;
 mod pretty;
 mod redact;
 mod render;

@@ -109,6 +109,9 @@ fn a_loop(schedule: Schedule, next: Timestamp, catch_up: CatchUp) -> Loop {
         created_at: next,
         updated_at: next,
         paused_reason: None,
+        policy: Default::default(),
+        consecutive_successes: None,
+        consecutive_failures: None,
     }
 }
 

@@ -43,23 +43,24 @@ pub use crate::id::{
 pub use crate::liveness::{Liveness, ProcessRef};
 pub use crate::model::{
     Account, AgentTarget, CommandTarget, DEFAULT_CATCH_UP_LIMIT, DEFAULT_DYNAMIC_INTERVAL_MS,
-    DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MS, DEFAULT_TIMEOUT_MS,
-    DaemonLease, ExecutorResult, Loop, LoopRun, MAX_CATCH_UP_LIMIT, NewLoop, NewWorkflow,
-    ProcessTarget, Schedule, Step, StepRun, Target, WorkflowEvent, WorkflowRun, WorkflowSpec,
-    WorkflowTarget, loop_workflow_key,
+    DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_RETRY_DELAY_MS, DEFAULT_RETRY_DELAY_MS,
+    DEFAULT_TIMEOUT_MS, DaemonLease, ExecutorResult, Loop, LoopPolicy, LoopRun, MAX_CATCH_UP_LIMIT,
+    MAX_LABEL_LEN, NewLoop, NewWorkflow, ProcessTarget, Schedule, Step, StepRun, Target,
+    WorkflowEvent, WorkflowRun, WorkflowSpec, WorkflowTarget, loop_workflow_key,
 };
 pub use crate::schedule::{
-    LoopAdvance, ScheduleError, compute_next_after, due_slots, initial_next_run, is_expired,
-    parse_schedule_at, plan_advance, validate_schedule,
+    LoopAdvance, ScheduleError, Streak, compute_next_after, due_slots, initial_next_run,
+    is_expired, parse_schedule_at, plan_advance, plan_advance_with, retry_delay_ms,
+    validate_schedule,
 };
 pub use crate::status::{
-    AgentProvider, Anchor, CatchUp, ConfigIsolation, EnumError, ExecutorStatus, LoopStatus,
-    Overlap, RunStatus, StepRunStatus, WorkflowRunStatus, WorkflowStatus,
+    AgentProvider, Anchor, Backoff, CatchUp, ConfigIsolation, EnumError, ExecutorStatus,
+    LoopStatus, Overlap, RunStatus, StepRunStatus, WorkflowRunStatus, WorkflowStatus,
 };
 pub use crate::time::{Timestamp, TimestampError};
 pub use crate::validate::{
     ValidationError, prompt_option_message, prompt_reads_as_option, validate_account,
-    validate_name, validate_new_loop, validate_process_target, validate_target,
+    validate_label, validate_name, validate_new_loop, validate_process_target, validate_target,
     workflow_execution_order, workflow_from_json, workflow_warnings,
 };
 pub use crate::workflow_file::{

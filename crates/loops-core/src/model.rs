@@ -10,6 +10,7 @@
 //! and executor results). The SPEC defaults live here.
 
 mod loops;
+mod policy;
 mod runtime;
 mod schedule;
 mod target;
@@ -19,6 +20,7 @@ mod workflow;
 mod tests;
 
 pub use self::loops::{Loop, LoopRun, NewLoop};
+pub use self::policy::{DEFAULT_MAX_RETRY_DELAY_MS, LoopPolicy, MAX_LABEL_LEN};
 pub use self::runtime::{DaemonLease, ExecutorResult};
 pub use self::schedule::Schedule;
 pub use self::target::{

@@ -18,7 +18,7 @@
 
 use crate::cron::{CronError, CronExpr};
 use crate::model::{DEFAULT_DYNAMIC_INTERVAL_MS, Loop, LoopRun, Schedule};
-use crate::status::{Anchor, CatchUp, LoopStatus, RunStatus};
+use crate::status::{Anchor, Backoff, CatchUp, LoopStatus, RunStatus};
 use crate::time::Timestamp;
 
 /// A schedule that cannot produce run times.
@@ -45,15 +45,33 @@ pub enum ScheduleError {
     OutOfRange,
 }
 
+/// What a finished run does to its loop's run streaks (issue 17), which
+/// the store applies in the advance's own `UPDATE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Streak {
+    /// A retry is pending or the run was skipped: both counts stay.
+    Unchanged,
+    /// A success: one more success in a row, failures back to 0.
+    Success,
+    /// A final failure: one more failure in a row, successes back to 0.
+    Failure,
+}
+
 /// What `advanceLoop` writes to a loop (SPEC §3.4).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoopAdvance {
-    /// The new status: active, or stopped when there is no next run.
+    /// The new status: active, or stopped when there is no next run;
+    /// expired when `expiresAfterRuns` is reached, paused when the
+    /// circuit breaker trips (issue 17).
     pub status: LoopStatus,
     /// The new `nextRunAt`.
     pub next_run_at: Option<Timestamp>,
     /// The new `retryScheduledFor`: the slot a retry re-runs, or `None`.
     pub retry_scheduled_for: Option<Timestamp>,
+    /// How the run streaks change.
+    pub streak: Streak,
+    /// Why the loop was paused, when the circuit breaker tripped.
+    pub paused_reason: Option<String>,
 }
 
 /// Checks that a schedule can produce run times: a positive interval, a
@@ -287,33 +305,55 @@ pub fn is_expired(lp: &Loop, now: Timestamp) -> bool {
 /// `advanceLoop(loop, run, finishedAt, succeeded)` as a pure plan (SPEC §3.4):
 /// what to write to the loop, or `None` to leave it alone.
 ///
-/// - `None` if the run is still running or the loop is not active;
-/// - a retry if the run failed and `attempt < maxAttempts`: stay active,
-///   `nextRunAt = finishedAt + retryDelayMs`, `retryScheduledFor = slot`;
-/// - otherwise `nextRunAt = computeNextAfter(..)`, stopped when that is
-///   `None`, and the pending retry cleared.
-///
-/// The caller re-reads the loop and writes the plan in the same transaction
-/// as the run's finalize, which closes the gap of SPEC §9 item 7.
+/// [`plan_advance_with`] with the middle of the jitter range, so an
+/// exponential delay is exactly `retryDelayMs × 2^(attempt−1)`.
 pub fn plan_advance(
     lp: &Loop,
     run: &LoopRun,
     finished_at: Timestamp,
     succeeded: bool,
 ) -> Result<Option<LoopAdvance>, ScheduleError> {
+    plan_advance_with(lp, run, finished_at, succeeded, 0.5)
+}
+
+/// `advanceLoop` as a pure plan, with the loop's policies (issue 17):
+///
+/// - `None` if the run is still running or the loop is not active;
+/// - a retry if the run failed and `attempt < maxAttempts`: stay active,
+///   `nextRunAt = finishedAt + retry_delay_ms(..)`, `retryScheduledFor =
+///   slot`; the streaks stay;
+/// - otherwise `nextRunAt = computeNextAfter(..)`, stopped when that is
+///   `None`, and the pending retry cleared; a success counts toward
+///   `expiresAfterRuns` (expired when reached) and a final failure toward
+///   `pauseAfterFailures` (paused, with the reason, when reached); a
+///   skipped run counts toward neither.
+///
+/// `random` is the caller's draw in `[0, 1)` for the backoff's jitter:
+/// core reads no randomness itself. The caller re-reads the loop and writes
+/// the plan in the same transaction as the run's finalize, which closes the
+/// gap of SPEC §9 item 7.
+pub fn plan_advance_with(
+    lp: &Loop,
+    run: &LoopRun,
+    finished_at: Timestamp,
+    succeeded: bool,
+    random: f64,
+) -> Result<Option<LoopAdvance>, ScheduleError> {
     if run.status == RunStatus::Running || lp.status != LoopStatus::Active {
         return Ok(None);
     }
     if !succeeded && run.attempt < lp.max_attempts {
-        let delay = i64::try_from(lp.retry_delay_ms).map_err(|_| out_of_range())?;
+        let delay = retry_delay_ms(lp, run.attempt, random)?;
         return Ok(Some(LoopAdvance {
             status: LoopStatus::Active,
             next_run_at: Some(add(finished_at, delay)?),
             retry_scheduled_for: Some(run.scheduled_for),
+            streak: Streak::Unchanged,
+            paused_reason: None,
         }));
     }
     let next = compute_next_after(&lp.schedule, run.scheduled_for, finished_at)?;
-    Ok(Some(LoopAdvance {
+    let mut plan = LoopAdvance {
         status: if next.is_some() {
             LoopStatus::Active
         } else {
@@ -321,7 +361,91 @@ pub fn plan_advance(
         },
         next_run_at: next,
         retry_scheduled_for: None,
-    }))
+        streak: Streak::Unchanged,
+        paused_reason: None,
+    };
+    if run.status == RunStatus::Skipped {
+        return Ok(Some(plan));
+    }
+    // A run that may not be retried (a cancelled workflow) advances as a
+    // success does, but only a real success counts toward expiry.
+    if run.status == RunStatus::Succeeded {
+        plan.streak = Streak::Success;
+        let count = lp.consecutive_successes.unwrap_or(0).saturating_add(1);
+        if let Some(n) = lp.policy.expires_after_runs
+            && count >= n
+            && plan.status == LoopStatus::Active
+        {
+            plan.status = LoopStatus::Expired;
+            plan.next_run_at = None;
+        }
+    } else {
+        plan.streak = Streak::Failure;
+        let count = lp.consecutive_failures.unwrap_or(0).saturating_add(1);
+        if let Some(n) = lp.policy.pause_after_failures
+            && count >= n
+            && plan.status == LoopStatus::Active
+        {
+            plan.status = LoopStatus::Paused;
+            plan.paused_reason = Some(breaker_reason(count, run.error.as_deref()));
+        }
+    }
+    Ok(Some(plan))
+}
+
+/// The `pausedReason` of a tripped circuit breaker: the count and the first
+/// line of the last error (already scrubbed when it was recorded).
+fn breaker_reason(count: u32, error: Option<&str>) -> String {
+    let last = error
+        .and_then(|e| e.lines().next())
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .unwrap_or("no error recorded");
+    format!(
+        "paused after {count} consecutive failures (pauseAfterFailures); last error: {last}; \
+         `loops resume` re-arms it"
+    )
+}
+
+/// The delay before retry `attempt + 1` of a run whose attempt `attempt`
+/// failed: `retryDelayMs` under fixed backoff (0.3.1), and under
+/// exponential `retryDelayMs × 2^(attempt−1) × (0.5 + random)`, capped by
+/// `maxRetryDelayMs`. `random` is clamped to `[0, 1]`.
+///
+/// ```
+/// use loops_core::{retry_delay_ms, Backoff, Loop};
+/// # let mut lp: Loop = serde_json::from_value(serde_json::json!({
+/// #     "id": "0123456789ab", "name": "n", "status": "active",
+/// #     "schedule": {"type": "interval", "everyMs": 60000},
+/// #     "target": {"type": "command", "command": "true"},
+/// #     "catchUp": "latest", "catchUpLimit": 50, "overlap": "skip", "maxAttempts": 5,
+/// #     "retryDelayMs": 1000, "leaseMs": 1800000,
+/// #     "createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z"
+/// # })).unwrap();
+/// lp.policy.backoff = Backoff::Exponential;
+/// assert_eq!(retry_delay_ms(&lp, 3, 0.5).unwrap(), 4000);
+/// assert_eq!(retry_delay_ms(&lp, 3, 0.0).unwrap(), 2000);
+/// ```
+pub fn retry_delay_ms(lp: &Loop, attempt: u32, random: f64) -> Result<i64, ScheduleError> {
+    let base = i64::try_from(lp.retry_delay_ms).map_err(|_| out_of_range())?;
+    if lp.policy.backoff == Backoff::Fixed {
+        return Ok(base);
+    }
+    let cap = i64::try_from(lp.policy.max_retry_delay()).unwrap_or(i64::MAX);
+    let factor = 0.5
+        + if random.is_nan() {
+            0.5
+        } else {
+            random.clamp(0.0, 1.0)
+        };
+    let exponent = attempt.saturating_sub(1).min(62);
+    // In floating point, so a large attempt saturates at the cap instead
+    // of overflowing; the cap is at most a few years of milliseconds.
+    let delay = (base as f64) * 2f64.powi(exponent as i32) * factor;
+    if !delay.is_finite() || delay >= cap as f64 {
+        return Ok(cap);
+    }
+    Ok((delay.round() as i64).max(1))
 }
 
 /// `everyMs` as a positive `i64`.

@@ -79,6 +79,32 @@ string_enum!(
 );
 
 string_enum!(
+    /// How a loop's retry delay grows with the attempt (issue 17).
+    Backoff, "backoff", "fixed, exponential" {
+        /// Every retry waits `retryDelayMs`, as in 0.3.1.
+        Fixed => "fixed",
+        /// Retry n waits `retryDelayMs × 2^(n−1) × (0.5 + random)`, capped by
+        /// `maxRetryDelayMs`.
+        Exponential => "exponential",
+    }
+);
+
+// string_enum! fixes the derives, so the default is written out.
+#[allow(clippy::derivable_impls)]
+impl Default for Backoff {
+    fn default() -> Backoff {
+        Backoff::Fixed
+    }
+}
+
+impl Backoff {
+    /// Whether this is the default, fixed, which the JSON leaves out.
+    pub fn is_fixed(&self) -> bool {
+        *self == Backoff::Fixed
+    }
+}
+
+string_enum!(
     /// Loop run status (SPEC §1.5).
     RunStatus, "run status", "running, succeeded, failed, timed_out, abandoned, skipped" {
         /// Claimed and executing under a lease.

@@ -408,7 +408,61 @@ pub fn validate_new_loop(new: &NewLoop) -> Result<()> {
     if new.lease_ms == 0 {
         return option("--lease", "must be greater than zero");
     }
+    validate_policy(&new.policy)?;
     validate_target(&new.target, "target")
+}
+
+/// Checks a loop's operating policies (issue 17).
+fn validate_policy(policy: &crate::LoopPolicy) -> Result<()> {
+    let option =
+        |option: &str, rule: &str| Err(ValidationError::new(option, format!("{option} {rule}")));
+    for label in &policy.labels {
+        validate_label(label)?;
+    }
+    if policy.expires_after_runs == Some(0) {
+        return option("--expires-after-runs", "must be a positive integer");
+    }
+    if policy.pause_after_failures == Some(0) {
+        return option("--pause-after-failures", "must be a positive integer");
+    }
+    if policy.max_retry_delay_ms == Some(0) {
+        return option("--max-retry-delay", "must be greater than zero");
+    }
+    if let Some(code) = policy
+        .skip_exit_codes
+        .iter()
+        .find(|c| !(1..=255).contains(*c))
+    {
+        return option(
+            "--skip-exit-code",
+            &format!("must be an exit code from 1 to 255, not {code}"),
+        );
+    }
+    Ok(())
+}
+
+/// Checks one label: 1 to 64 characters of `A-Z a-z 0-9 . _ : = / -`.
+///
+/// ```
+/// use loops_core::validate_label;
+/// assert!(validate_label("team=infra/nightly").is_ok());
+/// assert!(validate_label("has space").is_err());
+/// ```
+pub fn validate_label(label: &str) -> Result<()> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "._:=/-".contains(c);
+    if label.is_empty()
+        || label.chars().count() > crate::MAX_LABEL_LEN
+        || !label.chars().all(allowed)
+    {
+        return Err(ValidationError::new(
+            "--label",
+            format!(
+                "invalid label {label:?}: a label is 1 to {} characters of A-Z a-z 0-9 . _ : = / -",
+                crate::MAX_LABEL_LEN
+            ),
+        ));
+    }
+    Ok(())
 }
 
 mod keys;

@@ -292,6 +292,9 @@ fn a_loop(schedule: Schedule, next: Timestamp) -> Loop {
         created_at: Timestamp::EPOCH,
         updated_at: Timestamp::EPOCH,
         paused_reason: None,
+        policy: Default::default(),
+        consecutive_successes: None,
+        consecutive_failures: None,
     }
 }
 
@@ -436,6 +439,9 @@ fn a_any_loop() -> impl Strategy<Value = Loop> {
                     created_at,
                     updated_at,
                     paused_reason: None,
+                    policy: Default::default(),
+                    consecutive_successes: None,
+                    consecutive_failures: None,
                 }
             },
         )

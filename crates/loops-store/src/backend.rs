@@ -126,6 +126,14 @@ pub(crate) trait LoopOps {
         filter: &LoopFilter,
         each: &mut dyn FnMut(Loop) -> ControlFlow<()>,
     ) -> Result<()>;
+    /// [`Store::for_each_labeled_loop`](crate::Store::for_each_labeled_loop):
+    /// `labels` is the wanted labels as a JSON array.
+    fn for_each_labeled_loop(
+        &self,
+        filter: &LoopFilter,
+        labels: &str,
+        each: &mut dyn FnMut(Loop) -> ControlFlow<()>,
+    ) -> Result<()>;
     /// [`Store::count_loops`](crate::Store::count_loops).
     fn count_loops(&self, status: Option<LoopStatus>) -> Result<u64>;
     /// [`Store::count_runs`](crate::Store::count_runs).
@@ -163,6 +171,9 @@ pub(crate) trait RunOps {
     fn get_run_by_slot(&self, loop_id: &LoopId, slot: Timestamp) -> Result<Option<LoopRun>>;
     /// [`Store::list_runs`](crate::Store::list_runs).
     fn list_runs(&self, filter: &RunFilter) -> Result<Vec<LoopRun>>;
+    /// [`Store::list_labeled_runs`](crate::Store::list_labeled_runs):
+    /// `labels` is the wanted labels as a JSON array.
+    fn list_labeled_runs(&self, filter: &RunFilter, labels: &str) -> Result<Vec<LoopRun>>;
     /// [`Store::heartbeat_run_lease`](crate::Store::heartbeat_run_lease).
     fn heartbeat_run_lease(
         &self,

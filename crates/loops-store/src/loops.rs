@@ -10,7 +10,8 @@ use std::fmt;
 use std::ops::ControlFlow;
 
 use loops_core::{
-    Loop, LoopId, LoopStatus, NewLoop, RunStatus, Timestamp, initial_next_run, validate_new_loop,
+    Loop, LoopId, LoopPolicy, LoopStatus, NewLoop, RunStatus, Timestamp, initial_next_run,
+    validate_new_loop,
 };
 
 use crate::Store;
@@ -123,6 +124,68 @@ pub fn loop_settings(lp: &Loop) -> NewLoop {
         retry_delay_ms: lp.retry_delay_ms,
         lease_ms: lp.lease_ms,
         expires_at: lp.expires_at,
+        policy: lp.policy.clone(),
+    }
+}
+
+/// A loop's policy (issue 17) as its V8 columns store it: `labels` and
+/// `skip_exit_codes` as JSON arrays, NULL when empty; `backoff` NULL for
+/// fixed; integers as `i64`.
+#[derive(Debug, Clone)]
+pub(crate) struct PolicyColumns {
+    pub(crate) labels: Option<String>,
+    pub(crate) expires_after_runs: Option<i64>,
+    pub(crate) pause_after_failures: Option<i64>,
+    pub(crate) backoff: Option<&'static str>,
+    pub(crate) max_retry_delay_ms: Option<i64>,
+    pub(crate) skip_exit_codes: Option<String>,
+}
+
+impl PolicyColumns {
+    /// Encodes `policy`.
+    pub(crate) fn of(policy: &LoopPolicy) -> Result<PolicyColumns> {
+        let array = |empty: bool, value: serde_json::Result<String>| -> Result<Option<String>> {
+            if empty {
+                return Ok(None);
+            }
+            value
+                .map(Some)
+                .map_err(|e| StoreError::Encode(format!("loop policy: {e}")))
+        };
+        Ok(PolicyColumns {
+            labels: array(
+                policy.labels.is_empty(),
+                serde_json::to_string(&policy.labels),
+            )?,
+            expires_after_runs: policy.expires_after_runs.map(i64::from),
+            pause_after_failures: policy.pause_after_failures.map(i64::from),
+            backoff: (!policy.backoff.is_fixed()).then(|| policy.backoff.as_str()),
+            max_retry_delay_ms: policy
+                .max_retry_delay_ms
+                .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX)),
+            skip_exit_codes: array(
+                policy.skip_exit_codes.is_empty(),
+                serde_json::to_string(&policy.skip_exit_codes),
+            )?,
+        })
+    }
+}
+
+/// The streaks a new loop with `policy` shows: 0 for each policy set.
+pub(crate) fn new_streaks(policy: &LoopPolicy) -> (Option<u32>, Option<u32>) {
+    (
+        policy.expires_after_runs.map(|_| 0),
+        policy.pause_after_failures.map(|_| 0),
+    )
+}
+
+/// `labels` as the JSON array a label filter matches against, or `None`
+/// for no filter.
+pub(crate) fn label_filter(labels: &[String]) -> Option<String> {
+    if labels.is_empty() {
+        None
+    } else {
+        serde_json::to_string(labels).ok()
     }
 }
 
@@ -220,6 +283,24 @@ impl Store {
     ) -> Result<()> {
         let mut each = each;
         self.backend().for_each_loop(filter, &mut each)
+    }
+
+    /// [`Store::for_each_loop`] restricted to the loops that carry every
+    /// label of `labels` (issue 17); no labels is no restriction. The
+    /// labels are matched inside the query.
+    pub fn for_each_labeled_loop(
+        &self,
+        filter: &LoopFilter,
+        labels: &[String],
+        each: impl FnMut(Loop) -> ControlFlow<()>,
+    ) -> Result<()> {
+        let mut each = each;
+        match label_filter(labels) {
+            Some(json) => self
+                .backend()
+                .for_each_labeled_loop(filter, &json, &mut each),
+            None => self.backend().for_each_loop(filter, &mut each),
+        }
     }
 
     /// Counts loops, optionally by status. The count is kept by triggers

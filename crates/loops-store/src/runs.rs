@@ -18,6 +18,7 @@ mod release;
 use loops_core::{ExecutorResult, Loop, LoopId, LoopRun, ProcessRef, RunId, RunStatus, Timestamp};
 
 pub use self::advance::Advance;
+pub(crate) use self::advance::{jitter_draw, streak_param};
 pub use self::claim::{Claim, NotClaimed};
 pub use self::recover::Recovered;
 pub(crate) use self::recover::{LEASE_EXPIRED, PARENT_LEASE_EXPIRED};
@@ -157,6 +158,15 @@ impl Store {
     /// Lists runs, newest first (SPEC §4.3 `listRuns`).
     pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<LoopRun>> {
         self.backend().list_runs(filter)
+    }
+
+    /// [`Store::list_runs`] restricted to the runs of loops that carry
+    /// every label of `labels` (issue 17); no labels is no restriction.
+    pub fn list_labeled_runs(&self, filter: &RunFilter, labels: &[String]) -> Result<Vec<LoopRun>> {
+        match crate::loops::label_filter(labels) {
+            Some(json) => self.backend().list_labeled_runs(filter, &json),
+            None => self.backend().list_runs(filter),
+        }
     }
 
     /// Extends a run's lease to `now + lease_ms`.

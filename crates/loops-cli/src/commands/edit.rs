@@ -28,7 +28,8 @@ pub(crate) fn edit(args: &EditArgs, out: &mut Printer) -> Result<Outcome> {
         bail!(
             "nothing to change: give at least one of --at, --every, --cron, --dynamic, --tz \
              (schedule); --catch-up, --catch-up-limit, --overlap, --attempts, --retry-delay, \
-             --lease, --expires-at, -d/--description (policy); --cmd, --arg, --no-args, \
+             --lease, --expires-at, -d/--description, --label, --expires-after-runs, \
+             --pause-after-failures, --backoff, --max-retry-delay, --skip-exit-code (policy); --cmd, --arg, --no-args, \
              --shell, --no-shell, --env, --no-env (command loops); --provider, --prompt, \
              --model, --agent, --config-isolation (agent loops); --workflow (workflow loops); \
              --cwd, --timeout, --account, --account-tool. See `loops edit --help`"
@@ -104,6 +105,7 @@ fn gives_anything(a: &EditArgs) -> bool {
             .any(|b| *b)
         || !a.args.is_empty()
         || !a.env.is_empty()
+        || a.policy.given()
 }
 
 /// The loop's new settings: the stored ones with the given flags applied.
@@ -165,6 +167,7 @@ fn schedule(args: &EditArgs, stored: &Schedule) -> Result<Option<Schedule>> {
         lease: String::new(),
         expires_at: None,
         description: None,
+        policy: Default::default(),
     };
     resolve::schedule(&opts).map(Some)
 }
@@ -207,7 +210,7 @@ fn options(args: &EditArgs, new: &mut NewLoop) -> Result<()> {
     if let Some(v) = &args.description {
         new.description = (!v.is_empty()).then(|| v.clone());
     }
-    Ok(())
+    crate::policy_args::apply(&args.policy, &mut new.policy, true)
 }
 
 /// The settings a user can tell apart, as (label, JSON key) in the order
@@ -223,6 +226,12 @@ const FIELDS: &[(&str, &str)] = &[
     ("retry delay", "retryDelayMs"),
     ("lease", "leaseMs"),
     ("expiry", "expiresAt"),
+    ("labels", "labels"),
+    ("expiry after runs", "expiresAfterRuns"),
+    ("breaker", "pauseAfterFailures"),
+    ("backoff", "backoff"),
+    ("max retry delay", "maxRetryDelayMs"),
+    ("skip exit codes", "skipExitCodes"),
 ];
 
 const TARGET_FIELDS: &[(&str, &str)] = &[

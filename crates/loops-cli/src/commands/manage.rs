@@ -30,6 +30,15 @@ use crate::redact;
 use crate::render::{self, Printer, Table};
 use crate::resolve;
 
+/// A loop's NAME cell: its name, then its labels in brackets, if any
+/// (issue 17), so the table keeps its columns.
+fn name_with_labels(lp: &Loop) -> String {
+    match lp.policy.labels.as_slice() {
+        [] => lp.name.clone(),
+        labels => format!("{} [{}]", lp.name, labels.join(",")),
+    }
+}
+
 /// `list` / `ls`.
 pub(crate) fn list(args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
     let status = args
@@ -42,6 +51,7 @@ pub(crate) fn list(args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
         .as_deref()
         .map(|l| resolve::positive_int(l, "--limit"))
         .transpose()?;
+    let labels = crate::policy_args::labels(&args.labels)?;
     let store = paths::open_store()?;
     let filter = LoopFilter {
         status,
@@ -53,11 +63,13 @@ pub(crate) fn list(args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
         // output there, and the command fails with the error.
         let mut list = out.json_array();
         let mut failed = None;
-        store.for_each_loop(&filter, |lp| match list.push(&redact::into_loop_json(lp)) {
-            Ok(()) => ControlFlow::Continue(()),
-            Err(e) => {
-                failed = Some(e);
-                ControlFlow::Break(())
+        store.for_each_labeled_loop(&filter, &labels, |lp| {
+            match list.push(&redact::into_loop_json(lp)) {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(e) => {
+                    failed = Some(e);
+                    ControlFlow::Break(())
+                }
             }
         })?;
         if let Some(e) = failed {
@@ -66,9 +78,14 @@ pub(crate) fn list(args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
         Printer::end_json_array(list)?;
         return Ok(Outcome::Success);
     }
-    let loops = store.list_loops(&filter)?;
+    let mut loops = Vec::new();
+    store.for_each_labeled_loop(&filter, &labels, |lp| {
+        loops.push(lp);
+        ControlFlow::Continue(())
+    })?;
     if loops.is_empty() {
         render::hint(&match status {
+            _ if !labels.is_empty() => format!("no loops labeled {}", labels.join(", ")),
             None => "no loops yet — loops create --help".to_owned(),
             Some(status) => format!("no {status} loops"),
         });
@@ -83,7 +100,7 @@ pub(crate) fn list(args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
         let last = last_run(&store, &lp.id)?;
         table.styled_row(vec![
             (lp.id.to_string(), Style::new()),
-            (lp.name.clone(), Style::new()),
+            (name_with_labels(lp), Style::new()),
             (
                 lp.status.to_string(),
                 render::status_style(lp.status.as_str()),

@@ -57,11 +57,15 @@ pub(crate) fn list(args: &RunsArgs, out: &mut Printer) -> Result<Outcome> {
     };
     // One row more than shown tells whether the limit cut the listing,
     // without counting a long history.
-    let mut runs = store.list_runs(&RunFilter {
-        loop_id,
-        status,
-        limit: Some(limit.saturating_add(1)),
-    })?;
+    let labels = crate::policy_args::labels(&args.labels)?;
+    let mut runs = store.list_labeled_runs(
+        &RunFilter {
+            loop_id,
+            status,
+            limit: Some(limit.saturating_add(1)),
+        },
+        &labels,
+    )?;
     let cut = runs.len() > limit as usize;
     runs.truncate(limit as usize);
     print_runs(&runs, output, out)?;

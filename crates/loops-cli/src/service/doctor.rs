@@ -41,6 +41,7 @@ use loops_workflow::preflight_workflow;
 
 use super::control::daemon_status;
 
+mod failing;
 mod gc;
 mod postgres;
 
@@ -584,7 +585,14 @@ fn check_loops(store: &Store, exec: &ExecOptions) -> Vec<Check> {
         limit: Some(200),
     });
     match active {
-        Ok(loops) => checks.extend(loops.iter().map(|lp| preflight_loop(store, lp, exec))),
+        Ok(loops) => {
+            checks.extend(loops.iter().map(|lp| preflight_loop(store, lp, exec)));
+            checks.extend(
+                loops
+                    .iter()
+                    .filter_map(|lp| failing::failing_loop(store, lp)),
+            );
+        }
         Err(e) => checks.push(
             Check::new("loops", CheckStatus::Warn, "active loops cannot be listed")
                 .detail(e.to_string()),

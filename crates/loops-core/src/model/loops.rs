@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     DEFAULT_CATCH_UP_LIMIT, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MS,
-    Schedule, Target,
+    LoopPolicy, Schedule, Target,
 };
 use crate::id::{LoopId, RunId};
 use crate::status::{CatchUp, LoopStatus, Overlap, RunStatus};
@@ -58,6 +58,18 @@ pub struct Loop {
     /// the original neither writes nor reads it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused_reason: Option<String>,
+    /// Labels, expiry after runs, breaker, backoff, skip exit codes (issue
+    /// 17), flattened into the loop's JSON.
+    #[serde(flatten)]
+    pub policy: LoopPolicy,
+    /// Successful runs in a row so far, toward `expiresAfterRuns`; set only
+    /// while that is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consecutive_successes: Option<u32>,
+    /// Final failures in a row so far, toward `pauseAfterFailures`; set
+    /// only while that is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consecutive_failures: Option<u32>,
 }
 
 /// The input of loop creation: a [`Loop`] without its id, status, computed
@@ -86,6 +98,8 @@ pub struct NewLoop {
     pub lease_ms: u64,
     /// When the loop expires.
     pub expires_at: Option<Timestamp>,
+    /// Operating policies (issue 17); all off by default.
+    pub policy: LoopPolicy,
 }
 
 impl NewLoop {
@@ -103,6 +117,7 @@ impl NewLoop {
             retry_delay_ms: DEFAULT_RETRY_DELAY_MS,
             lease_ms: DEFAULT_LEASE_MS,
             expires_at: None,
+            policy: LoopPolicy::default(),
         }
     }
 }

@@ -45,6 +45,9 @@ fn a_loop(schedule: Schedule, next: &str) -> Loop {
         created_at: created,
         updated_at: created,
         paused_reason: None,
+        policy: Default::default(),
+        consecutive_successes: None,
+        consecutive_failures: None,
     }
 }
 
@@ -432,21 +435,27 @@ fn plan_advance_follows_advance_loop() {
             status: LoopStatus::Active,
             next_run_at: Some(at("2026-01-01T00:01:30Z")),
             retry_scheduled_for: Some(at("2026-01-01T00:00:00Z")),
+            streak: Streak::Unchanged,
+            paused_reason: None,
         })
     );
     // Out of attempts: advance normally and clear the retry.
-    let advanced = Some(LoopAdvance {
-        status: LoopStatus::Active,
-        next_run_at: Some(at("2026-01-01T00:01:00Z")),
-        retry_scheduled_for: None,
-    });
+    let advanced = |streak| {
+        Some(LoopAdvance {
+            status: LoopStatus::Active,
+            next_run_at: Some(at("2026-01-01T00:01:00Z")),
+            retry_scheduled_for: None,
+            streak,
+            paused_reason: None,
+        })
+    };
     assert_eq!(
         plan(
             &lp,
             &a_run("2026-01-01T00:00:00Z", 2, RunStatus::Failed),
             false
         ),
-        advanced
+        advanced(Streak::Failure)
     );
     assert_eq!(
         plan(
@@ -454,7 +463,7 @@ fn plan_advance_follows_advance_loop() {
             &a_run("2026-01-01T00:00:00Z", 1, RunStatus::Succeeded),
             true
         ),
-        advanced
+        advanced(Streak::Success)
     );
     // SPEC §10 item 36: a once loop stops.
     let once = a_loop(
@@ -472,7 +481,127 @@ fn plan_advance_follows_advance_loop() {
         Some(LoopAdvance {
             status: LoopStatus::Stopped,
             next_run_at: None,
-            retry_scheduled_for: None
+            retry_scheduled_for: None,
+            streak: Streak::Success,
+            paused_reason: None,
         })
     );
+}
+
+/// Issue 17: successes in a row expire a loop with `expiresAfterRuns`; a
+/// skipped run counts toward nothing; a final failure trips the breaker.
+#[test]
+fn plan_advance_counts_streaks() {
+    let finished = at("2026-01-01T00:00:30Z");
+    let mut lp = a_loop(every(60_000), "2026-01-01T00:00:00Z");
+    lp.policy.expires_after_runs = Some(3);
+    lp.consecutive_successes = Some(1);
+    let ok = a_run("2026-01-01T00:00:00Z", 1, RunStatus::Succeeded);
+    let plan = plan_advance(&lp, &ok, finished, true).unwrap().unwrap();
+    assert_eq!(
+        (plan.status, plan.streak),
+        (LoopStatus::Active, Streak::Success)
+    );
+    lp.consecutive_successes = Some(2);
+    let plan = plan_advance(&lp, &ok, finished, true).unwrap().unwrap();
+    assert_eq!((plan.status, plan.next_run_at), (LoopStatus::Expired, None));
+    // A skipped run is neutral, even at the threshold.
+    let skipped = a_run("2026-01-01T00:00:00Z", 1, RunStatus::Skipped);
+    let plan = plan_advance(&lp, &skipped, finished, true)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (plan.status, plan.streak),
+        (LoopStatus::Active, Streak::Unchanged)
+    );
+
+    let mut lp = a_loop(every(60_000), "2026-01-01T00:00:00Z");
+    lp.max_attempts = 2;
+    lp.policy.pause_after_failures = Some(2);
+    lp.consecutive_failures = Some(1);
+    let mut failed = a_run("2026-01-01T00:00:00Z", 1, RunStatus::Failed);
+    failed.error = Some("exit code 3\nmore detail".into());
+    // A failure with a retry left does not count yet.
+    let plan = plan_advance(&lp, &failed, finished, false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (plan.status, plan.streak),
+        (LoopStatus::Active, Streak::Unchanged)
+    );
+    failed.attempt = 2;
+    let plan = plan_advance(&lp, &failed, finished, false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (plan.status, plan.streak),
+        (LoopStatus::Paused, Streak::Failure)
+    );
+    assert_eq!(plan.next_run_at, Some(at("2026-01-01T00:01:00Z")));
+    let reason = plan.paused_reason.unwrap();
+    assert!(reason.contains("2 consecutive failures"), "{reason}");
+    assert!(reason.contains("last error: exit code 3;"), "{reason}");
+    assert!(!reason.contains("more detail"), "{reason}");
+    // Without a breaker the loop keeps going.
+    lp.policy.pause_after_failures = None;
+    let plan = plan_advance(&lp, &failed, finished, false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (plan.status, plan.paused_reason),
+        (LoopStatus::Active, None)
+    );
+}
+
+/// Issue 17: exponential backoff doubles per attempt within the jitter
+/// bounds, and is capped; fixed backoff is 0.3.1's constant delay.
+#[test]
+fn retry_delay_backs_off() {
+    let mut lp = a_loop(every(60_000), "2026-01-01T00:00:00Z");
+    lp.retry_delay_ms = 1_000;
+    assert_eq!(retry_delay_ms(&lp, 4, 0.9).unwrap(), 1_000);
+    lp.policy.backoff = Backoff::Exponential;
+    for attempt in 1..=5u32 {
+        let base = 1_000i64 << (attempt - 1);
+        assert_eq!(retry_delay_ms(&lp, attempt, 0.0).unwrap(), base / 2);
+        assert_eq!(retry_delay_ms(&lp, attempt, 0.5).unwrap(), base);
+        assert_eq!(retry_delay_ms(&lp, attempt, 1.0).unwrap(), base * 3 / 2);
+    }
+    lp.policy.max_retry_delay_ms = Some(5_000);
+    assert_eq!(retry_delay_ms(&lp, 4, 0.5).unwrap(), 5_000);
+    assert_eq!(retry_delay_ms(&lp, u32::MAX, 0.99).unwrap(), 5_000);
+    lp.policy.max_retry_delay_ms = None;
+    assert_eq!(
+        retry_delay_ms(&lp, 60, 0.5).unwrap(),
+        crate::DEFAULT_MAX_RETRY_DELAY_MS as i64
+    );
+    // The retry lands that far after the finish.
+    lp.max_attempts = 3;
+    let run = a_run("2026-01-01T00:00:00Z", 2, RunStatus::Failed);
+    let plan = plan_advance_with(&lp, &run, at("2026-01-01T00:00:30Z"), false, 0.25)
+        .unwrap()
+        .unwrap();
+    assert_eq!(plan.next_run_at, Some(at("2026-01-01T00:00:31.500Z")));
+}
+
+/// Issue 17: labels and policy fields are left out of the JSON at their
+/// defaults, so a loop that uses none prints as before.
+#[test]
+fn policy_json_is_additive() {
+    let mut lp = a_loop(every(60_000), "2026-01-01T00:00:00Z");
+    let plain = serde_json::to_value(&lp).unwrap();
+    for key in ["labels", "backoff", "skipExitCodes", "consecutiveSuccesses"] {
+        assert!(plain.get(key).is_none(), "{key} in {plain}");
+    }
+    lp.policy.labels = vec!["team=infra".into()];
+    lp.policy.backoff = Backoff::Exponential;
+    lp.policy.expires_after_runs = Some(3);
+    lp.consecutive_successes = Some(1);
+    let json = serde_json::to_value(&lp).unwrap();
+    assert_eq!(json["labels"], serde_json::json!(["team=infra"]));
+    assert_eq!(json["backoff"], "exponential");
+    assert_eq!(json["expiresAfterRuns"], 3);
+    assert_eq!(json["consecutiveSuccesses"], 1);
+    let back: Loop = serde_json::from_value(json).unwrap();
+    assert_eq!(back, lp);
 }

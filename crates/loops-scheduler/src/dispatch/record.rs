@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use loops_core::{ExecutorResult, ExecutorStatus, LoopRun};
 use loops_exec::CancelToken;
-use loops_store::{Fence, StoreError};
+use loops_store::{Advance, Fence, StoreError};
 
 use super::{Dispatcher, FinalizeMode, InFlight, Report, Unrecorded, lease_deadline};
 use crate::executor::RunError;
@@ -69,7 +69,15 @@ impl Dispatcher<'_, '_> {
             FinalizeMode::Advance => self
                 .store
                 .finalize_and_advance(&done.run.id, result, &fence, now)
-                .map(|f| f.run),
+                .map(|f| {
+                    // The circuit breaker tripped (issue 17): one line.
+                    if let Advance::Advanced(plan) = &f.advance
+                        && let Some(reason) = &plan.paused_reason
+                    {
+                        self.report_error(&done.work.lp, reason);
+                    }
+                    f.run
+                }),
             FinalizeMode::FinalizeOnly => {
                 self.store
                     .finalize_run(&done.run.id, result, Some(&fence), now)

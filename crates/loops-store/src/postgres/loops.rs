@@ -16,12 +16,15 @@ use loops_core::{
 use crate::backend::LoopOps;
 use crate::error::{Result, StoreError};
 use crate::loops::{
-    DEFAULT_LOOP_LIMIT, DeleteHistory, DeleteOutcome, LoopChange, LoopFilter, LoopUpdate, Refusal,
+    DEFAULT_LOOP_LIMIT, DeleteHistory, DeleteOutcome, LoopChange, LoopFilter, LoopUpdate,
+    PolicyColumns, Refusal, new_streaks,
 };
 use crate::postgres::rows::{self, Json, ts, ts_opt};
 use crate::postgres::{Conn, Params, Postgres, count};
 use crate::random_id_bytes;
 use crate::sqlite::rows::loop_columns;
+
+mod edit;
 
 /// Runs a statement returning at most one loop row (`SELECT` or a
 /// single-row `UPDATE … RETURNING`).
@@ -162,7 +165,11 @@ impl LoopOps for Postgres {
             created_at: now,
             updated_at: now,
             paused_reason: None,
+            policy: new.policy.clone(),
+            consecutive_successes: new_streaks(&new.policy).0,
+            consecutive_failures: new_streaks(&new.policy).1,
         };
+        let p = PolicyColumns::of(&lp.policy)?;
         let schedule = encode(&lp.schedule, "loop schedule")?;
         let target = encode(&lp.target, "loop target")?;
         let retry_delay_ms = big(lp.retry_delay_ms, "retryDelayMs")?;
@@ -172,8 +179,11 @@ impl LoopOps for Postgres {
                 c.execute(
                     "INSERT INTO loops (id, name, description, status, schedule_json, target_json,
                    next_run_at, retry_scheduled_for, catch_up, catch_up_limit, overlap,
-                   max_attempts, retry_delay_ms, lease_ms, expires_at, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, $10, $11, $12, $13, $14, $15, $15)",
+                   max_attempts, retry_delay_ms, lease_ms, expires_at, created_at, updated_at,
+                   labels, expires_after_runs, pause_after_failures, backoff, max_retry_delay_ms,
+                   skip_exit_codes)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, $10, $11, $12, $13, $14, $15, $15,
+                   $16::text::json, $17, $18, $19, $20, $21::text::json)",
                 &[
                     &lp.id.as_str(),
                     &lp.name,
@@ -190,6 +200,12 @@ impl LoopOps for Postgres {
                     &lease_ms,
                     &ts_opt(lp.expires_at),
                     &ts(now),
+                    &p.labels,
+                    &p.expires_after_runs,
+                    &p.pause_after_failures,
+                    &p.backoff,
+                    &p.max_retry_delay_ms,
+                    &p.skip_exit_codes,
                 ],
                 "creating a loop",
             )?;
@@ -250,58 +266,7 @@ impl LoopOps for Postgres {
     }
 
     fn update_loop(&self, update: &LoopUpdate<'_>) -> Result<Loop> {
-        let s = update.settings;
-        let (reschedule, next) = match update.reschedule {
-            Some(next) => (true, next),
-            None => (false, None),
-        };
-        let schedule = encode(&s.schedule, "loop schedule")?;
-        let target = encode(&s.target, "loop target")?;
-        self.write_tx(|c| {
-            // Locked again, in case the caller holds no transaction: every
-            // writer of a loop takes its row lock first.
-            lock_loop(c, update.id)?;
-            let lp = loop_returning(
-                c,
-                concat!(
-                    "UPDATE loops SET name = $3, description = $4, schedule_json = $5,
-                       target_json = $6, catch_up = $7, catch_up_limit = $8, overlap = $9,
-                       max_attempts = $10, retry_delay_ms = $11, lease_ms = $12, expires_at = $13,
-                       next_run_at = CASE WHEN $14 THEN $15 ELSE next_run_at END,
-                       retry_scheduled_for = CASE WHEN $14 THEN NULL ELSE retry_scheduled_for END,
-                       updated_at = $16
-                     WHERE id = $1 AND status = $2 RETURNING ",
-                    loop_columns!()
-                ),
-                &[
-                    &update.id.as_str(),
-                    &update.status.as_str(),
-                    &s.name,
-                    &s.description,
-                    &Json(&schedule),
-                    &Json(&target),
-                    &s.catch_up.as_str(),
-                    &i64::from(s.catch_up_limit),
-                    &s.overlap.as_str(),
-                    &i64::from(s.max_attempts),
-                    &big(s.retry_delay_ms, "retryDelayMs")?,
-                    &big(s.lease_ms, "leaseMs")?,
-                    &ts_opt(s.expires_at),
-                    &reschedule,
-                    &ts_opt(next),
-                    &ts(update.now),
-                ],
-                "editing a loop",
-            )?
-            // The row is locked since the read, so the guard matches.
-            .ok_or_else(|| StoreError::Vanished {
-                kind: "loop",
-                op: "edit",
-                id: update.id.to_string(),
-            })?;
-            c.notify(update.id.as_str())?;
-            Ok(lp)
-        })
+        edit::update_loop(self, update)
     }
 
     fn for_each_loop(
@@ -336,6 +301,15 @@ impl LoopOps for Postgres {
                 &mut *each,
             ),
         })
+    }
+
+    fn for_each_labeled_loop(
+        &self,
+        filter: &LoopFilter,
+        labels: &str,
+        each: &mut dyn FnMut(Loop) -> ControlFlow<()>,
+    ) -> Result<()> {
+        edit::for_each_labeled_loop(self, filter, labels, each)
     }
 
     fn count_loops(&self, status: Option<LoopStatus>) -> Result<u64> {
@@ -441,7 +415,10 @@ impl LoopOps for Postgres {
                 c,
                 concat!(
                     "UPDATE loops SET status = 'active', next_run_at = $3, retry_scheduled_for = $4,
-                       paused_reason = NULL, updated_at = $5
+                       paused_reason = NULL, consecutive_failures = 0,
+                       consecutive_successes = CASE WHEN status = 'expired' THEN 0
+                         ELSE consecutive_successes END,
+                       updated_at = $5
                      WHERE id = $1 AND status = $2 RETURNING ",
                     loop_columns!()
                 ),

@@ -135,7 +135,7 @@ mod tests {
             "migrations/postgres must reach SCHEMA_VERSION"
         );
         let versions: Vec<i32> = pg.iter().map(|m| m.0).collect();
-        assert_eq!(versions, (1..=7).collect::<Vec<_>>());
+        assert_eq!(versions, (1..=SCHEMA_VERSION as i32).collect::<Vec<_>>());
     }
 
     #[test]

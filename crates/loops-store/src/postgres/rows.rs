@@ -12,8 +12,8 @@ use std::str::FromStr;
 
 use bytes::{BufMut, BytesMut};
 use loops_core::{
-    DaemonLease, Loop, LoopRun, LoopStatus, ProcessRef, StepRun, Timestamp, WorkflowEvent,
-    WorkflowRun, WorkflowSpec,
+    DaemonLease, Loop, LoopPolicy, LoopRun, LoopStatus, ProcessRef, StepRun, Timestamp,
+    WorkflowEvent, WorkflowRun, WorkflowSpec,
 };
 use postgres::Row;
 use postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
@@ -203,6 +203,23 @@ pub(crate) fn loop_row(row: &Row) -> Col<Loop> {
         LoopStatus::Paused => get(row, n, 17)?,
         _ => None,
     };
+    let policy = LoopPolicy {
+        labels: json_opt(row, n, 18)?.unwrap_or_default(),
+        expires_after_runs: int_opt(row, n, 19)?,
+        pause_after_failures: int_opt(row, n, 21)?,
+        backoff: parsed_opt(row, n, 23)?.unwrap_or_default(),
+        max_retry_delay_ms: int_opt(row, n, 24)?,
+        skip_exit_codes: json_opt(row, n, 25)?.unwrap_or_default(),
+    };
+    // A streak is shown only while the policy that counts it is set.
+    let consecutive_successes = match policy.expires_after_runs {
+        Some(_) => Some(int(row, n, 20)?),
+        None => None,
+    };
+    let consecutive_failures = match policy.pause_after_failures {
+        Some(_) => Some(int(row, n, 22)?),
+        None => None,
+    };
     Ok(Loop {
         id: parsed(row, n, 0)?,
         name: get(row, n, 1)?,
@@ -222,6 +239,9 @@ pub(crate) fn loop_row(row: &Row) -> Col<Loop> {
         created_at: instant(row, n, 15)?,
         updated_at: instant(row, n, 16)?,
         paused_reason,
+        policy,
+        consecutive_successes,
+        consecutive_failures,
     })
 }
 

@@ -94,7 +94,12 @@ fn lock_loop_of_run(c: &mut Conn<'_>, id: &RunId) -> Result<()> {
 /// `pid_start_ms` survives only when the pid is the one recorded at spawn.
 const FINALIZE_SQL: &str = concat!(
     "UPDATE loop_runs SET
-       status = $2, finished_at = $3, lease_expires_at = NULL,
+       status = CASE WHEN $2::text = 'failed' AND $5::bigint IS NOT NULL AND EXISTS (
+           SELECT 1 FROM loops l
+            WHERE l.id = loop_runs.loop_id AND l.skip_exit_codes IS NOT NULL
+              AND l.skip_exit_codes::jsonb @> to_jsonb($5::bigint))
+         THEN 'skipped' ELSE $2 END,
+       finished_at = $3, lease_expires_at = NULL,
        pid_start_ms = CASE WHEN pid IS NOT DISTINCT FROM $4 THEN pid_start_ms ELSE NULL END,
        pid = $4, exit_code = $5, duration_ms = $6, stdout = $7, stderr = $8, error = $9,
        updated_at = $3
@@ -189,6 +194,27 @@ impl RunOps for Postgres {
 
     fn get_run_by_slot(&self, loop_id: &LoopId, slot: Timestamp) -> Result<Option<LoopRun>> {
         self.with(|c| query_slot(c, loop_id, slot))
+    }
+
+    fn list_labeled_runs(&self, filter: &RunFilter, labels: &str) -> Result<Vec<LoopRun>> {
+        let limit = i64::from(filter.limit.unwrap_or(DEFAULT_RUN_LIMIT));
+        let loop_id = filter.loop_id.as_ref().map(LoopId::as_str);
+        let status = filter.status.map(RunStatus::as_str);
+        self.with(|c| {
+            c.query_vec(
+                concat!(
+                    "SELECT ",
+                    run_columns!(),
+                    " FROM loop_runs
+                     WHERE loop_id IN (SELECT id FROM loops WHERE labels::jsonb @> $4::text::jsonb)
+                       AND ($1::text IS NULL OR loop_id = $1) AND ($2::text IS NULL OR status = $2)
+                     ORDER BY created_at DESC, id DESC LIMIT $3"
+                ),
+                &[&loop_id, &status, &limit, &labels],
+                ("loop_runs", "listing runs"),
+                rows::run_row,
+            )
+        })
     }
 
     fn list_runs(&self, filter: &RunFilter) -> Result<Vec<LoopRun>> {

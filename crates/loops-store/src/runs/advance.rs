@@ -19,7 +19,25 @@
 //! the database inside the same transaction, so every caller (a tick, the
 //! daemon, lease recovery) gets it without passing anything.
 
-use loops_core::{LoopAdvance, ScheduleError};
+use loops_core::{LoopAdvance, ScheduleError, Streak};
+
+/// A draw in `[0, 1)` for the jitter of an exponential backoff (issue 17):
+/// the store draws it, core only computes with it.
+pub(crate) fn jitter_draw() -> f64 {
+    let b = crate::random_id_bytes();
+    let n = b.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x));
+    n as f64 / (1u64 << 48) as f64
+}
+
+/// How the advance's `UPDATE` changes the run streaks: `success`,
+/// `failure`, or NULL for no change.
+pub(crate) fn streak_param(streak: Streak) -> Option<&'static str> {
+    match streak {
+        Streak::Unchanged => None,
+        Streak::Success => Some("success"),
+        Streak::Failure => Some("failure"),
+    }
+}
 
 /// What happened to a run's loop when the run finished.
 #[derive(Debug, Clone, PartialEq, Eq)]

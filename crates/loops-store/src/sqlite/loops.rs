@@ -11,7 +11,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::backend::LoopOps;
 use crate::error::{Result, StoreError};
 use crate::loops::{
-    DEFAULT_LOOP_LIMIT, DeleteHistory, DeleteOutcome, LoopChange, LoopFilter, LoopUpdate, Refusal,
+    DEFAULT_LOOP_LIMIT, DeleteHistory, DeleteOutcome, LoopChange, LoopFilter, LoopUpdate,
+    PolicyColumns, Refusal, new_streaks,
 };
 use crate::random_id_bytes;
 use crate::sqlite::Sqlite;
@@ -88,6 +89,21 @@ fn once_slot_is_spent(conn: &Connection, lp: &Loop, at: Timestamp) -> Result<boo
     })
 }
 
+/// SQL true when the JSON array of labels `$have` holds every label of the
+/// JSON array `$want` (issue 17).
+macro_rules! has_labels {
+    ($have:literal, $want:literal) => {
+        concat!(
+            "NOT EXISTS (SELECT 1 FROM json_each(",
+            $want,
+            ") w WHERE NOT EXISTS (SELECT 1 FROM json_each(",
+            $have,
+            ") h WHERE h.value = w.value))"
+        )
+    };
+}
+pub(super) use has_labels;
+
 /// Expires the active loops whose expiry has passed, through
 /// `idx_loops_status_expires` (V5): the tick runs it every time, so its
 /// cost must be the loops it expires, not every active loop.
@@ -135,15 +151,22 @@ impl LoopOps for Sqlite {
             created_at: now,
             updated_at: now,
             paused_reason: None,
+            policy: new.policy.clone(),
+            consecutive_successes: new_streaks(&new.policy).0,
+            consecutive_failures: new_streaks(&new.policy).1,
         };
         let schedule = encode(&lp.schedule, "loop schedule")?;
         let target = encode(&lp.target, "loop target")?;
+        let p = PolicyColumns::of(&lp.policy)?;
         self.conn
             .execute(
                 "INSERT INTO loops (id, name, description, status, schedule_json, target_json,
                    next_run_at, retry_scheduled_for, catch_up, catch_up_limit, overlap,
-                   max_attempts, retry_delay_ms, lease_ms, expires_at, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15)",
+                   max_attempts, retry_delay_ms, lease_ms, expires_at, created_at, updated_at,
+                   labels, expires_after_runs, pause_after_failures, backoff, max_retry_delay_ms,
+                   skip_exit_codes)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15,
+                   ?16, ?17, ?18, ?19, ?20, ?21)",
                 params![
                     lp.id.as_str(),
                     lp.name,
@@ -160,6 +183,12 @@ impl LoopOps for Sqlite {
                     sql_int(lp.lease_ms, "leaseMs")?,
                     ts_opt(lp.expires_at),
                     ts(now),
+                    p.labels,
+                    p.expires_after_runs,
+                    p.pause_after_failures,
+                    p.backoff,
+                    p.max_retry_delay_ms,
+                    p.skip_exit_codes,
                 ],
             )
             .map_err(StoreError::db("creating a loop"))?;
@@ -216,6 +245,7 @@ impl LoopOps for Sqlite {
 
     fn update_loop(&self, update: &LoopUpdate<'_>) -> Result<Loop> {
         let s = update.settings;
+        let p = PolicyColumns::of(&s.policy)?;
         let (reschedule, next) = match update.reschedule {
             Some(next) => (true, next),
             None => (false, None),
@@ -228,7 +258,9 @@ impl LoopOps for Sqlite {
                    max_attempts = ?10, retry_delay_ms = ?11, lease_ms = ?12, expires_at = ?13,
                    next_run_at = CASE WHEN ?14 THEN ?15 ELSE next_run_at END,
                    retry_scheduled_for = CASE WHEN ?14 THEN NULL ELSE retry_scheduled_for END,
-                   updated_at = ?16
+                   updated_at = ?16, labels = ?17, expires_after_runs = ?18,
+                   pause_after_failures = ?19, backoff = ?20, max_retry_delay_ms = ?21,
+                   skip_exit_codes = ?22
                  WHERE id = ?1 AND status = ?2 RETURNING ",
                 loop_columns!()
             ),
@@ -249,6 +281,12 @@ impl LoopOps for Sqlite {
                 reschedule,
                 ts_opt(next),
                 ts(update.now),
+                p.labels,
+                p.expires_after_runs,
+                p.pause_after_failures,
+                p.backoff,
+                p.max_retry_delay_ms,
+                p.skip_exit_codes,
             ],
             "editing a loop",
         )?
@@ -293,6 +331,32 @@ impl LoopOps for Sqlite {
                 each,
             ),
         }
+    }
+
+    fn for_each_labeled_loop(
+        &self,
+        filter: &LoopFilter,
+        labels: &str,
+        each: &mut dyn FnMut(Loop) -> ControlFlow<()>,
+    ) -> Result<()> {
+        rows::query_each(
+            &self.conn,
+            concat!(
+                "SELECT ",
+                loop_columns!(),
+                " FROM loops WHERE (?1 IS NULL OR status = ?1) AND ",
+                has_labels!("loops.labels", "?3"),
+                " ORDER BY status, next_run_at, rowid LIMIT ?2"
+            ),
+            params![
+                filter.status.map(LoopStatus::as_str),
+                filter.limit.unwrap_or(DEFAULT_LOOP_LIMIT),
+                labels
+            ],
+            ("loops", "listing loops"),
+            rows::loop_row,
+            each,
+        )
     }
 
     fn count_loops(&self, status: Option<LoopStatus>) -> Result<u64> {
@@ -383,7 +447,10 @@ impl LoopOps for Sqlite {
                 conn,
                 concat!(
                     "UPDATE loops SET status = 'active', next_run_at = ?3, retry_scheduled_for = ?4,
-                       paused_reason = NULL, updated_at = ?5
+                       paused_reason = NULL, consecutive_failures = 0,
+                       consecutive_successes = CASE WHEN status = 'expired' THEN 0
+                         ELSE consecutive_successes END,
+                       updated_at = ?5
                      WHERE id = ?1 AND status = ?2 RETURNING ",
                     loop_columns!()
                 ),

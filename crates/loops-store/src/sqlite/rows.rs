@@ -16,8 +16,8 @@ use std::ops::ControlFlow;
 use std::str::FromStr;
 
 use loops_core::{
-    DaemonLease, Loop, LoopRun, LoopStatus, ProcessRef, StepRun, Timestamp, WorkflowEvent,
-    WorkflowRun, WorkflowSpec,
+    DaemonLease, Loop, LoopPolicy, LoopRun, LoopStatus, ProcessRef, StepRun, Timestamp,
+    WorkflowEvent, WorkflowRun, WorkflowSpec,
 };
 use rusqlite::types::{Type, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Params, Row};
@@ -225,6 +225,8 @@ columns!(
         "id", "name", "description", "status", "schedule_json", "target_json", "next_run_at",
         "retry_scheduled_for", "catch_up", "catch_up_limit", "overlap", "max_attempts",
         "retry_delay_ms", "lease_ms", "expires_at", "created_at", "updated_at", "paused_reason",
+        "labels", "expires_after_runs", "consecutive_successes", "pause_after_failures",
+        "consecutive_failures", "backoff", "max_retry_delay_ms", "skip_exit_codes",
     ]
 );
 
@@ -238,6 +240,11 @@ pub(crate) fn loop_row(row: &Row<'_>) -> rusqlite::Result<Loop> {
         LoopStatus::Paused => c(17).get(row)?,
         _ => None,
     };
+    let policy = loop_policy(row)?;
+    let policy_on = (
+        policy.expires_after_runs.is_some(),
+        policy.pause_after_failures.is_some(),
+    );
     Ok(Loop {
         id: parsed(row, c(0))?,
         name: c(1).get(row)?,
@@ -257,7 +264,36 @@ pub(crate) fn loop_row(row: &Row<'_>) -> rusqlite::Result<Loop> {
         created_at: parsed(row, c(15))?,
         updated_at: parsed(row, c(16))?,
         paused_reason,
+        policy,
+        consecutive_successes: streak(row, c(20), policy_on.0)?,
+        consecutive_failures: streak(row, c(22), policy_on.1)?,
     })
+}
+
+/// The policy columns of a [`loop_columns!`] row (issue 17).
+fn loop_policy(row: &Row<'_>) -> rusqlite::Result<LoopPolicy> {
+    let c = |i| at(LOOP_COLUMNS, i);
+    Ok(LoopPolicy {
+        labels: json_opt(row, c(18))?.unwrap_or_default(),
+        expires_after_runs: u32_opt(row, c(19))?,
+        pause_after_failures: u32_opt(row, c(21))?,
+        backoff: parsed_opt(row, c(23))?.unwrap_or_default(),
+        max_retry_delay_ms: c(24)
+            .get::<Option<i64>>(row)?
+            .map(|v| u64::try_from(v).map_err(|e| conversion(c(24), e)))
+            .transpose()?,
+        skip_exit_codes: json_opt(row, c(25))?.unwrap_or_default(),
+    })
+}
+
+/// A run streak, read only while the policy that counts it is set, so the
+/// loop's JSON shows it only then.
+fn streak(row: &Row<'_>, col: At, on: bool) -> rusqlite::Result<Option<u32>> {
+    if on {
+        u32_col(row, col).map(Some)
+    } else {
+        Ok(None)
+    }
 }
 
 columns!(

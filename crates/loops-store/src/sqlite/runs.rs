@@ -43,13 +43,18 @@ pub(crate) fn run_returning(
     rows::query_opt(conn, sql, params, ("loop_runs", context), rows::run_row)
 }
 
-/// The finalize `UPDATE`. `?10` is the fence's claimant, or NULL for an
+/// The finalize `UPDATE`. A failure whose exit code is one of its loop's
+/// `skip_exit_codes` (issue 17) is recorded skipped. `?10` is the fence's claimant, or NULL for an
 /// unfenced finalize, and `?12` its claim token, when it carries one; either way only a running row changes, so a terminal
 /// row never does. `pid_start_ms` survives only when the pid is the one
 /// recorded at spawn.
 const FINALIZE_SQL: &str = concat!(
     "UPDATE loop_runs SET
-       status = ?2, finished_at = ?3, lease_expires_at = NULL,
+       status = CASE WHEN ?2 = 'failed' AND ?5 IS NOT NULL AND EXISTS (
+           SELECT 1 FROM loops l, json_each(l.skip_exit_codes) j
+            WHERE l.id = loop_runs.loop_id AND l.skip_exit_codes IS NOT NULL AND j.value = ?5)
+         THEN 'skipped' ELSE ?2 END,
+       finished_at = ?3, lease_expires_at = NULL,
        pid_start_ms = CASE WHEN pid IS ?4 THEN pid_start_ms ELSE NULL END,
        pid = ?4, exit_code = ?5, duration_ms = ?6, stdout = ?7, stderr = ?8, error = ?9,
        updated_at = ?3
@@ -198,6 +203,29 @@ impl RunOps for Sqlite {
                 filter.loop_id.as_ref().map(LoopId::as_str),
                 filter.status.map(RunStatus::as_str),
                 limit
+            ],
+            ("loop_runs", "listing runs"),
+            rows::run_row,
+        )
+    }
+
+    fn list_labeled_runs(&self, filter: &RunFilter, labels: &str) -> Result<Vec<LoopRun>> {
+        rows::query_vec(
+            &self.conn,
+            concat!(
+                "SELECT ",
+                run_columns!(),
+                " FROM loop_runs
+                 WHERE loop_id IN (SELECT id FROM loops WHERE ",
+                crate::sqlite::loops::has_labels!("loops.labels", "?4"),
+                ") AND (?1 IS NULL OR loop_id = ?1) AND (?2 IS NULL OR status = ?2)
+                 ORDER BY created_at DESC, rowid DESC LIMIT ?3"
+            ),
+            params![
+                filter.loop_id.as_ref().map(LoopId::as_str),
+                filter.status.map(RunStatus::as_str),
+                filter.limit.unwrap_or(DEFAULT_RUN_LIMIT),
+                labels
             ],
             ("loop_runs", "listing runs"),
             rows::run_row,

@@ -374,29 +374,41 @@ pub(crate) fn cells(record: &Record) -> Result<(Vec<&'static str>, Vec<Cell>)> {
                 instant(w.updated_at),
             ],
         ),
-        Record::Loop(lp) => (
-            LOOP_COLUMNS.to_vec(),
-            vec![
-                text(lp.id.as_str()),
-                text(&lp.name),
-                text_opt(lp.description.as_deref()),
-                text(lp.status.as_str()),
-                json(&lp.schedule, "loop schedule")?,
-                json(&lp.target, "loop target")?,
-                instant_opt(lp.next_run_at),
-                instant_opt(lp.retry_scheduled_for),
-                text(lp.catch_up.as_str()),
-                int(lp.catch_up_limit),
-                text(lp.overlap.as_str()),
-                int(lp.max_attempts),
-                big(lp.retry_delay_ms, "retryDelayMs")?,
-                big(lp.lease_ms, "leaseMs")?,
-                instant_opt(lp.expires_at),
-                instant(lp.created_at),
-                instant(lp.updated_at),
-                text_opt(lp.paused_reason.as_deref()),
-            ],
-        ),
+        Record::Loop(lp) => {
+            let p = crate::loops::PolicyColumns::of(&lp.policy)?;
+            (
+                LOOP_COLUMNS.to_vec(),
+                vec![
+                    text(lp.id.as_str()),
+                    text(&lp.name),
+                    text_opt(lp.description.as_deref()),
+                    text(lp.status.as_str()),
+                    json(&lp.schedule, "loop schedule")?,
+                    json(&lp.target, "loop target")?,
+                    instant_opt(lp.next_run_at),
+                    instant_opt(lp.retry_scheduled_for),
+                    text(lp.catch_up.as_str()),
+                    int(lp.catch_up_limit),
+                    text(lp.overlap.as_str()),
+                    int(lp.max_attempts),
+                    big(lp.retry_delay_ms, "retryDelayMs")?,
+                    big(lp.lease_ms, "leaseMs")?,
+                    instant_opt(lp.expires_at),
+                    instant(lp.created_at),
+                    instant(lp.updated_at),
+                    text_opt(lp.paused_reason.as_deref()),
+                    // Issue 17's policy columns (V8), in loop_columns! order.
+                    Cell::Json(p.labels.clone()),
+                    int_opt(p.expires_after_runs),
+                    int(lp.consecutive_successes.unwrap_or(0)),
+                    int_opt(p.pause_after_failures),
+                    int(lp.consecutive_failures.unwrap_or(0)),
+                    text_opt(p.backoff),
+                    int_opt(p.max_retry_delay_ms),
+                    Cell::Json(p.skip_exit_codes.clone()),
+                ],
+            )
+        }
         Record::Run(r) => {
             let run = &r.run;
             (

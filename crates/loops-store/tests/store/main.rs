@@ -16,4 +16,5 @@ mod gc;
 mod lease;
 mod loops;
 mod opening;
+mod policies;
 mod recover;

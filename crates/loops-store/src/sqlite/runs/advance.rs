@@ -1,10 +1,11 @@
 //! The SQLite side of [`crate::runs::advance`].
 
-use loops_core::{Loop, LoopRun, Timestamp, loop_workflow_key, plan_advance};
+use loops_core::{Loop, LoopRun, Timestamp, loop_workflow_key, plan_advance_with};
 use rusqlite::{Connection, params};
 
 use crate::error::{Result, StoreError};
 use crate::runs::Advance;
+use crate::runs::{jitter_draw, streak_param};
 use crate::sqlite::loops::query_loop;
 use crate::sqlite::rows::{self, loop_columns, ts, ts_opt};
 
@@ -34,13 +35,18 @@ pub(crate) fn advance_after(
     // `succeeded` only decides whether plan_advance takes its retry branch
     // (SPEC §3.4 step 3); a run that may not be retried advances exactly as
     // a success does (step 4).
-    match plan_advance(&lp, run, finished_at, !may_retry) {
+    match plan_advance_with(&lp, run, finished_at, !may_retry, jitter_draw()) {
         Ok(Some(plan)) => {
             let stored = update_active(
                 conn,
                 concat!(
                     "UPDATE loops SET status = ?2, next_run_at = ?3, retry_scheduled_for = ?4,
-                       updated_at = ?5
+                       updated_at = ?5,
+                       consecutive_successes = CASE ?6 WHEN 'success' THEN consecutive_successes + 1
+                         WHEN 'failure' THEN 0 ELSE consecutive_successes END,
+                       consecutive_failures = CASE ?6 WHEN 'failure' THEN consecutive_failures + 1
+                         WHEN 'success' THEN 0 ELSE consecutive_failures END,
+                       paused_reason = COALESCE(?7, paused_reason)
                      WHERE id = ?1 AND status = 'active' RETURNING ",
                     loop_columns!()
                 ),
@@ -50,6 +56,8 @@ pub(crate) fn advance_after(
                     ts_opt(plan.next_run_at),
                     ts_opt(plan.retry_scheduled_for),
                     ts(now),
+                    streak_param(plan.streak),
+                    plan.paused_reason,
                 ],
             )?;
             Ok(match stored {
