@@ -14,6 +14,12 @@
 
 use clap::{Args, Parser, Subcommand};
 
+mod maintenance;
+
+pub(crate) use maintenance::{
+    BackupArgs, CompletionsArgs, ExportArgs, GcArgs, ImportArgs, ManArgs,
+};
+
 /// The version `--version` prints: the original's, bare (SPEC §7.1).
 pub(crate) const VERSION: &str = "0.3.1";
 
@@ -119,10 +125,10 @@ pub(crate) enum Command {
     #[command(after_help = crate::help::BACKUP)]
     Backup(BackupArgs),
     /// Write every loop and workflow, and the run history, to one JSON file.
-    #[command(after_help = EXPORT_AFTER_HELP)]
+    #[command(after_help = maintenance::EXPORT_AFTER_HELP)]
     Export(ExportArgs),
     /// Read a `loops export` file into this database (a dry run unless --apply).
-    #[command(after_help = IMPORT_AFTER_HELP)]
+    #[command(after_help = maintenance::IMPORT_AFTER_HELP)]
     Import(ImportArgs),
     /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
     #[command(after_help = crate::help::COMPLETIONS)]
@@ -131,28 +137,6 @@ pub(crate) enum Command {
     #[command(after_help = crate::help::MAN)]
     Man(ManArgs),
 }
-
-const EXPORT_AFTER_HELP: &str = "Each record is a whole row, ids included, so `loops import` \
-    can rebuild the database elsewhere: on SQLite or on PostgreSQL. The file holds the loops' \
-    commands, environment values and prompts as stored: it is created with mode 0600; keep it \
-    private. Runs that are running are exported as they are.\n\n\
-    Examples:\n  \
-    loops export --file loops-export.json     # every workflow, loop and run (mode 0600)\n  \
-    loops export --file defs.json --no-runs   # only workflows and loops";
-
-const IMPORT_AFTER_HELP: &str = "Ids are kept. A record whose id is already stored is left as it \
-    is (or, with --replace, overwritten when it differs); one whose slot, step or active \
-    workflow name another row holds is refused and listed, and the rest go on. A loop may share \
-    its name with a stored one (names need not be unique); such loops are listed. Loops imported \
-    as active keep their next run: a daemon running on this database picks them up and runs \
-    what is due. Runs exported while running stay running until a daemon recovers them after \
-    their lease. With --apply, records are written in transactions of 500; an SQLite database \
-    is backed up first into $LOOPS_DATA_DIR/backups (at most one an hour; LOOPS_SKIP_BACKUP=1 \
-    skips it).\n\n\
-    Examples:\n  \
-    loops import loops-export.json            # a dry run: what is new, there, different or refused\n  \
-    loops import loops-export.json --apply\n  \
-    loops import loops-export.json --apply --replace";
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Create {
@@ -515,96 +499,6 @@ pub(crate) struct TickArgs {
     /// Print the runs' stdout and stderr instead of their lengths.
     #[arg(long)]
     pub(crate) show_output: bool,
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct BackupArgs {
-    /// Keep the newest N backups, the new one included, and delete older
-    /// ones (only files named as loops backups).
-    #[arg(long, value_name = "N", default_value = "3", conflicts_with = "list")]
-    pub(crate) keep: String,
-
-    /// List the backups, newest first, instead of taking one.
-    #[arg(long)]
-    pub(crate) list: bool,
-}
-
-// `loops export` (issue 15).
-#[derive(Debug, Args)]
-pub(crate) struct ExportArgs {
-    /// The file to write, or - for stdout. It must not exist yet unless
-    /// --force is given; a symbolic link is never written through.
-    #[arg(long, value_name = "PATH")]
-    pub(crate) file: String,
-
-    /// Leave out the run history (runs, workflow runs, step runs and
-    /// events): only workflows and loops.
-    #[arg(long)]
-    pub(crate) no_runs: bool,
-
-    /// Replace the file if it exists (the new file takes its place only
-    /// once complete).
-    #[arg(long)]
-    pub(crate) force: bool,
-}
-
-// `loops import` (issue 15).
-#[derive(Debug, Args)]
-pub(crate) struct ImportArgs {
-    /// The file `loops export` wrote, or - for stdin.
-    #[arg(value_name = "FILE")]
-    pub(crate) file: String,
-
-    /// Write the records; without it, only say per table what would be
-    /// new, already there, different or refused.
-    #[arg(long)]
-    pub(crate) apply: bool,
-
-    /// Overwrite stored rows whose id the file has but whose columns
-    /// differ [default: leave them as they are].
-    #[arg(long)]
-    pub(crate) replace: bool,
-}
-
-// `loops completions` (issue 16 §7).
-#[derive(Debug, Args)]
-pub(crate) struct CompletionsArgs {
-    /// The shell to complete for.
-    #[arg(value_name = "SHELL")]
-    pub(crate) shell: clap_complete::Shell,
-}
-
-// `loops man` (issue 16 §7).
-#[derive(Debug, Args)]
-pub(crate) struct ManArgs {
-    /// Where to write the pages; created if missing, pages in it replaced.
-    #[arg(long, value_name = "DIR")]
-    pub(crate) dir: String,
-}
-
-// `loops gc` (issue 14): retention.
-#[derive(Debug, Args)]
-pub(crate) struct GcArgs {
-    /// Delete finished runs created more than N days ago (a run's age counts
-    /// from its claim, `createdAt`).
-    #[arg(long, value_name = "N", default_value = "30")]
-    pub(crate) max_age_days: String,
-
-    /// Always keep the newest N runs of each loop (and the newest N runs of
-    /// each workflow run by `workflows run`), whatever their age; the
-    /// newest one always stays, even with 0.
-    #[arg(long, value_name = "N", default_value = "20")]
-    pub(crate) keep_per_loop: String,
-
-    /// Only count what would be deleted (the default).
-    #[arg(long, conflicts_with = "apply")]
-    pub(crate) dry_run: bool,
-
-    /// Delete, in short batches that a daemon running alongside hardly
-    /// notices, after an automatic backup into $LOOPS_DATA_DIR/backups (at
-    /// most one an hour; LOOPS_SKIP_BACKUP=1 skips it).
-    #[arg(long)]
-    pub(crate) apply: bool,
 }
 
 #[cfg(test)]

@@ -1,0 +1,118 @@
+//! The command lines of the commands that look after the store and the
+//! installation rather than the loops: `backup`, `gc`, `export`, `import`,
+//! `completions` and `man`. As in the parent module, values stay strings
+//! until `resolve` checks them.
+
+use clap::Args;
+
+pub(super) const EXPORT_AFTER_HELP: &str = "Each record is a whole row, ids included, so `loops import` \
+    can rebuild the database elsewhere: on SQLite or on PostgreSQL. The file holds the loops' \
+    commands, environment values and prompts as stored: it is created with mode 0600; keep it \
+    private. Runs that are running are exported as they are.\n\n\
+    Examples:\n  \
+    loops export --file loops-export.json     # every workflow, loop and run (mode 0600)\n  \
+    loops export --file defs.json --no-runs   # only workflows and loops";
+
+pub(super) const IMPORT_AFTER_HELP: &str = "Ids are kept. A record whose id is already stored is left as it \
+    is (or, with --replace, overwritten when it differs); one whose slot, step or active \
+    workflow name another row holds is refused and listed, and the rest go on. A loop may share \
+    its name with a stored one (names need not be unique); such loops are listed. Loops imported \
+    as active keep their next run: a daemon running on this database picks them up and runs \
+    what is due. Runs exported while running stay running until a daemon recovers them after \
+    their lease. With --apply, records are written in transactions of 500; an SQLite database \
+    is backed up first into $LOOPS_DATA_DIR/backups (at most one an hour; LOOPS_SKIP_BACKUP=1 \
+    skips it).\n\n\
+    Examples:\n  \
+    loops import loops-export.json            # a dry run: what is new, there, different or refused\n  \
+    loops import loops-export.json --apply\n  \
+    loops import loops-export.json --apply --replace";
+
+#[derive(Debug, Args)]
+pub(crate) struct BackupArgs {
+    /// Keep the newest N backups, the new one included, and delete older
+    /// ones (only files named as loops backups).
+    #[arg(long, value_name = "N", default_value = "3", conflicts_with = "list")]
+    pub(crate) keep: String,
+
+    /// List the backups, newest first, instead of taking one.
+    #[arg(long)]
+    pub(crate) list: bool,
+}
+
+// `loops export` (issue 15).
+#[derive(Debug, Args)]
+pub(crate) struct ExportArgs {
+    /// The file to write, or - for stdout. It must not exist yet unless
+    /// --force is given; a symbolic link is never written through.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) file: String,
+
+    /// Leave out the run history (runs, workflow runs, step runs and
+    /// events): only workflows and loops.
+    #[arg(long)]
+    pub(crate) no_runs: bool,
+
+    /// Replace the file if it exists (the new file takes its place only
+    /// once complete).
+    #[arg(long)]
+    pub(crate) force: bool,
+}
+
+// `loops import` (issue 15).
+#[derive(Debug, Args)]
+pub(crate) struct ImportArgs {
+    /// The file `loops export` wrote, or - for stdin.
+    #[arg(value_name = "FILE")]
+    pub(crate) file: String,
+
+    /// Write the records; without it, only say per table what would be
+    /// new, already there, different or refused.
+    #[arg(long)]
+    pub(crate) apply: bool,
+
+    /// Overwrite stored rows whose id the file has but whose columns
+    /// differ [default: leave them as they are].
+    #[arg(long)]
+    pub(crate) replace: bool,
+}
+
+// `loops completions` (issue 16 §7).
+#[derive(Debug, Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_name = "SHELL")]
+    pub(crate) shell: clap_complete::Shell,
+}
+
+// `loops man` (issue 16 §7).
+#[derive(Debug, Args)]
+pub(crate) struct ManArgs {
+    /// Where to write the pages; created if missing, pages in it replaced.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: String,
+}
+
+// `loops gc` (issue 14): retention.
+#[derive(Debug, Args)]
+pub(crate) struct GcArgs {
+    /// Delete finished runs created more than N days ago (a run's age counts
+    /// from its claim, `createdAt`).
+    #[arg(long, value_name = "N", default_value = "30")]
+    pub(crate) max_age_days: String,
+
+    /// Always keep the newest N runs of each loop (and the newest N runs of
+    /// each workflow run by `workflows run`), whatever their age; the
+    /// newest one always stays, even with 0.
+    #[arg(long, value_name = "N", default_value = "20")]
+    pub(crate) keep_per_loop: String,
+
+    /// Only count what would be deleted (the default).
+    #[arg(long, conflicts_with = "apply")]
+    pub(crate) dry_run: bool,
+
+    /// Delete, in short batches that a daemon running alongside hardly
+    /// notices, after an automatic backup into $LOOPS_DATA_DIR/backups (at
+    /// most one an hour; LOOPS_SKIP_BACKUP=1 skips it).
+    #[arg(long)]
+    pub(crate) apply: bool,
+}
