@@ -266,6 +266,9 @@ pub(crate) struct LoopOptions {
     /// Free-text description.
     #[arg(short = 'd', long, value_name = "TEXT")]
     pub(crate) description: Option<String>,
+
+    #[command(flatten)]
+    pub(crate) hooks: crate::hook_args::HookOptions,
 }
 
 // The account options of command and agent targets (SPEC §5.4).

@@ -158,6 +158,7 @@ fn loop_options(opts: &LoopOptions, timeout: Option<&str>) -> Result<(NewLoop, O
     new.retry_delay_ms = positive_duration(&opts.retry_delay, "--retry-delay")?;
     new.lease_ms = positive_duration(&opts.lease, "--lease")?;
     new.expires_at = opts.expires_at.as_deref().map(expires_at).transpose()?;
+    new.hooks = crate::hook_args::resolve(&opts.hooks)?;
     // SPEC §9 item 28: a zero timeout would time out at once.
     let timeout_ms = timeout
         .map(|t| positive_duration(t, "--timeout"))

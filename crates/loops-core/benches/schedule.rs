@@ -109,6 +109,7 @@ fn a_loop(schedule: Schedule, next: Timestamp, catch_up: CatchUp) -> Loop {
         created_at: next,
         updated_at: next,
         paused_reason: None,
+        hooks: Default::default(),
     }
 }
 

@@ -25,6 +25,7 @@ mod id;
 mod liveness;
 mod model;
 mod schedule;
+mod shape;
 mod status;
 mod tagged;
 mod time;
@@ -44,7 +45,7 @@ pub use crate::liveness::{Liveness, ProcessRef};
 pub use crate::model::{
     Account, AgentTarget, CommandTarget, DEFAULT_CATCH_UP_LIMIT, DEFAULT_DYNAMIC_INTERVAL_MS,
     DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MS, DEFAULT_TIMEOUT_MS,
-    DaemonLease, ExecutorResult, Loop, LoopRun, MAX_CATCH_UP_LIMIT, NewLoop, NewWorkflow,
+    DaemonLease, ExecutorResult, Hooks, Loop, LoopRun, MAX_CATCH_UP_LIMIT, NewLoop, NewWorkflow,
     ProcessTarget, Schedule, Step, StepRun, Target, WorkflowEvent, WorkflowRun, WorkflowSpec,
     WorkflowTarget, loop_workflow_key,
 };
@@ -52,6 +53,7 @@ pub use crate::schedule::{
     LoopAdvance, ScheduleError, compute_next_after, due_slots, initial_next_run, is_expired,
     parse_schedule_at, plan_advance, validate_schedule,
 };
+pub use crate::shape::{redacted_len, run_json, streams_json};
 pub use crate::status::{
     AgentProvider, Anchor, CatchUp, ConfigIsolation, EnumError, ExecutorStatus, LoopStatus,
     Overlap, RunStatus, StepRunStatus, WorkflowRunStatus, WorkflowStatus,

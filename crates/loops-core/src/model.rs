@@ -18,7 +18,7 @@ mod workflow;
 #[cfg(test)]
 mod tests;
 
-pub use self::loops::{Loop, LoopRun, NewLoop};
+pub use self::loops::{Hooks, Loop, LoopRun, NewLoop};
 pub use self::runtime::{DaemonLease, ExecutorResult};
 pub use self::schedule::Schedule;
 pub use self::target::{

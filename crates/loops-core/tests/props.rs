@@ -292,6 +292,7 @@ fn a_loop(schedule: Schedule, next: Timestamp) -> Loop {
         created_at: Timestamp::EPOCH,
         updated_at: Timestamp::EPOCH,
         paused_reason: None,
+        hooks: Default::default(),
     }
 }
 
@@ -436,6 +437,7 @@ fn a_any_loop() -> impl Strategy<Value = Loop> {
                     created_at,
                     updated_at,
                     paused_reason: None,
+                    hooks: Default::default(),
                 }
             },
         )

@@ -123,6 +123,7 @@ pub fn loop_settings(lp: &Loop) -> NewLoop {
         retry_delay_ms: lp.retry_delay_ms,
         lease_ms: lp.lease_ms,
         expires_at: lp.expires_at,
+        hooks: lp.hooks.clone(),
     }
 }
 

@@ -104,6 +104,7 @@ fn gives_anything(a: &EditArgs) -> bool {
             .any(|b| *b)
         || !a.args.is_empty()
         || !a.env.is_empty()
+        || a.hooks.given()
 }
 
 /// The loop's new settings: the stored ones with the given flags applied.
@@ -165,6 +166,7 @@ fn schedule(args: &EditArgs, stored: &Schedule) -> Result<Option<Schedule>> {
         lease: String::new(),
         expires_at: None,
         description: None,
+        hooks: Default::default(),
     };
     resolve::schedule(&opts).map(Some)
 }
@@ -207,7 +209,7 @@ fn options(args: &EditArgs, new: &mut NewLoop) -> Result<()> {
     if let Some(v) = &args.description {
         new.description = (!v.is_empty()).then(|| v.clone());
     }
-    Ok(())
+    args.hooks.apply(&mut new.hooks)
 }
 
 /// The settings a user can tell apart, as (label, JSON key) in the order
@@ -223,6 +225,9 @@ const FIELDS: &[(&str, &str)] = &[
     ("retry delay", "retryDelayMs"),
     ("lease", "leaseMs"),
     ("expiry", "expiresAt"),
+    ("on-failure hook", "onFailure"),
+    ("on-success hook", "onSuccess"),
+    ("hook output", "hookShowOutput"),
 ];
 
 const TARGET_FIELDS: &[(&str, &str)] = &[

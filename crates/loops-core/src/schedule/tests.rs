@@ -45,6 +45,7 @@ fn a_loop(schedule: Schedule, next: &str) -> Loop {
         created_at: created,
         updated_at: created,
         paused_reason: None,
+        hooks: Default::default(),
     }
 }
 

@@ -162,6 +162,7 @@ impl LoopOps for Postgres {
             created_at: now,
             updated_at: now,
             paused_reason: None,
+            hooks: new.hooks.clone(),
         };
         let schedule = encode(&lp.schedule, "loop schedule")?;
         let target = encode(&lp.target, "loop target")?;
@@ -172,8 +173,10 @@ impl LoopOps for Postgres {
                 c.execute(
                     "INSERT INTO loops (id, name, description, status, schedule_json, target_json,
                    next_run_at, retry_scheduled_for, catch_up, catch_up_limit, overlap,
-                   max_attempts, retry_delay_ms, lease_ms, expires_at, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, $10, $11, $12, $13, $14, $15, $15)",
+                   max_attempts, retry_delay_ms, lease_ms, expires_at, created_at, updated_at,
+                   on_failure, on_success, hook_show_output)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, $10, $11, $12, $13, $14, $15, $15,
+                   $16, $17, $18)",
                 &[
                     &lp.id.as_str(),
                     &lp.name,
@@ -190,6 +193,9 @@ impl LoopOps for Postgres {
                     &lease_ms,
                     &ts_opt(lp.expires_at),
                     &ts(now),
+                    &lp.hooks.on_failure,
+                    &lp.hooks.on_success,
+                    &i64::from(lp.hooks.hook_show_output),
                 ],
                 "creating a loop",
             )?;
@@ -269,7 +275,8 @@ impl LoopOps for Postgres {
                        max_attempts = $10, retry_delay_ms = $11, lease_ms = $12, expires_at = $13,
                        next_run_at = CASE WHEN $14 THEN $15 ELSE next_run_at END,
                        retry_scheduled_for = CASE WHEN $14 THEN NULL ELSE retry_scheduled_for END,
-                       updated_at = $16
+                       updated_at = $16, on_failure = $17, on_success = $18,
+                       hook_show_output = $19
                      WHERE id = $1 AND status = $2 RETURNING ",
                     loop_columns!()
                 ),
@@ -290,6 +297,9 @@ impl LoopOps for Postgres {
                     &reschedule,
                     &ts_opt(next),
                     &ts(update.now),
+                    &s.hooks.on_failure,
+                    &s.hooks.on_success,
+                    &i64::from(s.hooks.hook_show_output),
                 ],
                 "editing a loop",
             )?

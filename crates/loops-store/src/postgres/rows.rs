@@ -12,7 +12,7 @@ use std::str::FromStr;
 
 use bytes::{BufMut, BytesMut};
 use loops_core::{
-    DaemonLease, Loop, LoopRun, LoopStatus, ProcessRef, StepRun, Timestamp, WorkflowEvent,
+    DaemonLease, Hooks, Loop, LoopRun, LoopStatus, ProcessRef, StepRun, Timestamp, WorkflowEvent,
     WorkflowRun, WorkflowSpec,
 };
 use postgres::Row;
@@ -222,6 +222,11 @@ pub(crate) fn loop_row(row: &Row) -> Col<Loop> {
         created_at: instant(row, n, 15)?,
         updated_at: instant(row, n, 16)?,
         paused_reason,
+        hooks: Hooks {
+            on_failure: get(row, n, 18)?,
+            on_success: get(row, n, 19)?,
+            hook_show_output: get::<i64>(row, n, 20)? != 0,
+        },
     })
 }
 

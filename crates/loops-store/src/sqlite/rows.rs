@@ -16,7 +16,7 @@ use std::ops::ControlFlow;
 use std::str::FromStr;
 
 use loops_core::{
-    DaemonLease, Loop, LoopRun, LoopStatus, ProcessRef, StepRun, Timestamp, WorkflowEvent,
+    DaemonLease, Hooks, Loop, LoopRun, LoopStatus, ProcessRef, StepRun, Timestamp, WorkflowEvent,
     WorkflowRun, WorkflowSpec,
 };
 use rusqlite::types::{Type, ValueRef};
@@ -225,6 +225,7 @@ columns!(
         "id", "name", "description", "status", "schedule_json", "target_json", "next_run_at",
         "retry_scheduled_for", "catch_up", "catch_up_limit", "overlap", "max_attempts",
         "retry_delay_ms", "lease_ms", "expires_at", "created_at", "updated_at", "paused_reason",
+        "on_failure", "on_success", "hook_show_output",
     ]
 );
 
@@ -257,6 +258,11 @@ pub(crate) fn loop_row(row: &Row<'_>) -> rusqlite::Result<Loop> {
         created_at: parsed(row, c(15))?,
         updated_at: parsed(row, c(16))?,
         paused_reason,
+        hooks: Hooks {
+            on_failure: c(18).get(row)?,
+            on_success: c(19).get(row)?,
+            hook_show_output: c(20).get::<i64>(row)? != 0,
+        },
     })
 }
 

@@ -395,6 +395,9 @@ pub(crate) fn cells(record: &Record) -> Result<(Vec<&'static str>, Vec<Cell>)> {
                 instant(lp.created_at),
                 instant(lp.updated_at),
                 text_opt(lp.paused_reason.as_deref()),
+                text_opt(lp.hooks.on_failure.as_deref()),
+                text_opt(lp.hooks.on_success.as_deref()),
+                int(lp.hooks.hook_show_output),
             ],
         ),
         Record::Run(r) => {
