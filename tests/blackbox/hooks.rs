@@ -19,7 +19,7 @@ fn read(path: &Path) -> String {
 
 fn workdir(env: &TestEnv) -> std::path::PathBuf {
     let dir = env.home().join("work");
-    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(&dir).expect("a work directory");
     dir
 }
 

@@ -184,12 +184,10 @@ mod tests {
 
     #[test]
     fn empty_streams_are_omitted_and_others_measured() {
-        let mut fields = Map::new();
-        fields.insert("stdout".into(), Value::from("hello"));
-        fields.insert("stderr".into(), Value::from(""));
-        redact_stream(&mut fields, "stdout");
-        redact_stream(&mut fields, "stderr");
+        let record = json!({"stdout": "hello", "stderr": ""});
+        let fields = with_streams(&record, Output::Redacted);
         assert_eq!(fields["stdout"], "[redacted 5 chars]");
-        assert!(!fields.contains_key("stderr"));
+        assert!(fields.get("stderr").is_none());
+        assert_eq!(with_streams(&record, Output::Shown), record);
     }
 }
