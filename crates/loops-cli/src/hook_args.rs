@@ -5,7 +5,8 @@ use anyhow::{Result, bail};
 use clap::Args;
 use loops_core::Hooks;
 
-/// The hooks of `create command|agent|workflow`.
+// The hooks of `create command|agent|workflow` (a doc comment would
+// become the help text of the commands that flatten it).
 #[derive(Debug, Default, Args)]
 pub(crate) struct HookOptions {
     /// Shell command run after a run's final failure or timeout (once its
@@ -35,7 +36,7 @@ pub(crate) struct HookOptions {
     pub(crate) hook_show_output: bool,
 }
 
-/// The hooks of `edit`: what is not given stays as stored.
+// The hooks of `edit`: what is not given stays as stored.
 #[derive(Debug, Default, Args)]
 pub(crate) struct EditHookOptions {
     /// Shell command run after a final failure; '' removes it [default: as
