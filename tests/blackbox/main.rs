@@ -13,6 +13,7 @@ mod doctor;
 mod edit;
 mod escape;
 mod gc;
+mod hooks;
 mod human;
 mod input;
 mod legacy_rows;

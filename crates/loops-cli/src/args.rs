@@ -256,6 +256,9 @@ pub(crate) struct LoopOptions {
 
     #[command(flatten)]
     pub(crate) policy: crate::policy_args::PolicyOptions,
+
+    #[command(flatten)]
+    pub(crate) hooks: crate::hook_args::HookOptions,
 }
 
 // The account options of command and agent targets (SPEC §5.4).

@@ -69,6 +69,11 @@ pub(crate) struct RunArgs {
     #[arg(long)]
     pub(crate) poll_only: bool,
 
+    /// Shell command run after the final failure of every loop without its
+    /// own --on-failure, with the run's JSON on stdin [default: none].
+    #[arg(long, value_name = "COMMAND", allow_hyphen_values = true)]
+    pub(crate) on_failure: Option<String>,
+
     #[command(flatten)]
     pub(crate) gc: GcFlags,
 }

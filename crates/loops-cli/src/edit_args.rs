@@ -166,6 +166,9 @@ pub(crate) struct EditArgs {
     /// Command and agent loops: the `accounts` tool of the account.
     #[arg(long, value_name = "TOOL", help_heading = "Any target")]
     pub(crate) account_tool: Option<String>,
+
+    #[command(flatten)]
+    pub(crate) hooks: crate::hook_args::EditHookOptions,
 }
 
 const EDIT_AFTER_HELP: &str = "Only what is given changes; the loop keeps its id, status, \
@@ -173,7 +176,8 @@ const EDIT_AFTER_HELP: &str = "Only what is given changes; the loop keeps its id
     (a paused loop stays paused, a stopped or expired one gets its next run when resumed). \
     Values are checked as create checks them.\n\nExamples:\n  loops edit nightly --every 2h\n  \
     loops edit nightly --cron '0 9 * * 1-5' --tz Europe/Berlin\n  loops edit 1a2b3c4d5e6f \
-    --cmd ./build.sh --timeout 10m\n  loops edit nightly --expires-at never -d ''";
+    --cmd ./build.sh --timeout 10m\n  loops edit nightly --expires-at never -d ''\n  \
+    loops edit nightly --on-failure 'notify-send \"$LOOPS_LOOP_NAME failed\"'";
 
 // `loops rename <loop> <new-name>`.
 #[derive(Debug, Args)]

@@ -18,6 +18,7 @@ mod edit_args;
 mod exit;
 mod help;
 mod hint;
+mod hook_args;
 mod human;
 mod paths;
 mod policy_args;

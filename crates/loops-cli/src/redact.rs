@@ -76,9 +76,10 @@ pub(crate) fn into_loop_json(mut lp: Loop) -> Loop {
     lp
 }
 
-/// A run as JSON, with its output redacted unless shown.
+/// A run as JSON, with its output redacted unless shown: exactly what a
+/// hook reads on its stdin (`loops_core::run_json`).
 pub(crate) fn run_json(run: &LoopRun, output: Output) -> Value {
-    with_streams(run, output)
+    loops_core::run_json(run, output == Output::Shown)
 }
 
 /// A workflow step run as JSON, with its output redacted unless shown.
@@ -112,17 +113,10 @@ pub(crate) fn redact_steps(workflow: &mut Value) {
 }
 
 /// A record with `stdout` and `stderr` fields as JSON, those redacted
-/// unless shown.
+/// unless shown: the one shape of `loops_core::streams_json`, which a
+/// hook's stdin uses too.
 fn with_streams<T: Serialize>(record: &T, output: Output) -> Value {
-    let mut value = to_value(record);
-    if output == Output::Redacted
-        && let Some(fields) = value.as_object_mut()
-    {
-        for stream in ["stdout", "stderr"] {
-            redact_stream(fields, stream);
-        }
-    }
-    value
+    loops_core::streams_json(record, output == Output::Shown)
 }
 
 /// A tick result as JSON: exactly the keys of SPEC §3.1 step 7.
@@ -139,7 +133,7 @@ pub(crate) fn tick_json(result: &TickResult, output: Output) -> Value {
 
 /// `[redacted <n> chars]` for a non-empty stream.
 pub(crate) fn redacted_len(text: &str) -> String {
-    format!("[redacted {} chars]", text.chars().count())
+    loops_core::redacted_len(text)
 }
 
 /// A prompt as it may be printed: whole up to 80 characters, else its
@@ -167,20 +161,6 @@ fn redact_target(target: &mut Map<String, Value>) {
     }
 }
 
-fn redact_stream(fields: &mut Map<String, Value>, stream: &str) {
-    match fields.get(stream) {
-        Some(Value::String(text)) if text.is_empty() => {
-            // shift_remove keeps the order of the remaining keys.
-            fields.shift_remove(stream);
-        }
-        Some(Value::String(text)) => {
-            let redacted = redacted_len(text);
-            fields.insert(stream.to_owned(), Value::from(redacted));
-        }
-        _ => {}
-    }
-}
-
 fn to_value<T: Serialize>(record: &T) -> Value {
     // The core records serialize to plain maps of strings and numbers;
     // serde_json cannot fail on them.
@@ -204,12 +184,10 @@ mod tests {
 
     #[test]
     fn empty_streams_are_omitted_and_others_measured() {
-        let mut fields = Map::new();
-        fields.insert("stdout".into(), Value::from("hello"));
-        fields.insert("stderr".into(), Value::from(""));
-        redact_stream(&mut fields, "stdout");
-        redact_stream(&mut fields, "stderr");
+        let record = json!({"stdout": "hello", "stderr": ""});
+        let fields = with_streams(&record, Output::Redacted);
         assert_eq!(fields["stdout"], "[redacted 5 chars]");
-        assert!(!fields.contains_key("stderr"));
+        assert!(fields.get("stderr").is_none());
+        assert_eq!(with_streams(&record, Output::Shown), record);
     }
 }

@@ -159,6 +159,7 @@ fn loop_options(opts: &LoopOptions, timeout: Option<&str>) -> Result<(NewLoop, O
     new.lease_ms = positive_duration(&opts.lease, "--lease")?;
     new.expires_at = opts.expires_at.as_deref().map(expires_at).transpose()?;
     new.policy = crate::policy_args::policy(&opts.policy)?;
+    new.hooks = crate::hook_args::resolve(&opts.hooks)?;
     // SPEC §9 item 28: a zero timeout would time out at once.
     let timeout_ms = timeout
         .map(|t| positive_duration(t, "--timeout"))

@@ -112,6 +112,7 @@ fn a_loop(schedule: Schedule, next: Timestamp, catch_up: CatchUp) -> Loop {
         policy: Default::default(),
         consecutive_successes: None,
         consecutive_failures: None,
+        hooks: Default::default(),
     }
 }
 

@@ -25,6 +25,7 @@ mod id;
 mod liveness;
 mod model;
 mod schedule;
+mod shape;
 mod status;
 mod tagged;
 mod time;
@@ -44,15 +45,16 @@ pub use crate::liveness::{Liveness, ProcessRef};
 pub use crate::model::{
     Account, AgentTarget, CommandTarget, DEFAULT_CATCH_UP_LIMIT, DEFAULT_DYNAMIC_INTERVAL_MS,
     DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_RETRY_DELAY_MS, DEFAULT_RETRY_DELAY_MS,
-    DEFAULT_TIMEOUT_MS, DaemonLease, ExecutorResult, Loop, LoopPolicy, LoopRun, MAX_CATCH_UP_LIMIT,
-    MAX_LABEL_LEN, NewLoop, NewWorkflow, ProcessTarget, Schedule, Step, StepRun, Target,
-    WorkflowEvent, WorkflowRun, WorkflowSpec, WorkflowTarget, loop_workflow_key,
+    DEFAULT_TIMEOUT_MS, DaemonLease, ExecutorResult, Hooks, Loop, LoopPolicy, LoopRun,
+    MAX_CATCH_UP_LIMIT, MAX_LABEL_LEN, NewLoop, NewWorkflow, ProcessTarget, Schedule, Step,
+    StepRun, Target, WorkflowEvent, WorkflowRun, WorkflowSpec, WorkflowTarget, loop_workflow_key,
 };
 pub use crate::schedule::{
     LoopAdvance, ScheduleError, Streak, compute_next_after, due_slots, initial_next_run,
     is_expired, parse_schedule_at, plan_advance, plan_advance_with, retry_delay_ms,
     validate_schedule,
 };
+pub use crate::shape::{redacted_len, run_json, streams_json};
 pub use crate::status::{
     AgentProvider, Anchor, Backoff, CatchUp, ConfigIsolation, EnumError, ExecutorStatus,
     LoopStatus, Overlap, RunStatus, StepRunStatus, WorkflowRunStatus, WorkflowStatus,

@@ -19,7 +19,7 @@ mod workflow;
 #[cfg(test)]
 mod tests;
 
-pub use self::loops::{Loop, LoopRun, NewLoop};
+pub use self::loops::{Hooks, Loop, LoopRun, NewLoop};
 pub use self::policy::{DEFAULT_MAX_RETRY_DELAY_MS, LoopPolicy, MAX_LABEL_LEN};
 pub use self::runtime::{DaemonLease, ExecutorResult};
 pub use self::schedule::Schedule;

@@ -295,6 +295,7 @@ fn a_loop(schedule: Schedule, next: Timestamp) -> Loop {
         policy: Default::default(),
         consecutive_successes: None,
         consecutive_failures: None,
+        hooks: Default::default(),
     }
 }
 
@@ -442,6 +443,7 @@ fn a_any_loop() -> impl Strategy<Value = Loop> {
                     policy: Default::default(),
                     consecutive_successes: None,
                     consecutive_failures: None,
+                    hooks: Default::default(),
                 }
             },
         )

@@ -159,6 +159,7 @@ fn run_accounts(
         args: &args,
         cwd: None,
         env,
+        stdin: None,
     };
     let running = supervise::spawn(&launch).map_err(|e| not_run(e.to_string()))?;
     let finished = running.supervise(&Limits {

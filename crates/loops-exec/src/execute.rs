@@ -175,6 +175,7 @@ pub fn execute_target(
         args,
         cwd: cwd.as_deref(),
         env: &env,
+        stdin: None,
     };
     let running = match supervise::spawn(&launch) {
         Ok(running) => running,

@@ -55,6 +55,7 @@ mod env;
 mod error;
 mod execute;
 mod group;
+mod hook;
 mod liveness;
 mod options;
 mod output;
@@ -74,6 +75,7 @@ pub use crate::cookie::new_spawn_id;
 pub use crate::env::RunMetadata;
 pub use crate::error::{CwdError, ExecError};
 pub use crate::execute::{Preflight, execute_target, preflight_target};
+pub use crate::hook::{DEFAULT_HOOK_TIMEOUT, Hook, run_hook};
 pub use crate::liveness::{SystemProbe, process_start_ms};
 pub use crate::options::{
     DEFAULT_ACCOUNTS_TIMEOUT, DEFAULT_KILL_GRACE, DEFAULT_LEAK_TIMEOUT, ExecOptions, RunContext,

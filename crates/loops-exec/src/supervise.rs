@@ -100,6 +100,9 @@ pub(crate) struct Launch<'a> {
     pub(crate) cwd: Option<&'a Path>,
     /// The complete environment.
     pub(crate) env: &'a BTreeMap<String, String>,
+    /// What the child reads on stdin (a hook's run JSON); `/dev/null` when
+    /// `None`.
+    pub(crate) stdin: Option<&'a [u8]>,
 }
 
 /// The bounds a supervised run lives within.
@@ -173,14 +176,27 @@ pub(crate) fn spawn(launch: &Launch<'_>) -> io::Result<Running> {
         .env_clear()
         .envs(launch.env)
         .env(cookie::VAR, cookie::chain(inherited, &cookie))
-        .stdin(Stdio::null())
+        .stdin(if launch.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
     if let Some(cwd) = launch.cwd {
         cmd.current_dir(cwd);
     }
-    let child = spawn_retrying(&mut cmd)?;
+    let mut child = spawn_retrying(&mut cmd)?;
+    if let (Some(data), Some(mut pipe)) = (launch.stdin, child.stdin.take()) {
+        // Written on a thread of its own, so a child that never reads its
+        // stdin cannot block the supervision; the write ends with an error
+        // once the child's group is gone.
+        let data = data.to_vec();
+        std::thread::spawn(move || {
+            let _ = pipe.write_all(&data);
+        });
+    }
     Ok(Running {
         child,
         wake: Wake {

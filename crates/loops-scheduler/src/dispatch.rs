@@ -27,11 +27,15 @@
 //! - no run is left without a heartbeat: whoever drops the dispatcher with
 //!   runs in flight cancels them.
 
+mod hooks;
 mod lanes;
 mod overlap;
 mod record;
 
+pub use self::hooks::HookSettings;
 pub use self::lanes::Lanes;
+pub use self::record::heartbeat_period;
+use self::record::lease_deadline;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -83,20 +87,6 @@ impl TickResult {
     }
 }
 
-/// The heartbeat period of a run lease: `max(10, min(60000, ⌊leaseMs/3⌋))`
-/// milliseconds (SPEC §3.3).
-pub fn heartbeat_period(lease_ms: u64) -> Duration {
-    Duration::from_millis((lease_ms / 3).clamp(10, 60_000))
-}
-
-/// The monotonic instant by which a lease of `lease_ms` taken or renewed
-/// at `from` must be renewed again: the lease less a tenth of it (at most
-/// five seconds), so the run stops before the lease is over, not after.
-pub(crate) fn lease_deadline(from: Instant, lease_ms: u64) -> Instant {
-    let margin = (lease_ms / 10).min(5_000);
-    from + Duration::from_millis(lease_ms.saturating_sub(margin))
-}
-
 /// How a finished run is recorded.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FinalizeMode {
@@ -139,6 +129,9 @@ pub(crate) struct DispatchOptions<'env> {
     // The callback's signature is the documentation.
     #[allow(clippy::type_complexity)]
     pub(crate) on_error: Option<&'env dyn Fn(&Loop, &str)>,
+    /// The runner's hook settings, and where a hook's failure is reported.
+    pub(crate) hooks: &'env HookSettings,
+    pub(crate) on_hook_error: Option<&'env dyn Fn(&str)>,
     /// Apply each loop's overlap policy to slots that come due while this
     /// dispatcher runs the loop (the daemon).
     pub(crate) overlap_in_flight: bool,
@@ -234,6 +227,7 @@ pub(crate) struct Dispatcher<'scope, 'env> {
     /// Runs recorded inside the store batch under way, with their results:
     /// settled once the batch commits, tried again if it does not.
     landed: Vec<(InFlight, ExecutorResult, Option<LoopRun>)>,
+    hooks: hooks::HookRunner<'scope, 'env>,
 }
 
 impl<'scope, 'env> Dispatcher<'scope, 'env> {
@@ -268,6 +262,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
             result: TickResult::default(),
             vanished: None,
             landed: Vec::new(),
+            hooks: hooks::HookRunner::new(scope),
         }
     }
 

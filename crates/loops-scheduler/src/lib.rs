@@ -25,6 +25,8 @@
 //! store.create_loop(&NewLoop::new("hello", Schedule::Once { at: now }, target), now)?;
 //! let executor = ProcessExecutor::for_store(&clock, &store);
 //! let opts = TickOptions {
+//!     hooks: loops_scheduler::HookSettings::none(),
+//!     on_hook_error: None,
 //!     runner_id: "example",
 //!     clock: &clock,
 //!     executor: &executor,
@@ -55,7 +57,7 @@ pub use crate::daemon::{
     SOCKET_FILE, collect_garbage, notify_daemon, read_pid, read_pid_record, remove_pid_if,
     request_stop, run_daemon, sweep_run_logs,
 };
-pub use crate::dispatch::{Lanes, TickResult, heartbeat_period};
+pub use crate::dispatch::{HookSettings, Lanes, TickResult, heartbeat_period};
 pub use crate::executor::{ProcessExecutor, RunControl, RunError, RunExecutor};
 pub use crate::scheduler::{
     DEFAULT_MAX_PARALLEL, SchedulerError, TickOptions, manual_run_scheduled_for, run_now,

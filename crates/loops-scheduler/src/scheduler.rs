@@ -28,7 +28,7 @@ use loops_core::{Clock, Loop, LoopRun, Timestamp};
 use loops_exec::CancelToken;
 use loops_store::{Claim, Store, StoreError};
 
-use crate::dispatch::{DispatchOptions, Dispatcher, FinalizeMode, TickResult};
+use crate::dispatch::{DispatchOptions, Dispatcher, FinalizeMode, HookSettings, TickResult};
 use crate::executor::RunExecutor;
 
 /// The default number of runs a tick or the daemon executes at once.
@@ -70,6 +70,11 @@ pub struct TickOptions<'a> {
     // hide it.
     #[allow(clippy::type_complexity)]
     pub on_error: Option<&'a dyn Fn(&Loop, &str)>,
+    /// The runner's hook settings (issue 17).
+    pub hooks: &'a HookSettings,
+    /// Receives each hook failure's line, on the calling thread, before
+    /// [`tick`] or [`run_now`] returns.
+    pub on_hook_error: Option<&'a dyn Fn(&str)>,
 }
 
 /// Runs one scheduler tick (SPEC §3.1).
@@ -119,6 +124,8 @@ pub struct TickOptions<'a> {
 /// let target = Target::Command(CommandTarget::new("true"));
 /// let lp = store.create_loop(&NewLoop::new("minutely", every_minute, target), t0)?;
 /// let opts = TickOptions {
+///     hooks: loops_scheduler::HookSettings::none(),
+///     on_hook_error: None,
 ///     runner_id: "example-runner",
 ///     clock: &clock,
 ///     executor: &Succeed,
@@ -143,6 +150,7 @@ pub fn tick(store: &Store, opts: &TickOptions<'_>) -> Result<TickResult, Schedul
             Dispatcher::new(scope, store, dispatch_options(opts, FinalizeMode::Advance));
         dispatcher.plan(true)?;
         dispatcher.run_to_idle()?;
+        dispatcher.wait_for_hooks();
         Ok(dispatcher.into_result())
     })
 }
@@ -192,6 +200,7 @@ pub fn run_now(
         let mut dispatcher = Dispatcher::new(scope, store, dispatch_options(opts, mode));
         dispatcher.start_claimed(claimed_loop, run);
         dispatcher.run_to_idle()?;
+        dispatcher.wait_for_hooks();
         let vanished = dispatcher.vanished.take();
         let result = dispatcher.into_result();
         if let Some(run) = result.completed.into_iter().chain(result.claimed).next() {
@@ -216,6 +225,8 @@ fn dispatch_options<'a>(opts: &TickOptions<'a>, mode: FinalizeMode) -> DispatchO
         stop: opts.stop,
         on_run: opts.on_run,
         on_error: opts.on_error,
+        hooks: opts.hooks,
+        on_hook_error: opts.on_hook_error,
         overlap_in_flight: false,
     }
 }

@@ -125,6 +125,7 @@ pub fn loop_settings(lp: &Loop) -> NewLoop {
         lease_ms: lp.lease_ms,
         expires_at: lp.expires_at,
         policy: lp.policy.clone(),
+        hooks: lp.hooks.clone(),
     }
 }
 

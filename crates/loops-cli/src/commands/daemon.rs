@@ -88,6 +88,7 @@ struct Tuning {
     lanes: loops_scheduler::Lanes,
     grace: Duration,
     gc: Option<loops_scheduler::GcSettings>,
+    hooks: loops_scheduler::HookSettings,
 }
 
 fn tuning(args: &RunArgs) -> Result<Tuning> {
@@ -118,6 +119,7 @@ fn tuning(args: &RunArgs) -> Result<Tuning> {
         },
         grace: grace(&args.grace)?,
         gc: super::gc::daemon_settings(&args.gc)?,
+        hooks: super::execute::hook_settings(args.on_failure.as_deref())?,
     })
 }
 
@@ -166,6 +168,7 @@ fn run_foreground(args: &RunArgs) -> Result<Outcome> {
         pid: std::process::id(),
         max_parallel: tuning.max_parallel,
         lanes: tuning.lanes,
+        hooks: tuning.hooks,
         grace: tuning.grace,
         max_sleep: tuning.max_sleep,
         lease_ttl: DEFAULT_LEASE_TTL,
@@ -212,6 +215,10 @@ fn start(args: &RunArgs, out: &mut Printer, binary: Binary) -> Result<Outcome> {
     }
     if args.poll_only {
         child_args.push("--poll-only".into());
+    }
+    if let Some(command) = &args.on_failure {
+        // `=` keeps a command that begins with `-` one value.
+        child_args.push(format!("--on-failure={command}").into());
     }
     child_args.extend(
         super::gc::daemon_args(&args.gc)

@@ -106,6 +106,7 @@ fn gives_anything(a: &EditArgs) -> bool {
         || !a.args.is_empty()
         || !a.env.is_empty()
         || a.policy.given()
+        || a.hooks.given()
 }
 
 /// The loop's new settings: the stored ones with the given flags applied.
@@ -168,6 +169,7 @@ fn schedule(args: &EditArgs, stored: &Schedule) -> Result<Option<Schedule>> {
         expires_at: None,
         description: None,
         policy: Default::default(),
+        hooks: Default::default(),
     };
     resolve::schedule(&opts).map(Some)
 }
@@ -210,7 +212,8 @@ fn options(args: &EditArgs, new: &mut NewLoop) -> Result<()> {
     if let Some(v) = &args.description {
         new.description = (!v.is_empty()).then(|| v.clone());
     }
-    crate::policy_args::apply(&args.policy, &mut new.policy, true)
+    crate::policy_args::apply(&args.policy, &mut new.policy, true)?;
+    args.hooks.apply(&mut new.hooks)
 }
 
 /// The settings a user can tell apart, as (label, JSON key) in the order
@@ -232,6 +235,9 @@ const FIELDS: &[(&str, &str)] = &[
     ("backoff", "backoff"),
     ("max retry delay", "maxRetryDelayMs"),
     ("skip exit codes", "skipExitCodes"),
+    ("on-failure hook", "onFailure"),
+    ("on-success hook", "onSuccess"),
+    ("hook output", "hookShowOutput"),
 ];
 
 const TARGET_FIELDS: &[(&str, &str)] = &[

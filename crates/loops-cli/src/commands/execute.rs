@@ -31,6 +31,31 @@ fn install_signals() -> Result<SignalCancel> {
     SignalCancel::install().context("installing the SIGINT/SIGTERM handlers")
 }
 
+/// A hook's failure, on stderr (the run is recorded as it ended).
+fn hook_warning(message: &str) {
+    render::note("warning", message);
+}
+
+/// The hook settings of a runner: `default_on_failure` (`daemon run
+/// --on-failure`) and the hooks' timeout, 60 s. `LOOPS_HOOK_TIMEOUT_MS`, a
+/// hidden variable, shortens it for tests.
+pub(crate) fn hook_settings(
+    default_on_failure: Option<&str>,
+) -> Result<loops_scheduler::HookSettings> {
+    let mut settings = loops_scheduler::HookSettings::default();
+    if let Some(command) = default_on_failure {
+        settings.default_on_failure = Some(crate::hook_args::command(command, "--on-failure")?);
+    }
+    if let Some(ms) = std::env::var("LOOPS_HOOK_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|ms| *ms > 0)
+    {
+        settings.timeout = std::time::Duration::from_millis(ms);
+    }
+    Ok(settings)
+}
+
 /// Notes, once, that a run's log could not be kept (the run goes on).
 fn log_warning(message: &str) {
     render::note("warning", message);
@@ -47,6 +72,7 @@ pub(crate) fn run_now(args: &RunNowArgs, out: &mut Printer) -> Result<Outcome> {
     let executor = ProcessExecutor::for_store(&clock, &store)
         .with_logs(&paths::data_dir()?, Some(&log_warning));
     let runner_id = format!("manual:{}", std::process::id());
+    let hooks = hook_settings(None)?;
     let live = args.show_output && !out.json && std::io::stdout().is_terminal();
     let (started, claimed) = mpsc::channel::<RunId>();
     let on_run = move |run: &LoopRun| {
@@ -62,6 +88,8 @@ pub(crate) fn run_now(args: &RunNowArgs, out: &mut Printer) -> Result<Outcome> {
         stop: Some(signals.token()),
         on_run: live.then_some(&on_run as &dyn Fn(&LoopRun)),
         on_error: None,
+        hooks: &hooks,
+        on_hook_error: Some(&hook_warning),
     };
     let done = AtomicBool::new(false);
     let (run, streamed) = std::thread::scope(|scope| {
@@ -153,6 +181,7 @@ pub(crate) fn tick(args: &TickArgs, out: &mut Printer) -> Result<Outcome> {
     let executor = ProcessExecutor::for_store(&clock, &store)
         .with_logs(&paths::data_dir()?, Some(&log_warning));
     let runner_id = format!("manual-tick:{}", std::process::id());
+    let hooks = hook_settings(None)?;
     let on_error = |lp: &Loop, message: &str| {
         // A loop's failure does not stop the tick; say which loop it was.
         render::note(
@@ -168,6 +197,8 @@ pub(crate) fn tick(args: &TickArgs, out: &mut Printer) -> Result<Outcome> {
         stop: Some(signals.token()),
         on_run: None,
         on_error: Some(&on_error),
+        hooks: &hooks,
+        on_hook_error: Some(&hook_warning),
     };
     let result = loops_scheduler::tick(&store, &opts)?;
     print_tick(&result, output, out)?;

@@ -70,6 +70,34 @@ pub struct Loop {
     /// only while that is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consecutive_failures: Option<u32>,
+    /// The loop's failure and success hooks (issue 17): `onFailure`,
+    /// `onSuccess` and `hookShowOutput`, each omitted when unset.
+    #[serde(flatten)]
+    pub hooks: Hooks,
+}
+
+/// The shell commands a runner starts after a run of the loop is finally
+/// recorded (issue 17). New in loops: the original has no hooks, and a loop
+/// without them keeps its JSON shape.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hooks {
+    /// Run through `/bin/sh -c` after a final `failed` or `timed_out`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_failure: Option<String>,
+    /// Run through `/bin/sh -c` after a `succeeded` run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_success: Option<String>,
+    /// Whether the hook's stdin carries the run's output unredacted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hook_show_output: bool,
+}
+
+impl Hooks {
+    /// Whether no hook is set.
+    pub fn is_empty(&self) -> bool {
+        self.on_failure.is_none() && self.on_success.is_none() && !self.hook_show_output
+    }
 }
 
 /// The input of loop creation: a [`Loop`] without its id, status, computed
@@ -100,6 +128,8 @@ pub struct NewLoop {
     pub expires_at: Option<Timestamp>,
     /// Operating policies (issue 17); all off by default.
     pub policy: LoopPolicy,
+    /// Failure and success hooks (issue 17); none by default.
+    pub hooks: Hooks,
 }
 
 impl NewLoop {
@@ -118,6 +148,7 @@ impl NewLoop {
             lease_ms: DEFAULT_LEASE_MS,
             expires_at: None,
             policy: LoopPolicy::default(),
+            hooks: Hooks::default(),
         }
     }
 }

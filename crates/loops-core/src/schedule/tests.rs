@@ -48,6 +48,7 @@ fn a_loop(schedule: Schedule, next: &str) -> Loop {
         policy: Default::default(),
         consecutive_successes: None,
         consecutive_failures: None,
+        hooks: Default::default(),
     }
 }
 

@@ -21,6 +21,7 @@ fn sh(script: &str, dir: &Path) -> Running {
         args: &args,
         cwd: None,
         env: &env,
+        stdin: None,
     })
     .unwrap()
 }

@@ -115,6 +115,8 @@ pub struct DaemonOptions<'a> {
     /// Most runs of one kind executing at once, within `max_parallel`
     /// (issue 17); the default limits neither kind.
     pub lanes: crate::Lanes,
+    /// The default `onFailure` hook and the hooks' timeout (issue 17).
+    pub hooks: crate::HookSettings,
     /// How long runs in flight may take to finish on stop, unless
     /// `loops daemon stop --grace` asks for another period.
     pub grace: Duration,

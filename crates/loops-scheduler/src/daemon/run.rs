@@ -114,6 +114,7 @@ pub fn run_daemon(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonExit,
     };
     let on_error =
         |lp: &Loop, message: &str| log(&format!("loop {} ({}) failed: {message}", lp.name, lp.id));
+    let on_hook_error = |message: &str| log(message);
     let exit = std::thread::scope(|scope| {
         let mut d = Dispatcher::new(
             scope,
@@ -128,6 +129,8 @@ pub fn run_daemon(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonExit,
                 stop: None,
                 on_run: Some(&on_run),
                 on_error: Some(&on_error),
+                hooks: &opts.hooks,
+                on_hook_error: Some(&on_hook_error),
                 overlap_in_flight: true,
             },
         );
@@ -211,6 +214,9 @@ pub fn run_daemon(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonExit,
         recover_dead_daemons(store, opts, &runner_id);
         let reason = daemon.serve(&mut d);
         let interrupted = daemon.shutdown(&mut d, &reason);
+        // Hooks still running end within their timeout; their failures
+        // are logged before "stopped".
+        d.wait_for_hooks();
         drop(listener);
         drop(db_listener);
         DaemonExit {

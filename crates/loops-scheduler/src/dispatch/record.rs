@@ -8,7 +8,7 @@ use loops_core::{ExecutorResult, ExecutorStatus, LoopRun};
 use loops_exec::CancelToken;
 use loops_store::{Advance, Fence, StoreError};
 
-use super::{Dispatcher, FinalizeMode, InFlight, Report, Unrecorded, lease_deadline};
+use super::{Dispatcher, FinalizeMode, InFlight, Report, Unrecorded};
 use crate::executor::RunError;
 
 /// Most reports applied in one store batch, so a steady stream of them
@@ -21,6 +21,20 @@ const BATCH_REPORTS: usize = 64;
 const FINALIZE_RETRY_FIRST: Duration = Duration::from_millis(100);
 /// The longest wait between two attempts of a finalize.
 const FINALIZE_RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// The heartbeat period of a run lease: `max(10, min(60000, ⌊leaseMs/3⌋))`
+/// milliseconds (SPEC §3.3).
+pub fn heartbeat_period(lease_ms: u64) -> Duration {
+    Duration::from_millis((lease_ms / 3).clamp(10, 60_000))
+}
+
+/// The monotonic instant by which a lease of `lease_ms` taken or renewed
+/// at `from` must be renewed again: the lease less a tenth of it (at most
+/// five seconds), so the run stops before the lease is over, not after.
+pub(super) fn lease_deadline(from: Instant, lease_ms: u64) -> Instant {
+    let margin = (lease_ms / 10).min(5_000);
+    from + Duration::from_millis(lease_ms.saturating_sub(margin))
+}
 
 impl Dispatcher<'_, '_> {
     /// The result to record for a finished run: the executor's, or a failed
@@ -151,11 +165,29 @@ impl Dispatcher<'_, '_> {
         self.inflight.insert(done.run.id, done);
     }
 
-    /// Settles the runs recorded in the batch that just committed.
+    /// Settles the runs recorded in the batch that just committed, and
+    /// starts the hooks of those that are final.
     fn settle_landed(&mut self) {
-        for (done, _, stored) in std::mem::take(&mut self.landed) {
+        for (done, result, stored) in std::mem::take(&mut self.landed) {
+            let released = done.interrupted && result.status != ExecutorStatus::Succeeded;
+            if let Some(run) = stored.as_ref().filter(|_| !released) {
+                let retry_pending = run.status.is_retryable()
+                    && run.attempt < done.work.attempts_at_plan
+                    && self.opts.mode == FinalizeMode::Advance;
+                if !retry_pending {
+                    let wake = self.tx.clone();
+                    self.hooks.start(self.opts.hooks, &done.work.lp, run, wake);
+                }
+            }
             self.settle(done, stored);
         }
+        self.hooks.report(self.opts.on_hook_error);
+    }
+
+    /// Waits for the hooks started so far and reports their failures
+    /// (`tick`, `run-now`, and a daemon that stops).
+    pub(crate) fn wait_for_hooks(&mut self) {
+        self.hooks.wait(self.opts.on_hook_error);
     }
 
     /// Tries again the finalizes that are due (see [`Dispatcher::record`]),
@@ -235,6 +267,8 @@ impl Dispatcher<'_, '_> {
         first: Report,
         mut on_result: impl FnMut(Result<(), StoreError>) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
+        // A hook that failed since rings a wake-up: report it now.
+        self.hooks.report(self.opts.on_hook_error);
         if matches!(first, Report::Wake | Report::Stop { .. }) {
             return on_result(self.handle(first));
         }

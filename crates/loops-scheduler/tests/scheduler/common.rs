@@ -92,6 +92,8 @@ pub(crate) fn command_loop(name: &str, schedule: Schedule) -> NewLoop {
 /// Tick options for [`RUNNER_A`] with no stop token and no callbacks.
 pub(crate) fn opts<'a>(clock: &'a dyn Clock, executor: &'a dyn RunExecutor) -> TickOptions<'a> {
     TickOptions {
+        hooks: loops_scheduler::HookSettings::none(),
+        on_hook_error: None,
         runner_id: RUNNER_A,
         clock,
         executor,

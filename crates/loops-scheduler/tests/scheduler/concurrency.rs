@@ -24,6 +24,8 @@ fn independent_loops_run_in_parallel_up_to_max_parallel() {
         let _open = fake.open_on_drop();
         let ticking = s.spawn(|| {
             let o = TickOptions {
+                hooks: loops_scheduler::HookSettings::none(),
+                on_hook_error: None,
                 max_parallel: 4,
                 ..opts(&clock, &fake)
             };
@@ -55,6 +57,8 @@ fn with_max_parallel_one_loops_run_serially_in_next_run_order() {
             .unwrap();
     }
     let o = TickOptions {
+        hooks: loops_scheduler::HookSettings::none(),
+        on_hook_error: None,
         max_parallel: 1,
         ..opts(&clock, &fake)
     };

@@ -67,6 +67,7 @@ impl<'a> Harness<'a> {
             pid: std::process::id(),
             max_parallel: self.max_parallel,
             lanes: loops_scheduler::Lanes::default(),
+            hooks: Default::default(),
             grace: self.grace,
             max_sleep: Duration::from_secs(60),
             lease_ttl: self.lease_ttl,

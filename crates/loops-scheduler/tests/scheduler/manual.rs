@@ -240,6 +240,8 @@ fn run_now_finalizes_an_executor_error_as_failed() {
     let errors = std::cell::RefCell::new(Vec::new());
     let on_error = |_: &loops_core::Loop, m: &str| errors.borrow_mut().push(m.to_owned());
     let o = TickOptions {
+        hooks: loops_scheduler::HookSettings::none(),
+        on_hook_error: None,
         on_error: Some(&on_error),
         ..opts(&clock, &fake)
     };

@@ -19,6 +19,8 @@ fn a_stop_before_the_tick_starts_no_slot() {
     let stop = CancelToken::new();
     stop.cancel("daemon stopping");
     let o = TickOptions {
+        hooks: loops_scheduler::HookSettings::none(),
+        on_hook_error: None,
         stop: Some(&stop),
         ..opts(&clock, &fake)
     };
@@ -51,6 +53,8 @@ fn a_stop_mid_tick_cancels_runs_in_flight_and_starts_no_more() {
         let _open = fake.open_on_drop();
         let ticking = s.spawn(|| {
             let o = TickOptions {
+                hooks: loops_scheduler::HookSettings::none(),
+                on_hook_error: None,
                 stop: Some(&stop),
                 max_parallel: 1,
                 ..opts(&clock, &fake)

@@ -413,6 +413,8 @@ fn tick_reporting_into(
             .push((lp.name.clone(), msg.to_owned()));
     };
     let o = TickOptions {
+        hooks: loops_scheduler::HookSettings::none(),
+        on_hook_error: None,
         on_error: Some(&on_error),
         ..opts(clock, fake)
     };
@@ -640,6 +642,8 @@ fn on_run_and_on_error_callbacks_fire() {
         errors.borrow_mut().push((lp.name.clone(), msg.to_owned()));
     };
     let o = TickOptions {
+        hooks: loops_scheduler::HookSettings::none(),
+        on_hook_error: None,
         on_run: Some(&on_run),
         on_error: Some(&on_error),
         ..opts(&clock, &fake)
@@ -764,6 +768,8 @@ fn a_loop_whose_stored_schedule_cannot_be_planned_is_paused_with_its_reason() {
         errors.borrow_mut().push((lp.name.clone(), msg.to_owned()));
     };
     let o = TickOptions {
+        hooks: loops_scheduler::HookSettings::none(),
+        on_hook_error: None,
         on_error: Some(&on_error),
         ..opts(&clock, &fake)
     };

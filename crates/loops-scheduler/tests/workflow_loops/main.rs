@@ -30,6 +30,8 @@ pub(crate) fn process_tick(
     let mut executor = ProcessExecutor::for_store(clock, store);
     executor.exec = fx.exec();
     let opts = TickOptions {
+        hooks: loops_scheduler::HookSettings::none(),
+        on_hook_error: None,
         runner_id,
         clock,
         executor: &executor,

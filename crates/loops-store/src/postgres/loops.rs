@@ -168,6 +168,7 @@ impl LoopOps for Postgres {
             policy: new.policy.clone(),
             consecutive_successes: new_streaks(&new.policy).0,
             consecutive_failures: new_streaks(&new.policy).1,
+            hooks: new.hooks.clone(),
         };
         let p = PolicyColumns::of(&lp.policy)?;
         let schedule = encode(&lp.schedule, "loop schedule")?;
@@ -181,9 +182,9 @@ impl LoopOps for Postgres {
                    next_run_at, retry_scheduled_for, catch_up, catch_up_limit, overlap,
                    max_attempts, retry_delay_ms, lease_ms, expires_at, created_at, updated_at,
                    labels, expires_after_runs, pause_after_failures, backoff, max_retry_delay_ms,
-                   skip_exit_codes)
+                   skip_exit_codes, on_failure, on_success, hook_show_output)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, $10, $11, $12, $13, $14, $15, $15,
-                   $16::text::json, $17, $18, $19, $20, $21::text::json)",
+                   $16::text::json, $17, $18, $19, $20, $21::text::json, $22, $23, $24)",
                 &[
                     &lp.id.as_str(),
                     &lp.name,
@@ -206,6 +207,9 @@ impl LoopOps for Postgres {
                     &p.backoff,
                     &p.max_retry_delay_ms,
                     &p.skip_exit_codes,
+                    &lp.hooks.on_failure,
+                    &lp.hooks.on_success,
+                    &i64::from(lp.hooks.hook_show_output),
                 ],
                 "creating a loop",
             )?;

@@ -12,7 +12,7 @@ use std::str::FromStr;
 
 use bytes::{BufMut, BytesMut};
 use loops_core::{
-    DaemonLease, Loop, LoopPolicy, LoopRun, LoopStatus, ProcessRef, StepRun, Timestamp,
+    DaemonLease, Hooks, Loop, LoopPolicy, LoopRun, LoopStatus, ProcessRef, StepRun, Timestamp,
     WorkflowEvent, WorkflowRun, WorkflowSpec,
 };
 use postgres::Row;
@@ -242,6 +242,11 @@ pub(crate) fn loop_row(row: &Row) -> Col<Loop> {
         policy,
         consecutive_successes,
         consecutive_failures,
+        hooks: Hooks {
+            on_failure: get(row, n, 26)?,
+            on_success: get(row, n, 27)?,
+            hook_show_output: get::<i64>(row, n, 28)? != 0,
+        },
     })
 }
 

@@ -154,6 +154,7 @@ impl LoopOps for Sqlite {
             policy: new.policy.clone(),
             consecutive_successes: new_streaks(&new.policy).0,
             consecutive_failures: new_streaks(&new.policy).1,
+            hooks: new.hooks.clone(),
         };
         let schedule = encode(&lp.schedule, "loop schedule")?;
         let target = encode(&lp.target, "loop target")?;
@@ -164,9 +165,9 @@ impl LoopOps for Sqlite {
                    next_run_at, retry_scheduled_for, catch_up, catch_up_limit, overlap,
                    max_attempts, retry_delay_ms, lease_ms, expires_at, created_at, updated_at,
                    labels, expires_after_runs, pause_after_failures, backoff, max_retry_delay_ms,
-                   skip_exit_codes)
+                   skip_exit_codes, on_failure, on_success, hook_show_output)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15,
-                   ?16, ?17, ?18, ?19, ?20, ?21)",
+                   ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)",
                 params![
                     lp.id.as_str(),
                     lp.name,
@@ -189,6 +190,9 @@ impl LoopOps for Sqlite {
                     p.backoff,
                     p.max_retry_delay_ms,
                     p.skip_exit_codes,
+                    lp.hooks.on_failure,
+                    lp.hooks.on_success,
+                    lp.hooks.hook_show_output,
                 ],
             )
             .map_err(StoreError::db("creating a loop"))?;
@@ -260,7 +264,8 @@ impl LoopOps for Sqlite {
                    retry_scheduled_for = CASE WHEN ?14 THEN NULL ELSE retry_scheduled_for END,
                    updated_at = ?16, labels = ?17, expires_after_runs = ?18,
                    pause_after_failures = ?19, backoff = ?20, max_retry_delay_ms = ?21,
-                   skip_exit_codes = ?22
+                   skip_exit_codes = ?22, on_failure = ?23, on_success = ?24,
+                   hook_show_output = ?25
                  WHERE id = ?1 AND status = ?2 RETURNING ",
                 loop_columns!()
             ),
@@ -287,6 +292,9 @@ impl LoopOps for Sqlite {
                 p.backoff,
                 p.max_retry_delay_ms,
                 p.skip_exit_codes,
+                s.hooks.on_failure,
+                s.hooks.on_success,
+                s.hooks.hook_show_output,
             ],
             "editing a loop",
         )?

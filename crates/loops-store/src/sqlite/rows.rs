@@ -16,7 +16,7 @@ use std::ops::ControlFlow;
 use std::str::FromStr;
 
 use loops_core::{
-    DaemonLease, Loop, LoopPolicy, LoopRun, LoopStatus, ProcessRef, StepRun, Timestamp,
+    DaemonLease, Hooks, Loop, LoopPolicy, LoopRun, LoopStatus, ProcessRef, StepRun, Timestamp,
     WorkflowEvent, WorkflowRun, WorkflowSpec,
 };
 use rusqlite::types::{Type, ValueRef};
@@ -227,6 +227,7 @@ columns!(
         "retry_delay_ms", "lease_ms", "expires_at", "created_at", "updated_at", "paused_reason",
         "labels", "expires_after_runs", "consecutive_successes", "pause_after_failures",
         "consecutive_failures", "backoff", "max_retry_delay_ms", "skip_exit_codes",
+        "on_failure", "on_success", "hook_show_output",
     ]
 );
 
@@ -267,6 +268,11 @@ pub(crate) fn loop_row(row: &Row<'_>) -> rusqlite::Result<Loop> {
         policy,
         consecutive_successes: streak(row, c(20), policy_on.0)?,
         consecutive_failures: streak(row, c(22), policy_on.1)?,
+        hooks: Hooks {
+            on_failure: c(26).get(row)?,
+            on_success: c(27).get(row)?,
+            hook_show_output: c(28).get::<i64>(row)? != 0,
+        },
     })
 }
 

@@ -406,6 +406,10 @@ pub(crate) fn cells(record: &Record) -> Result<(Vec<&'static str>, Vec<Cell>)> {
                     text_opt(p.backoff),
                     int_opt(p.max_retry_delay_ms),
                     Cell::Json(p.skip_exit_codes.clone()),
+                    // The hooks (V9).
+                    text_opt(lp.hooks.on_failure.as_deref()),
+                    text_opt(lp.hooks.on_success.as_deref()),
+                    int(lp.hooks.hook_show_output),
                 ],
             )
         }

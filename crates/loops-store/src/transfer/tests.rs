@@ -14,7 +14,7 @@ use crate::DatabaseUrl;
 use crate::testing::fresh_database;
 
 /// Rows in every table, with every additive column set: a loop whose
-/// stale `paused_reason` outlived its pause, a paused one, runs with a
+/// stale `paused_reason` outlived its pause and which has hooks, a paused one, runs with a
 /// process start, a spawn id and a claim token (which must not travel),
 /// a running run, a workflow run with its steps and events, nested event
 /// payloads, and a command `env`.
@@ -30,21 +30,22 @@ INSERT INTO workflow_specs (id, name, description, version, status, steps_json, 
    NULL, '2025-12-01T00:00:00.000Z', '2025-12-02T00:00:00.000Z');
 INSERT INTO loops (id, name, description, status, schedule_json, target_json, next_run_at,
     retry_scheduled_for, catch_up, catch_up_limit, overlap, max_attempts, retry_delay_ms, lease_ms,
-    expires_at, created_at, updated_at, paused_reason) VALUES
+    expires_at, created_at, updated_at, paused_reason, on_failure, on_success,
+    hook_show_output) VALUES
   ('a00000000001', 'nightly', 'with env', 'active',
    '{"type":"interval","everyMs":60000,"anchor":"fixed_rate"}',
    '{"type":"command","command":"printf hi","shell":true,"env":{"TOKEN":"s3cret","A":"b"}}',
    '2026-01-02T00:00:00.000Z', '2026-01-01T23:00:00.000Z', 'all', 7, 'allow', 3, 1000, 60000,
    '2027-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z', '2026-01-01T01:00:00.000Z',
-   'stale reason'),
+   'stale reason', 'notify-send "$LOOPS_LOOP_NAME"', 'true', 1),
   ('a00000000002', 'paused one', NULL, 'paused', '{"type":"dynamic"}',
    '{"type":"agent","provider":"claude","prompt":"do the thing"}',
    NULL, NULL, 'latest', 50, 'skip', 1, 60000, 1800000, NULL,
-   '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z', 'cannot plan'),
+   '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z', 'cannot plan', NULL, NULL, 0),
   ('a00000000003', 'flow', NULL, 'active', '{"type":"cron","expression":"0 9 * * *"}',
    '{"type":"workflow","workflowId":"f00000000001"}',
    '2026-01-02T09:00:00.000Z', NULL, 'none', 50, 'skip', 1, 60000, 1800000, NULL,
-   '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z', NULL);
+   '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z', NULL, NULL, NULL, 0);
 INSERT INTO loop_runs (id, loop_id, loop_name, scheduled_for, attempt, status, started_at,
     finished_at, claimed_by, lease_expires_at, pid, exit_code, duration_ms, stdout, stderr, error,
     created_at, updated_at, pid_start_ms, spawn_id, claim_token) VALUES

@@ -35,7 +35,8 @@ pub(super) fn update_loop(pg: &Postgres, update: &LoopUpdate<'_>) -> Result<Loop
                    retry_scheduled_for = CASE WHEN $14 THEN NULL ELSE retry_scheduled_for END,
                    updated_at = $16, labels = $17::text::json, expires_after_runs = $18,
                    pause_after_failures = $19, backoff = $20, max_retry_delay_ms = $21,
-                   skip_exit_codes = $22::text::json
+                   skip_exit_codes = $22::text::json, on_failure = $23, on_success = $24,
+                   hook_show_output = $25
                  WHERE id = $1 AND status = $2 RETURNING ",
                 loop_columns!()
             ),
@@ -62,6 +63,9 @@ pub(super) fn update_loop(pg: &Postgres, update: &LoopUpdate<'_>) -> Result<Loop
                 &p.backoff,
                 &p.max_retry_delay_ms,
                 &p.skip_exit_codes,
+                &s.hooks.on_failure,
+                &s.hooks.on_success,
+                &i64::from(s.hooks.hook_show_output),
             ],
             "editing a loop",
         )?
