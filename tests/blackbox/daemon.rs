@@ -854,3 +854,45 @@ fn a_huge_grace_from_the_socket_is_capped() {
     );
     assert_eq!(runs(&env, "short")[0]["status"], "succeeded");
 }
+
+#[test]
+fn install_carries_the_daemons_tuning_into_the_service() {
+    let env = TestEnv::new();
+    env.loops(["daemon", "install", "--platform", "linux"])
+        .args([
+            "--max-parallel",
+            "4",
+            "--grace",
+            "2m",
+            "--agent-concurrency",
+            "1",
+        ])
+        .args(["--poll-only", "--on-failure", "notify-send 'loop failed'"])
+        .run();
+    let unit = std::fs::read_to_string(env.systemd_unit_path()).unwrap();
+    let exec = unit
+        .lines()
+        .find(|l| l.starts_with("ExecStart="))
+        .unwrap_or_default();
+    for part in [
+        " daemon run ",
+        "--max-parallel 4",
+        "--grace 2m",
+        "--agent-concurrency 1",
+        "--poll-only",
+        "--on-failure=",
+        "notify-send",
+    ] {
+        assert!(exec.contains(part), "{part} in {exec}");
+    }
+    // The stop timeout follows --grace.
+    assert!(unit.contains("TimeoutStopSec="), "{unit}");
+    // A bad value fails the install, and writes nothing new.
+    std::fs::remove_file(env.systemd_unit_path()).unwrap();
+    env.loops(["daemon", "install", "--platform", "linux"])
+        .args(["--agent-concurrency", "0"])
+        .code(1)
+        .stderr_has("--agent-concurrency must be a positive integer")
+        .run();
+    assert!(!env.systemd_unit_path().exists());
+}

@@ -201,3 +201,39 @@ fn lanes_take_positive_integers() {
         .stderr_has("--agent-concurrency must be a positive integer")
         .run();
 }
+
+#[test]
+fn edit_switches_between_a_prompt_and_a_prompt_file() {
+    let env = TestEnv::new();
+    echo_prompt_agent(&env);
+    env.loops(["create", "agent", "p", "--provider", "claude"])
+        .args(["--prompt", "inline", "--every", "1h"])
+        .run();
+    let file = env.home().join("p.md");
+    std::fs::write(&file, "from the file").unwrap();
+    let ran = env
+        .loops(["edit", "p", "--prompt-file", file.to_str().unwrap()])
+        .run();
+    assert!(ran.stdout.contains("prompt file"), "{}", ran.stdout);
+    env.loops(["run-now", "p"]).run();
+    assert_eq!(newest_run(&env, "p")["stdout"], "from the file");
+    // Back to an inline prompt: the file no longer counts.
+    env.loops(["edit", "p", "--prompt", "inline again"]).run();
+    let shown = env.loops(["show", "p"]).run().json();
+    assert!(shown["target"].get("promptFile").is_none(), "{shown}");
+    env.loops(["run-now", "p"]).run();
+    assert_eq!(newest_run(&env, "p")["stdout"], "inline again");
+    // Not both at once; not on a command loop; not a missing file.
+    env.loops(["edit", "p", "--prompt", "a", "--prompt-file", "b"])
+        .code(2)
+        .run();
+    env.create_command("c", "true", &["--every", "1h"]);
+    env.loops(["edit", "c", "--prompt-file", file.to_str().unwrap()])
+        .code(1)
+        .stderr_has("--prompt-file")
+        .run();
+    env.loops(["edit", "p", "--prompt-file", "/nonexistent/p.md"])
+        .code(1)
+        .stderr_has("reading --prompt-file /nonexistent/p.md")
+        .run();
+}

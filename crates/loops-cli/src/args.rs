@@ -549,6 +549,10 @@ mod tests {
                 run.max_parallel,
                 loops_scheduler::DEFAULT_MAX_PARALLEL.to_string()
             );
+            // `daemon install` leaves the default out of the service.
+            assert_eq!(run.grace, crate::commands::daemon::DEFAULT_GRACE_FLAG);
+            let ms = crate::resolve::duration(&run.grace, "--grace").unwrap();
+            assert_eq!(u128::from(ms), loops_scheduler::DEFAULT_GRACE.as_millis());
         }
     }
 }

@@ -125,8 +125,10 @@ pub(crate) struct InstallArgs {
     #[arg(long, value_name = "PLATFORM", hide = true)]
     pub(crate) platform: Option<String>,
 
+    // The same tuning as `daemon run` and `daemon start`, written into the
+    // service's command line.
     #[command(flatten)]
-    pub(crate) gc: GcFlags,
+    pub(crate) run: RunArgs,
 }
 
 #[derive(Debug, Args)]

@@ -133,6 +133,16 @@ pub(crate) struct EditArgs {
     )]
     pub(crate) prompt: Option<String>,
 
+    /// Agent loops: read the prompt from this file at each run, as `create
+    /// agent --prompt-file` does; replaces a stored --prompt.
+    #[arg(
+        long,
+        value_name = "PATH",
+        conflicts_with = "prompt",
+        help_heading = "Agent target"
+    )]
+    pub(crate) prompt_file: Option<String>,
+
     /// Agent loops: the model; '' returns to the provider's.
     #[arg(long, value_name = "MODEL", help_heading = "Agent target")]
     pub(crate) model: Option<String>,

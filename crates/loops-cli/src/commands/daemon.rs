@@ -188,6 +188,47 @@ fn run_foreground(args: &RunArgs) -> Result<Outcome> {
     }
 }
 
+/// `--grace`'s default, as `RunArgs` spells it.
+pub(crate) const DEFAULT_GRACE_FLAG: &str = "30s";
+
+/// The command line of `daemon run` with `args`' tuning, as `daemon start`
+/// spawns it and `daemon install` writes it into the service.
+fn run_command_line(binary: Binary, args: &RunArgs) -> Vec<String> {
+    let mut line: Vec<String> = binary
+        .daemon_run_args()
+        .iter()
+        .map(|a| (*a).to_owned())
+        .collect();
+    // Defaults are left out, so an installed service reads `daemon run` as
+    // the original writes it unless a value was given.
+    if args.max_parallel != loops_scheduler::DEFAULT_MAX_PARALLEL.to_string() {
+        line.extend(["--max-parallel".to_owned(), args.max_parallel.clone()]);
+    }
+    if args.grace != DEFAULT_GRACE_FLAG {
+        line.extend(["--grace".to_owned(), args.grace.clone()]);
+    }
+    if let Some(ms) = &args.interval_ms {
+        line.extend(["--interval-ms".to_owned(), ms.clone()]);
+    }
+    for (flag, value) in [
+        ("--command-concurrency", &args.command_concurrency),
+        ("--agent-concurrency", &args.agent_concurrency),
+    ] {
+        if let Some(n) = value {
+            line.extend([flag.to_owned(), n.clone()]);
+        }
+    }
+    if args.poll_only {
+        line.push("--poll-only".to_owned());
+    }
+    if let Some(command) = &args.on_failure {
+        // `=` keeps a command that begins with `-` one value.
+        line.push(format!("--on-failure={command}"));
+    }
+    line.extend(super::gc::daemon_args(&args.gc));
+    line
+}
+
 /// `daemon start`.
 fn start(args: &RunArgs, out: &mut Printer, binary: Binary) -> Result<Outcome> {
     // Validated here, so a bad value fails now rather than in the child.
@@ -195,36 +236,10 @@ fn start(args: &RunArgs, out: &mut Printer, binary: Binary) -> Result<Outcome> {
     let paths = daemon_paths()?;
     let store = paths::open_store()?;
     let exe = std::env::current_exe().context("locating the loops executable")?;
-    let mut child_args: Vec<OsString> = binary
-        .daemon_run_args()
-        .iter()
+    let child_args: Vec<OsString> = run_command_line(binary, args)
+        .into_iter()
         .map(OsString::from)
         .collect();
-    child_args.extend(["--max-parallel".into(), args.max_parallel.clone().into()]);
-    child_args.extend(["--grace".into(), args.grace.clone().into()]);
-    if let Some(ms) = &args.interval_ms {
-        child_args.extend(["--interval-ms".into(), ms.clone().into()]);
-    }
-    for (flag, value) in [
-        ("--command-concurrency", &args.command_concurrency),
-        ("--agent-concurrency", &args.agent_concurrency),
-    ] {
-        if let Some(n) = value {
-            child_args.extend([flag.into(), n.clone().into()]);
-        }
-    }
-    if args.poll_only {
-        child_args.push("--poll-only".into());
-    }
-    if let Some(command) = &args.on_failure {
-        // `=` keeps a command that begins with `-` one value.
-        child_args.push(format!("--on-failure={command}").into());
-    }
-    child_args.extend(
-        super::gc::daemon_args(&args.gc)
-            .into_iter()
-            .map(OsString::from),
-    );
     // A URL given with --database-url reaches the daemon through its
     // environment, as $LOOPS_DATABASE_URL would: never its command line.
     let env: Vec<(&str, &str)> = paths::database_url_flag()
@@ -450,23 +465,18 @@ fn home() -> Result<PathBuf> {
 fn install(args: &InstallArgs, out: &mut Printer, binary: Binary) -> Result<Outcome> {
     let platform = platform(args.platform.as_deref())?;
     // Validated here, so a bad value fails now rather than in the service.
-    super::gc::daemon_settings(&args.gc)?;
+    let tuning = tuning(&args.run)?;
     let home = home()?;
     let paths = daemon_paths()?;
     let exe = std::env::current_exe().context("locating the loops executable")?;
     let env: BTreeMap<String, String> = std::env::vars().collect();
     let spec = ServiceSpec {
         exe: exe.canonicalize().unwrap_or(exe),
-        args: binary
-            .daemon_run_args()
-            .iter()
-            .map(|a| (*a).to_owned())
-            .chain(super::gc::daemon_args(&args.gc))
-            .collect(),
+        args: run_command_line(binary, &args.run),
         path_env: loops_exec::normalize_path(&env),
         data_dir: paths.data_dir.clone(),
         log_file: paths.log_file(),
-        grace: loops_scheduler::DEFAULT_GRACE,
+        grace: tuning.grace,
         // Checked before it is written into the service.
         database_url: paths::database_url_with_text()?.map(|(text, _)| text),
     };

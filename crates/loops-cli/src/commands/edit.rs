@@ -31,8 +31,9 @@ pub(crate) fn edit(args: &EditArgs, out: &mut Printer) -> Result<Outcome> {
              --lease, --expires-at, -d/--description, --label, --expires-after-runs, \
              --pause-after-failures, --backoff, --max-retry-delay, --skip-exit-code (policy); --cmd, --arg, --no-args, \
              --shell, --no-shell, --env, --no-env (command loops); --provider, --prompt, \
-             --model, --agent, --config-isolation (agent loops); --workflow (workflow loops); \
-             --cwd, --timeout, --account, --account-tool. See `loops edit --help`"
+             --prompt-file, --model, --agent, --config-isolation (agent loops); --workflow \
+             (workflow loops); --cwd, --timeout, --account, --account-tool; --on-failure, \
+             --on-success, --hook-show-output (hooks). See `loops edit --help`"
         );
     }
     let store = paths::open_store()?;
@@ -90,6 +91,7 @@ fn gives_anything(a: &EditArgs) -> bool {
         &a.command,
         &a.provider,
         &a.prompt,
+        &a.prompt_file,
         &a.model,
         &a.agent,
         &a.config_isolation,
@@ -246,6 +248,7 @@ const TARGET_FIELDS: &[(&str, &str)] = &[
     ("shell", "shell"),
     ("provider", "provider"),
     ("prompt", "prompt"),
+    ("prompt file", "promptFile"),
     ("model", "model"),
     ("agent", "agent"),
     ("config isolation", "configIsolation"),

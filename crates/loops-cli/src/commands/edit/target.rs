@@ -12,7 +12,7 @@ use crate::resolve;
 
 const COMMAND_FLAGS: &str = "--cmd, --arg, --no-args, --shell, --no-shell, --env, --no-env, \
                              --cwd, --timeout, --account, --account-tool";
-const AGENT_FLAGS: &str = "--provider, --prompt, --model, --agent, --config-isolation, --cwd, \
+const AGENT_FLAGS: &str = "--provider, --prompt, --prompt-file, --model, --agent, --config-isolation, --cwd, \
                            --timeout, --account, --account-tool";
 const WORKFLOW_FLAGS: &str = "--workflow, --timeout";
 
@@ -82,6 +82,13 @@ pub(super) fn apply(
                 // A given prompt replaces a prompt file (issue 17).
                 t.prompt_file = None;
             }
+            if let Some(given) = &args.prompt_file {
+                // As `create agent --prompt-file`: the path absolute, the
+                // text now stored as the prompt an older loops would run.
+                let (path, text) = crate::commands::create::prompt_file::read(given)?;
+                t.prompt = text;
+                t.prompt_file = Some(path);
+            }
             if let Some(model) = &args.model {
                 t.model = (!model.is_empty()).then(|| model.clone());
             }
@@ -129,6 +136,7 @@ fn given(args: &EditArgs) -> Vec<(&'static str, &'static [&'static str])> {
         ("--no-env", args.no_env, COMMAND),
         ("--provider", args.provider.is_some(), AGENT),
         ("--prompt", args.prompt.is_some(), AGENT),
+        ("--prompt-file", args.prompt_file.is_some(), AGENT),
         ("--model", args.model.is_some(), AGENT),
         ("--agent", args.agent.is_some(), AGENT),
         ("--config-isolation", args.config_isolation.is_some(), AGENT),
