@@ -56,7 +56,7 @@ impl Store {
     /// `input` is expected to come from
     /// [`workflow_from_json`](loops_core::workflow_from_json), which validates and
     /// normalizes it. Fails with
-    /// [`StoreError::DuplicateWorkflowName`](crate::StoreError::DuplicateWorkflowName)
+    /// [`StoreError::DuplicateWorkflowName`]
     /// when an active workflow already has the name; nothing is written then.
     pub fn create_workflow(&self, input: &NewWorkflow, now: Timestamp) -> Result<WorkflowSpec> {
         self.backend().create_workflow(input, now)
