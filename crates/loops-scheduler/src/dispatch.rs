@@ -481,15 +481,8 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
         let lease_ms = work.lp.lease_ms;
         let spawn_tx = self.tx.clone();
         let executor = self.opts.executor;
-        // The claim token is already stored with the run, so a daemon that
-        // dies between the spawn and recording it still leaves the restarted
-        // daemon a way to find the run's processes (`recover.rs`). Runs
-        // claimed without one (the original's) get a fresh spawn id.
-        let spawn_id = run
-            .claim_token
-            .clone()
-            .filter(|t| !t.is_empty() && !t.contains(char::is_whitespace))
-            .unwrap_or_else(loops_exec::new_spawn_id);
+        // Runs claimed without a token (the original's) get a fresh one.
+        let spawn_id = claim_spawn_id(&run).map_or_else(loops_exec::new_spawn_id, str::to_owned);
         let run_id = run.id;
         let (lp, worker_run, worker_cancel, worker_spawn_id) = (
             work.lp.clone(),
@@ -632,6 +625,16 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
     pub(crate) fn into_result(mut self) -> TickResult {
         std::mem::take(&mut self.result)
     }
+}
+
+/// The spawn id of `run`'s processes when its claim has a token: the token
+/// is stored with the claim, so a daemon that dies between the spawn and
+/// recording it still leaves the restarted daemon a way to find them
+/// (`daemon/recover.rs`).
+pub(crate) fn claim_spawn_id(run: &LoopRun) -> Option<&str> {
+    run.claim_token
+        .as_deref()
+        .filter(|t| !t.is_empty() && !t.contains(char::is_whitespace))
 }
 
 impl Drop for Dispatcher<'_, '_> {

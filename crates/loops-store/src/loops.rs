@@ -163,7 +163,12 @@ impl PolicyColumns {
             backoff: (!policy.backoff.is_fixed()).then(|| policy.backoff.as_str()),
             max_retry_delay_ms: policy
                 .max_retry_delay_ms
-                .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX)),
+                .map(|ms| {
+                    i64::try_from(ms).map_err(|_| {
+                        StoreError::Encode(format!("maxRetryDelayMs: {ms} is too large"))
+                    })
+                })
+                .transpose()?,
             skip_exit_codes: array(
                 policy.skip_exit_codes.is_empty(),
                 serde_json::to_string(&policy.skip_exit_codes),

@@ -18,7 +18,7 @@ mod release;
 use loops_core::{ExecutorResult, Loop, LoopId, LoopRun, ProcessRef, RunId, RunStatus, Timestamp};
 
 pub use self::advance::Advance;
-pub(crate) use self::advance::{jitter_draw, streak_param};
+pub(crate) use self::advance::{jitter_for, streak_param};
 pub use self::claim::{Claim, NotClaimed};
 pub use self::recover::Recovered;
 pub(crate) use self::recover::{LEASE_EXPIRED, PARENT_LEASE_EXPIRED};

@@ -68,7 +68,9 @@ pub(crate) fn rename(args: &RenameArgs, out: &mut Printer) -> Result<Outcome> {
     } else {
         out.line(&format!(
             "renamed {} {} → {}",
-            edited.after.id, edited.before.name, edited.after.name
+            edited.after.id,
+            crate::render::escape_controls(&edited.before.name, &[]),
+            edited.after.name
         ))?;
     }
     Ok(Outcome::Success)
@@ -300,5 +302,6 @@ fn print_edited(edited: &LoopEdited, out: &mut Printer) -> std::io::Result<()> {
         Some(t) => format!("next {t}"),
         None => format!("no next run ({})", lp.status),
     };
-    out.line(&format!("edited {} ({}): {what}; {next}", lp.id, lp.name))
+    let name = crate::render::escape_controls(&lp.name, &[]);
+    out.line(&format!("edited {} ({name}): {what}; {next}", lp.id))
 }

@@ -31,8 +31,9 @@ fn install_signals() -> Result<SignalCancel> {
     SignalCancel::install().context("installing the SIGINT/SIGTERM handlers")
 }
 
-/// A hook's failure, on stderr (the run is recorded as it ended).
-fn hook_warning(message: &str) {
+/// A hook's failure, or a run's log that could not be kept, on stderr: the
+/// run goes on and is recorded as it ended.
+fn runner_warning(message: &str) {
     render::note("warning", message);
 }
 
@@ -56,11 +57,6 @@ pub(crate) fn hook_settings(
     Ok(settings)
 }
 
-/// Notes, once, that a run's log could not be kept (the run goes on).
-fn log_warning(message: &str) {
-    render::note("warning", message);
-}
-
 /// `run-now <loop>`. With `--show-output` on a terminal, the output is
 /// printed live as the run goes (from its log file, followed on a thread
 /// of its own) and not again at the end.
@@ -70,7 +66,7 @@ pub(crate) fn run_now(args: &RunNowArgs, out: &mut Printer) -> Result<Outcome> {
     let signals = install_signals()?;
     let clock = SystemClock;
     let executor = ProcessExecutor::for_store(&clock, &store)
-        .with_logs(&paths::data_dir()?, Some(&log_warning));
+        .with_logs(&paths::data_dir()?, Some(&runner_warning));
     let runner_id = format!("manual:{}", std::process::id());
     let hooks = hook_settings(None)?;
     let live = args.show_output && !out.json && std::io::stdout().is_terminal();
@@ -89,7 +85,7 @@ pub(crate) fn run_now(args: &RunNowArgs, out: &mut Printer) -> Result<Outcome> {
         on_run: live.then_some(&on_run as &dyn Fn(&LoopRun)),
         on_error: None,
         hooks: &hooks,
-        on_hook_error: Some(&hook_warning),
+        on_hook_error: Some(&runner_warning),
     };
     let done = AtomicBool::new(false);
     let (run, streamed) = std::thread::scope(|scope| {
@@ -179,7 +175,7 @@ pub(crate) fn tick(args: &TickArgs, out: &mut Printer) -> Result<Outcome> {
     let signals = install_signals()?;
     let clock = SystemClock;
     let executor = ProcessExecutor::for_store(&clock, &store)
-        .with_logs(&paths::data_dir()?, Some(&log_warning));
+        .with_logs(&paths::data_dir()?, Some(&runner_warning));
     let runner_id = format!("manual-tick:{}", std::process::id());
     let hooks = hook_settings(None)?;
     let on_error = |lp: &Loop, message: &str| {
@@ -198,7 +194,7 @@ pub(crate) fn tick(args: &TickArgs, out: &mut Printer) -> Result<Outcome> {
         on_run: None,
         on_error: Some(&on_error),
         hooks: &hooks,
-        on_hook_error: Some(&hook_warning),
+        on_hook_error: Some(&runner_warning),
     };
     let result = loops_scheduler::tick(&store, &opts)?;
     print_tick(&result, output, out)?;

@@ -45,8 +45,8 @@ pub(crate) fn run(command: &LabelsCommand, out: &mut Printer) -> Result<Outcome>
         out.json(&json!({ "id": lp.id, "name": lp.name, "labels": lp.policy.labels }))?;
         return Ok(Outcome::Success);
     }
-    // `line` escapes control characters in the stored name.
-    let name = &lp.name;
+    // One line, whatever a stored name (the original's) holds.
+    let name = crate::render::escape_controls(&lp.name, &[]);
     out.line(&match lp.policy.labels.as_slice() {
         [] => format!("{name} ({}): no labels", lp.id),
         l => format!("{name} ({}): {}", lp.id, l.join(", ")),

@@ -136,7 +136,8 @@ pub(crate) fn list(args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
         }
     }
     if loops.iter().any(|lp| lp.status == LoopStatus::Active) {
-        hint::no_daemon(&store, out.json, now);
+        // The real clock: a lease is live or not whatever the display says.
+        hint::no_daemon(&store, out.json, super::now());
     }
     Ok(Outcome::Success)
 }

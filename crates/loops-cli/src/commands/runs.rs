@@ -119,7 +119,7 @@ pub(crate) fn print_runs(runs: &[LoopRun], output: Output, out: &mut Printer) ->
             (
                 run.error
                     .as_deref()
-                    .map(|e| human::first_line(e, ERROR_WIDTH))
+                    .map(|e| human::first_line(&crate::brief::error(e), ERROR_WIDTH))
                     .unwrap_or_default(),
                 render::status_style("failed"),
             ),
@@ -142,7 +142,12 @@ fn print_one(run: &LoopRun, output: Output, out: &mut Printer) -> Result<()> {
     let at = |t: Option<Timestamp>| t.map_or_else(|| "-".to_owned(), |t| human::when(t, now));
     let mut lines = vec![
         format!("run:       {}", run.id),
-        format!("loop:      {} ({})", run.loop_name, run.loop_id),
+        // One line each, whatever the stored name or error holds.
+        format!(
+            "loop:      {} ({})",
+            render::escape_controls(&run.loop_name, &[]),
+            run.loop_id
+        ),
         format!("status:    {}", human::run_result(run)),
         format!("attempt:   {}", run.attempt),
         format!("slot:      {}", human::when(run.scheduled_for, now)),
@@ -155,7 +160,7 @@ fn print_one(run: &LoopRun, output: Output, out: &mut Printer) -> Result<()> {
         ),
     ];
     if let Some(error) = &run.error {
-        lines.push(format!("error:     {error}"));
+        lines.push(format!("error:     {}", crate::brief::error_line(error)));
     }
     match output {
         Output::Shown => lines.extend(render::output_blocks(run)),

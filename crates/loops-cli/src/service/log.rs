@@ -113,8 +113,12 @@ impl DaemonLog {
     }
 }
 
-/// `<instant> [loops-daemon] <message>\n`.
+/// `<instant> [loops-daemon] <message>\n`, one line whatever the message
+/// holds: a message may quote a loop's name, a hook's stderr or an error,
+/// so its control characters (line breaks included) are written escaped,
+/// never raw into the log or onto a terminal mirroring it.
 pub(crate) fn format_line(now: Timestamp, message: &str) -> String {
+    let message = crate::render::escape_controls(message, &[]);
     format!("{now} [loops-daemon] {message}\n")
 }
 
@@ -232,6 +236,15 @@ mod tests {
 
     fn ts(s: &str) -> Timestamp {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_message_is_one_line_with_its_controls_escaped() {
+        let now = ts("2026-11-30T09:00:00.000Z");
+        assert_eq!(
+            format_line(now, "hook failed: \u{1b}[2Jgone\nforged line"),
+            "2026-11-30T09:00:00.000Z [loops-daemon] hook failed: \\u{1b}[2Jgone\\nforged line\n"
+        );
     }
 
     #[test]

@@ -44,11 +44,6 @@ pub struct LoopPolicy {
 }
 
 impl LoopPolicy {
-    /// Whether the loop carries every label of `wanted`.
-    pub fn has_labels(&self, wanted: &[String]) -> bool {
-        wanted.iter().all(|w| self.labels.contains(w))
-    }
-
     /// The cap of an exponential delay.
     pub fn max_retry_delay(&self) -> u64 {
         self.max_retry_delay_ms

@@ -75,7 +75,10 @@ pub(super) fn recover_dead_daemons(
         // carry its spawn id. A run whose spawn the dead daemon had not yet
         // recorded still has its claim token, which is its spawn id (see
         // `Dispatcher::start`): the group may have started already.
-        let spawn_id = found.spawn_id.as_deref().or(run.claim_token.as_deref());
+        let spawn_id = found
+            .spawn_id
+            .as_deref()
+            .or_else(|| crate::dispatch::claim_spawn_id(run));
         if let Some(spawn_id) = spawn_id {
             match kill_orphan_carriers(spawn_id, opts.orphan_grace) {
                 OrphanKill::Killed { forced } => log(&format!(

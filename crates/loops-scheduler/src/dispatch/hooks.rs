@@ -45,10 +45,7 @@ impl HookSettings {
 
 impl Default for HookSettings {
     fn default() -> HookSettings {
-        HookSettings {
-            default_on_failure: None,
-            timeout: DEFAULT_HOOK_TIMEOUT,
-        }
+        NO_HOOKS.clone()
     }
 }
 

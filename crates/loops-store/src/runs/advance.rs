@@ -19,11 +19,15 @@
 //! the database inside the same transaction, so every caller (a tick, the
 //! daemon, lease recovery) gets it without passing anything.
 
-use loops_core::{LoopAdvance, ScheduleError, Streak};
+use loops_core::{Loop, LoopAdvance, ScheduleError, Streak};
 
-/// A draw in `[0, 1)` for the jitter of an exponential backoff (issue 17):
-/// the store draws it, core only computes with it.
-pub(crate) fn jitter_draw() -> f64 {
+/// The jitter draw `plan_advance_with` takes for `lp`: a random number in
+/// `[0, 1)` (issue 17; the store draws it, core only computes with it),
+/// taken only for an exponential backoff, the one policy that reads it.
+pub(crate) fn jitter_for(lp: &Loop) -> f64 {
+    if lp.policy.backoff.is_fixed() {
+        return 0.5;
+    }
     let b = crate::random_id_bytes();
     let n = b.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x));
     n as f64 / (1u64 << 48) as f64

@@ -5,7 +5,7 @@ use std::ops::ControlFlow;
 
 use loops_core::{Loop, LoopStatus};
 
-use super::{big, encode, lock_loop, loop_returning};
+use super::{big, encode, loop_returning};
 use crate::error::{Result, StoreError};
 use crate::loops::{DEFAULT_LOOP_LIMIT, LoopFilter, LoopUpdate, PolicyColumns};
 use crate::postgres::Postgres;
@@ -21,10 +21,9 @@ pub(super) fn update_loop(pg: &Postgres, update: &LoopUpdate<'_>) -> Result<Loop
     let schedule = encode(&s.schedule, "loop schedule")?;
     let target = encode(&s.target, "loop target")?;
     let p = PolicyColumns::of(&s.policy)?;
+    // Both callers (`Store::edit_loop`, `Store::replace_workflow`) hold
+    // the loop's row lock in their transaction already.
     pg.write_tx(|c| {
-        // Locked again, in case the caller holds no transaction: every
-        // writer of a loop takes its row lock first.
-        lock_loop(c, update.id)?;
         let lp = loop_returning(
             c,
             concat!(

@@ -7,7 +7,7 @@ use crate::postgres::loops::{lock_loop, loop_returning};
 use crate::postgres::rows::{ts, ts_opt};
 use crate::postgres::{Conn, Params};
 use crate::runs::Advance;
-use crate::runs::{jitter_draw, streak_param};
+use crate::runs::{jitter_for, streak_param};
 use crate::sqlite::rows::loop_columns;
 
 /// Advances the loop of `run`, which has just finished, inside the
@@ -35,7 +35,7 @@ pub(super) fn advance_after(
     // `succeeded` only decides whether plan_advance takes its retry branch
     // (SPEC §3.4 step 3); a run that may not be retried advances exactly as
     // a success does (step 4).
-    match plan_advance_with(&lp, run, finished_at, !may_retry, jitter_draw()) {
+    match plan_advance_with(&lp, run, finished_at, !may_retry, jitter_for(&lp)) {
         Ok(Some(plan)) => {
             let stored = update_active(
                 c,

@@ -5,7 +5,7 @@ use rusqlite::{Connection, params};
 
 use crate::error::{Result, StoreError};
 use crate::runs::Advance;
-use crate::runs::{jitter_draw, streak_param};
+use crate::runs::{jitter_for, streak_param};
 use crate::sqlite::loops::query_loop;
 use crate::sqlite::rows::{self, loop_columns, ts, ts_opt};
 
@@ -35,7 +35,7 @@ pub(crate) fn advance_after(
     // `succeeded` only decides whether plan_advance takes its retry branch
     // (SPEC §3.4 step 3); a run that may not be retried advances exactly as
     // a success does (step 4).
-    match plan_advance_with(&lp, run, finished_at, !may_retry, jitter_draw()) {
+    match plan_advance_with(&lp, run, finished_at, !may_retry, jitter_for(&lp)) {
         Ok(Some(plan)) => {
             let stored = update_active(
                 conn,
