@@ -10,7 +10,7 @@
 mod target;
 
 use anyhow::{Result, bail};
-use loops_core::{Loop, NewLoop, Schedule, Target, WorkflowId};
+use loops_core::{Loop, NewLoop, Schedule, Target};
 use loops_store::{LoopEdited, loop_settings};
 use serde_json::Value;
 
@@ -44,7 +44,8 @@ pub(crate) fn edit(args: &EditArgs, out: &mut Printer) -> Result<Outcome> {
         Some(w) => Some(store.require_workflow(w)?.id),
         None => None,
     };
-    let edited = store.edit_loop(&lp.id, super::now(), |stored| apply(args, workflow, stored))?;
+    let outside = target::Outside::of(args, workflow)?;
+    let edited = store.edit_loop(&lp.id, super::now(), |stored| apply(args, &outside, stored))?;
     print_edited(&edited, out)?;
     if args.cwd.is_some()
         && let Some(dir) = super::create::target_cwd(&edited.after.target)
@@ -114,13 +115,13 @@ fn gives_anything(a: &EditArgs) -> bool {
 }
 
 /// The loop's new settings: the stored ones with the given flags applied.
-fn apply(args: &EditArgs, workflow: Option<WorkflowId>, stored: &Loop) -> Result<NewLoop> {
+fn apply(args: &EditArgs, outside: &target::Outside, stored: &Loop) -> Result<NewLoop> {
     let mut new = loop_settings(stored);
     if let Some(schedule) = schedule(args, &stored.schedule)? {
         new.schedule = schedule;
     }
     options(args, &mut new)?;
-    target::apply(args, workflow, stored, &mut new.target)?;
+    target::apply(args, outside, stored, &mut new.target)?;
     checked(new)
 }
 

@@ -16,13 +16,46 @@ const AGENT_FLAGS: &str = "--provider, --prompt, --prompt-file, --model, --agent
                            --timeout, --account, --account-tool";
 const WORKFLOW_FLAGS: &str = "--workflow, --timeout";
 
+/// What the target flags name outside the store, found before the loop is
+/// locked: a file or directory that blocks (a FIFO, a slow mount) must not
+/// hold the write lock the daemon's claims wait on.
+pub(super) struct Outside {
+    /// `--workflow`, resolved: by id whatever its status, else the active
+    /// workflow of that name, as create does.
+    pub(super) workflow: Option<WorkflowId>,
+    /// `--cwd`, absolute.
+    pub(super) cwd: Option<String>,
+    /// `--prompt-file`: its absolute path and its text now.
+    pub(super) prompt_file: Option<(String, String)>,
+}
+
+impl Outside {
+    /// Resolves what `args` name outside the store.
+    pub(super) fn of(args: &EditArgs, workflow: Option<WorkflowId>) -> Result<Outside> {
+        Ok(Outside {
+            workflow,
+            cwd: args
+                .cwd
+                .as_deref()
+                .map(|d| cwd::resolve(Some(d)))
+                .transpose()?,
+            prompt_file: args
+                .prompt_file
+                .as_deref()
+                .map(crate::commands::create::prompt_file::read)
+                .transpose()?,
+        })
+    }
+}
+
 /// Applies the target flags of `args` to `target`, the stored loop's.
 pub(super) fn apply(
     args: &EditArgs,
-    workflow: Option<WorkflowId>,
+    outside: &Outside,
     stored: &Loop,
     target: &mut Target,
 ) -> Result<()> {
+    let workflow = outside.workflow;
     let (kind, takes) = match target {
         Target::Command(_) => ("command", COMMAND_FLAGS),
         Target::Agent(_) => ("agent", AGENT_FLAGS),
@@ -42,11 +75,7 @@ pub(super) fn apply(
             stored.id,
         );
     }
-    let cwd = args
-        .cwd
-        .as_deref()
-        .map(|d| cwd::resolve(Some(d)))
-        .transpose()?;
+    let cwd = outside.cwd.clone();
     match target {
         Target::Command(t) => {
             if let Some(command) = &args.command {
@@ -82,12 +111,11 @@ pub(super) fn apply(
                 // A given prompt replaces a prompt file (issue 17).
                 t.prompt_file = None;
             }
-            if let Some(given) = &args.prompt_file {
+            if let Some((path, text)) = &outside.prompt_file {
                 // As `create agent --prompt-file`: the path absolute, the
                 // text now stored as the prompt an older loops would run.
-                let (path, text) = crate::commands::create::prompt_file::read(given)?;
-                t.prompt = text;
-                t.prompt_file = Some(path);
+                t.prompt = text.clone();
+                t.prompt_file = Some(path.clone());
             }
             if let Some(model) = &args.model {
                 t.model = (!model.is_empty()).then(|| model.clone());
