@@ -250,3 +250,35 @@ fn a_skip_exit_code_records_a_skipped_run() {
     .stderr_has("--skip-exit-code must be an exit code from 1 to 255")
     .run();
 }
+
+#[test]
+fn a_count_starts_when_its_policy_is_set() {
+    // Runs before `--expires-after-runs` (or `--pause-after-failures`) was
+    // set do not count toward it.
+    let env = TestEnv::new();
+    let id = env.create_command("later", "true", &["--every", "1h"]);
+    tick_due(&env, &id);
+    tick_due(&env, &id);
+    env.loops(["edit", &id, "--expires-after-runs", "2"]).run();
+    assert_eq!(show(&env, &id)["consecutiveSuccesses"], 0);
+    tick_due(&env, &id);
+    let lp = show(&env, &id);
+    assert_eq!(
+        (lp["status"].as_str(), lp["consecutiveSuccesses"].as_i64()),
+        (Some("active"), Some(1)),
+        "{lp}"
+    );
+    env.loops(["edit", &id, "--cmd", "exit 1"]).run();
+    tick_due(&env, &id);
+    tick_due(&env, &id);
+    env.loops(["edit", &id, "--pause-after-failures", "3"])
+        .run();
+    assert_eq!(show(&env, &id)["consecutiveFailures"], 0);
+    tick_due(&env, &id);
+    let lp = show(&env, &id);
+    assert_eq!(
+        (lp["status"].as_str(), lp["consecutiveFailures"].as_i64()),
+        (Some("active"), Some(1)),
+        "{lp}"
+    );
+}

@@ -42,10 +42,12 @@ pub(crate) fn advance_after(
                 concat!(
                     "UPDATE loops SET status = ?2, next_run_at = ?3, retry_scheduled_for = ?4,
                        updated_at = ?5,
-                       consecutive_successes = CASE ?6 WHEN 'success' THEN consecutive_successes + 1
-                         WHEN 'failure' THEN 0 ELSE consecutive_successes END,
-                       consecutive_failures = CASE ?6 WHEN 'failure' THEN consecutive_failures + 1
-                         WHEN 'success' THEN 0 ELSE consecutive_failures END,
+                       consecutive_successes = CASE WHEN expires_after_runs IS NULL THEN 0
+                         ELSE CASE ?6 WHEN 'success' THEN consecutive_successes + 1
+                         WHEN 'failure' THEN 0 ELSE consecutive_successes END END,
+                       consecutive_failures = CASE WHEN pause_after_failures IS NULL THEN 0
+                         ELSE CASE ?6 WHEN 'failure' THEN consecutive_failures + 1
+                         WHEN 'success' THEN 0 ELSE consecutive_failures END END,
                        paused_reason = COALESCE(?7, paused_reason)
                      WHERE id = ?1 AND status = 'active' RETURNING ",
                     loop_columns!()
