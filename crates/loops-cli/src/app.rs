@@ -1,6 +1,7 @@
 //! Dispatch: one parsed command line to the function that carries it out.
 
 use anyhow::Result;
+use clap::Parser;
 
 use crate::args::{Cli, Command, Create};
 use crate::commands::{
@@ -16,12 +17,28 @@ pub(crate) fn run(cli: Cli) -> Result<Outcome> {
     crate::paths::set_database_url(cli.database_url);
     crate::brief::set_verbose(cli.verbose);
     crate::render::set_quiet(cli.quiet);
+    if let Command::Mcp(args) = &cli.command {
+        // The protocol owns stdout: no printer may lock it.
+        return crate::mcp::run(args);
+    }
     let mut out = Printer::stdout(cli.json);
-    let wakes_daemon = changes_loops(&cli.command);
-    let outcome = dispatch(cli.command, &mut out);
+    let outcome = execute(cli.command, &mut out);
     if outcome.is_ok() {
         crate::render::print_warnings();
     }
+    // Whatever the command printed reaches stdout even when it failed; a
+    // failed flush (a full disk, a closed pipe) is the command's error too.
+    let flushed = out.flush();
+    let outcome = outcome?;
+    flushed?;
+    Ok(outcome)
+}
+
+/// Runs a command, then wakes the daemon when it changed what the daemon
+/// schedules.
+fn execute(command: Command, out: &mut Printer) -> Result<Outcome> {
+    let wakes_daemon = changes_loops(&command);
+    let outcome = dispatch(command, out);
     // SPEC §9 item 6: the daemon sleeps until its next deadline, so a change
     // to the loops wakes it at once. Best effort: no daemon, no effect.
     if wakes_daemon
@@ -30,12 +47,50 @@ pub(crate) fn run(cli: Cli) -> Result<Outcome> {
     {
         loops_scheduler::notify_daemon(&dir);
     }
-    // Whatever the command printed reaches stdout even when it failed; a
-    // failed flush (a full disk, a closed pipe) is the command's error too.
-    let flushed = out.flush();
-    let outcome = outcome?;
-    flushed?;
-    Ok(outcome)
+    outcome
+}
+
+/// What a command printed, for `loops mcp`.
+#[derive(Debug)]
+pub(crate) struct Captured {
+    /// Its stdout: the `--json` document.
+    pub(crate) text: String,
+    /// Its error, as the command line prints it after `error: `.
+    pub(crate) error: Option<String>,
+    /// The warnings it queued, when it succeeded.
+    pub(crate) warnings: Vec<String>,
+}
+
+/// Runs `command` with a printer that keeps its output, on this thread.
+pub(crate) fn capture(command: impl FnOnce(&mut Printer) -> Result<Outcome>) -> Captured {
+    let mut out = Printer::memory(true);
+    // A command that failed may have queued warnings; they go with it.
+    let outcome = command(&mut out);
+    let warnings = crate::render::take_warnings();
+    let (text, error) = match (outcome, out.text()) {
+        (Ok(_), Ok(text)) => (text, None),
+        (Err(err), text) => (text.unwrap_or_default(), Some(crate::exit::message(&err))),
+        (Ok(_), Err(err)) => (String::new(), Some(err.to_string())),
+    };
+    Captured {
+        text,
+        warnings: if error.is_none() {
+            warnings
+        } else {
+            Vec::new()
+        },
+        error,
+    }
+}
+
+/// Parses a command line (`loops --json …`) and runs it as [`capture`]
+/// does. The process-wide settings (`--database-url`, `-v`, `-q`) stay
+/// those `loops mcp` was started with.
+pub(crate) fn run_captured(argv: Vec<String>) -> Captured {
+    match Cli::try_parse_from(argv) {
+        Ok(cli) => capture(|out| execute(cli.command, out)),
+        Err(err) => capture(|_| Err(err.into())),
+    }
 }
 
 fn dispatch(command: Command, out: &mut Printer) -> Result<Outcome> {
@@ -65,6 +120,8 @@ fn dispatch(command: Command, out: &mut Printer) -> Result<Outcome> {
         Command::Import(args) => transfer::import(&args, out),
         Command::Completions(args) => docs::completions(&args, out),
         Command::Man(args) => docs::man(&args, out),
+        // `run` serves it before any printer locks stdout.
+        Command::Mcp(_) => anyhow::bail!("loops mcp runs only as a command of its own"),
     }
 }
 

@@ -136,7 +136,15 @@ pub(crate) enum Command {
     /// Write the man pages (loops.1 and one per subcommand) into a directory.
     #[command(after_help = crate::help::MAN)]
     Man(ManArgs),
+    /// Serve the Model Context Protocol on stdin and stdout, for coding agents.
+    #[command(after_help = crate::help::MCP)]
+    Mcp(McpArgs),
 }
+
+// `loops mcp`: the server has no options of its own; the environment
+// decides what it allows (see the help's text after the options).
+#[derive(Debug, Args)]
+pub(crate) struct McpArgs {}
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Create {

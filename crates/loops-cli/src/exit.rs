@@ -49,14 +49,27 @@ pub(crate) fn code(result: anyhow::Result<Outcome>) -> ExitCode {
         // `loops runs | head -1`: the reader left, which is not an error.
         return ExitCode::SUCCESS;
     }
-    let mut stderr = std::io::stderr().lock();
+    // Nothing useful is left to do if stderr is gone too.
+    let _ = writeln!(std::io::stderr().lock(), "error: {}", message(&err));
+    ExitCode::FAILURE
+}
+
+/// What the command line prints of an error after `error: `: the message,
+/// then a `hint:` line when the message alone does not say what to do.
+/// `loops mcp` returns the same text as a tool's error.
+pub(crate) fn message(err: &anyhow::Error) -> String {
+    if let Some(usage) = err.downcast_ref::<clap::Error>() {
+        // The first line, without clap's `error: ` and its usage block.
+        let rendered = usage.render().to_string();
+        let first = rendered.lines().next().unwrap_or_default();
+        return first.strip_prefix("error: ").unwrap_or(first).to_owned();
+    }
     // An error may quote stored data (a loop's name, a cwd): its control
     // characters are shown escaped, never sent to the terminal raw.
     let text = format!("{err:#}");
     let shown =
         crate::render::escape_controls(&crate::brief::error(&text), &['\n', '\t']).into_owned();
-    // Nothing useful is left to do if stderr is gone too.
-    if let Some(db) = damaged_database(&err) {
+    if let Some(db) = damaged_database(err) {
         // SQLite checks pages as it reads them, so damage can surface in
         // any command, long after the file was opened: name the file.
         // The same steps as `doctor`'s, naming the newest backup if any;
@@ -65,19 +78,16 @@ pub(crate) fn code(result: anyhow::Result<Outcome>) -> ExitCode {
         let db = db.display().to_string();
         let db = crate::render::escape_controls(&db, &[]);
         let recovery = crate::render::escape_controls(&recovery, &[]);
-        let _ = writeln!(stderr, "error: {shown} (the database file {db} is damaged)");
-        let _ = writeln!(
-            stderr,
-            "hint: stop every loops process (loops daemon stop), {recovery}; or move it (with \
-             its -wal and -shm files) aside to start afresh"
+        return format!(
+            "{shown} (the database file {db} is damaged)\nhint: stop every loops process (loops \
+             daemon stop), {recovery}; or move it (with its -wal and -shm files) aside to start \
+             afresh"
         );
-        return ExitCode::FAILURE;
     }
-    let _ = writeln!(stderr, "error: {shown}");
-    if let Some(hint) = hint(&err) {
-        let _ = writeln!(stderr, "hint: {hint}");
+    match hint(err) {
+        Some(hint) => format!("{shown}\nhint: {hint}"),
+        None => shown,
     }
-    ExitCode::FAILURE
 }
 
 /// The database file, when the error is a query finding it damaged.

@@ -136,6 +136,22 @@ pub(crate) const COMPLETIONS: &str = "Examples:
 pub(crate) const MAN: &str = "Examples:
   loops man --dir ~/.local/share/man/man1 && man loops-create-command";
 
+/// `mcp`.
+pub(crate) const MCP: &str = "Read tools: loops_list, loops_show, loops_runs, loops_doctor, loops_daemon_status,
+loops_workflows_list, loops_workflow_read, loops_workflow_run_inspect, loops_workflow_validate.
+Mutations, refused unless the server's environment has LOOPS_MCP_ALLOW_MUTATIONS=true:
+loops_create_command, loops_create_workflow, loops_pause, loops_resume, loops_stop,
+loops_run_now, loops_labels_update; the same goes for showOutput, and for preflight and
+promptFile in loops_workflow_validate. Each tool returns what its command's --json prints.
+The server runs until the client closes its stdin, or SIGINT/SIGTERM; a run it started
+is then cancelled and recorded so.
+
+Examples:
+  loops mcp                                              # what a coding agent starts
+  claude mcp add loops -- loops mcp                      # register it, read-only
+  claude mcp add loops -e LOOPS_MCP_ALLOW_MUTATIONS=true -- loops mcp
+  {\"mcpServers\": {\"loops\": {\"command\": \"loops\", \"args\": [\"mcp\"]}}}   # JSON config";
+
 /// `workflows`.
 pub(crate) const WORKFLOWS: &str = "Examples:
   loops workflows validate release.json --preflight

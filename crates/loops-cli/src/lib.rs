@@ -20,6 +20,7 @@ mod help;
 mod hint;
 mod hook_args;
 mod human;
+mod mcp;
 mod paths;
 mod policy_args;
 mod pretty;

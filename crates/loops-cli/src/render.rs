@@ -54,10 +54,12 @@ pub(crate) fn quiet() -> bool {
     QUIET.load(Ordering::Relaxed)
 }
 
-/// Stdout, or nowhere under `--quiet`.
+/// Stdout, nowhere under `--quiet`, or memory (`loops mcp`, whose stdout
+/// is the protocol's).
 enum Sink {
     Stdout(StdoutLock<'static>),
     Nowhere,
+    Memory(Vec<u8>),
 }
 
 impl Write for Sink {
@@ -65,13 +67,14 @@ impl Write for Sink {
         match self {
             Sink::Stdout(out) => out.write(buf),
             Sink::Nowhere => Ok(buf.len()),
+            Sink::Memory(out) => out.write(buf),
         }
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
         match self {
             Sink::Stdout(out) => out.flush(),
-            Sink::Nowhere => Ok(()),
+            Sink::Nowhere | Sink::Memory(_) => Ok(()),
         }
     }
 }
@@ -103,6 +106,27 @@ impl Printer {
             out: BufWriter::with_capacity(BUFFER, sink),
             json,
             color,
+        }
+    }
+
+    /// A printer that keeps what a command prints, for [`Printer::text`]:
+    /// the MCP server's tools print exactly what the command line prints,
+    /// without colour, whatever `--quiet` says.
+    pub(crate) fn memory(json: bool) -> Printer {
+        Printer {
+            out: BufWriter::with_capacity(BUFFER, Sink::Memory(Vec::new())),
+            json,
+            color: false,
+        }
+    }
+
+    /// What a [`Printer::memory`] printer kept (lossy for invalid UTF-8,
+    /// which only run output can hold and which JSON has escaped).
+    pub(crate) fn text(self) -> std::io::Result<String> {
+        match self.out.into_inner().map_err(|e| e.into_error())? {
+            Sink::Memory(bytes) => Ok(String::from_utf8(bytes)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())),
+            Sink::Stdout(_) | Sink::Nowhere => Ok(String::new()),
         }
     }
 
@@ -183,27 +207,30 @@ pub(crate) fn note(label: &str, text: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{label}: {text}");
 }
 
-/// Warnings about input ([`warn`]) wait here until the command has
-/// succeeded: a command that then fails says only its error, not also
-/// what it would have done with a value it never used.
-static WARNINGS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+thread_local! {
+    /// Warnings about input ([`warn`]) wait here until the command has
+    /// succeeded: a command that then fails says only its error, not also
+    /// what it would have done with a value it never used. One queue per
+    /// thread: a command runs on one thread, and `loops mcp` runs several
+    /// commands at once, each on its own.
+    static WARNINGS: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 /// Queues `warning: <text>` for stderr: something accepted that is probably
 /// not what was meant. [`print_warnings`] prints it once the command has
 /// succeeded.
 pub(crate) fn warn(text: &str) {
-    if let Ok(mut queued) = WARNINGS.lock() {
-        queued.push(text.to_owned());
-    }
+    WARNINGS.with(|queued| queued.borrow_mut().push(text.to_owned()));
+}
+
+/// Takes the queued warnings of this thread's command.
+pub(crate) fn take_warnings() -> Vec<String> {
+    WARNINGS.with(|queued| std::mem::take(&mut *queued.borrow_mut()))
 }
 
 /// Prints the queued warnings (nothing under `--quiet`).
 pub(crate) fn print_warnings() {
-    let queued = WARNINGS
-        .lock()
-        .map(|mut q| std::mem::take(&mut *q))
-        .unwrap_or_default();
-    for text in queued {
+    for text in take_warnings() {
         note("warning", &text);
     }
 }

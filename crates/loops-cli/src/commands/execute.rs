@@ -16,7 +16,7 @@ use std::sync::mpsc;
 
 use anyhow::{Context, Result};
 use loops_core::{Loop, LoopRun, RunId, RunStatus};
-use loops_exec::{SignalCancel, SystemClock};
+use loops_exec::{CancelToken, SignalCancel, SystemClock};
 use loops_scheduler::{ProcessExecutor, TickOptions, TickResult};
 
 use crate::args::{RunNowArgs, TickArgs};
@@ -27,8 +27,50 @@ use crate::redact::{self, Output};
 use crate::render::{self, Printer};
 use crate::resolve;
 
-fn install_signals() -> Result<SignalCancel> {
-    SignalCancel::install().context("installing the SIGINT/SIGTERM handlers")
+thread_local! {
+    /// The stop token of the `loops mcp` tool call running on this thread
+    /// ([`with_stop`]).
+    static CALL_STOP: std::cell::RefCell<Option<CancelToken>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with `stop` as the stop token of the runs it starts, in place
+/// of SIGINT/SIGTERM handlers of their own: `loops mcp` runs `run-now` in
+/// a long-lived process whose signals are the server's, and stops the run
+/// when its client cancels the call or the server stops.
+pub(crate) fn with_stop<R>(stop: CancelToken, f: impl FnOnce() -> R) -> R {
+    let previous = CALL_STOP.with(|slot| slot.replace(Some(stop)));
+    let result = f();
+    CALL_STOP.with(|slot| *slot.borrow_mut() = previous);
+    result
+}
+
+/// What stops a runner's runs: SIGINT and SIGTERM, through handlers it
+/// installs, or the token of the MCP call it runs for.
+struct Stop {
+    /// The handlers, kept until the runner ends; `None` inside an MCP call.
+    _signals: Option<SignalCancel>,
+    token: CancelToken,
+}
+
+impl Stop {
+    fn token(&self) -> &CancelToken {
+        &self.token
+    }
+}
+
+fn install_signals() -> Result<Stop> {
+    if let Some(token) = CALL_STOP.with(|slot| slot.borrow().clone()) {
+        return Ok(Stop {
+            _signals: None,
+            token,
+        });
+    }
+    let signals = SignalCancel::install().context("installing the SIGINT/SIGTERM handlers")?;
+    Ok(Stop {
+        token: signals.token().clone(),
+        _signals: Some(signals),
+    })
 }
 
 /// A hook's failure, or a run's log that could not be kept, on stderr: the

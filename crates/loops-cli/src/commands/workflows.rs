@@ -25,6 +25,8 @@ use crate::exit::Outcome;
 use crate::render::{self, Printer};
 use crate::workflow_args::Workflows;
 
+pub(crate) use specs::validate_text;
+
 /// Runs one `workflows` subcommand.
 pub(crate) fn run(cmd: Workflows, out: &mut Printer) -> Result<Outcome> {
     match cmd {

@@ -8,13 +8,16 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-/// Resolves every agent step's `promptFile` in `workflow`, the raw JSON of
-/// the workflow file at `file`, before core validates it.
-pub(super) fn resolve(workflow: &mut Value, file: &str) -> Result<()> {
+/// Resolves every agent step's `promptFile` in `workflow`, a workflow's raw
+/// JSON, before core validates it. `dir` gives the directory the paths are
+/// relative to (the workflow file's), or why no file may be read; it is
+/// asked only when a step has a `promptFile`.
+pub(super) fn resolve(workflow: &mut Value, dir: impl FnOnce() -> Result<PathBuf>) -> Result<()> {
     let Some(steps) = workflow.get_mut("steps").and_then(Value::as_array_mut) else {
         return Ok(());
     };
-    let dir = directory_of(file)?;
+    let mut dir = Some(dir);
+    let mut base: Option<PathBuf> = None;
     for (i, step) in steps.iter_mut().enumerate() {
         let Some(target) = step.get_mut("target").and_then(Value::as_object_mut) else {
             continue;
@@ -25,7 +28,14 @@ pub(super) fn resolve(workflow: &mut Value, file: &str) -> Result<()> {
         let label = format!("steps[{i}].target");
         let path = match target.get("promptFile") {
             None => continue,
-            Some(Value::String(path)) if !path.is_empty() => dir.join(path),
+            Some(Value::String(path)) if !path.is_empty() => {
+                if base.is_none()
+                    && let Some(dir) = dir.take()
+                {
+                    base = Some(dir()?);
+                }
+                base.as_deref().unwrap_or(Path::new("")).join(path)
+            }
             Some(_) => bail!("{label}.promptFile must be a non-empty string, the prompt's path"),
         };
         if target.contains_key("prompt") {
@@ -52,7 +62,7 @@ pub(super) fn resolve(workflow: &mut Value, file: &str) -> Result<()> {
 }
 
 /// The absolute directory of the workflow file `file`.
-fn directory_of(file: &str) -> Result<PathBuf> {
+pub(super) fn directory_of(file: &str) -> Result<PathBuf> {
     let dir = Path::new(file).parent().unwrap_or(Path::new(""));
     if dir.is_absolute() {
         return Ok(dir.to_path_buf());

@@ -37,17 +37,34 @@ const PREVIEW_ID: &str = "validation";
 fn read_workflow(args: &FileArgs) -> Result<(NewWorkflow, Vec<String>)> {
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("reading workflow file {}", args.file))?;
-    let mut value = loops_core::read_workflow_text(&text).map_err(|e| {
+    parse_workflow(
+        &text,
+        &format!("workflow file {}", args.file),
+        args.name.as_deref(),
+        || super::prompt_files::directory_of(&args.file),
+    )
+}
+
+/// [`read_workflow`] of a workflow's text: `what` names it in errors,
+/// `prompt_dir` gives the directory its `promptFile` paths are relative
+/// to, or why none may be read.
+fn parse_workflow(
+    text: &str,
+    what: &str,
+    name: Option<&str>,
+    prompt_dir: impl FnOnce() -> Result<std::path::PathBuf>,
+) -> Result<(NewWorkflow, Vec<String>)> {
+    let mut value = loops_core::read_workflow_text(text).map_err(|e| {
         let context = if e.is_duplicate_key() {
-            format!("workflow file {}", args.file)
+            what.to_owned()
         } else {
-            format!("workflow file {} is not valid JSON", args.file)
+            format!("{what} is not valid JSON")
         };
         anyhow::Error::new(e).context(context)
     })?;
-    super::prompt_files::resolve(&mut value, &args.file)?;
+    super::prompt_files::resolve(&mut value, prompt_dir)?;
     let warnings = loops_core::workflow_warnings(&value);
-    match loops_core::workflow_from_json(&value, args.name.as_deref()) {
+    match loops_core::workflow_from_json(&value, name) {
         Ok(new) => Ok((new, warnings)),
         Err(e) if warnings.is_empty() => Err(e.into()),
         // The error stays the first line; the warnings follow it.
@@ -58,10 +75,10 @@ fn read_workflow(args: &FileArgs) -> Result<(NewWorkflow, Vec<String>)> {
     }
 }
 
-/// Prints a workflow file's warnings on stderr.
+/// Queues a workflow file's warnings for stderr ([`render::warn`]).
 fn warn(warnings: &[String]) {
     for warning in warnings {
-        render::note("warning", warning);
+        render::warn(warning);
     }
 }
 
@@ -84,10 +101,35 @@ fn preview(new: &NewWorkflow, now: Timestamp) -> WorkflowSpec {
 /// `workflows validate <file> [--name] [--preflight]`.
 pub(super) fn validate(args: &ValidateArgs, out: &mut Printer) -> Result<Outcome> {
     let (new, warnings) = read_workflow(&args.file)?;
-    let spec = preview(&new, now());
-    let preflight = if args.preflight {
+    report_validation(&new, &warnings, args.preflight, out)
+}
+
+/// `workflows validate` of a workflow's JSON text rather than a file
+/// (`loops mcp`'s `loops_workflow_validate`): `prompt_dir` as in
+/// [`parse_workflow`].
+pub(crate) fn validate_text(
+    text: &str,
+    name: Option<&str>,
+    preflight: bool,
+    prompt_dir: impl FnOnce() -> Result<std::path::PathBuf>,
+    out: &mut Printer,
+) -> Result<Outcome> {
+    let (new, warnings) = parse_workflow(text, "workflow", name, prompt_dir)?;
+    report_validation(&new, &warnings, preflight, out)
+}
+
+/// What `validate` prints of a valid workflow, after its preflight when
+/// asked.
+fn report_validation(
+    new: &NewWorkflow,
+    warnings: &[String],
+    preflight: bool,
+    out: &mut Printer,
+) -> Result<Outcome> {
+    let spec = preview(new, now());
+    let preflight = if preflight {
         Some(loops_workflow::preflight_new_workflow(
-            &new,
+            new,
             &ExecOptions::default(),
         )?)
     } else {
@@ -101,7 +143,7 @@ pub(super) fn validate(args: &ValidateArgs, out: &mut Printer) -> Result<Outcome
             report["preflight"] = serde_json::to_value(preflight)?;
         }
         out.json(&report)?;
-        warn(&warnings);
+        warn(warnings);
         return Ok(Outcome::Success);
     }
     out.line(&format!(
@@ -112,7 +154,7 @@ pub(super) fn validate(args: &ValidateArgs, out: &mut Printer) -> Result<Outcome
     if let Some(preflight) = &preflight {
         print_preflight(&spec, preflight, out)?;
     }
-    warn(&warnings);
+    warn(warnings);
     Ok(Outcome::Success)
 }
 

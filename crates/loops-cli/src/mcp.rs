@@ -1,0 +1,113 @@
+//! `loops mcp` (issue 18): the Model Context Protocol server, over stdio,
+//! on the official SDK (rmcp).
+//!
+//! Every tool is a CLI command: its arguments become that command's flags
+//! (`tools`), the command runs through the same code as on the command
+//! line with a printer that keeps its output (`app::capture`), and the
+//! result is what `--json` prints. So the store, the rules, the redaction
+//! and the error messages are the command line's, with no second copy.
+//!
+//! The server reads nothing but its tool calls: mutations, output that may
+//! hold secrets (`showOutput`), a workflow's `promptFile` and preflight
+//! (which runs local programs) are refused unless the server process has
+//! `LOOPS_MCP_ALLOW_MUTATIONS=true`.
+//!
+//! The async runtime (tokio, current-thread) is built only here, so the
+//! other commands start as before; each tool call runs its command on a
+//! blocking thread of its own (`server`).
+
+mod params;
+mod server;
+mod tools;
+
+use std::io::IsTerminal;
+
+use anyhow::{Context, Result};
+
+use crate::args::McpArgs;
+use crate::exit::Outcome;
+
+/// The variable that allows mutations.
+pub(crate) const ALLOW_MUTATIONS: &str = "LOOPS_MCP_ALLOW_MUTATIONS";
+
+/// Whether the server may change loops, show run output, read prompt
+/// files and run preflight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Read tools only (the default).
+    ReadOnly,
+    /// `LOOPS_MCP_ALLOW_MUTATIONS=true`.
+    Mutations,
+}
+
+impl Access {
+    /// Reads [`ALLOW_MUTATIONS`]: `true`, `1`, `yes` or `on` (any case)
+    /// allow mutations, as in later OpenLoops; unset, empty, `false`, `0`,
+    /// `no` and `off` do not. Any other value does not either, and comes
+    /// back as a warning, since it was probably meant to.
+    fn from_env() -> (Access, Option<String>) {
+        let Some(value) = std::env::var_os(ALLOW_MUTATIONS) else {
+            return (Access::ReadOnly, None);
+        };
+        let value = value.to_string_lossy();
+        match value.trim().to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" | "on" => (Access::Mutations, None),
+            "" | "false" | "0" | "no" | "off" => (Access::ReadOnly, None),
+            _ => (
+                Access::ReadOnly,
+                Some(format!(
+                    "{ALLOW_MUTATIONS}={value:?} is not true, 1, yes or on; mutations stay refused"
+                )),
+            ),
+        }
+    }
+}
+
+/// `loops mcp`: serves until the client closes stdin, or SIGINT/SIGTERM.
+pub(crate) fn run(_args: &McpArgs) -> Result<Outcome> {
+    let (access, warning) = Access::from_env();
+    if let Some(warning) = warning {
+        crate::render::note("warning", &warning);
+    }
+    if std::io::stdin().is_terminal() {
+        crate::render::note(
+            "note",
+            "loops mcp speaks the Model Context Protocol on stdin and stdout, for a coding \
+             agent to start; register it with e.g. `claude mcp add loops -- loops mcp`",
+        );
+    }
+    // Opening the store first reports a bad data directory or database URL
+    // at once, not as the first tool's error.
+    drop(crate::paths::open_store()?);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the MCP server's runtime")?;
+    runtime.block_on(server::serve(access))?;
+    // Dropping the runtime waits for the tool calls still running on its
+    // blocking threads; the session's end has cancelled their runs.
+    drop(runtime);
+    Ok(Outcome::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_has_a_schema_and_its_gate_in_its_description() {
+        for tool in tools::TOOLS {
+            let listed = tools::listed(tool);
+            assert_eq!(listed.input_schema.get("type"), Some(&"object".into()));
+            let description = listed.description.unwrap_or_default();
+            assert!(description.len() <= 300, "{}: {description}", tool.name);
+            assert_eq!(
+                description.contains(ALLOW_MUTATIONS),
+                tool.mutation || tool.name == "loops_workflow_validate",
+                "{}: {description}",
+                tool.name
+            );
+            assert!(tool.name.starts_with("loops_"), "{}", tool.name);
+        }
+    }
+}

@@ -1,0 +1,343 @@
+//! The arguments of the MCP tools: one type per tool, whose schemars schema
+//! is the tool's input schema and whose serde reads its arguments.
+//!
+//! Field names are the CLI flags in camelCase (`--retry-delay` is
+//! `retryDelay`, `--cmd` is `cmd`), and values stay what the flag takes:
+//! the command line checks them, so a bad value gets the CLI's message.
+//! Counts and durations are read as a JSON number or a string, so
+//! `"limit": "5"` and `"every": 300000` mean what they say.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Deserializer};
+
+/// A number or a string, kept as the text a flag takes.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum NumberOrText {
+    Number(serde_json::Number),
+    Text(String),
+}
+
+impl NumberOrText {
+    fn text(self) -> String {
+        match self {
+            NumberOrText::Number(n) => n.to_string(),
+            NumberOrText::Text(t) => t,
+        }
+    }
+}
+
+/// A count (`--limit`, `--attempts`): a positive integer, checked by the
+/// command line.
+#[derive(Debug, Clone)]
+pub(crate) struct Count(pub(crate) String);
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Count, D::Error> {
+        NumberOrText::deserialize(d).map(|v| Count(v.text()))
+    }
+}
+
+impl JsonSchema for Count {
+    fn schema_name() -> Cow<'static, str> {
+        "Count".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({ "type": "integer", "minimum": 1 })
+    }
+}
+
+/// A duration: `"500ms"`, `"30s"`, `"5m"`, `"1h30m"`, `"1d"`, or a number
+/// of milliseconds.
+#[derive(Debug, Clone)]
+pub(crate) struct Duration(pub(crate) String);
+
+impl<'de> Deserialize<'de> for Duration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        NumberOrText::deserialize(d).map(|v| Duration(v.text()))
+    }
+}
+
+impl JsonSchema for Duration {
+    fn schema_name() -> Cow<'static, str> {
+        "Duration".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": ["string", "integer"],
+            "description": "A duration: 500ms, 30s, 5m, 1h30m, 1d, or a number of milliseconds."
+        })
+    }
+}
+
+/// One label or several (all of them must match, or all are given).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Labels(pub(crate) Vec<String>);
+
+impl<'de> Deserialize<'de> for Labels {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Labels, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum OneOrMany {
+            One(String),
+            Many(Vec<String>),
+        }
+        Ok(Labels(match OneOrMany::deserialize(d)? {
+            OneOrMany::One(label) => vec![label],
+            OneOrMany::Many(labels) => labels,
+        }))
+    }
+}
+
+impl JsonSchema for Labels {
+    fn schema_name() -> Cow<'static, str> {
+        "Labels".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "array",
+            "items": { "type": "string" },
+            "description": "Labels of up to 64 characters of A-Z a-z 0-9 . _ : = / -; a single string is one label."
+        })
+    }
+}
+
+/// A loop, by id or name.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct LoopParams {
+    /// Loop id, or name (refused when several loops share it).
+    #[serde(rename = "loop")]
+    pub(crate) target: String,
+}
+
+/// `loops_list`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ListParams {
+    /// Only loops with this status.
+    #[schemars(extend("enum" = ["active", "paused", "stopped", "expired"]))]
+    pub(crate) status: Option<String>,
+    /// Only loops with every one of these labels.
+    #[serde(default)]
+    pub(crate) label: Labels,
+    /// At most this many loops [default: all].
+    pub(crate) limit: Option<Count>,
+}
+
+/// `loops_runs`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RunsParams {
+    /// Only runs of this loop: id or name [default: every loop].
+    #[serde(rename = "loop")]
+    pub(crate) target: Option<String>,
+    /// Only runs with this status.
+    #[schemars(extend("enum" = ["running", "succeeded", "failed", "timed_out", "abandoned", "skipped"]))]
+    pub(crate) status: Option<String>,
+    /// At most this many runs, newest first [default: 50].
+    pub(crate) limit: Option<Count>,
+    /// Only runs of loops with every one of these labels.
+    #[serde(default)]
+    pub(crate) label: Labels,
+    /// Include the runs' stdout and stderr instead of their lengths (needs
+    /// LOOPS_MCP_ALLOW_MUTATIONS=true: output may hold secrets).
+    #[serde(default)]
+    pub(crate) show_output: bool,
+}
+
+/// A tool without arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub(crate) struct NoParams {}
+
+/// `loops_workflows_list`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct WorkflowsListParams {
+    /// Only workflows with this status [default: active].
+    #[schemars(extend("enum" = ["active", "archived"]))]
+    pub(crate) status: Option<String>,
+    /// At most this many workflows [default: all].
+    pub(crate) limit: Option<Count>,
+}
+
+/// `loops_workflow_read`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct WorkflowParams {
+    /// Workflow id (any status), or the name of an active workflow.
+    pub(crate) workflow: String,
+}
+
+/// `loops_workflow_run_inspect`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RunInspectParams {
+    /// Workflow run id (from loops_runs or a workflow's runs).
+    pub(crate) run_id: String,
+    /// Include the steps' stdout and stderr instead of their lengths (needs
+    /// LOOPS_MCP_ALLOW_MUTATIONS=true).
+    #[serde(default)]
+    pub(crate) show_output: bool,
+}
+
+/// `loops_workflow_validate`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ValidateParams {
+    /// The workflow: a JSON object (name, description, maxParallel, steps),
+    /// or that object as JSON text.
+    pub(crate) workflow: serde_json::Value,
+    /// Use this name instead of the workflow's `name`.
+    pub(crate) name: Option<String>,
+    /// Also check that each step could start: its directory, its program on
+    /// PATH, its account (runs local programs, so it needs
+    /// LOOPS_MCP_ALLOW_MUTATIONS=true).
+    #[serde(default)]
+    pub(crate) preflight: bool,
+}
+
+/// The options every create tool shares (`loops create … --help`).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct LoopOptions {
+    /// Name of the new loop.
+    pub(crate) name: String,
+    /// Run once, at this time: ISO-8601, `+10m`, `in 1h`, `tomorrow 09:00`.
+    /// Give exactly one of at, every, cron and dynamic.
+    pub(crate) at: Option<String>,
+    /// Run every this long, on a fixed-rate grid.
+    pub(crate) every: Option<Duration>,
+    /// Run on this 5-field cron expression, e.g. "0 9 * * 1-5".
+    pub(crate) cron: Option<String>,
+    /// Run again one minute after each run finishes.
+    #[serde(default)]
+    pub(crate) dynamic: bool,
+    /// The IANA time zone of cron, e.g. Europe/Berlin [default: the host's].
+    pub(crate) tz: Option<String>,
+    /// Missed slots: none, latest or all [default: latest].
+    #[schemars(extend("enum" = ["none", "latest", "all"]))]
+    pub(crate) catch_up: Option<String>,
+    /// Most missed slots one tick runs under catchUp all [default: 50].
+    pub(crate) catch_up_limit: Option<Count>,
+    /// A slot due while a run is active: skip or allow [default: skip].
+    #[schemars(extend("enum" = ["skip", "allow"]))]
+    pub(crate) overlap: Option<String>,
+    /// Attempts per slot [default: 1].
+    pub(crate) attempts: Option<Count>,
+    /// Delay before a retry [default: 1m].
+    pub(crate) retry_delay: Option<Duration>,
+    /// How long a runner owns a run without a heartbeat [default: 30m].
+    pub(crate) lease: Option<Duration>,
+    /// Stop scheduling the loop at this time (as `at`) [default: never].
+    pub(crate) expires_at: Option<String>,
+    /// Free-text description.
+    pub(crate) description: Option<String>,
+    /// Labels of the loop.
+    #[serde(default)]
+    pub(crate) label: Labels,
+    /// Expire the loop after this many successful runs in a row.
+    pub(crate) expires_after_runs: Option<Count>,
+    /// Pause the loop after this many failed runs in a row.
+    pub(crate) pause_after_failures: Option<Count>,
+    /// Retry delays: fixed or exponential [default: fixed].
+    #[schemars(extend("enum" = ["fixed", "exponential"]))]
+    pub(crate) backoff: Option<String>,
+    /// Longest retry delay under exponential backoff [default: 6h].
+    pub(crate) max_retry_delay: Option<Duration>,
+    /// Exit codes (1-255) recorded as skipped, not failed.
+    #[serde(default)]
+    pub(crate) skip_exit_code: Vec<Count>,
+    /// A shell command run after each run that finally failed.
+    pub(crate) on_failure: Option<String>,
+    /// A shell command run after each successful run.
+    pub(crate) on_success: Option<String>,
+    /// Give the hooks the run's stdout and stderr, not their lengths.
+    #[serde(default)]
+    pub(crate) hook_show_output: bool,
+}
+
+/// `loops_create_command`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CreateCommandParams {
+    #[serde(flatten)]
+    pub(crate) options: LoopOptions,
+    /// The command line, run by /bin/sh -c unless noShell.
+    pub(crate) cmd: String,
+    /// Arguments appended to the command.
+    #[serde(default)]
+    pub(crate) arg: Vec<String>,
+    /// Run cmd directly, not through a shell: cmd is one program and its
+    /// arguments go in arg.
+    #[serde(default)]
+    pub(crate) no_shell: bool,
+    /// Working directory [default: the directory the server runs in].
+    pub(crate) cwd: Option<String>,
+    /// Environment variables of the run (stored; always shown redacted).
+    #[serde(default)]
+    pub(crate) env: BTreeMap<String, String>,
+    /// Kill the run after this long [default: 30m].
+    pub(crate) timeout: Option<Duration>,
+    /// Run under this `accounts` profile.
+    pub(crate) account: Option<String>,
+    /// The `accounts` tool of account.
+    pub(crate) account_tool: Option<String>,
+}
+
+/// `loops_create_workflow`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CreateWorkflowParams {
+    #[serde(flatten)]
+    pub(crate) options: LoopOptions,
+    /// The stored workflow to run: its id, or an active workflow's name.
+    pub(crate) workflow: String,
+    /// Stop the whole workflow run after this long; 0 means no limit.
+    pub(crate) timeout: Option<Duration>,
+}
+
+/// `loops_run_now`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RunNowParams {
+    /// Loop id, or name (refused when several loops share it).
+    #[serde(rename = "loop")]
+    pub(crate) target: String,
+    /// Include the run's stdout and stderr instead of their lengths.
+    #[serde(default)]
+    pub(crate) show_output: bool,
+}
+
+/// `loops_labels_update`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct LabelsParams {
+    /// Loop id, or name (refused when several loops share it).
+    #[serde(rename = "loop")]
+    pub(crate) target: String,
+    /// set replaces the labels, add and remove change some, clear removes all.
+    #[schemars(extend("enum" = ["set", "add", "remove", "clear"]))]
+    pub(crate) action: String,
+    /// The labels to set, add or remove (none for clear).
+    #[serde(default)]
+    pub(crate) labels: Labels,
+}

@@ -1,0 +1,499 @@
+//! The MCP tools: names (later OpenLoops'), descriptions, schemas, and how
+//! each one's arguments become a CLI command line.
+//!
+//! A command line is built, never a shell string: every option value is
+//! written `--flag=value`, and every positional value follows `--`, so no
+//! value a client sends can become a flag, whatever it starts with.
+
+use std::sync::Arc;
+
+use anyhow::{Result, anyhow, bail};
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::params::{
+    Count, CreateCommandParams, CreateWorkflowParams, Duration, LabelsParams, ListParams,
+    LoopOptions, LoopParams, NoParams, RunInspectParams, RunNowParams, RunsParams, ValidateParams,
+    WorkflowParams, WorkflowsListParams,
+};
+use super::{ALLOW_MUTATIONS, Access};
+use crate::app::Captured;
+
+/// One tool.
+pub(crate) struct ToolDef {
+    /// Its name.
+    pub(crate) name: &'static str,
+    /// What it does, in a sentence or two.
+    description: &'static str,
+    /// Whether it changes loops (refused without [`ALLOW_MUTATIONS`]).
+    pub(crate) mutation: bool,
+    /// Its input schema.
+    schema: fn() -> Arc<JsonObject>,
+    /// Carries out a call: the arguments, and what the server allows.
+    call: fn(&JsonObject, Access) -> Result<Captured>,
+}
+
+/// The tools, in the order `tools/list` gives them.
+pub(crate) const TOOLS: &[ToolDef] = &[
+    ToolDef {
+        name: "loops_list",
+        description: "List loops with their schedule, status and next run (loops list --json).",
+        mutation: false,
+        schema: schema::<ListParams>,
+        call: list,
+    },
+    ToolDef {
+        name: "loops_show",
+        description: "Show one loop by id or name (loops show).",
+        mutation: false,
+        schema: schema::<LoopParams>,
+        call: show,
+    },
+    ToolDef {
+        name: "loops_runs",
+        description: "List recorded runs, newest first, of every loop or one (loops runs --json). \
+                      Output is shown only as lengths unless showOutput is allowed.",
+        mutation: false,
+        schema: schema::<RunsParams>,
+        call: runs,
+    },
+    ToolDef {
+        name: "loops_doctor",
+        description: "Check the data directory, PATH, accounts, providers and daemon (loops doctor --json).",
+        mutation: false,
+        schema: schema::<NoParams>,
+        call: doctor,
+    },
+    ToolDef {
+        name: "loops_daemon_status",
+        description: "Whether the daemon runs, its lease, and loop and run counts (loops daemon status --json).",
+        mutation: false,
+        schema: schema::<NoParams>,
+        call: daemon_status,
+    },
+    ToolDef {
+        name: "loops_workflows_list",
+        description: "List stored workflows (loops workflows list --json).",
+        mutation: false,
+        schema: schema::<WorkflowsListParams>,
+        call: workflows_list,
+    },
+    ToolDef {
+        name: "loops_workflow_read",
+        description: "Show one stored workflow with its steps (loops workflows show).",
+        mutation: false,
+        schema: schema::<WorkflowParams>,
+        call: workflow_read,
+    },
+    ToolDef {
+        name: "loops_workflow_run_inspect",
+        description: "Show one workflow run with its steps and events (loops workflows inspect --json).",
+        mutation: false,
+        schema: schema::<RunInspectParams>,
+        call: workflow_run_inspect,
+    },
+    ToolDef {
+        name: "loops_workflow_validate",
+        description: "Check a workflow without storing it (loops workflows validate --json). \
+                      preflight and promptFile read or run local programs and files, so they \
+                      need LOOPS_MCP_ALLOW_MUTATIONS=true.",
+        mutation: false,
+        schema: schema::<ValidateParams>,
+        call: workflow_validate,
+    },
+    ToolDef {
+        name: "loops_create_command",
+        description: "Create a loop that runs a command (loops create command). \
+                      Needs LOOPS_MCP_ALLOW_MUTATIONS=true.",
+        mutation: true,
+        schema: schema::<CreateCommandParams>,
+        call: create_command,
+    },
+    ToolDef {
+        name: "loops_create_workflow",
+        description: "Create a loop that runs a stored workflow (loops create workflow). \
+                      Needs LOOPS_MCP_ALLOW_MUTATIONS=true.",
+        mutation: true,
+        schema: schema::<CreateWorkflowParams>,
+        call: create_workflow,
+    },
+    ToolDef {
+        name: "loops_pause",
+        description: "Pause an active loop; its next run is kept (loops pause). \
+                      Needs LOOPS_MCP_ALLOW_MUTATIONS=true.",
+        mutation: true,
+        schema: schema::<LoopParams>,
+        call: pause,
+    },
+    ToolDef {
+        name: "loops_resume",
+        description: "Put a paused or stopped loop back on its schedule (loops resume). \
+                      Needs LOOPS_MCP_ALLOW_MUTATIONS=true.",
+        mutation: true,
+        schema: schema::<LoopParams>,
+        call: resume,
+    },
+    ToolDef {
+        name: "loops_stop",
+        description: "Stop a loop and clear its next run (loops stop). \
+                      Needs LOOPS_MCP_ALLOW_MUTATIONS=true.",
+        mutation: true,
+        schema: schema::<LoopParams>,
+        call: stop,
+    },
+    ToolDef {
+        name: "loops_run_now",
+        description: "Run a loop now, wait for it, and return the finished run (loops run-now --json). \
+                      Needs LOOPS_MCP_ALLOW_MUTATIONS=true.",
+        mutation: true,
+        schema: schema::<RunNowParams>,
+        call: run_now,
+    },
+    ToolDef {
+        name: "loops_labels_update",
+        description: "Set, add, remove or clear a loop's labels (loops labels). \
+                      Needs LOOPS_MCP_ALLOW_MUTATIONS=true.",
+        mutation: true,
+        schema: schema::<LabelsParams>,
+        call: labels_update,
+    },
+];
+
+/// The tool called `name`.
+pub(crate) fn find(name: &str) -> Option<&'static ToolDef> {
+    TOOLS.iter().find(|t| t.name == name)
+}
+
+/// A tool as `tools/list` describes it.
+pub(crate) fn listed(tool: &ToolDef) -> Tool {
+    let annotations = if tool.mutation {
+        ToolAnnotations::new()
+            .read_only(false)
+            .destructive(false)
+            .idempotent(tool.name != "loops_run_now" && !tool.name.starts_with("loops_create"))
+            .open_world(tool.name == "loops_run_now")
+    } else {
+        ToolAnnotations::new().read_only(true).open_world(false)
+    };
+    Tool::new(tool.name, tool.description, (tool.schema)()).annotate(annotations)
+}
+
+/// Carries out a call of `tool`: refused mutations and arguments the
+/// schema does not know are errors before anything runs.
+pub(crate) fn call(tool: &ToolDef, args: &JsonObject, access: Access) -> Result<Captured> {
+    if tool.mutation && access == Access::ReadOnly {
+        bail!(
+            "{} changes loops, and this server was started without {ALLOW_MUTATIONS}=true; \
+             set it in the environment of loops mcp to allow changes",
+            tool.name
+        );
+    }
+    let schema = (tool.schema)();
+    let known = schema.get("properties").and_then(Value::as_object);
+    for key in args.keys() {
+        if !known.is_some_and(|known| known.contains_key(key)) {
+            let names: Vec<&str> = known
+                .map(|k| k.keys().map(String::as_str).collect())
+                .unwrap_or_default();
+            bail!(
+                "{} has no argument {key:?}; its arguments are: {}",
+                tool.name,
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            );
+        }
+    }
+    (tool.call)(args, access)
+}
+
+/// The input schema of `P`, the arguments' type.
+fn schema<P: JsonSchema + 'static>() -> Arc<JsonObject> {
+    rmcp::handler::server::common::schema_for_input::<P>()
+        .unwrap_or_else(|_| rmcp::handler::server::common::schema_for_empty_input())
+}
+
+/// Reads a call's arguments into `P`.
+fn parse<P: DeserializeOwned>(name: &str, args: &JsonObject) -> Result<P> {
+    serde_json::from_value(Value::Object(args.clone()))
+        .map_err(|e| anyhow!("invalid arguments for {name}: {e}"))
+}
+
+/// Refuses `showOutput` without mutations allowed: output may hold secrets.
+fn output_allowed(show_output: bool, access: Access) -> Result<()> {
+    if show_output && access == Access::ReadOnly {
+        bail!(
+            "showOutput shows run output, which may hold secrets, and needs {ALLOW_MUTATIONS}=true \
+             in the environment of loops mcp; without it, output is shown as its length"
+        );
+    }
+    Ok(())
+}
+
+/// A command line under construction: `loops --json <words> <options> --
+/// <positionals>`.
+struct Argv {
+    words: Vec<String>,
+    options: Vec<String>,
+    positionals: Vec<String>,
+}
+
+impl Argv {
+    fn new(words: &[&str]) -> Argv {
+        Argv {
+            words: words.iter().map(|w| (*w).to_owned()).collect(),
+            options: Vec::new(),
+            positionals: Vec::new(),
+        }
+    }
+
+    /// `--flag=value` when given.
+    fn opt(&mut self, flag: &str, value: Option<&str>) -> &mut Argv {
+        if let Some(value) = value {
+            self.options.push(format!("--{flag}={value}"));
+        }
+        self
+    }
+
+    /// `--flag` when on.
+    fn flag(&mut self, flag: &str, on: bool) -> &mut Argv {
+        if on {
+            self.options.push(format!("--{flag}"));
+        }
+        self
+    }
+
+    /// `--flag=value` for each value.
+    fn each<'a>(&mut self, flag: &str, values: impl IntoIterator<Item = &'a str>) -> &mut Argv {
+        for value in values {
+            self.opt(flag, Some(value));
+        }
+        self
+    }
+
+    fn positional(&mut self, value: &str) -> &mut Argv {
+        self.positionals.push(value.to_owned());
+        self
+    }
+
+    /// Runs the command line, keeping what it prints.
+    fn run(&mut self) -> Result<Captured> {
+        let mut argv = vec!["loops".to_owned(), "--json".to_owned()];
+        argv.append(&mut self.words);
+        argv.append(&mut self.options);
+        if !self.positionals.is_empty() {
+            argv.push("--".to_owned());
+            argv.append(&mut self.positionals);
+        }
+        Ok(crate::app::run_captured(argv))
+    }
+}
+
+fn count(value: Option<&Count>) -> Option<&str> {
+    value.map(|c| c.0.as_str())
+}
+
+fn duration(value: Option<&Duration>) -> Option<&str> {
+    value.map(|d| d.0.as_str())
+}
+
+fn list(args: &JsonObject, _: Access) -> Result<Captured> {
+    let p: ListParams = parse("loops_list", args)?;
+    Argv::new(&["list"])
+        .opt("status", p.status.as_deref())
+        .opt("limit", count(p.limit.as_ref()))
+        .each("label", p.label.0.iter().map(String::as_str))
+        .run()
+}
+
+fn one_loop(verb: &str, tool: &str, args: &JsonObject) -> Result<Captured> {
+    let p: LoopParams = parse(tool, args)?;
+    Argv::new(&[verb]).positional(&p.target).run()
+}
+
+fn show(args: &JsonObject, _: Access) -> Result<Captured> {
+    one_loop("show", "loops_show", args)
+}
+
+fn runs(args: &JsonObject, access: Access) -> Result<Captured> {
+    let p: RunsParams = parse("loops_runs", args)?;
+    output_allowed(p.show_output, access)?;
+    let mut argv = Argv::new(&["runs"]);
+    argv.opt("status", p.status.as_deref())
+        .opt("limit", count(p.limit.as_ref()))
+        .each("label", p.label.0.iter().map(String::as_str))
+        .flag("show-output", p.show_output);
+    if let Some(target) = &p.target {
+        argv.positional(target);
+    }
+    argv.run()
+}
+
+fn doctor(args: &JsonObject, _: Access) -> Result<Captured> {
+    let NoParams {} = parse("loops_doctor", args)?;
+    Argv::new(&["doctor"]).run()
+}
+
+fn daemon_status(args: &JsonObject, _: Access) -> Result<Captured> {
+    let NoParams {} = parse("loops_daemon_status", args)?;
+    Argv::new(&["daemon", "status"]).run()
+}
+
+fn workflows_list(args: &JsonObject, _: Access) -> Result<Captured> {
+    let p: WorkflowsListParams = parse("loops_workflows_list", args)?;
+    Argv::new(&["workflows", "list"])
+        .opt("status", p.status.as_deref())
+        .opt("limit", count(p.limit.as_ref()))
+        .run()
+}
+
+fn workflow_read(args: &JsonObject, _: Access) -> Result<Captured> {
+    let p: WorkflowParams = parse("loops_workflow_read", args)?;
+    Argv::new(&["workflows", "show"])
+        .positional(&p.workflow)
+        .run()
+}
+
+fn workflow_run_inspect(args: &JsonObject, access: Access) -> Result<Captured> {
+    let p: RunInspectParams = parse("loops_workflow_run_inspect", args)?;
+    output_allowed(p.show_output, access)?;
+    Argv::new(&["workflows", "inspect"])
+        .flag("show-output", p.show_output)
+        .positional(&p.run_id)
+        .run()
+}
+
+fn workflow_validate(args: &JsonObject, access: Access) -> Result<Captured> {
+    let p: ValidateParams = parse("loops_workflow_validate", args)?;
+    if p.preflight && access == Access::ReadOnly {
+        bail!(
+            "preflight runs local programs (which, accounts env) and needs {ALLOW_MUTATIONS}=true \
+             in the environment of loops mcp"
+        );
+    }
+    let text = match p.workflow {
+        Value::String(text) => text,
+        object @ Value::Object(_) => object.to_string(),
+        _ => bail!("workflow must be the workflow as a JSON object, or that object as JSON text"),
+    };
+    Ok(crate::app::capture(|out| {
+        crate::commands::workflows::validate_text(
+            &text,
+            p.name.as_deref(),
+            p.preflight,
+            || match access {
+                Access::Mutations => std::env::current_dir().map_err(|e| {
+                    anyhow!("reading the current directory, to resolve promptFile paths: {e}")
+                }),
+                Access::ReadOnly => Err(anyhow!(
+                    "promptFile reads a file on this host and needs {ALLOW_MUTATIONS}=true in the \
+                     environment of loops mcp; give the step a prompt instead"
+                )),
+            },
+            out,
+        )
+    }))
+}
+
+/// The options every create command shares.
+fn loop_options(argv: &mut Argv, o: &LoopOptions) {
+    argv.opt("at", o.at.as_deref())
+        .opt("every", duration(o.every.as_ref()))
+        .opt("cron", o.cron.as_deref())
+        .flag("dynamic", o.dynamic)
+        .opt("tz", o.tz.as_deref())
+        .opt("catch-up", o.catch_up.as_deref())
+        .opt("catch-up-limit", count(o.catch_up_limit.as_ref()))
+        .opt("overlap", o.overlap.as_deref())
+        .opt("attempts", count(o.attempts.as_ref()))
+        .opt("retry-delay", duration(o.retry_delay.as_ref()))
+        .opt("lease", duration(o.lease.as_ref()))
+        .opt("expires-at", o.expires_at.as_deref())
+        .opt("description", o.description.as_deref())
+        .each("label", o.label.0.iter().map(String::as_str))
+        .opt("expires-after-runs", count(o.expires_after_runs.as_ref()))
+        .opt(
+            "pause-after-failures",
+            count(o.pause_after_failures.as_ref()),
+        )
+        .opt("backoff", o.backoff.as_deref())
+        .opt("max-retry-delay", duration(o.max_retry_delay.as_ref()))
+        .each(
+            "skip-exit-code",
+            o.skip_exit_code.iter().map(|c| c.0.as_str()),
+        )
+        .opt("on-failure", o.on_failure.as_deref())
+        .opt("on-success", o.on_success.as_deref())
+        .flag("hook-show-output", o.hook_show_output)
+        .positional(&o.name);
+}
+
+fn create_command(args: &JsonObject, _: Access) -> Result<Captured> {
+    let p: CreateCommandParams = parse("loops_create_command", args)?;
+    let env: Vec<String> = p.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let mut argv = Argv::new(&["create", "command"]);
+    argv.opt("cmd", Some(&p.cmd))
+        .each("arg", p.arg.iter().map(String::as_str))
+        .flag("no-shell", p.no_shell)
+        .opt("cwd", p.cwd.as_deref())
+        .each("env", env.iter().map(String::as_str))
+        .opt("timeout", duration(p.timeout.as_ref()))
+        .opt("account", p.account.as_deref())
+        .opt("account-tool", p.account_tool.as_deref());
+    loop_options(&mut argv, &p.options);
+    argv.run()
+}
+
+fn create_workflow(args: &JsonObject, _: Access) -> Result<Captured> {
+    let p: CreateWorkflowParams = parse("loops_create_workflow", args)?;
+    let mut argv = Argv::new(&["create", "workflow"]);
+    argv.opt("workflow", Some(&p.workflow))
+        .opt("timeout", duration(p.timeout.as_ref()));
+    loop_options(&mut argv, &p.options);
+    argv.run()
+}
+
+fn pause(args: &JsonObject, _: Access) -> Result<Captured> {
+    one_loop("pause", "loops_pause", args)
+}
+
+fn resume(args: &JsonObject, _: Access) -> Result<Captured> {
+    one_loop("resume", "loops_resume", args)
+}
+
+fn stop(args: &JsonObject, _: Access) -> Result<Captured> {
+    one_loop("stop", "loops_stop", args)
+}
+
+fn run_now(args: &JsonObject, _: Access) -> Result<Captured> {
+    let p: RunNowParams = parse("loops_run_now", args)?;
+    // Allowed to run loops is allowed to see their output.
+    Argv::new(&["run-now"])
+        .flag("show-output", p.show_output)
+        .positional(&p.target)
+        .run()
+}
+
+fn labels_update(args: &JsonObject, _: Access) -> Result<Captured> {
+    let p: LabelsParams = parse("loops_labels_update", args)?;
+    let action = p.action.trim();
+    if !["set", "add", "remove", "clear"].contains(&action) {
+        bail!(
+            "action must be set, add, remove or clear, not {:?}",
+            p.action
+        );
+    }
+    if action == "clear" && !p.labels.0.is_empty() {
+        bail!("clear removes every label; give no labels with it");
+    }
+    let mut argv = Argv::new(&["labels", action]);
+    argv.positional(&p.target);
+    for label in &p.labels.0 {
+        argv.positional(label);
+    }
+    argv.run()
+}
