@@ -137,7 +137,8 @@ pub(crate) const MAN: &str = "Examples:
   loops man --dir ~/.local/share/man/man1 && man loops-create-command";
 
 /// `mcp`.
-pub(crate) const MCP: &str = "Read tools: loops_list, loops_show, loops_runs, loops_doctor, loops_daemon_status,
+pub(crate) const MCP: &str =
+    "Read tools: loops_list, loops_show, loops_runs, loops_doctor, loops_daemon_status,
 loops_workflows_list, loops_workflow_read, loops_workflow_run_inspect, loops_workflow_validate.
 Mutations, refused unless the server's environment has LOOPS_MCP_ALLOW_MUTATIONS=true:
 loops_create_command, loops_create_workflow, loops_pause, loops_resume, loops_stop,

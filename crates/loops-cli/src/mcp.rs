@@ -46,7 +46,12 @@ impl Access {
     /// `no` and `off` do not. Any other value does not either, and comes
     /// back as a warning, since it was probably meant to.
     fn from_env() -> (Access, Option<String>) {
-        let Some(value) = std::env::var_os(ALLOW_MUTATIONS) else {
+        Access::parse(std::env::var_os(ALLOW_MUTATIONS).as_deref())
+    }
+
+    /// [`Access::from_env`] of the variable's value.
+    fn parse(value: Option<&std::ffi::OsStr>) -> (Access, Option<String>) {
+        let Some(value) = value else {
             return (Access::ReadOnly, None);
         };
         let value = value.to_string_lossy();
@@ -109,5 +114,20 @@ mod tests {
             );
             assert!(tool.name.starts_with("loops_"), "{}", tool.name);
         }
+    }
+
+    #[test]
+    fn only_a_true_value_allows_mutations() {
+        let parse = |v: Option<&str>| Access::parse(v.map(std::ffi::OsStr::new));
+        for yes in ["true", "TRUE", " 1 ", "yes", "On"] {
+            assert_eq!(parse(Some(yes)), (Access::Mutations, None), "{yes}");
+        }
+        for no in ["", "false", "0", "no", "off"] {
+            assert_eq!(parse(Some(no)), (Access::ReadOnly, None), "{no}");
+        }
+        assert_eq!(parse(None), (Access::ReadOnly, None));
+        let (access, warning) = parse(Some("ture"));
+        assert_eq!(access, Access::ReadOnly);
+        assert!(warning.is_some_and(|w| w.contains("\"ture\"")));
     }
 }

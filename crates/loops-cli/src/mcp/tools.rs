@@ -280,8 +280,8 @@ impl Argv {
         self
     }
 
-    /// Runs the command line, keeping what it prints.
-    fn run(&mut self) -> Result<Captured> {
+    /// The command line.
+    fn argv(&mut self) -> Vec<String> {
         let mut argv = vec!["loops".to_owned(), "--json".to_owned()];
         argv.append(&mut self.words);
         argv.append(&mut self.options);
@@ -289,7 +289,12 @@ impl Argv {
             argv.push("--".to_owned());
             argv.append(&mut self.positionals);
         }
-        Ok(crate::app::run_captured(argv))
+        argv
+    }
+
+    /// Runs the command line, keeping what it prints.
+    fn run(&mut self) -> Result<Captured> {
+        Ok(crate::app::run_captured(self.argv()))
     }
 }
 
@@ -496,4 +501,95 @@ fn labels_update(args: &JsonObject, _: Access) -> Result<Captured> {
         argv.positional(label);
     }
     argv.run()
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::args::{Cli, Command, Create};
+
+    fn object(value: Value) -> JsonObject {
+        match value {
+            Value::Object(object) => object,
+            _ => JsonObject::new(),
+        }
+    }
+
+    #[test]
+    fn values_that_look_like_flags_stay_values() {
+        let p: CreateCommandParams = parse(
+            "t",
+            &object(serde_json::json!({
+                "name": "--json",
+                "cmd": "--no-shell",
+                "arg": ["--cwd", "-x"],
+                "label": "--label",
+                "every": 300000,
+                "attempts": "3",
+                "env": {"K": "--v=1"}
+            })),
+        )
+        .unwrap();
+        let mut argv = Argv::new(&["create", "command"]);
+        argv.opt("cmd", Some(&p.cmd))
+            .each("arg", p.arg.iter().map(String::as_str))
+            .each("env", ["K=--v=1"]);
+        loop_options(&mut argv, &p.options);
+        let cli = Cli::try_parse_from(argv.argv()).unwrap();
+        let Command::Create(Create::Command(c)) = cli.command else {
+            panic!("parsed as {:?}", cli.command);
+        };
+        assert_eq!(c.options.name, "--json");
+        assert_eq!(c.command, "--no-shell");
+        assert!(!c.no_shell);
+        assert_eq!(c.args, ["--cwd", "-x"]);
+        assert_eq!(c.options.policy.labels, ["--label"]);
+        assert_eq!(c.options.every.as_deref(), Some("300000"));
+        assert_eq!(c.options.attempts, "3");
+        assert_eq!(c.env, ["K=--v=1"]);
+        assert!(c.cwd.is_none());
+    }
+
+    #[test]
+    fn a_positional_that_looks_like_a_flag_is_a_loop_name() {
+        let cli = Cli::try_parse_from(Argv::new(&["show"]).positional("--help").argv()).unwrap();
+        let Command::Show(show) = cli.command else {
+            panic!("parsed as {:?}", cli.command);
+        };
+        assert_eq!(show.target, "--help");
+    }
+
+    #[test]
+    fn unknown_and_mistyped_arguments_are_refused_before_anything_runs() {
+        let list = find("loops_list").unwrap();
+        let err = call(
+            list,
+            &object(serde_json::json!({"limt": 5})),
+            Access::ReadOnly,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("no argument \"limt\"") && err.contains("limit"),
+            "{err}"
+        );
+        let err = call(
+            find("loops_show").unwrap(),
+            &object(serde_json::json!({"loop": 5})),
+            Access::ReadOnly,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("invalid arguments for loops_show"), "{err}");
+        let err = call(
+            find("loops_pause").unwrap(),
+            &object(serde_json::json!({"loop": "x"})),
+            Access::ReadOnly,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("LOOPS_MCP_ALLOW_MUTATIONS=true"), "{err}");
+    }
 }
