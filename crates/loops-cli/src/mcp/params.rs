@@ -30,58 +30,52 @@ impl NumberOrText {
     }
 }
 
-/// A count (`--limit`, `--attempts`): a positive integer, checked by the
-/// command line.
-#[derive(Debug, Clone)]
-pub(crate) struct Count(pub(crate) String);
+/// A flag's value read as a JSON number or string and kept as the text the
+/// flag takes, with the schema a client sees.
+macro_rules! number_or_text {
+    ($(#[$doc:meta])* $name:ident, $schema:tt) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone)]
+        pub(crate) struct $name(pub(crate) String);
 
-impl<'de> Deserialize<'de> for Count {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Count, D::Error> {
-        NumberOrText::deserialize(d).map(|v| Count(v.text()))
-    }
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<$name, D::Error> {
+                NumberOrText::deserialize(d).map(|v| $name(v.text()))
+            }
+        }
+
+        impl JsonSchema for $name {
+            fn schema_name() -> Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn inline_schema() -> bool {
+                true
+            }
+
+            fn json_schema(_: &mut SchemaGenerator) -> Schema {
+                json_schema!($schema)
+            }
+        }
+    };
 }
 
-impl JsonSchema for Count {
-    fn schema_name() -> Cow<'static, str> {
-        "Count".into()
-    }
+number_or_text!(
+    /// A count (`--limit`, `--attempts`): a positive integer, checked by
+    /// the command line.
+    Count,
+    { "type": "integer", "minimum": 1 }
+);
 
-    fn inline_schema() -> bool {
-        true
+number_or_text!(
+    /// A duration: `"500ms"`, `"30s"`, `"5m"`, `"1h30m"`, `"1d"`, or a
+    /// number of milliseconds.
+    Duration,
+    {
+        "type": ["string", "integer"],
+        "description": "A duration: 500ms, 30s, 5m, 1h30m, 1d, or a number of milliseconds."
     }
-
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({ "type": "integer", "minimum": 1 })
-    }
-}
-
-/// A duration: `"500ms"`, `"30s"`, `"5m"`, `"1h30m"`, `"1d"`, or a number
-/// of milliseconds.
-#[derive(Debug, Clone)]
-pub(crate) struct Duration(pub(crate) String);
-
-impl<'de> Deserialize<'de> for Duration {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        NumberOrText::deserialize(d).map(|v| Duration(v.text()))
-    }
-}
-
-impl JsonSchema for Duration {
-    fn schema_name() -> Cow<'static, str> {
-        "Duration".into()
-    }
-
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "type": ["string", "integer"],
-            "description": "A duration: 500ms, 30s, 5m, 1h30m, 1d, or a number of milliseconds."
-        })
-    }
-}
+);
 
 /// One label or several (all of them must match, or all are given).
 #[derive(Debug, Clone, Default)]
