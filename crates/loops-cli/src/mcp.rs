@@ -88,10 +88,16 @@ pub(crate) fn run(_args: &McpArgs) -> Result<Outcome> {
         .enable_all()
         .build()
         .context("starting the MCP server's runtime")?;
-    runtime.block_on(server::serve(access))?;
-    // Dropping the runtime waits for the tool calls still running on its
-    // blocking threads; the session's end has cancelled their runs.
-    drop(runtime);
+    let calls = std::sync::Arc::new(server::Calls::default());
+    let served = runtime.block_on(server::serve(access, calls.clone()));
+    // The session's end has cancelled the runs of the calls still in
+    // flight; each is recorded before the process exits.
+    calls.wait_idle();
+    // Not a plain drop: that would wait for the thread blocked reading
+    // stdin, which nothing can interrupt while the client keeps it open
+    // (after SIGTERM).
+    runtime.shutdown_background();
+    served?;
     Ok(Outcome::Success)
 }
 

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use anyhow::{Context, Result};
 use loops_exec::{CancelToken, SignalCancel};
@@ -27,11 +27,16 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use super::{Access, tools};
 use crate::app::Captured;
 
+/// Why a run stops when its client cancels the call or closes the session.
+const CLIENT_CANCELLED: &str = "cancelled by the MCP client";
+
 /// The tool calls in flight, each with its stop token.
 #[derive(Default)]
-struct Calls {
+pub(super) struct Calls {
     next: AtomicU64,
     state: Mutex<CallsState>,
+    /// Signalled when a call ends.
+    ended: Condvar,
 }
 
 #[derive(Default)]
@@ -58,8 +63,23 @@ impl Calls {
         (id, token)
     }
 
+    /// Ends a call: run by its blocking thread when its command returns, so
+    /// a call whose reply nobody awaits any more still ends.
     fn end(&self, id: u64) {
         self.state().live.remove(&id);
+        self.ended.notify_all();
+    }
+
+    /// Blocks until no call is in flight. After [`Calls::stop_all`] their
+    /// runs are being cancelled, which takes at most a run's kill grace.
+    pub(super) fn wait_idle(&self) {
+        let mut state = self.state();
+        while !state.live.is_empty() {
+            state = self
+                .ended
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
     }
 
     /// Stops every call in flight, and every later one.
@@ -130,15 +150,18 @@ impl ServerHandler for Loops {
         let on_cancel = stop.clone();
         let watcher = tokio::spawn(async move {
             cancelled.cancelled().await;
-            on_cancel.cancel("cancelled by the MCP client");
+            on_cancel.cancel(CLIENT_CANCELLED);
         });
         let access = self.access;
+        let calls = self.calls.clone();
         let joined = tokio::task::spawn_blocking(move || {
-            crate::commands::execute::with_stop(stop, || tools::call(tool, &args, access))
+            let captured =
+                crate::commands::execute::with_stop(stop, || tools::call(tool, &args, access));
+            calls.end(id);
+            captured
         })
         .await;
         watcher.abort();
-        self.calls.end(id);
         let reply = match joined {
             Ok(Ok(captured)) => captured,
             Ok(Err(err)) => Captured {
@@ -176,7 +199,7 @@ fn result(reply: Captured) -> CallToolResult {
 
 /// Serves one session on stdin and stdout, until the client closes stdin
 /// or SIGINT/SIGTERM arrives; then stops the runs of the calls in flight.
-pub(super) async fn serve(access: Access) -> Result<()> {
+pub(super) async fn serve(access: Access, calls: Arc<Calls>) -> Result<()> {
     let signals = SignalCancel::install().context("installing the SIGINT/SIGTERM handlers")?;
     let signalled = Arc::new(tokio::sync::Notify::new());
     let _subscription = {
@@ -186,7 +209,6 @@ pub(super) async fn serve(access: Access) -> Result<()> {
     if signals.token().is_cancelled() {
         return Ok(());
     }
-    let calls = Arc::new(Calls::default());
     let handler = Loops {
         access,
         calls: calls.clone(),
@@ -200,18 +222,19 @@ pub(super) async fn serve(access: Access) -> Result<()> {
     let ended = session.cancellation_token();
     let stopper = {
         let signalled = signalled.clone();
+        let calls = calls.clone();
+        let token = signals.token().clone();
         tokio::spawn(async move {
             signalled.notified().await;
+            // Before the session ends, which cancels every call as the
+            // client's: the runs say which signal stopped them.
+            calls.stop_all(&token.reason().unwrap_or_default());
             ended.cancel();
         })
     };
     let quit = session.waiting().await;
     stopper.abort();
-    let reason = signals
-        .token()
-        .reason()
-        .unwrap_or_else(|| "cancelled: the MCP client closed the session".to_owned());
-    calls.stop_all(&reason);
+    calls.stop_all(CLIENT_CANCELLED);
     quit.context("serving the MCP session")?;
     Ok(())
 }
