@@ -11,7 +11,7 @@
 //! tells a finished venv from one an interrupted install left behind.
 //! Only PyPI (or whatever pip is configured to use) is reached.
 
-use std::fs::File;
+use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -49,8 +49,15 @@ pub(crate) fn prepare_with(base: &Path, target: &Path) -> Result<PathBuf, String
     let lock_path = dir.join("lock");
     let lock = File::create(&lock_path)
         .map_err(|e| format!("cannot open {}: {e}", lock_path.display()))?;
-    lock.lock()
-        .map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
+    let locked = match lock.try_lock() {
+        Err(TryLockError::WouldBlock) => {
+            eprintln!("mcp-python: waiting for another process to finish the venv");
+            lock.lock()
+        }
+        Err(TryLockError::Error(e)) => Err(e),
+        Ok(()) => Ok(()),
+    };
+    locked.map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
 
     let venv = dir.join(format!("venv-{key:016x}"));
     let python = venv.join("bin").join("python");
