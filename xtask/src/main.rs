@@ -12,6 +12,8 @@
 //!   the ones CI runs), then, in long mode, `chaos`.
 //! - `chaos`: three daemons sharing one throwaway PostgreSQL while faults
 //!   hit them and the server.
+//! - `mcp-python`: the venv with the official MCP Python SDK that the
+//!   black-box test `mcp_python` uses (issue 18); prints its python.
 //! - `tidy`: the source hygiene checks (also a `#[test]`): module docs, the
 //!   line cap, module style, trailing whitespace, leftover macros and SPEC
 //!   §10 citations.
@@ -26,6 +28,7 @@ mod bench_scale;
 mod chaos;
 mod demo;
 mod dist;
+mod mcp_python;
 mod postgres;
 mod reliability;
 mod tidy;
@@ -39,6 +42,7 @@ fn main() -> ExitCode {
         "chaos" => chaos::chaos(&args[1..]),
         "demo" => demo::demo(&args[1..]),
         "dist" => dist::dist(&args[1..]),
+        "mcp-python" => mcp_python::mcp_python(&args[1..]),
         "postgres" => postgres::with_cluster(&args[1..]),
         "reliability" => reliability::reliability(&args[1..]),
         "tidy" => tidy::check(&root()).map_err(|problems| {
@@ -60,6 +64,9 @@ fn main() -> ExitCode {
                  --daemon only the daemon, --bin PATH measures PATH instead of building, --criterion adds Criterion;\n          \
                  --scale compares 1,000 loops / 10,000 runs with 100,000 / 1,000,000 (`bench --scale --help`);\n          \
                  --postgres drains 1,000 due loops with 1 and 3 daemons, lateness at 20/s, CLI latency side by side\n  \
+                 mcp-python  make (once) target/mcp-python/venv-<key> with the MCP Python SDK pinned in\n               \
+                 tests/mcp/requirements.txt, for the black-box test mcp_python; prints its python\n               \
+                 (LOOPS_MCP_PYTHON names the base interpreter, python3 by default)\n  \
                  postgres CMD...  run CMD with a throwaway PostgreSQL, its URL in LOOPS_TEST_DATABASE_URL\n  \
                  reliability  the reliability suite's long variants (crash loop, races, floods, fuzzing, ...);\n               \
                  --short runs the CI variants; other arguments filter tests; long mode ends with chaos\n  \
