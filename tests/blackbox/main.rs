@@ -20,6 +20,7 @@ mod legacy_rows;
 mod logs;
 mod loops_daemon;
 mod manage;
+mod mcp;
 mod mcp_python;
 mod policies;
 mod runners;
