@@ -67,13 +67,12 @@ fn last_run(env: &TestEnv) -> Value {
     cli_json(env, &["runs", "gated", "--limit", "1"])[0].clone()
 }
 
-/// Checks that the run of `gated` ended as a cancelled failure and that
-/// the gate script is gone without its gate having opened.
-async fn assert_cancelled(env: &TestEnv, dir: &Path, pid: u32) {
+/// Checks that the run of `gated` ended as a failure with `reason` as its
+/// error and that the gate script is gone without its gate having opened.
+async fn assert_cancelled(env: &TestEnv, dir: &Path, pid: u32, reason: &str) {
     let run = last_run(env);
     assert_eq!(run["status"], "failed", "{run}");
-    let error = run["error"].as_str().unwrap_or_default();
-    assert!(error.contains("cancelled"), "{run}");
+    assert_eq!(run["error"], reason, "{run}");
     assert_eq!(
         cli_json(env, &["runs", "gated", "--status", "running"]),
         json!([])
@@ -103,7 +102,7 @@ fn a_cancelled_call_stops_its_run_and_the_session_goes_on() {
             (last_run(&env)["status"] != "running").then_some(())
         })
         .await;
-        assert_cancelled(&env, &dir, pid).await;
+        assert_cancelled(&env, &dir, pid, "cancelled by the MCP client").await;
         // The session still serves, and the loop runs again once its gate is
         // open.
         std::fs::write(dir.join("open"), "").expect("the gate opens");
@@ -161,7 +160,11 @@ async fn server_ends_mid_run(env: &TestEnv, end: End) {
         (last_run(env)["status"] != "running").then_some(())
     })
     .await;
-    assert_cancelled(env, &dir, pid).await;
+    let reason = match end {
+        End::CloseStdin => "cancelled by the MCP client",
+        End::Terminate => "cancelled by SIGTERM",
+    };
+    assert_cancelled(env, &dir, pid, reason).await;
     let status = within("the server to exit", child.wait())
         .await
         .expect("the server is waited for");
