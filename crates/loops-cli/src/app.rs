@@ -64,6 +64,9 @@ pub(crate) struct Captured {
 /// Runs `command` with a printer that keeps its output, on this thread.
 pub(crate) fn capture(command: impl FnOnce(&mut Printer) -> Result<Outcome>) -> Captured {
     let mut out = Printer::memory(true);
+    // Warnings a command that panicked on this thread left behind are not
+    // this command's.
+    drop(crate::render::take_warnings());
     // A command that failed may have queued warnings; they go with it.
     let outcome = command(&mut out);
     let warnings = crate::render::take_warnings();

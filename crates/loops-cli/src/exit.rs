@@ -59,10 +59,16 @@ pub(crate) fn code(result: anyhow::Result<Outcome>) -> ExitCode {
 /// `loops mcp` returns the same text as a tool's error.
 pub(crate) fn message(err: &anyhow::Error) -> String {
     if let Some(usage) = err.downcast_ref::<clap::Error>() {
-        // The first line, without clap's `error: ` and its usage block.
+        // What clap says before its usage block, without its `error: `:
+        // "the following required arguments were not provided:" is followed
+        // by the arguments' names.
         let rendered = usage.render().to_string();
-        let first = rendered.lines().next().unwrap_or_default();
-        return first.strip_prefix("error: ").unwrap_or(first).to_owned();
+        let said: Vec<&str> = rendered
+            .lines()
+            .take_while(|line| !line.trim().is_empty())
+            .collect();
+        let said = said.join("\n");
+        return said.strip_prefix("error: ").unwrap_or(&said).to_owned();
     }
     // An error may quote stored data (a loop's name, a cwd): its control
     // characters are shown escaped, never sent to the terminal raw.
@@ -150,6 +156,21 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_usage_message_keeps_what_clap_says_is_missing() {
+        use clap::Parser;
+        let err = crate::args::Cli::try_parse_from(["loops", "labels", "set", "--", "x"])
+            .map(|_| ())
+            .unwrap_err();
+        let text = message(&err.into());
+        assert!(
+            text.starts_with("the following required arguments"),
+            "{text}"
+        );
+        assert!(text.contains("<LABEL>"), "{text}");
+        assert!(!text.contains("Usage"), "{text}");
+    }
 
     #[test]
     fn store_errors_are_found_inside_the_runners_errors() {

@@ -88,8 +88,12 @@ pub(crate) fn run(_args: &McpArgs) -> Result<Outcome> {
         .enable_all()
         .build()
         .context("starting the MCP server's runtime")?;
+    // SIGINT and SIGTERM end the session; the handlers stay installed until
+    // the calls have ended (signal-hook never restores the default action).
+    let signals =
+        loops_exec::SignalCancel::install().context("installing the SIGINT/SIGTERM handlers")?;
     let calls = std::sync::Arc::new(server::Calls::default());
-    let served = runtime.block_on(server::serve(access, calls.clone()));
+    let served = runtime.block_on(server::serve(access, calls.clone(), &signals));
     // The session's end has cancelled the runs of the calls still in
     // flight; each is recorded before the process exits.
     calls.wait_idle();
@@ -97,6 +101,7 @@ pub(crate) fn run(_args: &McpArgs) -> Result<Outcome> {
     // stdin, which nothing can interrupt while the client keeps it open
     // (after SIGTERM).
     runtime.shutdown_background();
+    drop(signals);
     served?;
     Ok(Outcome::Success)
 }

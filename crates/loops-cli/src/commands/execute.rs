@@ -39,10 +39,17 @@ thread_local! {
 /// a long-lived process whose signals are the server's, and stops the run
 /// when its client cancels the call or the server stops.
 pub(crate) fn with_stop<R>(stop: CancelToken, f: impl FnOnce() -> R) -> R {
-    let previous = CALL_STOP.with(|slot| slot.replace(Some(stop)));
-    let result = f();
-    CALL_STOP.with(|slot| *slot.borrow_mut() = previous);
-    result
+    /// Puts the previous token back, also when `f` panics: the thread
+    /// serves other calls afterwards.
+    struct Restore(Option<CancelToken>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            CALL_STOP.with(|slot| *slot.borrow_mut() = previous);
+        }
+    }
+    let _restore = Restore(CALL_STOP.with(|slot| slot.replace(Some(stop))));
+    f()
 }
 
 /// What stops a runner's runs: SIGINT and SIGTERM, through handlers it

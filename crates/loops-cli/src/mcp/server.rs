@@ -63,8 +63,8 @@ impl Calls {
         (id, token)
     }
 
-    /// Ends a call: run by its blocking thread when its command returns, so
-    /// a call whose reply nobody awaits any more still ends.
+    /// Ends a call: run by its blocking thread when its command returns (or
+    /// panics), so a call whose reply nobody awaits any more still ends.
     fn end(&self, id: u64) {
         self.state().live.remove(&id);
         self.ended.notify_all();
@@ -89,6 +89,15 @@ impl Calls {
         for token in state.live.values() {
             token.cancel(reason);
         }
+    }
+}
+
+/// Ends call `.1` when dropped: when its command returns or panics.
+struct Ending(Arc<Calls>, u64);
+
+impl Drop for Ending {
+    fn drop(&mut self) {
+        self.0.end(self.1);
     }
 }
 
@@ -155,10 +164,8 @@ impl ServerHandler for Loops {
         let access = self.access;
         let calls = self.calls.clone();
         let joined = tokio::task::spawn_blocking(move || {
-            let captured =
-                crate::commands::execute::with_stop(stop, || tools::call(tool, &args, access));
-            calls.end(id);
-            captured
+            let _ended = Ending(calls, id);
+            crate::commands::execute::with_stop(stop, || tools::call(tool, &args, access))
         })
         .await;
         watcher.abort();
@@ -199,8 +206,10 @@ fn result(reply: Captured) -> CallToolResult {
 
 /// Serves one session on stdin and stdout, until the client closes stdin
 /// or SIGINT/SIGTERM arrives; then stops the runs of the calls in flight.
-pub(super) async fn serve(access: Access, calls: Arc<Calls>) -> Result<()> {
-    let signals = SignalCancel::install().context("installing the SIGINT/SIGTERM handlers")?;
+///
+/// `signals` are the server's handlers, which the caller keeps until the
+/// calls have ended.
+pub(super) async fn serve(access: Access, calls: Arc<Calls>, signals: &SignalCancel) -> Result<()> {
     let signalled = Arc::new(tokio::sync::Notify::new());
     let _subscription = {
         let signalled = signalled.clone();
@@ -237,4 +246,28 @@ pub(super) async fn serve(access: Access, calls: Arc<Calls>) -> Result<()> {
     calls.stop_all(CLIENT_CANCELLED);
     quit.context("serving the MCP session")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_that_panics_still_ends_and_later_calls_start_stopped() {
+        let calls = Arc::new(Calls::default());
+        let (id, token) = calls.start();
+        let ending = Ending(calls.clone(), id);
+        let panicked = std::thread::spawn(move || {
+            let _ending = ending;
+            panic!("a command panicked");
+        })
+        .join();
+        assert!(panicked.is_err());
+        // Returns at once: the panicking call ended.
+        calls.wait_idle();
+        calls.stop_all("cancelled by SIGTERM");
+        assert!(!token.is_cancelled(), "an ended call is not stopped");
+        let (_, later) = calls.start();
+        assert_eq!(later.reason().as_deref(), Some("cancelled by SIGTERM"));
+    }
 }

@@ -61,7 +61,8 @@ pub(crate) const TOOLS: &[ToolDef] = &[
     },
     ToolDef {
         name: "loops_doctor",
-        description: "Check the data directory, PATH, accounts, providers and daemon (loops doctor --json).",
+        description: "Check the data directory, PATH, accounts, providers and daemon (loops doctor --json); \
+                      runs `accounts` and each active loop's preflight, as the CLI does.",
         mutation: false,
         schema: schema::<NoParams>,
         call: doctor,
@@ -175,7 +176,10 @@ pub(crate) fn listed(tool: &ToolDef) -> Tool {
             .idempotent(tool.name != "loops_run_now" && !tool.name.starts_with("loops_create"))
             .open_world(tool.name == "loops_run_now")
     } else {
-        ToolAnnotations::new().read_only(true).open_world(false)
+        // doctor runs programs the stored loops name (accounts, preflight).
+        ToolAnnotations::new()
+            .read_only(true)
+            .open_world(tool.name == "loops_doctor")
     };
     Tool::new(tool.name, tool.description, (tool.schema)()).annotate(annotations)
 }
@@ -494,6 +498,9 @@ fn labels_update(args: &JsonObject, _: Access) -> Result<Captured> {
     }
     if action == "clear" && !p.labels.0.is_empty() {
         bail!("clear removes every label; give no labels with it");
+    }
+    if action != "clear" && p.labels.0.is_empty() {
+        bail!("{action} needs labels: give them in labels");
     }
     let mut argv = Argv::new(&["labels", action]);
     argv.positional(&p.target);
