@@ -26,6 +26,26 @@ use serde_json::Value;
 /// The variable that allows mutations in the server's environment.
 pub(crate) const ALLOW: &str = "LOOPS_MCP_ALLOW_MUTATIONS";
 
+/// The tools, in the order `tools/list` gives them.
+pub(crate) const TOOLS: [&str; 16] = [
+    "loops_list",
+    "loops_show",
+    "loops_runs",
+    "loops_doctor",
+    "loops_daemon_status",
+    "loops_workflows_list",
+    "loops_workflow_read",
+    "loops_workflow_run_inspect",
+    "loops_workflow_validate",
+    "loops_create_command",
+    "loops_create_workflow",
+    "loops_pause",
+    "loops_resume",
+    "loops_stop",
+    "loops_run_now",
+    "loops_labels_update",
+];
+
 /// The longest any one exchange with the server may take.
 pub(crate) const DEADLINE: Duration = Duration::from_secs(60);
 

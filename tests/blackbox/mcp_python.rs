@@ -16,6 +16,8 @@ use std::sync::OnceLock;
 use loops_tests::TestEnv;
 use serde_json::{Value, json};
 
+use crate::mcp::{ALLOW, TOOLS};
+
 #[path = "../mcp/venv.rs"]
 mod venv;
 
@@ -23,31 +25,8 @@ mod venv;
 /// of skipping them.
 const REQUIRE_ENV: &str = "LOOPS_REQUIRE_MCP_PYTHON";
 
-/// The variable that lets the server mutate.
-const ALLOW_ENV: &str = "LOOPS_MCP_ALLOW_MUTATIONS";
-
 /// What the loop under test prints.
 const LINE: &str = "hello from the python client";
-
-/// Every tool the server offers.
-const TOOLS: [&str; 16] = [
-    "loops_list",
-    "loops_show",
-    "loops_runs",
-    "loops_doctor",
-    "loops_daemon_status",
-    "loops_workflows_list",
-    "loops_workflow_read",
-    "loops_workflow_run_inspect",
-    "loops_workflow_validate",
-    "loops_create_command",
-    "loops_create_workflow",
-    "loops_pause",
-    "loops_resume",
-    "loops_stop",
-    "loops_run_now",
-    "loops_labels_update",
-];
 
 /// The venv's interpreter, prepared once per test process; `None` after
 /// printing why `test` skips.
@@ -92,9 +71,9 @@ fn session(env: &TestEnv, python: &Path, allow_mutations: bool, calls: Value) ->
     // The venv's own interpreter finds its packages only without these.
     cmd.env_remove("PYTHONHOME").env_remove("PYTHONPATH");
     if allow_mutations {
-        cmd.env(ALLOW_ENV, "true");
+        cmd.env(ALLOW, "true");
     } else {
-        cmd.env_remove(ALLOW_ENV);
+        cmd.env_remove(ALLOW);
     }
     let request = json!({
         "command": loops_tests::loops_bin(),

@@ -5,28 +5,8 @@
 use loops_tests::TestEnv;
 use serde_json::{Value, json};
 
-use super::{ALLOW, block_on, cli_error, cli_json, read_only};
+use super::{ALLOW, TOOLS, block_on, cli_error, cli_json, read_only};
 use crate::workflows::{create_workflow, exec_step, workflow_file};
-
-/// The tools, in the order `tools/list` gives them.
-const TOOLS: [&str; 16] = [
-    "loops_list",
-    "loops_show",
-    "loops_runs",
-    "loops_doctor",
-    "loops_daemon_status",
-    "loops_workflows_list",
-    "loops_workflow_read",
-    "loops_workflow_run_inspect",
-    "loops_workflow_validate",
-    "loops_create_command",
-    "loops_create_workflow",
-    "loops_pause",
-    "loops_resume",
-    "loops_stop",
-    "loops_run_now",
-    "loops_labels_update",
-];
 
 /// The read tools (the first nine).
 const READ_TOOLS: usize = 9;
