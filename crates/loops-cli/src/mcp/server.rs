@@ -162,9 +162,11 @@ impl ServerHandler for Loops {
             on_cancel.cancel(CLIENT_CANCELLED);
         });
         let access = self.access;
-        let calls = self.calls.clone();
+        // Moved into the task, so the call ends when the task is done with
+        // it: its command returned or panicked, or it never ran.
+        let ending = Ending(self.calls.clone(), id);
         let joined = tokio::task::spawn_blocking(move || {
-            let _ended = Ending(calls, id);
+            let _ending = ending;
             crate::commands::execute::with_stop(stop, || tools::call(tool, &args, access))
         })
         .await;
