@@ -199,7 +199,13 @@ fn result(reply: Captured) -> CallToolResult {
         let warnings: Vec<String> = reply
             .warnings
             .iter()
-            .map(|w| format!("warning: {w}"))
+            // Escaped as the command line's `warning:` lines are.
+            .map(|w| {
+                format!(
+                    "warning: {}",
+                    crate::render::escape_controls(w, &['\n', '\t'])
+                )
+            })
             .collect();
         content.push(ContentBlock::text(warnings.join("\n")));
     }
@@ -253,6 +259,28 @@ pub(super) async fn serve(access: Access, calls: Arc<Calls>, signals: &SignalCan
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn warnings_follow_the_json_escaped_as_on_the_command_line() {
+        let reply = result(Captured {
+            text: "[]\n".to_owned(),
+            error: None,
+            warnings: vec!["the working directory /tmp/\u{1b}[2J does not exist".to_owned()],
+        });
+        let texts: Vec<String> = reply
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                "[]",
+                "warning: the working directory /tmp/\\u{1b}[2J does not exist"
+            ]
+        );
+        assert_eq!(reply.is_error, Some(false));
+    }
 
     #[test]
     fn a_call_that_panics_still_ends_and_later_calls_start_stopped() {
