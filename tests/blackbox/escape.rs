@@ -92,3 +92,35 @@ fn workflow_step_errors_and_shown_output_are_escaped() {
         ran.stdout
     );
 }
+
+/// Issue 25 item 7: bidi and zero-width characters would make a name read
+/// backwards (`safe\u{202e}txt.exe` shows as "safeexe.txt") or hide, and
+/// shift the columns after them; human output escapes them as it escapes
+/// C0 and C1, and `--json` keeps them.
+#[test]
+fn bidi_and_zero_width_characters_are_escaped_in_list_and_logs() {
+    let env = TestEnv::new();
+    let name = "safe\u{202e}txt.exe\u{200b}\u{2066}";
+    env.write_script("lie", "printf 'a\\342\\200\\256b\\342\\200\\213c\\n'");
+    env.create_command(name, "lie", &["--every", "1h"]);
+    env.loops(["run-now", name]).run();
+    let hidden = |text: &str| {
+        text.chars()
+            .any(|c| c != '\n' && loops_core::hides_on_terminal(c))
+    };
+
+    let list = env.loops(["list"]).run();
+    assert!(!hidden(&list.stdout), "{:?}", list.stdout);
+    assert!(
+        list.stdout
+            .contains("safe\\u{202e}txt.exe\\u{200b}\\u{2066}"),
+        "{}",
+        list.stdout
+    );
+    let logs = env.loops(["logs", name]).run();
+    assert!(!hidden(&logs.stdout), "{:?}", logs.stdout);
+    assert_eq!(logs.stdout, "a\\u{202e}b\\u{200b}c\n");
+
+    let json = env.loops(["--json", "list"]).run().json();
+    assert_eq!(json[0]["name"], name);
+}

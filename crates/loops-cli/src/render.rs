@@ -277,23 +277,16 @@ pub(crate) fn paint(text: &str, style: Style, color: bool) -> String {
     }
 }
 
-/// `text` with every control character (C0, DEL and C1) not in `keep`
-/// written as its Rust escape: `\n`, `\r`, `\t`, `\u{1b}`, `\u{9b}`.
-/// Borrowed when there is nothing to escape, which is almost always.
+/// `text` with every character a terminal would not show as itself (C0,
+/// DEL, C1, bidi and zero-width characters; `loops_core::hides_on_terminal`)
+/// not in `keep` written as its Rust escape: `\n`, `\r`, `\t`, `\u{1b}`,
+/// `\u{9b}`, `\u{202e}`. Borrowed when there is nothing to escape, which is
+/// almost always.
 pub(crate) fn escape_controls<'a>(text: &'a str, keep: &[char]) -> Cow<'a, str> {
-    let escaped = |c: char| c.is_control() && !keep.contains(&c);
-    if !text.chars().any(escaped) {
-        return Cow::Borrowed(text);
+    match loops_core::escape_for_terminal(text, keep) {
+        Some(escaped) => Cow::Owned(escaped),
+        None => Cow::Borrowed(text),
     }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if escaped(c) {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
 }
 
 /// A column and its header.
@@ -532,6 +525,18 @@ mod tests {
         let mut t = Table::with_headers(&["NAME"]);
         t.row(vec!["two\nlines\u{1b}]0;x\u{7}".into()]);
         assert_eq!(t.render(false).rows, ["two\\nlines\\u{1b}]0;x\\u{7}"]);
+        // Issue 25 item 7: bidi and zero-width characters are escaped too,
+        // so a name cannot read backwards and columns stay aligned.
+        let mut t = Table::with_headers(&["NAME", "STATUS"]);
+        t.row(vec!["safe\u{202e}txt.exe".into(), "active".into()]);
+        t.row(vec!["a\u{200b}\u{2066}b".into(), "paused".into()]);
+        assert_eq!(
+            t.render(false).rows,
+            [
+                "safe\\u{202e}txt.exe  active",
+                "a\\u{200b}\\u{2066}b   paused"
+            ]
+        );
         assert_eq!(
             stream_blocks(Some("ok\r\n\u{1b}[31mred\tx\r\n"), None),
             ["  stdout:", "    ok", "    \\u{1b}[31mred\tx"]

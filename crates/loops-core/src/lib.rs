@@ -28,6 +28,7 @@ mod schedule;
 mod shape;
 mod status;
 mod tagged;
+mod terminal;
 mod time;
 mod validate;
 mod workflow_file;
@@ -59,6 +60,7 @@ pub use crate::status::{
     AgentProvider, Anchor, Backoff, CatchUp, ConfigIsolation, EnumError, ExecutorStatus,
     LoopStatus, Overlap, RunStatus, StepRunStatus, WorkflowRunStatus, WorkflowStatus,
 };
+pub use crate::terminal::{escape_for_terminal, hides_on_terminal};
 pub use crate::time::{Timestamp, TimestampError};
 pub use crate::validate::{
     ValidationError, prompt_option_message, prompt_reads_as_option, validate_account,

@@ -55,18 +55,10 @@ fn first_line(error: &str) -> String {
     shown
 }
 
-/// `text` with each control character written as its Rust escape.
+/// `text` with each character a terminal would not show as itself (a
+/// control, bidi or zero-width character) written as its Rust escape.
 fn escape(text: &str) -> String {
-    text.chars()
-        .flat_map(|c| {
-            let escaped: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            escaped
-        })
-        .collect()
+    loops_core::escape_for_terminal(text, &[]).unwrap_or_else(|| text.to_owned())
 }
 
 #[cfg(test)]
@@ -114,5 +106,16 @@ mod tests {
         let kept = "x".repeat(ERROR_CHARS - 5);
         assert!(line.ends_with(&format!("(bell\\u{{7}}{kept}…)")), "{line}");
         assert!(!line.contains('\u{7}'));
+    }
+
+    #[test]
+    fn bidi_and_zero_width_characters_are_escaped_in_the_log_line() {
+        let line = describe_run(&run(
+            RunStatus::Failed,
+            Some(1),
+            Some("safe\u{202e}txt.exe\u{200b}"),
+        ));
+        assert!(line.contains("safe\\u{202e}txt.exe\\u{200b}"), "{line}");
+        assert!(!line.chars().any(loops_core::hides_on_terminal), "{line}");
     }
 }
