@@ -605,8 +605,13 @@ fn doctor_exits_1_only_when_a_check_fails_in_both_modes() {
         .map(|c| c["id"].as_str().unwrap())
         .collect();
     assert_eq!(&ids[..4], ["data-dir", "database", "path", "accounts"]);
-    // No loop uses an agent, so no provider is checked (issue 16).
-    assert!(!ids.iter().any(|id| id.starts_with("provider:")), "{ids:?}");
+    // Every provider is reported in JSON, as the original does, though no
+    // loop uses one (issue 25 item 11).
+    assert_eq!(
+        ids.iter().filter(|id| id.starts_with("provider:")).count(),
+        6,
+        "{ids:?}"
+    );
     assert!(!ids.contains(&"bun"), "SPEC §7.5: no bun check");
 
     // A database from a newer loops fails the report in both modes.

@@ -315,9 +315,21 @@ fn list_is_coloured_on_a_terminal_only() {
     assert!(!json.stdout.contains('\u{1b}'));
 }
 
+/// Issue 25 item 11: `--json` keeps one `provider:<bin>` check for each
+/// of the six providers, as the original does (scripts read
+/// `provider:claude`); the human report folds the ones no loop uses into
+/// one line.
 #[test]
-fn doctor_checks_only_the_providers_loops_use() {
+fn doctor_reports_every_provider_in_json_and_folds_unused_ones_for_humans() {
     let env = TestEnv::new();
+    let all = [
+        "provider:claude",
+        "provider:cursor-agent",
+        "provider:codewith",
+        "provider:aicopilot",
+        "provider:opencode",
+        "provider:codex",
+    ];
     let ids = |env: &TestEnv| -> Vec<String> {
         let report = env.loops(["--json", "doctor"]).run().json();
         report["checks"]
@@ -325,11 +337,51 @@ fn doctor_checks_only_the_providers_loops_use() {
             .unwrap()
             .iter()
             .filter_map(|c| c["id"].as_str())
-            .filter(|id| id.starts_with("provider:"))
+            .filter(|id| id.starts_with("provider"))
             .map(str::to_owned)
             .collect()
     };
-    assert_eq!(ids(&env), Vec::<String>::new());
+    let human_ids = |env: &TestEnv| -> Vec<String> {
+        let ran = env.loops(["doctor"]).run();
+        ran.stdout
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(1))
+            .filter(|id| id.starts_with("provider"))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(ids(&env), all);
+    assert_eq!(human_ids(&env), ["providers"]);
+    // A fake codex on the PATH a run gets is found; the others are not.
+    env.write_script("codex", "exit 0");
+    let ran = env.loops(["doctor"]).run();
+    // (What else is available depends on this machine's PATH.)
+    let folded = ran
+        .stdout
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("ok    providers")?
+                .trim_start()
+                .strip_prefix("not used by any loop: ")
+        })
+        .unwrap_or_else(|| panic!("no folded line: {}", ran.stdout));
+    let available = folded.split(';').next().unwrap().strip_suffix(" available");
+    assert!(
+        available.is_some_and(|a| a.split(", ").any(|bin| bin == "codex")),
+        "{}",
+        ran.stdout
+    );
+    let report = env.loops(["--json", "doctor"]).run().json();
+    let status = |id: &str| {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .map(|c| c["status"].clone())
+    };
+    assert_eq!(status("provider:codex"), Some("ok".into()));
+
     env.loops(["create", "agent", "r", "--provider", "codex"])
         .args(["--prompt", "review", "--every", "1h"])
         .run();
@@ -341,7 +393,11 @@ fn doctor_checks_only_the_providers_loops_use() {
     .unwrap();
     env.loops(["workflows", "create", file.to_str().unwrap()])
         .run();
-    assert_eq!(ids(&env), ["provider:claude", "provider:codex"]);
+    assert_eq!(ids(&env), all);
+    assert_eq!(
+        human_ids(&env),
+        ["provider:claude", "providers", "provider:codex"]
+    );
 
     // The human report lines its messages up after the longest id.
     let ran = env.loops(["doctor"]).run();

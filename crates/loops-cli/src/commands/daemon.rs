@@ -45,7 +45,7 @@ use crate::render::escape_controls;
 use crate::render::{self, Printer};
 use crate::resolve;
 use crate::service::control::{self, DaemonStatus};
-use crate::service::doctor::{self, DoctorOptions};
+use crate::service::doctor::{self, CheckStatus, DoctorOptions};
 use crate::service::install::{self, Platform, ServiceSpec};
 use crate::service::log::{self, DaemonLog, LogConfig};
 
@@ -589,21 +589,7 @@ pub(crate) fn doctor(args: &DoctorArgs, out: &mut Printer) -> Result<Outcome> {
     if out.json {
         out.json(&serde_json::to_value(&report)?)?;
     } else {
-        // The id column is as wide as the longest id (a loop's preflight
-        // id is 27 characters), so the messages line up.
-        let width = report.checks.iter().map(|c| c.id.len()).max().unwrap_or(0);
-        for check in &report.checks {
-            let mut line = format!(
-                "{:<4}  {:<width$}  {}",
-                check.status.as_str(),
-                check.id,
-                check.message
-            );
-            if let Some(detail) = &check.detail {
-                // A preflight's missing executable without the whole PATH,
-                // which the `path` check already shows (`--json` keeps it).
-                line.push_str(&format!(" ({})", crate::brief::without_path(detail)));
-            }
+        for line in doctor_lines(&report) {
             out.line(&line)?;
         }
     }
@@ -613,6 +599,37 @@ pub(crate) fn doctor(args: &DoctorArgs, out: &mut Printer) -> Result<Outcome> {
     } else {
         Outcome::Failure
     })
+}
+
+/// The human report: a line per check, with the providers no loop uses
+/// folded into one line where the first of them stands.
+fn doctor_lines(report: &doctor::DoctorReport) -> Vec<String> {
+    let folded: Vec<&doctor::Check> = report.checks.iter().filter(|c| c.folded).collect();
+    let folded_line = doctor::providers::folded_line(&folded);
+    let mut rows: Vec<(CheckStatus, &str, String)> = Vec::new();
+    for check in &report.checks {
+        if check.folded {
+            if let Some((status, message)) = &folded_line
+                && !rows.iter().any(|r| r.1 == doctor::providers::FOLDED_ID)
+            {
+                rows.push((*status, doctor::providers::FOLDED_ID, message.clone()));
+            }
+            continue;
+        }
+        let mut message = check.message.clone();
+        if let Some(detail) = &check.detail {
+            // A preflight's missing executable without the whole PATH,
+            // which the `path` check already shows (`--json` keeps it).
+            message.push_str(&format!(" ({})", crate::brief::without_path(detail)));
+        }
+        rows.push((check.status, &check.id, message));
+    }
+    // The id column is as wide as the longest id (a loop's preflight id
+    // is 27 characters), so the messages line up.
+    let width = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
+    rows.iter()
+        .map(|(status, id, message)| format!("{:<4}  {id:<width$}  {message}", status.as_str()))
+        .collect()
 }
 
 #[cfg(test)]

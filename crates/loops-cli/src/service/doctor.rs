@@ -8,17 +8,14 @@
 //! report's `ok` (no check failed) decides the exit code in every output
 //! mode. A warning never fails the report.
 //!
-//! Issue 16 (a departure from SPEC §7.5): only the providers some loop or
-//! stored workflow step uses are checked, so a machine without the six
-//! agent CLIs is not warned about five it never runs; when the database
-//! cannot be read, all six are.
+//! All six providers are checked, as the original does; the human report
+//! folds the ones no loop uses into one line (`providers.rs`).
 //!
 //! Beyond the SPEC, the database is checked for damage with SQLite's
 //! `PRAGMA quick_check` (read-only, within a time budget that grows with its
 //! size), and the report names this implementation.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::ops::ControlFlow;
+use std::collections::BTreeMap;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Arc;
@@ -31,8 +28,8 @@ use loops_exec::{
     ExecOptions, RunContext, RunMetadata, SystemProbe, execute_target, preflight_target,
 };
 use loops_store::{
-    DatabaseState, Integrity, LoopFilter, Store, WorkflowFilter, backup_dir, check_integrity,
-    inspect_database, integrity_budget, newest_backup, schema_version,
+    DatabaseState, Integrity, LoopFilter, Store, backup_dir, check_integrity, inspect_database,
+    integrity_budget, newest_backup, schema_version,
 };
 use serde::Serialize;
 
@@ -44,16 +41,7 @@ use super::control::daemon_status;
 mod failing;
 mod gc;
 mod postgres;
-
-/// The provider CLIs whose presence is reported (SPEC §7.5).
-const PROVIDERS: [&str; 6] = [
-    "claude",
-    "cursor-agent",
-    "codewith",
-    "aicopilot",
-    "opencode",
-    "codex",
-];
+pub(crate) mod providers;
 
 /// How long `accounts --version` may take.
 const ACCOUNTS_TIMEOUT_MS: u64 = 10_000;
@@ -93,6 +81,10 @@ pub(crate) struct Check {
     /// More about it: a path, an error.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) detail: Option<String>,
+    /// A provider no loop uses, which the human report folds into one
+    /// line (`--json` keeps every check).
+    #[serde(skip)]
+    pub(crate) folded: bool,
 }
 
 impl Check {
@@ -102,6 +94,7 @@ impl Check {
             status,
             message: message.into(),
             detail: None,
+            folded: false,
         }
     }
 
@@ -202,45 +195,6 @@ fn check_machine(opts: &DoctorOptions<'_>) -> Vec<Check> {
     checks
 }
 
-/// The provider CLIs some loop or stored workflow step runs, in the
-/// SPEC's order; all six when the store cannot say.
-fn used_providers(store: Option<&Store>) -> Vec<&'static str> {
-    let Some(store) = store else {
-        return PROVIDERS.to_vec();
-    };
-    let mut used = BTreeSet::new();
-    let loops = store.for_each_loop(
-        &LoopFilter {
-            status: None,
-            limit: Some(u32::MAX),
-        },
-        |lp| {
-            if let Target::Agent(a) = &lp.target {
-                used.insert(a.provider.binary());
-            }
-            ControlFlow::Continue(())
-        },
-    );
-    let workflows = store.list_workflows(&WorkflowFilter {
-        status: None,
-        limit: Some(u32::MAX),
-    });
-    match (loops, workflows) {
-        (Ok(()), Ok(specs)) => {
-            for step in specs.iter().flat_map(|w| &w.steps) {
-                if let ProcessTarget::Agent(a) = &step.target {
-                    used.insert(a.provider.binary());
-                }
-            }
-        }
-        _ => return PROVIDERS.to_vec(),
-    }
-    PROVIDERS
-        .into_iter()
-        .filter(|bin| used.contains(bin))
-        .collect()
-}
-
 /// What a run of the daemon would get: the environment with the
 /// normalized PATH.
 fn machine_exec(opts: &DoctorOptions<'_>) -> ExecOptions {
@@ -261,9 +215,7 @@ fn finish(
     opts: &DoctorOptions<'_>,
 ) -> DoctorReport {
     let exec = machine_exec(opts);
-    for bin in used_providers(store) {
-        checks.push(check_provider(bin, &exec));
-    }
+    checks.extend(providers::check_providers(store, &exec));
     match store {
         Some(store) => {
             let (daemon, daemon_pid) = check_daemon(store, paths, opts);
@@ -496,15 +448,6 @@ fn check_accounts(exec: &ExecOptions) -> Check {
                 .unwrap_or_else(|| "accounts --version failed".to_owned()),
         ),
         Err(e) => missing(e.to_string()),
-    }
-}
-
-fn check_provider(bin: &str, exec: &ExecOptions) -> Check {
-    let id = format!("provider:{bin}");
-    let target = ProcessTarget::Command(CommandTarget::new(bin));
-    match preflight_target(&target, &RunMetadata::default(), exec) {
-        Ok(_) => Check::new(id, CheckStatus::Ok, format!("{bin} is available")),
-        Err(_) => Check::new(id, CheckStatus::Warn, format!("{bin} is not on PATH")),
     }
 }
 
