@@ -23,6 +23,7 @@ mod manage;
 mod mcp;
 mod mcp_python;
 mod policies;
+mod prompt_files;
 mod runners;
 mod runs;
 mod runtime;

@@ -96,7 +96,7 @@ fn create_checks_the_prompt_file() {
     };
     create(&["--prompt-file", path])
         .code(1)
-        .stderr_has("error: reading --prompt-file")
+        .stderr_has("error: cannot read --prompt-file")
         .run();
     std::fs::write(&file, "-x").unwrap();
     create(&["--prompt-file", path])
@@ -234,6 +234,6 @@ fn edit_switches_between_a_prompt_and_a_prompt_file() {
         .run();
     env.loops(["edit", "p", "--prompt-file", "/nonexistent/p.md"])
         .code(1)
-        .stderr_has("reading --prompt-file /nonexistent/p.md")
+        .stderr_has("cannot read --prompt-file /nonexistent/p.md")
         .run();
 }

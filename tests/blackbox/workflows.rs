@@ -186,7 +186,7 @@ fn invalid_workflows_are_rejected_with_the_core_message() {
         .run();
     env.loops(["workflows", "validate", "/no/such/workflow.json"])
         .code(1)
-        .stderr_has("error: reading workflow file /no/such/workflow.json")
+        .stderr_has("error: cannot read workflow file /no/such/workflow.json")
         .run();
     // Nothing was stored.
     assert_eq!(

@@ -68,6 +68,7 @@ mod scrub;
 mod signals;
 mod spec;
 mod supervise;
+mod user_file;
 
 pub use crate::cancel::{CancelToken, Subscription};
 pub use crate::clock::SystemClock;
@@ -90,6 +91,9 @@ pub use crate::process::{
 pub use crate::runlog::{LOGS_DIR, RunLog, prepare_logs_dir, run_id_of_log, run_log_path};
 pub use crate::signals::{SignalCancel, survive_file_size_limit};
 pub use crate::spec::agent_argv;
+pub use crate::user_file::{
+    PROMPT_FILE_MAX_BYTES, UserFileError, UserFileReader, open_user_file, read_user_file,
+};
 
 /// The README's example, compiled and run as a doctest so it cannot rot.
 #[doc = include_str!("../README.md")]

@@ -12,10 +12,13 @@
 //! executor reports it as a failed run without spawning anything.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use loops_core::{
     Account, AgentProvider, AgentTarget, ConfigIsolation, ProcessTarget, prompt_reads_as_option,
 };
+
+use crate::user_file::{PROMPT_FILE_MAX_BYTES, UserFileError, read_user_file};
 
 /// What the child executes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,17 +147,22 @@ fn refusal(program: &str) -> String {
 }
 
 /// The text of an agent's prompt file, or the run's error when it cannot
-/// be used: missing, unreadable, not UTF-8, or empty (issue 17).
+/// be used: missing, unreadable, not a regular file, larger than
+/// [`PROMPT_FILE_MAX_BYTES`], not UTF-8, or empty (issues 17 and 25). The
+/// read is bounded in size and never waits (`user_file.rs`), so a run whose
+/// file became a pipe or a device fails at once instead of hanging.
 fn read_prompt_file(path: &str) -> Result<String, String> {
-    match std::fs::read_to_string(path) {
+    match read_user_file(Path::new(path), "prompt file", PROMPT_FILE_MAX_BYTES) {
         Ok(text) if text.trim().is_empty() => Err(format!(
             "prompt file {path} is empty; write the prompt into it, or edit the loop to use \
              --prompt"
         )),
         Ok(text) => Ok(text),
+        Err(e @ UserFileError::TooLarge { .. }) => {
+            Err(format!("{e}; shorten it, or edit the loop to use --prompt"))
+        }
         Err(e) => Err(format!(
-            "cannot read prompt file {path}: {e}; restore the file, or edit the loop to use \
-             --prompt"
+            "{e}; restore the file, or edit the loop to use --prompt"
         )),
     }
 }
@@ -424,6 +432,51 @@ mod tests {
             panic!("an agent is exec'd");
         };
         assert_eq!(args, ["-p", "from the file"]);
+    }
+
+    #[test]
+    fn a_prompt_file_that_became_a_pipe_or_a_device_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo.md");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let zero = dir.path().join("zero.md");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let big = dir.path().join("big.md");
+        std::fs::write(&big, "x".repeat(PROMPT_FILE_MAX_BYTES as usize + 1)).unwrap();
+        let cases = [
+            (
+                fifo,
+                "is a named pipe (FIFO), not a regular file; restore the file",
+            ),
+            (
+                zero,
+                "is a character device, not a regular file; restore the file",
+            ),
+            (
+                big,
+                "is larger than 1 MiB, the most loops reads; shorten it",
+            ),
+        ];
+        for (path, expected) in cases {
+            let path = path.to_str().unwrap().to_owned();
+            let (tx, rx) = std::sync::mpsc::channel();
+            let given = path.clone();
+            // A read that blocks or never ends fails the test at the
+            // deadline instead of hanging it.
+            std::thread::spawn(move || {
+                let mut agent = AgentTarget::new(AgentProvider::Claude, "stored at create");
+                agent.prompt_file = Some(given);
+                let _ = tx.send(ProcessSpec::of(&ProcessTarget::Agent(agent)).refused);
+            });
+            let refused = rx
+                .recv_timeout(std::time::Duration::from_secs(20))
+                .expect("the prompt file is refused without blocking")
+                .expect("refused");
+            assert_eq!(
+                refused,
+                format!("prompt file {path} {expected}, or edit the loop to use --prompt")
+            );
+        }
     }
 
     #[test]

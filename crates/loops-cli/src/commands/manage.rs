@@ -158,12 +158,13 @@ pub(crate) fn show(args: &LoopRef, out: &mut Printer) -> Result<Outcome> {
     let store = paths::open_store()?;
     let mut lp = store.require_loop(&args.target)?;
     // Issue 17: with a prompt file, `prompt` shows what the next run sends,
-    // the file's text now (redacted as any prompt), not the text at create.
+    // the file's text now (redacted as any prompt), not the text at create;
+    // read as a run reads it (issue 25 §1): bounded, never waiting on a pipe.
     if let Target::Agent(a) = &mut lp.target
-        && let Some(text) = a
-            .prompt_file
-            .as_deref()
-            .and_then(|path| std::fs::read_to_string(path).ok())
+        && let Some(text) = a.prompt_file.as_deref().and_then(|path| {
+            let path = std::path::Path::new(path);
+            loops_exec::read_user_file(path, "prompt file", loops_exec::PROMPT_FILE_MAX_BYTES).ok()
+        })
     {
         a.prompt = text;
     }

@@ -16,6 +16,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use loops_exec::{UserFileError, UserFileReader, open_user_file};
 use loops_store::{
     ExportOptions, ExportSummary, ImportFinding, ImportOptions, ImportReport, Table, TransferError,
 };
@@ -26,6 +27,13 @@ use crate::args::{ExportArgs, ImportArgs};
 use crate::exit::Outcome;
 use crate::paths;
 use crate::render::{self, Column, Printer};
+
+/// The most an import reads (issue 25 §1): 1 GiB. An export with run
+/// history holds up to twice the output cap (256 KiB a stream) for each
+/// run, so a large history legitimately runs to hundreds of MiB; the
+/// document is parsed a record at a time, so the limit bounds the time an
+/// import takes more than its memory.
+const IMPORT_MAX_BYTES: u64 = 1 << 30;
 
 /// An export or import error for the exit code's walk of the chain: a
 /// store error bare, so a damaged database still gets its advice.
@@ -213,9 +221,14 @@ impl ExportJson {
 /// `import`.
 pub(crate) fn import(args: &ImportArgs, out: &mut Printer) -> Result<Outcome> {
     let mut input: Box<dyn Read> = if args.file == "-" {
-        Box::new(std::io::stdin().lock())
+        let stdin = std::io::stdin().lock();
+        Box::new(UserFileReader::new(
+            stdin,
+            "standard input".to_owned(),
+            IMPORT_MAX_BYTES,
+        ))
     } else {
-        Box::new(File::open(&args.file).with_context(|| format!("opening {}", args.file))?)
+        Box::new(open_import(Path::new(&args.file))?)
     };
     let store = paths::open_store()?;
     if args.apply {
@@ -245,6 +258,19 @@ pub(crate) fn import(args: &ImportArgs, out: &mut Printer) -> Result<Outcome> {
         );
     }
     Ok(Outcome::Success)
+}
+
+/// The import file at `path`, bounded as every file loops reads is (issue
+/// 25 §1): a regular file only (a pipe is read through `-`), failing past
+/// [`IMPORT_MAX_BYTES`].
+fn open_import(path: &Path) -> Result<UserFileReader<File>> {
+    match open_user_file(path, "import file", IMPORT_MAX_BYTES) {
+        Ok(reader) => Ok(reader),
+        Err(e @ UserFileError::NotRegular { .. }) => {
+            bail!("{e}; to import from a pipe, run `loops import -` with the document on stdin")
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The report for people: what the document is, a row per table, then

@@ -3,8 +3,15 @@
 //! directory), and the file's text now, which `create` checks as it checks
 //! `--prompt` and stores as the prompt an older loops would run. Each run
 //! reads the file again (`loops_exec`).
+//!
+//! The file is read as every run reads it (issue 25 §1): a regular file
+//! only, at most [`loops_exec::PROMPT_FILE_MAX_BYTES`], never waiting on a
+//! pipe.
 
-use anyhow::{Context, Result, anyhow, bail};
+use std::path::Path;
+
+use anyhow::{Result, anyhow, bail};
+use loops_exec::{PROMPT_FILE_MAX_BYTES, UserFileError};
 
 use super::cwd::{absolute, expand_home};
 
@@ -14,8 +21,7 @@ pub(crate) fn read(given: &str) -> Result<(String, String)> {
         bail!("--prompt-file must not be empty; pass the path of a file that holds the prompt");
     }
     let path = absolute(&expand_home(given)?)?;
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("reading --prompt-file {}", path.display()))?;
+    let text = read_bounded(&path, "--prompt-file")?;
     if text.trim().is_empty() {
         bail!(
             "--prompt-file {} is empty; write the prompt into it first",
@@ -29,4 +35,16 @@ pub(crate) fn read(given: &str) -> Result<(String, String)> {
         )
     })?;
     Ok((path, text))
+}
+
+/// The text of the prompt file at `path`, read as a run reads it; `what`
+/// names it in errors (`--prompt-file`), which say what to do.
+pub(crate) fn read_bounded(path: &Path, what: &str) -> Result<String> {
+    loops_exec::read_user_file(path, what, PROMPT_FILE_MAX_BYTES).map_err(|e| match e {
+        UserFileError::NotRegular { .. } => {
+            anyhow!("{e}; point it at a regular file that holds the prompt")
+        }
+        UserFileError::TooLarge { .. } => anyhow!("{e}; shorten the prompt"),
+        e => e.into(),
+    })
 }

@@ -2,6 +2,10 @@
 //! relative to the workflow file's directory, stored absolute, whose text
 //! is filled in as the step's `prompt` (what an older loops runs, and what
 //! core checks as any prompt). Each run reads the file again.
+//!
+//! A prompt file is read as a run reads it (issue 25 §1): a regular file
+//! only, at most [`loops_exec::PROMPT_FILE_MAX_BYTES`], never waiting on a
+//! pipe; MCP's `loops_workflow_validate` comes through here too.
 
 use std::path::{Path, PathBuf};
 
@@ -41,8 +45,10 @@ pub(super) fn resolve(workflow: &mut Value, dir: impl FnOnce() -> Result<PathBuf
         if target.contains_key("prompt") {
             bail!("{label} has both prompt and promptFile; keep one of them");
         }
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {label}.promptFile {}", path.display()))?;
+        let text = crate::commands::create::prompt_file::read_bounded(
+            &path,
+            &format!("{label}.promptFile"),
+        )?;
         if text.trim().is_empty() {
             bail!(
                 "{label}.promptFile {} is empty; write the prompt into it first",

@@ -8,9 +8,9 @@
 
 use std::str::FromStr;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Result, anyhow};
 use loops_core::{NewWorkflow, Timestamp, WorkflowId, WorkflowSpec, WorkflowStatus};
-use loops_exec::{ExecOptions, Preflight};
+use loops_exec::{ExecOptions, Preflight, UserFileError};
 use loops_store::{WorkflowFilter, WorkflowReplaced};
 use serde_json::json;
 
@@ -25,8 +25,16 @@ use crate::workflow_args::{CreateArgs, FileArgs, ListArgs, ValidateArgs, Workflo
 /// The id of the preview `validate` prints (SPEC §7.4).
 const PREVIEW_ID: &str = "validation";
 
+/// The most a workflow file may hold (issue 25 §1): 16 MiB, room for many
+/// steps with long prompts inline, where a prompt file holds at most 1 MiB.
+const WORKFLOW_FILE_MAX_BYTES: u64 = 16 << 20;
+
 /// Reads, parses and validates a workflow file, returning it with its
 /// unknown-key warnings (each with the nearest known key).
+///
+/// The file is read bounded, as a prompt file is: a regular file only, at
+/// most [`WORKFLOW_FILE_MAX_BYTES`], never waiting on a pipe
+/// (`loops_exec::read_user_file`).
 ///
 /// A byte-order mark is skipped and a duplicate key is an error
 /// (`loops_core::read_workflow_text`). When the file is invalid, the
@@ -35,8 +43,18 @@ const PREVIEW_ID: &str = "validation";
 /// [`warn`] once its command succeeded, so an error from a later step
 /// (a name already in use) is still the first line of stderr.
 fn read_workflow(args: &FileArgs) -> Result<(NewWorkflow, Vec<String>)> {
-    let text = std::fs::read_to_string(&args.file)
-        .with_context(|| format!("reading workflow file {}", args.file))?;
+    let path = std::path::Path::new(&args.file);
+    let text = loops_exec::read_user_file(path, "workflow file", WORKFLOW_FILE_MAX_BYTES).map_err(
+        |e| match e {
+            UserFileError::NotRegular { .. } => {
+                anyhow!("{e}; write the workflow to a regular file first")
+            }
+            UserFileError::TooLarge { .. } => {
+                anyhow!("{e}; move long prompts into promptFile files")
+            }
+            e => e.into(),
+        },
+    )?;
     parse_workflow(
         &text,
         &format!("workflow file {}", args.file),

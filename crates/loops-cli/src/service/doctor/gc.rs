@@ -77,7 +77,9 @@ fn gc_source(daemon_pid: Option<u32>, home: Option<&Path>) -> Option<String> {
     }
     let platform = Platform::current()?;
     let file = install::service_path(platform, home?);
-    let text = std::fs::read_to_string(&file).ok()?;
+    // Bounded and never waiting on a pipe planted at the path (issue 25 §1);
+    // a unit file is a few hundred bytes.
+    let text = loops_exec::read_user_file(&file, "service file", 1 << 20).ok()?;
     text.contains(GC_FLAG)
         .then(|| format!("the installed service {} has {GC_FLAG}", file.display()))
 }
