@@ -22,6 +22,7 @@ mod loops_daemon;
 mod manage;
 mod mcp;
 mod mcp_python;
+mod path_entries;
 mod policies;
 mod runners;
 mod runs;

@@ -81,7 +81,7 @@ pub use crate::options::{
     DEFAULT_ACCOUNTS_TIMEOUT, DEFAULT_KILL_GRACE, DEFAULT_LEAK_TIMEOUT, ExecOptions, RunContext,
 };
 pub use crate::output::DEFAULT_MAX_OUTPUT_BYTES;
-pub use crate::path::normalize_path;
+pub use crate::path::{dropped_path_entries, normalize_path};
 pub use crate::pool::Pool;
 pub use crate::process::{
     Detached, OrphanKill, ProcessSignal, hostname, is_running, kill_orphan_carriers,
