@@ -8,6 +8,7 @@ mod compat;
 mod create;
 mod daemon;
 mod datadir;
+mod db_credentials;
 mod docs;
 mod doctor;
 mod edit;
