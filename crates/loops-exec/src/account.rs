@@ -105,8 +105,8 @@ pub(crate) fn resolve_account_env(
     let mut env = base.clone();
     let path = normalize_path(base);
     env.insert("PATH".to_owned(), path.clone());
-    // Only relative PATH entries depend on this, and they mean the loops
-    // process's own directory here, as they would for a shell.
+    // The normalized PATH holds only absolute entries (issue 25 §9), so
+    // this directory never decides which `accounts` runs.
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let program = find_executable("accounts", &path, &cwd).map_err(|e| not_run(e.to_string()))?;
     let stdout = run_accounts(&program, &env, [profile, tool], opts, cancel, not_run)?;

@@ -13,6 +13,10 @@
 //! a region or a model (`ANTHROPIC_BASE_URL`, `AWS_REGION`,
 //! `CLAUDE_CODE_USE_BEDROCK`, `GOOGLE_CLOUD_PROJECT`, …) carry no identity
 //! and are kept: an account may rely on the runner's gateway or region.
+//!
+//! Beside it, [`DATABASE_STRIPPED`] is the one list of loops' own database
+//! credentials (issue 25 §2), which no process loops starts ever inherits,
+//! account or not.
 
 /// Removed from an account run's inherited environment, in groups.
 pub(crate) const ACCOUNT_STRIPPED: &[&str] = &[
@@ -89,6 +93,43 @@ pub(crate) const ACCOUNT_STRIPPED: &[&str] = &[
     "GITHUB_ENTERPRISE_TOKEN", // gh, GitHub Enterprise Server
 ];
 
+/// Loops' own database credentials (issue 25 §2): removed from the
+/// inherited environment of every process loops starts, with or without an
+/// account: runs, workflow steps, agents, `accounts env`, hooks, and the
+/// probes of `doctor` and `preflight`. A daemon on PostgreSQL holds its
+/// connection string, password included, in `LOOPS_DATABASE_URL`; a run
+/// that printed its environment stored it in the clear. A target that needs
+/// one of these sets it in its own `env`, which is applied after, and whose
+/// values are masked in what the run stores.
+///
+/// Each entry is `(name, masked)`: when `masked`, the inherited value is
+/// also masked in what the run and its hook write, wherever else the run
+/// found it (a file it was pointed at, a URL it printed). The others name
+/// files, not secrets.
+pub(crate) const DATABASE_STRIPPED: &[(&str, bool)] = &[
+    ("LOOPS_DATABASE_URL", true), // loops' own (README, "PostgreSQL"): the connection string
+    ("PGPASSWORD", true),         // PostgreSQL docs, libpq "Environment Variables": the password
+    ("PGPASSFILE", false),        // libpq: the password file (`~/.pgpass`)
+    ("PGSERVICEFILE", false),     // libpq: the service file, which may hold a password
+    ("PGSSLKEY", false),          // libpq: the client certificate's secret key
+];
+
+/// Whether `name` is one of [`DATABASE_STRIPPED`].
+pub(crate) fn is_database_credential(name: &str) -> bool {
+    DATABASE_STRIPPED.iter().any(|(n, _)| *n == name)
+}
+
+/// The inherited values of `env` that are masked ([`DATABASE_STRIPPED`]'s
+/// `masked` entries).
+pub(crate) fn database_secret_values(
+    env: &std::collections::BTreeMap<String, String>,
+) -> impl Iterator<Item = &str> {
+    DATABASE_STRIPPED
+        .iter()
+        .filter(|(_, masked)| *masked)
+        .filter_map(|(name, _)| env.get(*name).map(String::as_str))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,6 +159,17 @@ mod tests {
             "XDG_CACHE_HOME",
         ] {
             assert!(ACCOUNT_STRIPPED.contains(&name), "{name}");
+        }
+        // Issue 25 §2: the database's own, stripped whatever the account.
+        for name in [
+            "LOOPS_DATABASE_URL",
+            "PGPASSWORD",
+            "PGPASSFILE",
+            "PGSERVICEFILE",
+            "PGSSLKEY",
+        ] {
+            assert!(is_database_credential(name), "{name}");
+            assert!(!ACCOUNT_STRIPPED.contains(&name), "{name} is in both lists");
         }
     }
 }

@@ -2,15 +2,18 @@
 //! that goes into it.
 //!
 //! Built in the SPEC's order: the base environment (the caller's, else the
-//! process's); for an account, the inherited credentials and tool homes are
-//! removed and the account's variables applied; the target's own `env`; the
-//! normalized `PATH`; and last the `LOOPS_*` metadata, which nothing can
-//! override. The child gets exactly this map (`env_clear()` first).
+//! process's), without loops' own database credentials whatever the
+//! account (issue 25 §2); for an account, the inherited credentials and
+//! tool homes are removed and the account's variables applied; the target's
+//! own `env`; the normalized `PATH`; and last the `LOOPS_*` metadata, which
+//! nothing can override. The child gets exactly this map (`env_clear()`
+//! first).
 //!
-//! What an account run loses is the one list in `credentials.rs`. Alongside
-//! the map comes the [`Secrets`] of the run: the values `accounts env`
-//! exported and the values of the target's own `env`, which are masked in
-//! what the run stores (issue 12 §2).
+//! What is removed is the two lists in `credentials.rs`. Alongside the map
+//! comes the [`Secrets`] of the run: the values `accounts env` exported and
+//! the values of the target's own `env` (issue 12 §2), and the database's
+//! password ([`ExecOptions::secret_values`] and the inherited values
+//! removed), which are masked in what the run stores.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -19,7 +22,7 @@ use loops_core::Timestamp;
 
 use crate::account::resolve_account_env;
 use crate::cookie;
-use crate::credentials::ACCOUNT_STRIPPED;
+use crate::credentials::{ACCOUNT_STRIPPED, database_secret_values, is_database_credential};
 use crate::error::ExecError;
 use crate::options::{ExecOptions, RunContext};
 use crate::path::normalize_path;
@@ -124,6 +127,26 @@ fn normalized_path(env: &BTreeMap<String, String>) -> String {
     path
 }
 
+/// `base` without loops' own database credentials (`DATABASE_STRIPPED`).
+pub(crate) fn base_without_database_credentials(
+    base: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    base.iter()
+        .filter(|(name, _)| !is_database_credential(name))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// What every process of the runner masks: its
+/// [`ExecOptions::secret_values`] and the values of the database
+/// credentials `base` held.
+pub(crate) fn runner_secrets(base: &BTreeMap<String, String>, opts: &ExecOptions) -> Secrets {
+    let mut secrets = Secrets::default();
+    secrets.extend(opts.secret_values.iter().map(String::as_str));
+    secrets.extend(database_secret_values(base));
+    secrets
+}
+
 /// Builds the environment of `spec` (SPEC §5.3) and the secrets to mask in
 /// its output. Runs `accounts env` when the target has an account, and
 /// raises its errors.
@@ -138,12 +161,12 @@ pub(crate) fn build_env(
     ctx: &RunContext<'_>,
 ) -> Result<(BTreeMap<String, String>, Secrets), ExecError> {
     let base = opts.base_env.as_ref().unwrap_or_else(|| process_env());
-    let mut env = base.clone();
+    let mut env = base_without_database_credentials(base);
     if let Some(spawn_id) = ctx.spawn_id {
         let inherited = base.get(cookie::VAR).map(String::as_str);
         env.insert(cookie::VAR.to_owned(), cookie::chain(inherited, spawn_id));
     }
-    let mut secrets = Secrets::default();
+    let mut secrets = runner_secrets(base, opts);
     if let Some(account) = spec.account {
         // `env` is still the base environment, with the run's spawn id.
         let account_env = resolve_account_env(account, spec.tool_hint, &env, opts, ctx.cancel)?;
@@ -151,7 +174,7 @@ pub(crate) fn build_env(
             env.remove(*name);
         }
         env.extend(account_env.vars);
-        secrets = account_env.secrets;
+        secrets.merge(account_env.secrets);
     }
     if let Some(extra) = spec.env {
         env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));

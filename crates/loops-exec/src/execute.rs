@@ -245,8 +245,8 @@ fn path_of(env: &BTreeMap<String, String>) -> &str {
     env.get("PATH").map_or("", String::as_str)
 }
 
-/// Where relative program names and PATH entries are looked up: the
-/// target's cwd, else the loops process's own.
+/// Where relative program names are looked up: the target's cwd, else the
+/// loops process's own. (The normalized PATH has no relative entries.)
 fn lookup_dir(cwd: Option<PathBuf>) -> PathBuf {
     cwd.or_else(|| std::env::current_dir().ok())
         .unwrap_or_else(|| PathBuf::from("/"))

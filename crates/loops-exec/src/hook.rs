@@ -7,17 +7,20 @@
 //! changes the run; [`run_hook`] only says whether it failed.
 //!
 //! Its environment is the runner's base environment without the inherited
-//! credentials an account run loses (`credentials.rs`), whether or not the
-//! loop runs under an account: `accounts env` is not called and a target's
-//! own `env` is not given, so no credential is routed to a hook. Over it
-//! come the normalized PATH and the hook's `LOOPS_*` variables.
+//! credentials an account run loses and without loops' own database
+//! credentials (both lists in `credentials.rs`), whether or not the loop
+//! runs under an account: `accounts env` is not called and a target's own
+//! `env` is not given, so no credential is routed to a hook. Over it come
+//! the normalized PATH and the hook's `LOOPS_*` variables. The line of its
+//! stderr a failure reports is masked as a run's output is, of the
+//! runner's secret values (the database's password) and token shapes.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::credentials::ACCOUNT_STRIPPED;
-use crate::env::process_env;
+use crate::env::{base_without_database_credentials, process_env, runner_secrets};
 use crate::options::ExecOptions;
 use crate::path::{check_cwd, normalize_path};
 use crate::supervise::{self, Cause, Launch, Limits};
@@ -52,11 +55,8 @@ pub struct Hook {
 /// directory, its timeout, or a non-zero exit with the end of its stderr.
 pub fn run_hook(hook: &Hook, opts: &ExecOptions) -> Result<(), String> {
     let base = opts.base_env.as_ref().unwrap_or_else(|| process_env());
-    let mut env: BTreeMap<String, String> = base
-        .iter()
-        .filter(|(name, _)| !ACCOUNT_STRIPPED.contains(&name.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+    let mut env: BTreeMap<String, String> = base_without_database_credentials(base);
+    env.retain(|name, _| !ACCOUNT_STRIPPED.contains(&name.as_str()));
     let path = normalize_path(&env);
     env.insert("PATH".to_owned(), path);
     env.extend(hook.vars.iter().cloned());
@@ -92,7 +92,10 @@ pub fn run_hook(hook: &Hook, opts: &ExecOptions) -> Result<(), String> {
                 Some(code) => format!("exited with code {code}"),
                 None => "was killed by a signal".to_owned(),
             };
-            match last_line(&finished.stderr) {
+            // Masked whole before the line is cut, so no end of a secret
+            // is left.
+            let stderr = runner_secrets(base, opts).scrub_output(finished.stderr);
+            match last_line(&stderr) {
                 Some(line) => Err(format!("{how}: {line}")),
                 None => Err(how),
             }

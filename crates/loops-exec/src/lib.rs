@@ -10,10 +10,11 @@
 //!   metadata ([`RunMetadata`]);
 //! - the working directory and executable are checked first, against the
 //!   target's cwd ([`preflight_target`] does only these checks);
-//! - for an account, the runner's own credentials are removed first (one
-//!   list, `credentials.rs`), and what the run stores (stdout, stderr,
-//!   error) is scrubbed of the values of its `env` and account variables
-//!   and of anything shaped like a token;
+//! - loops' own database credentials are never passed on, and for an
+//!   account the runner's own credentials are removed first (the two lists
+//!   of `credentials.rs`); what the run stores (stdout, stderr, error) is
+//!   scrubbed of the values of its `env` and account variables, of the
+//!   database's password and of anything shaped like a token;
 //! - the child leads its own process group; its output is drained to EOF
 //!   and bounded by bytes, keeping the tail;
 //! - a timeout, a [`CancelToken`] or the end of the run tear the whole group
@@ -82,7 +83,7 @@ pub use crate::options::{
     DEFAULT_ACCOUNTS_TIMEOUT, DEFAULT_KILL_GRACE, DEFAULT_LEAK_TIMEOUT, ExecOptions, RunContext,
 };
 pub use crate::output::DEFAULT_MAX_OUTPUT_BYTES;
-pub use crate::path::normalize_path;
+pub use crate::path::{dropped_path_entries, normalize_path};
 pub use crate::pool::Pool;
 pub use crate::process::{
     Detached, OrphanKill, ProcessSignal, hostname, is_running, kill_orphan_carriers,

@@ -43,6 +43,12 @@ pub struct ExecOptions {
     pub leak_timeout: Duration,
     /// Timeout of the `accounts env` call.
     pub accounts_timeout: Duration,
+    /// Values masked in what every run stores and logs and in what a hook
+    /// reports, beside each run's own (issue 25 §2): the password of the
+    /// database the runner uses, in each spelling its connection string
+    /// holds. Values shorter than 8 bytes are not masked, as a run's own
+    /// are not.
+    pub secret_values: Vec<String>,
 }
 
 impl Default for ExecOptions {
@@ -53,6 +59,7 @@ impl Default for ExecOptions {
             kill_grace: DEFAULT_KILL_GRACE,
             leak_timeout: DEFAULT_LEAK_TIMEOUT,
             accounts_timeout: DEFAULT_ACCOUNTS_TIMEOUT,
+            secret_values: Vec::new(),
         }
     }
 }
@@ -72,6 +79,10 @@ impl fmt::Debug for ExecOptions {
             .field("kill_grace", &self.kill_grace)
             .field("leak_timeout", &self.leak_timeout)
             .field("accounts_timeout", &self.accounts_timeout)
+            .field(
+                "secret_values",
+                &format!("{} values", self.secret_values.len()),
+            )
             .finish()
     }
 }
@@ -137,11 +148,15 @@ mod tests {
                 "ANTHROPIC_API_KEY".to_owned(),
                 "secret".to_owned(),
             )])),
+            secret_values: vec!["db-password".to_owned()],
             ..ExecOptions::default()
         };
         let shown = format!("{opts:?}");
         assert!(
-            shown.contains("1 variables") && !shown.contains("secret"),
+            shown.contains("1 variables")
+                && shown.contains("1 values")
+                && !shown.contains("secret\"")
+                && !shown.contains("db-password"),
             "{shown}"
         );
     }

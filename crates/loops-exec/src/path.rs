@@ -59,8 +59,11 @@ fn common_dirs(env: &BTreeMap<String, String>, home: &Path) -> Vec<String> {
 }
 
 /// The PATH a target runs with: `env`'s own `PATH` entries, then the common
-/// bin directories, trimmed, without empty entries or duplicates (the first
-/// occurrence wins).
+/// bin directories, trimmed, without duplicates (the first occurrence wins)
+/// and without empty or relative entries (issue 25 §9): for the OS an empty
+/// entry, `.` or `bin` mean the current directory or a directory under it,
+/// so a program planted there would run in place of the one meant, in a
+/// probe of `doctor` or in a run. [`dropped_path_entries`] names them.
 ///
 /// `$HOME` is read from `env`, falling back to the OS home directory.
 ///
@@ -85,11 +88,40 @@ pub fn normalize_path(env: &BTreeMap<String, String>) -> String {
     let common = common_dirs(env, &home);
     for part in own.split(':').chain(common.iter().map(String::as_str)) {
         let part = part.trim();
-        if !part.is_empty() && seen.insert(part) {
+        if is_kept(part) && seen.insert(part) {
             parts.push(part);
         }
     }
     parts.join(":")
+}
+
+/// Whether [`normalize_path`] keeps a trimmed PATH entry: only absolute
+/// directories.
+fn is_kept(entry: &str) -> bool {
+    entry.starts_with('/')
+}
+
+/// The entries of `path` that [`normalize_path`] drops as empty or
+/// relative, as they are written (untrimmed), in order, each once.
+///
+/// ```
+/// assert_eq!(
+///     loops_exec::dropped_path_entries(".:/usr/bin::bin:/bin:."),
+///     [".", "", "bin"]
+/// );
+/// assert!(loops_exec::dropped_path_entries("/usr/bin:/bin").is_empty());
+/// ```
+pub fn dropped_path_entries(path: &str) -> Vec<&str> {
+    if path.is_empty() {
+        return Vec::new();
+    }
+    let mut dropped: Vec<&str> = Vec::new();
+    for part in path.split(':') {
+        if !is_kept(part.trim()) && !dropped.contains(&part) {
+            dropped.push(part);
+        }
+    }
+    dropped
 }
 
 /// Resolves `program` the way the child's `exec` will: a name with `/` is a
@@ -188,6 +220,26 @@ mod tests {
         let unique: HashSet<&str> = parts.iter().copied().collect();
         assert_eq!(parts.len(), unique.len(), "{path}");
         assert!(parts.iter().all(|p| !p.is_empty()));
+    }
+
+    #[test]
+    fn empty_and_relative_entries_are_dropped() {
+        // Issue 25 §9: `doctor` ran `./accounts --version` with `.` on PATH.
+        let e = env(&[("PATH", ":.:/a::bin:./x: . :/b:"), ("HOME", "/h")]);
+        let path = normalize_path(&e);
+        assert!(path.starts_with("/a:/b:/h/.local/bin:"), "{path}");
+        assert!(path.split(':').all(|p| p.starts_with('/')), "{path}");
+        assert_eq!(
+            dropped_path_entries(":.:/a::bin:./x: . :/b:"),
+            ["", ".", "bin", "./x", " . "]
+        );
+        // A relative HOME gives relative common directories: dropped too.
+        let relative_home = normalize_path(&env(&[("PATH", "/a"), ("HOME", "h")]));
+        assert!(
+            relative_home.starts_with("/a:/opt/homebrew/bin:"),
+            "{relative_home}"
+        );
+        assert!(dropped_path_entries("").is_empty());
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! Two things are replaced by [`REDACTED`], the word the CLI already uses
 //! for `env` values (SPEC §7.2):
 //! - the exact values a run was given: its target's `env` values and the
-//!   variables `accounts env` exported ([`Secrets`]). Values shorter than
+//!   variables `accounts env` exported ([`Secrets`]), and the password of
+//!   loops' own database (issue 25 §2). Values shorter than
 //!   [`MIN_SECRET_LEN`] characters are left alone: `1`, `true` or `prod`
 //!   are everywhere in ordinary output, and no credential is that short;
 //! - anything shaped like a credential ([`mask_token_shapes`]): the
@@ -59,6 +60,11 @@ impl Secrets {
             }
         }
         self.values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+    }
+
+    /// Adds the values of `other`.
+    pub(crate) fn merge(&mut self, other: Secrets) {
+        self.extend(other.values.iter().map(String::as_str));
     }
 
     /// `text` with every secret value masked. For the errors loops writes

@@ -60,6 +60,12 @@ pub trait RunExecutor: Send + Sync {
         run: &LoopRun,
         control: &RunControl<'_>,
     ) -> Result<ExecutorResult, RunError>;
+
+    /// The options the runner's hooks run with (its base environment and
+    /// the secret values they mask, issue 25 §2); `None` for the defaults.
+    fn exec_options(&self) -> Option<&ExecOptions> {
+        None
+    }
 }
 
 /// Why a loop run could not be executed (SPEC §3.3 "thrown error"). Its
@@ -162,20 +168,28 @@ impl<'a> ProcessExecutor<'a> {
     }
 
     /// An executor with the SPEC defaults whose workflow targets use the
-    /// database `store` was opened on (none for an in-memory store).
+    /// database `store` was opened on (none for an in-memory store), and
+    /// whose runs and hooks mask that database's password in what they
+    /// write (issue 25 §2).
     pub fn for_store(clock: &'a dyn Clock, store: &Store) -> ProcessExecutor<'a> {
-        ProcessExecutor {
-            database: store.location(),
-            ..ProcessExecutor::new(clock)
+        let executor = ProcessExecutor::new(clock);
+        match store.location() {
+            Some(location) => executor.with_database(location),
+            None => executor,
         }
     }
 
     /// Runs workflow targets against the database at `location` (a SQLite
     /// file's path, or a PostgreSQL location). Each workflow run opens its
     /// own connection to it on the run's worker thread, since a store
-    /// handle cannot be shared between threads.
+    /// handle cannot be shared between threads. A PostgreSQL database's
+    /// password is masked in what runs and hooks write.
     pub fn with_database(mut self, location: impl Into<Location>) -> ProcessExecutor<'a> {
-        self.database = Some(location.into());
+        let location = location.into();
+        if let Location::Postgres { url, .. } = &location {
+            self.exec.secret_values = url.password_spellings().to_vec();
+        }
+        self.database = Some(location);
         self
     }
 
@@ -240,5 +254,9 @@ impl RunExecutor for ProcessExecutor<'_> {
             self.note_log_error(e);
         }
         Ok(result?)
+    }
+
+    fn exec_options(&self) -> Option<&ExecOptions> {
+        Some(&self.exec)
     }
 }

@@ -40,6 +40,7 @@ use super::control::daemon_status;
 
 mod failing;
 mod gc;
+mod path;
 mod postgres;
 pub(crate) mod providers;
 
@@ -177,19 +178,7 @@ pub(crate) fn run_doctor(opts: &DoctorOptions<'_>) -> DoctorReport {
 /// The checks of this machine, whatever the database: the PATH runs get,
 /// `accounts` and the provider CLIs.
 fn check_machine(opts: &DoctorOptions<'_>) -> Vec<Check> {
-    let mut checks = Vec::new();
-    let path = loops_exec::normalize_path(&opts.env);
-    checks.push(
-        Check::new(
-            "path",
-            CheckStatus::Ok,
-            format!(
-                "runs get a normalized PATH of {} entries",
-                path.split(':').count()
-            ),
-        )
-        .detail(path),
-    );
+    let mut checks = vec![path::check(&opts.env)];
     let exec = machine_exec(opts);
     checks.push(check_accounts(&exec));
     checks

@@ -11,6 +11,7 @@
 mod account;
 mod agent;
 mod command;
+mod database;
 mod kill;
 mod orphan;
 mod output;

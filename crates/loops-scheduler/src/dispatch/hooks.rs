@@ -70,9 +70,14 @@ impl<'scope, 'env> HookRunner<'scope, 'env> {
 
     /// Starts the hook `run` calls for, if any; `wake` hears when it
     /// failed, so its report is logged without waiting for the next run.
+    ///
+    /// The hook runs with the runner's `exec` options (`None`: the
+    /// defaults): its base environment, less the credentials `run_hook`
+    /// removes, and the secret values its report is masked of.
     pub(super) fn start(
         &mut self,
         settings: &HookSettings,
+        exec: Option<&ExecOptions>,
         lp: &Loop,
         run: &LoopRun,
         wake: Sender<Report>,
@@ -85,9 +90,10 @@ impl<'scope, 'env> HookRunner<'scope, 'env> {
             "{kind} hook of loop {} ({}) for run {}",
             lp.name, lp.id, run.id
         );
+        let exec = exec.cloned().unwrap_or_default();
         self.running.retain(|h| !h.is_finished());
         self.running.push(self.scope.spawn(move || {
-            if let Err(why) = run_hook(&hook, &ExecOptions::default()) {
+            if let Err(why) = run_hook(&hook, &exec) {
                 let _ = failures.send(format!("{what} failed: {why}"));
                 let _ = wake.send(Report::Wake);
             }

@@ -176,7 +176,9 @@ impl Dispatcher<'_, '_> {
                     && self.opts.mode == FinalizeMode::Advance;
                 if !retry_pending {
                     let wake = self.tx.clone();
-                    self.hooks.start(self.opts.hooks, &done.work.lp, run, wake);
+                    let exec = self.opts.executor.exec_options();
+                    self.hooks
+                        .start(self.opts.hooks, exec, &done.work.lp, run, wake);
                 }
             }
             self.settle(done, stored);

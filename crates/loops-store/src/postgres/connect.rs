@@ -11,6 +11,7 @@
 //! between failed attempts.
 
 use std::cell::Cell;
+use std::ops::Range;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
@@ -39,6 +40,9 @@ const BACKOFF_MAX: Duration = Duration::from_secs(5);
 pub struct DatabaseUrl {
     config: Config,
     shown: String,
+    /// The password in each spelling the string holds (see
+    /// [`DatabaseUrl::password_spellings`]).
+    spellings: Vec<String>,
 }
 
 impl std::fmt::Debug for DatabaseUrl {
@@ -55,10 +59,35 @@ impl DatabaseUrl {
         let config = Config::from_str(url).map_err(|e| StoreError::BadDatabaseUrl {
             reason: e.to_string(),
         })?;
+        let mut spellings: Vec<String> = Vec::new();
+        let mut add = |value: &str| {
+            if !value.is_empty() && !spellings.iter().any(|s| s == value) {
+                spellings.push(value.to_owned());
+            }
+        };
+        if let Some(password) = config.get_password() {
+            add(&String::from_utf8_lossy(password));
+        }
+        for span in password_spans(url) {
+            let raw = &url[span];
+            add(raw);
+            if let Some(inner) = raw.strip_prefix('\'') {
+                add(inner.strip_suffix('\'').unwrap_or(inner));
+            }
+        }
         Ok(DatabaseUrl {
             config,
             shown: mask_database_url(url),
+            spellings,
         })
+    }
+
+    /// The password, and the other passwords of the string (`sslpassword`),
+    /// in each spelling it holds: as the server gets it, and as it is
+    /// written (percent-encoded, quoted, escaped). What a run writes is
+    /// masked of them (issue 25 §2). Empty without a password.
+    pub fn password_spellings(&self) -> &[String] {
+        &self.spellings
     }
 
     /// True when `s` looks like a PostgreSQL connection string rather than
@@ -74,47 +103,117 @@ impl DatabaseUrl {
 }
 
 /// `url` with any password replaced by `***`: the user-info password of a
-/// URL, and `password=` in a `key=value` string or a URL's query.
+/// URL, a `password=` parameter of its query, and the whole value of a
+/// `password` key in a `key=value` string, quoted (`'a b'`) or with
+/// escaped spaces (`a\ b`) (issue 25 §2). Any key ending in `password`
+/// (`sslpassword` too) is masked: masking one that is not a secret costs
+/// nothing.
 pub fn mask_database_url(url: &str) -> String {
-    let mut out = url.to_owned();
-    // postgres://user:secret@host/db
-    if let Some(scheme_end) = out.find("://") {
-        let rest_start = scheme_end + 3;
-        let authority_end = out[rest_start..]
+    let mut out = String::with_capacity(url.len());
+    let mut copied = 0;
+    for span in password_spans(url) {
+        out.push_str(&url[copied..span.start]);
+        out.push_str("***");
+        copied = span.end;
+    }
+    out.push_str(&url[copied..]);
+    out
+}
+
+/// Where the passwords of `url` are written, in order, without overlaps.
+fn password_spans(url: &str) -> Vec<Range<usize>> {
+    let scheme = ["postgres://", "postgresql://"]
+        .iter()
+        .find_map(|p| url.strip_prefix(p).map(|_| p.len()));
+    match scheme {
+        Some(start) => url_password_spans(url, start),
+        None => conninfo_password_spans(url),
+    }
+}
+
+/// The passwords of a URL whose authority starts at `start`: the user
+/// info's, and the `…password=` parameters of its query.
+fn url_password_spans(url: &str, start: usize) -> Vec<Range<usize>> {
+    let mut spans = Vec::new();
+    let rest = &url[start..];
+    let mut query_from = start;
+    // The client reads the user info up to the first `@` anywhere, libpq
+    // up to the last one of the authority: masked up to the later, so a
+    // password holding `/` or `@` is masked whole either way.
+    if let Some(first_at) = rest.find('@') {
+        let authority_end = rest[first_at..]
             .find(['/', '?'])
-            .map_or(out.len(), |i| rest_start + i);
-        if let Some(at) = out[rest_start..authority_end].rfind('@') {
-            let userinfo = &out[rest_start..rest_start + at];
-            if let Some(colon) = userinfo.find(':') {
-                out.replace_range(rest_start + colon + 1..rest_start + at, "***");
+            .map_or(rest.len(), |i| first_at + i);
+        let last_at = rest[..authority_end].rfind('@').unwrap_or(first_at);
+        if let Some(colon) = rest[..first_at].find(':') {
+            spans.push(start + colon + 1..start + last_at);
+        }
+        query_from = start + last_at;
+    }
+    if let Some(q) = url[query_from..].find('?') {
+        let mut at = query_from + q + 1;
+        for param in url[at..].split('&') {
+            if let Some((key, value)) = param.split_once('=')
+                && key.trim().ends_with("password")
+            {
+                let value_start = at + key.len() + 1;
+                spans.push(value_start..value_start + value.len());
             }
+            at += param.len() + 1;
         }
     }
-    // password=secret (key=value, or a URL query parameter); a quoted
-    // key=value password may hold spaces.
-    let mut masked = String::with_capacity(out.len());
-    let mut rest = out.as_str();
-    while let Some(i) = rest.find("password=") {
-        // Any key ending in `password` (`sslpassword` too): masking one
-        // that is not a secret costs nothing.
-        let value_start = i + "password=".len();
-        masked.push_str(&rest[..value_start]);
-        let tail = &rest[value_start..];
-        let value_len = if let Some(quoted) = tail.strip_prefix('\'') {
-            let mut end = 0;
-            let b = quoted.as_bytes();
-            while end < b.len() && b[end] != b'\'' {
-                end += if b[end] == b'\\' { 2 } else { 1 };
+    spans
+}
+
+/// The values of the `…password` keys of a libpq `key=value` string, read
+/// as libpq reads them: blanks around `=`, a value either single-quoted or
+/// up to the next blank, a backslash escaping the character after it in
+/// both. A value that never ends runs to the end of the string.
+fn conninfo_password_spans(conninfo: &str) -> Vec<Range<usize>> {
+    let b = conninfo.as_bytes();
+    let skip_blanks = |mut i: usize| {
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        i
+    };
+    let mut spans = Vec::new();
+    let mut i = skip_blanks(0);
+    while i < b.len() {
+        let key_start = i;
+        while i < b.len() && b[i] != b'=' && !b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        let key = &conninfo[key_start..i];
+        i = skip_blanks(i);
+        if i >= b.len() || b[i] != b'=' {
+            // Not `key=value`: go on with what follows as the next key.
+            continue;
+        }
+        i = skip_blanks(i + 1);
+        let value_start = i;
+        let quoted = b.get(i) == Some(&b'\'');
+        if quoted {
+            i += 1;
+        }
+        while i < b.len() {
+            match b[i] {
+                b'\\' => i += 2,
+                b'\'' if quoted => {
+                    i += 1;
+                    break;
+                }
+                c if !quoted && c.is_ascii_whitespace() => break,
+                _ => i += 1,
             }
-            (end + 2).min(tail.len())
-        } else {
-            tail.find([' ', '&', '\t']).unwrap_or(tail.len())
-        };
-        masked.push_str("***");
-        rest = &tail[value_len..];
+        }
+        i = i.min(b.len());
+        if key.ends_with("password") && i > value_start {
+            spans.push(value_start..i);
+        }
+        i = skip_blanks(i);
     }
-    masked.push_str(rest);
-    masked
+    spans
 }
 
 /// Opens connections for one backend, with the session settings and the
@@ -255,9 +354,61 @@ mod tests {
                 "host=h sslpassword=k dbname=x",
                 "host=h sslpassword=*** dbname=x",
             ),
+            // Issue 25 §2: a value is masked whole, however it is written.
+            (
+                "host=/tmp password=first\\ SECRET-TAIL dbname=x",
+                "host=/tmp password=*** dbname=x",
+            ),
+            (
+                "host=/tmp password='first SECRET-TAIL' dbname=x",
+                "host=/tmp password=*** dbname=x",
+            ),
+            (
+                "host=/tmp password = 'first SECRET-TAIL'",
+                "host=/tmp password = ***",
+            ),
+            ("password=a&b\\\\\\ c\tdbname=x", "password=***\tdbname=x"),
+            ("password='unterminated SECRET-TAIL", "password=***"),
+            (
+                "dbname='not password=x' user=u",
+                "dbname='not password=x' user=u",
+            ),
+            ("host password=x", "host password=***"),
+            (
+                "postgres://u:pa/ss@h/db?password=q",
+                "postgres://u:***@h/db?password=***",
+            ),
+            ("postgres://u:p@ss@h/db", "postgres://u:***@h/db"),
         ] {
             assert_eq!(mask_database_url(url), shown, "{url}");
         }
+    }
+
+    #[test]
+    fn every_spelling_of_the_password_is_known() {
+        let spellings = |url: &str| {
+            DatabaseUrl::parse(url)
+                .unwrap()
+                .password_spellings()
+                .to_vec()
+        };
+        assert_eq!(
+            spellings("postgresql://u:p%40ss-word@h/db"),
+            ["p@ss-word", "p%40ss-word"]
+        );
+        assert_eq!(
+            spellings("host=h password='first \\'SECRET-TAIL'"),
+            [
+                "first 'SECRET-TAIL",
+                "'first \\'SECRET-TAIL'",
+                "first \\'SECRET-TAIL"
+            ]
+        );
+        assert_eq!(
+            spellings("host=h password=first\\ SECRET-TAIL"),
+            ["first SECRET-TAIL", "first\\ SECRET-TAIL"]
+        );
+        assert!(spellings("host=h user=u").is_empty());
     }
 
     #[test]
