@@ -320,6 +320,10 @@ mod validate {
             (agent(json!({"timeoutMs": 3_153_600_000_001u64})), format!("{t0}.timeoutMs must be at most 3153600000000 (100 years), got 3153600000001; use a shorter timeout")),
             (command(json!({"timeoutMs": u64::MAX})), format!("{t0}.timeoutMs must be at most 3153600000000 (100 years), got 18446744073709551615; use a shorter timeout")),
             (with_step_keys(json!({"timeoutMs": 3_153_600_000_001u64})), format!("{l0}.timeoutMs must be at most 3153600000000 (100 years), got 3153600000001; use a shorter timeout")),
+            // Issue 25 item 8: an option's value that the agent would read as an option.
+            (agent(json!({"model": "--dangerously-bypass-approvals-and-sandbox"})), format!("{t0}.model must not begin with \"-\": the agent would read it as an option, not as the value of --model; give the model's name, for example \"sonnet\"")),
+            (agent(json!({"agent": "-p"})), format!("{t0}.agent must not begin with \"-\": the agent would read it as an option, not as the value of --agent; give the agent's name")),
+            (agent(json!({"cwd": "--help"})), format!("{t0}.cwd must not begin with \"-\": the agent would read it as an option, not as the value of --cd or --dir; give an absolute path")),
             (agent(json!({"model": " "})), format!("{t0}.model must be a non-empty string when set; omit it to use the provider's default model")),
             (agent(json!({"agent": ""})), format!("{t0}.agent must be a non-empty string when set; omit it to use the provider's default agent")),
             (agent(json!({"extraArgs": [true]})), format!("{t0}.extraArgs[0] must be a string")),
@@ -688,6 +692,35 @@ mod validate {
         for prompt in [" --dangerously-skip-permissions", "Task: -x", "fix -x"] {
             agent.prompt = prompt.into();
             assert!(validate_target(&Target::Agent(agent.clone()), "target").is_ok());
+        }
+        // Issue 25 item 8: so is a model, agent or cwd, each the value of a
+        // flag, for every provider; a dash inside the value is part of it.
+        for (key, set) in [
+            (
+                "model",
+                (|a, v| a.model = v) as fn(&mut AgentTarget, Option<String>),
+            ),
+            ("agent", |a, v| a.agent = v),
+            ("cwd", |a, v| a.cwd = v),
+        ] {
+            let mut bad = agent.clone();
+            set(
+                &mut bad,
+                Some("--dangerously-bypass-approvals-and-sandbox".into()),
+            );
+            let err = validate_target(&Target::Agent(bad.clone()), "target").unwrap_err();
+            assert_eq!(err.field, format!("target.{key}"));
+            let mut new = NewLoop::new(
+                "a",
+                Schedule::Dynamic {
+                    min_interval_ms: None,
+                },
+                Target::Agent(bad.clone()),
+            );
+            assert_eq!(validate_new_loop(&new).unwrap_err(), err);
+            set(&mut bad, Some("/w/gpt-5-x".into()));
+            new.target = Target::Agent(bad);
+            assert!(validate_new_loop(&new).is_ok(), "{key}");
         }
         // The cap on durations applies to workflow targets too; 0 is none.
         let capped = |ms| {
