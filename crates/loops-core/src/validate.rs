@@ -388,7 +388,8 @@ fn validate_timeout_cap(timeout_ms: Option<u64>, label: &str) -> Result<()> {
 /// `name`), the schedule (through [`validate_schedule`], reported with its
 /// own message), the numeric options in the SPEC §7.3 table order
 /// (`--catch-up-limit`, `--attempts`, `--retry-delay`, `--lease`, with their
-/// SPEC messages), and last the target (label `target`).
+/// SPEC messages), the policies and the hooks, and last the target (label
+/// `target`).
 pub fn validate_new_loop(new: &NewLoop) -> Result<()> {
     validate_name(&new.name, "name")?;
     validate_schedule(&new.schedule)
@@ -417,7 +418,28 @@ pub fn validate_new_loop(new: &NewLoop) -> Result<()> {
         return option("--lease", "must be greater than zero");
     }
     validate_policy(&new.policy)?;
+    validate_hooks(&new.hooks)?;
     validate_target(&new.target, "target")
+}
+
+/// Checks a loop's hooks (issue 17): each set hook is a shell command, not
+/// blank and without a NUL byte. The CLI says so first in its flags' words.
+fn validate_hooks(hooks: &crate::Hooks) -> Result<()> {
+    for (hook, field) in [
+        (&hooks.on_failure, "onFailure"),
+        (&hooks.on_success, "onSuccess"),
+    ] {
+        if let Some(command) = hook {
+            if is_blank(command) {
+                return Err(ValidationError::new(
+                    field,
+                    format!("{field} must be a shell command; leave it out for no hook"),
+                ));
+            }
+            require_no_nul(command, field)?;
+        }
+    }
+    Ok(())
 }
 
 /// Checks a loop's operating policies (issue 17).

@@ -652,6 +652,34 @@ mod validate {
         let mut c = CommandTarget::new("true");
         c.timeout_ms = Some(0);
         bad.push((command(c), "target.timeoutMs must be greater than zero"));
+        // Issue 25 item 6: what the CLI's flags refuse, core refuses too, so
+        // an import or a library caller cannot store it.
+        let mut l = command(CommandTarget::new("true"));
+        l.hooks.on_failure = Some(" ".into());
+        bad.push((
+            l,
+            "onFailure must be a shell command; leave it out for no hook",
+        ));
+        let mut l = command(CommandTarget::new("true"));
+        l.hooks.on_success = Some("echo \u{0}".into());
+        bad.push((
+            l,
+            "onSuccess must not contain a NUL character; processes cannot receive NUL in \
+             arguments, paths or environment values",
+        ));
+        for name in ["", "A=B"] {
+            let mut c = CommandTarget::new("true");
+            c.env = Some([(name.to_owned(), "v".to_owned())].into());
+            let mut l = command(c);
+            l.name = "env".into();
+            assert_eq!(
+                validate_new_loop(&l).unwrap_err().to_string(),
+                format!(
+                    "target.env has an invalid variable name {name:?}; names must match \
+                     [A-Za-z_][A-Za-z0-9_]*"
+                )
+            );
+        }
         for (l, expected) in &bad {
             assert_eq!(validate_new_loop(l).unwrap_err().to_string(), *expected);
         }
