@@ -494,6 +494,57 @@ fn a_prompt_that_reads_as_an_option_is_refused_with_how_to_write_it() {
 }
 
 #[test]
+fn an_option_value_that_reads_as_an_option_is_refused() {
+    // Issue 25 item 8: each value follows its flag in the agent's argv, so
+    // one that begins with "-" would be read as an option of its own.
+    let env = TestEnv::new();
+    for (flag, what) in [
+        ("--model", "give the model's name, for example \"sonnet\""),
+        ("--agent", "give the agent's name"),
+    ] {
+        let value = format!("{flag}=--dangerously-bypass-approvals-and-sandbox");
+        rejects(
+            &env,
+            &[
+                "agent",
+                "x",
+                "--provider",
+                "codex",
+                "--prompt",
+                "fix it",
+                &value,
+                "--every",
+                "1m",
+            ],
+            &format!(
+                "{flag} must not begin with \"-\": the agent would read it as an option, not as \
+                 the value of {flag}; {what}"
+            ),
+        );
+    }
+    assert!(
+        env.database_is_untouched(),
+        "a refused create writes nothing"
+    );
+    let lp = create(
+        &env,
+        &[
+            "agent",
+            "x",
+            "--provider",
+            "codex",
+            "--prompt",
+            "fix it",
+            "--model",
+            "gpt-5-codex",
+            "--every",
+            "1m",
+        ],
+    );
+    assert_eq!(lp["target"]["model"], "gpt-5-codex");
+}
+
+#[test]
 fn codex_accepts_an_agent_with_a_warning() {
     let env = TestEnv::new();
     let ran = env

@@ -277,6 +277,32 @@ fn edit_refuses_what_create_refuses_and_flags_of_another_target() {
 }
 
 #[test]
+fn edit_refuses_an_agent_option_value_that_reads_as_an_option() {
+    // Issue 25 item 8, as create refuses it.
+    let env = TestEnv::new();
+    let lp = env
+        .loops(["--json", "create", "agent", "a", "--provider", "codex"])
+        .args(["--prompt", "fix it", "--model", "o4", "--every", "1h"])
+        .run()
+        .json();
+    let id = lp["id"].as_str().expect("an id").to_owned();
+    let before = show(&env, &id);
+    for flag in ["--model", "--agent"] {
+        let ran = env
+            .loops(["edit", &id])
+            .args([format!("{flag}=--dangerously-bypass-approvals-and-sandbox")])
+            .code(1)
+            .run();
+        let expected = format!(
+            "error: {flag} must not begin with \"-\": the agent would read it as an option, not \
+             as the value of {flag};"
+        );
+        assert!(ran.stderr.starts_with(&expected), "{}", ran.stderr);
+    }
+    assert_eq!(show(&env, &id), before, "nothing was written");
+}
+
+#[test]
 fn a_paused_loop_stays_paused_and_a_cron_zone_changes_alone() {
     let env = TestEnv::new();
     let id = env.create_command("z", "true", &["--cron", "0 9 * * *", "--tz", "UTC"]);

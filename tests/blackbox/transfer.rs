@@ -3,15 +3,20 @@
 //! nothing; `--replace` overwrites what differs; `--no-runs` leaves the
 //! history out; documents from elsewhere or from a newer loops are
 //! refused; the export never clobbers a file or writes through a link;
-//! and no human output shows an `env` value.
+//! no human output shows an `env` value; an older export never moves a
+//! run back nor runs a slot again, and import refuses what `create`
+//! refuses (issue 25).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use loops_tests::TestEnv;
+use loops_tests::{Daemon, TestEnv, wait_for};
 use serde_json::{Value, json};
 
 use crate::workflows::create_workflow;
+
+const DEADLINE: Duration = Duration::from_secs(30);
 
 const SECRET: &str = "hunter2-very-secret";
 
@@ -290,4 +295,171 @@ fn env_values_reach_only_the_document() {
         .run();
     let doc: Value = serde_json::from_str(&ran.stdout).expect("the document");
     assert_eq!(doc["loops"].as_array().map(Vec::len), Some(2));
+}
+
+/// The runs of `loop_name`, output included.
+fn runs_of(env: &TestEnv, loop_name: &str) -> Value {
+    env.loops(["--json", "runs", loop_name, "--show-output"])
+        .run()
+        .json()
+}
+
+/// Issue 25 item 3, the whole story: an export taken while a run was in
+/// flight, imported with `--replace` once the run succeeded, leaves the
+/// run as it finished (kept, and reported so), and neither a tick nor the
+/// daemon runs the slot a second time.
+#[test]
+fn an_export_taken_mid_run_never_runs_its_slot_again() {
+    let env = TestEnv::new();
+    let gate = env.home().join("gate");
+    let count = env.home().join("count");
+    env.write_script(
+        "gated",
+        &format!(
+            "echo started >> '{}'\nwhile [ ! -e '{}' ]; do sleep 0.02; done\necho finished",
+            count.display(),
+            gate.display()
+        ),
+    );
+    let invocations = || {
+        std::fs::read_to_string(&count)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    };
+    // Attempts left, a short lease and retry delay: whatever took the run
+    // for abandoned would run it again soon.
+    env.loops([
+        "create", "command", "gated", "--cmd", "gated", "--at", "now",
+    ])
+    .args(["--attempts", "3", "--lease", "2s", "--retry-delay", "1s"])
+    .run();
+    let mut tick = env.spawn(&["tick"]);
+    wait_for("the run to start", DEADLINE, || {
+        (invocations() == 1).then_some(())
+    });
+    let path = file(&env, "mid-run.json");
+    let doc = export(&env, &path, &[]);
+    assert_eq!(doc["runs"][0]["status"], "running");
+
+    std::fs::write(&gate, "").expect("open the gate");
+    assert!(tick.wait().expect("tick ends").success());
+    let finished = runs_of(&env, "gated");
+    assert_eq!(finished[0]["status"], "succeeded");
+    assert_eq!(finished[0]["stdout"], "finished\n");
+    assert!(finished[0]["finishedAt"].is_string());
+
+    let report = import(&env, &path, &["--apply", "--replace"]);
+
+    // The loop row came back as exported, due on the slot that ran: a
+    // tick and the daemon settle it instead of running it again.
+    env.loops(["tick"]).run();
+    let daemon = Daemon::start(&env, &[]);
+    wait_for("the loop to be settled", DEADLINE, || {
+        let lp = env.loops(["--json", "show", "gated"]).run().json();
+        (lp["status"] != "active").then_some(())
+    });
+    drop(daemon);
+    assert_eq!(invocations(), 1, "the command ran once");
+    assert_eq!(
+        runs_of(&env, "gated"),
+        finished,
+        "the run keeps its output and finish"
+    );
+    // The report says why the run was left as it is.
+    assert_eq!(report["tables"]["runs"]["kept"], 1);
+    assert_eq!(report["tables"]["runs"]["replaced"], 0);
+    assert_eq!(report["keptCount"], 1);
+    assert_eq!(report["kept"][0]["id"], finished[0]["id"]);
+    let p = path.display().to_string();
+    env.loops(["import", &p, "--replace"])
+        .stdout_has(&format!(
+            "kept: runs {}: newer in the store (succeeded, attempt 1) than in the file (running, \
+             attempt 1); kept as stored",
+            finished[0]["id"].as_str().expect("a run id")
+        ))
+        .run();
+
+    // Into another data directory, the run that was in flight arrives
+    // abandoned, held by nobody.
+    let other = TestEnv::new();
+    import(&other, &path, &["--apply"]);
+    let runs = runs_of(&other, "gated");
+    assert_eq!(runs[0]["status"], "abandoned");
+    assert_eq!(
+        runs[0]["error"],
+        "running when exported from another database; no runner here holds it"
+    );
+    assert_eq!(runs[0]["finishedAt"], doc["exportedAt"]);
+}
+
+/// Issue 25 items 6 and 8: import refuses, with `create`'s message, the
+/// loops `create` refuses: `env` names `""` and `"A=B"`, a name of 5 MB,
+/// an agent model that reads as an option. The rest goes in.
+#[test]
+fn import_refuses_what_create_refuses() {
+    let source = populated();
+    let path = file(&source, "export.json");
+    let mut doc = export(&source, &path, &["--no-runs"]);
+    let base = doc["loops"][0].clone();
+    let variant = |id: &str, edit: &dyn Fn(&mut Value)| {
+        let mut lp = base.clone();
+        lp["id"] = json!(id);
+        edit(&mut lp);
+        lp
+    };
+    let huge = "n".repeat(5 << 20);
+    let loops = doc["loops"].as_array_mut().expect("loops");
+    loops.push(variant("a0000000000a", &|l| {
+        l["target"]["env"] = json!({"": "x"});
+    }));
+    loops.push(variant("a0000000000b", &|l| {
+        l["target"]["env"] = json!({"A=B": "x"});
+    }));
+    loops.push(variant("a0000000000c", &|l| l["name"] = json!(huge)));
+    loops.push(variant("a0000000000d", &|l| {
+        l["target"] = json!({"type": "agent", "provider": "codex", "prompt": "fix it",
+            "model": "--dangerously-bypass-approvals-and-sandbox"});
+    }));
+    let bad = file(&source, "bad.json");
+    std::fs::write(&bad, doc.to_string()).expect("write");
+
+    let target = TestEnv::new();
+    let b = bad.display().to_string();
+    let env_name = "target.env has an invalid variable name";
+    let ran = target.loops(["import", &b, "--apply"]).run();
+    for line in [
+        format!(
+            "invalid: loops a0000000000a: refused as `loops create` refuses it: {env_name} \"\"; \
+             names must match [A-Za-z_][A-Za-z0-9_]*"
+        ),
+        format!(
+            "invalid: loops a0000000000b: refused as `loops create` refuses it: {env_name} \
+             \"A=B\"; names must match [A-Za-z_][A-Za-z0-9_]*"
+        ),
+        "invalid: loops a0000000000c: refused as `loops create` refuses it: name must be at \
+         most 200 characters, got 5242880; use a shorter name and put details in the \
+         description"
+            .to_owned(),
+        "invalid: loops a0000000000d: refused as `loops create` refuses it: target.model must \
+         not begin with \"-\": the agent would read it as an option, not as the value of \
+         --model; give the model's name, for example \"sonnet\""
+            .to_owned(),
+    ] {
+        assert!(
+            ran.stdout.lines().any(|l| l == line),
+            "{line}\n{}",
+            ran.stdout
+        );
+    }
+    assert!(ran.stdout.len() < 10_000, "no huge value is echoed");
+    let report = import(&target, &bad, &["--apply"]);
+    assert_eq!(report["tables"]["loops"]["invalid"], 4);
+    assert_eq!(report["invalidCount"], 4);
+    assert_eq!(report["invalid"].as_array().map(Vec::len), Some(4));
+    assert_eq!(
+        report["tables"]["loops"]["existing"], 2,
+        "the valid ones went in"
+    );
+    let stored = loops_json(&target);
+    assert_eq!(stored.as_array().map(Vec::len), Some(2));
 }

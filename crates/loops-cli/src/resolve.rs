@@ -19,9 +19,9 @@ use chrono::{Local, NaiveDateTime, TimeZone};
 use loops_core::{
     Account, AgentProvider, AgentTarget, Anchor, CatchUp, Clock, CommandTarget, ConfigIsolation,
     DEFAULT_DYNAMIC_INTERVAL_MS, DURATION_FORMS, DurationError, LoopStatus, NewLoop, Overlap,
-    RunStatus, Schedule, Target, Timestamp, WorkflowId, WorkflowTarget, bare_milliseconds,
-    parse_duration, parse_positive_duration, prompt_option_message, prompt_reads_as_option,
-    validate_new_loop,
+    RunStatus, Schedule, Target, Timestamp, WorkflowId, WorkflowTarget,
+    agent_value_reads_as_option, bare_milliseconds, parse_duration, parse_positive_duration,
+    prompt_option_message, prompt_reads_as_option, validate_new_loop,
 };
 
 use crate::args::{AccountOptions, CreateAgent, CreateCommand, CreateWorkflow, LoopOptions};
@@ -91,6 +91,11 @@ pub(crate) fn checked(new: NewLoop) -> Result<NewLoop> {
             )
         } else if e.field == "target.prompt" && prompt.is_some_and(prompt_reads_as_option) {
             anyhow!(prompt_option_message("--prompt"))
+        } else if let Target::Agent(target) = &new.target
+            && let Some(option) = agent_value_reads_as_option(target)
+            && e.field == format!("target.{}", option.key)
+        {
+            anyhow!(option.message(&format!("--{}", option.key)))
         } else {
             e.into()
         }

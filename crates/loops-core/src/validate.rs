@@ -24,7 +24,9 @@
 //!   time out immediately. A workflow target's `timeoutMs` of 0 still means
 //!   "no timeout" (SPEC §1.3).
 //! - An agent prompt that begins with `-` is rejected: the prompt is the
-//!   agent's last argument, and the agent would read it as an option.
+//!   agent's last argument, and the agent would read it as an option. So is
+//!   an agent's `model`, `agent` or `cwd` that begins with `-` (issue 25):
+//!   each is the value of a flag in the agent's argv.
 //! - Every `timeoutMs` is capped at 100 years, as the CLI's durations are.
 //!
 //! `agent` with provider codex is accepted, as the original accepts it, and
@@ -194,7 +196,8 @@ fn validate_account_word(value: &str, field: &str) -> Result<()> {
 ///
 /// An agent target needs a non-empty `prompt` that does not begin with `-`
 /// (see [`prompt_reads_as_option`]); `model` and `agent` must be non-empty
-/// when set. `agent` is accepted for codex, which has no `--agent` flag and
+/// when set, and neither they nor `cwd` may begin with `-` (see
+/// [`agent_value_reads_as_option`]). `agent` is accepted for codex, which has no `--agent` flag and
 /// never receives it (SPEC §5.2).
 pub fn validate_process_target(target: &ProcessTarget, label: &str) -> Result<()> {
     match target {
@@ -312,10 +315,15 @@ fn validate_agent_target(target: &AgentTarget, label: &str) -> Result<()> {
         let field = format!("{label}.agent");
         validate_optional_word(agent, &field, "omit it to use the provider's default agent")?;
     }
+    validate_cwd(target.cwd.as_deref(), label)?;
+    if let Some(option) = agent_value_reads_as_option(target) {
+        let field = format!("{label}.{}", option.key);
+        let message = option.message(&field);
+        return Err(ValidationError::new(field, message));
+    }
     for (i, arg) in target.extra_args.iter().flatten().enumerate() {
         require_no_nul(arg, &format!("{label}.extraArgs[{i}]"))?;
     }
-    validate_cwd(target.cwd.as_deref(), label)?;
     validate_timeout(target.timeout_ms, label)?;
     if let Some(account) = &target.account {
         validate_account(account, &format!("{label}.account"))?;
@@ -380,7 +388,8 @@ fn validate_timeout_cap(timeout_ms: Option<u64>, label: &str) -> Result<()> {
 /// `name`), the schedule (through [`validate_schedule`], reported with its
 /// own message), the numeric options in the SPEC §7.3 table order
 /// (`--catch-up-limit`, `--attempts`, `--retry-delay`, `--lease`, with their
-/// SPEC messages), and last the target (label `target`).
+/// SPEC messages), the policies and the hooks, and last the target (label
+/// `target`).
 pub fn validate_new_loop(new: &NewLoop) -> Result<()> {
     validate_name(&new.name, "name")?;
     validate_schedule(&new.schedule)
@@ -409,7 +418,28 @@ pub fn validate_new_loop(new: &NewLoop) -> Result<()> {
         return option("--lease", "must be greater than zero");
     }
     validate_policy(&new.policy)?;
+    validate_hooks(&new.hooks)?;
     validate_target(&new.target, "target")
+}
+
+/// Checks a loop's hooks (issue 17): each set hook is a shell command, not
+/// blank and without a NUL byte. The CLI says so first in its flags' words.
+fn validate_hooks(hooks: &crate::Hooks) -> Result<()> {
+    for (hook, field) in [
+        (&hooks.on_failure, "onFailure"),
+        (&hooks.on_success, "onSuccess"),
+    ] {
+        if let Some(command) = hook {
+            if is_blank(command) {
+                return Err(ValidationError::new(
+                    field,
+                    format!("{field} must be a shell command; leave it out for no hook"),
+                ));
+            }
+            require_no_nul(command, field)?;
+        }
+    }
+    Ok(())
 }
 
 /// Checks a loop's operating policies (issue 17).
@@ -466,9 +496,11 @@ pub fn validate_label(label: &str) -> Result<()> {
 }
 
 mod keys;
+mod options;
 mod workflow;
 
 pub use self::keys::workflow_warnings;
+pub use self::options::{AgentOption, agent_value_reads_as_option};
 pub use self::workflow::{workflow_execution_order, workflow_from_json};
 
 #[cfg(test)]

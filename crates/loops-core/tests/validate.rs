@@ -320,6 +320,10 @@ mod validate {
             (agent(json!({"timeoutMs": 3_153_600_000_001u64})), format!("{t0}.timeoutMs must be at most 3153600000000 (100 years), got 3153600000001; use a shorter timeout")),
             (command(json!({"timeoutMs": u64::MAX})), format!("{t0}.timeoutMs must be at most 3153600000000 (100 years), got 18446744073709551615; use a shorter timeout")),
             (with_step_keys(json!({"timeoutMs": 3_153_600_000_001u64})), format!("{l0}.timeoutMs must be at most 3153600000000 (100 years), got 3153600000001; use a shorter timeout")),
+            // Issue 25 item 8: an option's value that the agent would read as an option.
+            (agent(json!({"model": "--dangerously-bypass-approvals-and-sandbox"})), format!("{t0}.model must not begin with \"-\": the agent would read it as an option, not as the value of --model; give the model's name, for example \"sonnet\"")),
+            (agent(json!({"agent": "-p"})), format!("{t0}.agent must not begin with \"-\": the agent would read it as an option, not as the value of --agent; give the agent's name")),
+            (agent(json!({"cwd": "--help"})), format!("{t0}.cwd must not begin with \"-\": the agent would read it as an option, not as the value of --cd or --dir; give an absolute path")),
             (agent(json!({"model": " "})), format!("{t0}.model must be a non-empty string when set; omit it to use the provider's default model")),
             (agent(json!({"agent": ""})), format!("{t0}.agent must be a non-empty string when set; omit it to use the provider's default agent")),
             (agent(json!({"extraArgs": [true]})), format!("{t0}.extraArgs[0] must be a string")),
@@ -648,6 +652,34 @@ mod validate {
         let mut c = CommandTarget::new("true");
         c.timeout_ms = Some(0);
         bad.push((command(c), "target.timeoutMs must be greater than zero"));
+        // Issue 25 item 6: what the CLI's flags refuse, core refuses too, so
+        // an import or a library caller cannot store it.
+        let mut l = command(CommandTarget::new("true"));
+        l.hooks.on_failure = Some(" ".into());
+        bad.push((
+            l,
+            "onFailure must be a shell command; leave it out for no hook",
+        ));
+        let mut l = command(CommandTarget::new("true"));
+        l.hooks.on_success = Some("echo \u{0}".into());
+        bad.push((
+            l,
+            "onSuccess must not contain a NUL character; processes cannot receive NUL in \
+             arguments, paths or environment values",
+        ));
+        for name in ["", "A=B"] {
+            let mut c = CommandTarget::new("true");
+            c.env = Some([(name.to_owned(), "v".to_owned())].into());
+            let mut l = command(c);
+            l.name = "env".into();
+            assert_eq!(
+                validate_new_loop(&l).unwrap_err().to_string(),
+                format!(
+                    "target.env has an invalid variable name {name:?}; names must match \
+                     [A-Za-z_][A-Za-z0-9_]*"
+                )
+            );
+        }
         for (l, expected) in &bad {
             assert_eq!(validate_new_loop(l).unwrap_err().to_string(), *expected);
         }
@@ -688,6 +720,35 @@ mod validate {
         for prompt in [" --dangerously-skip-permissions", "Task: -x", "fix -x"] {
             agent.prompt = prompt.into();
             assert!(validate_target(&Target::Agent(agent.clone()), "target").is_ok());
+        }
+        // Issue 25 item 8: so is a model, agent or cwd, each the value of a
+        // flag, for every provider; a dash inside the value is part of it.
+        for (key, set) in [
+            (
+                "model",
+                (|a, v| a.model = v) as fn(&mut AgentTarget, Option<String>),
+            ),
+            ("agent", |a, v| a.agent = v),
+            ("cwd", |a, v| a.cwd = v),
+        ] {
+            let mut bad = agent.clone();
+            set(
+                &mut bad,
+                Some("--dangerously-bypass-approvals-and-sandbox".into()),
+            );
+            let err = validate_target(&Target::Agent(bad.clone()), "target").unwrap_err();
+            assert_eq!(err.field, format!("target.{key}"));
+            let mut new = NewLoop::new(
+                "a",
+                Schedule::Dynamic {
+                    min_interval_ms: None,
+                },
+                Target::Agent(bad.clone()),
+            );
+            assert_eq!(validate_new_loop(&new).unwrap_err(), err);
+            set(&mut bad, Some("/w/gpt-5-x".into()));
+            new.target = Target::Agent(bad);
+            assert!(validate_new_loop(&new).is_ok(), "{key}");
         }
         // The cap on durations applies to workflow targets too; 0 is none.
         let capped = |ms| {

@@ -9,13 +9,16 @@
 //! claude, `--dangerously-skip-permissions` would be a flag). Validation
 //! refuses such prompts; one stored before that (by the original, say) is
 //! refused here too: the spec carries [`ProcessSpec::refused`], and the
-//! executor reports it as a failed run without spawning anything.
+//! executor reports it as a failed run without spawning anything. The same
+//! holds for a `model`, `agent` or `cwd` that begins with `-` (issue 25):
+//! each follows a flag in the argv, and the agent would read it as one.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use loops_core::{
-    Account, AgentProvider, AgentTarget, ConfigIsolation, ProcessTarget, prompt_reads_as_option,
+    Account, AgentOption, AgentProvider, AgentTarget, ConfigIsolation, ProcessTarget,
+    agent_value_reads_as_option, prompt_reads_as_option,
 };
 
 use crate::user_file::{PROMPT_FILE_MAX_BYTES, UserFileError, read_user_file};
@@ -109,8 +112,9 @@ impl<'a> ProcessSpec<'a> {
                     None => agent_argv(a),
                 };
                 let sent = prompt.as_deref().unwrap_or(&a.prompt);
-                let refused =
-                    unreadable.or_else(|| prompt_reads_as_option(sent).then(|| refusal(program)));
+                let refused = unreadable
+                    .or_else(|| prompt_reads_as_option(sent).then(|| refusal(program)))
+                    .or_else(|| agent_value_reads_as_option(a).map(|o| value_refusal(program, o)));
                 ProcessSpec {
                     program: Program::Exec {
                         program: program.to_owned(),
@@ -143,6 +147,16 @@ fn refusal(program: &str) -> String {
         "refused to run {program}: the prompt begins with \"-\", which {program} would read as \
          an option; recreate the loop or workflow with a prompt that starts with another \
          character, for example \"Task: --fix\""
+    )
+}
+
+/// The error of a run whose agent option value begins with `-` (issue 25),
+/// stored before create refused such values.
+fn value_refusal(program: &str, option: AgentOption) -> String {
+    format!(
+        "refused to run {program}: the {key} begins with \"-\", which {program} would read as \
+         an option; edit the loop or workflow to give a {key} that starts with another character",
+        key = option.key
     )
 }
 
@@ -495,6 +509,27 @@ mod tests {
         assert_eq!(refused("fix -x"), None);
         let command = ProcessTarget::Command(CommandTarget::new("-x"));
         assert_eq!(ProcessSpec::of(&command).refused, None);
+    }
+
+    #[test]
+    fn a_stored_option_value_that_reads_as_an_option_is_refused() {
+        let refused = |f: &dyn Fn(&mut AgentTarget)| {
+            let mut agent = AgentTarget::new(AgentProvider::Codex, "fix it");
+            f(&mut agent);
+            ProcessSpec::of(&ProcessTarget::Agent(agent)).refused
+        };
+        let error = refused(&|a| {
+            a.model = Some("--dangerously-bypass-approvals-and-sandbox".into());
+        })
+        .unwrap();
+        assert_eq!(
+            error,
+            "refused to run codex: the model begins with \"-\", which codex would read as an \
+             option; edit the loop or workflow to give a model that starts with another character"
+        );
+        assert!(refused(&|a| a.agent = Some("-x".into())).is_some_and(|e| e.contains("the agent")));
+        assert!(refused(&|a| a.cwd = Some("--help".into())).is_some_and(|e| e.contains("the cwd")));
+        assert_eq!(refused(&|a| a.model = Some("gpt-5-codex".into())), None);
     }
 
     #[test]

@@ -23,9 +23,17 @@
 //! slot, an active workflow's name, …) another row holds is refused and
 //! reported. Rows go in through plain `INSERT`s and `UPDATE`s, so the
 //! triggers that keep `status_counts` see them.
+//!
+//! Issue 25: a loop or workflow that `loops create` would refuse is
+//! refused with create's message (`import`), a run never goes backwards,
+//! and a run that was running comes over finished, since no runner here
+//! holds it (`history`).
 
 mod document;
+mod history;
 mod import;
+
+pub use self::history::EXPORTED_WHILE_RUNNING;
 
 use std::io::{Read, Write};
 use std::ops::ControlFlow;
@@ -216,9 +224,9 @@ impl Record {
         }
     }
 
-    /// True for a run, workflow run or step run that was running when it
-    /// was exported: it comes over as it is, and the runner that held it
-    /// is on the other database.
+    /// True for a run, workflow run or step run that is running: in an
+    /// export it is written as it is, and an import writes it finished,
+    /// since the runner that held it is on the other database.
     fn is_running(&self) -> bool {
         match self {
             Record::Run(r) => r.run.status == RunStatus::Running,
@@ -301,8 +309,16 @@ pub struct TableImport {
     /// Records refused because another row holds one of their unique
     /// keys (or, on PostgreSQL, the row they belong to is missing).
     pub conflicts: u64,
-    /// Runs, workflow runs or step runs that were running when exported.
+    /// Runs, workflow runs or step runs that were running when exported:
+    /// they come over finished (see [`EXPORTED_WHILE_RUNNING`]).
     pub running: u64,
+    /// Of `differ`, the runs, workflow runs and step runs whose stored row
+    /// is further along (a later attempt, a finished run the record has
+    /// running): kept as stored, also with `replace`.
+    pub kept: u64,
+    /// Loops and workflows refused because `loops create` would refuse
+    /// them.
+    pub invalid: u64,
 }
 
 impl TableImport {
@@ -316,11 +332,13 @@ impl TableImport {
             replaced: 0,
             conflicts: 0,
             running: 0,
+            kept: 0,
+            invalid: 0,
         }
     }
 
-    /// Existing records left as they are: identical ones, and differing
-    /// ones without `replace`.
+    /// Existing records left as they are: identical ones, differing ones
+    /// without `replace`, and those [`TableImport::kept`].
     pub fn skipped(&self) -> u64 {
         self.existing - self.replaced
     }
@@ -361,6 +379,12 @@ pub struct ImportReport {
     /// How many loops of the document share a name with another stored
     /// loop.
     pub shared_name_count: u64,
+    /// The first [`IMPORT_LISTED`] records kept because the stored row is
+    /// newer (see [`TableImport::kept`]).
+    pub kept: Vec<ImportFinding>,
+    /// The first [`IMPORT_LISTED`] records refused with `loops create`'s
+    /// message (see [`TableImport::invalid`]).
+    pub invalid: Vec<ImportFinding>,
 }
 
 impl ImportReport {
@@ -372,6 +396,17 @@ impl ImportReport {
     /// Records refused, over every table.
     pub fn conflict_count(&self) -> u64 {
         self.tables.iter().map(|t| t.conflicts).sum()
+    }
+
+    /// Records kept because the stored row is newer, over every table.
+    pub fn kept_count(&self) -> u64 {
+        self.tables.iter().map(|t| t.kept).sum()
+    }
+
+    /// Records refused as `loops create` would refuse them, over every
+    /// table.
+    pub fn invalid_count(&self) -> u64 {
+        self.tables.iter().map(|t| t.invalid).sum()
     }
 
     /// Records written (or that would be): new plus replaced.
@@ -487,7 +522,16 @@ impl Store {
 
     /// Reads an export document from `input` into this store, keeping ids
     /// (see the module documentation), and reports per table how many
-    /// records are new, already stored, differing, replaced or refused.
+    /// records are new, already stored, differing, replaced, kept as
+    /// stored because the stored row is newer, or refused.
+    ///
+    /// A loop or workflow that `loops create` would refuse is refused with
+    /// create's message. A run, workflow run or step run that was running
+    /// when exported is written finished, as this store's recovery would
+    /// record it (abandoned, failed, skipped), with the error
+    /// [`EXPORTED_WHILE_RUNNING`]; and one whose stored row is further
+    /// along (a later attempt, a finished run) is kept as stored, also
+    /// with `replace`.
     ///
     /// Without `options.apply` nothing is written: the report says what an
     /// import would do. With it, records are written in batches of

@@ -71,7 +71,8 @@ pub(crate) struct ImportArgs {
     pub(crate) apply: bool,
 
     /// Overwrite stored rows whose id the file has but whose columns
-    /// differ [default: leave them as they are].
+    /// differ, except runs this database has further along [default:
+    /// leave them as they are].
     #[arg(long)]
     pub(crate) replace: bool,
 }

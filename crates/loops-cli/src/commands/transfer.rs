@@ -311,6 +311,15 @@ fn human(file: &str, report: &ImportReport, out: &mut Printer) -> Result<()> {
         },
         Column { header: "RUNNING" },
     ]);
+    // Issue 25: shown when there is something to count.
+    let kept = report.kept_count() > 0;
+    let invalid = report.invalid_count() > 0;
+    if kept {
+        columns.push(Column { header: "KEPT" });
+    }
+    if invalid {
+        columns.push(Column { header: "INVALID" });
+    }
     let mut table = render::Table::new(columns);
     for t in &report.tables {
         let mut cells = vec![
@@ -325,10 +334,18 @@ fn human(file: &str, report: &ImportReport, out: &mut Printer) -> Result<()> {
             cells.push(t.replaced.to_string());
         }
         cells.extend([t.conflicts.to_string(), t.running.to_string()]);
+        if kept {
+            cells.push(t.kept.to_string());
+        }
+        if invalid {
+            cells.push(t.invalid.to_string());
+        }
         table.row(cells);
     }
     out.table(&table, |_| Vec::new())?;
+    findings(out, "invalid", &report.invalid, report.invalid_count())?;
     findings(out, "conflict", &report.conflicts, report.conflict_count())?;
+    findings(out, "kept", &report.kept, report.kept_count())?;
     findings(
         out,
         "shared name",
@@ -340,8 +357,9 @@ fn human(file: &str, report: &ImportReport, out: &mut Printer) -> Result<()> {
         render::note(
             "note",
             &format!(
-                "{running} record(s) were running when exported and come over as running; a \
-                 daemon on this database recovers a run once its lease has expired"
+                "{running} record(s) were running when exported; no runner here holds them, so \
+                 they come over finished (runs abandoned, workflow runs failed, steps skipped), \
+                 unless this database has them further along"
             ),
         );
     }
@@ -380,6 +398,10 @@ struct ImportJson {
     conflicts: Vec<FindingJson>,
     shared_name_count: u64,
     shared_names: Vec<FindingJson>,
+    kept_count: u64,
+    kept: Vec<FindingJson>,
+    invalid_count: u64,
+    invalid: Vec<FindingJson>,
 }
 
 #[derive(Serialize)]
@@ -393,6 +415,8 @@ struct TableJson {
     replaced: u64,
     conflicts: u64,
     running: u64,
+    kept: u64,
+    invalid: u64,
 }
 
 #[derive(Serialize)]
@@ -425,6 +449,8 @@ impl ImportJson {
                 replaced: t.replaced,
                 conflicts: t.conflicts,
                 running: t.running,
+                kept: t.kept,
+                invalid: t.invalid,
             }
         };
         ImportJson {
@@ -445,6 +471,10 @@ impl ImportJson {
             conflicts: report.conflicts.iter().map(FindingJson::from).collect(),
             shared_name_count: report.shared_name_count,
             shared_names: report.shared_names.iter().map(FindingJson::from).collect(),
+            kept_count: report.kept_count(),
+            kept: report.kept.iter().map(FindingJson::from).collect(),
+            invalid_count: report.invalid_count(),
+            invalid: report.invalid.iter().map(FindingJson::from).collect(),
         }
     }
 }

@@ -174,6 +174,8 @@ impl Header {
 
 /// Where [`read`] hands what it parses.
 pub(super) trait Sink {
+    /// The header, checked, before the first record.
+    fn header(&mut self, header: &Header) -> Result<(), TransferError>;
     /// One record, in document order.
     fn record(&mut self, record: Record) -> Result<(), TransferError>;
     /// The end of a table's array.
@@ -241,6 +243,7 @@ impl Parse<'_> {
         if !self.checked {
             self.header.check()?;
             self.checked = true;
+            self.sink.header(&self.header)?;
         }
         if std::mem::replace(&mut self.seen[table.index()], true) {
             return Err(TransferError::Malformed(format!(

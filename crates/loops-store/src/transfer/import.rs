@@ -12,16 +12,33 @@
 //!
 //! A loop whose name another stored loop has is imported all the same
 //! (names need not be unique, as in the original) and reported.
+//!
+//! Issue 25. Before any of that, a loop or workflow that `loops create`
+//! would refuse is refused with create's message ([`create_refuses`]), so
+//! an import stores nothing create could not. A run, workflow run or step
+//! run that was running is decided as the finished row an import writes
+//! in its place ([`Arrival`]), and a stored row further along than the
+//! document's is kept as stored, also with `replace`
+//! ([`stored_is_newer`]).
 
 use std::io::Read;
 
-use super::document::{self, Sink};
+use loops_core::{Timestamp, validate_new_loop, workflow_from_json};
+
+use super::document::{self, Header, Sink};
+use super::history::{Arrival, kept_message, stored_is_newer};
 use super::{
     IMPORT_BATCH, IMPORT_LISTED, ImportFinding, ImportOptions, ImportReport, Record, Table,
     TableImport, TransferError,
 };
 use crate::Store;
 use crate::error::StoreError;
+use crate::loops::loop_settings;
+
+/// The longest message a finding of a refused record carries, in
+/// characters: create's message may quote the value it refuses, which a
+/// document can make as long as it likes.
+const MESSAGE_CHARS: usize = 300;
 
 /// Imports the document from `input` into `store` (see
 /// [`Store::import`]).
@@ -36,6 +53,7 @@ pub(super) fn run(
         batch: Vec::with_capacity(IMPORT_BATCH),
         read: [0; 6],
         tally: Tally::new(),
+        arrival: Arrival::default(),
     };
     let header = document::read(input, &mut importer)?;
     importer.flush()?;
@@ -50,6 +68,8 @@ pub(super) fn run(
         conflicts: tally.conflicts,
         shared_names: tally.shared_names,
         shared_name_count: tally.shared_name_count,
+        kept: tally.kept,
+        invalid: tally.invalid,
     })
 }
 
@@ -60,6 +80,8 @@ struct Tally {
     conflicts: Vec<ImportFinding>,
     shared_names: Vec<ImportFinding>,
     shared_name_count: u64,
+    kept: Vec<ImportFinding>,
+    invalid: Vec<ImportFinding>,
 }
 
 impl Tally {
@@ -69,6 +91,8 @@ impl Tally {
             conflicts: Vec::new(),
             shared_names: Vec::new(),
             shared_name_count: 0,
+            kept: Vec::new(),
+            invalid: Vec::new(),
         }
     }
 
@@ -80,6 +104,23 @@ impl Tally {
         self.of(record.table()).conflicts += 1;
         if self.conflicts.len() < IMPORT_LISTED {
             self.conflicts.push(finding(record, message));
+        }
+    }
+
+    fn invalid(&mut self, record: &Record, message: String) {
+        self.of(record.table()).invalid += 1;
+        if self.invalid.len() < IMPORT_LISTED {
+            self.invalid.push(finding(record, message));
+        }
+    }
+
+    fn kept(&mut self, record: &Record, message: String) {
+        let counts = self.of(record.table());
+        counts.existing += 1;
+        counts.differ += 1;
+        counts.kept += 1;
+        if self.kept.len() < IMPORT_LISTED {
+            self.kept.push(finding(record, message));
         }
     }
 }
@@ -96,18 +137,30 @@ struct Importer<'s> {
     store: &'s Store,
     options: ImportOptions,
     /// Records waiting to be handled, each with its position in its
-    /// table's array.
-    batch: Vec<(u64, Record)>,
+    /// table's array and, for a record that was running, the finished row
+    /// written in its place.
+    batch: Vec<(u64, Record, Option<Record>)>,
     /// Records read per table.
     read: [u64; 6],
     tally: Tally,
+    arrival: Arrival,
 }
 
 impl Sink for Importer<'_> {
+    fn header(&mut self, header: &Header) -> Result<(), TransferError> {
+        let exported_at = header
+            .exported_at
+            .as_deref()
+            .and_then(|t| t.parse::<Timestamp>().ok());
+        self.arrival = Arrival::new(exported_at);
+        Ok(())
+    }
+
     fn record(&mut self, record: Record) -> Result<(), TransferError> {
         let read = &mut self.read[record.table().index()];
         *read += 1;
-        self.batch.push((*read, record));
+        let arrived = self.arrival.of(&record);
+        self.batch.push((*read, record, arrived));
         if self.batch.len() >= IMPORT_BATCH {
             self.flush()?;
         }
@@ -129,14 +182,15 @@ impl Importer<'_> {
         let batch = std::mem::take(&mut self.batch);
         let mut tally = self.tally.clone();
         let handle_all = |tally: &mut Tally| {
-            for (index, record) in &batch {
-                self.handle(record, tally)
-                    .map_err(|e| TransferError::Record {
+            for (index, record, arrived) in &batch {
+                self.handle(record, arrived.as_ref(), tally).map_err(|e| {
+                    TransferError::Record {
                         table: record.table(),
                         index: *index,
                         id: record.id().to_owned(),
                         source: Box::new(e),
-                    })?;
+                    }
+                })?;
             }
             Ok::<(), TransferError>(())
         };
@@ -151,16 +205,27 @@ impl Importer<'_> {
         Ok(())
     }
 
-    /// Decides one record, counts it, and with `apply` writes it.
-    fn handle(&self, record: &Record, tally: &mut Tally) -> Result<(), StoreError> {
-        let db = self.store.backend();
-        let rows = db.matching_rows(record)?;
+    /// Decides one record, counts it, and with `apply` writes it, or the
+    /// finished row `arrived` in its place.
+    fn handle(
+        &self,
+        original: &Record,
+        arrived: Option<&Record>,
+        tally: &mut Tally,
+    ) -> Result<(), StoreError> {
+        let record = arrived.unwrap_or(original);
         let table = record.table();
         let counts = tally.of(table);
         counts.records += 1;
-        if record.is_running() {
+        if original.is_running() {
             counts.running += 1;
         }
+        if let Some(message) = create_refuses(record) {
+            tally.invalid(record, message);
+            return Ok(());
+        }
+        let db = self.store.backend();
+        let rows = db.matching_rows(record)?;
         let stored = rows.iter().find(|r| r.id() == record.id());
         let other = rows.iter().find(|r| r.id() != record.id());
         let holder = other.filter(|_| table != Table::Loops);
@@ -187,6 +252,9 @@ impl Importer<'_> {
                         tally.shared_names.push(finding(record, message));
                     }
                 }
+            }
+            Some(stored) if stored != record && stored_is_newer(stored, original) => {
+                tally.kept(record, kept_message(stored, original));
             }
             Some(stored) if stored == record || !self.options.replace => {
                 let counts = tally.of(table);
@@ -258,4 +326,34 @@ fn not_written(record: &Record) -> String {
         "not written: another row took one of its unique keys meanwhile, or the row it belongs \
          to{parent} is not in the database"
     )
+}
+
+/// `loops create`'s message for a loop or workflow it would refuse (issue
+/// 25 item 6): the core validation create runs, on the settings the record
+/// holds, so an import stores nothing create could not (an `env` name
+/// `""` or `"A=B"`, a name of megabytes, an option-like agent value, …).
+fn create_refuses(record: &Record) -> Option<String> {
+    let (command, refused) = match record {
+        Record::Loop(lp) => ("loops create", validate_new_loop(&loop_settings(lp)).err()),
+        Record::Workflow(w) => {
+            let file = serde_json::json!({
+                "name": w.name,
+                "description": w.description,
+                "version": w.version,
+                "steps": w.steps,
+                "maxParallel": w.max_parallel,
+            });
+            (
+                "loops workflows create",
+                workflow_from_json(&file, None).err(),
+            )
+        }
+        _ => return None,
+    };
+    let mut message = format!("refused as `{command}` refuses it: {}", refused?);
+    if let Some((cut, _)) = message.char_indices().nth(MESSAGE_CHARS) {
+        message.truncate(cut);
+        message.push('…');
+    }
+    Some(message)
 }

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::DatabaseUrl;
 use crate::testing::fresh_database;
+use crate::{Claim, DatabaseUrl};
 
 /// Rows in every table, with every additive column set: a loop whose
 /// stale `paused_reason` outlived its pause and which has hooks, a paused one, runs with a
@@ -22,8 +22,9 @@ const FIXTURE: &str = r#"
 INSERT INTO workflow_specs (id, name, description, version, status, steps_json, max_parallel,
     created_at, updated_at) VALUES
   ('f00000000001', 'build', 'builds things', 1, 'active',
-   '[{"id":"a","target":{"type":"command","command":"echo a"}},
-     {"id":"b","target":{"type":"command","command":"echo b"},"dependsOn":["a"],"custom":{"x":1}}]',
+   '[{"id":"a","target":{"type":"command","command":"echo a","shell":true}},
+     {"id":"b","target":{"type":"command","command":"echo b","shell":true},"dependsOn":["a"],
+      "custom":{"x":1}}]',
    2, '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z'),
   ('f00000000002', 'build', NULL, 1, 'archived',
    '[{"id":"a","target":{"type":"command","command":"true"}}]',
@@ -144,6 +145,69 @@ fn counts(report: &ImportReport, table: Table) -> (u64, u64, u64, u64, u64) {
     (t.new, t.existing, t.differ, t.replaced, t.conflicts)
 }
 
+/// The fixture's `exportedAt`, as the document writes it.
+const EXPORTED: &str = "2026-02-01T00:00:00.000Z";
+
+/// `doc` as an import writes it (issue 25 item 3): the run, workflow run
+/// and step run that were running come over finished at the export, with
+/// the import's error, their lease and step pid cleared.
+fn arrived(doc: &str) -> Value {
+    let mut v = content(doc);
+    let ended = |row: &mut Value, status: &str| {
+        row["status"] = json!(status);
+        row["finishedAt"] = json!(EXPORTED);
+        row["updatedAt"] = json!(EXPORTED);
+        row["error"] = json!(EXPORTED_WHILE_RUNNING);
+    };
+    let run = &mut v["runs"][1];
+    assert_eq!(run["status"], "running");
+    ended(run, "abandoned");
+    run.as_object_mut().unwrap().remove("leaseExpiresAt");
+    ended(&mut v["workflowRuns"][1], "failed");
+    let step = &mut v["stepRuns"][1];
+    ended(step, "skipped");
+    step.as_object_mut().unwrap().remove("pid");
+    step.as_object_mut().unwrap().remove("pidStartMs");
+    v
+}
+
+/// Runs `check` on a fresh SQLite store and, when a PostgreSQL server is
+/// configured, on a fresh PostgreSQL database.
+fn on_both_backends(test: &str, check: impl Fn(&Store)) {
+    let dir = tempfile::tempdir().unwrap();
+    check(&sqlite(dir.path(), "sqlite"));
+    if let Some(db) = fresh_database(test) {
+        let url = DatabaseUrl::parse(db.url()).unwrap();
+        check(&Store::open_postgres(&url, "test", "host-a", no_probe()).unwrap());
+    }
+}
+
+/// The fixture's document, with `edit` applied.
+fn edited_fixture(edit: impl FnOnce(&mut Value)) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let mut v: Value = serde_json::from_str(&export(&fixture(dir.path()), true)).unwrap();
+    edit(&mut v);
+    v.to_string()
+}
+
+/// Finishes the fixture's running run, workflow run and step after the
+/// export, as the source database would have: succeeded at `at`.
+fn finished_since(v: &mut Value, at: &str) {
+    for key in ["runs", "workflowRuns"] {
+        let row = &mut v[key][1];
+        row["status"] = json!("succeeded");
+        row["finishedAt"] = json!(at);
+        row["updatedAt"] = json!(at);
+        row.as_object_mut().unwrap().remove("leaseExpiresAt");
+    }
+    v["runs"][1]["stdout"] = json!("the first run's output");
+    v["runs"][1]["exitCode"] = json!(0);
+    let step = &mut v["stepRuns"][1];
+    step["status"] = json!("succeeded");
+    step["finishedAt"] = json!(at);
+    step["updatedAt"] = json!(at);
+}
+
 #[test]
 fn an_import_into_an_empty_store_exports_the_same_document() {
     let dir = tempfile::tempdir().unwrap();
@@ -166,10 +230,12 @@ fn an_import_into_an_empty_store_exports_the_same_document() {
     assert_eq!(report.table(Table::Runs).running, 1);
     assert_eq!(report.table(Table::WorkflowRuns).running, 1);
     assert_eq!(report.table(Table::StepRuns).running, 1);
+    // Everything as it was, but what was running comes over finished.
     let second = export(&target, true);
-    assert_eq!(content(&first), content(&second));
+    assert_eq!(arrived(&first), content(&second));
     // The status counts the triggers keep saw every row.
-    assert_eq!(target.count_runs(Some(RunStatus::Running)).unwrap(), 1);
+    assert_eq!(target.count_runs(Some(RunStatus::Running)).unwrap(), 0);
+    assert_eq!(target.count_runs(Some(RunStatus::Abandoned)).unwrap(), 1);
     assert_eq!(
         target
             .count_loops(Some(loops_core::LoopStatus::Paused))
@@ -239,32 +305,282 @@ fn importing_again_skips_what_is_there_and_replace_overwrites_what_differs() {
     let target = sqlite(dir.path(), "target");
     import(&target, &doc, true, false);
 
+    // What was running arrives the same way each time: nothing differs.
     let again = import(&target, &doc, true, false);
     assert_eq!(again.written(), 0);
     assert_eq!(counts(&again, Table::Runs), (0, 3, 0, 0, 0));
     assert_eq!(again.table(Table::Runs).skipped(), 3);
+    assert_eq!(counts(&again, Table::StepRuns), (0, 2, 0, 0, 0));
 
-    // The running run finished on the source, and a loop was renamed.
+    // The running run finished on the source after the export, and a loop
+    // was renamed.
     let mut v: Value = serde_json::from_str(&doc).unwrap();
-    v["runs"][1]["status"] = json!("succeeded");
+    finished_since(&mut v, "2026-02-01T00:01:00.000Z");
     v["loops"][1]["name"] = json!("renamed");
     let changed = v.to_string();
 
     let kept = import(&target, &changed, true, false);
     assert_eq!(counts(&kept, Table::Runs), (0, 3, 1, 0, 0));
     assert_eq!(counts(&kept, Table::Loops), (0, 3, 1, 0, 0));
-    assert_eq!(export(&target, true), doc);
+    assert_eq!(content(&export(&target, true)), arrived(&doc));
 
     let dry = import(&target, &changed, false, true);
     assert_eq!(counts(&dry, Table::Runs), (0, 3, 1, 1, 0));
-    assert_eq!(target.count_runs(Some(RunStatus::Running)).unwrap(), 1);
+    assert_eq!(dry.kept_count(), 0);
+    assert_eq!(target.count_runs(Some(RunStatus::Abandoned)).unwrap(), 1);
 
     let replaced = import(&target, &changed, true, true);
     assert_eq!(counts(&replaced, Table::Runs), (0, 3, 1, 1, 0));
     assert_eq!(replaced.table(Table::Runs).skipped(), 2);
     assert_eq!(content(&export(&target, true)), content(&changed));
-    assert_eq!(target.count_runs(Some(RunStatus::Running)).unwrap(), 0);
+    assert_eq!(target.count_runs(Some(RunStatus::Abandoned)).unwrap(), 0);
     assert!(!target.recount_statuses().unwrap(), "the counts were right");
+}
+
+/// Issue 25 items 6 and 8: a loop or workflow that `loops create` would
+/// refuse is refused with create's message (cut short), in a dry run and
+/// an applied one, and the rest of the document goes in.
+#[test]
+fn what_create_refuses_an_import_refuses_with_create_s_message() {
+    on_both_backends("transfer::what_create_refuses_an_import_refuses", |store| {
+        let huge = "n".repeat(5 << 20);
+        let doc = edited_fixture(|v| {
+            let base = v["loops"][0].clone();
+            let variant = |id: &str, edit: &dyn Fn(&mut Value)| {
+                let mut lp = base.clone();
+                lp["id"] = json!(id);
+                edit(&mut lp);
+                lp
+            };
+            let loops = v["loops"].as_array_mut().unwrap();
+            loops.push(variant("a0000000000a", &|l| {
+                l["target"]["env"] = json!({"": "x"})
+            }));
+            loops.push(variant("a0000000000b", &|l| {
+                l["target"]["env"] = json!({"A=B": "x"})
+            }));
+            loops.push(variant("a0000000000c", &|l| l["name"] = json!(huge)));
+            loops.push(variant("a0000000000d", &|l| {
+                l["target"] = json!({"type": "agent", "provider": "codex", "prompt": "fix it",
+                    "model": "--dangerously-bypass-approvals-and-sandbox"});
+            }));
+            loops.push(variant("a0000000000e", &|l| l["onFailure"] = json!(" ")));
+            let long_name = format!("{}=", "B".repeat(1 << 20));
+            loops.push(variant("a0000000000f", &|l| {
+                l["target"]["env"] = json!({ long_name.as_str(): "x" });
+            }));
+            v["workflows"][1]["steps"][0]["target"] = json!({"type": "agent",
+                "provider": "claude", "prompt": "p", "agent": "-p"});
+        });
+        let env = "target.env has an invalid variable name";
+        let expected = [
+            (
+                "f00000000002",
+                "refused as `loops workflows create` refuses it: \
+              workflow.steps[0].target.agent must not begin with \"-\": the agent would read it \
+              as an option, not as the value of --agent; give the agent's name"
+                    .to_owned(),
+            ),
+            (
+                "a0000000000a",
+                format!(
+                    "refused as `loops create` refuses it: {env} \"\"; names \
+              must match [A-Za-z_][A-Za-z0-9_]*"
+                ),
+            ),
+            (
+                "a0000000000b",
+                format!(
+                    "refused as `loops create` refuses it: {env} \"A=B\"; \
+              names must match [A-Za-z_][A-Za-z0-9_]*"
+                ),
+            ),
+            (
+                "a0000000000c",
+                "refused as `loops create` refuses it: name must be at most 200 \
+              characters, got 5242880; use a shorter name and put details in the description"
+                    .to_owned(),
+            ),
+            (
+                "a0000000000d",
+                "refused as `loops create` refuses it: target.model must not begin \
+              with \"-\": the agent would read it as an option, not as the value of --model; \
+              give the model's name, for example \"sonnet\""
+                    .to_owned(),
+            ),
+            (
+                "a0000000000e",
+                "refused as `loops create` refuses it: onFailure must be a shell \
+              command; leave it out for no hook"
+                    .to_owned(),
+            ),
+        ];
+        for apply in [false, true] {
+            let report = import(store, &doc, apply, false);
+            assert_eq!(report.table(Table::Loops).records, 9);
+            assert_eq!(report.table(Table::Loops).new, 3, "{:?}", report.invalid);
+            assert_eq!(report.table(Table::Loops).invalid, 6);
+            assert_eq!(report.table(Table::Workflows).invalid, 1);
+            assert_eq!(report.invalid_count(), 7);
+            let found: Vec<(&str, &str)> = report
+                .invalid
+                .iter()
+                .map(|f| (f.id.as_str(), f.message.as_str()))
+                .collect();
+            for (id, message) in &expected {
+                assert!(found.contains(&(id, message.as_str())), "{id}: {found:?}");
+            }
+            // A message that quotes a huge value is cut short.
+            let (_, long) = found.iter().find(|(id, _)| *id == "a0000000000f").unwrap();
+            assert!(long.starts_with("refused as `loops create` refuses it: target.env has"));
+            assert!(
+                long.chars().count() <= 301 && long.ends_with('…'),
+                "{}",
+                long.len()
+            );
+        }
+        assert_eq!(store.count_loops(None).unwrap(), 3);
+        for id in [
+            "a0000000000a",
+            "a0000000000c",
+            "a0000000000d",
+            "a0000000000f",
+        ] {
+            assert!(
+                store.get_loop(&id.parse().unwrap()).unwrap().is_none(),
+                "{id}"
+            );
+        }
+        assert!(
+            store
+                .get_workflow(&"f00000000002".parse().unwrap())
+                .unwrap()
+                .is_none()
+        );
+    });
+}
+
+/// Issue 25 item 3: an export taken while a run was in flight, imported
+/// with `replace` after the run succeeded, leaves the finished run (and
+/// its workflow run and step) as stored, and says so.
+#[test]
+fn an_older_export_never_moves_a_finished_run_back() {
+    on_both_backends(
+        "transfer::an_older_export_never_moves_a_finished_run_back",
+        |store| {
+            let old = edited_fixture(|_| {});
+            let finished = edited_fixture(|v| finished_since(v, "2026-02-01T00:01:00.000Z"));
+            import(store, &finished, true, false);
+            let before = export(store, true);
+            for apply in [false, true] {
+                let report = import(store, &old, apply, true);
+                for table in [Table::Runs, Table::WorkflowRuns, Table::StepRuns] {
+                    let t = report.table(table);
+                    assert_eq!(
+                        (t.differ, t.kept, t.replaced),
+                        (1, 1, 0),
+                        "{table:?} {report:?}"
+                    );
+                }
+                assert_eq!(report.kept_count(), 3);
+                let run = report.kept.iter().find(|f| f.table == Table::Runs).unwrap();
+                assert_eq!(run.id, "b00000000002");
+                assert_eq!(
+                    run.message,
+                    "newer in the store (succeeded, attempt 1) than in the file (running, attempt \
+                 1); kept as stored"
+                );
+            }
+            assert_eq!(export(store, true), before, "nothing moved back");
+            let run = store
+                .get_run(&"b00000000002".parse().unwrap())
+                .unwrap()
+                .unwrap();
+            assert_eq!(run.status, RunStatus::Succeeded);
+            assert_eq!(run.stdout.as_deref(), Some("the first run's output"));
+            assert_eq!(run.finished_at, Some(at("2026-02-01T00:01:00Z")));
+            assert_eq!(store.count_runs(Some(RunStatus::Running)).unwrap(), 0);
+        },
+    );
+}
+
+/// Issue 25 item 3: a run of a later attempt is kept over the document's
+/// earlier attempt, whatever their instants.
+#[test]
+fn a_later_attempt_in_the_store_is_kept_over_an_earlier_one() {
+    on_both_backends(
+        "transfer::a_later_attempt_in_the_store_is_kept_over_an_earlier_one",
+        |store| {
+            // Stored: attempt 2 failed. The document: attempt 1 failed, later
+            // by its clock.
+            let stored = edited_fixture(|_| {});
+            let earlier = edited_fixture(|v| {
+                let run = &mut v["runs"][0];
+                run["attempt"] = json!(1);
+                run["error"] = json!("exit 1");
+                run["updatedAt"] = json!("2026-01-05T00:00:00.000Z");
+            });
+            import(store, &stored, true, false);
+            let report = import(store, &earlier, true, true);
+            assert_eq!(report.table(Table::Runs).kept, 1, "{report:?}");
+            assert_eq!(report.kept[0].id, "b00000000001");
+            assert!(
+                report.kept[0]
+                    .message
+                    .contains("(failed, attempt 2) than in the file (failed, attempt 1)")
+            );
+            let run = store
+                .get_run(&"b00000000001".parse().unwrap())
+                .unwrap()
+                .unwrap();
+            assert_eq!((run.attempt, run.error.as_deref()), (2, Some("exit 3")));
+        },
+    );
+}
+
+/// Issue 25 item 3: a run that was running, with nothing stored for it,
+/// arrives abandoned (its workflow run failed, its step skipped) as this
+/// store's recovery would record it, held by nobody; its loop is not
+/// stuck: the slot's next claim retries it under the next attempt.
+#[test]
+fn a_running_run_arrives_abandoned_and_its_slot_runs_again() {
+    on_both_backends(
+        "transfer::a_running_run_arrives_abandoned_and_its_slot_runs_again",
+        |store| {
+            let doc = edited_fixture(|_| {});
+            let report = import(store, &doc, true, false);
+            assert_eq!(report.table(Table::Runs).running, 1);
+            assert_eq!(content(&export(store, true)), arrived(&doc));
+            assert_eq!(store.count_runs(Some(RunStatus::Running)).unwrap(), 0);
+            assert_eq!(store.count_runs(Some(RunStatus::Abandoned)).unwrap(), 1);
+            assert!(!store.recount_statuses().unwrap(), "the counts were right");
+            let run = store
+                .get_run(&"b00000000002".parse().unwrap())
+                .unwrap()
+                .unwrap();
+            assert_eq!(run.lease_expires_at, None);
+            assert_eq!(run.error.as_deref(), Some(EXPORTED_WHILE_RUNNING));
+            // Nothing is left for recovery.
+            assert!(
+                store
+                    .recover_expired_run_leases(at("2030-01-01T00:00:00Z"))
+                    .unwrap()
+                    .is_empty()
+            );
+            let lp = store
+                .get_loop(&"a00000000001".parse().unwrap())
+                .unwrap()
+                .unwrap();
+            let now = at("2026-02-02T00:00:00Z");
+            let Claim::Claimed { run: again, .. } = store
+                .claim_run(&lp, run.scheduled_for, "runner-b", now)
+                .unwrap()
+            else {
+                panic!("the abandoned slot is claimable");
+            };
+            assert_eq!((again.id, again.attempt), (run.id, 2));
+        },
+    );
 }
 
 #[test]
@@ -436,8 +752,9 @@ fn documents_this_binary_cannot_read_are_refused_before_any_write() {
     assert_eq!(import(&target, &extended, false, false).written(), 14);
 }
 
-/// SQLite → PostgreSQL → SQLite: the three exports are the same document,
-/// and a second import into PostgreSQL finds every row already there.
+/// SQLite → PostgreSQL → SQLite: the three exports are the same document
+/// (but for what was running, which arrives finished), and a second
+/// import into PostgreSQL finds every row already there.
 #[test]
 fn sqlite_to_postgres_to_sqlite_loses_nothing() {
     let Some(db) = fresh_database("transfer::sqlite_to_postgres_to_sqlite_loses_nothing") else {
@@ -450,7 +767,8 @@ fn sqlite_to_postgres_to_sqlite_loses_nothing() {
     let report = import(&pg, &first, true, false);
     assert_eq!(report.written(), 14, "{report:?}");
     let second = export(&pg, true);
-    assert_eq!(content(&first), content(&second));
+    // What was running arrives finished; nothing else changes.
+    assert_eq!(arrived(&first), content(&second));
 
     let again = import(&pg, &second, false, true);
     assert_eq!(again.written(), 0, "{again:?}");
@@ -458,12 +776,12 @@ fn sqlite_to_postgres_to_sqlite_loses_nothing() {
 
     let back = sqlite(dir.path(), "back");
     import(&back, &second, true, false);
-    assert_eq!(content(&export(&back, true)), content(&first));
+    assert_eq!(content(&export(&back, true)), content(&second));
 }
 
 /// On PostgreSQL, `replace` overwrites through the same triggers, a run's
-/// taken slot is a conflict, and an imported running run of a `skip` loop
-/// takes the one-running index as a claim would.
+/// taken slot is a conflict, and a run that was running, of a `skip` loop,
+/// arrives abandoned and so takes no one-running index.
 #[test]
 fn postgres_replaces_refuses_and_marks_exclusive_runs() {
     let Some(db) = fresh_database("transfer::postgres_replaces_refuses_and_marks_exclusive_runs")
@@ -489,12 +807,12 @@ fn postgres_replaces_refuses_and_marks_exclusive_runs() {
         exclusive,
         [
             ("b00000000001".to_owned(), false),
-            ("b00000000002".to_owned(), true),
+            ("b00000000002".to_owned(), false),
             ("b00000000003".to_owned(), false)
         ]
     );
 
-    v["runs"][1]["status"] = json!("succeeded");
+    finished_since(&mut v, "2026-02-01T00:01:00.000Z");
     v["runs"][0]["id"] = json!("b0000000000f");
     let report = import(&pg, &v.to_string(), true, true);
     assert_eq!(counts(&report, Table::Runs), (0, 2, 1, 1, 1), "{report:?}");
