@@ -546,7 +546,7 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Opt
 }
 
 /// Insta settings that hide what changes between runs: ids, instants,
-/// durations, pids and runner ids.
+/// durations, pids, runner ids and host names.
 pub fn snapshot_settings() -> insta::Settings {
     let mut settings = insta::Settings::clone_current();
     for (pattern, replacement) in [
@@ -558,6 +558,7 @@ pub fn snapshot_settings() -> insta::Settings {
         (r#""durationMs": \d+"#, r#""durationMs": "[ms]""#),
         (r#""pid": \d+"#, r#""pid": "[pid]""#),
         (r"(manual(-tick)?):\d+", "$1:[pid]"),
+        (r#""claimedHost": "[^"]*""#, r#""claimedHost": "[host]""#),
     ] {
         settings.add_filter(pattern, replacement);
     }

@@ -241,3 +241,61 @@ fn sigterm_stops_a_tick() {
     let run = &env.loops(["--json", "runs"]).run().json()[0];
     assert_eq!(run["error"], "cancelled by SIGTERM");
 }
+
+// Issue 25, item 12: a `run-now` killed outright leaves its run running
+// under `manual:<pid>`, a runner id that names no host. On PostgreSQL its
+// run was judged another host's and waited 30 s of grace past its lease;
+// the host recorded with the claim lets `tick` see its process is dead and
+// recover it at once, as on SQLite.
+#[test]
+fn tick_recovers_the_run_of_a_killed_run_now_as_soon_as_its_lease_expired() {
+    const HOST: &str = "blackbox-host";
+    let env = TestEnv::new();
+    let marker = env.home().join("ran");
+    // Only the first run blocks, so a retry cannot hold up the tick.
+    let job = format!(
+        "[ -e {m} ] && exit 0; touch {m}; exec sleep 300",
+        m = marker.display()
+    );
+    env.create_command("slow", &job, &["--every", "1h"]);
+    let mut runner = env
+        .cmd()
+        .env("LOOPS_HOSTNAME", HOST)
+        .args(["run-now", "slow"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let sleeper = running_child(&env);
+    let run = &env.loops(["--json", "runs"]).run().json()[0];
+    let claimed_by = run["claimedBy"].as_str().unwrap();
+    assert_eq!(claimed_by, format!("manual:{}", runner.id()));
+    assert_eq!(run["claimedHost"], HOST);
+    let run_id = run["id"].as_str().unwrap().to_owned();
+
+    // Nothing gets to record anything: the runner, then its job's group.
+    signal(runner.id(), "-KILL");
+    runner.wait().unwrap();
+    signal(sleeper as u32, "-KILL");
+    // The job is reaped by init, which may take a moment.
+    wait_for("the job to be gone", Duration::from_secs(10), || {
+        (!is_alive(sleeper)).then_some(())
+    });
+    // Its lease expired a second ago: well within another host's grace.
+    env.raw().exec(&format!(
+        "UPDATE loop_runs SET lease_expires_at = {} WHERE id = '{run_id}'",
+        loops_tests::instant_ago(1000)
+    ));
+    let ticked = env
+        .loops(["--json", "tick"])
+        .env("LOOPS_HOSTNAME", Some(HOST))
+        .run()
+        .json();
+    assert_eq!(ticked["recovered"][0]["id"], run_id.as_str(), "{ticked}");
+    let run = &env
+        .loops(["--json", "runs", "--status", "abandoned"])
+        .run()
+        .json()[0];
+    assert_eq!(run["id"], run_id.as_str());
+    assert_eq!(run["claimedBy"], claimed_by);
+}

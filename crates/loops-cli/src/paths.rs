@@ -104,5 +104,7 @@ pub(crate) fn open_store_as(role: &str) -> Result<Store> {
     if let Some(backup) = &backup {
         crate::commands::backup::report(backup, "before migrating its schema");
     }
-    Ok(store)
+    // Recorded with each run it claims, as on PostgreSQL, so a run's
+    // record is the same on both backends.
+    Ok(store.with_host(&loops_exec::hostname()))
 }

@@ -1636,6 +1636,7 @@ fn schedule_math_never_panics_on_valid_input() {
             started_at: Some(slot),
             finished_at: Some(finished),
             claimed_by: None,
+            claimed_host: None,
             lease_expires_at: None,
             pid: None,
             exit_code: None,

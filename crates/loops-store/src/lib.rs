@@ -288,6 +288,24 @@ impl Store {
         })
     }
 
+    /// This store on machine `host`, whose name every run it claims records
+    /// as its `claimedHost` (issue 25), beside a runner id that may name no
+    /// host (`manual-tick:<pid>`).
+    ///
+    /// On PostgreSQL the host is given at open ([`Store::open_postgres`]),
+    /// and it also says whose runs this store's liveness probe may judge;
+    /// this replaces it. On SQLite it is only recorded, since every run of
+    /// the database is this machine's: a SQLite store opened without a
+    /// host records none.
+    #[must_use]
+    pub fn with_host(mut self, host: &str) -> Store {
+        match &mut self.conn {
+            Db::Sqlite(sq) => sq.host = Some(host.to_owned()),
+            Db::Postgres(pg) => host.clone_into(&mut pg.host),
+        }
+        self
+    }
+
     /// Where this store's database is, so another thread can open its own
     /// store on it; `None` in memory.
     pub fn location(&self) -> Option<Location> {

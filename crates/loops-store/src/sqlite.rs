@@ -43,6 +43,11 @@ pub(crate) struct Sqlite {
     /// operations run without savepoints.
     whole: Cell<bool>,
     liveness: Arc<dyn Liveness>,
+    /// This machine's name, recorded as `claimed_host` with every claim
+    /// ([`Store::with_host`](crate::Store::with_host)); `None` records
+    /// none. Only recorded: every run of a SQLite database is this
+    /// machine's, so no decision reads it.
+    pub(crate) host: Option<String>,
 }
 
 impl Sqlite {
@@ -75,6 +80,7 @@ impl Sqlite {
             conn,
             whole: Cell::new(false),
             liveness,
+            host: None,
         }
     }
 

@@ -384,6 +384,105 @@ fn recovery_after_the_grace_takes_another_hosts_run_once() -> TestResult {
     Ok(())
 }
 
+/// The runner id of `loops tick` (the original's), which names no host.
+const TICK: &str = "manual-tick:4242";
+
+// Issue 25, item 12.
+#[test]
+fn a_tick_run_of_this_host_is_judged_by_its_process_not_the_grace() -> TestResult {
+    let Some(db) = fresh_database("pg_runs::tick_run_of_this_host") else {
+        return Ok(());
+    };
+    let alive = Alive::default();
+    let here = open_url(db.url(), "a", "host-a", &alive)?;
+    let lp = here.create_loop(&every_minute("ticked", Overlap::Allow), t0())?;
+    let run = claimed(here.claim_run(&lp, t0(), TICK, t0())?);
+    assert_eq!(run.claimed_by.as_deref(), Some(TICK));
+    assert_eq!(run.claimed_host.as_deref(), Some("host-a"));
+    here.mark_run_pid(&run.id, ProcessRef::pid(4242), Some(TICK), t0())?;
+    let expiry = run.lease_expires_at.unwrap();
+    // The daemon wakes at the lease's expiry, not after a grace.
+    assert_eq!(
+        here.next_wake(t0(), RUNNER_A, &[])?.lease_expiry,
+        Some(expiry)
+    );
+
+    // While its process lives, the run is left alone.
+    alive.lock().unwrap().insert(4242);
+    assert!(matches!(
+        not_claimed(here.claim_run(&lp, t0(), RUNNER_A, expiry)?),
+        NotClaimed::ProcessAlive(_)
+    ));
+    assert!(here.recover_expired_run_leases(expiry)?.is_empty());
+
+    // Its process is dead: taken at the lease's expiry, with no grace.
+    alive.lock().unwrap().clear();
+    let mine = claimed(here.claim_run(&lp, t0(), RUNNER_A, expiry)?);
+    assert_eq!((mine.id, mine.attempt), (run.id, run.attempt));
+    assert_eq!(mine.claimed_by.as_deref(), Some(RUNNER_A));
+
+    // And recovered at the lease's expiry by a sweep.
+    let slot = t0().add_ms(60_000);
+    let other = claimed(here.claim_run(&lp, slot, TICK, slot)?);
+    let expiry = other.lease_expires_at.unwrap();
+    let recovered = here.recover_expired_run_leases(expiry)?;
+    assert_eq!(recovered.len(), 1);
+    assert_eq!(recovered[0].run.id, other.id);
+    assert_eq!(recovered[0].run.status, RunStatus::Abandoned);
+    // The claimant is kept for the record, and so is its host.
+    assert_eq!(recovered[0].run.claimed_by.as_deref(), Some(TICK));
+    assert_eq!(recovered[0].run.claimed_host.as_deref(), Some("host-a"));
+    Ok(())
+}
+
+// Issue 25, item 12.
+#[test]
+fn a_tick_run_of_another_host_or_of_no_recorded_host_waits_out_the_grace() -> TestResult {
+    let Some(db) = fresh_database("pg_runs::tick_run_of_another_host") else {
+        return Ok(());
+    };
+    let here = open_url(db.url(), "a", "host-a", &Alive::default())?;
+    let there = open_url(db.url(), "b", "host-b", &Alive::default())?;
+    let lp = here.create_loop(&every_minute("ticked", Overlap::Allow), t0())?;
+    let theirs = claimed(there.claim_run(&lp, t0(), TICK, t0())?);
+    assert_eq!(theirs.claimed_host.as_deref(), Some("host-b"));
+    // A run claimed before the host was recorded (or by the original):
+    // its runner id names no host, so it is another host's, as before.
+    let slot = t0().add_ms(60_000);
+    let legacy = claimed(here.claim_run(&lp, slot, TICK, t0())?);
+    let mut raw = raw(&db);
+    raw.execute(
+        "UPDATE loop_runs SET claimed_host = NULL WHERE id = $1",
+        &[&legacy.id.as_str()],
+    )?;
+    let expiry = theirs.lease_expires_at.unwrap();
+    assert_eq!(legacy.lease_expires_at, Some(expiry));
+    assert_eq!(
+        here.next_wake(t0(), RUNNER_A, &[])?.lease_expiry,
+        Some(expiry.add_ms(GRACE_MS))
+    );
+    for now in [expiry, expiry.add_ms(GRACE_MS - 1)] {
+        for s in [t0(), slot] {
+            assert!(
+                matches!(
+                    not_claimed(here.claim_run(&lp, s, RUNNER_A, now)?),
+                    NotClaimed::LeaseHeld(_)
+                ),
+                "slot {s} taken at {now}"
+            );
+        }
+        assert!(here.recover_expired_run_leases(now)?.is_empty());
+    }
+    let after = expiry.add_ms(GRACE_MS);
+    let recovered = here.recover_expired_run_leases(after)?;
+    let mut ids: Vec<RunId> = recovered.iter().map(|r| r.run.id).collect();
+    ids.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    let mut expected = vec![theirs.id, legacy.id];
+    expected.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    assert_eq!(ids, expected);
+    Ok(())
+}
+
 /// The pid of the backend a store opened as `role` is connected to.
 fn backend_pid(raw: &mut postgres::Client, db: &TestDatabase, role: &str) -> i32 {
     let name = format!("loops:{role}");
@@ -812,7 +911,7 @@ fn the_everyday_operations_store_what_sqlite_stores() -> TestResult {
     };
     let mut both = Both {
         pg: open(&db)?,
-        sq: Store::open_in_memory(Arc::new(|_| false))?,
+        sq: Store::open_in_memory(Arc::new(|_| false))?.with_host("host-a"),
         ids: HashMap::new(),
     };
     // Loops with distinct next runs, so every listing has one order.

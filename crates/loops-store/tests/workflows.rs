@@ -79,7 +79,7 @@ impl Db {
             alive.lock().unwrap().contains(&p.pid)
         });
         match &self.pg {
-            None => Store::open(&self.path, probe).unwrap(),
+            None => Store::open(&self.path, probe).unwrap().with_host("host-a"),
             Some(pg) => {
                 let url = DatabaseUrl::parse(pg.url()).unwrap();
                 Store::open_postgres(&url, "test", "host-a", probe).unwrap()
@@ -403,6 +403,7 @@ fn for_loop_run_links_the_run_and_its_slot() {
         started_at: Some(at(0)),
         finished_at: None,
         claimed_by: Some("manual:1".into()),
+        claimed_host: None,
         lease_expires_at: Some(at(100)),
         pid: None,
         exit_code: None,

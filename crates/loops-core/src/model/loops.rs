@@ -178,6 +178,11 @@ pub struct LoopRun {
     /// The runner id that holds or held the claim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claimed_by: Option<String>,
+    /// The host the claim was made on, recorded with every claim: a runner
+    /// id such as `manual-tick:<pid>` names none. Unset on rows claimed
+    /// before it was recorded, or by the original.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_host: Option<String>,
     /// Lease expiry while running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_expires_at: Option<Timestamp>,

@@ -63,6 +63,7 @@ fn a_run(slot: &str, attempt: u32, status: RunStatus) -> LoopRun {
         started_at: None,
         finished_at: None,
         claimed_by: None,
+        claimed_host: None,
         lease_expires_at: None,
         pid: None,
         exit_code: None,

@@ -23,10 +23,15 @@ const NEXT_DUE: &str = "SELECT MIN(next_run_at) FROM loops
 
 /// The earliest instant after `$1` at which a running run that runner `$2`
 /// does not hold may need recovering: its lease expiry when this host
-/// (`$3`, `<host>:`) claimed it, the expiry plus the grace (`$4` ms) when
-/// another host did (`idx_runs_running_lease`).
+/// (`$5`; `$3` is `<host>:`) claimed it, the expiry plus the grace (`$4`
+/// ms) when another host did (`idx_runs_running_lease`). Where a run was
+/// claimed is `takeover::claim_host`: the host its runner id names, else
+/// the one its claim recorded.
 const NEXT_LEASE_EXPIRY: &str = "SELECT MIN(t) FROM (
-       SELECT CASE WHEN left(claimed_by, length($3)) = $3 THEN lease_expires_at
+       SELECT CASE WHEN (CASE WHEN claimed_by LIKE '%:%:%'
+                              THEN left(claimed_by, length($3)) = $3
+                              ELSE claimed_host = $5 END)
+                   THEN lease_expires_at
                    ELSE lease_expires_at + $4::bigint * interval '1 millisecond' END AS t
        FROM loop_runs
        WHERE status = 'running' AND (claimed_by IS NULL OR claimed_by <> $2)
@@ -55,7 +60,13 @@ impl DaemonOps for Postgres {
                 lease_expiry: instant(
                     c,
                     NEXT_LEASE_EXPIRY,
-                    &[&ts(now), &runner_id, &this_host, &CROSS_HOST_GRACE_MS],
+                    &[
+                        &ts(now),
+                        &runner_id,
+                        &this_host,
+                        &CROSS_HOST_GRACE_MS,
+                        &self.host,
+                    ],
                 )?,
             })
         })

@@ -263,6 +263,7 @@ pub(crate) fn run_row(row: &Row) -> Col<LoopRun> {
         started_at: instant_opt(row, n, 6)?,
         finished_at: instant_opt(row, n, 7)?,
         claimed_by: get(row, n, 8)?,
+        claimed_host: get(row, n, 21)?,
         lease_expires_at: instant_opt(row, n, 9)?,
         pid: int_opt(row, n, 10)?,
         exit_code: int_opt(row, n, 11)?,

@@ -443,7 +443,9 @@ impl Postgres {
 
     /// The runner id holding the running loop run that workflow run `id`
     /// is linked to, when a runner that is not of this host claimed it and
-    /// its lease has not expired at `now`.
+    /// its lease has not expired at `now`. Where a run was claimed is
+    /// `takeover::claim_host`: the host its runner id names, else the one
+    /// its claim recorded.
     fn other_host_holder(
         &self,
         c: &mut Conn<'_>,
@@ -454,8 +456,16 @@ impl Postgres {
         let found = c.query(
             "SELECT r.claimed_by FROM workflow_runs w JOIN loop_runs r ON r.id = w.loop_run_id
              WHERE w.id = $1 AND r.status = 'running' AND r.claimed_by IS NOT NULL
-               AND left(r.claimed_by, length($2)) <> $2 AND r.lease_expires_at > $3",
-            &[&id.as_str(), &format!("{}:", self.host), &ts(now)],
+               AND r.lease_expires_at > $3
+               AND NOT COALESCE(CASE WHEN r.claimed_by LIKE '%:%:%'
+                                     THEN left(r.claimed_by, length($2)) = $2
+                                     ELSE r.claimed_host = $4 END, false)",
+            &[
+                &id.as_str(),
+                &format!("{}:", self.host),
+                &ts(now),
+                &self.host,
+            ],
             context,
         )?;
         found

@@ -91,11 +91,14 @@ impl Store {
     /// loop whose overlap is `skip` while another of its slots is running
     /// is refused with [`NotClaimed::OverlapRunning`].
     ///
-    /// On PostgreSQL, every claim carries a new claim token, and a running
-    /// run claimed on another host (the first part of its runner id
-    /// `host:pid:suffix`, whose processes this host cannot see) is
-    /// re-claimed only once its lease expired a grace ago; until then it
-    /// is [`NotClaimed::LeaseHeld`].
+    /// Every claim records the store's host ([`Store::with_host`]) as the
+    /// run's `claimed_host`. On PostgreSQL, every claim also carries a new
+    /// claim token, and a running run claimed on another host (the first
+    /// part of its runner id `host:pid:suffix`, or the host its claim
+    /// recorded when the runner id names none, as `manual-tick:<pid>`
+    /// does), whose processes this host cannot see, is re-claimed only
+    /// once its lease expired a grace ago; until then it is
+    /// [`NotClaimed::LeaseHeld`].
     ///
     /// The loop is re-read inside the transaction (its `leaseMs` and
     /// `maxAttempts` are the current ones) and returned with the run. The

@@ -44,8 +44,9 @@ impl Store {
     ///
     /// On PostgreSQL, daemons sharing the database split the sweep: a run
     /// another transaction holds is left to it. A run claimed on another
-    /// host is recovered only once its lease expired a grace ago, whatever
-    /// its recorded pid.
+    /// host (by its runner id, or by the host its claim recorded when the
+    /// runner id names none) is recovered only once its lease expired a
+    /// grace ago, whatever its recorded pid.
     pub fn recover_expired_run_leases(&self, now: Timestamp) -> Result<Vec<Recovered>> {
         self.backend().recover_expired_run_leases(now)
     }

@@ -76,7 +76,8 @@ impl Store {
     /// abandoned with error `reason`, its linked workflow runs are failed
     /// with the same reason, and its loop is advanced as after a failure.
     /// Returns `None` when nothing was written. On PostgreSQL only a
-    /// claimant of this host (the first part of its runner id) can be known
+    /// claimant of this host (the first part of its runner id, or the host
+    /// its claim recorded when the runner id names none) can be known
     /// gone; another host's runs are left to lease recovery.
     pub fn abandon_orphaned_run(
         &self,

@@ -309,7 +309,7 @@ columns!(
         "id", "loop_id", "loop_name", "scheduled_for", "attempt", "status", "started_at",
         "finished_at", "claimed_by", "lease_expires_at", "pid", "exit_code", "duration_ms",
         "stdout", "stderr", "error", "created_at", "updated_at", "pid_start_ms", "spawn_id",
-        "claim_token",
+        "claim_token", "claimed_host",
     ]
 );
 
@@ -326,6 +326,7 @@ pub(crate) fn run_row(row: &Row<'_>) -> rusqlite::Result<LoopRun> {
         started_at: parsed_opt(row, c(6))?,
         finished_at: parsed_opt(row, c(7))?,
         claimed_by: c(8).get(row)?,
+        claimed_host: c(21).get(row)?,
         lease_expires_at: parsed_opt(row, c(9))?,
         pid: u32_opt(row, c(10))?,
         exit_code: i32_opt(row, c(11))?,

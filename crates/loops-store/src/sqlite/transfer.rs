@@ -440,6 +440,7 @@ pub(crate) fn cells(record: &Record) -> Result<(Vec<&'static str>, Vec<Cell>)> {
                     text_opt(r.spawn_id.as_deref()),
                     // The claim token fenced a claim on the other database.
                     Cell::Text(None),
+                    text_opt(run.claimed_host.as_deref()),
                 ],
             )
         }

@@ -85,6 +85,7 @@ INSERT INTO workflow_events (id, workflow_run_id, sequence, event_type, step_id,
   ('e00000000001', 'c00000000001', 1, 'created', NULL,
    '{"zeta":1,"alpha":{"list":[1,2.5,"x",null,true]},"mid":"é"}', '2026-01-01T09:00:00.000Z'),
   ('e00000000002', 'c00000000001', 2, 'step_started', 'a', NULL, '2026-01-01T09:00:00.000Z');
+UPDATE loop_runs SET claimed_host = 'host' WHERE id = 'b00000000001';
 "#;
 
 fn no_probe() -> Arc<dyn loops_core::Liveness> {
@@ -277,6 +278,7 @@ fn the_document_keeps_the_additive_columns_and_drops_claim_tokens() {
     assert_eq!(v["loops"][0]["target"]["env"]["TOKEN"], "s3cret");
     assert_eq!(v["runs"][0]["pidStartMs"], 1_767_225_660_000_i64);
     assert_eq!(v["runs"][0]["spawnId"], "9-ab-1");
+    assert_eq!(v["runs"][0]["claimedHost"], "host");
     assert_eq!(v["stepRuns"][1]["pidStartMs"], 1_767_261_600_000_i64);
     assert!(!doc.contains("token-1") && !doc.contains("claimToken"));
     assert_eq!(v["workflows"][0]["steps"][1]["custom"], json!({"x": 1}));

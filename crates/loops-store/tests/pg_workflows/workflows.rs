@@ -140,7 +140,11 @@ fn a_workflow_runs_whole_life_gives_the_records_sqlite_gives() {
         runs: Vec::new(),
     };
     let mut p = Pair {
-        sqlite: side(Store::open_in_memory(Arc::new(probe)).unwrap()),
+        sqlite: side(
+            Store::open_in_memory(Arc::new(probe))
+                .unwrap()
+                .with_host("host-a"),
+        ),
         pg: side(pg_store(&db, "host-a", probe)),
         labels: Vec::new(),
     };
@@ -524,4 +528,49 @@ fn a_recovery_leaves_the_steps_of_another_hosts_live_loop_run_alone() {
         .recover_workflow_run(&run.id, "stuck", at(61))
         .unwrap();
     assert_eq!(recovered.recovered_steps.len(), 1);
+}
+
+// Issue 25, item 12.
+#[test]
+fn a_recovery_judges_a_manual_loop_run_by_the_host_that_claimed_it() {
+    let Some(db) = database("manual_run_steps") else {
+        return;
+    };
+    let store = pg_store(&db, "host-a", |_| false);
+    let mut raw = crate::common::pg_raw(&db);
+    let spec = store.create_workflow(&abc(), at(0)).unwrap();
+    // Two `run-now` runs (`manual:<pid>`, no host in it) with live leases,
+    // one claimed on this host and one on host B.
+    let mut stuck = Vec::new();
+    for (n, host) in [(1, "host-a"), (2, "host-b")] {
+        let (loop_id, run_id) = (format!("aaaaaaaaaaa{n}"), format!("bbbbbbbbbbb{n}"));
+        raw.batch_execute(&format!(
+            "{}{}UPDATE loop_runs SET claimed_host = '{host}' WHERE id = '{run_id}';",
+            crate::common::loop_sql(&loop_id, None),
+            crate::common::run_sql(&run_id, &loop_id, at(0), "running", Some("manual:7"), at(0)),
+        ))
+        .unwrap();
+        let mut input = NewWorkflowRun::new(&spec);
+        input.loop_run_id = Some(run_id.parse().unwrap());
+        input.loop_id = Some(loop_id.parse().unwrap());
+        let run = store.create_workflow_run(&input, at(1)).unwrap();
+        store.start_step_run(&run.id, "a", at(2)).unwrap();
+        store
+            .mark_step_pid(&run.id, "a", ProcessRef::pid(5), at(2))
+            .unwrap();
+        stuck.push(run.id);
+    }
+    // This host's probe finds the step dead: recovered.
+    let recovered = store
+        .recover_workflow_run(&stuck[0], "stuck", at(30))
+        .unwrap();
+    assert_eq!(recovered.recovered_steps.len(), 1);
+    // Host B's step is beyond this host's probe.
+    let err = store
+        .recover_workflow_run(&stuck[1], "stuck", at(30))
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::StepsAlive { steps } if steps == "a pid=5 on manual:7"),
+        "{err}"
+    );
 }

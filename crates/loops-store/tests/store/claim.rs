@@ -377,3 +377,67 @@ fn mark_run_pid_applies_only_while_running_and_owned() {
     );
     assert_eq!(store.get_run(&run.id).unwrap().unwrap().pid, Some(4242));
 }
+
+// Issue 25, item 12: every claim records the host it was made on, beside
+// a runner id that may name none.
+#[test]
+fn every_claim_records_the_host_of_the_store_that_made_it() {
+    const TICK: &str = "manual-tick:12";
+    let fx = Fixture::new();
+    let here = fx.store();
+    let there = fx.store().with_host("host-b");
+    let lp = create_overlapping(&here, "hosts", 3);
+    let host = |run: &loops_core::LoopRun| run.claimed_host.clone();
+    let fail = |store: &loops_store::Store, run: &loops_core::LoopRun, now| {
+        let fence = Fence::new(run.claimed_by.as_deref().unwrap());
+        let done = store
+            .finalize_run(
+                &run.id,
+                &result(ExecutorStatus::Failed, now),
+                Some(&fence),
+                now,
+            )
+            .unwrap();
+        // A finished run keeps its claim's host, as it keeps its claimant.
+        assert_eq!(done.claimed_host, run.claimed_host);
+    };
+
+    // A fresh slot, then its retries, each by the host that claimed it.
+    let first = claimed(here.claim_run(&lp, t0(), TICK, t0()).unwrap());
+    assert_eq!(first.claimed_by.as_deref(), Some(TICK));
+    assert_eq!(host(&first).as_deref(), Some(HOST));
+    fail(&here, &first, t0().add_ms(1));
+    let retry = claimed(
+        there
+            .claim_run(&lp, t0(), "manual:34", t0().add_ms(2))
+            .unwrap(),
+    );
+    assert_eq!(
+        (retry.attempt, host(&retry).as_deref()),
+        (2, Some("host-b"))
+    );
+    fail(&there, &retry, t0().add_ms(3));
+    let manual = claimed(
+        here.claim_manual_run(&lp, t0(), TICK, t0().add_ms(4))
+            .unwrap(),
+    );
+    assert_eq!((manual.attempt, host(&manual).as_deref()), (3, Some(HOST)));
+    assert_eq!(
+        host(&here.get_run(&first.id).unwrap().unwrap()).as_deref(),
+        Some(HOST)
+    );
+
+    // An expired run taken over (after another host's grace, on
+    // PostgreSQL) gets its new claimant's host.
+    let slot = t0().add_ms(60_000);
+    let theirs = claimed(
+        there
+            .claim_runs(&[(&lp, slot)], RUNNER_B, slot)
+            .unwrap()
+            .remove(0),
+    );
+    assert_eq!(host(&theirs).as_deref(), Some("host-b"));
+    let later = theirs.lease_expires_at.unwrap().add_ms(30_000);
+    let mine = claimed(here.claim_run(&lp, slot, RUNNER_A, later).unwrap());
+    assert_eq!((mine.id, host(&mine).as_deref()), (theirs.id, Some(HOST)));
+}

@@ -20,9 +20,9 @@ use tempfile::TempDir;
 pub(crate) const RUNNER_A: &str = "host-a:100:aaaaaaaaaaaa";
 pub(crate) const RUNNER_B: &str = "host-b:200:bbbbbbbbbbbb";
 
-/// The host a PostgreSQL store says it runs on: [`RUNNER_A`]'s, so the
-/// liveness probe answers for the runs it claims, as it does on SQLite,
-/// where every run is this host's.
+/// The host a store says it runs on, and records with every claim:
+/// [`RUNNER_A`]'s, so that on PostgreSQL the liveness probe answers for the
+/// runs it claims, as it does on SQLite, where every run is this host's.
 pub(crate) const HOST: &str = "host-a";
 
 /// Marks a test about SQLite itself (its files, WAL, pages, the
@@ -82,7 +82,9 @@ impl Fixture {
             set.contains(&p) || set.contains(&ProcessRef::pid(p.pid))
         };
         match &self.pg {
-            None => Store::open(&self.path(), Arc::new(probe)).unwrap(),
+            None => Store::open(&self.path(), Arc::new(probe))
+                .unwrap()
+                .with_host(HOST),
             Some(db) => {
                 let url = DatabaseUrl::parse(db.url()).unwrap();
                 Store::open_postgres(&url, "test", HOST, Arc::new(probe)).unwrap()

@@ -39,6 +39,9 @@ fn not_claimed(why: NotClaimed) -> Result<Claim> {
 /// What every write of one claim sets.
 struct Claiming<'a> {
     runner_id: &'a str,
+    /// This host's name, recorded with the claim: the runner id may name
+    /// none (`manual-tick:<pid>`), and takeovers judge by it.
+    host: &'a str,
     now: Timestamp,
     lease: Timestamp,
     token: &'a str,
@@ -58,8 +61,8 @@ fn insert_claim(
         concat!(
             "INSERT INTO loop_runs (id, loop_id, loop_name, scheduled_for, attempt, status,
                started_at, claimed_by, lease_expires_at, created_at, updated_at, claim_token,
-               exclusive)
-             VALUES ($1, $2, $3, $4, 1, 'running', $5, $6, $7, $5, $5, $8, $9)
+               exclusive, claimed_host)
+             VALUES ($1, $2, $3, $4, 1, 'running', $5, $6, $7, $5, $5, $8, $9, $10)
              ON CONFLICT DO NOTHING
              RETURNING ",
             run_columns!()
@@ -74,6 +77,7 @@ fn insert_claim(
             &ts(how.lease),
             &how.token,
             &how.exclusive,
+            &how.host,
         ],
         "claiming a new run",
     )
@@ -93,7 +97,7 @@ fn reclaim_expired(
         c,
         concat!(
             "UPDATE loop_runs SET claimed_by = $2, started_at = $3, lease_expires_at = $4,
-               claim_token = $5, exclusive = $6, finished_at = NULL, pid = NULL,
+               claim_token = $5, exclusive = $6, claimed_host = $9, finished_at = NULL, pid = NULL,
                pid_start_ms = NULL, spawn_id = NULL, exit_code = NULL, duration_ms = NULL,
                stdout = NULL, stderr = NULL, error = NULL, updated_at = $3
              WHERE id = $1 AND status = 'running' AND lease_expires_at <= $7
@@ -110,6 +114,7 @@ fn reclaim_expired(
             &how.exclusive,
             &ts(cutoff),
             &run.claimed_by,
+            &how.host,
         ],
         "re-claiming an expired run",
     )
@@ -132,7 +137,7 @@ fn claim_retry(
                attempt = CASE WHEN status = 'abandoned' AND error = $6 THEN GREATEST(attempt, 1)
                               ELSE attempt + 1 END,
                status = 'running', claimed_by = $2, started_at = $3, lease_expires_at = $4,
-               claim_token = $7, exclusive = $8, finished_at = NULL, pid = NULL,
+               claim_token = $7, exclusive = $8, claimed_host = $9, finished_at = NULL, pid = NULL,
                pid_start_ms = NULL, spawn_id = NULL, exit_code = NULL, duration_ms = NULL,
                stdout = NULL, stderr = NULL, error = NULL, updated_at = $3
              WHERE id = $1 AND status IN ('failed', 'timed_out', 'abandoned')
@@ -149,6 +154,7 @@ fn claim_retry(
             &INTERRUPTED_BY_SHUTDOWN,
             &how.token,
             &how.exclusive,
+            &how.host,
         ],
         "claiming a retry",
     )
@@ -354,6 +360,7 @@ impl Postgres {
         };
         let how = Claiming {
             runner_id,
+            host: &self.host,
             now,
             lease: now.add_ms(offset_ms(fresh.lease_ms)),
             token,

@@ -73,14 +73,9 @@ impl ReleaseOps for Postgres {
         reason: &str,
         now: Timestamp,
     ) -> Result<Option<Recovered>> {
-        // Only this host's processes can be known dead: another host's
-        // daemon is recovered by lease expiry and grace instead.
-        if !self.is_this_host(Some(claimed_by)) {
-            return Ok(None);
-        }
         self.write_tx(|c| {
             lock_loop_of_run(c, run_id)?;
-            let Some((_, process)) = c.query_opt(
+            let Some((run, process)) = c.query_opt(
                 concat!(
                     "SELECT ",
                     run_columns!(),
@@ -94,6 +89,11 @@ impl ReleaseOps for Postgres {
             else {
                 return Ok(None);
             };
+            // Only this host's processes can be known dead: another host's
+            // run is recovered by lease expiry and grace instead.
+            if !self.claimed_here(&run) {
+                return Ok(None);
+            }
             if process.is_some_and(|p| self.liveness.is_alive(p))
                 || self.has_live_step_processes(c, run_id)?
             {

@@ -18,21 +18,29 @@ fn not_claimed(why: NotClaimed) -> Result<Claim> {
     Ok(Claim::NotClaimed(why))
 }
 
+/// What every write of one claim sets.
+struct Claiming<'a> {
+    runner_id: &'a str,
+    /// This machine's name, when the store was given one.
+    host: Option<&'a str>,
+    now: Timestamp,
+    lease: Timestamp,
+}
+
 /// A fresh slot: insert-or-ignore attempt 1.
 fn insert_claim(
     conn: &Connection,
     lp: &Loop,
     slot: Timestamp,
-    runner_id: &str,
-    now: Timestamp,
-    lease: Timestamp,
+    how: &Claiming<'_>,
 ) -> Result<Option<LoopRun>> {
     run_returning(
         conn,
         concat!(
             "INSERT OR IGNORE INTO loop_runs (id, loop_id, loop_name, scheduled_for, attempt, status,
-               started_at, claimed_by, lease_expires_at, created_at, updated_at, claim_token)
-             VALUES (?1, ?2, ?3, ?4, 1, 'running', ?5, ?6, ?7, ?5, ?5, ?8)
+               started_at, claimed_by, lease_expires_at, created_at, updated_at, claim_token,
+               claimed_host)
+             VALUES (?1, ?2, ?3, ?4, 1, 'running', ?5, ?6, ?7, ?5, ?5, ?8, ?9)
              RETURNING ",
             run_columns!()
         ),
@@ -41,10 +49,11 @@ fn insert_claim(
             lp.id.as_str(),
             lp.name,
             ts(slot),
-            ts(now),
-            runner_id,
-            ts(lease),
+            ts(how.now),
+            how.runner_id,
+            ts(how.lease),
             new_claim_token(),
+            how.host,
         ],
         "claiming a new run",
     )
@@ -52,25 +61,27 @@ fn insert_claim(
 
 /// A running row whose lease expired and whose process is dead: take it
 /// over with the same attempt (SPEC §1.5).
-fn reclaim_expired(
-    conn: &Connection,
-    id: &RunId,
-    runner_id: &str,
-    now: Timestamp,
-    lease: Timestamp,
-) -> Result<Option<LoopRun>> {
+fn reclaim_expired(conn: &Connection, id: &RunId, how: &Claiming<'_>) -> Result<Option<LoopRun>> {
     // The previous holder's finish, process and results are cleared.
     run_returning(
         conn,
         concat!(
             "UPDATE loop_runs SET claimed_by = ?2, started_at = ?3, lease_expires_at = ?4,
-               claim_token = ?5, finished_at = NULL, pid = NULL, pid_start_ms = NULL, spawn_id = NULL, exit_code = NULL,
-               duration_ms = NULL, stdout = NULL, stderr = NULL, error = NULL, updated_at = ?3
+               claim_token = ?5, claimed_host = ?6, finished_at = NULL, pid = NULL,
+               pid_start_ms = NULL, spawn_id = NULL, exit_code = NULL, duration_ms = NULL,
+               stdout = NULL, stderr = NULL, error = NULL, updated_at = ?3
              WHERE id = ?1 AND status = 'running' AND lease_expires_at <= ?3
              RETURNING ",
             run_columns!()
         ),
-        params![id.as_str(), runner_id, ts(now), ts(lease), new_claim_token()],
+        params![
+            id.as_str(),
+            how.runner_id,
+            ts(how.now),
+            ts(how.lease),
+            new_claim_token(),
+            how.host,
+        ],
         "re-claiming an expired run",
     )
 }
@@ -82,9 +93,7 @@ fn claim_retry(
     conn: &Connection,
     id: &RunId,
     max_attempts: u32,
-    runner_id: &str,
-    now: Timestamp,
-    lease: Timestamp,
+    how: &Claiming<'_>,
 ) -> Result<Option<LoopRun>> {
     // The previous attempt's finish, process and results are cleared.
     run_returning(
@@ -94,8 +103,9 @@ fn claim_retry(
                attempt = CASE WHEN status = 'abandoned' AND error IS ?6 THEN MAX(attempt, 1)
                               ELSE attempt + 1 END,
                status = 'running', claimed_by = ?2, started_at = ?3, lease_expires_at = ?4,
-               claim_token = ?7, finished_at = NULL, pid = NULL, pid_start_ms = NULL, spawn_id = NULL, exit_code = NULL,
-               duration_ms = NULL, stdout = NULL, stderr = NULL, error = NULL, updated_at = ?3
+               claim_token = ?7, claimed_host = ?8, finished_at = NULL, pid = NULL,
+               pid_start_ms = NULL, spawn_id = NULL, exit_code = NULL, duration_ms = NULL,
+               stdout = NULL, stderr = NULL, error = NULL, updated_at = ?3
              WHERE id = ?1 AND status IN ('failed', 'timed_out', 'abandoned')
                AND (attempt < ?5 OR (status = 'abandoned' AND error IS ?6))
              RETURNING ",
@@ -103,12 +113,13 @@ fn claim_retry(
         ),
         params![
             id.as_str(),
-            runner_id,
-            ts(now),
-            ts(lease),
+            how.runner_id,
+            ts(how.now),
+            ts(how.lease),
             max_attempts,
             INTERRUPTED_BY_SHUTDOWN,
             new_claim_token(),
+            how.host,
         ],
         "claiming a retry",
     )
@@ -177,7 +188,12 @@ impl Sqlite {
         let Some(fresh) = query_loop(conn, &lp.id)? else {
             return Ok(Claim::NotClaimed(NotClaimed::LoopMissing));
         };
-        let lease = now.add_ms(offset_ms(fresh.lease_ms));
+        let how = Claiming {
+            runner_id,
+            host: self.host.as_deref(),
+            now,
+            lease: now.add_ms(offset_ms(fresh.lease_ms)),
+        };
         let existing = rows::query_opt(
             conn,
             concat!(
@@ -202,7 +218,7 @@ impl Sqlite {
                 if let Some(other) = overlapping()? {
                     return not_claimed(NotClaimed::OverlapRunning(other));
                 }
-                insert_claim(conn, &fresh, slot, runner_id, now, lease)?
+                insert_claim(conn, &fresh, slot, &how)?
             }
             Some((run, process)) => match run.status {
                 RunStatus::Running => match run.lease_expires_at {
@@ -217,7 +233,7 @@ impl Sqlite {
                         if let Some(other) = overlapping()? {
                             return not_claimed(NotClaimed::OverlapRunning(other));
                         }
-                        reclaim_expired(conn, &run.id, runner_id, now, lease)?
+                        reclaim_expired(conn, &run.id, &how)?
                     }
                     _ => return not_claimed(NotClaimed::LeaseHeld(run)),
                 },
@@ -238,7 +254,7 @@ impl Sqlite {
                     if let Some(other) = overlapping()? {
                         return not_claimed(NotClaimed::OverlapRunning(other));
                     }
-                    claim_retry(conn, &run.id, fresh.max_attempts, runner_id, now, lease)?
+                    claim_retry(conn, &run.id, fresh.max_attempts, &how)?
                 }
             },
         };
