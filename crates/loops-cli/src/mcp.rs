@@ -16,6 +16,7 @@
 //! other commands start as before; each tool call runs its command on a
 //! blocking thread of its own (`server`).
 
+mod argv;
 mod params;
 mod server;
 mod tools;

@@ -13,6 +13,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::argv::Argv;
 use super::params::{
     Count, CreateCommandParams, CreateWorkflowParams, Duration, LabelsParams, ListParams,
     LoopOptions, LoopParams, NoParams, RunInspectParams, RunNowParams, RunsParams, ValidateParams,
@@ -236,70 +237,6 @@ fn output_allowed(show_output: bool, access: Access) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// A command line under construction: `loops --json <words> <options> --
-/// <positionals>`.
-struct Argv {
-    words: Vec<String>,
-    options: Vec<String>,
-    positionals: Vec<String>,
-}
-
-impl Argv {
-    fn new(words: &[&str]) -> Argv {
-        Argv {
-            words: words.iter().map(|w| (*w).to_owned()).collect(),
-            options: Vec::new(),
-            positionals: Vec::new(),
-        }
-    }
-
-    /// `--flag=value` when given.
-    fn opt(&mut self, flag: &str, value: Option<&str>) -> &mut Argv {
-        if let Some(value) = value {
-            self.options.push(format!("--{flag}={value}"));
-        }
-        self
-    }
-
-    /// `--flag` when on.
-    fn flag(&mut self, flag: &str, on: bool) -> &mut Argv {
-        if on {
-            self.options.push(format!("--{flag}"));
-        }
-        self
-    }
-
-    /// `--flag=value` for each value.
-    fn each<'a>(&mut self, flag: &str, values: impl IntoIterator<Item = &'a str>) -> &mut Argv {
-        for value in values {
-            self.opt(flag, Some(value));
-        }
-        self
-    }
-
-    fn positional(&mut self, value: &str) -> &mut Argv {
-        self.positionals.push(value.to_owned());
-        self
-    }
-
-    /// The command line.
-    fn argv(&mut self) -> Vec<String> {
-        let mut argv = vec!["loops".to_owned(), "--json".to_owned()];
-        argv.append(&mut self.words);
-        argv.append(&mut self.options);
-        if !self.positionals.is_empty() {
-            argv.push("--".to_owned());
-            argv.append(&mut self.positionals);
-        }
-        argv
-    }
-
-    /// Runs the command line, keeping what it prints.
-    fn run(&mut self) -> Result<Captured> {
-        Ok(crate::app::run_captured(self.argv()))
-    }
 }
 
 fn count(value: Option<&Count>) -> Option<&str> {
