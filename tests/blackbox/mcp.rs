@@ -11,6 +11,7 @@
 mod cancel;
 mod mutations;
 mod reads;
+mod secrets;
 
 use std::future::Future;
 use std::process::Stdio;

@@ -5,7 +5,9 @@
 //! (`tools`), the command runs through the same code as on the command
 //! line with a printer that keeps its output (`app::capture`), and the
 //! result is what `--json` prints. So the store, the rules, the redaction
-//! and the error messages are the command line's, with no second copy.
+//! and the error messages are the command line's, with no second copy. A
+//! client is not the owner, so on top of that redaction the tokens and
+//! webhook URLs written into commands and hooks are masked (`mask`).
 //!
 //! The server reads nothing but its tool calls: mutations, output that may
 //! hold secrets (`showOutput`), a workflow's `promptFile` and preflight
@@ -17,6 +19,7 @@
 //! blocking thread of its own (`server`).
 
 mod argv;
+mod mask;
 mod params;
 mod server;
 mod tools;
