@@ -314,6 +314,7 @@ pub(crate) struct CreateCommandParams {
     /// Working directory [default: the directory the server runs in].
     pub(crate) cwd: Option<String>,
     /// Environment variables of the run (stored; always shown redacted).
+    /// Names match [A-Za-z_][A-Za-z0-9_]*.
     #[serde(default)]
     pub(crate) env: BTreeMap<String, String>,
     /// Kill the run after this long [default: 30m].

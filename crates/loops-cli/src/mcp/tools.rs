@@ -399,6 +399,14 @@ fn loop_options(argv: &mut Argv, o: &LoopOptions) {
 
 fn create_command(args: &JsonObject, _: Access) -> Result<Captured> {
     let p: CreateCommandParams = parse("loops_create_command", args)?;
+    // `--env NAME=value` cannot carry such a name: `A=B` would come back
+    // as `A` with the value `B=value`. The message is create's.
+    if let Some(name) = p.env.keys().find(|n| n.is_empty() || n.contains('=')) {
+        bail!(
+            "target.env has an invalid variable name {name:?}; names must match \
+             [A-Za-z_][A-Za-z0-9_]*"
+        );
+    }
     let env: Vec<String> = p.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let mut argv = Argv::new(&["create", "command"]);
     argv.opt("cmd", Some(&p.cmd))
