@@ -10,6 +10,7 @@
 
 mod cancel;
 mod mutations;
+mod protocol;
 mod reads;
 mod secrets;
 

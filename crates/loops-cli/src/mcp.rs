@@ -7,7 +7,11 @@
 //! result is what `--json` prints. So the store, the rules, the redaction
 //! and the error messages are the command line's, with no second copy. A
 //! client is not the owner, so on top of that redaction the tokens and
-//! webhook URLs written into commands and hooks are masked (`mask`).
+//! webhook URLs written into commands and hooks are masked (`mask`), and an
+//! error quotes at most 200 characters of a value (`quote`).
+//!
+//! The session runs on a transport of its own (`transport`), which answers
+//! every line it cannot use with a JSON-RPC error instead of dropping it.
 //!
 //! The server reads nothing but its tool calls: mutations, output that may
 //! hold secrets (`showOutput`), a workflow's `promptFile` and preflight
@@ -21,8 +25,10 @@
 mod argv;
 mod mask;
 mod params;
+mod quote;
 mod server;
 mod tools;
+mod transport;
 
 use std::io::IsTerminal;
 
