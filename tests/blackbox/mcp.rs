@@ -10,7 +10,9 @@
 
 mod cancel;
 mod mutations;
+mod protocol;
 mod reads;
+mod secrets;
 
 use std::future::Future;
 use std::process::Stdio;

@@ -5,7 +5,13 @@
 //! (`tools`), the command runs through the same code as on the command
 //! line with a printer that keeps its output (`app::capture`), and the
 //! result is what `--json` prints. So the store, the rules, the redaction
-//! and the error messages are the command line's, with no second copy.
+//! and the error messages are the command line's, with no second copy. A
+//! client is not the owner, so on top of that redaction the tokens and
+//! webhook URLs written into commands and hooks are masked (`mask`), and an
+//! error quotes at most 200 characters of a value (`quote`).
+//!
+//! The session runs on a transport of its own (`transport`), which answers
+//! every line it cannot use with a JSON-RPC error instead of dropping it.
 //!
 //! The server reads nothing but its tool calls: mutations, output that may
 //! hold secrets (`showOutput`), a workflow's `promptFile` and preflight
@@ -16,9 +22,13 @@
 //! other commands start as before; each tool call runs its command on a
 //! blocking thread of its own (`server`).
 
+mod argv;
+mod mask;
 mod params;
+mod quote;
 mod server;
 mod tools;
+mod transport;
 
 use std::io::IsTerminal;
 

@@ -90,6 +90,7 @@ pub use crate::process::{
     kill_orphan_group, signal_process, spawn_detached, started_by,
 };
 pub use crate::runlog::{LOGS_DIR, RunLog, prepare_logs_dir, run_id_of_log, run_log_path};
+pub use crate::scrub::mask_credentials;
 pub use crate::signals::{SignalCancel, survive_file_size_limit};
 pub use crate::spec::agent_argv;
 pub use crate::user_file::{

@@ -10,7 +10,9 @@
 //!   are everywhere in ordinary output, and no credential is that short;
 //! - anything shaped like a credential ([`mask_token_shapes`]): the
 //!   prefixed tokens of the providers loops runs (`sk-…`, `ghp_…`,
-//!   `github_pat_…`, `xoxb-…`, …) everywhere, and long random-looking
+//!   `github_pat_…`, `xoxb-…`, …) and the credentials inside URLs (a
+//!   webhook's secret path, a URL's password; `urls`) everywhere, and long
+//!   random-looking
 //!   base64 or hex runs ([`Shapes::PrefixedAndBlobs`]) only in the stderr of
 //!   a failing `accounts env`. A run's own output keeps such runs: git
 //!   object ids, checksums and image digests are ordinary output there, and
@@ -24,6 +26,8 @@
 //! (JSON-escaped, URL-encoded, base64'd when it is short), and a secret
 //! split by the output cap except at the start of the kept tail, which is
 //! handled.
+
+mod urls;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -166,10 +170,20 @@ const PREFIXES: &[(&str, usize, bool)] = &[
     ("AIza", 30, false), // Google API key
 ];
 
+/// `text` with everything shaped like a credential masked as in run output
+/// ([`Shapes::Prefixed`]): tokens with a known prefix (`ghp_…`, `sk-…`),
+/// the secret part of webhook URLs and the passwords of URLs. For what
+/// loops shows of the commands, hooks and prompts it stores to whoever may
+/// not see them whole (the MCP server's results).
+pub fn mask_credentials(text: &str) -> Cow<'_, str> {
+    mask_token_shapes(text, Shapes::Prefixed)
+}
+
 /// Which credential shapes [`mask_token_shapes`] masks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Shapes {
-    /// Words that start with a known token prefix ([`PREFIXES`]).
+    /// Words that start with a known token prefix ([`PREFIXES`]), and the
+    /// credentials inside URLs (`urls`).
     Prefixed,
     /// Those, and runs of at least 32 base64 or hex characters that look
     /// random ([`is_blob`]).
@@ -177,13 +191,21 @@ pub(crate) enum Shapes {
 }
 
 /// `text` with everything shaped like a credential replaced by
-/// [`REDACTED`]: a word that starts with a known token prefix, and with
-/// [`Shapes::PrefixedAndBlobs`] also a run of at least 32 base64 or hex
-/// characters that looks random (see [`is_blob`]).
-///
-/// Words are maximal runs of `[A-Za-z0-9_-]`; a base64 run may also hold
-/// `+` and `/`, and its `=` padding is masked with it.
+/// [`REDACTED`]: the credentials inside URLs, a word that starts with a
+/// known token prefix, and with [`Shapes::PrefixedAndBlobs`] also a run of
+/// at least 32 base64 or hex characters that looks random (see
+/// [`is_blob`]).
 pub(crate) fn mask_token_shapes(text: &str, shapes: Shapes) -> Cow<'_, str> {
+    match urls::mask_url_secrets(text) {
+        Cow::Borrowed(text) => mask_words(text, shapes),
+        Cow::Owned(text) => Cow::Owned(mask_words(&text, shapes).into_owned()),
+    }
+}
+
+/// [`mask_token_shapes`] of words and base64 runs. Words are maximal runs
+/// of `[A-Za-z0-9_-]`; a base64 run may also hold `+` and `/`, and its `=`
+/// padding is masked with it.
+fn mask_words(text: &str, shapes: Shapes) -> Cow<'_, str> {
     let blobs = shapes == Shapes::PrefixedAndBlobs;
     let bytes = text.as_bytes();
     let mut out: Option<String> = None;

@@ -1,15 +1,15 @@
 //! A `loops_run_now` in flight stops when the client cancels the call, when
 //! the client goes away (closes the server's stdin) and on SIGTERM: the run
 //! is recorded as failed and cancelled, never left `running`, and its
-//! process is gone.
+//! process is gone. On SIGTERM the call is answered with an error first.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use loops_tests::{TestEnv, is_running, kill};
 use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
-use rmcp::service::{PeerRequestOptions, RequestHandle, RoleClient};
+use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ErrorCode};
+use rmcp::service::{PeerRequestOptions, RequestHandle, RoleClient, ServiceError};
 use serde_json::{Value, json};
 
 use super::{block_on, cli_json, mutable, poll, server_command, within};
@@ -181,4 +181,47 @@ fn the_end_of_the_session_stops_a_run_in_flight() {
 fn sigterm_stops_a_run_in_flight_and_the_server() {
     let env = TestEnv::new();
     block_on(server_ends_mid_run(&env, End::Terminate));
+}
+
+#[test]
+fn sigterm_answers_a_call_in_flight_with_an_error_before_the_server_exits() {
+    let env = TestEnv::new();
+    block_on(async {
+        let dir = gated_loop(&env);
+        let mut server = server_command(&env, Some("true"));
+        server
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = server.spawn().expect("loops mcp starts");
+        let server_pid = child.id().expect("a running server has a pid");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let client = within("initialize", ().serve((stdout, stdin)))
+            .await
+            .expect("the MCP session initializes");
+        let (handle, pid) = start_gated_run(client.peer(), &dir).await;
+        assert!(kill("-TERM", server_pid), "SIGTERM reaches the server");
+        // The reply comes before the server closes its stdout: a server
+        // that exits without one fails the call as a closed transport.
+        let reply = within("the call's reply", handle.await_response()).await;
+        let Err(ServiceError::McpError(error)) = reply else {
+            panic!("the call in flight gets an error reply, not {reply:?}");
+        };
+        assert_eq!(error.code, ErrorCode(-32000), "{error:?}");
+        assert!(error.message.contains("SIGTERM"), "{}", error.message);
+        assert!(error.message.contains("loops_run_now"), "{}", error.message);
+        // It carries what the call recorded: the run, cancelled.
+        let run = error
+            .data
+            .as_ref()
+            .map(|data| data["result"].clone())
+            .unwrap_or_default();
+        assert_eq!(run["id"], last_run(&env)["id"], "{error:?}");
+        assert_cancelled(&env, &dir, pid, "cancelled by SIGTERM").await;
+        let status = within("the server to exit", child.wait())
+            .await
+            .expect("the server is waited for");
+        assert!(status.success(), "loops mcp exits 0: {status:?}");
+    });
 }

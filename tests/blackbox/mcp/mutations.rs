@@ -316,3 +316,38 @@ fn a_name_or_value_that_looks_like_a_flag_is_created_as_given() {
         assert_eq!(names.len(), 2, "{names:?}");
     });
 }
+
+#[test]
+fn an_env_name_that_create_refuses_is_refused_and_nothing_is_created() {
+    let env = TestEnv::new();
+    block_on(async {
+        let mcp = mutable(&env).await;
+        // What `create` says of an empty name.
+        let cli = super::cli_error(
+            &env,
+            &[
+                "create", "command", "cli", "--cmd", "true", "--every", "1h", "--env", "=v",
+            ],
+        );
+        for (name, quoted) in [("", "\"\""), ("A=B", "\"A=B\""), ("=B", "\"=B\"")] {
+            let message = mcp
+                .err(
+                    "loops_create_command",
+                    json!({"name": "split", "cmd": "true", "every": "1h", "env": {name: "v"}}),
+                )
+                .await;
+            assert_eq!(message, cli.replace("\"\"", quoted), "{name:?}");
+        }
+        // With a valid name beside it, too.
+        let message = mcp
+            .err(
+                "loops_create_command",
+                json!({"name": "split", "cmd": "true", "every": "1h",
+                       "env": {"GOOD": "v", "A=B": "v"}}),
+            )
+            .await;
+        assert!(message.contains("\"A=B\""), "{message}");
+        mcp.close().await;
+        assert_eq!(cli_json(&env, &["list"]), json!([]));
+    });
+}

@@ -92,9 +92,12 @@ fn tools_list_names_sixteen_tools_with_their_schemas_and_gates() {
                 .cloned()
                 .unwrap_or(json!([]))
         };
-        assert_eq!(properties("loops_list"), ["label", "limit", "status"]);
+        assert_eq!(
+            properties("loops_list"),
+            ["label", "limit", "showOutput", "status"]
+        );
         assert_eq!(required("loops_list"), json!([]));
-        assert_eq!(properties("loops_show"), ["loop"]);
+        assert_eq!(properties("loops_show"), ["loop", "showOutput"]);
         assert_eq!(required("loops_show"), json!(["loop"]));
         assert_eq!(
             properties("loops_runs"),
@@ -102,7 +105,14 @@ fn tools_list_names_sixteen_tools_with_their_schemas_and_gates() {
         );
         assert!(properties("loops_doctor").is_empty());
         assert!(properties("loops_daemon_status").is_empty());
-        assert_eq!(properties("loops_workflows_list"), ["limit", "status"]);
+        assert_eq!(
+            properties("loops_workflows_list"),
+            ["limit", "showOutput", "status"]
+        );
+        assert_eq!(
+            properties("loops_workflow_read"),
+            ["showOutput", "workflow"]
+        );
         assert_eq!(required("loops_workflow_read"), json!(["workflow"]));
         assert_eq!(
             properties("loops_workflow_run_inspect"),

@@ -123,6 +123,19 @@ pub(crate) struct LoopParams {
     pub(crate) target: String,
 }
 
+/// `loops_show`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ShowParams {
+    /// Loop id, or name (refused when several loops share it).
+    #[serde(rename = "loop")]
+    pub(crate) target: String,
+    /// Show tokens and webhook URLs written into commands and hooks whole
+    /// (needs LOOPS_MCP_ALLOW_MUTATIONS=true).
+    #[serde(default)]
+    pub(crate) show_output: bool,
+}
+
 /// `loops_list`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -135,6 +148,10 @@ pub(crate) struct ListParams {
     pub(crate) label: Labels,
     /// At most this many loops [default: all].
     pub(crate) limit: Option<Count>,
+    /// Show tokens and webhook URLs written into commands and hooks whole
+    /// (needs LOOPS_MCP_ALLOW_MUTATIONS=true).
+    #[serde(default)]
+    pub(crate) show_output: bool,
 }
 
 /// `loops_runs`.
@@ -152,7 +169,8 @@ pub(crate) struct RunsParams {
     /// Only runs of loops with every one of these labels.
     #[serde(default)]
     pub(crate) label: Labels,
-    /// Include the runs' stdout and stderr instead of their lengths (needs
+    /// Include the runs' stdout and stderr instead of their lengths, and
+    /// secrets shaped like tokens whole (needs
     /// LOOPS_MCP_ALLOW_MUTATIONS=true: output may hold secrets).
     #[serde(default)]
     pub(crate) show_output: bool,
@@ -171,6 +189,10 @@ pub(crate) struct WorkflowsListParams {
     pub(crate) status: Option<String>,
     /// At most this many workflows [default: all].
     pub(crate) limit: Option<Count>,
+    /// Show tokens and webhook URLs written into the steps whole (needs
+    /// LOOPS_MCP_ALLOW_MUTATIONS=true).
+    #[serde(default)]
+    pub(crate) show_output: bool,
 }
 
 /// `loops_workflow_read`.
@@ -179,6 +201,10 @@ pub(crate) struct WorkflowsListParams {
 pub(crate) struct WorkflowParams {
     /// Workflow id (any status), or the name of an active workflow.
     pub(crate) workflow: String,
+    /// Show tokens and webhook URLs written into the steps whole (needs
+    /// LOOPS_MCP_ALLOW_MUTATIONS=true).
+    #[serde(default)]
+    pub(crate) show_output: bool,
 }
 
 /// `loops_workflow_run_inspect`.
@@ -187,7 +213,8 @@ pub(crate) struct WorkflowParams {
 pub(crate) struct RunInspectParams {
     /// Workflow run id (from loops_runs or a workflow's runs).
     pub(crate) run_id: String,
-    /// Include the steps' stdout and stderr instead of their lengths (needs
+    /// Include the steps' stdout and stderr instead of their lengths, and
+    /// secrets shaped like tokens whole (needs
     /// LOOPS_MCP_ALLOW_MUTATIONS=true).
     #[serde(default)]
     pub(crate) show_output: bool,
@@ -287,6 +314,7 @@ pub(crate) struct CreateCommandParams {
     /// Working directory [default: the directory the server runs in].
     pub(crate) cwd: Option<String>,
     /// Environment variables of the run (stored; always shown redacted).
+    /// Names match [A-Za-z_][A-Za-z0-9_]*.
     #[serde(default)]
     pub(crate) env: BTreeMap<String, String>,
     /// Kill the run after this long [default: 30m].
@@ -316,7 +344,8 @@ pub(crate) struct RunNowParams {
     /// Loop id, or name (refused when several loops share it).
     #[serde(rename = "loop")]
     pub(crate) target: String,
-    /// Include the run's stdout and stderr instead of their lengths.
+    /// Include the run's stdout and stderr instead of their lengths, and
+    /// secrets shaped like tokens whole.
     #[serde(default)]
     pub(crate) show_output: bool,
 }

@@ -9,7 +9,13 @@
 //! cancelled like a `run-now` interrupted by Ctrl-C.
 //!
 //! An error is a tool result with `isError` and the CLI's message; a panic
-//! in a command ends only its call (the blocking task's join error).
+//! in a command ends only its call (the blocking task's join error). An
+//! error quotes at most 200 characters of a value the client sent
+//! ([`quote`]).
+//!
+//! On SIGINT/SIGTERM the server stops reading, stops the calls in flight,
+//! and answers each with a JSON-RPC error ([`SHUTTING_DOWN`]) before the
+//! session ends, so no client is left waiting for a reply.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,17 +24,28 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use anyhow::{Context, Result};
 use loops_exec::{CancelToken, SignalCancel};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, ErrorCode, Implementation, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::Value;
 
-use super::{Access, tools};
+use super::{Access, quote, tools, transport};
 use crate::app::Captured;
 
 /// Why a run stops when its client cancels the call or closes the session.
 const CLIENT_CANCELLED: &str = "cancelled by the MCP client";
+
+/// The JSON-RPC error of a call the server's end stopped: JSON-RPC's first
+/// server error, which the MCP SDKs also use for a closed connection.
+const SHUTTING_DOWN: ErrorCode = ErrorCode(-32000);
+
+/// How long the replies of the stopped calls, and the lines queued before
+/// them, may take to be written at the end: a client that does not read
+/// its stdin cannot keep the server from exiting.
+const WRITE_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The tool calls in flight, each with its stop token.
 #[derive(Default)]
@@ -80,6 +97,11 @@ impl Calls {
                 .wait(state)
                 .unwrap_or_else(PoisonError::into_inner);
         }
+    }
+
+    /// Why the session is ending, once it is.
+    fn ending(&self) -> Option<String> {
+        self.state().ended.clone()
     }
 
     /// Stops every call in flight, and every later one.
@@ -146,7 +168,7 @@ impl ServerHandler for Loops {
             return Err(ErrorData::invalid_params(
                 format!(
                     "no tool named {:?}; the tools are: {}",
-                    request.name,
+                    quote::cut(&request.name),
                     names.join(", ")
                 ),
                 None,
@@ -167,25 +189,105 @@ impl ServerHandler for Loops {
         let ending = Ending(self.calls.clone(), id);
         let joined = tokio::task::spawn_blocking(move || {
             let _ending = ending;
-            crate::commands::execute::with_stop(stop, || tools::call(tool, &args, access))
+            let called =
+                crate::commands::execute::with_stop(stop, || tools::call(tool, &args, access));
+            (called, args)
         })
         .await;
         watcher.abort();
-        let reply = match joined {
-            Ok(Ok(captured)) => captured,
-            Ok(Err(err)) => Captured {
-                text: String::new(),
-                error: Some(crate::exit::message(&err)),
-                warnings: Vec::new(),
-            },
-            Err(join) => Captured {
-                text: String::new(),
-                error: Some(format!("{} failed inside loops: {join}", tool.name)),
-                warnings: Vec::new(),
-            },
+        let (mut reply, args) = match joined {
+            Ok((Ok(captured), args)) => (captured, Some(args)),
+            Ok((Err(err), args)) => (
+                Captured {
+                    text: String::new(),
+                    error: Some(crate::exit::message(&err)),
+                    warnings: Vec::new(),
+                },
+                Some(args),
+            ),
+            Err(join) => (
+                Captured {
+                    text: String::new(),
+                    error: Some(format!("{} failed inside loops: {join}", tool.name)),
+                    warnings: Vec::new(),
+                },
+                None,
+            ),
         };
+        if let (Some(error), Some(args)) = (&mut reply.error, &args) {
+            *error = quote::cut_arguments(error, args);
+        }
+        if let Some(reason) = self.calls.ending() {
+            return Err(shutting_down(tool.name, &reason, &reply));
+        }
         Ok(result(reply).into())
     }
+
+    /// A request of a method rmcp does not know, or of one it knows whose
+    /// params did not parse (rmcp then reads it as a request of its own).
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(custom_request_error(
+            &request.method,
+            request.params.as_ref(),
+        ))
+    }
+}
+
+/// The error of a request rmcp read as a method of its own: invalid params
+/// (`-32602`) for a method MCP defines, method not found (`-32601`) else.
+fn custom_request_error(method: &str, params: Option<&Value>) -> ErrorData {
+    if !transport::MCP_REQUESTS.contains(&method) {
+        return ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("no method {:?} in loops mcp", quote::cut(method)),
+            None,
+        );
+    }
+    let arguments = params.and_then(|p| p.get("arguments"));
+    let why = match arguments {
+        Some(arguments)
+            if method == "tools/call" && !arguments.is_object() && !arguments.is_null() =>
+        {
+            "arguments must be a JSON object of the tool's arguments".to_owned()
+        }
+        _ => {
+            let parsed = match method {
+                "tools/call" => params
+                    .cloned()
+                    .map(serde_json::from_value::<CallToolRequestParams>),
+                _ => None,
+            };
+            match parsed {
+                Some(Err(e)) => e.to_string(),
+                None if method == "tools/call" => "they are missing".to_owned(),
+                _ => "they do not match the method's schema".to_owned(),
+            }
+        }
+    };
+    let message = format!("invalid params for {method}: {why}");
+    let message = match params {
+        Some(Value::Object(params)) => quote::cut_arguments(&message, params),
+        _ => quote::cap(&message).into_owned(),
+    };
+    ErrorData::invalid_params(message, None)
+}
+
+/// The error a call in flight gets when the server stops: what it
+/// recorded, if it printed anything, goes in the error's data.
+fn shutting_down(tool: &str, reason: &str, reply: &Captured) -> ErrorData {
+    let result = serde_json::from_str::<Value>(&reply.text).ok();
+    ErrorData::new(
+        SHUTTING_DOWN,
+        format!(
+            "loops mcp is shutting down ({reason}) and stopped {tool}: any run it started is \
+             recorded as cancelled, and what it returned is in this error's data"
+        ),
+        result.map(|result| serde_json::json!({ "result": result })),
+    )
 }
 
 /// A call's result: the JSON the command printed, then its warnings; or
@@ -230,28 +332,41 @@ pub(super) async fn serve(access: Access, calls: Arc<Calls>, signals: &SignalCan
         access,
         calls: calls.clone(),
     };
+    let (transport, link) = transport::stdio();
     let session = tokio::select! {
-        session = handler.serve(rmcp::transport::stdio()) => {
+        session = handler.serve(transport) => {
             session.context("starting the MCP session (initialize)")?
         }
         () = signalled.notified() => return Ok(()),
     };
+    let link = Arc::new(link);
     let ended = session.cancellation_token();
     let stopper = {
         let signalled = signalled.clone();
         let calls = calls.clone();
         let token = signals.token().clone();
+        let link = link.clone();
         tokio::spawn(async move {
             signalled.notified().await;
             // Before the session ends, which cancels every call as the
-            // client's: the runs say which signal stopped them.
+            // client's: the runs say which signal stopped them, and each
+            // call is answered with an error first.
             calls.stop_all(&token.reason().unwrap_or_default());
+            link.stop_reading();
+            let idle = calls.clone();
+            let _ = tokio::task::spawn_blocking(move || idle.wait_idle()).await;
+            let _ = tokio::time::timeout(WRITE_GRACE, link.replies_written()).await;
             ended.cancel();
         })
     };
     let quit = session.waiting().await;
     stopper.abort();
+    let _ = stopper.await;
     calls.stop_all(CLIENT_CANCELLED);
+    // What was queued before the session ended is written out.
+    if let Ok(link) = Arc::try_unwrap(link) {
+        let _ = tokio::time::timeout(WRITE_GRACE, link.flushed()).await;
+    }
     quit.context("serving the MCP session")?;
     Ok(())
 }

@@ -13,10 +13,11 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::argv::Argv;
 use super::params::{
     Count, CreateCommandParams, CreateWorkflowParams, Duration, LabelsParams, ListParams,
-    LoopOptions, LoopParams, NoParams, RunInspectParams, RunNowParams, RunsParams, ValidateParams,
-    WorkflowParams, WorkflowsListParams,
+    LoopOptions, LoopParams, NoParams, RunInspectParams, RunNowParams, RunsParams, ShowParams,
+    ValidateParams, WorkflowParams, WorkflowsListParams,
 };
 use super::{ALLOW_MUTATIONS, Access};
 use crate::app::Captured;
@@ -39,16 +40,19 @@ pub(crate) struct ToolDef {
 pub(crate) const TOOLS: &[ToolDef] = &[
     ToolDef {
         name: "loops_list",
-        description: "List loops with their schedule, status and next run (loops list --json).",
+        description: "List loops with their schedule, status and next run (loops list --json). \
+                      Tokens and webhook URLs in commands and hooks are masked unless showOutput \
+                      is allowed.",
         mutation: false,
         schema: schema::<ListParams>,
         call: list,
     },
     ToolDef {
         name: "loops_show",
-        description: "Show one loop by id or name (loops show).",
+        description: "Show one loop by id or name (loops show). Tokens and webhook URLs in its \
+                      command and hooks are masked unless showOutput is allowed.",
         mutation: false,
-        schema: schema::<LoopParams>,
+        schema: schema::<ShowParams>,
         call: show,
     },
     ToolDef {
@@ -76,14 +80,16 @@ pub(crate) const TOOLS: &[ToolDef] = &[
     },
     ToolDef {
         name: "loops_workflows_list",
-        description: "List stored workflows (loops workflows list --json).",
+        description: "List stored workflows (loops workflows list --json). Tokens and webhook \
+                      URLs in their steps are masked unless showOutput is allowed.",
         mutation: false,
         schema: schema::<WorkflowsListParams>,
         call: workflows_list,
     },
     ToolDef {
         name: "loops_workflow_read",
-        description: "Show one stored workflow with its steps (loops workflows show).",
+        description: "Show one stored workflow with its steps (loops workflows show). Tokens and \
+                      webhook URLs in its steps are masked unless showOutput is allowed.",
         mutation: false,
         schema: schema::<WorkflowParams>,
         call: workflow_read,
@@ -185,7 +191,9 @@ pub(crate) fn listed(tool: &ToolDef) -> Tool {
 }
 
 /// Carries out a call of `tool`: refused mutations and arguments the
-/// schema does not know are errors before anything runs.
+/// schema does not know are errors before anything runs. Secrets shaped
+/// like tokens are masked in what it returns ([`super::mask`]), unless a
+/// server that allows mutations is asked for them with `showOutput`.
 pub(crate) fn call(tool: &ToolDef, args: &JsonObject, access: Access) -> Result<Captured> {
     if tool.mutation && access == Access::ReadOnly {
         bail!(
@@ -212,7 +220,12 @@ pub(crate) fn call(tool: &ToolDef, args: &JsonObject, access: Access) -> Result<
             );
         }
     }
-    (tool.call)(args, access)
+    let mut captured = (tool.call)(args, access)?;
+    let shown = access == Access::Mutations && args.get("showOutput") == Some(&Value::Bool(true));
+    if !shown {
+        super::mask::mask(&mut captured);
+    }
+    Ok(captured)
 }
 
 /// The input schema of `P`, the arguments' type.
@@ -227,79 +240,17 @@ fn parse<P: DeserializeOwned>(name: &str, args: &JsonObject) -> Result<P> {
         .map_err(|e| anyhow!("invalid arguments for {name}: {e}"))
 }
 
-/// Refuses `showOutput` without mutations allowed: output may hold secrets.
+/// Refuses `showOutput` without mutations allowed: output, commands and
+/// hooks may hold secrets.
 fn output_allowed(show_output: bool, access: Access) -> Result<()> {
     if show_output && access == Access::ReadOnly {
         bail!(
-            "showOutput shows run output, which may hold secrets, and needs {ALLOW_MUTATIONS}=true \
-             in the environment of loops mcp; without it, output is shown as its length"
+            "showOutput shows run output and the tokens and webhook URLs written into commands \
+             and hooks, which are secrets, and needs {ALLOW_MUTATIONS}=true in the environment of \
+             loops mcp; without it, output is shown as its length and secrets are masked"
         );
     }
     Ok(())
-}
-
-/// A command line under construction: `loops --json <words> <options> --
-/// <positionals>`.
-struct Argv {
-    words: Vec<String>,
-    options: Vec<String>,
-    positionals: Vec<String>,
-}
-
-impl Argv {
-    fn new(words: &[&str]) -> Argv {
-        Argv {
-            words: words.iter().map(|w| (*w).to_owned()).collect(),
-            options: Vec::new(),
-            positionals: Vec::new(),
-        }
-    }
-
-    /// `--flag=value` when given.
-    fn opt(&mut self, flag: &str, value: Option<&str>) -> &mut Argv {
-        if let Some(value) = value {
-            self.options.push(format!("--{flag}={value}"));
-        }
-        self
-    }
-
-    /// `--flag` when on.
-    fn flag(&mut self, flag: &str, on: bool) -> &mut Argv {
-        if on {
-            self.options.push(format!("--{flag}"));
-        }
-        self
-    }
-
-    /// `--flag=value` for each value.
-    fn each<'a>(&mut self, flag: &str, values: impl IntoIterator<Item = &'a str>) -> &mut Argv {
-        for value in values {
-            self.opt(flag, Some(value));
-        }
-        self
-    }
-
-    fn positional(&mut self, value: &str) -> &mut Argv {
-        self.positionals.push(value.to_owned());
-        self
-    }
-
-    /// The command line.
-    fn argv(&mut self) -> Vec<String> {
-        let mut argv = vec!["loops".to_owned(), "--json".to_owned()];
-        argv.append(&mut self.words);
-        argv.append(&mut self.options);
-        if !self.positionals.is_empty() {
-            argv.push("--".to_owned());
-            argv.append(&mut self.positionals);
-        }
-        argv
-    }
-
-    /// Runs the command line, keeping what it prints.
-    fn run(&mut self) -> Result<Captured> {
-        Ok(crate::app::run_captured(self.argv()))
-    }
 }
 
 fn count(value: Option<&Count>) -> Option<&str> {
@@ -310,8 +261,9 @@ fn duration(value: Option<&Duration>) -> Option<&str> {
     value.map(|d| d.0.as_str())
 }
 
-fn list(args: &JsonObject, _: Access) -> Result<Captured> {
+fn list(args: &JsonObject, access: Access) -> Result<Captured> {
     let p: ListParams = parse("loops_list", args)?;
+    output_allowed(p.show_output, access)?;
     Argv::new(&["list"])
         .opt("status", p.status.as_deref())
         .opt("limit", count(p.limit.as_ref()))
@@ -324,8 +276,10 @@ fn one_loop(verb: &str, tool: &str, args: &JsonObject) -> Result<Captured> {
     Argv::new(&[verb]).positional(&p.target).run()
 }
 
-fn show(args: &JsonObject, _: Access) -> Result<Captured> {
-    one_loop("show", "loops_show", args)
+fn show(args: &JsonObject, access: Access) -> Result<Captured> {
+    let p: ShowParams = parse("loops_show", args)?;
+    output_allowed(p.show_output, access)?;
+    Argv::new(&["show"]).positional(&p.target).run()
 }
 
 fn runs(args: &JsonObject, access: Access) -> Result<Captured> {
@@ -352,16 +306,18 @@ fn daemon_status(args: &JsonObject, _: Access) -> Result<Captured> {
     Argv::new(&["daemon", "status"]).run()
 }
 
-fn workflows_list(args: &JsonObject, _: Access) -> Result<Captured> {
+fn workflows_list(args: &JsonObject, access: Access) -> Result<Captured> {
     let p: WorkflowsListParams = parse("loops_workflows_list", args)?;
+    output_allowed(p.show_output, access)?;
     Argv::new(&["workflows", "list"])
         .opt("status", p.status.as_deref())
         .opt("limit", count(p.limit.as_ref()))
         .run()
 }
 
-fn workflow_read(args: &JsonObject, _: Access) -> Result<Captured> {
+fn workflow_read(args: &JsonObject, access: Access) -> Result<Captured> {
     let p: WorkflowParams = parse("loops_workflow_read", args)?;
+    output_allowed(p.show_output, access)?;
     Argv::new(&["workflows", "show"])
         .positional(&p.workflow)
         .run()
@@ -443,6 +399,14 @@ fn loop_options(argv: &mut Argv, o: &LoopOptions) {
 
 fn create_command(args: &JsonObject, _: Access) -> Result<Captured> {
     let p: CreateCommandParams = parse("loops_create_command", args)?;
+    // `--env NAME=value` cannot carry such a name: `A=B` would come back
+    // as `A` with the value `B=value`. The message is create's.
+    if let Some(name) = p.env.keys().find(|n| n.is_empty() || n.contains('=')) {
+        bail!(
+            "target.env has an invalid variable name {name:?}; names must match \
+             [A-Za-z_][A-Za-z0-9_]*"
+        );
+    }
     let env: Vec<String> = p.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let mut argv = Argv::new(&["create", "command"]);
     argv.opt("cmd", Some(&p.cmd))

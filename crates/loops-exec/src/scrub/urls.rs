@@ -1,0 +1,204 @@
+//! Credentials inside URLs, which no token prefix announces (issue 25 §4):
+//! - the secret part of a webhook URL ([`WEBHOOKS`]): whoever holds
+//!   `https://hooks.slack.com/services/T…/B…/X…` can post as its owner, so
+//!   everything after the well-known path is masked, up to the end of the
+//!   URL;
+//! - the password of a URL's user information, `scheme://user:PASSWORD@host`
+//!   (a database URL, a token given to `git clone`); the user is kept.
+//!
+//! Masking is idempotent: [`super::REDACTED`] starts with `[`, which ends a
+//! URL here, so an already masked URL has nothing left to mask.
+
+use std::borrow::Cow;
+
+use super::REDACTED;
+
+/// Hosts and paths after which the rest of a URL is a credential, matched
+/// without regard to ASCII case and also inside a longer host name
+/// (`ptb.discord.com`, `<tenant>.webhook.office.com`).
+const WEBHOOKS: &[&str] = &[
+    "hooks.slack.com/services/",      // Slack incoming webhook
+    "hooks.slack.com/workflows/",     // Slack workflow webhook
+    "hooks.slack.com/triggers/",      // Slack workflow trigger
+    "discord.com/api/webhooks/",      // Discord
+    "discordapp.com/api/webhooks/",   // Discord, its older host
+    "webhook.office.com/webhookb2/",  // Microsoft Teams incoming webhook
+    "outlook.office.com/webhook/",    // Microsoft Teams, its older host
+    "chat.googleapis.com/v1/spaces/", // Google Chat (key and token in the query)
+    "api.telegram.org/bot",           // Telegram bot token
+    "hooks.zapier.com/hooks/catch/",  // Zapier catch hook
+    "maker.ifttt.com/trigger/",       // IFTTT webhook key
+];
+
+/// Whether `b` ends a URL: whitespace, a control character, or what
+/// delimits a URL in shell, JSON, Markdown or HTML.
+fn ends_url(b: u8) -> bool {
+    b.is_ascii_whitespace()
+        || b.is_ascii_control()
+        || matches!(
+            b,
+            b'"' | b'\''
+                | b'`'
+                | b'<'
+                | b'>'
+                | b'\\'
+                | b'('
+                | b')'
+                | b'['
+                | b']'
+                | b'{'
+                | b'}'
+                | b'|'
+                | b','
+                | b';'
+        )
+}
+
+/// `text` with the secret parts of webhook URLs and the passwords of URLs
+/// replaced by [`REDACTED`].
+pub(super) fn mask_url_secrets(text: &str) -> Cow<'_, str> {
+    let mut ranges = webhook_secrets(text);
+    ranges.extend(url_passwords(text));
+    if ranges.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    ranges.sort_unstable();
+    let mut merged: Vec<(usize, usize)> = Vec::with_capacity(ranges.len());
+    for (start, end) in ranges {
+        match merged.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
+        }
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    for (start, end) in merged {
+        out.push_str(&text[copied..start]);
+        out.push_str(REDACTED);
+        copied = end;
+    }
+    out.push_str(&text[copied..]);
+    Cow::Owned(out)
+}
+
+/// The byte range of the rest of the URL after each [`WEBHOOKS`] path.
+fn webhook_secrets(text: &str) -> Vec<(usize, usize)> {
+    let bytes = text.as_bytes();
+    let mut ranges = Vec::new();
+    // ASCII lowercasing keeps every byte where it was.
+    let lower = text.to_ascii_lowercase();
+    for path in WEBHOOKS {
+        for (at, _) in lower.match_indices(path) {
+            let start = at + path.len();
+            let end = url_end(bytes, start);
+            if end > start {
+                ranges.push((start, end));
+            }
+        }
+    }
+    ranges
+}
+
+/// Where the URL going on at `from` ends.
+fn url_end(bytes: &[u8], from: usize) -> usize {
+    bytes[from..]
+        .iter()
+        .position(|&b| ends_url(b))
+        .map_or(bytes.len(), |n| from + n)
+}
+
+/// The byte range of the password in each `scheme://user:password@`.
+fn url_passwords(text: &str) -> Vec<(usize, usize)> {
+    let bytes = text.as_bytes();
+    let mut ranges = Vec::new();
+    for (at, _) in text.match_indices("://") {
+        let has_scheme = at > 0 && bytes[at - 1].is_ascii_alphanumeric();
+        if !has_scheme {
+            continue;
+        }
+        let start = at + 3;
+        // The authority: up to the path, query or fragment, or the URL's end.
+        let end = bytes[start..]
+            .iter()
+            .position(|&b| matches!(b, b'/' | b'?' | b'#') || ends_url(b))
+            .map_or(bytes.len(), |n| start + n);
+        let authority = &text[start..end];
+        // The last `@` ends the user information, as URL parsers read it.
+        let Some(userinfo) = authority.rfind('@').map(|at| &authority[..at]) else {
+            continue;
+        };
+        if let Some(colon) = userinfo.find(':')
+            && colon + 1 < userinfo.len()
+        {
+            ranges.push((start + colon + 1, start + userinfo.len()));
+        }
+    }
+    ranges
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn webhook_secrets_and_url_passwords_are_masked() {
+        for (text, expected) in [
+            (
+                "curl -d ok https://hooks.slack.com/services/T0001/B0001/XXXXXXXX",
+                "curl -d ok https://hooks.slack.com/services/[redacted]",
+            ),
+            (
+                "post 'https://discord.com/api/webhooks/1234/aBc-_9' now",
+                "post 'https://discord.com/api/webhooks/[redacted]' now",
+            ),
+            (
+                "https://PTB.Discord.com/api/webhooks/1/x and https://canary.discordapp.com/api/webhooks/2/y",
+                "https://PTB.Discord.com/api/webhooks/[redacted] and https://canary.discordapp.com/api/webhooks/[redacted]",
+            ),
+            (
+                "\"url\":\"https://acme.webhook.office.com/webhookb2/a@b/IncomingWebhook/c/d\"",
+                "\"url\":\"https://acme.webhook.office.com/webhookb2/[redacted]\"",
+            ),
+            (
+                "https://chat.googleapis.com/v1/spaces/AAA/messages?key=k&token=t%3D",
+                "https://chat.googleapis.com/v1/spaces/[redacted]",
+            ),
+            (
+                "https://api.telegram.org/bot123456:ABC-DEF/sendMessage",
+                "https://api.telegram.org/bot[redacted]",
+            ),
+            (
+                "psql postgres://loops:s3cret%40x@db:5432/loops",
+                "psql postgres://loops:[redacted]@db:5432/loops",
+            ),
+            (
+                "git clone https://x-access-token:abc@d@github.com/o/r.git",
+                "git clone https://x-access-token:[redacted]@github.com/o/r.git",
+            ),
+        ] {
+            assert_eq!(mask_url_secrets(text), expected, "{text}");
+            // Masking again changes nothing.
+            assert_eq!(mask_url_secrets(expected), expected, "{expected}");
+        }
+    }
+
+    #[test]
+    fn other_urls_are_left_alone() {
+        for text in [
+            "https://hooks.slack.com/services/",
+            "https://example.com/hooks.slack.com",
+            "https://user@example.com/path:x@y",
+            "ssh://git@github.com:22/o/r",
+            "http://[::1]:8080/a@b",
+            "see https://api.github.com/user?a=b:c@d",
+            "://x:y@z",
+            "ünïcödé ✓ https://example.com/ü",
+        ] {
+            assert!(
+                matches!(mask_url_secrets(text), Cow::Borrowed(_)),
+                "{text}: {}",
+                mask_url_secrets(text)
+            );
+        }
+    }
+}
