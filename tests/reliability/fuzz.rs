@@ -172,10 +172,16 @@ fn invoke(env: &TestEnv, f: &mut Findings, args: &[OsString], needles: &[String]
                 // The whole of stderr: a value with a newline in it spills
                 // the message onto the next line.
                 let lower = stderr.to_lowercase();
-                if !needles
-                    .iter()
-                    .any(|n| !n.is_empty() && lower.contains(&n.to_lowercase()))
-                {
+                // A value is named as given, or as human output escapes
+                // it (a bidi or zero-width character as `\u{feff}`).
+                let named = |n: &str| {
+                    let escaped = loops_core::escape_for_terminal(n, &['\n', '\t']);
+                    [Some(n), escaped.as_deref()]
+                        .into_iter()
+                        .flatten()
+                        .any(|n| lower.contains(&n.to_lowercase()))
+                };
+                if !needles.iter().any(|n| !n.is_empty() && named(n)) {
                     f.fail(
                         args,
                         format!("the error does not say what to fix (expected it to name one of {needles:?}): {first}"),
