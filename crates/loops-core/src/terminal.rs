@@ -11,7 +11,8 @@
 /// True for a character a terminal would not show as itself: a control
 /// character (C0, DEL, C1), a bidi control (the embeddings, overrides and
 /// isolates, and the implicit marks), a zero-width or invisible format
-/// character, a line or paragraph separator, or a tag character.
+/// character, a character that prints blank (the Hangul fillers), a line
+/// or paragraph separator, or a tag character.
 ///
 /// Variation selectors are kept: they only choose a glyph and cannot
 /// reorder or hide text. The zero-width joiner is escaped, since it can
@@ -29,8 +30,16 @@ pub fn hides_on_terminal(c: char) -> bool {
     c.is_control()
         || matches!(
             c,
-            // Arabic letter mark, and the Mongolian vowel separator (zero-width).
-            '\u{061c}' | '\u{180e}'
+            // Soft hyphen and combining grapheme joiner (invisible).
+            '\u{00ad}' | '\u{034f}'
+            // Arabic letter mark.
+            | '\u{061c}'
+            // Hangul fillers, which print blank.
+            | '\u{115f}' | '\u{1160}' | '\u{3164}' | '\u{ffa0}'
+            // Khmer inherent vowels, invisible.
+            | '\u{17b4}' | '\u{17b5}'
+            // Mongolian free variation selectors and vowel separator.
+            | '\u{180b}'..='\u{180f}'
             // Zero-width space, non-joiner, joiner; left-to-right and right-to-left marks.
             | '\u{200b}'..='\u{200f}'
             // Line and paragraph separators.
@@ -44,6 +53,8 @@ pub fn hides_on_terminal(c: char) -> bool {
             | '\u{feff}'
             // Interlinear annotation marks.
             | '\u{fff9}'..='\u{fffb}'
+            // Musical symbol format controls (invisible beams, ties, phrases).
+            | '\u{1d173}'..='\u{1d17a}'
             // Tag characters, invisible and used to smuggle text.
             | '\u{e0000}'..='\u{e007f}'
         )
@@ -110,6 +121,18 @@ mod tests {
             '\u{9b}',
             '\u{61c}',
             '\u{180e}',
+            '\u{ad}',
+            '\u{34f}',
+            '\u{115f}',
+            '\u{1160}',
+            '\u{3164}',
+            '\u{ffa0}',
+            '\u{17b4}',
+            '\u{17b5}',
+            '\u{180b}',
+            '\u{180f}',
+            '\u{1d173}',
+            '\u{1d17a}',
             '\u{2028}',
             '\u{2029}',
             '\u{2060}',
@@ -130,7 +153,7 @@ mod tests {
     fn what_a_terminal_shows_as_itself_is_kept() {
         // Letters of every direction, combining marks, emoji and their
         // variation selector, symbols next to the escaped ranges.
-        let text = "é ß 日本 שלום مرحبا a\u{301} 👍\u{fe0f} \u{2027}\u{2030}\u{205f}\u{2070}\u{fff8}\u{fffc}\u{e0080}";
+        let text = "é ß 日本 שלום مرحبا a\u{301} 👍\u{fe0f} \u{2027}\u{2030}\u{205f}\u{2070}\u{fff8}\u{fffc}\u{e0080}\u{180a}\u{1d17b}\u{ae}";
         for c in text.chars() {
             assert!(!hides_on_terminal(c), "{:?}", c);
         }
