@@ -344,7 +344,7 @@ fn a_step_runs_only_after_its_start_is_committed() {
     let bin = loops_tests::loops_bin();
     let seen = env.home().join("seen");
     let check = |id: &str| {
-        shell_step(
+        let mut step = shell_step(
             id,
             &format!(
                 "\"{}\" --json workflows inspect \"$LOOPS_WORKFLOW_RUN_ID\" > \"{}/$LOOPS_WORKFLOW_STEP_ID.json\"",
@@ -352,7 +352,13 @@ fn a_step_runs_only_after_its_start_is_committed() {
                 seen.display()
             ),
             &[],
-        )
+        );
+        // A step never inherits loops' database URL (issue 25 item 2), so
+        // on PostgreSQL the step is given it on purpose.
+        if let Some(url) = env.database_url() {
+            step["target"]["env"] = json!({"LOOPS_DATABASE_URL": url});
+        }
+        step
     };
     std::fs::create_dir_all(&seen).unwrap();
     // Many steps start in one batch, so a spawn before the batch's commit
