@@ -397,10 +397,7 @@ mod tests {
             .unwrap();
         assert_eq!(kind(&meta), Some("a named pipe (FIFO)"));
         let mut zero = path_handle(Path::new("/dev/zero")).unwrap();
-        assert_eq!(
-            kind(&zero.metadata().unwrap()),
-            Some("a character device")
-        );
+        assert_eq!(kind(&zero.metadata().unwrap()), Some("a character device"));
         // The device was not opened: the handle cannot be read.
         assert!(zero.read(&mut [0; 8]).is_err());
     }
