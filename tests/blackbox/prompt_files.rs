@@ -236,7 +236,8 @@ fn workflows_refuse_a_prompt_file_that_is_a_pipe_or_a_device() {
     let all = format!("{}{}", ran.stdout, ran.stderr);
     assert!(
         all.contains(&format!(
-            "prompt file {} is a named pipe (FIFO), not a regular file",
+            "prompt file {} is a named pipe (FIFO), not a regular file; restore the file, or \
+             create the workflow again with another prompt or promptFile for step a",
             prompt.display()
         )),
         "{ran:?}"

@@ -210,7 +210,7 @@ mod tests {
             ("PATH".to_owned(), "/target/bin".to_owned()),
         ]));
         let target = ProcessTarget::Command(c);
-        let spec = ProcessSpec::of(&target);
+        let spec = ProcessSpec::of_target(&target);
         let meta = RunMetadata {
             run_id: Some("r1".into()),
             loop_name: Some(String::new()),
@@ -239,7 +239,7 @@ mod tests {
     #[test]
     fn the_run_spawn_id_follows_the_inherited_ones() {
         let target = ProcessTarget::Command(CommandTarget::new("true"));
-        let spec = ProcessSpec::of(&target);
+        let spec = ProcessSpec::of_target(&target);
         let opts = |inherited: Option<&str>| ExecOptions {
             base_env: Some(
                 inherited

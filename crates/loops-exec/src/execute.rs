@@ -1,16 +1,18 @@
 //! [`execute_target`] and [`preflight_target`]: the executor's entry points
 //! (SPEC §5.6, §5.7).
 //!
-//! The order of a run: record `startedAt`; build the environment (which runs
-//! `accounts env` and raises its errors); check the working directory and
-//! the executable; spawn; report the process identity through `on_spawn`;
+//! The order of a run: record `startedAt`; read an agent's prompt file,
+//! within the run's timeout and until its cancel (`prompt_file.rs`); build
+//! the environment (which runs `accounts env` and raises its errors); check
+//! the working directory and the executable; spawn; report the process identity through `on_spawn`;
 //! supervise to the end; map the outcome to an [`ExecutorResult`], whose
 //! stdout, stderr and error are scrubbed of the run's secrets (`scrub.rs`).
 //!
 //! Job failures are data. Only the account errors of SPEC §5.4 are `Err`;
 //! a bad cwd, a missing executable, a spawn error, a non-zero exit, a
 //! timeout and a cancel are all an `Ok` result with status failed or
-//! timed_out and an `error`. A result whose process never started has no
+//! timed_out and an `error`; so is a prompt file whose read outlived the
+//! run's timeout (timed_out) or was cancelled (failed). A result whose process never started has no
 //! pid, no exit code, empty output and a duration of 0.
 //!
 //! The cause of a kill is recorded as it happened (SPEC §9 item 15): a
@@ -35,6 +37,7 @@ use crate::error::ExecError;
 use crate::liveness::process_start_ms;
 use crate::options::{ExecOptions, RunContext};
 use crate::path::{check_cwd, find_executable};
+use crate::prompt_file::{Interrupted, PromptRead, Reader, file_reader};
 use crate::spec::{ProcessSpec, Program};
 use crate::supervise::{self, Cause, Finished, Launch, Limits};
 
@@ -60,7 +63,18 @@ pub fn preflight_target(
     meta: &RunMetadata,
     opts: &ExecOptions,
 ) -> Result<Preflight, ExecError> {
-    let spec = ProcessSpec::of(target);
+    let reader = file_reader();
+    let read = PromptRead {
+        cancel: None,
+        step: meta.workflow_step_id.as_deref(),
+        reader: &reader,
+    };
+    let spec = match ProcessSpec::of(target, &read) {
+        Ok(spec) => spec,
+        Err(Interrupted::TimedOut(reason) | Interrupted::Cancelled(reason)) => {
+            return Err(ExecError::Refused { reason });
+        }
+    };
     if let Some(reason) = &spec.refused {
         return Err(ExecError::Refused {
             reason: reason.clone(),
@@ -122,6 +136,19 @@ pub fn execute_target(
     ctx: &RunContext<'_>,
     on_spawn: &mut dyn FnMut(ProcessRef),
 ) -> Result<ExecutorResult, ExecError> {
+    execute_with(target, meta, opts, ctx, on_spawn, &file_reader())
+}
+
+/// [`execute_target`], its prompt file read by `reader` (tests give one
+/// that blocks).
+fn execute_with(
+    target: &ProcessTarget,
+    meta: &RunMetadata,
+    opts: &ExecOptions,
+    ctx: &RunContext<'_>,
+    on_spawn: &mut dyn FnMut(ProcessRef),
+    reader: &Reader,
+) -> Result<ExecutorResult, ExecError> {
     // SPEC §5.7: startedAt is taken before the environment is resolved.
     let started_at = ctx.clock.now();
     let start = Instant::now();
@@ -135,7 +162,23 @@ pub fn execute_target(
         return Ok(not_started(reason));
     }
 
-    let spec = ProcessSpec::of(target);
+    // Issue 25 §1: the prompt file is read within the run's timeout and
+    // until its cancel, so a file on a hung mount cannot hold the run.
+    let read = PromptRead {
+        cancel: ctx.cancel,
+        step: meta.workflow_step_id.as_deref(),
+        reader,
+    };
+    let spec = match ProcessSpec::of(target, &read) {
+        Ok(spec) => spec,
+        Err(Interrupted::Cancelled(reason)) => return Ok(not_started(reason)),
+        Err(Interrupted::TimedOut(error)) => {
+            return Ok(ExecutorResult {
+                status: ExecutorStatus::TimedOut,
+                ..not_started(error)
+            });
+        }
+    };
     if let Some(error) = &spec.refused {
         return Ok(not_started(error.clone()));
     }
@@ -309,6 +352,96 @@ mod tests {
         for (f, status, error) in cases {
             assert_eq!(outcome(&f, 50), (status, error.map(str::to_owned)), "{f:?}");
         }
+    }
+
+    /// A reader that blocks until the test ends it, and says on the
+    /// returned receiver when it has started.
+    fn blocking_reader() -> (Reader, std::sync::mpsc::Receiver<()>) {
+        let (entered_tx, entered) = std::sync::mpsc::channel();
+        let entered_tx = std::sync::Mutex::new(entered_tx);
+        let reader: Reader = std::sync::Arc::new(move |_path| {
+            let _ = entered_tx.lock().expect("lock").send(());
+            // As a read on a hung mount: it never returns while the test
+            // runs (the thread is left behind, as the executor leaves it).
+            loop {
+                std::thread::park();
+            }
+        });
+        (reader, entered)
+    }
+
+    /// An agent whose prompt file is read by a blocking reader, run on a
+    /// thread with `timeout_ms` and `cancel`; the result arrives on the
+    /// returned receiver.
+    fn run_blocked(
+        timeout_ms: u64,
+        cancel: &CancelToken,
+    ) -> (
+        std::sync::mpsc::Receiver<Result<ExecutorResult, ExecError>>,
+        std::sync::mpsc::Receiver<()>,
+    ) {
+        let (reader, entered) = blocking_reader();
+        let mut agent =
+            loops_core::AgentTarget::new(loops_core::AgentProvider::Claude, "stored at create");
+        agent.prompt_file = Some("/mnt/hung/prompt.md".to_owned());
+        agent.timeout_ms = Some(timeout_ms);
+        let target = ProcessTarget::Agent(agent);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let cancel = cancel.clone();
+        std::thread::spawn(move || {
+            let ctx = RunContext {
+                cancel: Some(&cancel),
+                ..RunContext::default()
+            };
+            let result = execute_with(
+                &target,
+                &RunMetadata::default(),
+                &ExecOptions::default(),
+                &ctx,
+                &mut |_| panic!("nothing is spawned"),
+                &reader,
+            );
+            let _ = tx.send(result);
+        });
+        (rx, entered)
+    }
+
+    /// How long the tests wait before a run counts as hung.
+    const DEADLINE: Duration = Duration::from_secs(20);
+
+    #[test]
+    fn a_cancel_ends_a_run_whose_prompt_file_read_hangs() {
+        let cancel = CancelToken::new();
+        // An hour: only the cancel can end the run.
+        let (result, entered) = run_blocked(3_600_000, &cancel);
+        entered.recv_timeout(DEADLINE).expect("the read started");
+        cancel.cancel("daemon stopping");
+        let result = result
+            .recv_timeout(DEADLINE)
+            .expect("the cancel ends the run")
+            .expect("a cancel is a result");
+        assert_eq!(result.status, ExecutorStatus::Failed);
+        assert_eq!(result.error.as_deref(), Some("daemon stopping"));
+        assert_eq!((result.pid, result.exit_code), (None, None));
+    }
+
+    #[test]
+    fn the_timeout_ends_a_run_whose_prompt_file_read_hangs() {
+        let (result, _entered) = run_blocked(50, &CancelToken::new());
+        let result = result
+            .recv_timeout(DEADLINE)
+            .expect("the timeout ends the run")
+            .expect("a timeout is a result");
+        assert_eq!(result.status, ExecutorStatus::TimedOut);
+        assert_eq!(
+            result.error.as_deref(),
+            Some(
+                "reading prompt file /mnt/hung/prompt.md did not finish within 50ms, the run's \
+                 timeout; check the file system the file is on (a network mount that stopped \
+                 answering?)"
+            )
+        );
+        assert_eq!((result.pid, result.exit_code), (None, None));
     }
 
     #[test]

@@ -64,6 +64,7 @@ mod path;
 mod pool;
 pub mod private;
 mod process;
+mod prompt_file;
 mod runlog;
 mod scrub;
 mod signals;

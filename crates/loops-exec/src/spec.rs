@@ -14,14 +14,14 @@
 //! each follows a flag in the argv, and the agent would read it as one.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::time::Duration;
 
 use loops_core::{
     Account, AgentOption, AgentProvider, AgentTarget, ConfigIsolation, ProcessTarget,
     agent_value_reads_as_option, prompt_reads_as_option,
 };
 
-use crate::user_file::{PROMPT_FILE_MAX_BYTES, UserFileError, read_user_file};
+use crate::prompt_file::{Interrupted, PromptError, PromptRead, read_prompt_file};
 
 /// What the child executes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,9 +66,15 @@ pub(crate) struct ProcessSpec<'a> {
 }
 
 impl<'a> ProcessSpec<'a> {
-    /// The spec of `target`.
-    pub(crate) fn of(target: &'a ProcessTarget) -> ProcessSpec<'a> {
-        match target {
+    /// The spec of `target`. An agent's prompt file is read now, as `read`
+    /// says, within the target's timeout (`prompt_file.rs`); a file that
+    /// cannot be used makes the spec [`refused`](ProcessSpec::refused), a
+    /// read that the timeout or a cancel ended is `Err`.
+    pub(crate) fn of(
+        target: &'a ProcessTarget,
+        read: &PromptRead<'_>,
+    ) -> Result<ProcessSpec<'a>, Interrupted> {
+        Ok(match target {
             ProcessTarget::Command(c) => {
                 let program = if c.is_shell() {
                     let mut words = vec![c.command.as_str()];
@@ -97,11 +103,13 @@ impl<'a> ProcessSpec<'a> {
                 // Issue 17: a prompt file is read now, at each run, so an
                 // edit changes the next run; the stored `prompt` (the text
                 // at create time) is never sent in its place.
+                let timeout = Duration::from_millis(a.timeout_ms());
                 let (prompt, unreadable) = match &a.prompt_file {
                     None => (None, None),
-                    Some(path) => match read_prompt_file(path) {
+                    Some(path) => match read_prompt_file(path, timeout, read) {
                         Ok(text) => (Some(text), None),
-                        Err(error) => (None, Some(error)),
+                        Err(PromptError::Unusable(error)) => (None, Some(error)),
+                        Err(PromptError::Interrupted(why)) => return Err(why),
                     },
                 };
                 let (program, args) = match &prompt {
@@ -129,7 +137,7 @@ impl<'a> ProcessSpec<'a> {
                     refused,
                 }
             }
-        }
+        })
     }
 
     /// The account tool: the account's own, else the provider's. Always set
@@ -158,27 +166,6 @@ fn value_refusal(program: &str, option: AgentOption) -> String {
          an option; edit the loop or workflow to give a {key} that starts with another character",
         key = option.key
     )
-}
-
-/// The text of an agent's prompt file, or the run's error when it cannot
-/// be used: missing, unreadable, not a regular file, larger than
-/// [`PROMPT_FILE_MAX_BYTES`], not UTF-8, or empty (issues 17 and 25). The
-/// read is bounded in size and never waits (`user_file.rs`), so a run whose
-/// file became a pipe or a device fails at once instead of hanging.
-fn read_prompt_file(path: &str) -> Result<String, String> {
-    match read_user_file(Path::new(path), "prompt file", PROMPT_FILE_MAX_BYTES) {
-        Ok(text) if text.trim().is_empty() => Err(format!(
-            "prompt file {path} is empty; write the prompt into it, or edit the loop to use \
-             --prompt"
-        )),
-        Ok(text) => Ok(text),
-        Err(e @ UserFileError::TooLarge { .. }) => {
-            Err(format!("{e}; shorten it, or edit the loop to use --prompt"))
-        }
-        Err(e) => Err(format!(
-            "{e}; restore the file, or edit the loop to use --prompt"
-        )),
-    }
 }
 
 /// An empty cwd means "no cwd", as it does for the original's `spawn`.
@@ -268,9 +255,25 @@ pub fn agent_argv(target: &AgentTarget) -> (&'static str, Vec<String>) {
     (target.provider.binary(), args)
 }
 
+/// [`ProcessSpec::of`] for tests: the prompt file is read from disk, with
+/// no cancel.
+#[cfg(test)]
+impl<'a> ProcessSpec<'a> {
+    pub(crate) fn of_target(target: &'a ProcessTarget) -> ProcessSpec<'a> {
+        let reader = crate::prompt_file::file_reader();
+        let read = PromptRead {
+            cancel: None,
+            step: None,
+            reader: &reader,
+        };
+        ProcessSpec::of(target, &read).expect("only a cancel or a hung read interrupts it")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::user_file::PROMPT_FILE_MAX_BYTES;
     use loops_core::CommandTarget;
 
     /// An agent target with every optional argv field set.
@@ -428,19 +431,19 @@ mod tests {
         let mut agent = AgentTarget::new(AgentProvider::Cursor, "stored at create");
         agent.prompt_file = Some(path.to_str().unwrap().to_owned());
         let target = ProcessTarget::Agent(agent);
-        let refused = ProcessSpec::of(&target).refused.unwrap();
+        let refused = ProcessSpec::of_target(&target).refused.unwrap();
         assert!(refused.starts_with("cannot read prompt file"), "{refused}");
         std::fs::write(&path, "  \n").unwrap();
-        let refused = ProcessSpec::of(&target).refused.unwrap();
+        let refused = ProcessSpec::of_target(&target).refused.unwrap();
         assert!(refused.contains("is empty"), "{refused}");
         std::fs::write(&path, "-p").unwrap();
-        let refused = ProcessSpec::of(&target).refused.unwrap();
+        let refused = ProcessSpec::of_target(&target).refused.unwrap();
         assert!(
             refused.starts_with("refused to run cursor-agent"),
             "{refused}"
         );
         std::fs::write(&path, "from the file").unwrap();
-        let spec = ProcessSpec::of(&target);
+        let spec = ProcessSpec::of_target(&target);
         assert_eq!(spec.refused, None);
         let Program::Exec { args, .. } = spec.program else {
             panic!("an agent is exec'd");
@@ -480,7 +483,7 @@ mod tests {
             std::thread::spawn(move || {
                 let mut agent = AgentTarget::new(AgentProvider::Claude, "stored at create");
                 agent.prompt_file = Some(given);
-                let _ = tx.send(ProcessSpec::of(&ProcessTarget::Agent(agent)).refused);
+                let _ = tx.send(ProcessSpec::of_target(&ProcessTarget::Agent(agent)).refused);
             });
             let refused = rx
                 .recv_timeout(std::time::Duration::from_secs(20))
@@ -497,7 +500,7 @@ mod tests {
     fn a_prompt_that_reads_as_an_option_is_refused() {
         let refused = |prompt: &str| {
             let target = ProcessTarget::Agent(AgentTarget::new(AgentProvider::Claude, prompt));
-            ProcessSpec::of(&target).refused
+            ProcessSpec::of_target(&target).refused
         };
         let error = refused("--dangerously-skip-permissions").unwrap();
         assert!(
@@ -508,7 +511,7 @@ mod tests {
         assert_eq!(refused(" --x"), None);
         assert_eq!(refused("fix -x"), None);
         let command = ProcessTarget::Command(CommandTarget::new("-x"));
-        assert_eq!(ProcessSpec::of(&command).refused, None);
+        assert_eq!(ProcessSpec::of_target(&command).refused, None);
     }
 
     #[test]
@@ -516,7 +519,7 @@ mod tests {
         let refused = |f: &dyn Fn(&mut AgentTarget)| {
             let mut agent = AgentTarget::new(AgentProvider::Codex, "fix it");
             f(&mut agent);
-            ProcessSpec::of(&ProcessTarget::Agent(agent)).refused
+            ProcessSpec::of_target(&ProcessTarget::Agent(agent)).refused
         };
         let error = refused(&|a| {
             a.model = Some("--dangerously-bypass-approvals-and-sandbox".into());
@@ -544,7 +547,7 @@ mod tests {
         c.args = Some(vec!["'%s\\n'".into(), "a b".into()]);
         c.shell = Some(true);
         let target = ProcessTarget::Command(c);
-        let spec = ProcessSpec::of(&target);
+        let spec = ProcessSpec::of_target(&target);
         assert_eq!(
             spec.program,
             Program::Shell {
@@ -560,7 +563,7 @@ mod tests {
         let mut a = AgentTarget::new(AgentProvider::Cursor, "p");
         let target = ProcessTarget::Agent(a.clone());
         assert_eq!(
-            ProcessSpec::of(&target).account_tool().as_deref(),
+            ProcessSpec::of_target(&target).account_tool().as_deref(),
             Some("cursor")
         );
         a.account = Some(Account {
@@ -569,7 +572,7 @@ mod tests {
         });
         let target = ProcessTarget::Agent(a);
         assert_eq!(
-            ProcessSpec::of(&target).account_tool().as_deref(),
+            ProcessSpec::of_target(&target).account_tool().as_deref(),
             Some("claude")
         );
     }

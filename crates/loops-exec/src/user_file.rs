@@ -4,11 +4,18 @@
 //! Each is read bounded in size and in time:
 //! - only a regular file is read. A named pipe would block `open` until a
 //!   writer came, and a device like `/dev/zero` never ends; a directory or
-//!   a socket is no text either. The path is checked with `stat` first, so
-//!   a device is not even opened in the common case, then opened with
-//!   `O_NONBLOCK` (a pipe swapped in meanwhile cannot block the open) and
-//!   `O_NOCTTY`, and the descriptor is checked again with `fstat`, so what
-//!   is read is what was checked;
+//!   a socket is no text either. Opening a device can itself do something
+//!   (a tape rewinds), so nothing that is not a regular file is opened for
+//!   reading. On Linux the path is first opened with `O_PATH`, which names
+//!   the file without opening it (no driver runs, a pipe does not wait),
+//!   that descriptor is checked with `fstat`, and only a regular file is
+//!   then opened for reading through `/proc/self/fd/<n>`, which reaches the
+//!   very file checked even if the path was swapped meanwhile; its `fstat`
+//!   must give the same device and inode. Elsewhere (and on Linux without
+//!   `/proc`) the path is checked with `stat`, opened, and the descriptor
+//!   checked again with `fstat`; a file swapped in between those two calls
+//!   is opened before it is refused. Every open for reading uses
+//!   `O_NONBLOCK` (a pipe swapped in cannot block it) and `O_NOCTTY`;
 //! - at most `max_bytes` are read, and one byte more is asked for, so a
 //!   file over the limit, even one that grows while it is read, is refused
 //!   whole rather than cut short.
@@ -194,8 +201,8 @@ fn subject(what: &str, path: &Path) -> String {
     format!("{what} {}", path.display())
 }
 
-/// Opens `path` for reading when it is a regular file, checking it before
-/// the open and the descriptor after it.
+/// Opens `path` for reading when it is a regular file (see the module
+/// docs), and gives its metadata.
 fn open(path: &Path, what: &str) -> Result<(File, Metadata), UserFileError> {
     let unreadable = |error| UserFileError::Unreadable {
         subject: subject(what, path),
@@ -208,14 +215,65 @@ fn open(path: &Path, what: &str) -> Result<(File, Metadata), UserFileError> {
             kind,
         }),
     };
-    regular(std::fs::metadata(path).map_err(unreadable)?)?;
-    let file = OpenOptions::new()
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let (file, checked) = {
+        let handle = path_handle(path).map_err(unreadable)?;
+        let checked = regular(handle.metadata().map_err(unreadable)?)?;
+        (reopen(&handle, path).map_err(unreadable)?, checked)
+    };
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let (file, checked) = {
+        let checked = regular(std::fs::metadata(path).map_err(unreadable)?)?;
+        (open_for_reading(path).map_err(unreadable)?, checked)
+    };
+    let meta = regular(file.metadata().map_err(unreadable)?)?;
+    if !same_file(&meta, &checked) {
+        return Err(unreadable(io::Error::other(
+            "it was replaced while it was opened; try again",
+        )));
+    }
+    Ok((file, meta))
+}
+
+/// Opens `path` for reading, without waiting (see [`NO_WAIT`]).
+fn open_for_reading(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
         .read(true)
         .custom_flags(NO_WAIT)
         .open(path)
-        .map_err(unreadable)?;
-    let meta = regular(file.metadata().map_err(unreadable)?)?;
-    Ok((file, meta))
+}
+
+/// A descriptor that names the file at `path`, following links, without
+/// opening it (`O_PATH`): no device driver's `open` runs and a named pipe
+/// does not wait for a writer. It can only be `fstat`ed and reopened.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn path_handle(path: &Path) -> io::Result<File> {
+    // std wants an access mode; with `O_PATH` the kernel ignores it.
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(OFlag::O_PATH.bits())
+        .open(path)
+}
+
+/// Opens for reading the very file `handle` names, through
+/// `/proc/self/fd/<n>`, whatever is at `path` now. Without `/proc` (a
+/// chroot, say) it opens `path`, and [`open`] compares the inodes.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn reopen(handle: &File, path: &Path) -> io::Result<File> {
+    use std::os::fd::AsRawFd;
+    let link = format!("/proc/self/fd/{}", handle.as_raw_fd());
+    match open_for_reading(Path::new(&link)) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound && !Path::new("/proc/self/fd").exists() => {
+            open_for_reading(path)
+        }
+        opened => opened,
+    }
+}
+
+/// Whether two metadata describe one file: the same device and inode.
+fn same_file(a: &Metadata, b: &Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    (a.dev(), a.ino()) == (b.dev(), b.ino())
 }
 
 /// What a file that is not regular is, or `None` for a regular file.
@@ -319,6 +377,51 @@ mod tests {
         let socket = dir.path().join("s");
         let _listener = UnixListener::bind(&socket).unwrap();
         refused_as(&socket, "a socket");
+    }
+
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[test]
+    fn a_path_handle_opens_neither_a_pipe_nor_a_device() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("p.md");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        // No `O_NONBLOCK` here: a real open of a pipe without a writer
+        // would wait for one, and fail the test at the deadline.
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(path_handle(&fifo).and_then(|h| h.metadata()));
+        });
+        let meta = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("naming a pipe does not wait for a writer")
+            .unwrap();
+        assert_eq!(kind(&meta), Some("a named pipe (FIFO)"));
+        let mut zero = path_handle(Path::new("/dev/zero")).unwrap();
+        assert_eq!(kind(&zero.metadata().unwrap()), Some("a character device"));
+        // The device was not opened: the handle cannot be read.
+        assert!(zero.read(&mut [0; 8]).is_err());
+    }
+
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[test]
+    fn the_reopened_file_is_the_one_checked_even_when_the_path_is_swapped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.md");
+        std::fs::write(&path, "the checked text").unwrap();
+        let handle = path_handle(&path).unwrap();
+        let checked = handle.metadata().unwrap();
+        // Between the check and the open, a pipe takes the file's place.
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        std::fs::rename(&fifo, &path).unwrap();
+        let mut file = reopen(&handle, &path).unwrap();
+        assert!(same_file(&file.metadata().unwrap(), &checked));
+        let mut text = String::new();
+        file.read_to_string(&mut text).unwrap();
+        assert_eq!(text, "the checked text");
+        // Opened by its path, the pipe is another file, which `open` refuses.
+        let swapped = open_for_reading(&path).unwrap();
+        assert!(!same_file(&swapped.metadata().unwrap(), &checked));
     }
 
     #[test]

@@ -186,9 +186,7 @@ impl<'a> ProcessExecutor<'a> {
     /// password is masked in what runs and hooks write.
     pub fn with_database(mut self, location: impl Into<Location>) -> ProcessExecutor<'a> {
         let location = location.into();
-        if let Location::Postgres { url, .. } = &location {
-            self.exec.secret_values = url.password_spellings().to_vec();
-        }
+        mask_database_password(&mut self.exec, &location);
         self.database = Some(location);
         self
     }
@@ -221,6 +219,36 @@ impl<'a> ProcessExecutor<'a> {
             ..WorkflowRunOptions::new(self.clock)
         };
         Ok(execute_workflow(&store, &workflow, &opts)?.result)
+    }
+}
+
+/// Adds the password of the database at `location` (a PostgreSQL one), in
+/// each spelling its connection string holds, to the values `exec` masks in
+/// what runs and hooks write (issue 25 §2). The values already there are
+/// kept, and none is added twice. A SQLite file has no password.
+///
+/// ```
+/// use loops_exec::ExecOptions;
+/// use loops_store::{DatabaseUrl, Location};
+///
+/// let url = DatabaseUrl::parse("postgres://loops:db-secret-1@db.internal/loops")?;
+/// let location = Location::Postgres { url, host: "web-1".into() };
+/// let mut exec = ExecOptions {
+///     secret_values: vec!["set-by-the-caller".into()],
+///     ..ExecOptions::default()
+/// };
+/// loops_scheduler::mask_database_password(&mut exec, &location);
+/// assert_eq!(exec.secret_values, ["set-by-the-caller", "db-secret-1"]);
+/// # Ok::<(), loops_store::StoreError>(())
+/// ```
+pub fn mask_database_password(exec: &mut ExecOptions, location: &Location) {
+    let Location::Postgres { url, .. } = location else {
+        return;
+    };
+    for value in url.password_spellings() {
+        if !exec.secret_values.contains(value) {
+            exec.secret_values.push(value.clone());
+        }
     }
 }
 
@@ -258,5 +286,47 @@ impl RunExecutor for ProcessExecutor<'_> {
 
     fn exec_options(&self) -> Option<&ExecOptions> {
         Some(&self.exec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use loops_exec::SystemClock;
+    use loops_store::DatabaseUrl;
+
+    use super::*;
+
+    fn postgres(url: &str) -> Location {
+        Location::Postgres {
+            url: DatabaseUrl::parse(url).expect("a connection string"),
+            host: "web-1".to_owned(),
+        }
+    }
+
+    #[test]
+    fn the_database_password_is_added_to_the_values_set_before() {
+        let mut executor = ProcessExecutor::new(&SystemClock);
+        executor.exec.secret_values = vec!["set-by-the-caller".to_owned()];
+        let executor = executor.with_database(postgres("postgres://loops:db-secret-1@h/loops"));
+        assert_eq!(
+            executor.exec.secret_values,
+            ["set-by-the-caller", "db-secret-1"]
+        );
+        // A second database, or the same one again, adds only what is new.
+        let executor = executor
+            .with_database(postgres("postgres://loops:db-secret-1@h/loops"))
+            .with_database(postgres("host=h user=loops password='second pass'"));
+        assert_eq!(
+            executor.exec.secret_values,
+            [
+                "set-by-the-caller",
+                "db-secret-1",
+                "second pass",
+                "'second pass'"
+            ]
+        );
+        // A SQLite file has no password: nothing changes.
+        let executor = executor.with_database(Path::new("/data/loops.db"));
+        assert_eq!(executor.exec.secret_values.len(), 4);
     }
 }

@@ -58,7 +58,9 @@ pub use crate::daemon::{
     request_stop, run_daemon, sweep_run_logs,
 };
 pub use crate::dispatch::{HookSettings, Lanes, TickResult, heartbeat_period};
-pub use crate::executor::{ProcessExecutor, RunControl, RunError, RunExecutor};
+pub use crate::executor::{
+    ProcessExecutor, RunControl, RunError, RunExecutor, mask_database_password,
+};
 pub use crate::scheduler::{
     DEFAULT_MAX_PARALLEL, SchedulerError, TickOptions, manual_run_scheduled_for, run_now,
     should_advance_manual_run, tick,

@@ -80,8 +80,8 @@ pub(super) fn run(args: &RunArgs, out: &mut Printer) -> Result<Outcome> {
     };
     let mut opts = WorkflowRunOptions::new(&clock);
     // Issue 25 §2: what the steps write never shows the database's password.
-    if let Some(loops_store::Location::Postgres { url, .. }) = store.location() {
-        opts.exec.secret_values = url.password_spellings().to_vec();
+    if let Some(location) = store.location() {
+        loops_scheduler::mask_database_password(&mut opts.exec, &location);
     }
     opts.stop = Some(signals.token());
     opts.resume = resume;
