@@ -159,17 +159,30 @@ pub(super) fn stored_is_newer(stored: &Record, record: &Record) -> bool {
 
 /// What a finding says of a record kept because `stored` is newer.
 pub(super) fn kept_message(stored: &Record, record: &Record) -> String {
-    let state = |r: &Record| match r {
-        Record::Run(r) => format!("{}, attempt {}", r.run.status, r.run.attempt),
-        Record::WorkflowRun(r) => r.status.to_string(),
-        Record::StepRun(s) => s.step.status.to_string(),
-        _ => String::new(),
-    };
     format!(
         "newer in the store ({}) than in the file ({}); kept as stored",
         state(stored),
         state(record)
     )
+}
+
+/// What a finding says of a record kept because its stored row changed
+/// between the import's read and its write, and is `now`.
+pub(super) fn changed_message(now: &Record) -> String {
+    format!(
+        "changed in the store during the import (now {}); kept as stored",
+        state(now)
+    )
+}
+
+/// Where a run, workflow run or step run is, for a finding.
+fn state(record: &Record) -> String {
+    match record {
+        Record::Run(r) => format!("{}, attempt {}", r.run.status, r.run.attempt),
+        Record::WorkflowRun(r) => r.status.to_string(),
+        Record::StepRun(s) => s.step.status.to_string(),
+        _ => String::new(),
+    }
 }
 
 #[cfg(test)]
