@@ -21,7 +21,18 @@
 //! loop. The loop needs no advance: a run's claim does not move its loop,
 //! so the loop is still due on the run's slot, and its next claim there
 //! retries the abandoned run (as after a recovery, while attempts remain)
-//! or, with none left, settles the slot and plans the next one.
+//! or, with none left, settles the slot as a failure (counted toward
+//! `pauseAfterFailures`, as recovery's advance counts it) and plans the
+//! next one. What differs from a recovery is the retry delay alone: the
+//! retry starts at once. Advancing here would buy little and cost much:
+//! an import has no clock, so the delay would run from `exportedAt` and
+//! mostly be over by the time the import is; the loop would no longer
+//! match its document, so importing the same document again would report
+//! it changed and `--replace` would undo the advance; and on PostgreSQL
+//! the loop's row would be locked after the run's, against the order
+//! every other writer takes them in. Either way the run may execute twice
+//! (once there after the export, once here): an import cannot know how
+//! it ended, and a delay would only put off the second run.
 //!
 //! **Never backwards.** A record whose stored row is further along is kept
 //! as stored, also with `replace` ([`stored_is_newer`]): a loop run of a

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::testing::fresh_database;
-use crate::{Claim, DatabaseUrl};
+use crate::{Claim, DatabaseUrl, NotClaimed};
 
 /// Rows in every table, with every additive column set: a loop whose
 /// stale `paused_reason` outlived its pause and which has hooks, a paused one, runs with a
@@ -712,6 +712,53 @@ fn a_running_run_arrives_abandoned_and_its_slot_runs_again() {
                 panic!("the abandoned slot is claimable");
             };
             assert_eq!((again.id, again.attempt), (run.id, 2));
+        },
+    );
+}
+
+/// Issue 25 item 3 (review): an import does not advance the loop of a
+/// run that arrives abandoned, as recovery would, and needs not for the
+/// failure to count: on its last attempt the slot's next claim finds the
+/// attempts spent, and settling the slot counts the failure, here
+/// tripping `pauseAfterFailures`. (A run with attempts left is retried at
+/// once, without the retry delay; recovery's advance keeps the streak as
+/// it is on a retry, too.)
+#[test]
+fn a_run_arriving_abandoned_on_its_last_attempt_counts_as_a_failure() {
+    on_both_backends(
+        "transfer::a_run_arriving_abandoned_on_its_last_attempt_counts",
+        |store| {
+            let slot = "2026-01-01T00:02:00.000Z";
+            let doc = edited_fixture(|v| {
+                let lp = &mut v["loops"][0];
+                lp["maxAttempts"] = json!(1);
+                lp["pauseAfterFailures"] = json!(1);
+                lp["consecutiveFailures"] = json!(0);
+                lp["nextRunAt"] = json!(slot);
+                lp.as_object_mut().unwrap().remove("retryScheduledFor");
+            });
+            let report = import(store, &doc, true, false);
+            assert_eq!(report.table(Table::Loops).new, 3, "{report:?}");
+            let lp = store
+                .get_loop(&"a00000000001".parse().unwrap())
+                .unwrap()
+                .unwrap();
+            let now = at("2026-02-02T00:00:00Z");
+            let claim = store.claim_run(&lp, at(slot), "runner-b", now).unwrap();
+            assert!(
+                matches!(claim, Claim::NotClaimed(NotClaimed::AttemptsExhausted(_))),
+                "{claim:?}"
+            );
+            let settled = store
+                .settle_finished_slot(&lp, at(slot), now)
+                .unwrap()
+                .expect("the spent slot is settled");
+            assert_eq!(settled.status, loops_core::LoopStatus::Paused);
+            let reason = settled.paused_reason.unwrap();
+            assert!(
+                reason.starts_with("paused after 1 consecutive failures"),
+                "{reason}"
+            );
         },
     );
 }
