@@ -469,9 +469,13 @@ pub(crate) trait TransferOps {
     /// run, an active workflow's name), and for a loop one other loop of
     /// the same name. Writes nothing.
     fn matching_rows(&self, record: &Record) -> Result<Vec<Record>>;
-    /// Writes `record` with its id: inserts it (`replace` false), writing
+    /// Writes `record` with its id: inserts it (`over` `None`), writing
     /// nothing when any of its unique keys is taken, or overwrites every
-    /// column of the row with its id (`replace` true). True when a row was
+    /// column of the row with its id (`over` that row as
+    /// [`TransferOps::matching_rows`] read it). A run, workflow run or step
+    /// run is overwritten only while the columns an import decides by
+    /// (`over_guard` in `sqlite/transfer.rs`) are still as read, so a
+    /// runner's write in between is never undone. True when a row was
     /// written.
-    fn write_record(&self, record: &Record, replace: bool) -> Result<bool>;
+    fn write_record(&self, record: &Record, over: Option<&Record>) -> Result<bool>;
 }

@@ -6,8 +6,13 @@
 //! the last id of the one before, so no page costs more than its rows).
 //!
 //! Writes are plain `INSERT … ON CONFLICT DO NOTHING` and `UPDATE … WHERE
-//! id`, so the `status_counts` triggers count them, with three things
-//! SQLite does not need:
+//! id`, so the `status_counts` triggers count them. An import reads the
+//! stored rows without a lock, so a runner may claim, finish or retry a
+//! run before the import overwrites it: the overwrite of a run, workflow
+//! run or step run is guarded by what the import read (`over_guard`, the
+//! same guard as on SQLite), which PostgreSQL re-checks against the
+//! newest row, and changes nothing when the runner got there first.
+//! Three things SQLite does not need:
 //! - a run's `exclusive` flag is set as a claim would set it (running, of a
 //!   loop whose overlap is `skip`), unless another running run of the loop
 //!   already holds the one-running index;
@@ -33,7 +38,7 @@ use crate::sqlite::rows::{
     event_columns, loop_columns, run_columns, step_run_columns, workflow_columns,
     workflow_run_columns,
 };
-use crate::sqlite::transfer::{Cell, cells};
+use crate::sqlite::transfer::{Cell, cells, over_guard};
 use crate::transfer::{ExportedRun, ExportedStepRun, Record, Table};
 
 /// Rows per page of an export.
@@ -158,8 +163,8 @@ impl TransferOps for Postgres {
         })
     }
 
-    fn write_record(&self, record: &Record, replace: bool) -> Result<bool> {
-        let (names, values) = cells(record)?;
+    fn write_record(&self, record: &Record, over: Option<&Record>) -> Result<bool> {
+        let (names, mut values) = cells(record)?;
         let table = record.table().sql_name();
         let Extras {
             exprs,
@@ -174,14 +179,20 @@ impl TransferOps for Postgres {
                     .map_or_else(|| format!("${i}"), |(_, e)| (*e).to_owned())
             })
             .collect();
-        let sql = if replace {
+        let sql = if let Some(stored) = over {
             let extra = if exclusive {
                 format!(", exclusive = ({EXCLUSIVE})")
             } else {
                 String::new()
             };
+            // The guard's values follow the columns' (`$n` from there on).
+            let mut guard = String::new();
+            for (column, observed) in over_guard(stored) {
+                values.push(observed);
+                guard.push_str(&format!(" AND {column} = ${}", values.len()));
+            }
             format!(
-                "UPDATE {table} SET ({}) = ({}){extra} WHERE id = $1",
+                "UPDATE {table} SET ({}) = ({}){extra} WHERE id = $1{guard}",
                 names[1..].join(", "),
                 slots[1..].join(", ")
             )
@@ -197,7 +208,7 @@ impl TransferOps for Postgres {
                 slots.join(", ")
             )
         };
-        let context = if replace {
+        let context = if over.is_some() {
             "replacing an imported row"
         } else {
             "inserting an imported row"

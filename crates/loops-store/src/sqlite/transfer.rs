@@ -4,8 +4,9 @@
 //! the document is one snapshot while writers go on (WAL). Rows are read
 //! through the shared column lists of `rows`, plus the additive columns
 //! the core records leave out. Writes are plain `INSERT … ON CONFLICT DO
-//! NOTHING` and `UPDATE … WHERE id`, so the `status_counts` triggers count
-//! them; SQLite does not enforce the schema's foreign keys (the original
+//! NOTHING` and `UPDATE … WHERE id` (for the run tables also guarded by
+//! what the import read, [`over_guard`]), so the `status_counts` triggers
+//! count them; SQLite does not enforce the schema's foreign keys (the original
 //! never turned them on), so a row is written as it is.
 
 use std::ops::ControlFlow;
@@ -147,18 +148,19 @@ impl TransferOps for Sqlite {
         }
     }
 
-    fn write_record(&self, record: &Record, replace: bool) -> Result<bool> {
-        let (names, values) = cells(record)?;
+    fn write_record(&self, record: &Record, over: Option<&Record>) -> Result<bool> {
+        let (names, mut values) = cells(record)?;
         let table = record.table().sql_name();
-        let sql = if replace {
-            update_sql(table, &names)
-        } else {
-            insert_sql(table, &names)
-        };
-        let context = if replace {
-            "replacing an imported row"
-        } else {
-            "inserting an imported row"
+        let (sql, context) = match over {
+            Some(stored) => {
+                let (guard, observed): (Vec<_>, Vec<_>) = over_guard(stored).into_iter().unzip();
+                values.extend(observed);
+                (
+                    update_sql(table, &names, &guard),
+                    "replacing an imported row",
+                )
+            }
+            None => (insert_sql(table, &names), "inserting an imported row"),
         };
         self.write_tx(|conn| {
             let changed = rows::exec(conn, &sql, params_from_iter(values))
@@ -280,15 +282,49 @@ fn insert_sql(table: &str, names: &[&str]) -> String {
     )
 }
 
-/// `UPDATE table SET (every name but the id) = (?2, …) WHERE id = ?1`;
-/// `names` starts with `id`.
-fn update_sql(table: &str, names: &[&str]) -> String {
+/// `UPDATE table SET (every name but the id) = (?2, …) WHERE id = ?1 AND
+/// guard = ?n …`; `names` starts with `id`, and the guard's values follow
+/// the names' ([`over_guard`]).
+fn update_sql(table: &str, names: &[&str], guard: &[&str]) -> String {
     let slots: Vec<String> = (2..=names.len()).map(|i| format!("?{i}")).collect();
+    let guard: String = guard
+        .iter()
+        .zip(names.len() + 1..)
+        .map(|(column, i)| format!(" AND {column} = ?{i}"))
+        .collect();
     format!(
-        "UPDATE {table} SET ({}) = ({}) WHERE id = ?1",
+        "UPDATE {table} SET ({}) = ({}) WHERE id = ?1{guard}",
         names[1..].join(", "),
         slots.join(", ")
     )
+}
+
+/// The columns, with their values in `stored`, that an import's
+/// overwrite of `stored` requires unchanged (issue 25 item 3): those an
+/// import decides by (`transfer::history::stored_is_newer`), a run's
+/// status, attempt and last change, a workflow run's or step run's status
+/// and last change. Every claim, retry, finish and recovery changes one of
+/// them, so an overwrite decided on a row that a runner has since moved on
+/// writes nothing, also on PostgreSQL, which reads without a lock and
+/// re-checks the guard against the newest row. Definitions and events
+/// have none: `replace` overwrites them as they are.
+pub(crate) fn over_guard(stored: &Record) -> Vec<(&'static str, Cell)> {
+    match stored {
+        Record::Run(r) => vec![
+            ("status", text(r.run.status.as_str())),
+            ("attempt", int(r.run.attempt)),
+            ("updated_at", instant(r.run.updated_at)),
+        ],
+        Record::WorkflowRun(r) => vec![
+            ("status", text(r.status.as_str())),
+            ("updated_at", instant(r.updated_at)),
+        ],
+        Record::StepRun(s) => vec![
+            ("status", text(s.step.status.as_str())),
+            ("updated_at", instant(s.step.updated_at)),
+        ],
+        Record::Workflow(_) | Record::Loop(_) | Record::Event(_) => Vec::new(),
+    }
 }
 
 fn ts(t: Timestamp) -> String {

@@ -21,13 +21,28 @@
 //! loop. The loop needs no advance: a run's claim does not move its loop,
 //! so the loop is still due on the run's slot, and its next claim there
 //! retries the abandoned run (as after a recovery, while attempts remain)
-//! or, with none left, settles the slot and plans the next one.
+//! or, with none left, settles the slot as a failure (counted toward
+//! `pauseAfterFailures`, as recovery's advance counts it) and plans the
+//! next one. What differs from a recovery is the retry delay alone: the
+//! retry starts at once. Advancing here would buy little and cost much:
+//! an import has no clock, so the delay would run from `exportedAt` and
+//! mostly be over by the time the import is; the loop would no longer
+//! match its document, so importing the same document again would report
+//! it changed and `--replace` would undo the advance; and on PostgreSQL
+//! the loop's row would be locked after the run's, against the order
+//! every other writer takes them in. Either way the run may execute twice
+//! (once there after the export, once here): an import cannot know how
+//! it ended, and a delay would only put off the second run.
 //!
 //! **Never backwards.** A record whose stored row is further along is kept
 //! as stored, also with `replace` ([`stored_is_newer`]): a loop run of a
 //! later attempt; one of the same attempt when the record was running
 //! (the stored row, whatever it is, is at least as far along); otherwise
-//! a stored row changed later (`updatedAt`). Without this, an export
+//! a stored row changed later (`updatedAt`), except that a placeholder
+//! (a row stored with [`EXPORTED_WHILE_RUNNING`]) is never further along
+//! than a finished record of its attempt: its `updatedAt` is the other
+//! database's `exportedAt`, and a source clock behind this one's would
+//! otherwise keep the real result out for good. Without this, an export
 //! taken while a run was in flight and imported with `--replace` after
 //! the run succeeded put the run back to `running`, and recovery ran the
 //! slot a second time.
@@ -154,22 +169,65 @@ pub(super) fn stored_is_newer(stored: &Record, record: &Record) -> bool {
     if in_flight {
         return !unstarted;
     }
+    if is_placeholder(stored) && is_finished(record) && !is_placeholder(record) {
+        return false;
+    }
     stored_at > at
+}
+
+/// Whether `record` is a placeholder an import wrote ([`Arrival::of`]):
+/// it says only that the run was running at the export, so the finished
+/// record of the same attempt is further along, whatever the two
+/// databases' clocks made of their instants.
+fn is_placeholder(record: &Record) -> bool {
+    let (placeholder, error) = match record {
+        Record::Run(r) => (r.run.status == RunStatus::Abandoned, &r.run.error),
+        Record::WorkflowRun(r) => (r.status == WorkflowRunStatus::Failed, &r.error),
+        Record::StepRun(s) => (s.step.status == StepRunStatus::Skipped, &s.step.error),
+        _ => return false,
+    };
+    placeholder && error.as_deref() == Some(EXPORTED_WHILE_RUNNING)
+}
+
+/// Whether `record` is over: neither running nor, for a step, pending.
+fn is_finished(record: &Record) -> bool {
+    match record {
+        Record::Run(r) => r.run.status != RunStatus::Running,
+        Record::WorkflowRun(r) => r.status != WorkflowRunStatus::Running,
+        Record::StepRun(s) => !matches!(
+            s.step.status,
+            StepRunStatus::Running | StepRunStatus::Pending
+        ),
+        _ => false,
+    }
 }
 
 /// What a finding says of a record kept because `stored` is newer.
 pub(super) fn kept_message(stored: &Record, record: &Record) -> String {
-    let state = |r: &Record| match r {
-        Record::Run(r) => format!("{}, attempt {}", r.run.status, r.run.attempt),
-        Record::WorkflowRun(r) => r.status.to_string(),
-        Record::StepRun(s) => s.step.status.to_string(),
-        _ => String::new(),
-    };
     format!(
         "newer in the store ({}) than in the file ({}); kept as stored",
         state(stored),
         state(record)
     )
+}
+
+/// What a finding says of a record kept because its stored row changed
+/// between the import's read and its write, and is `now`.
+pub(super) fn changed_message(now: &Record) -> String {
+    format!(
+        "changed in the store during the import (now {}); kept as stored",
+        state(now)
+    )
+}
+
+/// Where a run, workflow run or step run is, for a finding.
+fn state(record: &Record) -> String {
+    match record {
+        Record::Run(r) => format!("{}, attempt {}", r.run.status, r.run.attempt),
+        Record::WorkflowRun(r) => r.status.to_string(),
+        Record::StepRun(s) => s.step.status.to_string(),
+        _ => String::new(),
+    }
 }
 
 #[cfg(test)]
@@ -346,6 +404,59 @@ mod tests {
         .unwrap();
         let lp = Record::Loop(Box::new(lp));
         assert!(!stored_is_newer(&lp, &lp));
+    }
+
+    /// Issue 25 item 3 (review): a placeholder is last changed at the
+    /// export's `exportedAt`, by the source's clock; when that clock is
+    /// behind this one's, a later export's finished row of the same attempt
+    /// looks older than the placeholder, and was kept out for good.
+    #[test]
+    fn a_placeholder_never_hides_the_finished_record_of_its_attempt() {
+        let (early, late) = (T0, "2026-01-01T00:10:00Z");
+        let mut arrival = Arrival::new(Some(at(late)));
+        let placeholder = |record: Record, arrival: &mut Arrival| {
+            arrival
+                .of(&record)
+                .expect("a running record has a placeholder")
+        };
+        use RunStatus::*;
+        let stored = placeholder(run(Running, 1, early), &mut arrival);
+        for status in [Succeeded, Failed, TimedOut, Skipped] {
+            assert!(
+                !stored_is_newer(&stored, &run(status, 1, early)),
+                "{status}"
+            );
+        }
+        // Recovery's own abandoned row is not a placeholder.
+        let Record::Run(mut recovered) = stored.clone() else {
+            unreachable!()
+        };
+        recovered.run.error = Some("run lease expired before completion".into());
+        let recovered = Record::Run(recovered);
+        assert!(stored_is_newer(&recovered, &run(Succeeded, 1, early)));
+        // Still kept: over a later attempt's placeholder, over the record
+        // still running, and over another placeholder of it changed earlier.
+        let second = placeholder(run(Running, 2, early), &mut arrival);
+        assert!(stored_is_newer(&second, &run(Succeeded, 1, early)));
+        assert!(stored_is_newer(&stored, &run(Running, 1, early)));
+        let older = Arrival::new(Some(at(early))).of(&run(Running, 1, early));
+        assert!(stored_is_newer(&stored, &older.unwrap()));
+        // The same for a workflow run and its steps.
+        use WorkflowRunStatus as W;
+        let stored = placeholder(workflow_run(W::Running, early), &mut arrival);
+        assert!(!stored_is_newer(
+            &stored,
+            &workflow_run(W::Succeeded, early)
+        ));
+        assert!(stored_is_newer(&stored, &workflow_run(W::Running, early)));
+        use StepRunStatus as S;
+        let s = |status| step("c00000000001", status, early);
+        for open in [S::Running, S::Pending] {
+            let stored = placeholder(s(open), &mut arrival);
+            assert!(!stored_is_newer(&stored, &s(S::Succeeded)), "{open}");
+            assert!(!stored_is_newer(&stored, &s(S::Failed)), "{open}");
+            assert!(stored_is_newer(&stored, &s(S::Running)), "{open}");
+        }
     }
 
     #[test]

@@ -19,14 +19,17 @@
 //! run that was running is decided as the finished row an import writes
 //! in its place ([`Arrival`]), and a stored row further along than the
 //! document's is kept as stored, also with `replace`
-//! ([`stored_is_newer`]).
+//! ([`stored_is_newer`]). The read takes no lock, so on PostgreSQL a
+//! runner may move the row on before the write: the overwrite is guarded
+//! by what was read, and when it writes nothing the row is kept as the
+//! runner left it ([`changed_message`]).
 
 use std::io::Read;
 
 use loops_core::{Timestamp, validate_new_loop, workflow_from_json};
 
 use super::document::{self, Header, Sink};
-use super::history::{Arrival, kept_message, stored_is_newer};
+use super::history::{Arrival, changed_message, kept_message, stored_is_newer};
 use super::{
     IMPORT_BATCH, IMPORT_LISTED, ImportFinding, ImportOptions, ImportReport, Record, Table,
     TableImport, TransferError,
@@ -226,6 +229,8 @@ impl Importer<'_> {
         }
         let db = self.store.backend();
         let rows = db.matching_rows(record)?;
+        #[cfg(test)]
+        seam::between_read_and_write(self.store, record);
         let stored = rows.iter().find(|r| r.id() == record.id());
         let other = rows.iter().find(|r| r.id() != record.id());
         let holder = other.filter(|_| table != Table::Loops);
@@ -235,7 +240,7 @@ impl Importer<'_> {
                     tally.conflict(record, clash(record, holder));
                     return Ok(());
                 }
-                if self.options.apply && !db.write_record(record, false)? {
+                if self.options.apply && !db.write_record(record, None)? {
                     tally.conflict(record, not_written(record));
                     return Ok(());
                 }
@@ -263,13 +268,22 @@ impl Importer<'_> {
                     counts.differ += 1;
                 }
             }
-            Some(_) => {
+            Some(stored) => {
                 if let Some(holder) = holder {
                     tally.conflict(record, clash(record, holder));
                     return Ok(());
                 }
-                if self.options.apply && !db.write_record(record, true)? {
-                    tally.conflict(record, not_written(record));
+                if self.options.apply && !db.write_record(record, Some(stored))? {
+                    // Either the row changed since it was read (a runner
+                    // here claimed, finished or retried it) or the row the
+                    // record belongs to is missing: the row as it is now
+                    // tells which.
+                    let now = db.matching_rows(record)?;
+                    match now.iter().find(|r| r.id() == record.id()) {
+                        Some(now) if now != stored => tally.kept(record, changed_message(now)),
+                        Some(_) => tally.conflict(record, not_written(record)),
+                        None => tally.conflict(record, vanished()),
+                    }
                     return Ok(());
                 }
                 let counts = tally.of(table);
@@ -328,6 +342,12 @@ fn not_written(record: &Record) -> String {
     )
 }
 
+/// Why a record whose stored row was deleted during the import was not
+/// written.
+fn vanished() -> String {
+    "not written: its stored row was deleted during the import".to_owned()
+}
+
 /// `loops create`'s message for a loop or workflow it would refuse (issue
 /// 25 item 6): the core validation create runs, on the settings the record
 /// holds, so an import stores nothing create could not (an `env` name
@@ -356,4 +376,38 @@ fn create_refuses(record: &Record) -> Option<String> {
         message.push('…');
     }
     Some(message)
+}
+
+/// A test's hook between an import's read of a record's stored rows and
+/// its write: where, on PostgreSQL, a writer on another connection may
+/// commit, since the read takes no lock.
+#[cfg(test)]
+pub(super) mod seam {
+    use std::cell::RefCell;
+
+    use super::{Record, Store};
+
+    /// What a test runs there.
+    pub(in crate::transfer) type Hook = Box<dyn Fn(&Store, &Record)>;
+
+    thread_local! {
+        static HOOK: RefCell<Option<Hook>> = const { RefCell::new(None) };
+    }
+
+    /// Runs `f` with `hook` between each read and write of this thread's
+    /// imports.
+    pub(in crate::transfer) fn with_hook<T>(hook: Hook, f: impl FnOnce() -> T) -> T {
+        HOOK.set(Some(hook));
+        let out = f();
+        HOOK.set(None);
+        out
+    }
+
+    pub(super) fn between_read_and_write(store: &Store, record: &Record) {
+        HOOK.with_borrow(|hook| {
+            if let Some(hook) = hook {
+                hook(store, record);
+            }
+        });
+    }
 }

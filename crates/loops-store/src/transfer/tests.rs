@@ -4,6 +4,7 @@
 //! anything is written, and SQLite → PostgreSQL → SQLite gives back the
 //! same document.
 
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -11,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::testing::fresh_database;
-use crate::{Claim, DatabaseUrl};
+use crate::{Claim, DatabaseUrl, NotClaimed};
 
 /// Rows in every table, with every additive column set: a loop whose
 /// stale `paused_reason` outlived its pause and which has hooks, a paused one, runs with a
@@ -540,6 +541,136 @@ fn a_later_attempt_in_the_store_is_kept_over_an_earlier_one() {
     );
 }
 
+/// Issue 25 item 3 (review): an import reads a stored row without a lock
+/// and writes it later, so on PostgreSQL a runner may claim the slot's
+/// retry in between (attempt 2 failed, attempt 3 running). The replacing
+/// write is guarded by what was read: it changes nothing, the runner's
+/// claim stands, and the record is reported kept. The hook claims on the
+/// importing connection on SQLite, whose write lock the import holds, and
+/// on a second connection on PostgreSQL.
+#[test]
+fn a_run_claimed_between_the_read_and_the_write_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    claimed_meanwhile(&sqlite(dir.path(), "sqlite"), None);
+    if let Some(db) = fresh_database("transfer::a_run_claimed_between_the_read_and_the_write") {
+        let url = DatabaseUrl::parse(db.url()).unwrap();
+        let open = || Store::open_postgres(&url, "test", "host-a", no_probe()).unwrap();
+        claimed_meanwhile(&open(), Some(open()));
+    }
+}
+
+/// [`a_run_claimed_between_the_read_and_the_write_is_kept`] on `store`,
+/// the runner claiming through `runner` (else `store`).
+fn claimed_meanwhile(store: &Store, runner: Option<Store>) {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    import(store, &edited_fixture(|_| {}), true, false);
+    // The same attempt, changed later on the other database.
+    let later = edited_fixture(|v| {
+        v["runs"][0]["stdout"] = json!("later output");
+        v["runs"][0]["updatedAt"] = json!("2026-01-01T00:01:03.000Z");
+    });
+    let id = "b00000000001".parse().unwrap();
+    let stored = store.get_run(&id).unwrap().unwrap();
+    assert_eq!((stored.status, stored.attempt), (RunStatus::Failed, 2));
+    let lp = store.get_loop(&stored.loop_id).unwrap().unwrap();
+    let claimed = Rc::new(RefCell::new(None));
+    let hook = {
+        let claimed = Rc::clone(&claimed);
+        Box::new(move |importing: &Store, record: &Record| {
+            if record.id() != "b00000000001" {
+                return;
+            }
+            let claimer = runner.as_ref().unwrap_or(importing);
+            let now = at("2026-02-02T00:00:00Z");
+            let Claim::Claimed { run, .. } = claimer
+                .claim_run(&lp, stored.scheduled_for, "runner-b", now)
+                .unwrap()
+            else {
+                panic!("the failed slot's retry is claimable");
+            };
+            assert_eq!((run.status, run.attempt), (RunStatus::Running, 3));
+            *claimed.borrow_mut() = Some(run);
+        })
+    };
+    let report = import::seam::with_hook(hook, || import(store, &later, true, true));
+    let runs = report.table(Table::Runs);
+    assert_eq!((runs.kept, runs.replaced), (1, 0), "{report:?}");
+    let kept = &report.kept[0];
+    assert_eq!(kept.id, "b00000000001");
+    assert_eq!(
+        kept.message,
+        "changed in the store during the import (now running, attempt 3); kept as stored"
+    );
+    let claimed = claimed.borrow_mut().take().expect("the hook claimed");
+    assert_eq!(
+        store.get_run(&id).unwrap(),
+        Some(claimed),
+        "the claim stands"
+    );
+}
+
+/// The guard of an overwrite, table by table: a run, workflow run or
+/// step run is overwritten from the row as read, and not from a row
+/// read before its status or last change moved on; a loop is overwritten
+/// as `replace` says.
+#[test]
+fn an_overwrite_from_a_stale_read_writes_nothing() {
+    on_both_backends(
+        "transfer::an_overwrite_from_a_stale_read_writes_nothing",
+        |store| {
+            import(store, &edited_fixture(|_| {}), true, false);
+            let db = store.backend();
+            let mut stored = Vec::new();
+            let tables = [
+                Table::Loops,
+                Table::Runs,
+                Table::WorkflowRuns,
+                Table::StepRuns,
+            ];
+            db.export_rows(&tables, &mut |r| {
+                stored.push(r);
+                ControlFlow::Continue(())
+            })
+            .unwrap();
+            let earlier = at("2025-12-31T00:00:00Z");
+            for row in stored.iter().filter(|r| r.id().ends_with('1')) {
+                let (mut changed, mut stale) = (row.clone(), row.clone());
+                match (&mut changed, &mut stale) {
+                    (Record::Loop(c), Record::Loop(s)) => {
+                        c.description = Some("changed".into());
+                        s.updated_at = earlier;
+                    }
+                    (Record::Run(c), Record::Run(s)) => {
+                        c.run.stdout = Some("changed".into());
+                        s.run.updated_at = earlier;
+                    }
+                    (Record::WorkflowRun(c), Record::WorkflowRun(s)) => {
+                        c.error = Some("changed".into());
+                        s.status = WorkflowRunStatus::Running;
+                    }
+                    (Record::StepRun(c), Record::StepRun(s)) => {
+                        c.step.stdout = Some("changed".into());
+                        s.step.updated_at = earlier;
+                    }
+                    _ => unreachable!("only these tables were read"),
+                }
+                let definition = row.table() == Table::Loops;
+                let table = row.table();
+                assert_eq!(
+                    db.write_record(&changed, Some(&stale)).unwrap(),
+                    definition,
+                    "{table:?}"
+                );
+                assert!(db.write_record(&changed, Some(row)).unwrap(), "{table:?}");
+                let now = db.matching_rows(&changed).unwrap();
+                assert!(now.contains(&changed), "{table:?}");
+            }
+        },
+    );
+}
+
 /// Issue 25 item 3: a run that was running, with nothing stored for it,
 /// arrives abandoned (its workflow run failed, its step skipped) as this
 /// store's recovery would record it, held by nobody; its loop is not
@@ -581,6 +712,53 @@ fn a_running_run_arrives_abandoned_and_its_slot_runs_again() {
                 panic!("the abandoned slot is claimable");
             };
             assert_eq!((again.id, again.attempt), (run.id, 2));
+        },
+    );
+}
+
+/// Issue 25 item 3 (review): an import does not advance the loop of a
+/// run that arrives abandoned, as recovery would, and needs not for the
+/// failure to count: on its last attempt the slot's next claim finds the
+/// attempts spent, and settling the slot counts the failure, here
+/// tripping `pauseAfterFailures`. (A run with attempts left is retried at
+/// once, without the retry delay; recovery's advance keeps the streak as
+/// it is on a retry, too.)
+#[test]
+fn a_run_arriving_abandoned_on_its_last_attempt_counts_as_a_failure() {
+    on_both_backends(
+        "transfer::a_run_arriving_abandoned_on_its_last_attempt_counts",
+        |store| {
+            let slot = "2026-01-01T00:02:00.000Z";
+            let doc = edited_fixture(|v| {
+                let lp = &mut v["loops"][0];
+                lp["maxAttempts"] = json!(1);
+                lp["pauseAfterFailures"] = json!(1);
+                lp["consecutiveFailures"] = json!(0);
+                lp["nextRunAt"] = json!(slot);
+                lp.as_object_mut().unwrap().remove("retryScheduledFor");
+            });
+            let report = import(store, &doc, true, false);
+            assert_eq!(report.table(Table::Loops).new, 3, "{report:?}");
+            let lp = store
+                .get_loop(&"a00000000001".parse().unwrap())
+                .unwrap()
+                .unwrap();
+            let now = at("2026-02-02T00:00:00Z");
+            let claim = store.claim_run(&lp, at(slot), "runner-b", now).unwrap();
+            assert!(
+                matches!(claim, Claim::NotClaimed(NotClaimed::AttemptsExhausted(_))),
+                "{claim:?}"
+            );
+            let settled = store
+                .settle_finished_slot(&lp, at(slot), now)
+                .unwrap()
+                .expect("the spent slot is settled");
+            assert_eq!(settled.status, loops_core::LoopStatus::Paused);
+            let reason = settled.paused_reason.unwrap();
+            assert!(
+                reason.starts_with("paused after 1 consecutive failures"),
+                "{reason}"
+            );
         },
     );
 }
