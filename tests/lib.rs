@@ -41,6 +41,25 @@ macro_rules! sqlite_only {
     }};
 }
 
+/// Starts a test that needs a PostgreSQL server whatever the backend of
+/// the others (a database URL of its own): evaluates to a fresh
+/// [`store_testing::TestDatabase`], or, without `LOOPS_TEST_DATABASE_URL`,
+/// prints `skipped <test>: no PostgreSQL server (…)` and returns, so a
+/// skip is never a silent pass.
+#[macro_export]
+macro_rules! postgres_only {
+    () => {{
+        fn here() {}
+        let test = ::std::any::type_name_of_val(&here);
+        let test = test.strip_suffix("::here").unwrap_or(test);
+        let test = test.split_once("::").map_or(test, |(_, rest)| rest);
+        match $crate::store_testing::fresh_database(test) {
+            Some(db) => db,
+            None => return,
+        }
+    }};
+}
+
 /// The "now" of human output in snapshots (`LOOPS_DISPLAY_NOW`): a
 /// Monday, 13:00 in Berlin.
 pub const DISPLAY_NOW: &str = "2026-01-05T12:00:00.000Z";

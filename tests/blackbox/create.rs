@@ -147,6 +147,54 @@ fn option_errors_use_the_spec_messages() {
     );
 }
 
+/// Issue 25 review: an env name had no length cap, and an invalid one was
+/// quoted whole in the error. The name is capped at 256 bytes, the error
+/// quotes at most 64 of its characters, and it names `--env`.
+#[test]
+fn env_names_are_capped_and_quoted_short() {
+    let env = TestEnv::new();
+    let base = ["command", "x", "--cmd", "true", "--every", "1m"];
+    let with = |pair: &str| -> Vec<String> {
+        base.iter()
+            .map(|s| (*s).to_owned())
+            .chain(["--env".to_owned(), pair.to_owned()])
+            .collect()
+    };
+    // One argument may hold at most 128 KiB on Linux.
+    let long = "N".repeat(100_000);
+    let cut = format!("\"{}…\"", "N".repeat(64));
+    for (pair, message) in [
+        (
+            format!("{long}=v"),
+            format!(
+                "--env has a variable name of 100000 bytes, {cut}; names must be at most 256 \
+                 bytes"
+            ),
+        ),
+        (
+            format!("{long}-=v"),
+            format!(
+                "--env has an invalid variable name {cut}; names must match [A-Za-z_][A-Za-z0-9_]*"
+            ),
+        ),
+        (
+            "A-B=v".to_owned(),
+            "--env has an invalid variable name \"A-B\"; names must match [A-Za-z_][A-Za-z0-9_]*"
+                .to_owned(),
+        ),
+    ] {
+        let args = with(&pair);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        rejects(&env, &args, &message);
+    }
+    assert!(env.database_is_untouched());
+    let name = "N".repeat(256);
+    let args = with(&format!("{name}=v"));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let created = create(&env, &args);
+    assert_eq!(created["target"]["env"][&name], "[redacted]");
+}
+
 #[test]
 fn agent_options_are_checked() {
     let env = TestEnv::new();

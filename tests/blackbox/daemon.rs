@@ -404,13 +404,74 @@ fn logs_print_the_tail_and_follow_across_rotation() {
     assert_eq!(seen, "line 10\nline 11\nline 12\nafter rotation\n");
 }
 
-fn append(path: &Path, text: &str) {
+/// Issue 25 review: `-f` printed what it read raw, so a line the daemon
+/// did not write itself (launchd sends the daemon's stdout and stderr, a
+/// panic included, to this file; an older version wrote it unescaped) put
+/// its ESC and bidi characters on the terminal; and a character cut
+/// between two reads came out as two U+FFFD.
+#[test]
+fn logs_follow_escapes_what_it_prints_and_keeps_a_split_character_whole() {
+    let env = TestEnv::new();
+    env.make_data_dir();
+    let path = env.data_dir().join("daemon.log");
+    std::fs::write(&path, "start\n").unwrap();
+    let mut follow = env
+        .cmd()
+        .args(["daemon", "logs", "-f", "-n", "1"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let seen = Arc::new(Mutex::new(Vec::<u8>::new()));
+    let mut stdout = follow.stdout.take().unwrap();
+    let reader = {
+        let seen = Arc::clone(&seen);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 256];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                seen.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        })
+    };
+    let saw = |text: &str| {
+        let seen = seen.lock().unwrap();
+        String::from_utf8_lossy(&seen).contains(text)
+    };
+    wait_for("the tail", DEADLINE, || saw("start\n").then_some(()));
+    append(
+        &path,
+        "thread 'main' panicked at \u{1b}[2Jsafe\u{202e}txt.exe\u{200b}\tend\r\n",
+    );
+    wait_for("the panic line", DEADLINE, || saw("end").then_some(()));
+    // "é" is C3 A9: the first write ends inside it.
+    append(&path, b"caf\xc3");
+    wait_for("the text before the cut", DEADLINE, || {
+        saw("caf").then_some(())
+    });
+    append(&path, b"\xa9 ok\n");
+    wait_for("the rest of the line", DEADLINE, || {
+        saw("ok\n").then_some(())
+    });
+    follow.kill().unwrap();
+    follow.wait().unwrap();
+    reader.join().unwrap();
+    let seen = String::from_utf8(seen.lock().unwrap().clone()).expect("UTF-8 output");
+    assert_eq!(
+        seen,
+        "start\nthread 'main' panicked at \\u{1b}[2Jsafe\\u{202e}txt.exe\\u{200b}\tend\\r\n\
+         café ok\n"
+    );
+}
+
+fn append(path: &Path, text: impl AsRef<[u8]>) {
     use std::io::Write;
     let mut f = std::fs::OpenOptions::new()
         .append(true)
         .open(path)
         .expect("the log");
-    f.write_all(text.as_bytes()).expect("an append");
+    f.write_all(text.as_ref()).expect("an append");
 }
 
 /// Snapshot filters for the machine-specific parts of a service file.

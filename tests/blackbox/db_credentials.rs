@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use loops_tests::{DATABASE_URL_ENV, Test, TestEnv, store_testing};
+use loops_tests::{DATABASE_URL_ENV, Test, TestEnv};
 
 /// The libpq variables loops must never pass on, with values to grep for.
 const PG_VARS: [(&str, &str); 4] = [
@@ -157,9 +157,7 @@ fn the_database_url_and_its_password_reach_no_run_and_no_hook() {
     // A database of its own, whatever the backend of the other tests; the
     // test server trusts local connections, so the password is never asked
     // for: it is only carried, as a daemon's would be.
-    let Some(db) = store_testing::fresh_database("db_credentials::the_database_url") else {
-        return;
-    };
+    let db = loops_tests::postgres_only!();
     let password = "db-url-SECRET-TAIL";
     let env = TestEnv::new();
     let runner = Runner {

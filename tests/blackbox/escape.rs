@@ -124,3 +124,54 @@ fn bidi_and_zero_width_characters_are_escaped_in_list_and_logs() {
     let json = env.loops(["--json", "list"]).run().json();
     assert_eq!(json[0]["name"], name);
 }
+
+/// Issue 25 review: `workflows run` wrote its live progress lines to stderr
+/// without escaping the step ids. `workflows create` refuses a control
+/// character in an id but takes a bidi or zero-width one, and a database
+/// written by the original or edited by hand holds anything. The step
+/// lines are padded to the ids' width as shown, escapes included, so the
+/// errors still line up.
+#[test]
+fn workflow_run_progress_escapes_step_ids() {
+    let env = TestEnv::new();
+    let file = workflow_file(
+        &env,
+        "w.json",
+        &json!({"name": "w", "maxParallel": 1, "steps": [
+            {"id": "eMARK\u{202e}\u{200b}", "target": {"type": "command", "command": "true"}},
+            {"id": "fails", "dependsOn": ["eMARK\u{202e}\u{200b}"],
+                "target": {"type": "command", "command": "false"}},
+        ]}),
+    );
+    env.loops(["workflows", "create", &file]).run();
+    // An ESC sequence in the stored id, as JSON writes it.
+    let steps = if loops_tests::store_testing::on_postgres() {
+        "REPLACE(steps_json::text, 'MARK', '\\u001b[2J')::json"
+    } else {
+        "REPLACE(steps_json, 'MARK', '\\u001b[2J')"
+    };
+    env.raw()
+        .exec(&format!("UPDATE workflow_specs SET steps_json = {steps}"));
+    let shown = "e\\u{1b}[2J\\u{202e}\\u{200b}";
+    let ran = env.loops(["workflows", "run", "w"]).code(1).run();
+    let hidden = |text: &str| {
+        text.chars()
+            .any(|c| c != '\n' && loops_core::hides_on_terminal(c))
+    };
+    assert!(!hidden(&ran.stderr), "{:?}", ran.stderr);
+    assert!(!hidden(&ran.stdout), "{:?}", ran.stdout);
+    let width = shown.chars().count();
+    let first = format!("  00  succeeded   {shown}");
+    let failed = format!(
+        "  01  failed      {:<width$}  process exited with code 1",
+        "fails"
+    );
+    for (stream, text) in [("stderr", &ran.stderr), ("stdout", &ran.stdout)] {
+        for line in [&first, &failed] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "{stream} lacks {line:?}:\n{text}"
+            );
+        }
+    }
+}

@@ -19,13 +19,15 @@ fn loops_in(env: &TestEnv, dir: &Path, path: &str, args: &[&str]) -> std::proces
         .expect("loops runs")
 }
 
-#[test]
-fn programs_in_the_current_directory_never_run_through_path() {
-    let env = TestEnv::new();
-    let here = env.home().join("here");
-    std::fs::create_dir_all(&here).unwrap();
-    let marker = env.home().join("planted-accounts-ran");
-    let planted = here.join("accounts");
+/// The program the loop runs: a name no system has on its PATH, so the
+/// run fails only because loops dropped `.` (a real `accounts` in
+/// `/usr/bin` would make the run succeed on that machine).
+const PLANTED: &str = "loops-planted-9f3";
+
+/// Writes `dir/name`, an executable that touches `marker` and prints
+/// `planted 6.6.6`.
+fn plant(dir: &Path, name: &str, marker: &Path) {
+    let planted = dir.join(name);
     std::fs::write(
         &planted,
         format!(
@@ -33,10 +35,24 @@ fn programs_in_the_current_directory_never_run_through_path() {
             marker.display()
         ),
     )
-    .unwrap();
-    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o755)).unwrap();
+    .expect("a planted program");
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o755))
+        .expect("an executable planted program");
+}
+
+#[test]
+fn programs_in_the_current_directory_never_run_through_path() {
+    let env = TestEnv::new();
+    let here = env.home().join("here");
+    std::fs::create_dir_all(&here).unwrap();
+    // `doctor` probes `accounts --version`: its marker shows whether the
+    // planted one ran. The loop runs a program of its own.
+    let accounts_ran = env.home().join("planted-accounts-ran");
+    plant(&here, "accounts", &accounts_ran);
+    let planted_ran = env.home().join("planted-program-ran");
+    plant(&here, PLANTED, &planted_ran);
     env.loops([
-        "create", "command", "probe", "--cmd", "accounts", "--every", "1h",
+        "create", "command", "probe", "--cmd", PLANTED, "--every", "1h",
     ])
     .args(["--cwd", here.to_str().unwrap()])
     .run();
@@ -52,7 +68,10 @@ fn programs_in_the_current_directory_never_run_through_path() {
         let ran = loops_in(&env, &here, &path, &["--json", "doctor"]);
         let report: Value = serde_json::from_slice(&ran.stdout)
             .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&ran.stderr)));
-        assert!(!marker.exists(), "doctor ran ./accounts with PATH={path}");
+        assert!(
+            !accounts_ran.exists(),
+            "doctor ran ./accounts with PATH={path}"
+        );
         let check = report["checks"]
             .as_array()
             .unwrap()
@@ -79,7 +98,10 @@ fn programs_in_the_current_directory_never_run_through_path() {
         assert_ne!(accounts["detail"], "planted 6.6.6", "{accounts}");
 
         let ran = loops_in(&env, &here, &path, &["--json", "run-now", "probe"]);
-        assert!(!marker.exists(), "run-now ran ./accounts with PATH={path}");
+        assert!(
+            !planted_ran.exists(),
+            "run-now ran ./{PLANTED} with PATH={path}"
+        );
         let run: Value = serde_json::from_slice(&ran.stdout)
             .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&ran.stderr)));
         // Not found: by loops, or by the shell that runs the command.
@@ -90,7 +112,13 @@ fn programs_in_the_current_directory_never_run_through_path() {
     // checks above would have seen it.
     let ran = loops_in(&env, &here, "/usr/bin:/bin", &["run-now", "probe"]);
     assert!(!ran.status.success());
-    env.loops(["edit", "probe", "--cmd", "./accounts"]).run();
-    loops_in(&env, &here, "/usr/bin:/bin", &["run-now", "probe"]);
-    assert!(marker.exists(), "./accounts never ran");
+    let by_path = format!("./{PLANTED}");
+    env.loops(["edit", "probe", "--cmd", &by_path]).run();
+    let ran = loops_in(&env, &here, "/usr/bin:/bin", &["run-now", "probe"]);
+    assert!(ran.status.success(), "{ran:?}");
+    assert!(planted_ran.exists(), "./{PLANTED} never ran");
+    // And doctor runs an `accounts` its PATH names by an absolute path.
+    let path = format!("{}:/usr/bin:/bin", here.display());
+    loops_in(&env, &here, &path, &["doctor"]);
+    assert!(accounts_ran.exists(), "doctor never probed accounts");
 }

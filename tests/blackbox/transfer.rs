@@ -393,7 +393,7 @@ fn an_export_taken_mid_run_never_runs_its_slot_again() {
 }
 
 /// Issue 25 items 6 and 8: import refuses, with `create`'s message, the
-/// loops `create` refuses: `env` names `""` and `"A=B"`, a name of 5 MB,
+/// loops `create` refuses: `env` names `""`, `"A=B"` and of 5 MB, a name of 5 MB,
 /// an agent model that reads as an option. The rest goes in.
 #[test]
 fn import_refuses_what_create_refuses() {
@@ -420,12 +420,21 @@ fn import_refuses_what_create_refuses() {
         l["target"] = json!({"type": "agent", "provider": "codex", "prompt": "fix it",
             "model": "--dangerously-bypass-approvals-and-sandbox"});
     }));
+    // An env name of 5 MB: of valid characters, then with one that is not.
+    let huge_env = "N".repeat(5 << 20);
+    loops.push(variant("a0000000000e", &|l| {
+        l["target"]["env"] = json!({ huge_env.as_str(): "x" });
+    }));
+    loops.push(variant("a0000000000f", &|l| {
+        l["target"]["env"] = json!({ format!("{huge_env}-"): "x" });
+    }));
     let bad = file(&source, "bad.json");
     std::fs::write(&bad, doc.to_string()).expect("write");
 
     let target = TestEnv::new();
     let b = bad.display().to_string();
     let env_name = "target.env has an invalid variable name";
+    let cut = format!("\"{}…\"", "N".repeat(64));
     let ran = target.loops(["import", &b, "--apply"]).run();
     for line in [
         format!(
@@ -444,6 +453,14 @@ fn import_refuses_what_create_refuses() {
          not begin with \"-\": the agent would read it as an option, not as the value of \
          --model; give the model's name, for example \"sonnet\""
             .to_owned(),
+        format!(
+            "invalid: loops a0000000000e: refused as `loops create` refuses it: target.env has \
+             a variable name of 5242880 bytes, {cut}; names must be at most 256 bytes"
+        ),
+        format!(
+            "invalid: loops a0000000000f: refused as `loops create` refuses it: {env_name} \
+             {cut}; names must match [A-Za-z_][A-Za-z0-9_]*"
+        ),
     ] {
         assert!(
             ran.stdout.lines().any(|l| l == line),
@@ -453,9 +470,9 @@ fn import_refuses_what_create_refuses() {
     }
     assert!(ran.stdout.len() < 10_000, "no huge value is echoed");
     let report = import(&target, &bad, &["--apply"]);
-    assert_eq!(report["tables"]["loops"]["invalid"], 4);
-    assert_eq!(report["invalidCount"], 4);
-    assert_eq!(report["invalid"].as_array().map(Vec::len), Some(4));
+    assert_eq!(report["tables"]["loops"]["invalid"], 6);
+    assert_eq!(report["invalidCount"], 6);
+    assert_eq!(report["invalid"].as_array().map(Vec::len), Some(6));
     assert_eq!(
         report["tables"]["loops"]["existing"], 2,
         "the valid ones went in"

@@ -91,6 +91,11 @@ pub(crate) fn checked(new: NewLoop) -> Result<NewLoop> {
             )
         } else if e.field == "target.prompt" && prompt.is_some_and(prompt_reads_as_option) {
             anyhow!(prompt_option_message("--prompt"))
+        } else if e.field == "target.env"
+            && let Some(rest) = e.message.strip_prefix("target.env")
+        {
+            // Core names the stored field; the name came from `--env`.
+            anyhow!("--env{rest}")
         } else if let Target::Agent(target) = &new.target
             && let Some(option) = agent_value_reads_as_option(target)
             && e.field == format!("target.{}", option.key)

@@ -39,6 +39,16 @@ use crate::schedule::validate_schedule;
 /// Longest accepted loop or workflow name, in characters (after trimming).
 const MAX_NAME_CHARS: usize = 200;
 
+/// Longest accepted environment variable name, in bytes. Far above any
+/// real name; without it an import or MCP call could store a name of
+/// megabytes (issue 25 item 6).
+const MAX_ENV_NAME_BYTES: usize = 256;
+
+/// The most characters of a refused environment name a message quotes:
+/// enough to find the name, and short enough that the whole message, rule
+/// included, fits the 300 characters of an import report's line.
+const QUOTED_CHARS: usize = 64;
+
 /// The largest integer a JSON number from the original (a JavaScript double)
 /// holds exactly: 2^53 - 1.
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
@@ -117,6 +127,43 @@ fn is_env_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// Checks the name of a variable in `{label}.env`: the pattern, then
+/// [`MAX_ENV_NAME_BYTES`].
+fn validate_env_name(name: &str, label: &str) -> Result<()> {
+    let field = format!("{label}.env");
+    if !is_env_name(name) {
+        return Err(ValidationError::new(
+            &field,
+            format!(
+                "{field} has an invalid variable name {}; names must match \
+                 [A-Za-z_][A-Za-z0-9_]*",
+                quoted(name)
+            ),
+        ));
+    }
+    if name.len() > MAX_ENV_NAME_BYTES {
+        return Err(ValidationError::new(
+            &field,
+            format!(
+                "{field} has a variable name of {} bytes, {}; names must be at most \
+                 {MAX_ENV_NAME_BYTES} bytes",
+                name.len(),
+                quoted(name)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `value` quoted as `{:?}` quotes it, cut to its first [`QUOTED_CHARS`]
+/// characters and `…` when longer: a message never echoes megabytes.
+fn quoted(value: &str) -> String {
+    match value.char_indices().nth(QUOTED_CHARS) {
+        Some((at, _)) => format!("{:?}", format!("{}…", &value[..at])),
+        None => format!("{value:?}"),
+    }
+}
+
 /// Validates a loop or workflow name: non-empty after trimming, at most 200
 /// characters, and free of control characters such as newlines and tabs.
 ///
@@ -192,7 +239,8 @@ fn validate_account_word(value: &str, field: &str) -> Result<()> {
 /// trimmed command must not contain whitespace, for loops as well as for
 /// workflow steps (SPEC §9 item 27). `timeoutMs`, when set, must be greater
 /// than zero (SPEC §9 item 28). Environment names must match
-/// `[A-Za-z_][A-Za-z0-9_]*`, and no argument, path or value may contain NUL.
+/// `[A-Za-z_][A-Za-z0-9_]*` and be at most 256 bytes, and no argument, path
+/// or value may contain NUL.
 ///
 /// An agent target needs a non-empty `prompt` that does not begin with `-`
 /// (see [`prompt_reads_as_option`]); `model` and `agent` must be non-empty
@@ -268,15 +316,7 @@ fn validate_command_target(target: &CommandTarget, label: &str) -> Result<()> {
     validate_cwd(target.cwd.as_deref(), label)?;
     if let Some(env) = &target.env {
         for (name, value) in env {
-            if !is_env_name(name) {
-                return Err(ValidationError::new(
-                    format!("{label}.env"),
-                    format!(
-                        "{label}.env has an invalid variable name {name:?}; names must match \
-                         [A-Za-z_][A-Za-z0-9_]*"
-                    ),
-                ));
-            }
+            validate_env_name(name, label)?;
             require_no_nul(value, &format!("{label}.env.{name}"))?;
         }
     }
@@ -515,6 +555,48 @@ mod tests {
         for name in ["", "1A", "A-B", "A B", "É", "A="] {
             assert!(!is_env_name(name), "{name}");
         }
+    }
+
+    #[test]
+    fn env_names_are_capped_and_quoted_at_most_64_characters() {
+        let check = |name: &str| validate_env_name(name, "target").map_err(|e| e.to_string());
+        assert_eq!(check(&"N".repeat(MAX_ENV_NAME_BYTES)), Ok(()));
+        let cut = format!("\"{}…\"", "N".repeat(64));
+        assert_eq!(
+            check(&"N".repeat(MAX_ENV_NAME_BYTES + 1)),
+            Err(format!(
+                "target.env has a variable name of 257 bytes, {cut}; names must be at most \
+                 256 bytes"
+            ))
+        );
+        // Issue 25 item 6: an import stored names of 5 MB.
+        let huge = check(&"N".repeat(5 << 20)).unwrap_err();
+        assert_eq!(
+            huge,
+            format!(
+                "target.env has a variable name of 5242880 bytes, {cut}; names must be at most \
+                 256 bytes"
+            )
+        );
+        let huge = check(&format!("{}-", "N".repeat(5 << 20))).unwrap_err();
+        assert_eq!(
+            huge,
+            format!(
+                "target.env has an invalid variable name {cut}; names must match \
+                 [A-Za-z_][A-Za-z0-9_]*"
+            )
+        );
+        // Short names are quoted whole, escaped as `{:?}` escapes them.
+        assert_eq!(
+            check("A\u{1b}B"),
+            Err(
+                "target.env has an invalid variable name \"A\\u{1b}B\"; names must match \
+                 [A-Za-z_][A-Za-z0-9_]*"
+                    .to_owned()
+            )
+        );
+        assert_eq!(quoted(&"é".repeat(64)), format!("{:?}", "é".repeat(64)));
+        assert_eq!(quoted(&"é".repeat(65)), format!("\"{}…\"", "é".repeat(64)));
     }
 
     #[test]

@@ -236,6 +236,48 @@ mod tests {
         assert!(env["PATH"].starts_with("/target/bin:/h/.local/bin:"));
     }
 
+    /// Issue 25 review, decided: the database password keeps the 8-byte
+    /// floor of every masked value. A password of 4 to 7 characters is
+    /// the kind that is also a word ("test", "admin", "loops"): masking it
+    /// alone would rewrite ordinary output ("running [redacted]s") and show
+    /// whoever reads it which word the password is. It is still never
+    /// passed on, and it is masked inside the connection string and inside
+    /// any URL's user information.
+    #[test]
+    fn a_short_database_password_is_stripped_but_masked_only_in_a_url() {
+        let target = ProcessTarget::Command(CommandTarget::new("true"));
+        let spec = ProcessSpec::of(&target);
+        let url = "postgres://loops:test@db:5432/loops";
+        let opts = ExecOptions {
+            base_env: Some(BTreeMap::from([
+                ("LOOPS_DATABASE_URL".to_owned(), url.to_owned()),
+                ("PGPASSWORD".to_owned(), "test".to_owned()),
+            ])),
+            secret_values: vec!["test".to_owned()],
+            ..ExecOptions::default()
+        };
+        let meta = RunMetadata::default();
+        let (env, secrets) = build_env(&spec, &meta, &opts, &RunContext::default()).unwrap();
+        assert!(!env.contains_key("LOOPS_DATABASE_URL"));
+        assert!(!env.contains_key("PGPASSWORD"));
+        assert_eq!(
+            secrets.scrub_output(format!(
+                "ran 3 tests\n{url}\npsql postgres://me:test@h/db\n"
+            )),
+            "ran 3 tests\n[redacted]\npsql postgres://me:[redacted]@h/db\n"
+        );
+        // From 8 bytes on, the password is masked wherever it shows.
+        let opts = ExecOptions {
+            secret_values: vec!["testtest".to_owned()],
+            ..opts
+        };
+        let (_, secrets) = build_env(&spec, &meta, &opts, &RunContext::default()).unwrap();
+        assert_eq!(
+            secrets.scrub_output("pw=testtest".to_owned()),
+            "pw=[redacted]"
+        );
+    }
+
     #[test]
     fn the_run_spawn_id_follows_the_inherited_ones() {
         let target = ProcessTarget::Command(CommandTarget::new("true"));

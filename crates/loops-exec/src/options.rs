@@ -47,7 +47,8 @@ pub struct ExecOptions {
     /// reports, beside each run's own (issue 25 §2): the password of the
     /// database the runner uses, in each spelling its connection string
     /// holds. Values shorter than 8 bytes are not masked, as a run's own
-    /// are not.
+    /// are not: a short password is usually a word, which masking would
+    /// rewrite everywhere and so give away (see the `scrub` module).
     pub secret_values: Vec<String>,
 }
 

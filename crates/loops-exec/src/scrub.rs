@@ -7,7 +7,11 @@
 //!   variables `accounts env` exported ([`Secrets`]), and the password of
 //!   loops' own database (issue 25 §2). Values shorter than
 //!   [`MIN_SECRET_LEN`] characters are left alone: `1`, `true` or `prod`
-//!   are everywhere in ordinary output, and no credential is that short;
+//!   are everywhere in ordinary output. The database password keeps this
+//!   floor too, on purpose: one of 4 to 7 characters is usually a word
+//!   (`test`, `admin`), and masking it alone would rewrite ordinary output
+//!   and show its reader which word it is. It is never passed to a run,
+//!   and a URL's password (below) is masked whatever its length;
 //! - anything shaped like a credential ([`mask_token_shapes`]): the
 //!   prefixed tokens of the providers loops runs (`sk-…`, `ghp_…`,
 //!   `github_pat_…`, `xoxb-…`, …) and the credentials inside URLs (a

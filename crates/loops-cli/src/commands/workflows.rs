@@ -58,8 +58,11 @@ fn run_id(text: &str) -> Result<WorkflowRunId> {
 }
 
 /// One step line: `  <seq 2 digits>  <status padEnd 10>  <stepId>  <error>`
-/// (SPEC §7.4 `workflows run`), with step ids padded to `id_width` so the
-/// errors line up.
+/// (SPEC §7.4 `workflows run`), with step ids padded to `id_width` (see
+/// [`id_width`]) so the errors line up. The line is ready for a terminal:
+/// `workflows run` writes its progress lines to stderr as they are. A step
+/// id is any non-empty string in a database the original wrote, so its
+/// control, bidi and zero-width characters are escaped, like the error's.
 fn step_line(step: &StepRun, id_width: usize) -> String {
     // An error is one line, whatever it holds (a cwd with a line break).
     let error = crate::brief::error_line(step.error.as_deref().unwrap_or(""));
@@ -67,19 +70,24 @@ fn step_line(step: &StepRun, id_width: usize) -> String {
         "  {:02}  {:<10}  {:<id_width$}  {error}",
         step.sequence,
         step.status.as_str(),
-        step.step_id,
+        render::escape_controls(&step.step_id, &[]),
     );
     line.trim_end().to_owned()
+}
+
+/// The width of the widest of `ids` as [`step_line`] shows it, escapes
+/// included.
+fn id_width<'a>(ids: impl IntoIterator<Item = &'a str>) -> usize {
+    ids.into_iter()
+        .map(|id| render::escape_controls(id, &[]).chars().count())
+        .max()
+        .unwrap_or(0)
 }
 
 /// Prints the step lines of a run, each followed by its output blocks when
 /// `show_output` is set.
 fn print_steps(steps: &[StepRun], show_output: bool, out: &mut Printer) -> std::io::Result<()> {
-    let id_width = steps
-        .iter()
-        .map(|s| s.step_id.chars().count())
-        .max()
-        .unwrap_or(0);
+    let id_width = id_width(steps.iter().map(|s| s.step_id.as_str()));
     for step in steps {
         out.line(&step_line(step, id_width))?;
         if show_output {

@@ -12,7 +12,12 @@
 //! never appended to, and `daemon logs` does not read through one either.
 //!
 //! Readers: [`tail_lines`] for `loops daemon logs -n N`, and [`follow`] for
-//! `-f`, which keeps reading across a rotation.
+//! `-f`, which keeps reading across a rotation. Both hand on text fit for a
+//! terminal: the file may hold lines the daemon did not write through
+//! [`format_line`] (launchd sends the daemon's stdout and stderr, a panic
+//! included, to this file; older versions did not escape), so `-f` escapes
+//! what it prints as `-n` does through the printer, and a character cut
+//! between two reads is held back until its last byte comes.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -176,11 +181,11 @@ pub(crate) fn tail_lines(path: &Path, lines: usize) -> io::Result<(String, u64)>
 }
 
 /// Follows the file at `path` from byte `offset` on, like `tail -F`:
-/// every `poll`, new text is handed to `emit`. When the file is replaced
-/// (rotated) the rest of the old file is read, then the new one from its
-/// start; when it shrinks (truncated), reading restarts at its start. A
-/// missing file is waited for. Returns only when `emit` fails (a closed
-/// stdout).
+/// every `poll`, new text is handed to `emit`, escaped for a terminal
+/// ([`Decoder`]). When the file is replaced (rotated) the rest of the old
+/// file is read, then the new one from its start; when it shrinks
+/// (truncated), reading restarts at its start. A missing file is waited
+/// for. Returns only when `emit` fails (a closed stdout).
 pub(crate) fn follow(
     path: &Path,
     mut offset: u64,
@@ -188,6 +193,7 @@ pub(crate) fn follow(
     emit: &mut dyn FnMut(&str) -> io::Result<()>,
 ) -> io::Result<()> {
     let mut current: Option<(File, u64)> = None;
+    let mut decoder = Decoder::default();
     loop {
         if current.is_none()
             && let Ok(f) = loops_exec::private::open_no_follow(path)
@@ -199,13 +205,16 @@ pub(crate) fn follow(
             let len = file.metadata()?.len();
             if len < offset {
                 offset = 0;
+                emit_text(&decoder.finish(), emit)?;
             }
-            offset += drain(file, offset, emit)?;
+            offset += drain(file, offset, &mut decoder, emit)?;
             let replaced = std::fs::metadata(path).map_or(true, |m| m.ino() != *ino);
             if replaced {
                 // Whatever the writer added before the rename is in the old
-                // file; read it, then switch.
-                drain(file, offset, emit)?;
+                // file; read it, then switch. A character the old file
+                // ends inside is never completed.
+                drain(file, offset, &mut decoder, emit)?;
+                emit_text(&decoder.finish(), emit)?;
                 current = None;
                 offset = 0;
                 continue;
@@ -219,15 +228,79 @@ pub(crate) fn follow(
 fn drain(
     file: &mut File,
     offset: u64,
+    decoder: &mut Decoder,
     emit: &mut dyn FnMut(&str) -> io::Result<()>,
 ) -> io::Result<u64> {
     file.seek(SeekFrom::Start(offset))?;
     let mut buf = Vec::new();
     file.read_to_end(&mut buf)?;
-    if !buf.is_empty() {
-        emit(&String::from_utf8_lossy(&buf))?;
-    }
+    emit_text(&decoder.push(&buf), emit)?;
     Ok(buf.len() as u64)
+}
+
+fn emit_text(text: &str, emit: &mut dyn FnMut(&str) -> io::Result<()>) -> io::Result<()> {
+    if text.is_empty() {
+        return Ok(());
+    }
+    emit(text)
+}
+
+/// Turns the bytes [`follow`] reads, in whatever pieces they come, into
+/// text for a terminal.
+///
+/// Each piece is decoded up to its last whole character; the bytes of a
+/// character the writer had not finished (at most three) wait for the next
+/// piece, so a character cut between two reads is not shown as two U+FFFD.
+/// Every character a terminal would act on or hide (ESC, CR, bidi and
+/// zero-width characters) is escaped as the printer escapes a line;
+/// escaping goes character by character, so a piece ending mid-line
+/// prints as its whole line would, and a line without its line break yet
+/// (a panic cut short) shows at once rather than waiting.
+#[derive(Debug, Default)]
+struct Decoder {
+    cut: Vec<u8>,
+}
+
+impl Decoder {
+    /// The text of `bytes`, after what came before, up to its last whole
+    /// character, escaped.
+    fn push(&mut self, bytes: &[u8]) -> String {
+        self.cut.extend_from_slice(bytes);
+        let whole = self.cut.len() - unfinished_len(&self.cut);
+        let text = escape_text(&String::from_utf8_lossy(&self.cut[..whole]));
+        self.cut.drain(..whole);
+        text
+    }
+
+    /// What is still held: the start of a character the file ended inside,
+    /// shown as U+FFFD.
+    fn finish(&mut self) -> String {
+        let text = escape_text(&String::from_utf8_lossy(&self.cut));
+        self.cut.clear();
+        text
+    }
+}
+
+/// How many bytes at the end of `bytes` begin a UTF-8 character that is
+/// not complete yet: 0 to 3.
+fn unfinished_len(bytes: &[u8]) -> usize {
+    // A character is at most four bytes, so the last one starts within
+    // the last four; look for its first byte (not a continuation byte).
+    let from = bytes.len().saturating_sub(4);
+    let Some(start) = (from..bytes.len()).rev().find(|&i| bytes[i] & 0xc0 != 0x80) else {
+        return 0;
+    };
+    match std::str::from_utf8(&bytes[start..]) {
+        // Valid so far but cut short: wait for the rest.
+        Err(e) if e.error_len().is_none() => bytes.len() - start,
+        _ => 0,
+    }
+}
+
+/// `text` as the printer writes a line: tabs and line breaks kept,
+/// everything else a terminal would not show as itself escaped.
+fn escape_text(text: &str) -> String {
+    crate::render::escape_controls(text, &['\n', '\t']).into_owned()
 }
 
 #[cfg(test)]
@@ -245,6 +318,49 @@ mod tests {
             format_line(now, "hook failed: \u{1b}[2Jgone\nforged line"),
             "2026-11-30T09:00:00.000Z [loops-daemon] hook failed: \\u{1b}[2Jgone\\nforged line\n"
         );
+    }
+
+    #[test]
+    fn followed_text_is_escaped_and_a_cut_character_waits_for_its_end() {
+        let mut d = Decoder::default();
+        assert_eq!(
+            d.push("a\u{1b}[2J\u{202e}b\tc\r\n".as_bytes()),
+            "a\\u{1b}[2J\\u{202e}b\tc\\r\n"
+        );
+        // "é" (C3 A9) and "🦀" (F0 9F A6 80), each cut between reads.
+        assert_eq!(d.push(b"caf\xc3"), "caf");
+        assert_eq!(d.push(b"\xa9 \xf0"), "é ");
+        assert_eq!(d.push(b"\x9f"), "");
+        assert_eq!(d.push(b"\xa6"), "");
+        assert_eq!(d.push(b"\x80!\n"), "🦀!\n");
+        // Bytes that can never be UTF-8 are shown as U+FFFD at once.
+        assert_eq!(d.push(b"x\xff\xc3"), "x\u{fffd}");
+        // A file that ends inside a character: the start shows as U+FFFD.
+        assert_eq!(d.finish(), "\u{fffd}");
+        assert_eq!(d.finish(), "");
+        assert_eq!(d.push(b"\xa9"), "\u{fffd}");
+    }
+
+    #[test]
+    fn follow_prints_a_character_cut_between_two_writes_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOG_FILE);
+        std::fs::write(&path, b"caf\xc3").unwrap();
+        let mut seen = String::new();
+        let mut writes = 0;
+        // `emit` appends the rest of the line after the first read, and
+        // ends the follow (as a closed stdout does) after the second.
+        let ended = follow(&path, 0, Duration::from_millis(1), &mut |text| {
+            seen.push_str(text);
+            writes += 1;
+            if writes == 2 {
+                return Err(io::Error::other("done"));
+            }
+            let mut f = std::fs::OpenOptions::new().append(true).open(&path)?;
+            f.write_all(b"\xa9 \x1b[31m\n")
+        });
+        assert_eq!(ended.unwrap_err().to_string(), "done");
+        assert_eq!(seen, "café \\u{1b}[31m\n");
     }
 
     #[test]

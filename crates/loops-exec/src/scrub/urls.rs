@@ -82,17 +82,27 @@ pub(super) fn mask_url_secrets(text: &str) -> Cow<'_, str> {
 }
 
 /// The byte range of the rest of the URL after each [`WEBHOOKS`] path.
+///
+/// A match inside the range already found for the same path is skipped:
+/// its range is a part of that one, and finding its end again would scan
+/// the rest of the URL once per match, quadratic in output that repeats a
+/// path (issue 25 review). So each path scans each byte at most once.
 fn webhook_secrets(text: &str) -> Vec<(usize, usize)> {
     let bytes = text.as_bytes();
     let mut ranges = Vec::new();
     // ASCII lowercasing keeps every byte where it was.
     let lower = text.to_ascii_lowercase();
     for path in WEBHOOKS {
+        let mut masked_to = 0;
         for (at, _) in lower.match_indices(path) {
+            if at < masked_to {
+                continue;
+            }
             let start = at + path.len();
             let end = url_end(bytes, start);
             if end > start {
                 ranges.push((start, end));
+                masked_to = end;
             }
         }
     }
@@ -101,10 +111,13 @@ fn webhook_secrets(text: &str) -> Vec<(usize, usize)> {
 
 /// Where the URL going on at `from` ends.
 fn url_end(bytes: &[u8], from: usize) -> usize {
-    bytes[from..]
+    let end = bytes[from..]
         .iter()
         .position(|&b| ends_url(b))
-        .map_or(bytes.len(), |n| from + n)
+        .map_or(bytes.len(), |n| from + n);
+    #[cfg(test)]
+    tests::SCANNED.with(|scanned| scanned.set(scanned.get() + (end - from)));
+    end
 }
 
 /// The byte range of the password in each `scheme://user:password@`.
@@ -138,7 +151,43 @@ fn url_passwords(text: &str) -> Vec<(usize, usize)> {
 
 #[cfg(test)]
 mod tests {
+    use std::cell::Cell;
+
     use super::*;
+
+    thread_local! {
+        /// Bytes [`url_end`] has looked at on this thread.
+        pub(super) static SCANNED: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// Issue 25 review: each match of a webhook path scanned to the end of
+    /// its URL, so output repeating the path scanned the rest of the text
+    /// once per match: about 1.3e9 byte checks at the 256 KiB output cap.
+    /// The work is counted, never timed.
+    #[test]
+    fn repeated_webhook_paths_are_scanned_once() {
+        let path = "hooks.slack.com/services/";
+        let text = path.repeat((256 << 10) / path.len());
+        SCANNED.with(|scanned| scanned.set(0));
+        let masked = mask_url_secrets(&text);
+        let scanned = SCANNED.with(Cell::get);
+        assert_eq!(masked, format!("{path}{REDACTED}"));
+        assert!(
+            scanned <= text.len(),
+            "scanned {scanned} bytes of a text of {}",
+            text.len()
+        );
+        // Matches of different paths inside one URL, and URLs one after
+        // another, are each scanned once too.
+        let mixed = "https://discord.com/api/webhooks/hooks.slack.com/services/x y ".repeat(4000);
+        SCANNED.with(|scanned| scanned.set(0));
+        let masked = mask_url_secrets(&mixed);
+        assert!(SCANNED.with(Cell::get) <= 2 * mixed.len());
+        assert_eq!(
+            masked,
+            "https://discord.com/api/webhooks/[redacted] y ".repeat(4000)
+        );
+    }
 
     #[test]
     fn webhook_secrets_and_url_passwords_are_masked() {

@@ -30,7 +30,7 @@ use loops_exec::{SignalCancel, SystemClock};
 use loops_workflow::{WorkflowOutcome, WorkflowRunOptions, execute_workflow};
 use serde_json::{Value, json};
 
-use super::{print_steps, run_id, step_line};
+use super::{id_width, print_steps, run_id, step_line};
 use crate::exit::Outcome;
 use crate::paths;
 use crate::redact::{self, Output};
@@ -56,12 +56,7 @@ pub(super) fn run(args: &RunArgs, out: &mut Printer) -> Result<Outcome> {
     }
     let signals = SignalCancel::install().context("installing the SIGINT/SIGTERM handlers")?;
     let clock = SystemClock;
-    let id_width = workflow
-        .steps
-        .iter()
-        .map(|s| s.id.chars().count())
-        .max()
-        .unwrap_or(0);
+    let id_width = id_width(workflow.steps.iter().map(|s| s.id.as_str()));
     // Progress lines gather here and go to stderr whenever the runner waits
     // for its steps: one write for a burst of short steps. A closed stderr
     // only loses the progress.
