@@ -43,8 +43,8 @@ const CLIENT_CANCELLED: &str = "cancelled by the MCP client";
 const SHUTTING_DOWN: ErrorCode = ErrorCode(-32000);
 
 /// How long the replies of the stopped calls, and the lines queued before
-/// them, may take to be written at the end: a client that does not read
-/// its stdin cannot keep the server from exiting.
+/// them, may take to be written at the end, all together: a client that
+/// does not read its stdin cannot keep the server from exiting.
 const WRITE_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The tool calls in flight, each with its stop token.
@@ -335,11 +335,18 @@ pub(super) async fn serve(access: Access, calls: Arc<Calls>, signals: &SignalCan
         calls: calls.clone(),
     };
     let (transport, link) = transport::stdio();
-    let session = tokio::select! {
-        session = handler.serve(transport) => {
-            session.context("starting the MCP session (initialize)")?
-        }
-        () = signalled.notified() => return Ok(()),
+    let started = tokio::select! {
+        session = handler.serve(transport) => Some(session),
+        () = signalled.notified() => None,
+    };
+    let Some(Ok(session)) = started else {
+        // The transport ended with the handshake: what it queued first
+        // (the refusals of the lines before it) is written out.
+        let _ = tokio::time::timeout(WRITE_GRACE, link.flushed()).await;
+        return match started {
+            Some(Err(error)) => Err(error).context("starting the MCP session (initialize)"),
+            _ => Ok(()),
+        };
     };
     let link = Arc::new(link);
     let ended = session.cancellation_token();
@@ -357,17 +364,22 @@ pub(super) async fn serve(access: Access, calls: Arc<Calls>, signals: &SignalCan
             link.stop_reading();
             let idle = calls.clone();
             let _ = tokio::task::spawn_blocking(move || idle.wait_idle()).await;
-            let _ = tokio::time::timeout(WRITE_GRACE, link.replies_written()).await;
+            // One grace for every write from here on.
+            let grace = tokio::time::Instant::now() + WRITE_GRACE;
+            let _ = tokio::time::timeout_at(grace, link.replies_written()).await;
             ended.cancel();
+            grace
         })
     };
     let quit = session.waiting().await;
     stopper.abort();
-    let _ = stopper.await;
+    let grace = stopper
+        .await
+        .unwrap_or_else(|_| tokio::time::Instant::now() + WRITE_GRACE);
     calls.stop_all(CLIENT_CANCELLED);
     // What was queued before the session ended is written out.
     if let Ok(link) = Arc::try_unwrap(link) {
-        let _ = tokio::time::timeout(WRITE_GRACE, link.flushed()).await;
+        let _ = tokio::time::timeout_at(grace, link.flushed()).await;
     }
     quit.context("serving the MCP session")?;
     Ok(())
