@@ -6,9 +6,11 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
 
-use loops_tests::TestEnv;
+use loops_tests::{TestEnv, kill};
 use serde_json::{Value, json};
 
 use super::{ALLOW, DEADLINE};
@@ -16,7 +18,8 @@ use super::{ALLOW, DEADLINE};
 /// A session with `loops mcp` over its stdin and stdout.
 struct Raw {
     child: Child,
-    stdin: ChildStdin,
+    /// `None` once closed.
+    stdin: Option<ChildStdin>,
     /// The server's stdout, line by line, read by a thread of its own.
     lines: mpsc::Receiver<String>,
 }
@@ -25,6 +28,18 @@ impl Raw {
     /// Starts `loops mcp` in `env` (with [`ALLOW`] = `allow`) and
     /// initializes the session.
     fn start(env: &TestEnv, allow: Option<&str>) -> Raw {
+        let mut raw = Raw::spawn(env, allow);
+        raw.send_json(&initialize(0));
+        let reply = raw.reply();
+        assert_eq!(reply["id"], 0, "{reply}");
+        assert!(reply.get("result").is_some(), "{reply}");
+        raw.send_json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        raw
+    }
+
+    /// Starts `loops mcp` in `env` (with [`ALLOW`] = `allow`), before the
+    /// session's handshake.
+    fn spawn(env: &TestEnv, allow: Option<&str>) -> Raw {
         let mut cmd = env.cmd();
         cmd.arg("mcp")
             .stdin(Stdio::piped())
@@ -46,32 +61,38 @@ impl Raw {
                 }
             }
         });
-        let mut raw = Raw {
+        Raw {
             child,
-            stdin,
+            stdin: Some(stdin),
             lines,
-        };
-        raw.send_json(&json!({
-            "jsonrpc": "2.0", "id": 0, "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "raw", "version": "0"},
-            },
-        }));
-        let reply = raw.reply();
-        assert_eq!(reply["id"], 0, "{reply}");
-        assert!(reply.get("result").is_some(), "{reply}");
-        raw.send_json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        raw
+        }
     }
 
     /// Writes `bytes` to the server's stdin.
     fn send(&mut self, bytes: &[u8]) {
-        self.stdin
-            .write_all(bytes)
-            .expect("the server reads its stdin");
-        self.stdin.flush().expect("the server reads its stdin");
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(bytes).expect("the server reads its stdin");
+        stdin.flush().expect("the server reads its stdin");
+    }
+
+    /// Closes the server's stdin and returns every message it writes until
+    /// it exits; fails the test when it has not within [`DEADLINE`].
+    fn finish(mut self) -> Vec<Value> {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + DEADLINE;
+        let mut messages = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => messages.push(serde_json::from_str(&line).unwrap_or_else(|e| {
+                    panic!("loops mcp wrote a line that is not JSON ({e}): {line}")
+                })),
+                Err(mpsc::RecvTimeoutError::Disconnected) => return messages,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("loops mcp did not exit within {DEADLINE:?}")
+                }
+            }
+        }
     }
 
     /// Writes `message` as one line.
@@ -123,6 +144,18 @@ impl Drop for Raw {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The `initialize` request, as request `id`.
+fn initialize(id: i64) -> Value {
+    json!({
+        "jsonrpc": "2.0", "id": id, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    })
 }
 
 /// A reply's JSON-RPC error: its code and message.
@@ -238,6 +271,11 @@ fn arguments_that_are_not_an_object_are_invalid_params() {
     raw.ping(27);
 }
 
+/// The first 400 characters of `text`'s display.
+fn head(text: &impl ToString) -> String {
+    text.to_string().chars().take(400).collect()
+}
+
 /// Checks that `message` quotes at most 200 characters of a huge value (a
 /// run of `Q`s), cut with `…`.
 fn assert_cut(what: &str, message: &str) {
@@ -302,4 +340,119 @@ fn errors_quote_at_most_two_hundred_characters_of_a_value() {
     assert_eq!(code, -32602);
     assert!(message.len() < 1000, "{} bytes", message.len());
     raw.ping(43);
+}
+
+#[test]
+fn a_last_line_without_a_newline_is_answered() {
+    let env = TestEnv::new();
+    let mut raw = Raw::spawn(&env, None);
+    raw.send_json(&initialize(1));
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+            .to_string()
+            .as_bytes(),
+    );
+    let replies = raw.finish();
+    let ids: Vec<&Value> = replies.iter().map(|r| &r["id"]).collect();
+    assert_eq!(ids, [1, 2], "{replies:?}");
+    assert!(replies[1].get("result").is_some(), "{replies:?}");
+    // The same as the whole session: `printf '%s' "$initialize" | loops mcp`.
+    let mut raw = Raw::spawn(&env, None);
+    raw.send(initialize(3).to_string().as_bytes());
+    let replies = raw.finish();
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    assert_eq!(replies[0]["id"], 3, "{replies:?}");
+    assert!(replies[0].get("result").is_some(), "{replies:?}");
+}
+
+#[test]
+fn the_refusals_before_a_failed_handshake_are_written() {
+    let env = TestEnv::new();
+    let mut raw = Raw::spawn(&env, None);
+    let bad = 200;
+    for _ in 0..bad {
+        raw.send(b"this is not json\n");
+    }
+    // A notification before `initialize` fails the handshake.
+    raw.send_json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let replies = raw.finish();
+    assert_eq!(replies.len(), bad, "{replies:?}");
+    for reply in &replies {
+        assert_eq!(error(reply).0, -32700, "{reply}");
+    }
+}
+
+#[test]
+fn warnings_quote_at_most_two_hundred_characters_of_a_value() {
+    let env = TestEnv::new();
+    let mut raw = Raw::start(&env, Some("true"));
+    let missing = format!("{}/{}", env.home().display(), "Q".repeat(100_000));
+    let reply = raw.call(
+        50,
+        "loops_create_command",
+        json!({"name": "far", "cmd": "true", "every": "1h", "cwd": missing}),
+    );
+    let result = &reply["result"];
+    assert_eq!(result["isError"], false, "{}", head(&reply));
+    let warning = result["content"][1]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a warning block: {}", head(result)));
+    assert!(warning.contains("does not exist"), "{}", head(&warning));
+    assert_cut("the missing directory's warning", warning);
+}
+
+#[test]
+fn sigterm_ends_a_session_whose_client_does_not_read() {
+    let env = TestEnv::new();
+    let mut cmd = env.cmd();
+    cmd.arg("mcp")
+        .env_remove(ALLOW)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().expect("loops mcp starts");
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    // Its stdout stays open and is never read: the replies fill the pipe,
+    // then the server's queue, then it stops reading.
+    let _stdout = child.stdout.take().expect("stdout is piped");
+    let sent = Arc::new(AtomicUsize::new(0));
+    let counter = sent.clone();
+    std::thread::spawn(move || {
+        let mut line = initialize(0).to_string().into_bytes();
+        line.push(b'\n');
+        for id in 1.. {
+            if stdin.write_all(&line).is_err() {
+                break;
+            }
+            counter.store(id, Ordering::Relaxed);
+            // 4 KiB a request, 16 KiB a reply.
+            let pad = " ".repeat(4096);
+            line = format!("{{\"jsonrpc\":\"2.0\",{pad}\"id\":{id},\"method\":\"tools/list\"}}\n")
+                .into_bytes();
+        }
+    });
+    // The pipe and the server's buffer hold 32 requests: past 64, it has
+    // read at least 32, whose replies are more than its stdout's pipe holds.
+    let started = Instant::now();
+    while sent.load(Ordering::Relaxed) < 64 {
+        if started.elapsed() > DEADLINE {
+            let _ = child.kill();
+            panic!("loops mcp does not read its stdin");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(kill("-TERM", child.id()), "SIGTERM reaches the server");
+    let signalled = Instant::now();
+    while child
+        .try_wait()
+        .expect("the server can be waited for")
+        .is_none()
+    {
+        if signalled.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("loops mcp did not exit within {DEADLINE:?} of SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -10,8 +10,8 @@
 //!
 //! An error is a tool result with `isError` and the CLI's message; a panic
 //! in a command ends only its call (the blocking task's join error). An
-//! error quotes at most 200 characters of a value the client sent
-//! ([`quote`]).
+//! error, a panic's message and a warning quote at most 200 characters of
+//! a value the client sent ([`quote`]).
 //!
 //! On SIGINT/SIGTERM the server stops reading, stops the calls in flight,
 //! and answers each with a JSON-RPC error ([`SHUTTING_DOWN`]) before the
@@ -43,8 +43,8 @@ const CLIENT_CANCELLED: &str = "cancelled by the MCP client";
 const SHUTTING_DOWN: ErrorCode = ErrorCode(-32000);
 
 /// How long the replies of the stopped calls, and the lines queued before
-/// them, may take to be written at the end: a client that does not read
-/// its stdin cannot keep the server from exiting.
+/// them, may take to be written at the end, all together: a client that
+/// does not read its stdin cannot keep the server from exiting.
 const WRITE_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The tool calls in flight, each with its stop token.
@@ -174,7 +174,8 @@ impl ServerHandler for Loops {
                 None,
             ));
         };
-        let args = request.arguments.unwrap_or_default();
+        // Kept past a panic, to cut what its message quotes of them.
+        let args = Arc::new(request.arguments.unwrap_or_default());
         let (id, stop) = self.calls.start();
         // The client's cancel of this call stops its runs.
         let cancelled = context.ct.clone();
@@ -187,36 +188,27 @@ impl ServerHandler for Loops {
         // Moved into the task, so the call ends when the task is done with
         // it: its command returned or panicked, or it never ran.
         let ending = Ending(self.calls.clone(), id);
+        let called = args.clone();
         let joined = tokio::task::spawn_blocking(move || {
             let _ending = ending;
-            let called =
-                crate::commands::execute::with_stop(stop, || tools::call(tool, &args, access));
-            (called, args)
+            crate::commands::execute::with_stop(stop, || tools::call(tool, &called, access))
         })
         .await;
         watcher.abort();
-        let (mut reply, args) = match joined {
-            Ok((Ok(captured), args)) => (captured, Some(args)),
-            Ok((Err(err), args)) => (
-                Captured {
-                    text: String::new(),
-                    error: Some(crate::exit::message(&err)),
-                    warnings: Vec::new(),
-                },
-                Some(args),
-            ),
-            Err(join) => (
-                Captured {
-                    text: String::new(),
-                    error: Some(format!("{} failed inside loops: {join}", tool.name)),
-                    warnings: Vec::new(),
-                },
-                None,
-            ),
+        let mut reply = match joined {
+            Ok(Ok(captured)) => captured,
+            Ok(Err(err)) => Captured {
+                text: String::new(),
+                error: Some(crate::exit::message(&err)),
+                warnings: Vec::new(),
+            },
+            Err(join) => Captured {
+                text: String::new(),
+                error: Some(format!("{} failed inside loops: {join}", tool.name)),
+                warnings: Vec::new(),
+            },
         };
-        if let (Some(error), Some(args)) = (&mut reply.error, &args) {
-            *error = quote::cut_arguments(error, args);
-        }
+        cut_quotes(&mut reply, &args);
         if let Some(reason) = self.calls.ending() {
             return Err(shutting_down(tool.name, &reason, &reply));
         }
@@ -276,6 +268,16 @@ fn custom_request_error(method: &str, params: Option<&Value>) -> ErrorData {
     ErrorData::invalid_params(message, None)
 }
 
+/// `reply`'s error and warnings, with what they quote of `args` cut
+/// ([`quote::cut_arguments`]). Its JSON is the command's result, which
+/// holds the values it was given, as on the command line.
+fn cut_quotes(reply: &mut Captured, args: &serde_json::Map<String, Value>) {
+    let texts = reply.error.iter_mut().chain(reply.warnings.iter_mut());
+    for text in texts {
+        *text = quote::cut_arguments(text, args);
+    }
+}
+
 /// The error a call in flight gets when the server stops: what it
 /// recorded, if it printed anything, goes in the error's data.
 fn shutting_down(tool: &str, reason: &str, reply: &Captured) -> ErrorData {
@@ -333,11 +335,18 @@ pub(super) async fn serve(access: Access, calls: Arc<Calls>, signals: &SignalCan
         calls: calls.clone(),
     };
     let (transport, link) = transport::stdio();
-    let session = tokio::select! {
-        session = handler.serve(transport) => {
-            session.context("starting the MCP session (initialize)")?
-        }
-        () = signalled.notified() => return Ok(()),
+    let started = tokio::select! {
+        session = handler.serve(transport) => Some(session),
+        () = signalled.notified() => None,
+    };
+    let Some(Ok(session)) = started else {
+        // The transport ended with the handshake: what it queued first
+        // (the refusals of the lines before it) is written out.
+        let _ = tokio::time::timeout(WRITE_GRACE, link.flushed()).await;
+        return match started {
+            Some(Err(error)) => Err(error).context("starting the MCP session (initialize)"),
+            _ => Ok(()),
+        };
     };
     let link = Arc::new(link);
     let ended = session.cancellation_token();
@@ -355,17 +364,22 @@ pub(super) async fn serve(access: Access, calls: Arc<Calls>, signals: &SignalCan
             link.stop_reading();
             let idle = calls.clone();
             let _ = tokio::task::spawn_blocking(move || idle.wait_idle()).await;
-            let _ = tokio::time::timeout(WRITE_GRACE, link.replies_written()).await;
+            // One grace for every write from here on.
+            let grace = tokio::time::Instant::now() + WRITE_GRACE;
+            let _ = tokio::time::timeout_at(grace, link.replies_written()).await;
             ended.cancel();
+            grace
         })
     };
     let quit = session.waiting().await;
     stopper.abort();
-    let _ = stopper.await;
+    let grace = stopper
+        .await
+        .unwrap_or_else(|_| tokio::time::Instant::now() + WRITE_GRACE);
     calls.stop_all(CLIENT_CANCELLED);
     // What was queued before the session ended is written out.
     if let Ok(link) = Arc::try_unwrap(link) {
-        let _ = tokio::time::timeout(WRITE_GRACE, link.flushed()).await;
+        let _ = tokio::time::timeout_at(grace, link.flushed()).await;
     }
     quit.context("serving the MCP session")?;
     Ok(())
@@ -395,6 +409,30 @@ mod tests {
             ]
         );
         assert_eq!(reply.is_error, Some(false));
+    }
+
+    #[test]
+    fn a_panic_and_warnings_quote_at_most_two_hundred_characters_of_an_argument() {
+        let huge = "Q".repeat(10_000);
+        let args = serde_json::json!({"cwd": huge});
+        let mut reply = Captured {
+            text: format!("{{\"cwd\":\"{huge}\"}}"),
+            error: Some(format!(
+                "loops_show failed inside loops: task 3 panicked with message \"no {}\"",
+                &huge[5..]
+            )),
+            warnings: vec![format!("the working directory /x/{huge} does not exist")],
+        };
+        cut_quotes(
+            &mut reply,
+            args.as_object().unwrap_or(&serde_json::Map::new()),
+        );
+        for text in reply.error.iter().chain(&reply.warnings) {
+            assert_eq!(text.matches('Q').count(), quote::QUOTED_CHARS, "{text}");
+            assert!(text.contains('…'), "{text}");
+        }
+        // The result is the command's, as on the command line.
+        assert_eq!(reply.text.matches('Q').count(), huge.len());
     }
 
     #[test]

@@ -11,8 +11,11 @@
 //!   JSON that is not a JSON-RPC message `-32600`, unless it is a
 //!   notification, which nobody may answer;
 //! - each error names the request's id when it can be read from what was
-//!   kept of the line before the fault ([`read_id`]), and is `null`
-//!   otherwise.
+//!   kept of the line before the fault ([`read_id`]), as rmcp reads it
+//!   (`1.0` is 1), and is `null` otherwise.
+//!
+//! A last line without `\n` is read at the end of the input, as rmcp's
+//! own transport reads it.
 //!
 //! It also keeps which requests are still unanswered ([`Replies`]), so that
 //! on SIGTERM the session can end once every call in flight has had its
@@ -20,7 +23,9 @@
 //!
 //! Lines go out through one writer task, whole, in the order they were
 //! sent: a reply is never cut by another, nor by the end of the future that
-//! sent it.
+//! sent it. At most [`QUEUED`] lines wait for it: a client that sends and
+//! never reads makes the session wait for room (sending a reply, and
+//! reading the next line) instead of growing its memory.
 
 use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -29,15 +34,20 @@ use rmcp::RoleServer;
 use rmcp::model::{ClientNotification, JsonRpcMessage, RequestId};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use serde::de::IgnoredAny;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Notify, mpsc, watch};
 
 use super::quote;
+use lines::{Lines, Read, read_id};
+
+mod lines;
 
 /// The longest line read, `\n` aside: 8 MiB.
 pub(super) const MAX_LINE: usize = 8 << 20;
+
+/// The most lines that wait for the writer.
+const QUEUED: usize = 64;
 
 /// JSON-RPC's codes for what this transport refuses.
 const PARSE_ERROR: i32 = -32700;
@@ -100,15 +110,11 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let replies = Arc::new(Replies::default());
-    let (out, lines) = mpsc::unbounded_channel();
+    let (out, lines) = mpsc::channel(QUEUED);
     let (stop, stopped) = watch::channel(false);
     let writer = tokio::spawn(write_lines(write, lines, replies.clone()));
     let transport = LineTransport {
-        lines: Lines {
-            read: BufReader::with_capacity(64 << 10, read),
-            line: Vec::new(),
-            skipping: false,
-        },
+        lines: Lines::new(read),
         out: Some(out),
         replies: replies.clone(),
         stopped,
@@ -133,7 +139,7 @@ struct Outgoing {
 /// answered; until every sender is gone or the client's end is closed.
 async fn write_lines<W: AsyncWrite + Unpin>(
     mut write: W,
-    mut lines: mpsc::UnboundedReceiver<Outgoing>,
+    mut lines: mpsc::Receiver<Outgoing>,
     replies: Arc<Replies>,
 ) {
     while let Some(out) = lines.recv().await {
@@ -206,79 +212,28 @@ impl Replies {
     }
 }
 
-/// What one read of a line found.
-enum Read {
-    /// A whole line is in [`Lines::line`].
-    Line,
-    /// The line went past the cap; [`Lines::line`] holds its start.
-    Oversized,
-    Eof,
-}
-
-/// Lines read from `read`, at most [`MAX_LINE`] bytes of each kept.
-///
-/// Cancel-safe, as rmcp's loop needs (it polls a read among other events
-/// and drops it when another comes first): what was read stays here, and
-/// the next read goes on from it.
-struct Lines<R> {
-    read: BufReader<R>,
-    line: Vec<u8>,
-    /// Skipping the rest of a line already refused.
-    skipping: bool,
-}
-
-impl<R: AsyncRead + Unpin> Lines<R> {
-    async fn next(&mut self) -> io::Result<Read> {
-        // The line, and `\r\n`.
-        const KEPT: usize = MAX_LINE + 2;
-        loop {
-            let (used, read) = {
-                let available = self.read.fill_buf().await?;
-                if available.is_empty() {
-                    return Ok(Read::Eof);
-                }
-                let newline = available.iter().position(|&b| b == b'\n');
-                let used = newline.map_or(available.len(), |at| at + 1);
-                let read = if self.skipping {
-                    self.skipping = newline.is_none();
-                    None
-                } else if self.line.len() + used > KEPT {
-                    self.skipping = newline.is_none();
-                    Some(Read::Oversized)
-                } else {
-                    self.line.extend_from_slice(&available[..used]);
-                    newline.map(|_| Read::Line)
-                };
-                (used, read)
-            };
-            self.read.consume(used);
-            if let Some(read) = read {
-                return Ok(read);
-            }
-        }
-    }
-}
-
 /// The transport rmcp's session runs on.
 pub(super) struct LineTransport<R> {
     lines: Lines<R>,
     /// `None` once closed.
-    out: Option<mpsc::UnboundedSender<Outgoing>>,
+    out: Option<mpsc::Sender<Outgoing>>,
     replies: Arc<Replies>,
     stopped: watch::Receiver<bool>,
 }
 
-impl<R> LineTransport<R> {
-    /// Queues `line` for the writer.
-    fn queue(&self, line: Vec<u8>, answers: Option<RequestId>) -> io::Result<()> {
-        self.out
-            .as_ref()
-            .and_then(|out| out.send(Outgoing { line, answers }).ok())
-            .ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "the MCP session is closed"))
-    }
+/// A place in the writer's queue, taken before a line is read so that its
+/// refusal, if any, is queued at once; `None` when nothing more can be
+/// written.
+type Room = Option<mpsc::OwnedPermit<Outgoing>>;
 
-    /// Answers a line the session cannot use with a JSON-RPC error.
-    fn refuse(&self, id: Option<RequestId>, code: i32, message: &str) {
+fn closed() -> io::Error {
+    io::Error::new(io::ErrorKind::BrokenPipe, "the MCP session is closed")
+}
+
+impl<R> LineTransport<R> {
+    /// Answers a line the session cannot use with a JSON-RPC error, in
+    /// `room` (a closed session has nobody to tell).
+    fn refuse(room: Room, id: Option<RequestId>, code: i32, message: &str) {
         let reply = json!({
             "jsonrpc": "2.0",
             "id": match id {
@@ -290,12 +245,16 @@ impl<R> LineTransport<R> {
         });
         let mut line = reply.to_string().into_bytes();
         line.push(b'\n');
-        // A closed session has nobody to tell.
-        let _ = self.queue(line, None);
+        if let Some(room) = room {
+            room.send(Outgoing {
+                line,
+                answers: None,
+            });
+        }
     }
 
-    /// The message on `line`, or `None` after refusing it.
-    fn message(&self, line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
+    /// The message on `line`, or `None` after refusing it in `room`.
+    fn message(&self, line: &[u8], room: Room) -> Option<RxJsonRpcMessage<RoleServer>> {
         let line = line.strip_suffix(b"\n").unwrap_or(line);
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         // RFC 8259 §8.1 lets a parser ignore a byte order mark.
@@ -304,7 +263,7 @@ impl<R> LineTransport<R> {
             return None;
         }
         if line.len() > MAX_LINE {
-            self.refuse_oversized(line);
+            Self::refuse_oversized(room, line);
             return None;
         }
         let error = match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line) {
@@ -316,7 +275,8 @@ impl<R> LineTransport<R> {
         };
         let id = read_id(line);
         if error.is_syntax() || error.is_eof() {
-            self.refuse(
+            Self::refuse(
+                room,
                 id,
                 PARSE_ERROR,
                 &format!("the message is not JSON: {error}"),
@@ -349,12 +309,13 @@ impl<R> LineTransport<R> {
             Value::Object(object) => quote::cut_arguments(&message, object),
             _ => message,
         };
-        self.refuse(id, code, &message);
+        Self::refuse(room, id, code, &message);
         None
     }
 
-    fn refuse_oversized(&self, start: &[u8]) {
-        self.refuse(
+    fn refuse_oversized(room: Room, start: &[u8]) {
+        Self::refuse(
+            room,
             read_id(start),
             INVALID_REQUEST,
             &format!(
@@ -399,39 +360,69 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
             }
             JsonRpcMessage::Request(_) | JsonRpcMessage::Notification(_) => None,
         };
-        let queued = serde_json::to_vec(&item)
-            .map_err(io::Error::from)
-            .and_then(|mut line| {
-                line.push(b'\n');
-                self.queue(line, answers)
-            });
-        std::future::ready(queued)
+        let out = self.out.clone();
+        let line = serde_json::to_vec(&item).map(|mut line| {
+            line.push(b'\n');
+            Outgoing { line, answers }
+        });
+        // Queued now when there is room, so lines keep the order they were
+        // sent in; else when the writer makes room.
+        let waiting = match (line, &out) {
+            (Err(error), _) => Err(io::Error::from(error)),
+            (Ok(_), None) => Err(closed()),
+            (Ok(line), Some(out)) => match out.try_send(line) {
+                Ok(()) => Ok(None),
+                Err(mpsc::error::TrySendError::Full(line)) => Ok(Some(line)),
+                Err(mpsc::error::TrySendError::Closed(_)) => Err(closed()),
+            },
+        };
+        async move {
+            match (waiting?, out) {
+                (Some(line), Some(out)) => out.send(line).await.map_err(|_| closed()),
+                _ => Ok(()),
+            }
+        }
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
-            let LineTransport { lines, stopped, .. } = self;
+            let LineTransport {
+                lines,
+                stopped,
+                out,
+                ..
+            } = self;
             let stop = async {
                 // A link dropped early never stops the reading.
                 if stopped.wait_for(|stopped| *stopped).await.is_err() {
                     std::future::pending::<()>().await;
                 }
             };
-            let read = tokio::select! {
+            // No line is read until the writer has room for its refusal:
+            // a client that does not read its replies is not read either.
+            let out = out.clone();
+            let read = async {
+                let room = match out {
+                    Some(out) => out.reserve_owned().await.ok(),
+                    None => None,
+                };
+                (room, lines.next().await)
+            };
+            let (room, read) = tokio::select! {
                 biased;
                 () = stop => std::future::pending().await,
-                read = lines.next() => read,
+                read = read => read,
             };
             match read {
                 Ok(Read::Line) => {
-                    let message = self.message(&self.lines.line);
+                    let message = self.message(&self.lines.line, room);
                     self.lines.line.clear();
                     if message.is_some() {
                         return message;
                     }
                 }
                 Ok(Read::Oversized) => {
-                    self.refuse_oversized(&self.lines.line);
+                    Self::refuse_oversized(room, &self.lines.line);
                     self.lines.line.clear();
                 }
                 Ok(Read::Eof) | Err(_) => return None,
@@ -445,123 +436,122 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
     }
 }
 
-/// The `id` of the JSON-RPC request that `line` starts: the top-level `id`
-/// member, when every member before it parses. For a line that is cut
-/// (over the cap) or broken further on.
-pub(super) fn read_id(line: &[u8]) -> Option<RequestId> {
-    /// The value that `bytes` starts with, and its length.
-    fn next<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Option<(T, usize)> {
-        let mut values = serde_json::Deserializer::from_slice(bytes).into_iter::<T>();
-        let value = values.next()?.ok()?;
-        Some((value, values.byte_offset()))
-    }
-    fn skip_space(line: &[u8], at: usize) -> usize {
-        at + line[at.min(line.len())..]
-            .iter()
-            .take_while(|b| b.is_ascii_whitespace())
-            .count()
-    }
-    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
-    let mut at = skip_space(line, 0);
-    if line.get(at) != Some(&b'{') {
-        return None;
-    }
-    at += 1;
-    loop {
-        let (key, used) = next::<String>(line.get(at..)?)?;
-        at = skip_space(line, at + used);
-        if line.get(at) != Some(&b':') {
-            return None;
-        }
-        at += 1;
-        if key == "id" {
-            return match next::<Value>(line.get(at..)?)?.0 {
-                Value::Number(n) => n.as_i64().map(RequestId::Number),
-                Value::String(s) => Some(RequestId::String(s.into())),
-                _ => None,
-            };
-        }
-        let (IgnoredAny, used) = next::<IgnoredAny>(line.get(at..)?)?;
-        at = skip_space(line, at + used);
-        if line.get(at) != Some(&b',') {
-            return None;
-        }
-        at += 1;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_id_is_read_up_to_the_first_fault() {
-        let number = |n| Some(RequestId::Number(n));
-        for (line, id) in [
-            (
-                &br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"x":"cut"#[..],
-                number(7),
-            ),
-            (
-                br#" {"method": "ping", "params": {"a": [1, {"b": "}"}]}, "id" : 12 , "#,
-                number(12),
-            ),
-            (
-                br#"{"jsonrpc":"2.0","method":"tools/list","id":3,"#,
-                number(3),
-            ),
-            (br#"{"params":{"x":"cut before the id"#, None),
-            (br#"{"id":null,"method":"ping"}"#, None),
-            (br#"{"id":1.5}"#, None),
-            (br#"{"id":[7]}"#, None),
-            (br#"{"x":1 "id":2}"#, None),
-            (br#"[{"id":1}]"#, None),
-            (b"not json", None),
-            (b"", None),
-        ] {
-            assert_eq!(read_id(line), id, "{}", String::from_utf8_lossy(line));
-        }
-        assert_eq!(
-            read_id(br#"{"id":"req-1","method":"#),
-            Some(RequestId::String("req-1".into()))
-        );
-    }
-
-    #[test]
-    fn a_line_over_the_cap_is_refused_and_the_next_one_read() {
+    fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("a runtime")
-            .block_on(async {
-                let (client, server) = tokio::io::duplex(1 << 16);
-                let (read, write) = tokio::io::split(server);
-                let (mut transport, link) = over(read, write);
-                let (mut replies, mut requests) = tokio::io::split(client);
-                let sender = tokio::spawn(async move {
-                    let mut big =
-                        br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":""#.to_vec();
-                    big.resize(big.len() + MAX_LINE, b'x');
-                    big.extend_from_slice(
-                        b"\"}}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n",
-                    );
-                    requests.write_all(&big).await.expect("the transport reads");
-                    requests
-                });
-                let Some(JsonRpcMessage::Request(ping)) = transport.receive().await else {
-                    panic!("the second request is read");
-                };
-                assert_eq!(ping.id, RequestId::Number(2));
-                let _requests = sender.await.expect("the sender ends");
-                drop(transport);
-                link.flushed().await;
-                let mut written = String::new();
-                tokio::io::AsyncReadExt::read_to_string(&mut replies, &mut written)
-                    .await
-                    .expect("the replies are text");
-                let reply: Value = serde_json::from_str(written.trim()).expect("one reply");
-                assert_eq!(reply["id"], 1, "{reply}");
-                assert_eq!(reply["error"]["code"], INVALID_REQUEST, "{reply}");
+    }
+
+    /// Everything written to `replies` until it ends, line by line.
+    async fn read_all(mut replies: impl AsyncRead + Unpin) -> Vec<Value> {
+        let mut written = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut replies, &mut written)
+            .await
+            .expect("the replies are text");
+        written
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("each reply is JSON"))
+            .collect()
+    }
+
+    #[test]
+    fn a_last_line_without_a_newline_is_read_once() {
+        runtime().block_on(async {
+            let input = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n not json".to_vec();
+            let (replies, write) = tokio::io::duplex(1 << 16);
+            let (mut transport, link) = over(std::io::Cursor::new(input), write);
+            let Some(JsonRpcMessage::Request(ping)) = transport.receive().await else {
+                panic!("the first line is read");
+            };
+            assert_eq!(ping.id, RequestId::Number(1));
+            assert!(transport.receive().await.is_none(), "the end is read");
+            assert!(transport.receive().await.is_none(), "the end stays read");
+            drop(transport);
+            link.flushed().await;
+            let replies = read_all(replies).await;
+            assert_eq!(replies.len(), 1, "{replies:?}");
+            assert_eq!(replies[0]["error"]["code"], PARSE_ERROR, "{replies:?}");
+        });
+    }
+
+    /// Whether `future` is still waiting after one poll.
+    fn waits<F: Future>(future: std::pin::Pin<&mut F>) -> bool {
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        future.poll(&mut context).is_pending()
+    }
+
+    #[test]
+    fn a_client_that_does_not_read_its_replies_is_not_read_either() {
+        runtime().block_on(async {
+            let lines = 10 * QUEUED;
+            let input = b"not json\n".repeat(lines);
+            // The client reads nothing yet: the writer holds one line at
+            // most, and the queue the others.
+            let (replies, write) = tokio::io::duplex(64);
+            let (mut transport, link) = over(std::io::Cursor::new(input), write);
+            let mut receive = Box::pin(transport.receive());
+            assert!(waits(receive.as_mut()), "the reading waits for room");
+            drop(receive);
+            let pong = TxJsonRpcMessage::<RoleServer>::response(
+                rmcp::model::ServerResult::EmptyResult(rmcp::model::EmptyResult {}),
+                RequestId::Number(1),
+            );
+            let mut send = Box::pin(transport.send(pong));
+            assert!(waits(send.as_mut()), "a reply waits for room");
+            // Once the client reads, everything is read and answered.
+            let reader = tokio::spawn(read_all(replies));
+            send.await.expect("the reply is sent");
+            assert!(transport.receive().await.is_none());
+            drop(transport);
+            link.flushed().await;
+            let replies = reader.await.expect("the reader ends");
+            assert_eq!(replies.len(), lines + 1);
+            let refused = replies.iter().filter(|r| r["error"]["code"] == PARSE_ERROR);
+            assert_eq!(refused.count(), lines);
+            assert!(
+                replies
+                    .iter()
+                    .any(|r| r["id"] == 1 && r["result"].is_object())
+            );
+        });
+    }
+
+    #[test]
+    fn a_line_over_the_cap_is_refused_and_the_next_one_read() {
+        runtime().block_on(async {
+            let (client, server) = tokio::io::duplex(1 << 16);
+            let (read, write) = tokio::io::split(server);
+            let (mut transport, link) = over(read, write);
+            let (mut replies, mut requests) = tokio::io::split(client);
+            let sender = tokio::spawn(async move {
+                let mut big =
+                    br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":""#.to_vec();
+                big.resize(big.len() + MAX_LINE, b'x');
+                big.extend_from_slice(
+                    b"\"}}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n",
+                );
+                requests.write_all(&big).await.expect("the transport reads");
+                requests
             });
+            let Some(JsonRpcMessage::Request(ping)) = transport.receive().await else {
+                panic!("the second request is read");
+            };
+            assert_eq!(ping.id, RequestId::Number(2));
+            let _requests = sender.await.expect("the sender ends");
+            drop(transport);
+            link.flushed().await;
+            let mut written = String::new();
+            tokio::io::AsyncReadExt::read_to_string(&mut replies, &mut written)
+                .await
+                .expect("the replies are text");
+            let reply: Value = serde_json::from_str(written.trim()).expect("one reply");
+            assert_eq!(reply["id"], 1, "{reply}");
+            assert_eq!(reply["error"]["code"], INVALID_REQUEST, "{reply}");
+        });
     }
 }
