@@ -246,7 +246,7 @@ mod tests {
     #[test]
     fn a_short_database_password_is_stripped_but_masked_only_in_a_url() {
         let target = ProcessTarget::Command(CommandTarget::new("true"));
-        let spec = ProcessSpec::of(&target);
+        let spec = ProcessSpec::of_target(&target);
         let url = "postgres://loops:test@db:5432/loops";
         let opts = ExecOptions {
             base_env: Some(BTreeMap::from([
