@@ -64,9 +64,9 @@ pub use crate::terminal::{escape_for_terminal, hides_on_terminal};
 pub use crate::time::{Timestamp, TimestampError};
 pub use crate::validate::{
     AgentOption, ValidationError, agent_value_reads_as_option, prompt_option_message,
-    prompt_reads_as_option, validate_account, validate_label, validate_name, validate_new_loop,
-    validate_process_target, validate_target, workflow_execution_order, workflow_from_json,
-    workflow_warnings,
+    prompt_reads_as_option, validate_account, validate_env_name, validate_label, validate_name,
+    validate_new_loop, validate_process_target, validate_target, workflow_execution_order,
+    workflow_from_json, workflow_warnings,
 };
 pub use crate::workflow_file::{
     MAX_WORKFLOW_PARALLEL, WorkflowFile, WorkflowFileError, read_workflow_text,

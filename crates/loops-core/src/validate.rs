@@ -129,7 +129,10 @@ fn is_env_name(name: &str) -> bool {
 
 /// Checks the name of a variable in `{label}.env`: the pattern, then
 /// [`MAX_ENV_NAME_BYTES`].
-fn validate_env_name(name: &str, label: &str) -> Result<()> {
+/// Checks one environment variable name of `<label>.env`: the pattern
+/// `[A-Za-z_][A-Za-z0-9_]*` and at most 256 bytes; a refused name is
+/// quoted short.
+pub fn validate_env_name(name: &str, label: &str) -> Result<()> {
     let field = format!("{label}.env");
     if !is_env_name(name) {
         return Err(ValidationError::new(

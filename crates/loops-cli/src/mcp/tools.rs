@@ -400,12 +400,13 @@ fn loop_options(argv: &mut Argv, o: &LoopOptions) {
 fn create_command(args: &JsonObject, _: Access) -> Result<Captured> {
     let p: CreateCommandParams = parse("loops_create_command", args)?;
     // `--env NAME=value` cannot carry such a name: `A=B` would come back
-    // as `A` with the value `B=value`. The message is create's.
-    if let Some(name) = p.env.keys().find(|n| n.is_empty() || n.contains('=')) {
-        bail!(
-            "target.env has an invalid variable name {name:?}; names must match \
-             [A-Za-z_][A-Za-z0-9_]*"
-        );
+    // as `A` with the value `B=value`. The message is create's, which
+    // names `--env` (`resolve::checked`).
+    for name in p.env.keys().filter(|n| n.is_empty() || n.contains('=')) {
+        if let Err(e) = loops_core::validate_env_name(name, "target") {
+            let rest = e.message.strip_prefix("target.env").unwrap_or(&e.message);
+            bail!("--env{rest}");
+        }
     }
     let env: Vec<String> = p.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let mut argv = Argv::new(&["create", "command"]);
