@@ -127,8 +127,6 @@ fn is_env_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// Checks the name of a variable in `{label}.env`: the pattern, then
-/// [`MAX_ENV_NAME_BYTES`].
 /// Checks one environment variable name of `<label>.env`: the pattern
 /// `[A-Za-z_][A-Za-z0-9_]*` and at most 256 bytes; a refused name is
 /// quoted short.

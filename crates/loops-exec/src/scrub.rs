@@ -175,7 +175,7 @@ const PREFIXES: &[(&str, usize, bool)] = &[
 ];
 
 /// `text` with everything shaped like a credential masked as in run output
-/// ([`Shapes::Prefixed`]): tokens with a known prefix (`ghp_…`, `sk-…`),
+/// (the prefixed shapes): tokens with a known prefix (`ghp_…`, `sk-…`),
 /// the secret part of webhook URLs and the passwords of URLs. For what
 /// loops shows of the commands, hooks and prompts it stores to whoever may
 /// not see them whole (the MCP server's results).
