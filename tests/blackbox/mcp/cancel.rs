@@ -124,11 +124,15 @@ enum End {
     Terminate,
 }
 
-/// Starts a server of its own (a child the test waits for), starts a
-/// gated run, ends the server as `end` says, and checks that the server
-/// exits 0 having recorded the run as cancelled.
-async fn server_ends_mid_run(env: &TestEnv, end: End) {
-    let dir = gated_loop(env);
+/// A `loops mcp` server of the test's own (a child it waits for), with
+/// mutations allowed, and a client session on it; the child and its pid.
+async fn own_server(
+    env: &TestEnv,
+) -> (
+    tokio::process::Child,
+    u32,
+    rmcp::service::RunningService<RoleClient, ()>,
+) {
     let mut server = server_command(env, Some("true"));
     server
         .stdin(Stdio::piped())
@@ -141,6 +145,15 @@ async fn server_ends_mid_run(env: &TestEnv, end: End) {
     let client = within("initialize", ().serve((stdout, stdin)))
         .await
         .expect("the MCP session initializes");
+    (child, server_pid, client)
+}
+
+/// Starts a server of its own (a child the test waits for), starts a
+/// gated run, ends the server as `end` says, and checks that the server
+/// exits 0 having recorded the run as cancelled.
+async fn server_ends_mid_run(env: &TestEnv, end: End) {
+    let dir = gated_loop(env);
+    let (mut child, server_pid, client) = own_server(env).await;
     let (handle, pid) = start_gated_run(client.peer(), &dir).await;
     match end {
         End::CloseStdin => {
@@ -188,18 +201,7 @@ fn sigterm_answers_a_call_in_flight_with_an_error_before_the_server_exits() {
     let env = TestEnv::new();
     block_on(async {
         let dir = gated_loop(&env);
-        let mut server = server_command(&env, Some("true"));
-        server
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        let mut child = server.spawn().expect("loops mcp starts");
-        let server_pid = child.id().expect("a running server has a pid");
-        let stdout = child.stdout.take().expect("stdout is piped");
-        let stdin = child.stdin.take().expect("stdin is piped");
-        let client = within("initialize", ().serve((stdout, stdin)))
-            .await
-            .expect("the MCP session initializes");
+        let (mut child, server_pid, client) = own_server(&env).await;
         let (handle, pid) = start_gated_run(client.peer(), &dir).await;
         assert!(kill("-TERM", server_pid), "SIGTERM reaches the server");
         // The reply comes before the server closes its stdout: a server
