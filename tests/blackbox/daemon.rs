@@ -363,29 +363,8 @@ fn logs_print_the_tail_and_follow_across_rotation() {
         .stdout(&lines)
         .run();
 
-    let mut follow = env
-        .cmd()
-        .args(["daemon", "logs", "-f", "-n", "1"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let seen = Arc::new(Mutex::new(String::new()));
-    let mut stdout = follow.stdout.take().unwrap();
-    let reader = {
-        let seen = Arc::clone(&seen);
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 256];
-            while let Ok(n) = stdout.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                seen.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        })
-    };
-    let saw = |text: &str| seen.lock().unwrap().contains(text);
+    let following = Follow::start(&env);
+    let saw = |text: &str| following.saw(text);
     wait_for("the tail", DEADLINE, || saw("line 10\n").then_some(()));
     append(&path, "line 11\n");
     wait_for("an appended line", DEADLINE, || {
@@ -397,10 +376,7 @@ fn logs_print_the_tail_and_follow_across_rotation() {
     wait_for("the rotated log", DEADLINE, || {
         saw("after rotation\n").then_some(())
     });
-    follow.kill().unwrap();
-    follow.wait().unwrap();
-    reader.join().unwrap();
-    let seen = seen.lock().unwrap().clone();
+    let seen = following.stop();
     assert_eq!(seen, "line 10\nline 11\nline 12\nafter rotation\n");
 }
 
@@ -415,30 +391,8 @@ fn logs_follow_escapes_what_it_prints_and_keeps_a_split_character_whole() {
     env.make_data_dir();
     let path = env.data_dir().join("daemon.log");
     std::fs::write(&path, "start\n").unwrap();
-    let mut follow = env
-        .cmd()
-        .args(["daemon", "logs", "-f", "-n", "1"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let seen = Arc::new(Mutex::new(Vec::<u8>::new()));
-    let mut stdout = follow.stdout.take().unwrap();
-    let reader = {
-        let seen = Arc::clone(&seen);
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 256];
-            while let Ok(n) = stdout.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                seen.lock().unwrap().extend_from_slice(&buf[..n]);
-            }
-        })
-    };
-    let saw = |text: &str| {
-        let seen = seen.lock().unwrap();
-        String::from_utf8_lossy(&seen).contains(text)
-    };
+    let following = Follow::start(&env);
+    let saw = |text: &str| following.saw(text);
     wait_for("the tail", DEADLINE, || saw("start\n").then_some(()));
     append(
         &path,
@@ -454,15 +408,63 @@ fn logs_follow_escapes_what_it_prints_and_keeps_a_split_character_whole() {
     wait_for("the rest of the line", DEADLINE, || {
         saw("ok\n").then_some(())
     });
-    follow.kill().unwrap();
-    follow.wait().unwrap();
-    reader.join().unwrap();
-    let seen = String::from_utf8(seen.lock().unwrap().clone()).expect("UTF-8 output");
+    let seen = following.stop();
     assert_eq!(
         seen,
         "start\nthread 'main' panicked at \\u{1b}[2Jsafe\\u{202e}txt.exe\\u{200b}\tend\\r\n\
          café ok\n"
     );
+}
+
+/// A `daemon logs -f -n 1` whose stdout a thread gathers.
+struct Follow {
+    child: std::process::Child,
+    seen: Arc<Mutex<Vec<u8>>>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl Follow {
+    fn start(env: &TestEnv) -> Follow {
+        let mut child = env
+            .cmd()
+            .args(["daemon", "logs", "-f", "-n", "1"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("daemon logs -f starts");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut stdout = child.stdout.take().expect("stdout is piped");
+        let reader = {
+            let seen = Arc::clone(&seen);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 256];
+                while let Ok(n) = stdout.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    seen.lock().expect("the lock").extend_from_slice(&buf[..n]);
+                }
+            })
+        };
+        Follow {
+            child,
+            seen,
+            reader,
+        }
+    }
+
+    /// Whether what it printed so far holds `text`.
+    fn saw(&self, text: &str) -> bool {
+        String::from_utf8_lossy(&self.seen.lock().expect("the lock")).contains(text)
+    }
+
+    /// Stops it; all it printed, which must be UTF-8.
+    fn stop(mut self) -> String {
+        self.child.kill().expect("a kill");
+        self.child.wait().expect("a wait");
+        self.reader.join().expect("the reader ends");
+        let seen = self.seen.lock().expect("the lock").clone();
+        String::from_utf8(seen).expect("UTF-8 output")
+    }
 }
 
 fn append(path: &Path, text: impl AsRef<[u8]>) {
