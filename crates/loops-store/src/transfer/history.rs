@@ -456,6 +456,9 @@ mod tests {
             assert!(!stored_is_newer(&stored, &s(S::Succeeded)), "{open}");
             assert!(!stored_is_newer(&stored, &s(S::Failed)), "{open}");
             assert!(stored_is_newer(&stored, &s(S::Running)), "{open}");
+            // A pending step is not finished: the instants decide, and
+            // the placeholder was written later.
+            assert!(stored_is_newer(&stored, &s(S::Pending)), "{open}");
         }
     }
 
