@@ -472,5 +472,16 @@ mod tests {
             "newer in the store (succeeded, attempt 1) than in the file (running, attempt 1); \
              kept as stored"
         );
+        assert_eq!(
+            kept_message(
+                &workflow_run(WorkflowRunStatus::Succeeded, T0),
+                &workflow_run(WorkflowRunStatus::Running, T0)
+            ),
+            "newer in the store (succeeded) than in the file (running); kept as stored"
+        );
+        assert_eq!(
+            changed_message(&step("c00000000001", StepRunStatus::Failed, T0)),
+            "changed in the store during the import (now failed); kept as stored"
+        );
     }
 }
