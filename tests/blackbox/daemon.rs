@@ -846,6 +846,10 @@ fn a_reused_pid_is_neither_reported_nor_signalled() {
     // Without a readable database, the pid file's own age tells: it was
     // written before the process started.
     std::fs::write(&pid_path, reused.id().to_string()).unwrap();
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the built binary reads the real clock, so the test compares with it"
+    )]
     let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
     std::fs::File::options()
         .write(true)

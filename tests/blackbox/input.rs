@@ -87,6 +87,10 @@ fn a_bare_number_under_a_second_warns_that_it_is_milliseconds() {
 #[test]
 fn at_takes_relative_times_and_warns_about_the_past() {
     let env = TestEnv::new();
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the built binary reads the real clock, so the test compares with it"
+    )]
     let before = chrono::Utc::now();
     let (lp, stderr) = create(&env, &["--at", "+10m"]);
     assert!(stderr.is_empty(), "{stderr}");
@@ -120,6 +124,10 @@ fn at_takes_relative_times_and_warns_about_the_past() {
         .run();
     let tokyo = at(&ran.json()).with_timezone(&chrono_tz_tokyo());
     assert_eq!(tokyo.format("%H:%M:%S").to_string(), "09:00:00");
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the built binary reads the real clock, so the test compares with it"
+    )]
     let today = chrono::Utc::now()
         .with_timezone(&chrono_tz_tokyo())
         .date_naive();

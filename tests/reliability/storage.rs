@@ -688,6 +688,10 @@ fn a_corrupt_database_is_left_untouched_and_can_be_restored() {
     .collect();
     // `LOOPS_RELIABILITY_SEED=<n>` replays the flips named `bit flips #<n>`
     // first.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "entropy for a seed or a unique name, not a reading of time"
+    )]
     let base_seed = std::env::var("LOOPS_RELIABILITY_SEED")
         .ok()
         .and_then(|s| s.trim().parse::<u64>().ok())

@@ -70,6 +70,10 @@ impl Rng {
             .ok()
             .and_then(|s| s.trim().parse::<u64>().ok())
             .unwrap_or_else(|| {
+                #[expect(
+                    clippy::disallowed_methods,
+                    reason = "entropy for a seed or a unique name, not a reading of time"
+                )]
                 let now = SystemTime::now()
                     .duration_since(UNIX_EPOCH)
                     .unwrap_or_default();

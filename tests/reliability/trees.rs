@@ -342,6 +342,10 @@ struct Seen {
 /// Builds a tree of `shape` under a run, brings the run down by
 /// `trigger`, and checks what is left. The caller's assertions on
 /// `survivors` decide.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "entropy for a seed or a unique name, not a reading of time"
+)]
 fn case(shape: Shape, trigger: Trigger) -> Seen {
     let env = TestEnv::new();
     let markers = env.home().join("markers");

@@ -362,6 +362,10 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// A fresh directory under the system temp dir, removed by the caller.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "entropy for a unique name, not a reading of time"
+)]
 pub(crate) fn scratch_dir(prefix: &str) -> Result<PathBuf, String> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

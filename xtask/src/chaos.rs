@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::bench_daemon::now_ms;
 use crate::postgres::{Cluster, NO_CLUSTER};
 use crate::{cargo, root, run};
 
@@ -301,12 +302,6 @@ fn drive(
         }
         Err(format!("chaos: {} problem(s)", problems.len()))
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// What the ledger shows.

@@ -11,6 +11,10 @@ use loops_core::{Clock, Timestamp};
 pub struct SystemClock;
 
 impl Clock for SystemClock {
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "this is the one wall clock every runner reads"
+    )]
     fn now(&self) -> Timestamp {
         let ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)

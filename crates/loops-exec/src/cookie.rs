@@ -52,6 +52,10 @@ pub(crate) fn next() -> String {
         use std::hash::{BuildHasher, Hasher};
         // std seeds every `RandomState` from the OS's random source.
         let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "entropy for the seed, not a reading of time"
+        )]
         hasher.write_u128(
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)

@@ -492,6 +492,10 @@ pub(crate) fn random_id_bytes() -> [u8; 6] {
 }
 
 /// Six bytes from the clock and the pid, when the OS has no randomness.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "entropy for an id, not a reading of time"
+)]
 fn clock_id_bytes() -> [u8; 6] {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -316,6 +316,10 @@ fn check_data_dir(dir: &Path) -> Check {
         .and_then(|()| {
             // A new file under a fresh name: an exclusive create never
             // follows a link another user may have planted.
+            #[expect(
+                clippy::disallowed_methods,
+                reason = "entropy for a unique name, not a reading of time"
+            )]
             let nanos = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.subsec_nanos());
