@@ -36,6 +36,7 @@ pub const DURATION_FORMS: &str = "use a number and a unit: 500ms, 30s, 5m, 1h, 1
 /// A duration string that does not parse, is too large, or is zero where zero
 /// is not allowed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DurationError {
     /// The input does not match the grammar: `invalid duration: <input>`,
     /// then the accepted forms.

@@ -15,6 +15,7 @@ use std::fmt;
 
 /// Why a target cannot run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ExecError {
     /// A command target has an account without a tool.
     #[error("account.tool is required when no provider tool can be inferred")]
@@ -101,6 +102,7 @@ pub enum ExecError {
 /// Why a target's working directory cannot be used (SPEC §9 item 29: the
 /// original surfaced this as an opaque spawn error).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CwdError {
     /// Nothing is at that path.
     #[error("working directory does not exist: {cwd}")]

@@ -40,6 +40,7 @@ pub const DEFAULT_MAX_PARALLEL: usize = 32;
 
 /// What a scheduler operation can fail with.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SchedulerError {
     /// The store failed.
     #[error(transparent)]

@@ -151,6 +151,7 @@ pub struct WorkflowOutcome {
 /// What running a workflow can fail with. A step that fails, including one
 /// whose account cannot be resolved, is a failed step, not an error.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WorkflowError {
     /// The store failed.
     #[error(transparent)]

@@ -36,6 +36,7 @@ const DATABASE_REPLACED: &str = "database file replaced";
 
 /// Why [`run_daemon`] could not run.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DaemonError {
     /// Another daemon holds the database lease.
     #[error("another loops daemon holds the database lease: pid {pid} on {host} since {since}")]
