@@ -41,6 +41,10 @@ fn main() -> ExitCode {
         "bench" => bench::bench(&args[1..]),
         "chaos" => chaos::chaos(&args[1..]),
         "demo" => demo::demo(&args[1..]),
+        "dup" => {
+            tidy::backend_dup::report(&root());
+            Ok(())
+        }
         "dist" => dist::dist(&args[1..]),
         "mcp-python" => mcp_python::mcp_python(&args[1..]),
         "postgres" => postgres::with_cluster(&args[1..]),
@@ -58,6 +62,7 @@ fn main() -> ExitCode {
                  ci      fmt --check, clippy -D warnings, tidy, tests (doctests too; a throwaway PostgreSQL on a Unix socket),\n          \
                  the store and black-box tests again on that PostgreSQL, rustdoc -D warnings, build\n  \
                  demo    build loops, create sample loops in a fresh data dir, run the daemon (Ctrl-C stops it; --for N stops after N s)\n  \
+                 dup     the backend duplication figure tidy enforces, with each shared run of lines\n  \
                  dist    the release: target/dist/loops-<version>-<target>/ (binaries, man pages, completions, README,\n          \
                  CHANGELOG, LICENSE) and its .tar.gz with a .sha256\n  \
                  bench   end-to-end CLI figures; --cli only create/list/tick, --workflows only the workflow runs,\n          \

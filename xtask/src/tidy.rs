@@ -8,6 +8,8 @@
 //! The SPEC is read from `../shared/SPEC.md` beside the clone, or from
 //! `$LOOPS_SPEC`; without it the citation check is skipped with a message.
 
+pub(crate) mod backend_dup;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
