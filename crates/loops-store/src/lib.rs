@@ -21,6 +21,7 @@
 
 mod backend;
 mod backup;
+mod columns;
 mod daemon;
 mod error;
 mod gc;
@@ -30,6 +31,7 @@ mod members;
 mod postgres;
 mod runs;
 mod secure;
+mod sql;
 mod sqlite;
 mod steps;
 #[doc(hidden)]

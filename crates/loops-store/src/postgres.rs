@@ -25,6 +25,7 @@ mod loops;
 mod open;
 pub(crate) mod rows;
 mod runs;
+mod sql;
 mod steps;
 mod transfer;
 mod workflow_runs;
@@ -253,6 +254,23 @@ impl Conn<'_> {
             return Ok(stmt.clone());
         }
         let stmt = self.client.prepare(sql).map_err(StoreError::db(context))?;
+        self.statements
+            .borrow_mut()
+            .insert(sql.to_owned(), stmt.clone());
+        Ok(stmt)
+    }
+
+    /// The prepared statement for `sql`, written with SQLite's `?1`
+    /// placeholders ([`crate::sql`]): rendered with `$1` and prepared once
+    /// per connection, cached under the text as written.
+    fn prepare_neutral(&mut self, sql: &str, context: &'static str) -> Result<Statement> {
+        if let Some(stmt) = self.statements.borrow().get(sql) {
+            return Ok(stmt.clone());
+        }
+        let stmt = self
+            .client
+            .prepare(&crate::sql::dollar_placeholders(sql))
+            .map_err(StoreError::db(context))?;
         self.statements
             .borrow_mut()
             .insert(sql.to_owned(), stmt.clone());

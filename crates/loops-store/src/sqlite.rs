@@ -17,6 +17,7 @@ mod loops;
 pub(crate) mod open;
 pub(crate) mod rows;
 mod runs;
+mod sql;
 mod steps;
 pub(crate) mod transfer;
 mod workflow_runs;
