@@ -1,17 +1,33 @@
-//! SQLite persistence for loops (SPEC §4).
+//! Persistence for loops (SPEC §4): one API, [`Store`], over two backends.
 //!
-//! [`Store`] is one connection to one `loops.db`. Every claim, lease,
-//! finalize and state change is a single guarded statement or a single
-//! `BEGIN IMMEDIATE` transaction, so two processes sharing a database never
-//! double-claim a slot, never lose a finalize, and never strand a loop
-//! between a finalized run and its advance (SPEC §9 items 7–12).
+//! SQLite is the embedded default: one `loops.db` in the data directory
+//! ([`Store::open_in_dir`]), with the original's schema, so its databases
+//! open in place. PostgreSQL lets daemons on many hosts share one database
+//! ([`Store::open_postgres`]). A [`Store`] is one connection to one
+//! database; the scheduler, the workflow runner and the CLI never learn
+//! which backend is behind it.
+//!
+//! Every claim, lease, finalize and state change is a single guarded
+//! statement or a single write transaction (`BEGIN IMMEDIATE` on SQLite;
+//! the loop's row locked first on PostgreSQL), so two processes sharing a
+//! database never double-claim a slot, never lose a finalize, and never
+//! strand a loop between a finalized run and its advance (SPEC §9 items
+//! 7–12).
+//!
+//! Every `Store` method goes through the backend seam of `backend.rs`. What
+//! an operation decides (a claim, a takeover, an advance, a refusal, a
+//! release, a retry) is written once, as pure functions of the rows read
+//! and `now`, over a neutral layer also written once: the SQL seam
+//! (`sql.rs`, statements with `?N` placeholders, neutral values, rows read
+//! by position) and the column descriptions (`columns.rs`). The two thin
+//! backends, `sqlite/` and `postgres/`, keep only their connections, their
+//! transactions and the statements whose dialects differ (row locks,
+//! `SKIP LOCKED`, migrations, gc); neither imports the other.
 //!
 //! Architecture invariant: this is the only crate that knows SQL, and no
-//! rusqlite type appears in its public API (errors wrap it as [`DbError`]),
-//! so a PostgreSQL backend can implement the same operations: every
-//! `Store` method goes through the backend seam of `backend.rs`.
-//! The store does no process work: liveness checks go through the
-//! [`Liveness`] it is given.
+//! driver type (rusqlite's, postgres') appears in its public API (errors
+//! wrap them as [`DbError`]). The store does no process work: liveness
+//! checks go through the [`Liveness`] it is given.
 //!
 //! ```
 //! use loops_store::Store;
