@@ -1,6 +1,6 @@
 //! Claiming a slot (SPEC §4.3 `claimRun`, §1.5 LoopRun, §10 items 18–24).
 //!
-//! The decision is a pure function ([`decide`](self::decide)), and the
+//! The decision is a pure function ([`decide`]), and the
 //! operations that read for it and write what it says are written once
 //! for both backends (`claim/ops.rs`). On SQLite the whole decision runs
 //! in one `BEGIN IMMEDIATE` transaction, so two runners (threads or

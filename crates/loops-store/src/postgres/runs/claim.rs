@@ -1,4 +1,4 @@
-//! The PostgreSQL side of [`crate::runs::claim`]: the transaction the
+//! The PostgreSQL side of the claims (`ClaimTx`): the transaction the
 //! claims of one call share.
 //!
 //! It first locks the requested loops' rows (in id order, so two daemons

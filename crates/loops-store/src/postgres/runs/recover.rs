@@ -1,5 +1,5 @@
-//! The PostgreSQL side of [`crate::runs::recover`]: each expired run is
-//! recovered in its own short transaction, which fails its linked
+//! The PostgreSQL side of lease recovery (`RecoveryTx`): each expired run
+//! is recovered in its own short transaction, which fails its linked
 //! workflow runs, advances its loop and wakes the other daemons.
 
 use loops_core::Timestamp;

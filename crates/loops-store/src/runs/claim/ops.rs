@@ -1,6 +1,6 @@
 //! The claim operations, written once over [`Db`] for both backends: each
 //! claim re-reads its loop (locking its row on PostgreSQL) and its slot's
-//! run, asks [`decide`](super::decide::decide) what to write, and writes
+//! run, asks [`decide`] what to write, and writes
 //! it with a statement whose `WHERE` re-checks what the decision read.
 //! The transaction the claims of one call share is the backend's
 //! ([`ClaimTx`]).

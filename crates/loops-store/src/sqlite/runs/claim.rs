@@ -1,4 +1,4 @@
-//! The SQLite side of [`crate::runs::claim`]: the claims of one call share
+//! The SQLite side of the claims (`ClaimTx`): the claims of one call share
 //! one `BEGIN IMMEDIATE` transaction, so two runners (threads or
 //! processes) racing for one slot serialize on the write lock.
 

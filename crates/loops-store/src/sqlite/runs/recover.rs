@@ -1,4 +1,4 @@
-//! The SQLite side of [`crate::runs::recover`]: each expired run is
+//! The SQLite side of lease recovery (`RecoveryTx`): each expired run is
 //! recovered in its own `BEGIN IMMEDIATE` transaction, which fails its
 //! linked workflow runs and advances its loop with SQLite's statements.
 
