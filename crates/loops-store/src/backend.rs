@@ -31,6 +31,7 @@ use crate::lease::{LeaseAcquire, LeaseHeartbeat, LeaseRelease, LeaseRequest};
 use crate::loops::{DeleteHistory, DeleteOutcome, LoopChange, LoopFilter, LoopUpdate};
 use crate::members::DaemonMember;
 use crate::runs::{Claim, Fence, Finalized, Recovered, Released, RunFilter, SkipOutcome};
+use crate::sql::Sql;
 use crate::steps::StepOutcome;
 use crate::transfer::{Record, Table};
 use crate::workflow_runs::{
@@ -251,6 +252,46 @@ pub(crate) trait ClaimOps {
 pub(crate) trait RecoveryOps {
     /// [`Store::recover_expired_run_leases`](crate::Store::recover_expired_run_leases).
     fn recover_expired_run_leases(&self, now: Timestamp) -> Result<Vec<Recovered>>;
+}
+
+/// The part of [`ClaimOps`] that differs per backend: the transaction the
+/// claims of one call run in. [`ClaimOps`] itself is written once over
+/// [`Db`](crate::sql::Db) for every backend with this part
+/// (`runs/claim/ops.rs`). SQLite runs the claims in one `BEGIN IMMEDIATE`;
+/// PostgreSQL first locks the requested loops (skipping, for scheduled
+/// claims, those another transaction holds) and recognizes claims whose
+/// COMMIT's outcome was lost.
+pub(crate) trait ClaimTx {
+    /// Runs `claims` in one write transaction: one outcome per request, in
+    /// request order.
+    fn claim_tx(&self, claims: &dyn ClaimSteps) -> Result<Vec<Claim>>;
+}
+
+/// The claims of one call, as a backend's [`ClaimTx`] runs them.
+pub(crate) trait ClaimSteps {
+    /// The slots requested, with their loops as the caller read them.
+    fn requests(&self) -> &[(&Loop, Timestamp)];
+    /// Whether the claims are manual: they wait for a loop another
+    /// transaction holds rather than skip it.
+    fn manual(&self) -> bool;
+    /// Decides and writes the claim of request `i`, inside the transaction.
+    fn claim(&self, c: &mut dyn Sql, i: usize) -> Result<Claim>;
+    /// The outcome of each request as stored, read on a new connection
+    /// after the COMMIT's outcome was lost.
+    fn landed(&self, c: &mut dyn Sql) -> Result<Vec<Claim>>;
+}
+
+/// The guarded abandon of one expired run, written once
+/// (`runs/recover/ops.rs`): the run it abandoned, if any.
+pub(crate) type Abandon<'a> = &'a mut dyn FnMut(&mut dyn Sql) -> Result<Option<LoopRun>>;
+
+/// The part of [`RecoveryOps`] that still differs per backend: the write
+/// transaction of one recovery, which fails the abandoned run's linked
+/// workflow runs and advances its loop with the backend's own statements.
+pub(crate) trait RecoveryTx {
+    /// In one write transaction: runs `abandon`, then cascades from the
+    /// run it abandoned, as of `now`.
+    fn recovery_tx(&self, now: Timestamp, abandon: Abandon<'_>) -> Result<Option<Recovered>>;
 }
 
 /// The `loop_runs` table: what a daemon does to its own runs.

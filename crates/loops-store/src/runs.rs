@@ -14,12 +14,15 @@ mod advance;
 mod claim;
 mod recover;
 mod release;
+pub(crate) mod takeover;
 
 use loops_core::{ExecutorResult, Loop, LoopId, LoopRun, ProcessRef, RunId, RunStatus, Timestamp};
 
 pub use self::advance::Advance;
 pub(crate) use self::advance::{jitter_for, streak_param};
 pub use self::claim::{Claim, NotClaimed};
+#[cfg(test)]
+pub(crate) use self::recover::EXPIRED_LEASES;
 pub use self::recover::Recovered;
 pub(crate) use self::recover::{LEASE_EXPIRED, PARENT_LEASE_EXPIRED};
 pub use self::release::{INTERRUPTED_BY_SHUTDOWN, Released};

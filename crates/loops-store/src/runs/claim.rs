@@ -1,9 +1,16 @@
 //! Claiming a slot (SPEC §4.3 `claimRun`, §1.5 LoopRun, §10 items 18–24).
 //!
-//! The whole decision runs in one `BEGIN IMMEDIATE` transaction, so two
-//! runners (threads or processes) racing for one slot serialize on the
-//! write lock and exactly one of them gets the run. Each write is also
-//! guarded in its `WHERE` clause, so the guard holds even without the lock.
+//! The decision is a pure function ([`decide`]), and the
+//! operations that read for it and write what it says are written once
+//! for both backends (`claim/ops.rs`). On SQLite the whole decision runs
+//! in one `BEGIN IMMEDIATE` transaction, so two runners (threads or
+//! processes) racing for one slot serialize on the write lock and exactly
+//! one of them gets the run; on PostgreSQL every claimer of one loop holds
+//! the loop's row lock while it decides. Each write is also guarded in its
+//! `WHERE` clause, so the guard holds even without the lock.
+
+mod decide;
+mod ops;
 
 use loops_core::{Loop, LoopRun, Timestamp};
 

@@ -7,7 +7,15 @@
 //! running and expired, re-checks that neither its process nor a linked
 //! step process is alive, marks it abandoned, fails its linked workflow
 //! runs, and advances its loop, all or nothing. A runner that re-claims or
-//! heartbeats the row first wins; recovery then leaves it alone.
+//! heartbeats the row first wins; recovery then leaves it alone. The
+//! recovery is written once for both backends (`recover/ops.rs`), and
+//! gives a run up by the same takeover rule as a claim
+//! ([`takeover`](crate::runs::takeover)).
+
+mod ops;
+
+#[cfg(test)]
+pub(crate) use self::ops::EXPIRED_LEASES;
 
 use loops_core::{Loop, LoopRun, Timestamp, WorkflowRunId};
 
