@@ -139,7 +139,12 @@ fn once_slot_is_spent(c: &mut dyn Sql, lp: &Loop, at: Timestamp) -> Result<bool>
 }
 
 /// True when `sql` returns a row.
-fn any_row(c: &mut dyn Sql, sql: &str, params: &[Value<'_>], what: &'static str) -> Result<bool> {
+pub(crate) fn any_row(
+    c: &mut dyn Sql,
+    sql: &str,
+    params: &[Value<'_>],
+    what: &'static str,
+) -> Result<bool> {
     let mut found = false;
     c.query_rows(sql, params, what, &mut |_| {
         found = true;
