@@ -525,7 +525,7 @@ mod tests {
             .unwrap_or(0);
         assert_eq!(
             SCHEMA_VERSION, newest,
-            "bump open::SCHEMA_VERSION to the newest migration in crates/loops-store/migrations"
+            "bump schema::SCHEMA_VERSION to the newest migration in crates/loops-store/migrations"
         );
     }
 
