@@ -46,6 +46,7 @@ mod loops;
 mod members;
 mod postgres;
 mod runs;
+mod schema;
 mod secure;
 mod sql;
 mod sqlite;
@@ -113,7 +114,8 @@ pub use crate::backup::{
     auto_backup, auto_backup_due, backup_dir, list_backups, newest_backup, prune_backups,
     take_backup,
 };
-pub use crate::sqlite::open::{DB_FILE, SCHEMA_VERSION, schema_version};
+pub use crate::schema::{SCHEMA_VERSION, schema_version};
+pub use crate::sqlite::open::DB_FILE;
 // PostgreSQL connection strings.
 pub use crate::postgres::listen::Listener;
 pub use crate::postgres::{DatabaseUrl, mask_database_url};

@@ -27,7 +27,6 @@ pub(crate) mod rows;
 mod runs;
 mod sql;
 mod steps;
-mod transfer;
 mod workflow_runs;
 mod workflows;
 

@@ -29,9 +29,11 @@
 //! and a run that was running comes over finished, since no runner here
 //! holds it (`history`).
 
+mod cells;
 mod document;
 mod history;
 mod import;
+mod ops;
 
 pub use self::history::EXPORTED_WHILE_RUNNING;
 

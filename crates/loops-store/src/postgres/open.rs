@@ -11,7 +11,7 @@ use postgres::Client;
 
 use super::connect::DatabaseUrl;
 use crate::error::{Result, StoreError};
-use crate::sqlite::open::SCHEMA_VERSION;
+use crate::schema::SCHEMA_VERSION;
 
 mod embedded {
     refinery::embed_migrations!("migrations/postgres");

@@ -10,6 +10,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use crate::backup::{AutoBackup, Backup};
 use crate::error::{Result, StoreError};
+use crate::schema::SCHEMA_VERSION;
 
 mod embedded {
     refinery::embed_migrations!("migrations/sqlite");
@@ -124,20 +125,6 @@ pub(crate) mod testing {
             .tempdir()
             .unwrap()
     }
-}
-
-/// The newest schema version this binary knows: the highest embedded
-/// migration. Bump it with every new migration; a unit test checks that it
-/// matches `migrations/`.
-///
-/// It is a constant so that a database already at this version is opened
-/// without building refinery's runner, which compiles a regex for every
-/// migration name (`docs/perf.md#process-start`).
-pub const SCHEMA_VERSION: i64 = 10;
-
-/// The newest schema version this binary knows ([`SCHEMA_VERSION`]).
-pub fn schema_version() -> i64 {
-    SCHEMA_VERSION
 }
 
 /// Creates `dir` (and parents) with mode 0700 when missing.
@@ -538,7 +525,7 @@ mod tests {
             .unwrap_or(0);
         assert_eq!(
             SCHEMA_VERSION, newest,
-            "bump open::SCHEMA_VERSION to the newest migration in crates/loops-store/migrations"
+            "bump schema::SCHEMA_VERSION to the newest migration in crates/loops-store/migrations"
         );
     }
 

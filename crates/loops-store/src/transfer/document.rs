@@ -17,7 +17,7 @@ use super::{
     EXPORT_FORMAT, EXPORT_FORMAT_VERSION, ExportSummary, ExportedRun, ExportedStepRun, Record,
     Table, TransferError,
 };
-use crate::sqlite::open::SCHEMA_VERSION;
+use crate::schema::SCHEMA_VERSION;
 
 /// Writes an export document: the header at [`Writer::start`], each row
 /// with [`Writer::record`] (tables in [`Table::ALL`] order), the rest at
