@@ -2,23 +2,28 @@
 //! overlap skips, and the finalize-and-advance transaction (SPEC §4.3
 //! "Other run operations", `finalizeRun`, §3.3–§3.4).
 //!
-//! Claims live in `runs/claim.rs`, lease recovery in `runs/recover.rs`, and
-//! the in-transaction loop advance in `runs/advance.rs`.
+//! Claims live in `runs/claim.rs`, lease recovery in `runs/recover.rs`, the
+//! in-transaction loop advance in `runs/advance.rs`, releases in
+//! `runs/release.rs`. The operations of this module are written once for
+//! both backends in `runs/ops.rs`, the listings in `runs/list.rs`.
 //!
 //! Invariants: a run in a terminal state (succeeded, skipped) never changes;
 //! a finalize applies only to a running row, and under a [`Fence`] only for
 //! the runner that still holds an unexpired lease; a loop is advanced only
 //! in the same transaction as the write that finished its run.
 
-mod advance;
+pub(crate) mod advance;
 mod claim;
+pub(crate) mod linked;
+pub(crate) mod list;
+pub(crate) mod ops;
 mod recover;
 mod release;
 
 use loops_core::{ExecutorResult, Loop, LoopId, LoopRun, ProcessRef, RunId, RunStatus, Timestamp};
 
 pub use self::advance::Advance;
-pub(crate) use self::advance::{jitter_for, streak_param};
+pub(crate) use self::advance::advance_after;
 pub use self::claim::{Claim, NotClaimed};
 pub use self::recover::Recovered;
 pub(crate) use self::recover::{LEASE_EXPIRED, PARENT_LEASE_EXPIRED};
