@@ -106,9 +106,11 @@ pub struct Finalized {
 
 /// The result of [`Store::create_skipped_run_and_advance`].
 #[derive(Debug, Clone, PartialEq)]
-// One outcome per call, matched at once and never stored in bulk, so the
-// records are kept inline for easy matching.
-#[allow(clippy::large_enum_variant)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one outcome per call, matched at once and never stored in bulk, so the records \
+              are kept inline for easy matching"
+)]
 pub enum SkipOutcome {
     /// A skipped row was written and the loop advanced as after a success.
     Skipped {

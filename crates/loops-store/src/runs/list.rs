@@ -49,8 +49,9 @@ const LIST_LOOP_RUNS_BY_STATUS: &str = concat!(
      ORDER BY created_at DESC, rowid DESC LIMIT ?3"
 );
 
-/// The PostgreSQL statements, in the order of [`Listing`]: each binds only
-/// the filters it tests, then the limit.
+/// The PostgreSQL statements, indexed by the filters given (1 for the
+/// loop, plus 2 for the status): each binds only the filters it tests,
+/// then the limit.
 const PG_LISTS: [&str; 4] = [
     concat!(
         "SELECT ",
@@ -119,13 +120,12 @@ pub(crate) fn list_statement(
             (sql, vec![loop_id.into(), status.into(), limit])
         }
         Dialect::Postgres => {
-            let given: Vec<Value<'_>> = [loop_id, status]
+            let which = usize::from(loop_id.is_some()) + 2 * usize::from(status.is_some());
+            let mut params: Vec<Value<'_>> = [loop_id, status]
                 .into_iter()
                 .flatten()
                 .map(Value::from)
                 .collect();
-            let which = usize::from(loop_id.is_some()) + 2 * usize::from(status.is_some());
-            let mut params = given;
             params.push(limit);
             (PG_LISTS[which], params)
         }
