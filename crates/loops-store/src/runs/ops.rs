@@ -473,7 +473,9 @@ impl<D: RunHost> RunOps for D {
             return Ok(SkipOutcome::Occupied(run));
         }
         self.write(|c| {
-            lock_loop(c, &lp.id)?;
+            if !serialized_by_transaction(c) {
+                lock_loop(c, &lp.id)?;
+            }
             match insert_skipped(c, lp, slot, reason, now)? {
                 Some(run) => {
                     let (advance, loop_) = advance_after(c, &run, now)?;
