@@ -2,16 +2,21 @@
 //! overlap skips, and the finalize-and-advance transaction (SPEC §4.3
 //! "Other run operations", `finalizeRun`, §3.3–§3.4).
 //!
-//! Claims live in `runs/claim.rs`, lease recovery in `runs/recover.rs`, and
-//! the in-transaction loop advance in `runs/advance.rs`.
+//! Claims live in `runs/claim.rs`, lease recovery in `runs/recover.rs`, the
+//! in-transaction loop advance in `runs/advance.rs`, releases in
+//! `runs/release.rs`. The operations of this module are written once for
+//! both backends in `runs/ops.rs`, the listings in `runs/list.rs`.
 //!
 //! Invariants: a run in a terminal state (succeeded, skipped) never changes;
 //! a finalize applies only to a running row, and under a [`Fence`] only for
 //! the runner that still holds an unexpired lease; a loop is advanced only
 //! in the same transaction as the write that finished its run.
 
-mod advance;
+pub(crate) mod advance;
 mod claim;
+pub(crate) mod linked;
+pub(crate) mod list;
+pub(crate) mod ops;
 mod recover;
 mod release;
 pub(crate) mod takeover;
@@ -19,7 +24,7 @@ pub(crate) mod takeover;
 use loops_core::{ExecutorResult, Loop, LoopId, LoopRun, ProcessRef, RunId, RunStatus, Timestamp};
 
 pub use self::advance::Advance;
-pub(crate) use self::advance::{jitter_for, streak_param};
+pub(crate) use self::advance::advance_after;
 pub use self::claim::{Claim, NotClaimed};
 #[cfg(test)]
 pub(crate) use self::recover::EXPIRED_LEASES;
@@ -104,9 +109,11 @@ pub struct Finalized {
 
 /// The result of [`Store::create_skipped_run_and_advance`].
 #[derive(Debug, Clone, PartialEq)]
-// One outcome per call, matched at once and never stored in bulk, so the
-// records are kept inline for easy matching.
-#[allow(clippy::large_enum_variant)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one outcome per call, matched at once and never stored in bulk, so the records \
+              are kept inline for easy matching"
+)]
 pub enum SkipOutcome {
     /// A skipped row was written and the loop advanced as after a success.
     Skipped {

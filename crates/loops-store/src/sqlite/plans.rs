@@ -16,10 +16,10 @@ use rusqlite::{Params, StatementStatus, params};
 
 use super::Sqlite;
 use super::daemon::{NEXT_DUE, NEXT_EXPIRY, NEXT_LEASE_EXPIRY};
-use super::runs::advance::ATTEMPT_CANCELLED;
 use super::runs::recover::EXPIRED_LEASES;
-use super::runs::{LIST_ALL_RUNS, LIST_LOOP_RUNS, LIST_RUNS_BY_STATUS};
 use crate::loops::statements::{COUNT_STATUS, DUE_LOOPS, EXPIRE_LOOPS, HAS_RUNNING_RUN};
+use crate::runs::advance::ATTEMPT_CANCELLED;
+use crate::runs::list::{LIST_ALL_RUNS, LIST_LOOP_RUNS, LIST_RUNS_BY_STATUS};
 
 /// The query plan of `sql`, one line per step.
 fn plan(sql: &str) -> String {

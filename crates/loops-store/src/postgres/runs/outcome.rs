@@ -7,16 +7,16 @@
 //! lease expired. Each write says instead how to recognize, on a fresh
 //! connection, that it landed: a claim by the token it generated before
 //! the transaction, a finalize by its result stored under the fence's
-//! claim. When the re-read cannot tell (or fails), the original error is
+//! claim (`runs/ops.rs`). When the re-read cannot tell (or fails), the original error is
 //! returned; it is transient, so the caller tries again later.
 
-use loops_core::{ExecutorResult, LoopRun, RunId, RunStatus};
+use loops_core::LoopRun;
 
-use super::query_run;
 use crate::backend::Transactions;
 use crate::error::{Result, StoreError};
 use crate::postgres::{Conn, Postgres};
-use crate::runs::Fence;
+use crate::runs::ops::RunHost;
+use crate::sql::Sql;
 
 /// True when `e` means the connection was lost, so that a COMMIT sent on
 /// it may have landed or not.
@@ -51,25 +51,19 @@ impl Postgres {
     }
 }
 
-/// The run `run_id` when it holds what a finalize with `result` under
-/// `fence` writes: no longer running, with the result's status and
-/// `finished_at`, still claimed by the fence's runner under the fence's
-/// claim token (when it carries one). `None` when it does not.
-pub(super) fn finalize_landed(
-    c: &mut Conn<'_>,
-    run_id: &RunId,
-    result: &ExecutorResult,
-    fence: Option<&Fence>,
-) -> Result<Option<LoopRun>> {
-    let Some(run) = query_run(c, run_id)? else {
-        return Ok(None);
-    };
-    let same_claim = fence.is_none_or(|f| {
-        run.claimed_by.as_deref() == Some(f.claimed_by.as_str())
-            && (f.claim_token.is_none() || run.claim_token == f.claim_token)
-    });
-    let landed = run.status == RunStatus::from(result.status)
-        && run.finished_at == Some(result.finished_at)
-        && same_claim;
-    Ok(landed.then_some(run))
+/// What PostgreSQL adds to the run operations written once: lost commits
+/// are resolved by [`Postgres::resolving`], and only a run claimed on this
+/// host has processes the liveness probe can judge.
+impl RunHost for Postgres {
+    fn resolve_commit<T>(
+        &self,
+        write: impl FnOnce() -> Result<T>,
+        landed: impl FnOnce(&mut dyn Sql) -> Result<Option<T>>,
+    ) -> Result<T> {
+        self.resolving(write, |c| landed(c))
+    }
+
+    fn sees_processes_of(&self, run: &LoopRun) -> bool {
+        self.claimed_here(run)
+    }
 }
