@@ -26,7 +26,6 @@ mod open;
 pub(crate) mod rows;
 mod runs;
 mod sql;
-mod steps;
 mod transfer;
 mod workflow_runs;
 mod workflows;

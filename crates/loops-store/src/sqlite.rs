@@ -18,7 +18,6 @@ pub(crate) mod open;
 pub(crate) mod rows;
 mod runs;
 mod sql;
-mod steps;
 pub(crate) mod transfer;
 mod workflow_runs;
 mod workflows;

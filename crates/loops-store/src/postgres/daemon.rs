@@ -12,9 +12,9 @@ use crate::backend::DaemonOps;
 use crate::daemon::{HostRun, NextWake};
 use crate::error::{Result, StoreError};
 use crate::postgres::rows::{self, Ts, ts};
-use crate::postgres::workflows::linked_step_processes;
 use crate::postgres::{CROSS_HOST_GRACE_MS, Conn, Params, Postgres};
 use crate::sqlite::rows::run_columns;
+use crate::workflows::ops::linked_step_processes;
 
 /// The earliest next run of an active loop not excluded (`$1`, a text
 /// array of loop ids): `idx_loops_status_next`.

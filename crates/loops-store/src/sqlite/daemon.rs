@@ -12,7 +12,7 @@ use crate::error::{Result, StoreError};
 use crate::sqlite::Sqlite;
 use crate::sqlite::rows::{self, run_columns, ts};
 use crate::sqlite::runs::run_and_process;
-use crate::sqlite::workflows::linked_step_processes;
+use crate::workflows::ops::linked_step_processes;
 
 /// Reads the schema version of the database at `path` without creating,
 /// migrating or otherwise writing it (for `doctor`). A file that is not a
@@ -189,6 +189,6 @@ impl DaemonOps for Sqlite {
     }
 
     fn step_processes(&self, run_id: &RunId) -> Result<Vec<ProcessRef>> {
-        linked_step_processes(&self.conn, run_id)
+        linked_step_processes(&mut crate::sqlite::sql::Lent(&self.conn), run_id)
     }
 }
