@@ -19,7 +19,6 @@
 mod connect;
 mod daemon;
 mod gc;
-mod lease;
 pub(crate) mod listen;
 mod loops;
 mod open;

@@ -12,7 +12,6 @@
 pub(crate) mod backup;
 mod daemon;
 mod gc;
-mod lease;
 mod loops;
 pub(crate) mod open;
 pub(crate) mod rows;
