@@ -51,7 +51,7 @@ impl WakeOps for Postgres {
     fn next_wake(&self, now: Timestamp, runner_id: &str, exclude: &[LoopId]) -> Result<NextWake> {
         let excluded: Vec<&str> = exclude.iter().map(LoopId::as_str).collect();
         let this_host = format!("{}:", self.host);
-        self.with(|c| {
+        let wake = self.with(|c| {
             Ok(NextWake {
                 due: instant(c, NEXT_DUE, &[&excluded])?,
                 expiry: instant(c, NEXT_EXPIRY, &[])?,
@@ -67,6 +67,7 @@ impl WakeOps for Postgres {
                     ],
                 )?,
             })
-        })
+        })?;
+        Ok(wake)
     }
 }
