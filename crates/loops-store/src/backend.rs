@@ -51,6 +51,7 @@ pub(crate) trait Backend:
     + LeaseOps
     + MemberOps
     + DaemonOps
+    + WakeOps
     + WorkflowOps
     + WorkflowRunOps
     + StepOps
@@ -69,6 +70,7 @@ impl<T> Backend for T where
         + LeaseOps
         + MemberOps
         + DaemonOps
+        + WakeOps
         + WorkflowOps
         + WorkflowRunOps
         + StepOps
@@ -356,12 +358,17 @@ pub(crate) trait MemberOps {
 
 /// The daemon's reads across tables.
 pub(crate) trait DaemonOps {
-    /// [`Store::next_wake`](crate::Store::next_wake).
-    fn next_wake(&self, now: Timestamp, runner_id: &str, exclude: &[LoopId]) -> Result<NextWake>;
     /// [`Store::running_runs_of_host`](crate::Store::running_runs_of_host).
     fn running_runs_of_host(&self, host: &str, except_runner: &str) -> Result<Vec<HostRun>>;
     /// [`Store::step_processes`](crate::Store::step_processes).
     fn step_processes(&self, run_id: &RunId) -> Result<Vec<ProcessRef>>;
+}
+
+/// When the daemon next has work: each backend's own reads (SQLite's
+/// plans, PostgreSQL's grace for the runs of other hosts).
+pub(crate) trait WakeOps {
+    /// [`Store::next_wake`](crate::Store::next_wake).
+    fn next_wake(&self, now: Timestamp, runner_id: &str, exclude: &[LoopId]) -> Result<NextWake>;
 }
 
 /// The `workflow_step_runs` table.

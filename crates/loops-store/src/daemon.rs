@@ -16,6 +16,8 @@ use loops_core::{LoopId, LoopRun, ProcessRef, RunId, Timestamp};
 use crate::Store;
 use crate::error::Result;
 
+pub(crate) mod ops;
+
 /// The instants at which the database next asks something of a daemon.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NextWake {

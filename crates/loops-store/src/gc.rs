@@ -36,6 +36,8 @@ use loops_core::Timestamp;
 use crate::Store;
 use crate::error::Result;
 
+pub(crate) mod ops;
+
 /// The most loop runs (or standalone workflow runs) one batch deletes,
 /// unless a [`GcPolicy`] says otherwise. Old runs lie scattered over the
 /// file, and deleting 500 of them with their index entries took 7 to 17 ms

@@ -18,6 +18,8 @@ use loops_core::{DaemonLease, LeaseId, Timestamp};
 use crate::Store;
 use crate::error::Result;
 
+pub(crate) mod ops;
+
 /// A daemon asking for the lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseRequest {

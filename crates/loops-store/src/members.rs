@@ -16,6 +16,8 @@ use serde::Serialize;
 use crate::Store;
 use crate::error::Result;
 
+pub(crate) mod ops;
+
 /// One daemon registered on the database, from [`Store::list_daemons`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

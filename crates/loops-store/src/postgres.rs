@@ -19,14 +19,12 @@
 mod connect;
 mod daemon;
 mod gc;
-mod lease;
 pub(crate) mod listen;
 mod loops;
 mod open;
 pub(crate) mod rows;
 mod runs;
 mod sql;
-mod steps;
 mod workflow_runs;
 mod workflows;
 

@@ -12,13 +12,11 @@
 pub(crate) mod backup;
 mod daemon;
 mod gc;
-mod lease;
 mod loops;
 pub(crate) mod open;
 pub(crate) mod rows;
 mod runs;
 mod sql;
-mod steps;
 mod workflow_runs;
 mod workflows;
 

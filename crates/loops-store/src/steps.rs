@@ -18,6 +18,8 @@ use loops_core::{ExecutorResult, ExecutorStatus, ProcessRef, StepRun, Timestamp,
 use crate::Store;
 use crate::error::Result;
 
+pub(crate) mod ops;
+
 /// The result fields [`Store::finalize_step_run`] writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepOutcome {

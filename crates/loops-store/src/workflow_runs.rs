@@ -25,6 +25,8 @@ use loops_core::{
 use crate::Store;
 use crate::error::Result;
 
+pub(crate) mod ops;
+
 /// Default `limit` of [`Store::list_workflow_runs`].
 pub const DEFAULT_WORKFLOW_RUN_LIST_LIMIT: u32 = 100;
 

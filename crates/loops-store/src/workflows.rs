@@ -23,6 +23,8 @@ use crate::Store;
 use crate::error::{Result, StoreError};
 use crate::loops::{LoopUpdate, loop_settings};
 
+pub(crate) mod ops;
+
 /// Default `limit` of [`Store::list_workflows`].
 pub const DEFAULT_WORKFLOW_LIST_LIMIT: u32 = 200;
 

@@ -6,15 +6,13 @@
 //! lease expired: that instant, not the lease's, is when the daemon may
 //! have something to recover.
 
-use loops_core::{LoopId, ProcessRef, RunId, Timestamp};
+use loops_core::{LoopId, Timestamp};
 
-use crate::backend::DaemonOps;
-use crate::daemon::{HostRun, NextWake};
+use crate::backend::WakeOps;
+use crate::daemon::NextWake;
 use crate::error::{Result, StoreError};
-use crate::postgres::rows::{self, Ts, ts};
-use crate::postgres::workflows::linked_step_processes;
+use crate::postgres::rows::{Ts, ts};
 use crate::postgres::{CROSS_HOST_GRACE_MS, Conn, Params, Postgres};
-use crate::sqlite::rows::run_columns;
 
 /// The earliest next run of an active loop not excluded (`$1`, a text
 /// array of loop ids): `idx_loops_status_next`.
@@ -49,11 +47,11 @@ fn instant(c: &mut Conn<'_>, sql: &str, params: Params<'_>) -> Result<Option<Tim
     Ok(t.map(|t| t.0))
 }
 
-impl DaemonOps for Postgres {
+impl WakeOps for Postgres {
     fn next_wake(&self, now: Timestamp, runner_id: &str, exclude: &[LoopId]) -> Result<NextWake> {
         let excluded: Vec<&str> = exclude.iter().map(LoopId::as_str).collect();
         let this_host = format!("{}:", self.host);
-        self.with(|c| {
+        let wake = self.with(|c| {
             Ok(NextWake {
                 due: instant(c, NEXT_DUE, &[&excluded])?,
                 expiry: instant(c, NEXT_EXPIRY, &[])?,
@@ -69,37 +67,7 @@ impl DaemonOps for Postgres {
                     ],
                 )?,
             })
-        })
-    }
-
-    fn running_runs_of_host(&self, host: &str, except_runner: &str) -> Result<Vec<HostRun>> {
-        let prefix = format!("{host}:");
-        self.with(|c| {
-            c.query_vec(
-                concat!(
-                    "SELECT ",
-                    run_columns!(),
-                    " FROM loop_runs
-                     WHERE status = 'running' AND claimed_by <> $2
-                       AND left(claimed_by, length($1)) = $1
-                     ORDER BY started_at NULLS FIRST, id"
-                ),
-                &[&prefix, &except_runner],
-                ("loop_runs", "finding the runs of this host's daemons"),
-                |row| {
-                    let (run, process) = rows::run_and_process(row)?;
-                    let spawn_id = rows::run_spawn_id(row)?;
-                    Ok(HostRun {
-                        run,
-                        process,
-                        spawn_id,
-                    })
-                },
-            )
-        })
-    }
-
-    fn step_processes(&self, run_id: &RunId) -> Result<Vec<ProcessRef>> {
-        self.with(|c| linked_step_processes(c, run_id))
+        })?;
+        Ok(wake)
     }
 }

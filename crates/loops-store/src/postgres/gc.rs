@@ -1,5 +1,6 @@
-//! The PostgreSQL side of [`crate::gc`]: the same walk, batches and keep
-//! rules as SQLite (`sqlite/gc.rs`), with two differences.
+//! The PostgreSQL side of [`crate::gc`]: the same walk ([`plan`]),
+//! batches and keep rules ([`crate::gc::ops`]) as SQLite, with two
+//! differences.
 //!
 //! - PostgreSQL has no rowid, so a position in a walk is `(created_at,
 //!   id)`, newest first in both phases, and a [`GcCursor`] holds it as
@@ -18,41 +19,12 @@ use postgres::Row;
 
 use crate::backend::GcOps;
 use crate::error::{Result, StoreError};
-use crate::gc::{GcBatch, GcCounts, GcCursor, GcLoopTally, GcPhase, GcPolicy, SpaceUsage};
+use crate::gc::ops::{
+    Candidate, Look, Position, Walk, loop_run_may_go, plan, standalone, workflow_run_may_go,
+};
+use crate::gc::{GcBatch, GcCounts, GcCursor, GcPhase, GcPolicy, SpaceUsage};
 use crate::postgres::rows::{Ts, ts};
 use crate::postgres::{Conn, Postgres, count};
-
-/// A loop run `r` may go, position aside: it is finished (a status this
-/// version does not know counts as unfinished), no workflow run that has
-/// not finished points to it, and its loop is not waiting to retry its
-/// slot (deleting the row would restart the slot's attempts).
-macro_rules! loop_run_may_go {
-    () => {
-        "r.status IN ('succeeded', 'failed', 'timed_out', 'abandoned', 'skipped')
-         AND NOT EXISTS (SELECT 1 FROM workflow_runs w WHERE w.loop_run_id = r.id
-               AND w.status NOT IN ('succeeded', 'failed', 'timed_out', 'cancelled'))
-         AND NOT EXISTS (SELECT 1 FROM loops l WHERE l.id = r.loop_id
-               AND l.retry_scheduled_for = r.scheduled_for)"
-    };
-}
-
-/// A workflow run `w` is standalone: no loop run, or one that is gone.
-macro_rules! standalone {
-    () => {
-        "(w.loop_run_id IS NULL
-          OR NOT EXISTS (SELECT 1 FROM loop_runs r WHERE r.id = w.loop_run_id))"
-    };
-}
-
-/// A workflow run `w` may go, position aside: finished and standalone.
-macro_rules! workflow_run_may_go {
-    () => {
-        concat!(
-            "w.status IN ('succeeded', 'failed', 'timed_out', 'cancelled') AND ",
-            standalone!()
-        )
-    };
-}
 
 const FIRST_LOOP: &str = "SELECT loop_id FROM loop_runs ORDER BY loop_id LIMIT 1";
 const NEXT_LOOP: &str = "SELECT loop_id FROM loop_runs WHERE loop_id > $1 ORDER BY loop_id LIMIT 1";
@@ -62,7 +34,7 @@ const LOOP_BOUNDARY: &str = "SELECT created_at, id FROM loop_runs WHERE loop_id 
 /// Runs of loop `$1` older than position `($2, $3)`, newest first.
 const LOOP_CANDIDATES: &str = concat!(
     "SELECT r.id, r.created_at, r.loop_name, ",
-    loop_run_may_go!(),
+    loop_run_may_go!("r.status"),
     " FROM loop_runs r
      WHERE r.loop_id = $1 AND r.created_at <= $2 AND (r.created_at < $2 OR r.id < $3)
      ORDER BY r.created_at DESC, r.id DESC LIMIT $4"
@@ -80,7 +52,7 @@ const WORKFLOW_BOUNDARY: &str = concat!(
 /// Runs of workflow `$1` older than position `($2, $3)`, newest first.
 const WORKFLOW_CANDIDATES: &str = concat!(
     "SELECT w.id, w.created_at, w.workflow_name, ",
-    workflow_run_may_go!(),
+    workflow_run_may_go!("w.status"),
     " FROM workflow_runs w
      WHERE w.workflow_id = $1 AND w.created_at <= $2 AND (w.created_at < $2 OR w.id < $3)
      ORDER BY w.created_at DESC, w.id DESC LIMIT $4"
@@ -90,7 +62,7 @@ const WORKFLOW_CANDIDATES: &str = concat!(
 /// transaction holds are skipped.
 const LOCK_LOOP_RUNS: &str = concat!(
     "SELECT r.id FROM loop_runs r WHERE r.id = ANY($1) AND ",
-    loop_run_may_go!(),
+    loop_run_may_go!("r.status"),
     " ORDER BY r.id FOR UPDATE OF r SKIP LOCKED"
 );
 /// The workflow runs of the loop runs `$1`, locked.
@@ -100,7 +72,7 @@ const LOCK_THEIR_WORKFLOW_RUNS: &str =
 /// another transaction holds are skipped.
 const LOCK_WORKFLOW_RUNS: &str = concat!(
     "SELECT w.id FROM workflow_runs w WHERE w.id = ANY($1) AND ",
-    workflow_run_may_go!(),
+    workflow_run_may_go!("w.status"),
     " ORDER BY w.id FOR UPDATE OF w SKIP LOCKED"
 );
 
@@ -144,42 +116,39 @@ const DELETE_WORKFLOW_RUN_ROWS: [&str; 3] = [
 const DELETE_LOOP_RUNS: &str = "DELETE FROM loop_runs WHERE id = ANY($1)";
 
 /// What one phase walks: its statements.
-struct Walk {
+struct Statements {
     first: &'static str,
     next: &'static str,
     boundary: &'static str,
     candidates: &'static str,
 }
 
-const LOOP_WALK: Walk = Walk {
+const LOOP_WALK: Statements = Statements {
     first: FIRST_LOOP,
     next: NEXT_LOOP,
     boundary: LOOP_BOUNDARY,
     candidates: LOOP_CANDIDATES,
 };
 
-const WORKFLOW_WALK: Walk = Walk {
+const WORKFLOW_WALK: Statements = Statements {
     first: FIRST_WORKFLOW,
     next: NEXT_WORKFLOW,
     boundary: WORKFLOW_BOUNDARY,
     candidates: WORKFLOW_CANDIDATES,
 };
 
-/// One run a walk looked at.
-struct Candidate {
-    id: String,
-    created_ms: i64,
-    name: String,
-    may_go: bool,
+/// The statements of `phase`'s walk.
+fn statements(phase: GcPhase) -> &'static Statements {
+    if phase == GcPhase::WorkflowRuns {
+        &WORKFLOW_WALK
+    } else {
+        &LOOP_WALK
+    }
 }
-
-/// How many groups and rows one planned batch looks at, at most, per run
-/// it may delete (as on SQLite).
-const LOOK_PER_RUN: u32 = 4;
 
 impl GcOps for Postgres {
     fn plan_gc_batch(&self, policy: &GcPolicy, cursor: &mut GcCursor) -> Result<GcBatch> {
-        self.with(|c| plan(c, policy, cursor))
+        self.with(|c| plan(&mut Walker(c), policy, cursor))
     }
 
     fn count_gc_batch(&self, batch: &GcBatch) -> Result<GcCounts> {
@@ -292,138 +261,67 @@ fn delete_workflow_runs(c: &mut Conn<'_>, ids: &[String]) -> Result<GcCounts> {
     })
 }
 
-/// [`GcOps::plan_gc_batch`] on one connection (see `sqlite/gc.rs` for the
-/// walk; only the positions differ).
-fn plan(c: &mut Conn<'_>, policy: &GcPolicy, cursor: &mut GcCursor) -> Result<GcBatch> {
-    let mut batch = GcBatch::default();
-    let size = policy.batch() as usize;
-    let look = policy.batch().saturating_mul(LOOK_PER_RUN);
-    let (mut groups, mut rows) = (0u32, 0u32);
-    loop {
-        let walk = match cursor.phase {
-            GcPhase::LoopRuns => &LOOP_WALK,
-            GcPhase::WorkflowRuns => &WORKFLOW_WALK,
-            GcPhase::Done => return Ok(batch),
+/// A walk on one PostgreSQL connection.
+struct Walker<'a, 'c>(&'a mut Conn<'c>);
+
+impl Walk for Walker<'_, '_> {
+    fn next_group(&mut self, phase: GcPhase, key: Option<&str>) -> Result<Option<String>> {
+        let (c, walk) = (&mut *self.0, statements(phase));
+        let context = "finding the next loop or workflow to collect";
+        let found = match key {
+            Some(key) => c.query(walk.next, &[&key], context)?,
+            None => c.query(walk.first, &[], context)?,
         };
-        let planned = batch.loop_runs.len() + batch.workflow_runs.len();
-        let Some(after) = cursor.after.clone() else {
-            if planned >= size || groups >= look {
-                return Ok(batch);
-            }
-            match next_group(c, walk, cursor.key.as_deref())? {
-                Some(key) => {
-                    groups += 1;
-                    cursor.after = start_of(c, walk, policy, &key)?;
-                    cursor.key = Some(key);
-                }
-                None => {
-                    cursor.phase = match cursor.phase {
-                        GcPhase::LoopRuns => GcPhase::WorkflowRuns,
-                        _ => GcPhase::Done,
-                    };
-                    cursor.key = None;
-                    // A batch holds one phase's runs.
-                    if !batch.is_empty() {
-                        return Ok(batch);
-                    }
-                }
-            }
-            continue;
-        };
-        let limit = (size - planned).min(look.saturating_sub(rows) as usize);
-        if limit == 0 {
-            return Ok(batch);
-        }
-        let key = cursor.key.clone().unwrap_or_default();
-        let found = candidates(c, walk, &key, &after, limit)?;
-        rows += u32::try_from(found.len()).unwrap_or(u32::MAX);
-        cursor.after = match found.last() {
-            Some(last) if found.len() == limit => Some((last.id.clone(), last.created_ms)),
-            _ => None,
-        };
-        for candidate in found.into_iter().filter(|c| c.may_go) {
-            if cursor.phase == GcPhase::LoopRuns {
-                match batch.per_loop.last_mut() {
-                    Some(t) if t.loop_id == key => t.runs += 1,
-                    _ => batch.per_loop.push(GcLoopTally {
-                        loop_id: key.clone(),
-                        loop_name: candidate.name,
-                        runs: 1,
-                    }),
-                }
-                batch.loop_runs.push(candidate.id);
-            } else {
-                batch.workflow_runs.push(candidate.id);
-            }
-        }
+        found
+            .first()
+            .map(|r| r.try_get(0).map_err(StoreError::db(context)))
+            .transpose()
     }
-}
 
-/// The first group after `key` (the first of all when `None`).
-fn next_group(c: &mut Conn<'_>, walk: &Walk, key: Option<&str>) -> Result<Option<String>> {
-    let context = "finding the next loop or workflow to collect";
-    let found = match key {
-        Some(key) => c.query(walk.next, &[&key], context)?,
-        None => c.query(walk.first, &[], context)?,
-    };
-    found
-        .first()
-        .map(|r| r.try_get(0).map_err(StoreError::db(context)))
-        .transpose()
-}
+    /// A position here is `(id, created_at ms)`.
+    fn start(&mut self, phase: GcPhase, key: &str, policy: &GcPolicy) -> Result<Option<Position>> {
+        let context = "finding the newest runs to keep";
+        let offset = i64::from(policy.kept() - 1);
+        let found = self
+            .0
+            .query(statements(phase).boundary, &[&key, &offset], context)?;
+        let Some(row) = found.first() else {
+            return Ok(None);
+        };
+        let created: Ts = row.try_get(0).map_err(StoreError::db(context))?;
+        let id: String = row.try_get(1).map_err(StoreError::db(context))?;
+        // Every run created at the cutoff or later stays: a position at the
+        // cutoff with an id below every id (the empty one) starts the walk
+        // below it.
+        Ok(Some(if policy.older_than <= created.0 {
+            (String::new(), policy.older_than.as_millis())
+        } else {
+            (id, created.0.as_millis())
+        }))
+    }
 
-/// Where the walk of group `key` starts, as `(id, created_at ms)`: at its
-/// `keep`-th newest run, or at the cutoff when that is older; `None` when
-/// the group has no more than `keep` runs.
-fn start_of(
-    c: &mut Conn<'_>,
-    walk: &Walk,
-    policy: &GcPolicy,
-    key: &str,
-) -> Result<Option<(String, i64)>> {
-    let context = "finding the newest runs to keep";
-    let offset = i64::from(policy.kept() - 1);
-    let found = c.query(walk.boundary, &[&key, &offset], context)?;
-    let Some(row) = found.first() else {
-        return Ok(None);
-    };
-    let created: Ts = row.try_get(0).map_err(StoreError::db(context))?;
-    let id: String = row.try_get(1).map_err(StoreError::db(context))?;
-    // Every run created at the cutoff or later stays: a position at the
-    // cutoff with an id below every id (the empty one) starts the walk
-    // below it.
-    Ok(Some(if policy.older_than <= created.0 {
-        (String::new(), policy.older_than.as_millis())
-    } else {
-        (id, created.0.as_millis())
-    }))
-}
-
-/// Up to `limit` runs of group `key` after position `after`, newest first.
-fn candidates(
-    c: &mut Conn<'_>,
-    walk: &Walk,
-    key: &str,
-    (after_id, after_ms): &(String, i64),
-    limit: usize,
-) -> Result<Vec<Candidate>> {
-    let context = "reading old runs";
-    let after = loops_core::Timestamp::from_millis(*after_ms)
-        .ok_or_else(|| StoreError::Encode(format!("gc cursor: {after_ms} ms is not an instant")))?;
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let found = c.query(
-        walk.candidates,
-        &[&key, &ts(after), &after_id, &limit],
-        context,
-    )?;
-    found.iter().map(|r| candidate(r, context)).collect()
+    fn read(&mut self, look: &Look<'_>) -> Result<Vec<Candidate>> {
+        let (after_id, after_ms) = look.after;
+        let after = loops_core::Timestamp::from_millis(*after_ms).ok_or_else(|| {
+            StoreError::Encode(format!("gc cursor: {after_ms} ms is not an instant"))
+        })?;
+        let limit = i64::try_from(look.limit).unwrap_or(i64::MAX);
+        let context = "reading old runs";
+        let found = self.0.query(
+            statements(look.phase).candidates,
+            &[&look.key, &ts(after), after_id, &limit],
+            context,
+        )?;
+        found.iter().map(|r| candidate(r, context)).collect()
+    }
 }
 
 fn candidate(row: &Row, context: &'static str) -> Result<Candidate> {
     let created: Ts = row.try_get(1).map_err(StoreError::db(context))?;
+    let id: String = row.try_get(0).map_err(StoreError::db(context))?;
     Ok(Candidate {
-        id: row.try_get(0).map_err(StoreError::db(context))?,
-        created_ms: created.0.as_millis(),
+        at: (id.clone(), created.0.as_millis()),
+        id,
         name: row.try_get(2).map_err(StoreError::db(context))?,
         may_go: row.try_get(3).map_err(StoreError::db(context))?,
     })

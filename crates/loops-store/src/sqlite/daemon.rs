@@ -3,16 +3,14 @@
 use std::path::Path;
 use std::time::Duration;
 
-use loops_core::{LoopId, ProcessRef, RunId, Timestamp};
-use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use loops_core::{LoopId, Timestamp};
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
-use crate::backend::DaemonOps;
-use crate::daemon::{DatabaseState, HostRun, INTEGRITY_MAX_PROBLEMS, Integrity, NextWake};
+use crate::backend::WakeOps;
+use crate::daemon::{DatabaseState, INTEGRITY_MAX_PROBLEMS, Integrity, NextWake};
 use crate::error::{Result, StoreError};
 use crate::sqlite::Sqlite;
-use crate::sqlite::rows::{self, run_columns, ts};
-use crate::sqlite::runs::run_and_process;
-use crate::sqlite::workflows::linked_step_processes;
+use crate::sqlite::rows::ts;
 
 /// Reads the schema version of the database at `path` without creating,
 /// migrating or otherwise writing it (for `doctor`). A file that is not a
@@ -130,7 +128,7 @@ pub(super) const NEXT_LEASE_EXPIRY: &str = "SELECT MIN(lease_expires_at) FROM lo
 pub(super) const NEXT_EXPIRY: &str =
     "SELECT MIN(expires_at) FROM loops WHERE status = 'active' AND expires_at IS NOT NULL";
 
-impl DaemonOps for Sqlite {
+impl WakeOps for Sqlite {
     fn next_wake(&self, now: Timestamp, runner_id: &str, exclude: &[LoopId]) -> Result<NextWake> {
         let excluded =
             serde_json::to_string(&exclude.iter().map(LoopId::as_str).collect::<Vec<_>>())
@@ -159,36 +157,5 @@ impl DaemonOps for Sqlite {
             expiry,
             lease_expiry,
         })
-    }
-
-    fn running_runs_of_host(&self, host: &str, except_runner: &str) -> Result<Vec<HostRun>> {
-        let prefix = format!("{host}:");
-        let found = rows::query_vec(
-            &self.conn,
-            concat!(
-                "SELECT ",
-                run_columns!(),
-                " FROM loop_runs
-                 WHERE status = 'running' AND claimed_by <> ?2
-                   AND substr(claimed_by, 1, length(?1)) = ?1
-                 ORDER BY started_at, rowid"
-            ),
-            params![prefix, except_runner],
-            ("loop_runs", "finding the runs of this host's daemons"),
-            |row| {
-                let (run, process) = run_and_process(row)?;
-                let spawn_id = rows::run_spawn_id(row)?;
-                Ok(HostRun {
-                    run,
-                    process,
-                    spawn_id,
-                })
-            },
-        )?;
-        Ok(found)
-    }
-
-    fn step_processes(&self, run_id: &RunId) -> Result<Vec<ProcessRef>> {
-        linked_step_processes(&self.conn, run_id)
     }
 }

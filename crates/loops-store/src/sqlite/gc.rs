@@ -10,52 +10,21 @@
 //! each batch reads only the entries it looks at (the `plans` tests).
 //!
 //! The rules that are not positions (finished, no unfinished workflow
-//! run, no retry pending) are written once, in `loop_run_may_go!` and
-//! `workflow_run_may_go!`, and evaluated twice: when a batch is planned,
-//! and again under the write lock when it is deleted.
+//! run, no retry pending) are written once for both backends, in
+//! `loop_run_may_go!` and `workflow_run_may_go!` of [`crate::gc::ops`],
+//! and evaluated twice: when a batch is planned, and again under the
+//! write lock when it is deleted. The walk itself is [`plan`].
 
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::backend::GcOps;
 use crate::error::{Result, StoreError};
-use crate::gc::{GcBatch, GcCounts, GcCursor, GcLoopTally, GcPhase, GcPolicy, SpaceUsage};
+use crate::gc::ops::{
+    Candidate, Look, Position, Walk, loop_run_may_go, plan, standalone, workflow_run_may_go,
+};
+use crate::gc::{GcBatch, GcCounts, GcCursor, GcPhase, GcPolicy, SpaceUsage};
 use crate::sqlite::Sqlite;
 use crate::sqlite::rows::ts;
-
-/// A loop run `r` may go, position aside: it is finished (a status this
-/// version does not know counts as unfinished), no workflow run that has
-/// not finished points to it, and its loop is not waiting to retry its
-/// slot (deleting the row would restart the slot's attempts). The unary
-/// `+` keeps the planner off `idx_runs_status`, which would read every
-/// finished run instead of the few the query names.
-macro_rules! loop_run_may_go {
-    () => {
-        "+r.status IN ('succeeded', 'failed', 'timed_out', 'abandoned', 'skipped')
-         AND NOT EXISTS (SELECT 1 FROM workflow_runs w WHERE w.loop_run_id = r.id
-               AND w.status NOT IN ('succeeded', 'failed', 'timed_out', 'cancelled'))
-         AND NOT EXISTS (SELECT 1 FROM loops l WHERE l.id = r.loop_id
-               AND l.retry_scheduled_for = r.scheduled_for)"
-    };
-}
-
-/// A workflow run `w` is standalone: no loop run, or one that is gone.
-macro_rules! standalone {
-    () => {
-        "(w.loop_run_id IS NULL
-          OR NOT EXISTS (SELECT 1 FROM loop_runs r WHERE r.id = w.loop_run_id))"
-    };
-}
-
-/// A workflow run `w` may go, position aside: finished and standalone
-/// (the `+` as in `loop_run_may_go!`).
-macro_rules! workflow_run_may_go {
-    () => {
-        concat!(
-            "+w.status IN ('succeeded', 'failed', 'timed_out', 'cancelled') AND ",
-            standalone!()
-        )
-    };
-}
 
 /// The workflow runs of the loop runs in the JSON array `?1`.
 macro_rules! of_loop_runs {
@@ -80,7 +49,7 @@ pub(super) const LOOP_BOUNDARY: &str = "SELECT created_at, rowid FROM loop_runs 
 /// Runs of loop `?1` older than position `(?2, ?3)`, newest first.
 pub(super) const LOOP_CANDIDATES: &str = concat!(
     "SELECT r.rowid, r.created_at, r.id, r.loop_name, ",
-    loop_run_may_go!(),
+    loop_run_may_go!("+r.status"),
     " FROM loop_runs r
      WHERE r.loop_id = ?1 AND r.created_at <= ?2 AND (r.created_at < ?2 OR r.rowid < ?3)
      ORDER BY r.created_at DESC, r.rowid DESC LIMIT ?4"
@@ -101,7 +70,7 @@ pub(super) const WORKFLOW_BOUNDARY: &str = concat!(
 /// Runs of workflow `?1` after position `(?2, ?3)`, newest first.
 pub(super) const WORKFLOW_CANDIDATES: &str = concat!(
     "SELECT w.rowid, w.created_at, w.id, w.workflow_name, ",
-    workflow_run_may_go!(),
+    workflow_run_may_go!("+w.status"),
     " FROM workflow_runs w
      WHERE w.workflow_id = ?1 AND w.created_at <= ?2 AND (w.created_at < ?2 OR w.rowid > ?3)
      ORDER BY w.created_at DESC, w.rowid ASC LIMIT ?4"
@@ -112,14 +81,14 @@ pub(super) const CONFIRM_LOOP_RUNS: &str = concat!(
     "SELECT r.id FROM loop_runs r WHERE r.id IN ",
     listed!(),
     " AND ",
-    loop_run_may_go!()
+    loop_run_may_go!("+r.status")
 );
 /// The standalone workflow runs of `?1` that may still go.
 pub(super) const CONFIRM_WORKFLOW_RUNS: &str = concat!(
     "SELECT w.id FROM workflow_runs w WHERE w.id IN ",
     listed!(),
     " AND ",
-    workflow_run_may_go!()
+    workflow_run_may_go!("+w.status")
 );
 
 /// The statements that count, or delete, the rows of a batch: children
@@ -206,7 +175,7 @@ pub(super) const WORKFLOW_RUN_ROWS: Rows = Rows {
 };
 
 /// What one phase walks: its statements and its order.
-struct Walk {
+struct Statements {
     first: &'static str,
     next: &'static str,
     boundary: &'static str,
@@ -216,7 +185,7 @@ struct Walk {
     rowid_desc: bool,
 }
 
-const LOOP_WALK: Walk = Walk {
+const LOOP_WALK: Statements = Statements {
     first: FIRST_LOOP,
     next: NEXT_LOOP,
     boundary: LOOP_BOUNDARY,
@@ -224,7 +193,7 @@ const LOOP_WALK: Walk = Walk {
     rowid_desc: true,
 };
 
-const WORKFLOW_WALK: Walk = Walk {
+const WORKFLOW_WALK: Statements = Statements {
     first: FIRST_WORKFLOW,
     next: NEXT_WORKFLOW,
     boundary: WORKFLOW_BOUNDARY,
@@ -232,19 +201,13 @@ const WORKFLOW_WALK: Walk = Walk {
     rowid_desc: false,
 };
 
-/// One run a walk looked at.
-struct Candidate {
-    rowid: i64,
-    created_at: String,
-    id: String,
-    name: String,
-    may_go: bool,
+/// The statements of `phase`'s walk.
+fn statements(phase: GcPhase) -> &'static Statements {
+    match phase {
+        GcPhase::WorkflowRuns => &WORKFLOW_WALK,
+        _ => &LOOP_WALK,
+    }
 }
-
-/// How many groups and rows one planned batch looks at, at most, per run
-/// it may delete: a pass over a history with little to delete still ends
-/// each batch soon.
-const LOOK_PER_RUN: u32 = 4;
 
 fn json_ids(ids: &[String]) -> Result<String> {
     serde_json::to_string(ids).map_err(|e| StoreError::Encode(format!("gc batch ids: {e}")))
@@ -252,68 +215,7 @@ fn json_ids(ids: &[String]) -> Result<String> {
 
 impl GcOps for Sqlite {
     fn plan_gc_batch(&self, policy: &GcPolicy, cursor: &mut GcCursor) -> Result<GcBatch> {
-        let mut batch = GcBatch::default();
-        let size = policy.batch() as usize;
-        let look = policy.batch().saturating_mul(LOOK_PER_RUN);
-        let (mut groups, mut rows) = (0u32, 0u32);
-        loop {
-            let walk = match cursor.phase {
-                GcPhase::LoopRuns => &LOOP_WALK,
-                GcPhase::WorkflowRuns => &WORKFLOW_WALK,
-                GcPhase::Done => return Ok(batch),
-            };
-            let planned = batch.loop_runs.len() + batch.workflow_runs.len();
-            let Some(after) = cursor.after.clone() else {
-                if planned >= size || groups >= look {
-                    return Ok(batch);
-                }
-                match self.next_group(walk, cursor.key.as_deref())? {
-                    Some(key) => {
-                        groups += 1;
-                        cursor.after = self.start_of(walk, policy, &key)?;
-                        cursor.key = Some(key);
-                    }
-                    None => {
-                        cursor.phase = match cursor.phase {
-                            GcPhase::LoopRuns => GcPhase::WorkflowRuns,
-                            _ => GcPhase::Done,
-                        };
-                        cursor.key = None;
-                        // A batch holds one phase's runs.
-                        if !batch.is_empty() {
-                            return Ok(batch);
-                        }
-                    }
-                }
-                continue;
-            };
-            let limit = (size - planned).min(look.saturating_sub(rows) as usize);
-            if limit == 0 {
-                return Ok(batch);
-            }
-            let key = cursor.key.clone().unwrap_or_default();
-            let found = self.candidates(walk, &key, &after, limit)?;
-            rows += u32::try_from(found.len()).unwrap_or(u32::MAX);
-            cursor.after = match found.last() {
-                Some(last) if found.len() == limit => Some((last.created_at.clone(), last.rowid)),
-                _ => None,
-            };
-            for c in found.into_iter().filter(|c| c.may_go) {
-                if cursor.phase == GcPhase::LoopRuns {
-                    match batch.per_loop.last_mut() {
-                        Some(t) if t.loop_id == key => t.runs += 1,
-                        _ => batch.per_loop.push(GcLoopTally {
-                            loop_id: key.clone(),
-                            loop_name: c.name,
-                            runs: 1,
-                        }),
-                    }
-                    batch.loop_runs.push(c.id);
-                } else {
-                    batch.workflow_runs.push(c.id);
-                }
-            }
-        }
+        plan(&mut Walker(self), policy, cursor)
     }
 
     fn count_gc_batch(&self, batch: &GcBatch) -> Result<GcCounts> {
@@ -421,11 +323,15 @@ fn confirmed(conn: &Connection, confirm: &str, ids: &str) -> Result<Vec<String>>
         .map_err(StoreError::db(context))
 }
 
-impl Sqlite {
-    /// The first group after `key` (the first of all when `None`).
-    fn next_group(&self, walk: &Walk, key: Option<&str>) -> Result<Option<String>> {
+/// A walk on SQLite's connection.
+struct Walker<'a>(&'a Sqlite);
+
+impl Walk for Walker<'_> {
+    fn next_group(&mut self, phase: GcPhase, key: Option<&str>) -> Result<Option<String>> {
+        let walk = statements(phase);
         let context = "finding the next loop or workflow to collect";
         let mut stmt = self
+            .0
             .conn
             .prepare_cached(if key.is_some() { walk.next } else { walk.first })
             .map_err(StoreError::db(context))?;
@@ -436,11 +342,10 @@ impl Sqlite {
         found.optional().map_err(StoreError::db(context))
     }
 
-    /// Where the walk of group `key` starts: at its `keep`-th newest run,
-    /// or at the cutoff when that is older; `None` when the group has no
-    /// more than `keep` runs.
-    fn start_of(&self, walk: &Walk, policy: &GcPolicy, key: &str) -> Result<Option<(String, i64)>> {
+    fn start(&mut self, phase: GcPhase, key: &str, policy: &GcPolicy) -> Result<Option<Position>> {
+        let walk = statements(phase);
         let boundary: Option<(String, i64)> = self
+            .0
             .conn
             .prepare_cached(walk.boundary)
             .and_then(|mut s| {
@@ -464,26 +369,24 @@ impl Sqlite {
         }))
     }
 
-    /// Up to `limit` runs of group `key` after position `after`, newest
-    /// first.
-    fn candidates(
-        &self,
-        walk: &Walk,
-        key: &str,
-        after: &(String, i64),
-        limit: usize,
-    ) -> Result<Vec<Candidate>> {
+    fn read(&mut self, look: &Look<'_>) -> Result<Vec<Candidate>> {
+        let Look {
+            phase,
+            key,
+            after,
+            limit,
+        } = *look;
         let context = "reading old runs";
         let mut stmt = self
+            .0
             .conn
-            .prepare_cached(walk.candidates)
+            .prepare_cached(statements(phase).candidates)
             .map_err(StoreError::db(context))?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = stmt
             .query_map(params![key, after.0, after.1, limit], |r| {
                 Ok(Candidate {
-                    rowid: r.get(0)?,
-                    created_at: r.get(1)?,
+                    at: (r.get(1)?, r.get(0)?),
                     id: r.get(2)?,
                     name: r.get(3)?,
                     may_go: r.get(4)?,
