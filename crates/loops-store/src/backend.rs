@@ -283,19 +283,6 @@ pub(crate) trait ClaimSteps {
     fn landed(&self, c: &mut dyn Sql) -> Result<Vec<Claim>>;
 }
 
-/// The guarded abandon of one expired run, written once
-/// (`runs/recover/ops.rs`): the run it abandoned, if any.
-pub(crate) type Abandon<'a> = &'a mut dyn FnMut(&mut dyn Sql) -> Result<Option<LoopRun>>;
-
-/// The part of [`RecoveryOps`] that still differs per backend: the write
-/// transaction of one recovery, which fails the abandoned run's linked
-/// workflow runs and advances its loop with the backend's own statements.
-pub(crate) trait RecoveryTx {
-    /// In one write transaction: runs `abandon`, then cascades from the
-    /// run it abandoned, as of `now`.
-    fn recovery_tx(&self, now: Timestamp, abandon: Abandon<'_>) -> Result<Option<Recovered>>;
-}
-
 /// The `loop_runs` table: what a daemon does to its own runs.
 pub(crate) trait ReleaseOps {
     /// [`Store::release_run`](crate::Store::release_run).

@@ -21,8 +21,6 @@ mod decide;
 pub(crate) mod ops;
 pub(crate) mod statements;
 
-pub(crate) use self::statements::has_labels;
-
 /// The default `limit` of [`Store::list_loops`] (SPEC §4.3).
 pub const DEFAULT_LOOP_LIMIT: u32 = 200;
 

@@ -20,17 +20,13 @@ mod connect;
 mod daemon;
 mod gc;
 pub(crate) mod listen;
-mod loops;
 mod open;
 pub(crate) mod rows;
 mod runs;
 mod sql;
-mod workflow_runs;
-mod workflows;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use loops_core::Liveness;
@@ -311,57 +307,6 @@ impl Conn<'_> {
         self.client
             .query_one(&stmt, params)
             .map_err(StoreError::db(context))
-    }
-
-    /// Runs a statement returning at most one row of `table` (a `SELECT`
-    /// or an `… RETURNING` write), decoded with `map`.
-    pub(crate) fn query_opt<T>(
-        &mut self,
-        sql: &str,
-        params: Params<'_>,
-        (table, context): (&'static str, &'static str),
-        map: fn(&Row) -> std::result::Result<T, rows::ColumnError>,
-    ) -> Result<Option<T>> {
-        let rows = self.query(sql, params, context)?;
-        rows.first()
-            .map(|r| rows::decode(r, table, map))
-            .transpose()
-    }
-
-    /// Runs a statement returning rows of `table`, decoded with `map`.
-    pub(crate) fn query_vec<T>(
-        &mut self,
-        sql: &str,
-        params: Params<'_>,
-        (table, context): (&'static str, &'static str),
-        map: fn(&Row) -> std::result::Result<T, rows::ColumnError>,
-    ) -> Result<Vec<T>> {
-        let rows = self.query(sql, params, context)?;
-        rows.iter().map(|r| rows::decode(r, table, map)).collect()
-    }
-
-    /// Runs a statement returning rows of `table`, handing each decoded
-    /// row to `each` as it arrives; a `Break` stops reading.
-    pub(crate) fn query_each<T>(
-        &mut self,
-        sql: &str,
-        params: Params<'_>,
-        (table, context): (&'static str, &'static str),
-        map: fn(&Row) -> std::result::Result<T, rows::ColumnError>,
-        mut each: impl FnMut(T) -> ControlFlow<()>,
-    ) -> Result<()> {
-        use postgres::fallible_iterator::FallibleIterator;
-        let stmt = self.prepare(sql, context)?;
-        let mut it = self
-            .client
-            .query_raw(&stmt, params.iter().copied())
-            .map_err(StoreError::db(context))?;
-        while let Some(row) = it.next().map_err(StoreError::db(context))? {
-            if each(rows::decode(&row, table, map)?).is_break() {
-                break;
-            }
-        }
-        Ok(())
     }
 
     /// Wakes every listening daemon (`pg_notify`), delivered when the

@@ -12,13 +12,10 @@
 pub(crate) mod backup;
 mod daemon;
 mod gc;
-mod loops;
 pub(crate) mod open;
 pub(crate) mod rows;
 mod runs;
 mod sql;
-mod workflow_runs;
-mod workflows;
 
 use std::cell::Cell;
 use std::path::Path;

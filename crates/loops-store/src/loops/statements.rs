@@ -25,7 +25,6 @@ macro_rules! has_labels {
         )
     };
 }
-pub(crate) use has_labels;
 
 /// One loop by id.
 pub(super) const LOOP_BY_ID: &str =

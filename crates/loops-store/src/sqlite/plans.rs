@@ -16,8 +16,8 @@ use rusqlite::{Params, StatementStatus, params};
 
 use super::Sqlite;
 use super::daemon::{NEXT_DUE, NEXT_EXPIRY, NEXT_LEASE_EXPIRY};
-use super::runs::recover::EXPIRED_LEASES;
 use crate::loops::statements::{COUNT_STATUS, DUE_LOOPS, EXPIRE_LOOPS, HAS_RUNNING_RUN};
+use crate::runs::EXPIRED_LEASES;
 use crate::runs::advance::ATTEMPT_CANCELLED;
 use crate::runs::list::{LIST_ALL_RUNS, LIST_LOOP_RUNS, LIST_RUNS_BY_STATUS};
 
@@ -180,7 +180,7 @@ fn measured(db: &Sqlite) -> Vec<(&'static str, i32)> {
         ),
         (
             "expired run leases (tick)",
-            steps(db, EXPIRED_LEASES, params![NOW]),
+            steps(db, EXPIRED_LEASES.0, params![NOW]),
         ),
         (
             "running run of a busy loop (overlap)",

@@ -122,19 +122,6 @@ pub(crate) fn linked_step_processes(
     Ok(found.into_iter().flatten().collect())
 }
 
-/// True when some linked workflow step process of `loop_run_id` is alive.
-/// The probe answers for this host's processes only: ask it about a loop
-/// run claimed on this host.
-pub(crate) fn has_live_step_processes<D: Db + ?Sized>(
-    db: &D,
-    c: &mut dyn Sql,
-    loop_run_id: &RunId,
-) -> Result<bool> {
-    Ok(linked_step_processes(c, loop_run_id)?
-        .into_iter()
-        .any(|p| db.liveness().is_alive(p)))
-}
-
 /// The spec with id `id`, any status.
 fn spec_by_id(c: &mut dyn Sql, id: &str) -> Result<Option<WorkflowSpec>> {
     c.query_opt(

@@ -1,6 +1,6 @@
 //! Lease recovery, written once over [`Db`] for both backends: the
-//! candidates, and in each candidate's own write transaction
-//! ([`RecoveryTx`]) the guarded abandon, decided by the takeover rule
+//! candidates, and in each candidate's own write transaction the guarded
+//! abandon, decided by the takeover rule
 //! ([`takeover`]).
 //!
 //! On PostgreSQL daemons sharing the database sweep at once, so each
@@ -18,11 +18,11 @@ use std::ops::ControlFlow;
 use loops_core::{Loop, LoopId, LoopRun, RunId, Timestamp, WorkflowRunId};
 
 use super::Recovered;
-use crate::backend::{RecoveryOps, RecoveryTx};
+use crate::backend::RecoveryOps;
 use crate::columns::{self, parsed, run_columns};
 use crate::error::Result;
 use crate::runs::takeover::{Processes, Takeover, takeover, vantage};
-use crate::runs::{Advance, LEASE_EXPIRED};
+use crate::runs::{Advance, LEASE_EXPIRED, PARENT_LEASE_EXPIRED};
 use crate::sql::{Col, Db, Fields, Sql};
 
 /// The running runs whose lease has expired, oldest first: on SQLite the
@@ -70,7 +70,7 @@ const ABANDON: &str = concat!(
     run_columns!()
 );
 
-impl<D: Db + RecoveryTx> RecoveryOps for D {
+impl<D: Db> RecoveryOps for D {
     fn recover_expired_run_leases(&self, now: Timestamp) -> Result<Vec<Recovered>> {
         let candidates = self.read(|c| {
             c.query_vec(
@@ -82,10 +82,24 @@ impl<D: Db + RecoveryTx> RecoveryOps for D {
         })?;
         let mut recovered = Vec::new();
         for (id, loop_id) in candidates {
-            let mut abandon = |c: &mut dyn Sql| abandon_expired(self, c, &id, &loop_id, now);
-            if let Some(r) = self.recovery_tx(now, &mut abandon)? {
-                recovered.push(r);
-            }
+            // Each run in its own short write transaction: the guarded
+            // abandon, then its linked workflow runs failed and its loop
+            // advanced, and the other daemons woken (PostgreSQL).
+            let one = self.write(|c| {
+                let Some(run) = abandon_expired(self, c, &id, &loop_id, now)? else {
+                    return Ok(None);
+                };
+                let failed = crate::workflow_runs::ops::fail_linked_workflow_runs(
+                    c,
+                    &run.id,
+                    PARENT_LEASE_EXPIRED,
+                    now,
+                )?;
+                let advanced = crate::runs::advance_after(c, &run, now)?;
+                c.notify(run.loop_id.as_str())?;
+                Ok(Some(Recovered::of(run, failed, advanced)))
+            })?;
+            recovered.extend(one);
         }
         Ok(recovered)
     }
