@@ -31,11 +31,13 @@ mod hooks;
 mod lanes;
 mod overlap;
 mod record;
+mod state;
 
 pub use self::hooks::HookSettings;
 pub use self::lanes::Lanes;
 pub use self::record::heartbeat_period;
 use self::record::lease_deadline;
+use self::state::{Mode, Phase};
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -170,26 +172,17 @@ struct InFlight {
     /// unreachable) is cancelled, since another host may take its slot
     /// over (issue 15).
     lease_deadline: Instant,
-    /// Cancelled by a daemon shutdown: released, not finalized, unless it
-    /// succeeded anyway.
-    interrupted: bool,
-    /// The run has ended, but recording its result failed on a transient
-    /// store error (a full disk): it is tried again, its lease still
-    /// renewed, until it lands.
-    unrecorded: Option<Unrecorded>,
+    /// Running, interrupted by a shutdown, or ended and waiting for its
+    /// record to land.
+    phase: Phase,
     /// The spawn id every process of the run carries, recorded with its pid
     /// so a later runner finds them after a crash.
     spawn_id: String,
 }
 
-/// The result of a run whose finalize has not landed yet.
-struct Unrecorded {
-    result: ExecutorResult,
-    /// Failed attempts so far.
-    failures: u32,
-    /// The wait before the next attempt: 100 ms, doubling up to 5 s.
-    delay: Duration,
-    retry_at: Instant,
+/// A stop request held back from a batch of reports ([`Report::Stop`]).
+struct HeldStop {
+    grace: Option<Duration>,
 }
 
 /// A loop with runs of this dispatcher in flight.
@@ -209,9 +202,9 @@ pub(crate) struct Dispatcher<'scope, 'env> {
     opts: DispatchOptions<'env>,
     tx: Sender<Report>,
     rx: Receiver<Report>,
-    /// A stop request that ended a batch of reports, for the next
-    /// [`Dispatcher::poll`] or [`Dispatcher::wait`].
-    held: Option<Report>,
+    /// The grace of a stop request that ended a batch of reports, for the
+    /// next [`Dispatcher::poll`] or [`Dispatcher::wait`].
+    held_stop: Option<HeldStop>,
     _stop_wake: Option<Subscription>,
     queue: VecDeque<LoopWork>,
     inflight: HashMap<RunId, InFlight>,
@@ -219,8 +212,7 @@ pub(crate) struct Dispatcher<'scope, 'env> {
     /// Loops whose due slots could not progress at the last plan (held by
     /// another runner, or a schedule error): left out of the next wake-up.
     parked: HashSet<LoopId>,
-    draining: bool,
-    stop_sent: bool,
+    mode: Mode,
     result: TickResult,
     /// The first run whose row vanished before its finalize.
     pub(crate) vanished: Option<StoreError>,
@@ -251,14 +243,13 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
             opts,
             tx,
             rx,
-            held: None,
+            held_stop: None,
             _stop_wake: stop_wake,
             queue: VecDeque::new(),
             inflight: HashMap::new(),
             busy: HashMap::new(),
             parked: HashSet::new(),
-            draining: false,
-            stop_sent: false,
+            mode: Mode::Serving,
             result: TickResult::default(),
             vanished: None,
             landed: Vec::new(),
@@ -285,7 +276,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
     }
 
     fn stopping(&self) -> bool {
-        self.draining || self.opts.stop.is_some_and(CancelToken::is_cancelled)
+        self.mode.is_draining() || self.opts.stop.is_some_and(CancelToken::is_cancelled)
     }
 
     fn report_run(&self, run: &LoopRun) {
@@ -537,8 +528,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                 period,
                 next_heartbeat: Instant::now() + period,
                 lease_deadline: lease_deadline(Instant::now(), lease_ms),
-                interrupted: false,
-                unrecorded: None,
+                phase: Phase::Running,
                 spawn_id,
             },
         );
@@ -546,14 +536,19 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
 
     /// Waits up to `timeout` for the next report.
     pub(crate) fn wait(&mut self, timeout: Duration) -> Option<Report> {
-        self.held
-            .take()
+        self.take_held_stop()
             .or_else(|| self.rx.recv_timeout(timeout).ok())
     }
 
     /// A report that is already waiting, without blocking.
     pub(crate) fn poll(&mut self) -> Option<Report> {
-        self.held.take().or_else(|| self.rx.try_recv().ok())
+        self.take_held_stop().or_else(|| self.rx.try_recv().ok())
+    }
+
+    fn take_held_stop(&mut self) -> Option<Report> {
+        self.held_stop
+            .take()
+            .map(|HeldStop { grace }| Report::Stop { grace })
     }
 
     /// When the next run lease is due for renewal, or the next finalize
@@ -561,8 +556,8 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
     pub(crate) fn next_heartbeat(&self) -> Option<Instant> {
         self.inflight
             .values()
-            .map(|f| match &f.unrecorded {
-                Some(u) => f.next_heartbeat.min(u.retry_at),
+            .map(|f| match f.phase.retry_at() {
+                Some(retry_at) => f.next_heartbeat.min(retry_at),
                 None => f.next_heartbeat,
             })
             .min()
@@ -616,7 +611,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
             // remaining slots.
             work.slots.clear();
         }
-        if !work.slots.is_empty() && !self.draining {
+        if !work.slots.is_empty() && !self.mode.is_draining() {
             self.queue.push_front(work);
         }
     }
