@@ -155,7 +155,7 @@ pub fn spawn_detached(
 
 /// The log, opened as the daemon opens it: never through a planted link.
 fn open_log(path: &Path) -> io::Result<File> {
-    crate::private::open_private_append(path)
+    crate::owner_only::open_private_append(path)
 }
 
 /// What [`kill_orphan_group`] did.

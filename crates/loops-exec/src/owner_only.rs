@@ -1,5 +1,7 @@
-//! The daemon's own files and its wake-up socket, opened so that a link
-//! planted in the data directory cannot redirect them.
+//! Files and a socket only this user owns and reaches: the daemon's own
+//! files, opened after an owner check so that a link planted in the data
+//! directory cannot redirect them, and its wake-up socket, bound owner-only
+//! and telling each datagram's sender.
 //!
 //! - [`open_private_append`] and [`open_no_follow`] never follow a symbolic
 //!   link (`O_NOFOLLOW`), and only accept a regular file owned by this
