@@ -24,6 +24,7 @@ mod duration;
 mod id;
 mod liveness;
 mod model;
+mod ownership;
 mod run_json;
 mod schedule;
 mod status;
@@ -50,6 +51,7 @@ pub use crate::model::{
     MAX_CATCH_UP_LIMIT, MAX_LABEL_LEN, NewLoop, NewWorkflow, ProcessTarget, Schedule, Step,
     StepRun, Target, WorkflowEvent, WorkflowRun, WorkflowSpec, WorkflowTarget, loop_workflow_key,
 };
+pub use crate::ownership::{Ownership, ownership};
 pub use crate::run_json::{redacted_len, run_json, streams_json};
 pub use crate::schedule::{
     LoopAdvance, ScheduleError, Streak, compute_next_after, due_slots, initial_next_run,
