@@ -32,12 +32,14 @@ mod lanes;
 mod overlap;
 mod record;
 mod state;
+mod tick_result;
 
 pub use self::hooks::HookSettings;
 pub use self::lanes::Lanes;
 pub use self::record::heartbeat_period;
 use self::record::lease_deadline;
 use self::state::{Mode, Phase};
+pub use self::tick_result::TickResult;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -45,49 +47,12 @@ use std::thread::Scope;
 use std::time::{Duration, Instant};
 
 use loops_core::{
-    Clock, ExecutorResult, Loop, LoopId, LoopRun, Overlap, ProcessRef, RunId, RunStatus, Timestamp,
-    due_slots,
+    Clock, ExecutorResult, Loop, LoopId, LoopRun, Overlap, ProcessRef, RunId, Timestamp, due_slots,
 };
 use loops_exec::{CancelToken, Pool, Subscription};
 use loops_store::{Claim, NotClaimed, Store, StoreError};
-use serde::Serialize;
 
 use crate::executor::{RunControl, RunError, RunExecutor};
-
-/// What a tick did (SPEC §3.1 step 7). The JSON has exactly these keys.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct TickResult {
-    /// Runs left running (only in fence and skip edge cases).
-    pub claimed: Vec<LoopRun>,
-    /// Runs that finished.
-    pub completed: Vec<LoopRun>,
-    /// Overlap skips.
-    pub skipped: Vec<LoopRun>,
-    /// Runs abandoned by lease recovery.
-    pub recovered: Vec<LoopRun>,
-    /// Loops that expired.
-    pub expired: Vec<Loop>,
-}
-
-impl TickResult {
-    /// True when the tick changed nothing.
-    pub fn is_empty(&self) -> bool {
-        self.claimed.is_empty()
-            && self.completed.is_empty()
-            && self.skipped.is_empty()
-            && self.recovered.is_empty()
-            && self.expired.is_empty()
-    }
-
-    /// Sorts a run into the result (SPEC §3.1 step 5).
-    pub(crate) fn sort(&mut self, run: LoopRun) {
-        match run.status {
-            RunStatus::Running => self.claimed.push(run),
-            RunStatus::Skipped => self.skipped.push(run),
-            _ => self.completed.push(run),
-        }
-    }
-}
 
 /// How a finished run is recorded.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -111,6 +76,9 @@ pub(crate) enum Report {
     },
     /// A worker's child was spawned.
     Spawned(RunId, ProcessRef),
+    /// A worker's run goes on but could not record its progress; the
+    /// message goes to `on_error` with the run's loop.
+    Retrying(RunId, String),
     /// A worker finished its run.
     Done(RunId, Result<ExecutorResult, RunError>),
 }
@@ -471,6 +439,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
         let period = heartbeat_period(work.lp.lease_ms);
         let lease_ms = work.lp.lease_ms;
         let spawn_tx = self.tx.clone();
+        let retry_tx = self.tx.clone();
         let executor = self.opts.executor;
         // Runs claimed without a token (the original's) get a fresh one.
         let spawn_id = claim_spawn_id(&run).map_or_else(loops_exec::new_spawn_id, str::to_owned);
@@ -486,10 +455,14 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                 // The receiver lives until every worker is done.
                 let _ = spawn_tx.send(Report::Spawned(run_id, p));
             };
+            let on_retry = move |message: &str| {
+                let _ = retry_tx.send(Report::Retrying(run_id, message.to_owned()));
+            };
             let control = RunControl {
                 cancel: worker_cancel,
                 on_spawn: &on_spawn,
                 spawn_id: Some(&worker_spawn_id),
+                on_retry: &on_retry,
             };
             Report::Done(run_id, executor.execute(&lp, &worker_run, &control))
         };
@@ -583,6 +556,11 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                 };
                 let result = self.result_of(&done, outcome);
                 return self.record(done, result);
+            }
+            Report::Retrying(id, message) => {
+                if let Some(f) = self.inflight.get(&id) {
+                    self.report_error(&f.work.lp, &message);
+                }
             }
             Report::Wake | Report::Stop { .. } => {}
         }

@@ -244,8 +244,8 @@ impl Dispatcher<'_, '_> {
     /// [`BATCH_REPORTS`]) in one store batch: one commit for many finished
     /// runs. `on_result` sees each report's outcome and decides whether an
     /// error stops the batch (tick) or is only logged (daemon); the
-    /// operations that succeeded are committed either way. A wake-up or a
-    /// stop writes nothing, so it takes no write lock. A stop request
+    /// operations that succeeded are committed either way. A wake-up, a
+    /// stop or a retry note writes nothing, so it takes no write lock. A stop request
     /// waiting behind `first` ends the batch and is held for the next
     /// [`Dispatcher::poll`]: the daemon handles those itself.
     pub(crate) fn handle_waiting(
@@ -255,7 +255,10 @@ impl Dispatcher<'_, '_> {
     ) -> Result<(), StoreError> {
         // A hook that failed since rings a wake-up: report it now.
         self.hooks.report(self.opts.on_hook_error);
-        if matches!(first, Report::Wake | Report::Stop { .. }) {
+        if matches!(
+            first,
+            Report::Wake | Report::Stop { .. } | Report::Retrying(..)
+        ) {
             return on_result(self.handle(first));
         }
         // Taken off the channel before the batch begins: a batch that
