@@ -131,7 +131,7 @@ impl Detached {
 /// start` (SPEC §7.6): in its own process group, so the terminal's Ctrl-C
 /// and job control do not reach it; stdin from `/dev/null`; stdout and
 /// stderr appended to `log` (created with mode 0600, never through a
-/// symbolic link: see [`crate::private`]). The environment, with `env`
+/// symbolic link: see [`crate::owner_only`]). The environment, with `env`
 /// added, and the working directory are inherited. The caller does not
 /// wait for it.
 pub fn spawn_detached(
