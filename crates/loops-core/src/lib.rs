@@ -24,8 +24,9 @@ mod duration;
 mod id;
 mod liveness;
 mod model;
+mod ownership;
+mod run_json;
 mod schedule;
-mod shape;
 mod status;
 mod tagged;
 mod terminal;
@@ -50,12 +51,13 @@ pub use crate::model::{
     MAX_CATCH_UP_LIMIT, MAX_LABEL_LEN, NewLoop, NewWorkflow, ProcessTarget, Schedule, Step,
     StepRun, Target, WorkflowEvent, WorkflowRun, WorkflowSpec, WorkflowTarget, loop_workflow_key,
 };
+pub use crate::ownership::{Ownership, ownership};
+pub use crate::run_json::{redacted_len, run_json, streams_json};
 pub use crate::schedule::{
     LoopAdvance, ScheduleError, Streak, compute_next_after, due_slots, initial_next_run,
     is_expired, parse_schedule_at, plan_advance, plan_advance_with, retry_delay_ms,
     validate_schedule,
 };
-pub use crate::shape::{redacted_len, run_json, streams_json};
 pub use crate::status::{
     AgentProvider, Anchor, Backoff, CatchUp, ConfigIsolation, EnumError, ExecutorStatus,
     LoopStatus, Overlap, RunStatus, StepRunStatus, WorkflowRunStatus, WorkflowStatus,

@@ -71,7 +71,7 @@ pub(crate) fn next() -> String {
 /// `LOOPS_SPAWN_ID` (through [`RunContext::spawn_id`](crate::RunContext::spawn_id)), and
 /// record with the run: every process of the run then carries it, also the
 /// ones that leave its process group, so a later runner can find them after
-/// a crash ([`kill_orphan_carriers`](crate::kill_orphan_carriers)).
+/// a crash ([`kill_orphans`](crate::kill_orphans)).
 pub fn new_spawn_id() -> String {
     next()
 }

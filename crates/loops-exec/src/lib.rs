@@ -60,9 +60,9 @@ mod hook;
 mod liveness;
 mod options;
 mod output;
+pub mod owner_only;
 mod path;
 mod pool;
-pub mod private;
 mod process;
 mod prompt_file;
 mod runlog;
@@ -87,8 +87,8 @@ pub use crate::output::DEFAULT_MAX_OUTPUT_BYTES;
 pub use crate::path::{dropped_path_entries, normalize_path};
 pub use crate::pool::Pool;
 pub use crate::process::{
-    Detached, OrphanKill, ProcessSignal, hostname, is_running, kill_orphan_carriers,
-    kill_orphan_group, signal_process, spawn_detached, started_by,
+    Detached, OrphanKill, Orphans, ProcessSignal, hostname, is_running, kill_orphans,
+    signal_process, spawn_detached, started_by,
 };
 pub use crate::runlog::{LOGS_DIR, RunLog, prepare_logs_dir, run_id_of_log, run_log_path};
 pub use crate::scrub::mask_credentials;

@@ -131,7 +131,7 @@ impl Detached {
 /// start` (SPEC §7.6): in its own process group, so the terminal's Ctrl-C
 /// and job control do not reach it; stdin from `/dev/null`; stdout and
 /// stderr appended to `log` (created with mode 0600, never through a
-/// symbolic link: see [`crate::private`]). The environment, with `env`
+/// symbolic link: see [`crate::owner_only`]). The environment, with `env`
 /// added, and the working directory are inherited. The caller does not
 /// wait for it.
 pub fn spawn_detached(
@@ -155,106 +155,135 @@ pub fn spawn_detached(
 
 /// The log, opened as the daemon opens it: never through a planted link.
 fn open_log(path: &Path) -> io::Result<File> {
-    crate::private::open_private_append(path)
+    crate::owner_only::open_private_append(path)
 }
 
-/// What [`kill_orphan_group`] did.
+/// What a dead runner's run left behind, for [`kill_orphans`] to tear
+/// down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Orphans<'a> {
+    /// The process group a run recorded as `process` (the group's leader).
+    Group(ProcessRef),
+    /// The processes that carry a run's spawn id in `LOOPS_SPAWN_ID` (see
+    /// [`new_spawn_id`](crate::new_spawn_id)): those that left the run's
+    /// process group (`setsid`, a daemonizing double fork), which the group
+    /// signal cannot reach.
+    Carriers(&'a str),
+}
+
+/// What [`kill_orphans`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OrphanKill {
-    /// Nothing of the group was alive; nothing was signalled.
+    /// Nothing of them was alive; nothing was signalled.
     Gone,
-    /// The group was signalled and is gone now; `forced` when SIGKILL was
+    /// They were signalled and are gone now; `forced` when SIGKILL was
     /// needed after the grace period.
     Killed {
         /// SIGKILL was sent.
         forced: bool,
     },
-    /// The group was not signalled: no start time was recorded for its
-    /// leader, or the pid now belongs to another process, or the platform
-    /// cannot tell who is in the group.
+    /// Nothing was signalled: for a group, no start time was recorded for
+    /// its leader, or the pid now belongs to another process, or the
+    /// platform cannot tell who is in the group; for carriers, the spawn id
+    /// is not a single token, or the platform cannot read process
+    /// environments (only Linux can).
     NotVerified,
-    /// Members survived SIGKILL (a process we may not signal).
+    /// Some survived SIGKILL (a process we may not signal).
     Survived,
 }
 
-/// Tears down the process group a run recorded as `process` after its
-/// runner died (SPEC §9 item 18): SIGTERM to the group, up to `grace` for it
-/// to empty, then SIGKILL.
+/// Tears down what a run left behind after its runner died (SPEC §9 item
+/// 18): SIGTERM, up to `grace` for it to go, then SIGKILL.
 ///
-/// The group is signalled only when `process` has a recorded start time
-/// and either its leader is alive with that start time, or its leader is
-/// gone while members of its group live on (see the module docs).
-pub fn kill_orphan_group(process: ProcessRef, grace: Duration) -> OrphanKill {
+/// Only what is verified is signalled. A [`Orphans::Group`] is signalled
+/// when its leader has a recorded start time and either is alive with
+/// that start time, or is gone while members of its group live on (see
+/// the module docs). For [`Orphans::Carriers`], the spawn id is unique to
+/// one run, so carrying it is the identity check.
+pub fn kill_orphans(orphans: Orphans<'_>, grace: Duration) -> OrphanKill {
+    match orphans {
+        Orphans::Group(process) => {
+            let pgid = match verify_group(process) {
+                Ok(pgid) => pgid,
+                Err(outcome) => return outcome,
+            };
+            if !group_alive(pgid) {
+                return OrphanKill::Gone;
+            }
+            // The leader may stay a zombie until its new parent (init or a
+            // subreaper) reaps it; liveness probes count such a leader dead.
+            terminate(
+                |signal| {
+                    group::signal(pgid, signal);
+                    true
+                },
+                || !group_alive(pgid),
+                grace,
+            )
+        }
+        Orphans::Carriers(spawn_id) => {
+            if spawn_id.is_empty() || spawn_id.contains(char::is_whitespace) {
+                return OrphanKill::NotVerified;
+            }
+            if !cfg!(any(target_os = "linux", target_os = "android")) {
+                return OrphanKill::NotVerified;
+            }
+            terminate(
+                |signal| cookie::signal_carriers(spawn_id, Some(signal)) > 0,
+                || cookie::signal_carriers(spawn_id, None) == 0,
+                grace,
+            )
+        }
+    }
+}
+
+/// The group of `process` when it may be signalled, else what
+/// [`kill_orphans`] reports instead.
+fn verify_group(process: ProcessRef) -> Result<Pid, OrphanKill> {
     let (Some(recorded), Some(pgid)) = (process.start, raw_pid(process.pid)) else {
-        return OrphanKill::NotVerified;
+        return Err(OrphanKill::NotVerified);
     };
     let leader_exists = matches!(kill(pgid, None), Ok(()) | Err(Errno::EPERM));
     if leader_exists {
         match process_start_ms(process.pid) {
-            Some(current) if (current - recorded).abs() <= START_TOLERANCE_MS => {}
-            _ => return OrphanKill::NotVerified,
+            Some(current) if (current - recorded).abs() <= START_TOLERANCE_MS => Ok(pgid),
+            _ => Err(OrphanKill::NotVerified),
         }
     } else {
         match group::has_live_members(pgid) {
-            Some(true) => {}
-            Some(false) => return OrphanKill::Gone,
-            None => return OrphanKill::NotVerified,
+            Some(true) => Ok(pgid),
+            Some(false) => Err(OrphanKill::Gone),
+            None => Err(OrphanKill::NotVerified),
         }
     }
-    let outcome = if !group_alive(pgid) {
-        OrphanKill::Gone
-    } else {
-        group::signal(pgid, Signal::SIGTERM);
-        if wait_group_gone(pgid, grace) {
-            OrphanKill::Killed { forced: false }
-        } else {
-            group::signal(pgid, Signal::SIGKILL);
-            if wait_group_gone(pgid, Duration::from_secs(1)) {
-                OrphanKill::Killed { forced: true }
-            } else {
-                return OrphanKill::Survived;
-            }
-        }
-    };
-    // The leader may stay a zombie until its new parent (init or a
-    // subreaper) reaps it; liveness probes count such a leader dead.
-    outcome
 }
 
-/// Tears down the processes of a dead runner's run that carry its spawn id
-/// in `LOOPS_SPAWN_ID` (see [`new_spawn_id`](crate::new_spawn_id)): the
-/// ones that left the run's process group (`setsid`, a daemonizing double
-/// fork) and that [`kill_orphan_group`] cannot reach. SIGTERM to every
-/// carrier, up to `grace` for them to exit, then SIGKILL.
-///
-/// The spawn id is unique to one run, so carrying it is the identity check.
-/// [`OrphanKill::NotVerified`] when `spawn_id` is not a single token, or
-/// the platform cannot read process environments (only Linux can).
-pub fn kill_orphan_carriers(spawn_id: &str, grace: Duration) -> OrphanKill {
-    if spawn_id.is_empty() || spawn_id.contains(char::is_whitespace) {
-        return OrphanKill::NotVerified;
-    }
-    if !cfg!(any(target_os = "linux", target_os = "android")) {
-        return OrphanKill::NotVerified;
-    }
-    if cookie::signal_carriers(spawn_id, Some(Signal::SIGTERM)) == 0 {
+/// SIGTERM through `signal` (false when it reached nothing: they are
+/// gone), up to `grace` for `gone`, then SIGKILL and up to a second more.
+fn terminate(
+    mut signal: impl FnMut(Signal) -> bool,
+    mut gone: impl FnMut() -> bool,
+    grace: Duration,
+) -> OrphanKill {
+    if !signal(Signal::SIGTERM) {
         return OrphanKill::Gone;
     }
-    if wait_carriers_gone(spawn_id, grace) {
+    if wait_until(&mut gone, grace) {
         return OrphanKill::Killed { forced: false };
     }
-    cookie::signal_carriers(spawn_id, Some(Signal::SIGKILL));
-    if wait_carriers_gone(spawn_id, Duration::from_secs(1)) {
+    signal(Signal::SIGKILL);
+    if wait_until(&mut gone, Duration::from_secs(1)) {
         OrphanKill::Killed { forced: true }
     } else {
         OrphanKill::Survived
     }
 }
 
-fn wait_carriers_gone(spawn_id: &str, within: Duration) -> bool {
+/// Whether `done` holds within `within`, re-checked every [`RECHECK`].
+fn wait_until(done: &mut impl FnMut() -> bool, within: Duration) -> bool {
     let deadline = Instant::now() + within;
     loop {
-        if cookie::signal_carriers(spawn_id, None) == 0 {
+        if done() {
             return true;
         }
         if Instant::now() >= deadline {
@@ -269,19 +298,6 @@ fn wait_carriers_gone(spawn_id: &str, within: Duration) -> bool {
 /// counts.
 fn group_alive(pgid: Pid) -> bool {
     group::has_live_members(pgid).unwrap_or_else(|| group::exists(pgid))
-}
-
-fn wait_group_gone(pgid: Pid, within: Duration) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if !group_alive(pgid) {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(RECHECK);
-    }
 }
 
 fn raw_pid(pid: u32) -> Option<Pid> {
@@ -327,7 +343,7 @@ mod tests {
     fn an_unrecorded_start_time_is_never_signalled() {
         let me = std::process::id();
         assert_eq!(
-            kill_orphan_group(ProcessRef::pid(me), Duration::ZERO),
+            kill_orphans(Orphans::Group(ProcessRef::pid(me)), Duration::ZERO),
             OrphanKill::NotVerified
         );
         let Some(start) = process_start_ms(me) else {
@@ -339,7 +355,7 @@ mod tests {
             start: Some(start - 3_600_000),
         };
         assert_eq!(
-            kill_orphan_group(reused, Duration::ZERO),
+            kill_orphans(Orphans::Group(reused), Duration::ZERO),
             OrphanKill::NotVerified
         );
     }

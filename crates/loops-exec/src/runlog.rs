@@ -28,7 +28,7 @@
 //! another user's or not a directory; a file is created with `O_EXCL`
 //! (`create_new`) and `O_NOFOLLOW`, then narrowed to 0600 through its
 //! descriptor, whatever the umask. Readers open it with
-//! [`open_no_follow`](crate::private::open_no_follow).
+//! [`open_no_follow`](crate::owner_only::open_no_follow).
 //!
 //! **Never fails a run.** A write error stops the file (the run goes on);
 //! [`RunLog::error`] tells the runner, which notes it in its own log.
@@ -41,7 +41,7 @@ use std::sync::OnceLock;
 
 use nix::fcntl::OFlag;
 
-use crate::private::effective_uid;
+use crate::owner_only::effective_uid;
 use crate::scrub::{Secrets, Shapes};
 
 /// The name of the directory of run logs inside the data directory.
@@ -136,7 +136,7 @@ impl RunLog {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
-        let file = crate::private::open_private_append(&path)?;
+        let file = crate::owner_only::open_private_append(&path)?;
         Ok(RunLog {
             file,
             path,

@@ -23,7 +23,7 @@
 //! A symbolic link is followed, to whatever it points to: prompt files are
 //! often links (to a dotfiles checkout, say), and the checks apply to the
 //! file the link leads to, which is what is read. These are files the user
-//! chose, not loops' own files, which `private.rs` opens without following
+//! chose, not loops' own files, which `owner_only.rs` opens without following
 //! links.
 
 use std::fmt;

@@ -76,15 +76,16 @@
 //! `wake.rs` the socket, `pidfile.rs` the pid file and `gc.rs` the
 //! retention pass; imports go one way, from `run.rs` to the others.
 
+mod database_clock;
 mod describe;
 mod gc;
 mod options;
 mod pidfile;
 mod recover;
 mod run;
-mod shared;
 mod wake;
 
+pub use self::database_clock::{ClockSync, DatabaseClock, SKEW_WARN_MS};
 pub use self::gc::{GC_FIRST_DELAY, GC_PERIOD, GcReport, collect_garbage, sweep_run_logs};
 pub use self::options::{
     DEFAULT_GC_KEEP_PER_LOOP, DEFAULT_GRACE, DEFAULT_LEASE_TTL, DEFAULT_MAX_SLEEP, DaemonOptions,
@@ -92,5 +93,4 @@ pub use self::options::{
 };
 pub use self::pidfile::{PID_FILE, PidRecord, read_pid, read_pid_record, remove_pid_if};
 pub use self::run::{DaemonError, DaemonExit, run_daemon};
-pub use self::shared::{ClockSync, DatabaseClock, SKEW_WARN_MS};
 pub use self::wake::{SOCKET_FILE, notify_daemon, request_stop};

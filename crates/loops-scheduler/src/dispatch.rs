@@ -31,11 +31,15 @@ mod hooks;
 mod lanes;
 mod overlap;
 mod record;
+mod state;
+mod tick_result;
 
 pub use self::hooks::HookSettings;
 pub use self::lanes::Lanes;
 pub use self::record::heartbeat_period;
 use self::record::lease_deadline;
+use self::state::{Mode, Phase};
+pub use self::tick_result::TickResult;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -43,49 +47,12 @@ use std::thread::Scope;
 use std::time::{Duration, Instant};
 
 use loops_core::{
-    Clock, ExecutorResult, Loop, LoopId, LoopRun, Overlap, ProcessRef, RunId, RunStatus, Timestamp,
-    due_slots,
+    Clock, ExecutorResult, Loop, LoopId, LoopRun, Overlap, ProcessRef, RunId, Timestamp, due_slots,
 };
 use loops_exec::{CancelToken, Pool, Subscription};
 use loops_store::{Claim, NotClaimed, Store, StoreError};
-use serde::Serialize;
 
 use crate::executor::{RunControl, RunError, RunExecutor};
-
-/// What a tick did (SPEC §3.1 step 7). The JSON has exactly these keys.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct TickResult {
-    /// Runs left running (only in fence and skip edge cases).
-    pub claimed: Vec<LoopRun>,
-    /// Runs that finished.
-    pub completed: Vec<LoopRun>,
-    /// Overlap skips.
-    pub skipped: Vec<LoopRun>,
-    /// Runs abandoned by lease recovery.
-    pub recovered: Vec<LoopRun>,
-    /// Loops that expired.
-    pub expired: Vec<Loop>,
-}
-
-impl TickResult {
-    /// True when the tick changed nothing.
-    pub fn is_empty(&self) -> bool {
-        self.claimed.is_empty()
-            && self.completed.is_empty()
-            && self.skipped.is_empty()
-            && self.recovered.is_empty()
-            && self.expired.is_empty()
-    }
-
-    /// Sorts a run into the result (SPEC §3.1 step 5).
-    pub(crate) fn sort(&mut self, run: LoopRun) {
-        match run.status {
-            RunStatus::Running => self.claimed.push(run),
-            RunStatus::Skipped => self.skipped.push(run),
-            _ => self.completed.push(run),
-        }
-    }
-}
 
 /// How a finished run is recorded.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -109,6 +76,9 @@ pub(crate) enum Report {
     },
     /// A worker's child was spawned.
     Spawned(RunId, ProcessRef),
+    /// A worker's run goes on but could not record its progress; the
+    /// message goes to `on_error` with the run's loop.
+    Retrying(RunId, String),
     /// A worker finished its run.
     Done(RunId, Result<ExecutorResult, RunError>),
 }
@@ -170,26 +140,17 @@ struct InFlight {
     /// unreachable) is cancelled, since another host may take its slot
     /// over (issue 15).
     lease_deadline: Instant,
-    /// Cancelled by a daemon shutdown: released, not finalized, unless it
-    /// succeeded anyway.
-    interrupted: bool,
-    /// The run has ended, but recording its result failed on a transient
-    /// store error (a full disk): it is tried again, its lease still
-    /// renewed, until it lands.
-    unrecorded: Option<Unrecorded>,
+    /// Running, interrupted by a shutdown, or ended and waiting for its
+    /// record to land.
+    phase: Phase,
     /// The spawn id every process of the run carries, recorded with its pid
     /// so a later runner finds them after a crash.
     spawn_id: String,
 }
 
-/// The result of a run whose finalize has not landed yet.
-struct Unrecorded {
-    result: ExecutorResult,
-    /// Failed attempts so far.
-    failures: u32,
-    /// The wait before the next attempt: 100 ms, doubling up to 5 s.
-    delay: Duration,
-    retry_at: Instant,
+/// A stop request held back from a batch of reports ([`Report::Stop`]).
+struct HeldStop {
+    grace: Option<Duration>,
 }
 
 /// A loop with runs of this dispatcher in flight.
@@ -209,9 +170,9 @@ pub(crate) struct Dispatcher<'scope, 'env> {
     opts: DispatchOptions<'env>,
     tx: Sender<Report>,
     rx: Receiver<Report>,
-    /// A stop request that ended a batch of reports, for the next
-    /// [`Dispatcher::poll`] or [`Dispatcher::wait`].
-    held: Option<Report>,
+    /// The grace of a stop request that ended a batch of reports, for the
+    /// next [`Dispatcher::poll`] or [`Dispatcher::wait`].
+    held_stop: Option<HeldStop>,
     _stop_wake: Option<Subscription>,
     queue: VecDeque<LoopWork>,
     inflight: HashMap<RunId, InFlight>,
@@ -219,8 +180,7 @@ pub(crate) struct Dispatcher<'scope, 'env> {
     /// Loops whose due slots could not progress at the last plan (held by
     /// another runner, or a schedule error): left out of the next wake-up.
     parked: HashSet<LoopId>,
-    draining: bool,
-    stop_sent: bool,
+    mode: Mode,
     result: TickResult,
     /// The first run whose row vanished before its finalize.
     pub(crate) vanished: Option<StoreError>,
@@ -251,14 +211,13 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
             opts,
             tx,
             rx,
-            held: None,
+            held_stop: None,
             _stop_wake: stop_wake,
             queue: VecDeque::new(),
             inflight: HashMap::new(),
             busy: HashMap::new(),
             parked: HashSet::new(),
-            draining: false,
-            stop_sent: false,
+            mode: Mode::Serving,
             result: TickResult::default(),
             vanished: None,
             landed: Vec::new(),
@@ -285,7 +244,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
     }
 
     fn stopping(&self) -> bool {
-        self.draining || self.opts.stop.is_some_and(CancelToken::is_cancelled)
+        self.mode.is_draining() || self.opts.stop.is_some_and(CancelToken::is_cancelled)
     }
 
     fn report_run(&self, run: &LoopRun) {
@@ -480,6 +439,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
         let period = heartbeat_period(work.lp.lease_ms);
         let lease_ms = work.lp.lease_ms;
         let spawn_tx = self.tx.clone();
+        let retry_tx = self.tx.clone();
         let executor = self.opts.executor;
         // Runs claimed without a token (the original's) get a fresh one.
         let spawn_id = claim_spawn_id(&run).map_or_else(loops_exec::new_spawn_id, str::to_owned);
@@ -495,10 +455,14 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                 // The receiver lives until every worker is done.
                 let _ = spawn_tx.send(Report::Spawned(run_id, p));
             };
+            let on_retry = move |message: &str| {
+                let _ = retry_tx.send(Report::Retrying(run_id, message.to_owned()));
+            };
             let control = RunControl {
                 cancel: worker_cancel,
                 on_spawn: &on_spawn,
                 spawn_id: Some(&worker_spawn_id),
+                on_retry: &on_retry,
             };
             Report::Done(run_id, executor.execute(&lp, &worker_run, &control))
         };
@@ -537,8 +501,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                 period,
                 next_heartbeat: Instant::now() + period,
                 lease_deadline: lease_deadline(Instant::now(), lease_ms),
-                interrupted: false,
-                unrecorded: None,
+                phase: Phase::Running,
                 spawn_id,
             },
         );
@@ -546,14 +509,19 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
 
     /// Waits up to `timeout` for the next report.
     pub(crate) fn wait(&mut self, timeout: Duration) -> Option<Report> {
-        self.held
-            .take()
+        self.take_held_stop()
             .or_else(|| self.rx.recv_timeout(timeout).ok())
     }
 
     /// A report that is already waiting, without blocking.
     pub(crate) fn poll(&mut self) -> Option<Report> {
-        self.held.take().or_else(|| self.rx.try_recv().ok())
+        self.take_held_stop().or_else(|| self.rx.try_recv().ok())
+    }
+
+    fn take_held_stop(&mut self) -> Option<Report> {
+        self.held_stop
+            .take()
+            .map(|HeldStop { grace }| Report::Stop { grace })
     }
 
     /// When the next run lease is due for renewal, or the next finalize
@@ -561,8 +529,8 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
     pub(crate) fn next_heartbeat(&self) -> Option<Instant> {
         self.inflight
             .values()
-            .map(|f| match &f.unrecorded {
-                Some(u) => f.next_heartbeat.min(u.retry_at),
+            .map(|f| match f.phase.retry_at() {
+                Some(retry_at) => f.next_heartbeat.min(retry_at),
                 None => f.next_heartbeat,
             })
             .min()
@@ -588,6 +556,11 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                 };
                 let result = self.result_of(&done, outcome);
                 return self.record(done, result);
+            }
+            Report::Retrying(id, message) => {
+                if let Some(f) = self.inflight.get(&id) {
+                    self.report_error(&f.work.lp, &message);
+                }
             }
             Report::Wake | Report::Stop { .. } => {}
         }
@@ -616,7 +589,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
             // remaining slots.
             work.slots.clear();
         }
-        if !work.slots.is_empty() && !self.draining {
+        if !work.slots.is_empty() && !self.mode.is_draining() {
             self.queue.push_front(work);
         }
     }

@@ -43,6 +43,10 @@ pub struct RunControl<'a> {
     /// recovery after a crash also finds the processes that left the run's
     /// process group.
     pub spawn_id: Option<&'a str>,
+    /// Reports, for the runner's log, that the run goes on but could not
+    /// record its progress (a workflow run whose write failed on a
+    /// transient store error, once per streak of failures, until it lands).
+    pub on_retry: &'a (dyn Fn(&str) + Sync),
 }
 
 /// Executes one claimed loop run.
@@ -208,6 +212,12 @@ impl<'a> ProcessExecutor<'a> {
         let workflow = store
             .get_workflow(&target.workflow_id)?
             .ok_or(RunError::WorkflowNotFound(target.workflow_id))?;
+        let on_retry = |e: &StoreError| {
+            (control.on_retry)(&format!(
+                "recording the workflow run of run {} failed, retrying until it succeeds: {e}",
+                run.id
+            ));
+        };
         let opts = WorkflowRunOptions {
             exec: self.exec.clone(),
             spawn_id: control.spawn_id,
@@ -216,6 +226,7 @@ impl<'a> ProcessExecutor<'a> {
             loop_context: Some((lp, run)),
             timeout_ms: target.timeout_ms,
             on_spawn: Some(control.on_spawn),
+            on_retry: Some(&on_retry),
             ..WorkflowRunOptions::new(self.clock)
         };
         Ok(execute_workflow(&store, &workflow, &opts)?.result)

@@ -20,18 +20,19 @@
 //! tightening (readable by others, as the original left its database
 //! under the default umask) is opened with `O_NOFOLLOW`, checked to be the
 //! file that was inspected, and changed through that descriptor.
+//!
+//! What an owner and a mode mean is decided once, in
+//! [`loops_core::ownership`], which loops-exec's checks of the daemon's own
+//! files share; the metadata reads and the refusals are this module's.
 
 use std::fs::{Metadata, OpenOptions};
 use std::io::ErrorKind;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::error::{Result, StoreError};
+use loops_core::{Ownership, ownership};
 
-/// Mode bits that let group or others write.
-const WRITABLE_BY_OTHERS: u32 = 0o022;
-/// Mode bits that let group or others read, write or search.
-const OPEN_TO_OTHERS: u32 = 0o077;
+use crate::error::{Result, StoreError};
 
 /// The effective uid this process runs as: the owner of what it creates.
 fn euid() -> u32 {
@@ -126,42 +127,39 @@ pub fn check_data_dir(dir: &Path) -> Result<PathBuf> {
             "move the file aside, or set LOOPS_DATA_DIR to a directory".to_owned(),
         ));
     }
-    if meta.uid() != me {
-        return Err(refuse(
+    match ownership(meta.uid(), meta.mode(), me) {
+        Ownership::Foreign { owner } => Err(refuse(
             WHAT,
             &shown,
-            format!(
-                "it is owned by uid {}, not by uid {me} that runs loops",
-                meta.uid()
-            ),
+            format!("it is owned by uid {owner}, not by uid {me} that runs loops"),
             format!(
                 "set LOOPS_DATA_DIR to a directory of your own, or have its owner or root run \
                  chown {me} {}",
                 target.display()
             ),
-        ));
+        )),
+        Ownership::WritableByOthers => {
+            // A sticky shared directory such as /tmp is meant to stay open.
+            let fix = if mode(&meta) & 0o1000 != 0 {
+                format!(
+                    "set LOOPS_DATA_DIR to a new directory inside it, such as {}",
+                    target.join("loops").display()
+                )
+            } else {
+                format!("run chmod 700 {}", target.display())
+            };
+            Err(refuse(
+                WHAT,
+                &shown,
+                format!(
+                    "it is writable by group or others (mode {:04o})",
+                    mode(&meta)
+                ),
+                fix,
+            ))
+        }
+        Ownership::ReadableByOthers | Ownership::OwnerOnly => Ok(target),
     }
-    if mode(&meta) & WRITABLE_BY_OTHERS != 0 {
-        // A sticky shared directory such as /tmp is meant to stay open.
-        let fix = if mode(&meta) & 0o1000 != 0 {
-            format!(
-                "set LOOPS_DATA_DIR to a new directory inside it, such as {}",
-                target.join("loops").display()
-            )
-        } else {
-            format!("run chmod 700 {}", target.display())
-        };
-        return Err(refuse(
-            WHAT,
-            &shown,
-            format!(
-                "it is writable by group or others (mode {:04o})",
-                mode(&meta)
-            ),
-            fix,
-        ));
-    }
-    Ok(target)
 }
 
 /// What [`check_file`] found at a path.
@@ -271,22 +269,17 @@ fn check_owned(what: &'static str, path: &Path, kind: Kind) -> Result<Found> {
         return Err(refuse(what, path, why.to_owned(), fix.to_owned()));
     }
     let me = euid();
-    if meta.uid() != me {
-        return Err(refuse(
+    match ownership(meta.uid(), meta.mode(), me) {
+        Ownership::Foreign { owner } => Err(refuse(
             what,
             path,
-            format!(
-                "it is owned by uid {}, not by uid {me} that runs loops",
-                meta.uid()
-            ),
+            format!("it is owned by uid {owner}, not by uid {me} that runs loops"),
             format!(
                 "check that no one else changed it, then have its owner or root run chown {me} {}",
                 path.display()
             ),
-        ));
-    }
-    if mode(&meta) & WRITABLE_BY_OTHERS != 0 {
-        return Err(refuse(
+        )),
+        Ownership::WritableByOthers => Err(refuse(
             what,
             path,
             format!(
@@ -298,12 +291,13 @@ fn check_owned(what: &'static str, path: &Path, kind: Kind) -> Result<Found> {
                 kind.private_mode(),
                 path.display()
             ),
-        ));
+        )),
+        Ownership::ReadableByOthers => {
+            make_private(what, path, &meta, kind)?;
+            Ok(Found::Safe)
+        }
+        Ownership::OwnerOnly => Ok(Found::Safe),
     }
-    if mode(&meta) & OPEN_TO_OTHERS != 0 {
-        make_private(what, path, &meta, kind)?;
-    }
-    Ok(Found::Safe)
 }
 
 /// Makes the file or directory at `path`, inspected as `meta`, private

@@ -159,7 +159,7 @@ pub(crate) fn log_path(run: &LoopRun) -> Result<PathBuf> {
 
 /// The whole log, when there is one this user owns (never through a link).
 fn read_log(path: &Path) -> Option<String> {
-    let mut file = loops_exec::private::open_no_follow(path).ok()?;
+    let mut file = loops_exec::owner_only::open_no_follow(path).ok()?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes).ok()?;
     Some(String::from_utf8_lossy(&bytes).into_owned())
@@ -281,7 +281,7 @@ impl Tail {
             self.file = None;
         }
         if self.file.is_none()
-            && let Ok(file) = loops_exec::private::open_no_follow(&self.path)
+            && let Ok(file) = loops_exec::owner_only::open_no_follow(&self.path)
         {
             let ino = file.metadata()?.ino();
             if self.seen {

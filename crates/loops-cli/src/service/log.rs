@@ -128,9 +128,9 @@ pub(crate) fn format_line(now: Timestamp, message: &str) -> String {
 }
 
 /// Never through a symbolic link, and only a regular file of this user,
-/// narrowed to 0600 through its descriptor (`loops_exec::private`).
+/// narrowed to 0600 through its descriptor (`loops_exec::owner_only`).
 fn open_append(path: &Path) -> io::Result<File> {
-    loops_exec::private::open_private_append(path)
+    loops_exec::owner_only::open_private_append(path)
 }
 
 fn rotated(path: &Path, n: usize) -> PathBuf {
@@ -160,7 +160,7 @@ fn rotate(path: &Path, keep: usize) -> io::Result<()> {
 /// [`follow`] picks up.
 pub(crate) fn tail_lines(path: &Path, lines: usize) -> io::Result<(String, u64)> {
     let mut bytes = Vec::new();
-    match loops_exec::private::open_no_follow(path) {
+    match loops_exec::owner_only::open_no_follow(path) {
         Ok(mut f) => {
             f.read_to_end(&mut bytes)?;
         }
@@ -196,7 +196,7 @@ pub(crate) fn follow(
     let mut decoder = Decoder::default();
     loop {
         if current.is_none()
-            && let Ok(f) = loops_exec::private::open_no_follow(path)
+            && let Ok(f) = loops_exec::owner_only::open_no_follow(path)
         {
             let ino = f.metadata()?.ino();
             current = Some((f, ino));

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use loops_core::{Liveness, ProcessRef};
-use loops_exec::{OrphanKill, SystemProbe, kill_orphan_group, process_start_ms};
+use loops_exec::{OrphanKill, Orphans, SystemProbe, kill_orphans, process_start_ms};
 
 use crate::support::*;
 
@@ -38,24 +38,24 @@ fn an_orphaned_group_is_killed_grandchildren_included() {
         start: recorded.start.map(|s| s - 3_600_000),
     };
     assert_eq!(
-        kill_orphan_group(stranger, Duration::ZERO),
+        kill_orphans(Orphans::Group(stranger), Duration::ZERO),
         OrphanKill::NotVerified
     );
     assert_eq!(
-        kill_orphan_group(ProcessRef::pid(pid), Duration::ZERO),
+        kill_orphans(Orphans::Group(ProcessRef::pid(pid)), Duration::ZERO),
         OrphanKill::NotVerified
     );
     assert!(live_group_members(pid).len() >= 2, "nothing was signalled");
 
     // The leader ignores SIGTERM, so SIGKILL follows the grace period.
-    let outcome = kill_orphan_group(recorded, Duration::from_millis(200));
+    let outcome = kill_orphans(Orphans::Group(recorded), Duration::from_millis(200));
     assert_eq!(outcome, OrphanKill::Killed { forced: true });
     assert_eq!(live_group_members(pid), Vec::<u32>::new());
     // Not reaped yet (this test is its parent), but dead to the probe.
     assert!(!SystemProbe.is_alive(recorded));
     leader.wait().unwrap();
     assert_eq!(
-        kill_orphan_group(recorded, Duration::ZERO),
+        kill_orphans(Orphans::Group(recorded), Duration::ZERO),
         OrphanKill::Gone
     );
 }

@@ -8,8 +8,8 @@ use loops_core::Clock;
 use loops_exec::CancelToken;
 use loops_store::DB_FILE;
 
+use super::database_clock::ClockSync;
 use super::pidfile::PID_FILE;
-use super::shared::ClockSync;
 use super::wake::SOCKET_FILE;
 use crate::executor::RunExecutor;
 

@@ -43,7 +43,7 @@ pub fn read_pid(path: &Path) -> Option<u32> {
 /// The pid the file names and when it was written; `None` when there is no
 /// file, it is a symbolic link, or it names no pid.
 pub fn read_pid_record(path: &Path) -> Option<PidRecord> {
-    let mut file = loops_exec::private::open_no_follow(path).ok()?;
+    let mut file = loops_exec::owner_only::open_no_follow(path).ok()?;
     let written = file
         .metadata()
         .and_then(|m| m.modified())

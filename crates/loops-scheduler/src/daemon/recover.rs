@@ -13,7 +13,7 @@
 //! lease, like a run of another host.
 
 use loops_core::Timestamp;
-use loops_exec::{OrphanKill, kill_orphan_carriers, kill_orphan_group, started_by};
+use loops_exec::{OrphanKill, Orphans, kill_orphans, started_by};
 use loops_store::Store;
 
 use super::options::DaemonOptions;
@@ -53,7 +53,7 @@ pub(super) fn recover_dead_daemons(
             Vec::new()
         });
         for process in found.process.into_iter().chain(steps) {
-            match kill_orphan_group(process, opts.orphan_grace) {
+            match kill_orphans(Orphans::Group(process), opts.orphan_grace) {
                 OrphanKill::Killed { forced } => log(&format!(
                     "killed orphaned process group {} of run {}{}",
                     process.pid,
@@ -80,7 +80,7 @@ pub(super) fn recover_dead_daemons(
             .as_deref()
             .or_else(|| crate::dispatch::claim_spawn_id(run));
         if let Some(spawn_id) = spawn_id {
-            match kill_orphan_carriers(spawn_id, opts.orphan_grace) {
+            match kill_orphans(Orphans::Carriers(spawn_id), opts.orphan_grace) {
                 OrphanKill::Killed { forced } => log(&format!(
                     "killed orphaned processes of run {} that left its process group{}",
                     run.id,

@@ -11,13 +11,13 @@ use loops_core::{DaemonLease, LeaseId, Loop, LoopRun, RunStatus, Timestamp};
 use loops_exec::started_by;
 use loops_store::{LeaseAcquire, LeaseHeartbeat, LeaseRequest, Store, StoreError, new_lease_id};
 
+use super::database_clock::SkewReport;
 use super::describe::describe_run;
 use super::gc::GcWorker;
 use super::options::{DaemonOptions, POLL_ONLY_MAX_SLEEP};
 use super::pidfile::{PidFile, read_pid};
 use super::recover::recover_dead_daemons;
-use super::shared::{SkewReport, start_listener};
-use super::wake::{WakeListener, WakeShared};
+use super::wake::{WakeListener, WakeShared, start_listener};
 use crate::dispatch::{DispatchOptions, Dispatcher, FinalizeMode, Report, TickResult};
 
 /// The reason recorded when another daemon took the lease.

@@ -18,7 +18,7 @@
 //! notices the change at its next timed wake-up (at most a minute later).
 //!
 //! **Hardening.** The socket is 0600 whatever the umask
-//! (`loops_exec::private::bind_private_datagram`), inside the private data
+//! (`loops_exec::owner_only::bind_private_datagram`), inside the private data
 //! directory. Where the OS tells the sender (Linux), a datagram from
 //! another user is ignored; the daemon logs how many it ignored. A
 //! `grace_ms` is capped at the CLI's largest duration (100 years).
@@ -30,19 +30,25 @@
 //! Coalescing never loses a change: a write made before its datagram was
 //! read is seen by the pending turn, which reads the database only after
 //! it clears the flag.
+//!
+//! On a database other hosts share (PostgreSQL), [`start_listener`] also
+//! wakes the daemon on a `pg_notify` from any host.
 
 use std::io;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use loops_exec::private::{bind_private_datagram, effective_uid, recv_with_uid};
+use loops_exec::owner_only::{bind_private_datagram, effective_uid, recv_with_uid};
 
-use crate::dispatch::Report;
+use loops_store::{Listener, Store};
+
+use super::options::POLL_ONLY_MAX_SLEEP;
+use crate::dispatch::{Dispatcher, Report};
 
 /// The socket's file name inside the data directory.
 pub const SOCKET_FILE: &str = "daemon.sock";
@@ -209,5 +215,42 @@ impl Drop for WakeListener {
             let _ = thread.join();
         }
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+/// Starts the thread that wakes the daemon on `pg_notify` from any host
+/// (see `loops_store::Store::listen`); its lines go to `lines`, which the
+/// serve loop logs. `None`, after a log line, when it cannot listen: the
+/// daemon then polls.
+pub(super) fn start_listener(
+    store: &Store,
+    runner_id: &str,
+    d: &Dispatcher<'_, '_>,
+    lines: &Arc<Mutex<Vec<String>>>,
+    log: &dyn Fn(&str),
+) -> Option<Listener> {
+    let wake = d.sender();
+    let line_wake = d.sender();
+    let lines = Arc::clone(lines);
+    match store.listen(
+        &format!("listen:{runner_id}"),
+        Box::new(move || {
+            let _ = wake.send(Report::Wake);
+        }),
+        Box::new(move |line: &str| {
+            if let Ok(mut lines) = lines.lock() {
+                lines.push(line.to_owned());
+            }
+            let _ = line_wake.send(Report::Wake);
+        }),
+    ) {
+        Ok(listener) => listener,
+        Err(e) => {
+            log(&format!(
+                "warning: cannot listen for wake-ups ({e}); changes made on other hosts \
+                 are noticed within {}s",
+                POLL_ONLY_MAX_SLEEP.as_secs()
+            ));
+            None
+        }
     }
 }

@@ -4,23 +4,17 @@
 
 use std::time::{Duration, Instant};
 
-use loops_core::{ExecutorResult, ExecutorStatus, LoopRun};
+use loops_core::{ExecutorResult, LoopRun};
 use loops_exec::CancelToken;
 use loops_store::{Advance, Fence, StoreError};
 
-use super::{Dispatcher, FinalizeMode, InFlight, Report, Unrecorded};
+use super::state::{Phase, Recording};
+use super::{Dispatcher, FinalizeMode, HeldStop, InFlight, Report};
 use crate::executor::RunError;
 
 /// Most reports applied in one store batch, so a steady stream of them
 /// never holds the write lock for long.
 const BATCH_REPORTS: usize = 64;
-
-/// The first wait before a failed finalize is tried again; it doubles up
-/// to [`FINALIZE_RETRY_MAX`], so a run ends within seconds of the disk
-/// having room again.
-const FINALIZE_RETRY_FIRST: Duration = Duration::from_millis(100);
-/// The longest wait between two attempts of a finalize.
-const FINALIZE_RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// The heartbeat period of a run lease: `max(10, min(60000, ⌊leaseMs/3⌋))`
 /// milliseconds (SPEC §3.3).
@@ -68,7 +62,7 @@ impl Dispatcher<'_, '_> {
         result: &ExecutorResult,
     ) -> Result<Option<LoopRun>, StoreError> {
         let now = self.opts.clock.now();
-        if done.interrupted && result.status != ExecutorStatus::Succeeded {
+        if done.phase.recording(result.status) == Recording::Release {
             // SPEC §9 item 17: a run the shutdown cut short does not count.
             return match self
                 .store
@@ -143,11 +137,8 @@ impl Dispatcher<'_, '_> {
     /// try it again after a backoff (100 ms doubling to 5 s). Only the first
     /// failure is reported, so a long outage costs one log line.
     fn defer(&mut self, mut done: InFlight, result: ExecutorResult, error: &StoreError) {
-        let (failures, delay) = match &done.unrecorded {
-            Some(u) => (u.failures + 1, (u.delay * 2).min(FINALIZE_RETRY_MAX)),
-            None => (1, FINALIZE_RETRY_FIRST),
-        };
-        if failures == 1 {
+        done.phase.defer(result, Instant::now());
+        if done.phase.failures() == 1 {
             self.report_error(
                 &done.work.lp,
                 &format!(
@@ -156,12 +147,6 @@ impl Dispatcher<'_, '_> {
                 ),
             );
         }
-        done.unrecorded = Some(Unrecorded {
-            result,
-            failures,
-            delay,
-            retry_at: Instant::now() + delay,
-        });
         self.inflight.insert(done.run.id, done);
     }
 
@@ -169,7 +154,7 @@ impl Dispatcher<'_, '_> {
     /// starts the hooks of those that are final.
     fn settle_landed(&mut self) {
         for (done, result, stored) in std::mem::take(&mut self.landed) {
-            let released = done.interrupted && result.status != ExecutorStatus::Succeeded;
+            let released = done.phase.recording(result.status) == Recording::Release;
             if let Some(run) = stored.as_ref().filter(|_| !released) {
                 let retry_pending = run.status.is_retryable()
                     && run.attempt < done.work.attempts_at_plan
@@ -199,18 +184,17 @@ impl Dispatcher<'_, '_> {
         let due: Vec<_> = self
             .inflight
             .iter()
-            .filter(|(_, f)| f.unrecorded.as_ref().is_some_and(|u| u.retry_at <= now))
+            .filter(|(_, f)| f.phase.retry_at().is_some_and(|at| at <= now))
             .map(|(id, _)| *id)
             .collect();
         for id in due {
-            let Some(mut done) = self.inflight.remove(&id) else {
+            let Some(done) = self.inflight.remove(&id) else {
                 continue;
             };
-            let Some(unrecorded) = done.unrecorded.take() else {
+            let Phase::Unrecorded(unrecorded) = &done.phase else {
                 continue;
             };
             let result = unrecorded.result.clone();
-            done.unrecorded = Some(unrecorded);
             let recorded = self.record(done, result);
             self.settle_landed();
             recorded?;
@@ -246,7 +230,7 @@ impl Dispatcher<'_, '_> {
                     // Not renewed, maybe not lost: the run goes on until
                     // its lease may be over by this host's own clock, then
                     // stops, since another host may take its slot over.
-                    if Instant::now() >= f.lease_deadline && f.unrecorded.is_none() {
+                    if Instant::now() >= f.lease_deadline && !f.phase.is_unrecorded() {
                         f.cancel.cancel(loops_workflow::RUN_LEASE_LOST);
                     }
                     failed.get_or_insert(e);
@@ -260,8 +244,8 @@ impl Dispatcher<'_, '_> {
     /// [`BATCH_REPORTS`]) in one store batch: one commit for many finished
     /// runs. `on_result` sees each report's outcome and decides whether an
     /// error stops the batch (tick) or is only logged (daemon); the
-    /// operations that succeeded are committed either way. A wake-up or a
-    /// stop writes nothing, so it takes no write lock. A stop request
+    /// operations that succeeded are committed either way. A wake-up, a
+    /// stop or a retry note writes nothing, so it takes no write lock. A stop request
     /// waiting behind `first` ends the batch and is held for the next
     /// [`Dispatcher::poll`]: the daemon handles those itself.
     pub(crate) fn handle_waiting(
@@ -271,7 +255,10 @@ impl Dispatcher<'_, '_> {
     ) -> Result<(), StoreError> {
         // A hook that failed since rings a wake-up: report it now.
         self.hooks.report(self.opts.on_hook_error);
-        if matches!(first, Report::Wake | Report::Stop { .. }) {
+        if matches!(
+            first,
+            Report::Wake | Report::Stop { .. } | Report::Retrying(..)
+        ) {
             return on_result(self.handle(first));
         }
         // Taken off the channel before the batch begins: a batch that
@@ -279,8 +266,8 @@ impl Dispatcher<'_, '_> {
         let mut reports = vec![first];
         while reports.len() < BATCH_REPORTS {
             match self.poll() {
-                Some(report @ Report::Stop { .. }) => {
-                    self.held = Some(report);
+                Some(Report::Stop { grace }) => {
+                    self.held_stop = Some(HeldStop { grace });
                     break;
                 }
                 Some(report) => reports.push(report),
@@ -323,13 +310,13 @@ impl Dispatcher<'_, '_> {
 
     /// Cancels the runs in flight once the stop token fired (tick, run-now).
     fn cancel_if_stopped(&mut self) {
-        if self.stop_sent {
+        let Some(sent) = self.mode.send_stop() else {
             return;
-        }
+        };
         let Some(reason) = self.opts.stop.and_then(CancelToken::reason) else {
             return;
         };
-        self.stop_sent = true;
+        self.mode = sent;
         self.cancel_all(&reason);
     }
 
@@ -344,7 +331,7 @@ impl Dispatcher<'_, '_> {
     /// Stops starting slots and forgets the queued ones: they were never
     /// claimed, so they stay due for the next runner (SPEC §9 item 17).
     pub(crate) fn drain_queue(&mut self) {
-        self.draining = true;
+        self.mode = self.mode.drain();
         self.queue.clear();
         for b in self.busy.values_mut() {
             b.next_overlap = None;
@@ -356,13 +343,10 @@ impl Dispatcher<'_, '_> {
     pub(crate) fn interrupt_all(&mut self, reason: &str) {
         // A run that already ended and waits for its finalize is recorded as
         // it ended.
-        for f in self
-            .inflight
-            .values_mut()
-            .filter(|f| f.unrecorded.is_none())
-        {
-            f.interrupted = true;
-            f.cancel.cancel(reason);
+        for f in self.inflight.values_mut() {
+            if f.phase.interrupt() {
+                f.cancel.cancel(reason);
+            }
         }
     }
 

@@ -5,7 +5,7 @@ use loops_core::{
     Anchor, Loop, LoopRun, ManualClock, NewLoop, RunStatus, Schedule, StepRunStatus, Target,
     Timestamp, WorkflowId, WorkflowRunStatus, WorkflowTarget, loop_workflow_key,
 };
-use loops_store::{Store, WorkflowRunFilter};
+use loops_store::{RunFilter, Store, WorkflowRunFilter};
 use serde_json::json;
 
 use crate::common::*;
@@ -264,4 +264,82 @@ fn a_missing_workflow_fails_the_run_and_an_archived_one_still_runs() {
     workflow_loop(&store, wf.id, None, 1);
     let run = tick_once(&fx, &store, &clock);
     assert_eq!(run.status, RunStatus::Succeeded, "{run:#?}");
+}
+
+// Issue 26: a workflow run that cannot record its progress for a while says
+// so through the runner's `on_error` (the daemon's log), once per streak,
+// and still ends as it ran.
+#[test]
+fn a_workflow_run_retrying_a_failed_write_is_reported_to_the_runner() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let wf = create(
+        &store,
+        "stalled",
+        json!([
+            sh(
+                "a",
+                &[],
+                "touch \"$WORK/started\"; while [ ! -e \"$WORK/go\" ]; do sleep 0.01; done"
+            ),
+            sh("b", &["a"], "true"),
+        ]),
+        json!({}),
+    );
+    workflow_loop(&store, wf.id, None, 1);
+    let clock = ManualClock::new(at(60));
+    let errors = std::sync::Mutex::new(Vec::new());
+    let on_error = |lp: &Loop, message: &str| {
+        errors
+            .lock()
+            .unwrap()
+            .push(format!("{}: {message}", lp.name));
+    };
+    let result = std::thread::scope(|s| {
+        let ticker = s.spawn(|| {
+            let store = fx.store();
+            let mut executor = loops_scheduler::ProcessExecutor::for_store(&clock, &store);
+            executor.exec = fx.exec();
+            let opts = loops_scheduler::TickOptions {
+                hooks: loops_scheduler::HookSettings::none(),
+                on_hook_error: None,
+                runner_id: RUNNER,
+                clock: &clock,
+                executor: &executor,
+                max_parallel: 1,
+                stop: None,
+                on_run: None,
+                on_error: Some(&on_error),
+            };
+            loops_scheduler::tick(&store, &opts)
+        });
+        // Once its pid is recorded on the loop run, the runner writes
+        // nothing until the step ends.
+        let watcher = fx.store();
+        wait_for("step a to start", || {
+            let runs = watcher.list_runs(&RunFilter::default()).unwrap();
+            (fx.marker("started").exists() && runs.iter().any(|r| r.pid.is_some())).then_some(())
+        });
+        // A write lock held past the busy timeout stands in for a full disk.
+        let raw = rusqlite::Connection::open(fx.db()).unwrap();
+        raw.execute_batch("BEGIN IMMEDIATE").unwrap();
+        std::fs::write(fx.marker("go"), b"").unwrap();
+        wait_for("the failed write to be reported", || {
+            (!errors.lock().unwrap().is_empty()).then_some(())
+        });
+        raw.execute_batch("ROLLBACK").unwrap();
+        ticker.join().unwrap()
+    });
+    let result = result.unwrap();
+    assert_eq!(result.completed.len(), 1, "{result:#?}");
+    let run = &result.completed[0];
+    assert_eq!(run.status, RunStatus::Succeeded, "{run:#?}");
+    let errors = errors.into_inner().unwrap();
+    assert_eq!(errors.len(), 1, "once per streak: {errors:?}");
+    let expected = format!(
+        "wf-loop: recording the workflow run of run {} failed, retrying until it succeeds: ",
+        run.id
+    );
+    assert!(errors[0].starts_with(&expected), "{errors:?}");
+    assert!(errors[0].contains("locked"), "{errors:?}");
 }

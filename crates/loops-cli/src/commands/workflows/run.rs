@@ -73,6 +73,15 @@ pub(super) fn run(args: &RunArgs, out: &mut Printer) -> Result<Outcome> {
             lines.clear();
         }
     };
+    // A write that failed on a transient store error (a full disk, a lock
+    // held too long) is retried until it lands: said once per streak.
+    let retrying = |e: &loops_store::StoreError| {
+        flush();
+        render::note(
+            "warning",
+            &format!("recording the workflow run failed, retrying until it succeeds: {e}"),
+        );
+    };
     let mut opts = WorkflowRunOptions::new(&clock);
     // Issue 25 §2: what the steps write never shows the database's password.
     if let Some(location) = store.location() {
@@ -83,6 +92,7 @@ pub(super) fn run(args: &RunArgs, out: &mut Printer) -> Result<Outcome> {
     if !out.json {
         opts.on_step = Some(&progress);
         opts.on_idle = Some(&flush);
+        opts.on_retry = Some(&retrying);
     }
     let outcome = execute_workflow(&store, &workflow, &opts);
     flush();

@@ -4,11 +4,12 @@
 use loops_core::{WorkflowRun, WorkflowRunStatus};
 use loops_store::WorkflowRunPatch;
 
-use super::super::summary::workflow_result;
-use super::super::{WorkflowError, WorkflowOutcome};
 use super::Runner;
+use super::WorkflowOutcome;
 use super::ending::Ending;
 use super::retry::{RETRY_FIRST, RETRY_MAX};
+use crate::WorkflowError;
+use crate::summary::workflow_result;
 
 /// The skip reason when the run stopped without a reason (SPEC §6.3 step 3).
 const STOPPED: &str = "workflow stopped before step could run";

@@ -7,9 +7,9 @@ use std::time::Duration;
 use loops_core::WorkflowRun;
 use loops_exec::CancelToken;
 
-use super::super::plan::PlanSnapshot;
 use super::ending::{Deadline, Ending};
 use super::{InFlight, Runner};
+use crate::plan::PlanSnapshot;
 
 /// The first wait before a turn or the run's end whose write failed on a
 /// transient store error is tried again; it doubles up to

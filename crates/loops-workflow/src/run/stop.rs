@@ -8,10 +8,10 @@ use loops_core::WorkflowRun;
 use loops_exec::CancelToken;
 use loops_store::{StepOutcome, StoreError};
 
-use super::super::WorkflowError;
-use super::super::worker::Report;
 use super::ending::{Deadline, Ending};
 use super::{Runner, Turn, timeout_message};
+use crate::WorkflowError;
+use crate::worker::Report;
 
 impl Runner<'_> {
     /// The stop token: cancel the run in the store (fail it, when the loop

@@ -5,7 +5,7 @@
 //! this order per step: the SPEC §6.3 checks 2.1 (has the run become
 //! terminal?) and 2.2 (has the workflow timeout fired?) before each step is
 //! decided, then the skip of a blocked step or the start of a ready one.
-//! Started steps run on scoped worker threads ([`super::worker`]) of a
+//! Started steps run on scoped worker threads ([`crate::worker`]) of a
 //! [`Pool`], at most the workflow's `maxParallel` at once. Between reports
 //! the store thread reads the run's status every `cancel_poll`, fires the
 //! workflow timeout, and reacts to the stop token, whose waker interrupts
@@ -36,16 +36,29 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use loops_core::{StepRun, Timestamp, WorkflowRun, WorkflowSpec};
+use loops_core::{ExecutorResult, StepRun, Timestamp, WorkflowRun, WorkflowSpec};
 use loops_exec::{CancelToken, Pool, RunContext};
 use loops_store::{NewWorkflowRun, Store};
 
 use self::ending::{Deadline, Ending};
 use self::retry::{RETRY_FIRST, RETRY_MAX};
-use super::plan::Plan;
-use super::summary::workflow_result;
-use super::worker::{Report, StepJob, submit_step};
-use super::{WorkflowError, WorkflowOutcome, WorkflowRunOptions};
+use crate::plan::Plan;
+use crate::summary::workflow_result;
+use crate::worker::{Report, StepJob, submit_step};
+use crate::{WorkflowError, WorkflowRunOptions};
+
+/// What [`execute_workflow`] produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkflowOutcome {
+    /// The run this call created, resumed or found by its key, as stored at
+    /// the end (never "the newest run of the workflow", SPEC §9 item 38).
+    pub run: WorkflowRun,
+    /// Its steps, in declaration order, as stored at the end.
+    pub steps: Vec<StepRun>,
+    /// The run mapped to an executor result (SPEC §6.7), as a loop run
+    /// records it.
+    pub result: ExecutorResult,
+}
 
 /// Runs `workflow` (SPEC §6.3) and returns the run it created, resumed or
 /// found by its idempotency key, with its steps and its result.

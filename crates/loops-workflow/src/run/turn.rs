@@ -7,11 +7,11 @@ use loops_core::{
 use loops_exec::{CancelToken, RunMetadata};
 use loops_store::{StepOutcome, StoreError};
 
-use super::super::WorkflowError;
-use super::super::plan::Next;
-use super::super::worker::StepJob;
 use super::ending::{Deadline, Ending};
 use super::{InFlight, Runner, timeout_message};
+use crate::WorkflowError;
+use crate::plan::Next;
+use crate::worker::StepJob;
 
 impl<'r> Runner<'r> {
     /// Whether [`Runner::dispatch`] would start or skip a step now.

@@ -1,5 +1,7 @@
-//! The daemon's own files and its wake-up socket, opened so that a link
-//! planted in the data directory cannot redirect them.
+//! Files and a socket only this user owns and reaches: the daemon's own
+//! files, opened after an owner check so that a link planted in the data
+//! directory cannot redirect them, and its wake-up socket, bound owner-only
+//! and telling each datagram's sender.
 //!
 //! - [`open_private_append`] and [`open_no_follow`] never follow a symbolic
 //!   link (`O_NOFOLLOW`), and only accept a regular file owned by this
@@ -12,6 +14,9 @@
 //!   descriptor, and the umask is process-wide, so neither can do it.)
 //! - [`recv_with_uid`] says which user sent a datagram, where the OS tells
 //!   (`SO_PASSCRED` on Linux), so the daemon can ignore other users.
+//!
+//! Whose a file is comes from [`loops_core::ownership`], the decision the
+//! store's data-directory checks share.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -19,6 +24,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 
+use loops_core::{Ownership, ownership};
 use nix::fcntl::OFlag;
 
 /// The mode of every private file: read and write for the owner only.
@@ -85,21 +91,26 @@ fn check_owned(path: &Path, file: &File) -> io::Result<std::fs::Metadata> {
         ));
     }
     let me = effective_uid();
-    if meta.uid() != me {
-        return Err(io::Error::new(
+    match ownership(meta.uid(), meta.mode(), me) {
+        Ownership::Foreign { owner } => Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
             format!(
-                "{} belongs to uid {}, not to this user (uid {me}); remove it",
+                "{} belongs to uid {owner}, not to this user (uid {me}); remove it",
                 path.display(),
-                meta.uid()
             ),
-        ));
+        )),
+        // Others' access is narrowed by `check_private` where it matters.
+        Ownership::WritableByOthers | Ownership::ReadableByOthers | Ownership::OwnerOnly => {
+            Ok(meta)
+        }
     }
-    Ok(meta)
 }
 
 fn check_private(path: &Path, file: &File) -> io::Result<()> {
     let meta = check_owned(path, file)?;
+    // Any mode but exactly 0600 is made 0600: group or others lose every
+    // access, whatever `ownership` says of them, and the owner gets
+    // read and write, since loops appends.
     if meta.mode() & 0o777 != PRIVATE_MODE {
         // `File::set_permissions` is `fchmod`: the descriptor, not the path.
         file.set_permissions(std::fs::Permissions::from_mode(PRIVATE_MODE))?;

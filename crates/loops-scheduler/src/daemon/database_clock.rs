@@ -1,5 +1,5 @@
-//! A daemon on a database other hosts share (PostgreSQL, issue 15): its
-//! clock is the database's, not its host's.
+//! The database clock: a daemon on a database other hosts share
+//! (PostgreSQL, issue 15) keeps the database's time, not its host's.
 //!
 //! Every host must plan the same slots and compare the same lease expiries,
 //! so the daemon's clock is its host clock corrected by the offset to the
@@ -9,14 +9,10 @@
 //! else on it that trusts the time is too.
 
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use loops_core::{Clock, LeaseId, Timestamp};
-use loops_store::{Listener, Store, StoreError};
-
-use super::options::POLL_ONLY_MAX_SLEEP;
-use crate::dispatch::{Dispatcher, Report};
+use loops_store::{Store, StoreError};
 
 /// The host clock's offset from the database's above which the daemon
 /// warns (and `daemon status` does).
@@ -112,44 +108,6 @@ impl SkewReport {
     }
 }
 
-/// Starts the thread that wakes the daemon on `pg_notify` from any host
-/// (see `loops_store::Store::listen`); its lines go to `lines`, which the
-/// serve loop logs. `None`, after a log line, when it cannot listen: the
-/// daemon then polls.
-pub(super) fn start_listener(
-    store: &Store,
-    runner_id: &str,
-    d: &Dispatcher<'_, '_>,
-    lines: &Arc<Mutex<Vec<String>>>,
-    log: &dyn Fn(&str),
-) -> Option<Listener> {
-    let wake = d.sender();
-    let line_wake = d.sender();
-    let lines = Arc::clone(lines);
-    match store.listen(
-        &format!("listen:{runner_id}"),
-        Box::new(move || {
-            let _ = wake.send(Report::Wake);
-        }),
-        Box::new(move |line: &str| {
-            if let Ok(mut lines) = lines.lock() {
-                lines.push(line.to_owned());
-            }
-            let _ = line_wake.send(Report::Wake);
-        }),
-    ) {
-        Ok(listener) => listener,
-        Err(e) => {
-            log(&format!(
-                "warning: cannot listen for wake-ups ({e}); changes made on other hosts \
-                 are noticed within {}s",
-                POLL_ONLY_MAX_SLEEP.as_secs()
-            ));
-            None
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -169,7 +127,7 @@ mod tests {
 
     #[test]
     fn a_clock_on_postgres_takes_the_database_time() {
-        let Some(db) = loops_store::testing::fresh_database("daemon::shared::clock") else {
+        let Some(db) = loops_store::testing::fresh_database("daemon::database_clock") else {
             return;
         };
         let url = loops_store::DatabaseUrl::parse(db.url()).unwrap();

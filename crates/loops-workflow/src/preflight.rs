@@ -11,8 +11,8 @@
 use loops_core::{NewWorkflow, Step};
 use loops_exec::{ExecOptions, Preflight, RunMetadata, preflight_target};
 
-use super::WorkflowError;
-use super::worker::effective_target;
+use crate::WorkflowError;
+use crate::worker::effective_target;
 
 /// The workflow id steps see while a workflow that is not stored yet is
 /// checked (`workflows validate --preflight`), as in the original.
