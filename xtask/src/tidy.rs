@@ -10,10 +10,6 @@
 //! The SPEC is read from `../shared/SPEC.md` beside the clone, or from
 //! `$LOOPS_SPEC`; without it the citation check is skipped with a message.
 
-#[expect(
-    dead_code,
-    reason = "`check` joins tidy once the store's seams bring the figure under 8% (issue 26)"
-)]
 pub(crate) mod backend_dup;
 mod prose;
 
@@ -45,6 +41,7 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
         problems.extend(trailing_whitespace(&shown.to_string(), &text));
     }
     problems.extend(prose::check(root));
+    problems.extend(backend_dup::check(root));
     for file in files {
         let Ok(text) = std::fs::read_to_string(&file) else {
             continue;
