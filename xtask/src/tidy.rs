@@ -9,6 +9,7 @@
 //! `$LOOPS_SPEC`; without it the citation check is skipped with a message.
 
 pub(crate) mod backend_dup;
+pub(crate) mod cli_cycles;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -30,6 +31,7 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
     }
     let mut problems = Vec::new();
     checklist(root, &files, &mut problems);
+    problems.extend(cli_cycles::check(root));
     for file in text_files(root) {
         let Ok(text) = std::fs::read_to_string(&file) else {
             continue;

@@ -4,23 +4,17 @@ use anyhow::Result;
 use clap::Parser;
 
 use crate::args::{Cli, Command, Create};
+use crate::commands::daemon::Binary;
 use crate::commands::{
-    backup, create, daemon, docs, edit, execute, gc, labels, logs, manage, runs, transfer,
+    backup, create, daemon, docs, doctor, edit, execute, gc, labels, logs, manage, runs, transfer,
     workflows,
 };
-use crate::daemon_bin::Binary;
 use crate::exit::Outcome;
 use crate::render::Printer;
 
 /// Runs the command; the outcome becomes the exit code in `exit`.
 pub(crate) fn run(cli: Cli) -> Result<Outcome> {
-    crate::paths::set_database_url(cli.database_url);
-    crate::brief::set_verbose(cli.verbose);
-    crate::render::set_quiet(cli.quiet);
-    if let Command::Mcp(args) = &cli.command {
-        // The protocol owns stdout: no printer may lock it.
-        return crate::mcp::run(args);
-    }
+    configure(&cli);
     let mut out = Printer::stdout(cli.json);
     let outcome = execute(cli.command, &mut out);
     if outcome.is_ok() {
@@ -32,6 +26,14 @@ pub(crate) fn run(cli: Cli) -> Result<Outcome> {
     let outcome = outcome?;
     flushed?;
     Ok(outcome)
+}
+
+/// Records the global options (`--database-url`, `-v`, `-q`) for the
+/// command about to run.
+pub(crate) fn configure(cli: &Cli) {
+    crate::paths::set_database_url(cli.database_url.clone());
+    crate::brief::set_verbose(cli.verbose);
+    crate::render::set_quiet(cli.quiet);
 }
 
 /// Runs a command, then wakes the daemon when it changed what the daemon
@@ -117,13 +119,13 @@ fn dispatch(command: Command, out: &mut Printer) -> Result<Outcome> {
         Command::Gc(args) => gc::run(&args, out),
         Command::Workflows(cmd) => workflows::run(cmd, out),
         Command::Daemon(cmd) => daemon::run(cmd, out, Binary::Loops),
-        Command::Doctor(args) => daemon::doctor(&args, out),
+        Command::Doctor(args) => doctor::doctor(&args, out),
         Command::Backup(args) => backup::run(&args, out),
         Command::Export(args) => transfer::export(&args, out),
         Command::Import(args) => transfer::import(&args, out),
         Command::Completions(args) => docs::completions(&args, out),
         Command::Man(args) => docs::man(&args, out),
-        // `run` serves it before any printer locks stdout.
+        // `loops_main` serves it before any printer locks stdout.
         Command::Mcp(_) => anyhow::bail!("loops mcp runs only as a command of its own"),
     }
 }

@@ -10,30 +10,10 @@
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
-use crate::commands::daemon;
-use crate::daemon_args::{Daemon, InstallArgs, RunArgs, StopArgs};
+use crate::args::daemon::{Daemon, InstallArgs, RunArgs, StopArgs};
+use crate::commands::daemon::{self, Binary};
 use crate::exit::Outcome;
 use crate::render::Printer;
-
-/// Which binary runs, which decides how an executable is told to run the
-/// daemon.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Binary {
-    /// `loops`: `<exe> daemon run`.
-    Loops,
-    /// `loops-daemon`: `<exe> run`.
-    LoopsDaemon,
-}
-
-impl Binary {
-    /// The arguments that make this binary run the daemon in the foreground.
-    pub(crate) fn daemon_run_args(self) -> &'static [&'static str] {
-        match self {
-            Binary::Loops => &["daemon", "run"],
-            Binary::LoopsDaemon => &["run"],
-        }
-    }
-}
 
 /// The loops scheduler daemon: run it, start or stop it in the background,
 /// show its status or install it as a service. Prints JSON.

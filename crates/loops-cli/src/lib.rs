@@ -10,25 +10,20 @@
 
 mod app;
 mod args;
+mod auto_backup;
 mod brief;
 mod commands;
-mod daemon_args;
 mod daemon_bin;
-mod edit_args;
 mod exit;
-mod help;
 mod hint;
-mod hook_args;
 mod human;
 mod mcp;
 mod paths;
-mod policy_args;
 mod pretty;
 mod redact;
 mod render;
 mod resolve;
 mod service;
-mod workflow_args;
 
 use std::process::ExitCode;
 
@@ -40,7 +35,14 @@ pub fn loops_main() -> ExitCode {
     loops_exec::survive_file_size_limit();
     let result = args::Cli::try_parse()
         .map_err(anyhow::Error::from)
-        .and_then(app::run);
+        .and_then(|cli| match &cli.command {
+            args::Command::Mcp(mcp_args) => {
+                // The protocol owns stdout: no printer may lock it.
+                app::configure(&cli);
+                mcp::run(mcp_args)
+            }
+            _ => app::run(cli),
+        });
     exit::code(result)
 }
 

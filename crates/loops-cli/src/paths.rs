@@ -98,11 +98,11 @@ pub(crate) fn open_store_as(role: &str) -> Result<Store> {
             .with_context(|| format!("opening the loops database {}", url.shown()));
     }
     let dir = data_dir()?;
-    let auto = crate::commands::backup::automatic();
+    let auto = crate::auto_backup::automatic();
     let (store, backup) = Store::open_in_dir_with(&dir, Arc::new(SystemProbe), auto)
         .with_context(|| format!("opening the loops database in {}", dir.display()))?;
     if let Some(backup) = &backup {
-        crate::commands::backup::report(backup, "before migrating its schema");
+        crate::auto_backup::report(backup, "before migrating its schema");
     }
     // Recorded with each run it claims, as on PostgreSQL, so a run's
     // record is the same on both backends.

@@ -26,6 +26,9 @@ use loops_core::{
 
 use crate::args::{AccountOptions, CreateAgent, CreateCommand, CreateWorkflow, LoopOptions};
 
+pub(crate) mod hooks;
+pub(crate) mod policy;
+
 /// `create command`: the validated loop.
 pub(crate) fn command_loop(args: &CreateCommand) -> Result<NewLoop> {
     let (mut new, timeout_ms) = loop_options(&args.options, args.timeout.as_deref())?;
@@ -168,8 +171,8 @@ fn loop_options(opts: &LoopOptions, timeout: Option<&str>) -> Result<(NewLoop, O
     new.retry_delay_ms = positive_duration(&opts.retry_delay, "--retry-delay")?;
     new.lease_ms = positive_duration(&opts.lease, "--lease")?;
     new.expires_at = opts.expires_at.as_deref().map(expires_at).transpose()?;
-    new.policy = crate::policy_args::policy(&opts.policy)?;
-    new.hooks = crate::hook_args::resolve(&opts.hooks)?;
+    new.policy = self::policy::policy(&opts.policy)?;
+    new.hooks = hooks::hooks(&opts.hooks)?;
     // SPEC §9 item 28: a zero timeout would time out at once.
     let timeout_ms = timeout
         .map(|t| positive_duration(t, "--timeout"))
@@ -406,6 +409,13 @@ pub(crate) fn run_status(value: &str) -> Result<RunStatus> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_daemon_grace_default_is_the_schedulers() {
+        // `daemon install` leaves the default out of the service.
+        let ms = duration(crate::args::daemon::DEFAULT_GRACE_FLAG, "--grace").unwrap();
+        assert_eq!(u128::from(ms), loops_scheduler::DEFAULT_GRACE.as_millis());
+    }
 
     #[test]
     fn dates_parse_like_javascript() {

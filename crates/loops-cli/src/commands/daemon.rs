@@ -1,7 +1,9 @@
-//! `loops daemon …` and `loops doctor` (SPEC §7.5, §7.6).
+//! `loops daemon …` (SPEC §7.6).
 //!
-//! The work is `loops_workflow`'s (`run_daemon`, `start_daemon`, …); this
-//! module resolves the options, prints, and picks exit codes.
+//! The work is `loops_scheduler::run_daemon`'s and `service`'s (start,
+//! stop, status, the log, the units); this module resolves the options, prints, and picks exit
+//! codes. The daemon serves the one store the data directory or the
+//! database URL selects: SQLite in `$LOOPS_DATA_DIR`, or PostgreSQL.
 //!
 //! Departures from 0.3.1, on purpose:
 //! - `daemon status` prints a summary unless `--json` is given (the
@@ -15,8 +17,6 @@
 //! - `daemon stop` works without a readable database, through the pid
 //!   file and the daemon's start time; `stop` and `status` never take a
 //!   reused pid for the daemon.
-//! - `doctor` exits 1 whenever a check fails, with or without `--json`
-//!   (SPEC §9 item 31).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -34,10 +34,9 @@ use loops_scheduler::{
 use serde_json::{Value, json};
 
 use super::now;
-use crate::daemon_args::{
-    Daemon, DoctorArgs, InstallArgs, LogsArgs, RunArgs, StopArgs, UninstallArgs,
+use crate::args::daemon::{
+    DEFAULT_GRACE_FLAG, Daemon, InstallArgs, LogsArgs, RunArgs, StopArgs, UninstallArgs,
 };
-use crate::daemon_bin::Binary;
 use crate::exit::Outcome;
 use crate::human;
 use crate::paths;
@@ -45,9 +44,28 @@ use crate::render::escape_controls;
 use crate::render::{self, Printer};
 use crate::resolve;
 use crate::service::control::{self, DaemonStatus};
-use crate::service::doctor::{self, CheckStatus, DoctorOptions};
 use crate::service::install::{self, Platform, ServiceSpec};
 use crate::service::log::{self, DaemonLog, LogConfig};
+
+/// Which binary runs, which decides how an executable is told to run the
+/// daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Binary {
+    /// `loops`: `<exe> daemon run`.
+    Loops,
+    /// `loops-daemon`: `<exe> run`.
+    LoopsDaemon,
+}
+
+impl Binary {
+    /// The arguments that make this binary run the daemon in the foreground.
+    pub(crate) fn daemon_run_args(self) -> &'static [&'static str] {
+        match self {
+            Binary::Loops => &["daemon", "run"],
+            Binary::LoopsDaemon => &["run"],
+        }
+    }
+}
 
 /// SIGTERM-to-SIGKILL time for the process groups a dead daemon left.
 const ORPHAN_GRACE: Duration = Duration::from_secs(2);
@@ -72,7 +90,7 @@ fn daemon_paths() -> Result<DaemonPaths> {
     Ok(DaemonPaths::new(absolute(paths::data_dir()?)?))
 }
 
-fn absolute(path: PathBuf) -> Result<PathBuf> {
+pub(super) fn absolute(path: PathBuf) -> Result<PathBuf> {
     if path.is_absolute() {
         return Ok(path);
     }
@@ -187,9 +205,6 @@ fn run_foreground(args: &RunArgs) -> Result<Outcome> {
         }
     }
 }
-
-/// `--grace`'s default, as `RunArgs` spells it.
-pub(crate) const DEFAULT_GRACE_FLAG: &str = "30s";
 
 /// The command line of `daemon run` with `args`' tuning, as `daemon start`
 /// spawns it and `daemon install` writes it into the service.
@@ -573,63 +588,6 @@ fn unload_then(platform: Platform, home: &Path, after: &[String]) -> Vec<String>
     let mut all = install::unload_instructions(platform, home);
     all.extend(after.iter().cloned());
     all
-}
-
-/// Runs `doctor`.
-pub(crate) fn doctor(args: &DoctorArgs, out: &mut Printer) -> Result<Outcome> {
-    let _ = args;
-    let data_dir = absolute(paths::data_dir()?)?;
-    let report = doctor::run_doctor(&DoctorOptions {
-        data_dir: &data_dir,
-        env: std::env::vars().collect(),
-        host: loops_exec::hostname(),
-        now: now(),
-        database_url: paths::database_url()?,
-    });
-    if out.json {
-        out.json(&serde_json::to_value(&report)?)?;
-    } else {
-        for line in doctor_lines(&report) {
-            out.line(&line)?;
-        }
-    }
-    // SPEC §9 item 31: the exit code does not depend on the output mode.
-    Ok(if report.ok {
-        Outcome::Success
-    } else {
-        Outcome::Failure
-    })
-}
-
-/// The human report: a line per check, with the providers no loop uses
-/// folded into one line where the first of them stands.
-fn doctor_lines(report: &doctor::DoctorReport) -> Vec<String> {
-    let folded: Vec<&doctor::Check> = report.checks.iter().filter(|c| c.folded).collect();
-    let folded_line = doctor::providers::folded_line(&folded);
-    let mut rows: Vec<(CheckStatus, &str, String)> = Vec::new();
-    for check in &report.checks {
-        if check.folded {
-            if let Some((status, message)) = &folded_line
-                && !rows.iter().any(|r| r.1 == doctor::providers::FOLDED_ID)
-            {
-                rows.push((*status, doctor::providers::FOLDED_ID, message.clone()));
-            }
-            continue;
-        }
-        let mut message = check.message.clone();
-        if let Some(detail) = &check.detail {
-            // A preflight's missing executable without the whole PATH,
-            // which the `path` check already shows (`--json` keeps it).
-            message.push_str(&format!(" ({})", crate::brief::without_path(detail)));
-        }
-        rows.push((check.status, &check.id, message));
-    }
-    // The id column is as wide as the longest id (a loop's preflight id
-    // is 27 characters), so the messages line up.
-    let width = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
-    rows.iter()
-        .map(|(status, id, message)| format!("{:<4}  {id:<width$}  {message}", status.as_str()))
-        .collect()
 }
 
 #[cfg(test)]

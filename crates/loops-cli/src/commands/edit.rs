@@ -15,7 +15,7 @@ use loops_store::{LoopEdited, loop_settings};
 use serde_json::Value;
 
 use crate::args::LoopOptions;
-use crate::edit_args::{EditArgs, RenameArgs};
+use crate::args::edit::{EditArgs, RenameArgs};
 use crate::exit::Outcome;
 use crate::paths;
 use crate::redact;
@@ -217,8 +217,8 @@ fn options(args: &EditArgs, new: &mut NewLoop) -> Result<()> {
     if let Some(v) = &args.description {
         new.description = (!v.is_empty()).then(|| v.clone());
     }
-    crate::policy_args::apply(&args.policy, &mut new.policy, true)?;
-    args.hooks.apply(&mut new.hooks)
+    crate::resolve::policy::apply(&args.policy, &mut new.policy, true)?;
+    crate::resolve::hooks::apply(&args.hooks, &mut new.hooks)
 }
 
 /// The settings a user can tell apart, as (label, JSON key) in the order

@@ -94,7 +94,8 @@ pub(crate) fn hook_settings(
 ) -> Result<loops_scheduler::HookSettings> {
     let mut settings = loops_scheduler::HookSettings::default();
     if let Some(command) = default_on_failure {
-        settings.default_on_failure = Some(crate::hook_args::command(command, "--on-failure")?);
+        settings.default_on_failure =
+            Some(crate::resolve::hooks::command(command, "--on-failure")?);
     }
     if let Some(ms) = std::env::var("LOOPS_HOOK_TIMEOUT_MS")
         .ok()

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use super::now;
 use crate::args::GcArgs;
-use crate::daemon_args::GcFlags;
+use crate::args::daemon::GcFlags;
 use crate::exit::Outcome;
 use crate::paths;
 use crate::render::{self, Printer};
@@ -81,7 +81,7 @@ pub(crate) fn run(args: &GcArgs, out: &mut Printer) -> Result<Outcome> {
     if apply {
         // Deleting cannot be undone: a backup first, at most one an hour;
         // when none can be taken, nothing is deleted.
-        crate::commands::backup::auto_backup(&store, now(), "before loops gc --apply")?;
+        crate::auto_backup::auto_backup(&store, now(), "before loops gc --apply")?;
     }
     let live = Live::new(apply);
     let report =
@@ -164,7 +164,7 @@ pub(crate) fn daemon_settings(flags: &GcFlags) -> Result<Option<GcSettings>> {
     Ok(Some(GcSettings {
         max_age: Duration::from_millis(ms),
         keep_per_loop: keep,
-        backup_first: crate::commands::backup::automatic_at(now()).is_some(),
+        backup_first: crate::auto_backup::automatic_at(now()).is_some(),
     }))
 }
 

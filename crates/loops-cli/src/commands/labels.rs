@@ -7,10 +7,11 @@ use loops_store::{StoreError, loop_settings};
 use serde_json::json;
 
 use super::now;
+use crate::args::policy::LabelsCommand;
 use crate::exit::Outcome;
 use crate::paths;
-use crate::policy_args::{LabelsCommand, labels};
 use crate::render::Printer;
+use crate::resolve::policy::labels;
 
 /// `loops labels …`.
 pub(crate) fn run(command: &LabelsCommand, out: &mut Printer) -> Result<Outcome> {

@@ -51,7 +51,7 @@ pub(crate) fn list(args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
         .as_deref()
         .map(|l| resolve::positive_int(l, "--limit"))
         .transpose()?;
-    let labels = crate::policy_args::labels(&args.labels)?;
+    let labels = crate::resolve::policy::labels(&args.labels)?;
     let store = paths::open_store()?;
     let filter = LoopFilter {
         status,

@@ -57,7 +57,7 @@ pub(crate) fn list(args: &RunsArgs, out: &mut Printer) -> Result<Outcome> {
     };
     // One row more than shown tells whether the limit cut the listing,
     // without counting a long history.
-    let labels = crate::policy_args::labels(&args.labels)?;
+    let labels = crate::resolve::policy::labels(&args.labels)?;
     let mut runs = store.list_labeled_runs(
         &RunFilter {
             loop_id,

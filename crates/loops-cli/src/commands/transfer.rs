@@ -232,7 +232,7 @@ pub(crate) fn import(args: &ImportArgs, out: &mut Printer) -> Result<Outcome> {
     };
     let store = paths::open_store()?;
     if args.apply {
-        crate::commands::backup::auto_backup(&store, now(), "before loops import --apply")?;
+        crate::auto_backup::auto_backup(&store, now(), "before loops import --apply")?;
     }
     let options = ImportOptions {
         apply: args.apply,

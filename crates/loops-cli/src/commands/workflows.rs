@@ -21,9 +21,9 @@ use anyhow::Result;
 use loops_core::{StepRun, WorkflowRunId};
 use loops_store::StoreError;
 
+use crate::args::workflow::Workflows;
 use crate::exit::Outcome;
 use crate::render::{self, Printer};
-use crate::workflow_args::Workflows;
 
 pub(crate) use specs::validate_text;
 

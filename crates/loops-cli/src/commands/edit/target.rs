@@ -6,8 +6,8 @@ use anyhow::{Result, bail};
 use loops_core::{Account, Loop, Target, WorkflowId};
 
 use crate::args::AccountOptions;
+use crate::args::edit::EditArgs;
 use crate::commands::create::cwd;
-use crate::edit_args::EditArgs;
 use crate::resolve;
 
 const COMMAND_FLAGS: &str = "--cmd, --arg, --no-args, --shell, --no-shell, --env, --no-env, \

@@ -17,13 +17,13 @@ use loops_store::WorkflowRunFilter;
 use serde_json::{Value, json};
 
 use super::{print_steps, run_id};
+use crate::args::workflow::{CancelArgs, EventsArgs, InspectArgs, RecoverArgs, RunsArgs};
 use crate::commands::now;
 use crate::exit::Outcome;
 use crate::paths;
 use crate::redact::{self, Output};
 use crate::render::{Column, Printer, Table};
 use crate::resolve;
-use crate::workflow_args::{CancelArgs, EventsArgs, InspectArgs, RecoverArgs, RunsArgs};
 
 /// `workflows runs [x] [--limit 50]`.
 pub(super) fn runs(args: &RunsArgs, out: &mut Printer) -> Result<Outcome> {

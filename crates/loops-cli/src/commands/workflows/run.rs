@@ -31,11 +31,11 @@ use loops_workflow::{WorkflowOutcome, WorkflowRunOptions, execute_workflow};
 use serde_json::{Value, json};
 
 use super::{id_width, print_steps, run_id, step_line};
+use crate::args::workflow::RunArgs;
 use crate::exit::Outcome;
 use crate::paths;
 use crate::redact::{self, Output};
 use crate::render::{self, Printer};
-use crate::workflow_args::RunArgs;
 
 /// `workflows run`.
 pub(super) fn run(args: &RunArgs, out: &mut Printer) -> Result<Outcome> {

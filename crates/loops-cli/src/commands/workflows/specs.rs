@@ -14,13 +14,13 @@ use loops_exec::{ExecOptions, Preflight, UserFileError};
 use loops_store::{WorkflowFilter, WorkflowReplaced};
 use serde_json::json;
 
+use crate::args::workflow::{CreateArgs, FileArgs, ListArgs, ValidateArgs, WorkflowRef};
 use crate::commands::now;
 use crate::exit::Outcome;
 use crate::paths;
 use crate::redact;
 use crate::render::{self, Column, Printer, Table};
 use crate::resolve;
-use crate::workflow_args::{CreateArgs, FileArgs, ListArgs, ValidateArgs, WorkflowRef};
 
 /// The id of the preview `validate` prints (SPEC §7.4).
 const PREVIEW_ID: &str = "validation";
