@@ -12,8 +12,8 @@ use clap::{Parser, Subcommand};
 
 use crate::args::daemon::{Daemon, InstallArgs, RunArgs, StopArgs};
 use crate::commands::daemon::{self, Binary};
+use crate::context::Context;
 use crate::exit::Outcome;
-use crate::render::Printer;
 
 /// The loops scheduler daemon: run it, start or stop it in the background,
 /// show its status or install it as a service. Prints JSON.
@@ -63,8 +63,9 @@ impl From<Command> for Daemon {
 /// Runs the command; the outcome becomes the exit code in `exit`.
 pub(crate) fn run(cli: Cli) -> Result<Outcome> {
     // SPEC §7.6: `loops-daemon` always prints JSON.
-    let mut out = Printer::stdout(true);
-    let outcome = daemon::run(cli.command.into(), &mut out, Binary::LoopsDaemon);
+    let ctx = &Context::new(None, true, false, false);
+    let mut out = ctx.printer();
+    let outcome = daemon::run(ctx, cli.command.into(), &mut out, Binary::LoopsDaemon);
     let flushed = out.flush();
     let outcome = outcome?;
     flushed?;

@@ -9,15 +9,15 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context as _, Result, bail};
 use loops_core::Timestamp;
 use loops_store::{Backup, DB_FILE, backup_dir, list_backups, take_backup};
 use serde::Serialize;
 
 use super::now;
 use crate::args::BackupArgs;
+use crate::context::Context;
 use crate::exit::Outcome;
-use crate::paths;
 use crate::render::{self, Column, Printer, Table};
 use crate::resolve;
 
@@ -49,10 +49,10 @@ struct TakenJson {
 }
 
 /// `backup`.
-pub(crate) fn run(args: &BackupArgs, out: &mut Printer) -> Result<Outcome> {
-    let data_dir = paths::data_dir()?;
+pub(crate) fn run(ctx: &Context, args: &BackupArgs, out: &mut Printer) -> Result<Outcome> {
+    let data_dir = ctx.data_dir()?;
     if args.list {
-        return list(&backup_dir(&data_dir), out);
+        return list(ctx, &backup_dir(&data_dir), out);
     }
     let keep = resolve::positive_int(&args.keep, "--keep")?;
     let db = data_dir.join(DB_FILE);
@@ -85,7 +85,7 @@ pub(crate) fn run(args: &BackupArgs, out: &mut Printer) -> Result<Outcome> {
 }
 
 /// `backup --list`: newest first.
-fn list(dir: &Path, out: &mut Printer) -> Result<Outcome> {
+fn list(ctx: &Context, dir: &Path, out: &mut Printer) -> Result<Outcome> {
     let backups =
         list_backups(dir).with_context(|| format!("listing the backups in {}", dir.display()))?;
     if out.json {
@@ -93,7 +93,7 @@ fn list(dir: &Path, out: &mut Printer) -> Result<Outcome> {
         return Ok(Outcome::Success);
     }
     if backups.is_empty() {
-        render::note(
+        ctx.note(
             "hint",
             &format!(
                 "no backups in {} yet; run `loops backup` to take one",

@@ -9,21 +9,21 @@ use anyhow::Result;
 use super::daemon::absolute;
 use super::now;
 use crate::args::daemon::DoctorArgs;
+use crate::context::Context;
 use crate::exit::Outcome;
-use crate::paths;
 use crate::render::Printer;
 use crate::service::doctor::{self, CheckStatus, DoctorOptions};
 
 /// Runs `doctor`.
-pub(crate) fn doctor(args: &DoctorArgs, out: &mut Printer) -> Result<Outcome> {
+pub(crate) fn doctor(ctx: &Context, args: &DoctorArgs, out: &mut Printer) -> Result<Outcome> {
     let _ = args;
-    let data_dir = absolute(paths::data_dir()?)?;
+    let data_dir = absolute(ctx.data_dir()?)?;
     let report = doctor::run_doctor(&DoctorOptions {
         data_dir: &data_dir,
         env: std::env::vars().collect(),
         host: loops_exec::hostname(),
         now: now(),
-        database_url: paths::database_url()?,
+        database_url: ctx.database_url()?,
     });
     if out.json {
         out.json(&serde_json::to_value(&report)?)?;

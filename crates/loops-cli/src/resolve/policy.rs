@@ -8,18 +8,24 @@ use anyhow::{Result, anyhow};
 use loops_core::{Backoff, LoopPolicy, validate_label};
 
 use crate::args::policy::PolicyOptions;
+use crate::context::Context;
 
 /// The policy of a new loop from `create`'s flags.
-pub(crate) fn policy(opts: &PolicyOptions) -> Result<LoopPolicy> {
+pub(crate) fn policy(ctx: &Context, opts: &PolicyOptions) -> Result<LoopPolicy> {
     let mut policy = LoopPolicy::default();
-    apply(opts, &mut policy, false)?;
+    apply(ctx, opts, &mut policy, false)?;
     Ok(policy)
 }
 
 /// Applies the flags given to `policy`. With `edit`, `off` removes a count
 /// (`--expires-after-runs off`), `--label ''` and `--skip-exit-code ''`
 /// clear their lists, and a given list replaces the stored one.
-pub(crate) fn apply(opts: &PolicyOptions, policy: &mut LoopPolicy, edit: bool) -> Result<()> {
+pub(crate) fn apply(
+    ctx: &Context,
+    opts: &PolicyOptions,
+    policy: &mut LoopPolicy,
+    edit: bool,
+) -> Result<()> {
     if !opts.labels.is_empty() {
         policy.labels = labels(&opts.labels)?;
     }
@@ -40,7 +46,7 @@ pub(crate) fn apply(opts: &PolicyOptions, policy: &mut LoopPolicy, edit: bool) -
             .map_err(|_| anyhow!("--backoff must be fixed or exponential"))?;
     }
     if let Some(v) = &opts.max_retry_delay {
-        policy.max_retry_delay_ms = Some(super::positive_duration(v, "--max-retry-delay")?);
+        policy.max_retry_delay_ms = Some(super::positive_duration(ctx, v, "--max-retry-delay")?);
     }
     if !opts.skip_exit_codes.is_empty() {
         policy.skip_exit_codes = skip_exit_codes(&opts.skip_exit_codes)?;
