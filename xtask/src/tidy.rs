@@ -5,12 +5,16 @@
 //! ends in whitespace, every item of SPEC §10's checklist is cited by a
 //! test (`// SPEC §10 item N`), and `ARCHITECTURE.md` and `CHANGELOG.md`
 //! keep their line shapes ([`prose`]: one sentence per line of at most 200
-//! characters, one change per line of at most 300).
+//! characters, one change per line of at most 300), loops-cli's modules
+//! import each other in no circle ([`cli_cycles`]), and at most 8% of the
+//! PostgreSQL backend's code lines stand in runs also in the SQLite
+//! backend ([`backend_dup`]).
 //!
 //! The SPEC is read from `../shared/SPEC.md` beside the clone, or from
 //! `$LOOPS_SPEC`; without it the citation check is skipped with a message.
 
 pub(crate) mod backend_dup;
+pub(crate) mod cli_cycles;
 mod prose;
 
 use std::collections::BTreeSet;
@@ -33,6 +37,7 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
     }
     let mut problems = Vec::new();
     checklist(root, &files, &mut problems);
+    problems.extend(cli_cycles::check(root));
     for file in text_files(root) {
         let Ok(text) = std::fs::read_to_string(&file) else {
             continue;

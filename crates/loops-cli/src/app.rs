@@ -4,27 +4,27 @@ use anyhow::Result;
 use clap::Parser;
 
 use crate::args::{Cli, Command, Create};
+use crate::commands::daemon::Binary;
 use crate::commands::{
-    backup, create, daemon, docs, edit, execute, gc, labels, logs, manage, runs, transfer,
+    backup, create, daemon, docs, doctor, edit, execute, gc, labels, logs, manage, runs, transfer,
     workflows,
 };
-use crate::daemon_bin::Binary;
+use crate::context::Context;
 use crate::exit::Outcome;
 use crate::render::Printer;
 
-/// Runs the command; the outcome becomes the exit code in `exit`.
-pub(crate) fn run(cli: Cli) -> Result<Outcome> {
-    crate::paths::set_database_url(cli.database_url);
-    crate::brief::set_verbose(cli.verbose);
-    crate::render::set_quiet(cli.quiet);
-    if let Command::Mcp(args) = &cli.command {
-        // The protocol owns stdout: no printer may lock it.
-        return crate::mcp::run(args);
-    }
-    let mut out = Printer::stdout(cli.json);
-    let outcome = execute(cli.command, &mut out);
+/// The one context every command runs in: the global options
+/// (`--database-url`, `--json`, `-v`, `-q`) and the warnings to come.
+pub(crate) fn context(cli: &Cli) -> Context {
+    Context::new(cli.database_url.clone(), cli.json, cli.verbose, cli.quiet)
+}
+
+/// Runs the command in `ctx`; the outcome becomes the exit code in `exit`.
+pub(crate) fn run(ctx: &Context, command: Command) -> Result<Outcome> {
+    let mut out = ctx.printer();
+    let outcome = execute(ctx, command, &mut out);
     if outcome.is_ok() {
-        crate::render::print_warnings();
+        ctx.print_warnings();
     }
     // Whatever the command printed reaches stdout even when it failed; a
     // failed flush (a full disk, a closed pipe) is the command's error too.
@@ -36,14 +36,14 @@ pub(crate) fn run(cli: Cli) -> Result<Outcome> {
 
 /// Runs a command, then wakes the daemon when it changed what the daemon
 /// schedules.
-fn execute(command: Command, out: &mut Printer) -> Result<Outcome> {
+fn execute(ctx: &Context, command: Command, out: &mut Printer) -> Result<Outcome> {
     let wakes_daemon = changes_loops(&command);
-    let outcome = dispatch(command, out);
+    let outcome = dispatch(ctx, command, out);
     // SPEC §9 item 6: the daemon sleeps until its next deadline, so a change
     // to the loops wakes it at once. Best effort: no daemon, no effect.
     if wakes_daemon
         && outcome.is_ok()
-        && let Ok(dir) = crate::paths::data_dir()
+        && let Ok(dir) = ctx.data_dir()
     {
         loops_scheduler::notify_daemon(&dir);
     }
@@ -61,18 +61,23 @@ pub(crate) struct Captured {
     pub(crate) warnings: Vec<String>,
 }
 
-/// Runs `command` with a printer that keeps its output, on this thread.
-pub(crate) fn capture(command: impl FnOnce(&mut Printer) -> Result<Outcome>) -> Captured {
+/// Runs `command` in a context of its own (the settings of `ctx`, which
+/// `loops mcp` was started with) with a printer that keeps its output.
+pub(crate) fn capture(
+    ctx: &Context,
+    command: impl FnOnce(&Context, &mut Printer) -> Result<Outcome>,
+) -> Captured {
+    let call = ctx.for_call();
     let mut out = Printer::memory(true);
-    // Warnings a command that panicked on this thread left behind are not
-    // this command's.
-    drop(crate::render::take_warnings());
     // A command that failed may have queued warnings; they go with it.
-    let outcome = command(&mut out);
-    let warnings = crate::render::take_warnings();
+    let outcome = command(&call, &mut out);
+    let warnings = call.take_warnings();
     let (text, error) = match (outcome, out.text()) {
         (Ok(_), Ok(text)) => (text, None),
-        (Err(err), text) => (text.unwrap_or_default(), Some(crate::exit::message(&err))),
+        (Err(err), text) => (
+            text.unwrap_or_default(),
+            Some(crate::exit::message(&err, call.verbose)),
+        ),
         (Ok(_), Err(err)) => (String::new(), Some(err.to_string())),
     };
     Captured {
@@ -87,43 +92,43 @@ pub(crate) fn capture(command: impl FnOnce(&mut Printer) -> Result<Outcome>) -> 
 }
 
 /// Parses a command line (`loops --json …`) and runs it as [`capture`]
-/// does. The process-wide settings (`--database-url`, `-v`, `-q`) stay
-/// those `loops mcp` was started with.
-pub(crate) fn run_captured(argv: Vec<String>) -> Captured {
+/// does. The settings (`--database-url`, `-v`, `-q`) stay those of `ctx`,
+/// which `loops mcp` was started with.
+pub(crate) fn run_captured(ctx: &Context, argv: Vec<String>) -> Captured {
     match Cli::try_parse_from(argv) {
-        Ok(cli) => capture(|out| execute(cli.command, out)),
-        Err(err) => capture(|_| Err(err.into())),
+        Ok(cli) => capture(ctx, |call, out| execute(call, cli.command, out)),
+        Err(err) => capture(ctx, |_, _| Err(err.into())),
     }
 }
 
-fn dispatch(command: Command, out: &mut Printer) -> Result<Outcome> {
+fn dispatch(ctx: &Context, command: Command, out: &mut Printer) -> Result<Outcome> {
     match command {
-        Command::Create(Create::Command(args)) => create::command(&args, out),
-        Command::Create(Create::Agent(args)) => create::agent(&args, out),
-        Command::Create(Create::Workflow(args)) => create::workflow(&args, out),
-        Command::List(args) => manage::list(&args, out),
-        Command::Show(args) => manage::show(&args, out),
-        Command::Edit(args) => edit::edit(&args, out),
-        Command::Rename(args) => edit::rename(&args, out),
-        Command::Runs(args) => runs::list(&args, out),
-        Command::Labels(cmd) => labels::run(&cmd, out),
-        Command::Logs(args) => logs::run(&args, out),
-        Command::Pause(args) => manage::pause(&args, out),
-        Command::Resume(args) => manage::resume(&args, out),
-        Command::Stop(args) => manage::stop(&args, out),
-        Command::Remove(args) => manage::remove(&args, out),
-        Command::RunNow(args) => execute::run_now(&args, out),
-        Command::Tick(args) => execute::tick(&args, out),
-        Command::Gc(args) => gc::run(&args, out),
-        Command::Workflows(cmd) => workflows::run(cmd, out),
-        Command::Daemon(cmd) => daemon::run(cmd, out, Binary::Loops),
-        Command::Doctor(args) => daemon::doctor(&args, out),
-        Command::Backup(args) => backup::run(&args, out),
-        Command::Export(args) => transfer::export(&args, out),
-        Command::Import(args) => transfer::import(&args, out),
-        Command::Completions(args) => docs::completions(&args, out),
-        Command::Man(args) => docs::man(&args, out),
-        // `run` serves it before any printer locks stdout.
+        Command::Create(Create::Command(args)) => create::command(ctx, &args, out),
+        Command::Create(Create::Agent(args)) => create::agent(ctx, &args, out),
+        Command::Create(Create::Workflow(args)) => create::workflow(ctx, &args, out),
+        Command::List(args) => manage::list(ctx, &args, out),
+        Command::Show(args) => manage::show(ctx, &args, out),
+        Command::Edit(args) => edit::edit(ctx, &args, out),
+        Command::Rename(args) => edit::rename(ctx, &args, out),
+        Command::Runs(args) => runs::list(ctx, &args, out),
+        Command::Labels(cmd) => labels::run(ctx, &cmd, out),
+        Command::Logs(args) => logs::run(ctx, &args, out),
+        Command::Pause(args) => manage::pause(ctx, &args, out),
+        Command::Resume(args) => manage::resume(ctx, &args, out),
+        Command::Stop(args) => manage::stop(ctx, &args, out),
+        Command::Remove(args) => manage::remove(ctx, &args, out),
+        Command::RunNow(args) => execute::run_now(ctx, &args, out),
+        Command::Tick(args) => execute::tick(ctx, &args, out),
+        Command::Gc(args) => gc::run(ctx, &args, out),
+        Command::Workflows(cmd) => workflows::run(ctx, cmd, out),
+        Command::Daemon(cmd) => daemon::run(ctx, cmd, out, Binary::Loops),
+        Command::Doctor(args) => doctor::doctor(ctx, &args, out),
+        Command::Backup(args) => backup::run(ctx, &args, out),
+        Command::Export(args) => transfer::export(ctx, &args, out),
+        Command::Import(args) => transfer::import(ctx, &args, out),
+        Command::Completions(args) => docs::completions(ctx, &args, out),
+        Command::Man(args) => docs::man(ctx, &args, out),
+        // `loops_main` serves it before any printer locks stdout.
         Command::Mcp(_) => anyhow::bail!("loops mcp runs only as a command of its own"),
     }
 }

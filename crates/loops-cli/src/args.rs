@@ -14,7 +14,13 @@
 
 use clap::{Args, Parser, Subcommand};
 
+pub(crate) mod daemon;
+pub(crate) mod edit;
+pub(crate) mod help;
+pub(crate) mod hook;
 mod maintenance;
+pub(crate) mod policy;
+pub(crate) mod workflow;
 
 pub(crate) use maintenance::{
     BackupArgs, CompletionsArgs, ExportArgs, GcArgs, ImportArgs, ManArgs,
@@ -30,8 +36,8 @@ pub(crate) const VERSION: &str = "0.3.1";
     name = "loops",
     version = VERSION,
     long_about = None,
-    after_help = crate::help::ROOT,
-    after_long_help = crate::help::ROOT_LONG,
+    after_help = crate::args::help::ROOT,
+    after_long_help = crate::args::help::ROOT_LONG,
     subcommand_required = true,
     arg_required_else_help = true,
     max_term_width = 100
@@ -69,60 +75,60 @@ pub(crate) struct Cli {
 #[command(defer = true)]
 pub(crate) enum Command {
     /// Create a loop that runs a command, a coding agent or a workflow.
-    #[command(subcommand, after_help = crate::help::CREATE)]
+    #[command(subcommand, after_help = crate::args::help::CREATE)]
     Create(Create),
     /// List loops, grouped by status, soonest next run first.
-    #[command(visible_alias = "ls", after_help = crate::help::LIST)]
+    #[command(visible_alias = "ls", after_help = crate::args::help::LIST)]
     List(ListArgs),
     /// Print one loop as JSON.
-    #[command(after_help = crate::help::SHOW)]
+    #[command(after_help = crate::args::help::SHOW)]
     Show(LoopRef),
     /// Change a loop's schedule, target or options in place.
-    Edit(crate::edit_args::EditArgs),
+    Edit(crate::args::edit::EditArgs),
     /// Give a loop a new name.
-    #[command(after_help = crate::help::RENAME)]
-    Rename(crate::edit_args::RenameArgs),
+    #[command(after_help = crate::args::help::RENAME)]
+    Rename(crate::args::edit::RenameArgs),
     /// List recorded runs, newest first.
-    #[command(after_help = crate::help::RUNS)]
+    #[command(after_help = crate::args::help::RUNS)]
     Runs(RunsArgs),
     /// Set, add, remove or clear a loop's labels.
-    #[command(subcommand, after_help = crate::help::LABELS)]
-    Labels(crate::policy_args::LabelsCommand),
+    #[command(subcommand, after_help = crate::args::help::LABELS)]
+    Labels(crate::args::policy::LabelsCommand),
     /// Print a run's output: a loop's latest run, or the run given; -f follows it live.
     #[command(after_help = LOGS_AFTER_HELP)]
     Logs(LogsArgs),
     /// Pause an active loop; its next run is kept.
-    #[command(after_help = crate::help::PAUSE)]
+    #[command(after_help = crate::args::help::PAUSE)]
     Pause(LoopRef),
     /// Put a paused or stopped loop back on its schedule.
-    #[command(after_help = crate::help::RESUME)]
+    #[command(after_help = crate::args::help::RESUME)]
     Resume(LoopRef),
     /// Stop a loop and clear its next run.
-    #[command(after_help = crate::help::STOP)]
+    #[command(after_help = crate::args::help::STOP)]
     Stop(LoopRef),
     /// Remove a loop; its run history is kept unless --purge is given.
-    #[command(visible_alias = "rm", after_help = crate::help::REMOVE)]
+    #[command(visible_alias = "rm", after_help = crate::args::help::REMOVE)]
     Remove(RemoveArgs),
     /// Run a loop now, whatever its status, and wait for the result.
-    #[command(after_help = crate::help::RUN_NOW)]
+    #[command(after_help = crate::args::help::RUN_NOW)]
     RunNow(RunNowArgs),
     /// Run every due slot once, then exit.
-    #[command(after_help = crate::help::TICK)]
+    #[command(after_help = crate::args::help::TICK)]
     Tick(TickArgs),
     /// Delete old finished runs, keeping each loop's newest (a dry run unless --apply).
-    #[command(after_help = crate::help::GC)]
+    #[command(after_help = crate::args::help::GC)]
     Gc(GcArgs),
     /// Validate, store, run and inspect workflows: DAGs of command and agent steps.
-    #[command(subcommand, visible_alias = "workflow", after_help = crate::help::WORKFLOWS)]
-    Workflows(crate::workflow_args::Workflows),
+    #[command(subcommand, visible_alias = "workflow", after_help = crate::args::help::WORKFLOWS)]
+    Workflows(crate::args::workflow::Workflows),
     /// Run the scheduler as a daemon, and start, stop, inspect or install it.
-    #[command(subcommand, after_help = crate::help::DAEMON)]
-    Daemon(crate::daemon_args::Daemon),
+    #[command(subcommand, after_help = crate::args::help::DAEMON)]
+    Daemon(crate::args::daemon::Daemon),
     /// Check that the data dir, PATH, accounts and daemon are ready.
-    #[command(after_help = crate::help::DOCTOR)]
-    Doctor(crate::daemon_args::DoctorArgs),
+    #[command(after_help = crate::args::help::DOCTOR)]
+    Doctor(crate::args::daemon::DoctorArgs),
     /// Back up the database into $LOOPS_DATA_DIR/backups, or list the backups.
-    #[command(after_help = crate::help::BACKUP)]
+    #[command(after_help = crate::args::help::BACKUP)]
     Backup(BackupArgs),
     /// Write every loop and workflow, and the run history, to one JSON file.
     #[command(after_help = maintenance::EXPORT_AFTER_HELP)]
@@ -131,13 +137,13 @@ pub(crate) enum Command {
     #[command(after_help = maintenance::IMPORT_AFTER_HELP)]
     Import(ImportArgs),
     /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
-    #[command(after_help = crate::help::COMPLETIONS)]
+    #[command(after_help = crate::args::help::COMPLETIONS)]
     Completions(CompletionsArgs),
     /// Write the man pages (loops.1 and one per subcommand) into a directory.
-    #[command(after_help = crate::help::MAN)]
+    #[command(after_help = crate::args::help::MAN)]
     Man(ManArgs),
     /// Serve the Model Context Protocol on stdin and stdout, for coding agents.
-    #[command(after_help = crate::help::MCP)]
+    #[command(after_help = crate::args::help::MCP)]
     Mcp(McpArgs),
 }
 
@@ -149,13 +155,13 @@ pub(crate) struct McpArgs {}
 #[derive(Debug, Subcommand)]
 pub(crate) enum Create {
     /// Create a loop that runs a command.
-    #[command(after_help = crate::help::CREATE_COMMAND)]
+    #[command(after_help = crate::args::help::CREATE_COMMAND)]
     Command(CreateCommand),
     /// Create a loop that runs a headless coding agent.
-    #[command(after_help = crate::help::CREATE_AGENT)]
+    #[command(after_help = crate::args::help::CREATE_AGENT)]
     Agent(CreateAgent),
     /// Create a loop that runs a stored workflow.
-    #[command(after_help = crate::help::CREATE_WORKFLOW)]
+    #[command(after_help = crate::args::help::CREATE_WORKFLOW)]
     Workflow(CreateWorkflow),
 }
 
@@ -263,10 +269,10 @@ pub(crate) struct LoopOptions {
     pub(crate) description: Option<String>,
 
     #[command(flatten)]
-    pub(crate) policy: crate::policy_args::PolicyOptions,
+    pub(crate) policy: crate::args::policy::PolicyOptions,
 
     #[command(flatten)]
-    pub(crate) hooks: crate::hook_args::HookOptions,
+    pub(crate) hooks: crate::args::hook::HookOptions,
 }
 
 // The account options of command and agent targets (SPEC §5.4).
@@ -548,7 +554,7 @@ mod tests {
         for verb in ["run", "start"] {
             let cli = Cli::try_parse_from(["loops", "daemon", verb]).unwrap();
             let Command::Daemon(
-                crate::daemon_args::Daemon::Run(run) | crate::daemon_args::Daemon::Start(run),
+                crate::args::daemon::Daemon::Run(run) | crate::args::daemon::Daemon::Start(run),
             ) = cli.command
             else {
                 panic!("parsed as {:?}", cli.command);
@@ -558,9 +564,7 @@ mod tests {
                 loops_scheduler::DEFAULT_MAX_PARALLEL.to_string()
             );
             // `daemon install` leaves the default out of the service.
-            assert_eq!(run.grace, crate::commands::daemon::DEFAULT_GRACE_FLAG);
-            let ms = crate::resolve::duration(&run.grace, "--grace").unwrap();
-            assert_eq!(u128::from(ms), loops_scheduler::DEFAULT_GRACE.as_millis());
+            assert_eq!(run.grace, crate::args::daemon::DEFAULT_GRACE_FLAG);
         }
     }
 }

@@ -4,25 +4,16 @@
 //! output shows it only with `--verbose`, and `loops doctor` always does.
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-/// Set once from `--verbose` before the command runs.
-static VERBOSE: AtomicBool = AtomicBool::new(false);
 
 /// What follows the program's name in the SPEC's message.
 const EFFECTIVE_PATH: &str = ". Effective PATH=";
 
-/// Records `--verbose` for [`error`].
-pub(crate) fn set_verbose(verbose: bool) {
-    VERBOSE.store(verbose, Ordering::Relaxed);
-}
-
 /// `text` (an error, possibly several lines) for human output: each
 /// `Executable not found in PATH: <program>. Effective PATH=<…>` loses its
 /// PATH, which a pointer to `doctor` and `--verbose` replaces, unless
-/// `--verbose` was given.
-pub(crate) fn error(text: &str) -> Cow<'_, str> {
-    if VERBOSE.load(Ordering::Relaxed) {
+/// `verbose` (`--verbose`).
+pub(crate) fn error(text: &str, verbose: bool) -> Cow<'_, str> {
+    if verbose {
         return Cow::Borrowed(text);
     }
     shorten(text)
@@ -30,8 +21,8 @@ pub(crate) fn error(text: &str) -> Cow<'_, str> {
 
 /// [`error`] on one line for a terminal: every control character, line
 /// breaks included, escaped.
-pub(crate) fn error_line(text: &str) -> String {
-    crate::render::escape_controls(&error(text), &[]).into_owned()
+pub(crate) fn error_line(text: &str, verbose: bool) -> String {
+    crate::render::escape_controls(&error(text, verbose), &[]).into_owned()
 }
 
 /// `text` with each missing executable's effective PATH dropped and

@@ -1,13 +1,14 @@
 //! The commands, one module per group: `create`, loop management
 //! (`manage`: list, show, pause, resume, stop, remove), `runs`, and the
-//! runners (`execute`: run-now, tick), `workflows`, `daemon` (with
-//! `doctor`), `backup` (with the automatic backups), `gc`, `transfer`
+//! runners (`execute`: run-now, tick), `workflows`, `daemon`, `doctor`,
+//! `backup`, `gc`, `transfer`
 //! (export, import), and `docs` (completions, man pages).
 
 pub(crate) mod backup;
 pub(crate) mod create;
 pub(crate) mod daemon;
 pub(crate) mod docs;
+pub(crate) mod doctor;
 pub(crate) mod edit;
 pub(crate) mod execute;
 pub(crate) mod gc;

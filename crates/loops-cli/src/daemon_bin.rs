@@ -10,30 +10,10 @@
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
-use crate::commands::daemon;
-use crate::daemon_args::{Daemon, InstallArgs, RunArgs, StopArgs};
+use crate::args::daemon::{Daemon, InstallArgs, RunArgs, StopArgs};
+use crate::commands::daemon::{self, Binary};
+use crate::context::Context;
 use crate::exit::Outcome;
-use crate::render::Printer;
-
-/// Which binary runs, which decides how an executable is told to run the
-/// daemon.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Binary {
-    /// `loops`: `<exe> daemon run`.
-    Loops,
-    /// `loops-daemon`: `<exe> run`.
-    LoopsDaemon,
-}
-
-impl Binary {
-    /// The arguments that make this binary run the daemon in the foreground.
-    pub(crate) fn daemon_run_args(self) -> &'static [&'static str] {
-        match self {
-            Binary::Loops => &["daemon", "run"],
-            Binary::LoopsDaemon => &["run"],
-        }
-    }
-}
 
 /// The loops scheduler daemon: run it, start or stop it in the background,
 /// show its status or install it as a service. Prints JSON.
@@ -83,8 +63,9 @@ impl From<Command> for Daemon {
 /// Runs the command; the outcome becomes the exit code in `exit`.
 pub(crate) fn run(cli: Cli) -> Result<Outcome> {
     // SPEC §7.6: `loops-daemon` always prints JSON.
-    let mut out = Printer::stdout(true);
-    let outcome = daemon::run(cli.command.into(), &mut out, Binary::LoopsDaemon);
+    let ctx = &Context::new(None, true, false, false);
+    let mut out = ctx.printer();
+    let outcome = daemon::run(ctx, cli.command.into(), &mut out, Binary::LoopsDaemon);
     let flushed = out.flush();
     let outcome = outcome?;
     flushed?;

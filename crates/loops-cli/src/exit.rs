@@ -26,7 +26,7 @@ pub(crate) enum Outcome {
 
 /// Maps the result of a command to the process exit code, printing the
 /// error if there is one.
-pub(crate) fn code(result: anyhow::Result<Outcome>) -> ExitCode {
+pub(crate) fn code(result: anyhow::Result<Outcome>, verbose: bool) -> ExitCode {
     let err = match result {
         Ok(Outcome::Success) => return ExitCode::SUCCESS,
         Ok(Outcome::Failure) => return ExitCode::FAILURE,
@@ -50,14 +50,19 @@ pub(crate) fn code(result: anyhow::Result<Outcome>) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     // Nothing useful is left to do if stderr is gone too.
-    let _ = writeln!(std::io::stderr().lock(), "error: {}", message(&err));
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "error: {}",
+        message(&err, verbose)
+    );
     ExitCode::FAILURE
 }
 
 /// What the command line prints of an error after `error: `: the message,
 /// then a `hint:` line when the message alone does not say what to do.
-/// `loops mcp` returns the same text as a tool's error.
-pub(crate) fn message(err: &anyhow::Error) -> String {
+/// `loops mcp` returns the same text as a tool's error. With `verbose`
+/// (`--verbose`) a missing executable's error keeps the whole PATH.
+pub(crate) fn message(err: &anyhow::Error, verbose: bool) -> String {
     if let Some(usage) = err.downcast_ref::<clap::Error>() {
         // What clap says before its usage block, without its `error: `:
         // "the following required arguments were not provided:" is followed
@@ -73,8 +78,8 @@ pub(crate) fn message(err: &anyhow::Error) -> String {
     // An error may quote stored data (a loop's name, a cwd): its control
     // characters are shown escaped, never sent to the terminal raw.
     let text = format!("{err:#}");
-    let shown =
-        crate::render::escape_controls(&crate::brief::error(&text), &['\n', '\t']).into_owned();
+    let shown = crate::render::escape_controls(&crate::brief::error(&text, verbose), &['\n', '\t'])
+        .into_owned();
     if let Some(db) = damaged_database(err) {
         // SQLite checks pages as it reads them, so damage can surface in
         // any command, long after the file was opened: name the file.
@@ -163,7 +168,7 @@ mod tests {
         let err = crate::args::Cli::try_parse_from(["loops", "labels", "set", "--", "x"])
             .map(|_| ())
             .unwrap_err();
-        let text = message(&err.into());
+        let text = message(&err.into(), false);
         assert!(
             text.starts_with("the following required arguments"),
             "{text}"

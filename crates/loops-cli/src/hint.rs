@@ -14,21 +14,21 @@ use loops_core::Timestamp;
 use loops_scheduler::DaemonPaths;
 use loops_store::Store;
 
-use crate::render;
+use crate::context::Context;
 use crate::service::control::daemon_serves;
 use crate::service::install::{Platform, service_path};
 
 /// Prints the daemon hint on stderr when nothing will run the loops.
-pub(crate) fn no_daemon(store: &Store, json: bool, now: Timestamp) {
-    if json || render::quiet() || service_installed() {
+pub(crate) fn no_daemon(ctx: &Context, store: &Store, json: bool, now: Timestamp) {
+    if json || ctx.quiet || service_installed() {
         return;
     }
-    let Ok(dir) = crate::paths::data_dir() else {
+    let Ok(dir) = ctx.data_dir() else {
         return;
     };
     let paths = DaemonPaths::new(&dir);
     if let Ok(false) = daemon_serves(store, &paths, &loops_exec::hostname(), now) {
-        render::hint(
+        ctx.hint(
             "hint: no daemon is running, so loops run only with `loops tick` or `loops run-now`; \
              start one with `loops daemon start`, or install it as a service with \
              `loops daemon install --enable`",

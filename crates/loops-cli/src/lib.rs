@@ -10,25 +10,21 @@
 
 mod app;
 mod args;
+mod auto_backup;
 mod brief;
 mod commands;
-mod daemon_args;
+mod context;
 mod daemon_bin;
-mod edit_args;
 mod exit;
-mod help;
 mod hint;
-mod hook_args;
 mod human;
 mod mcp;
 mod paths;
-mod policy_args;
 mod pretty;
 mod redact;
 mod render;
 mod resolve;
 mod service;
-mod workflow_args;
 
 use std::process::ExitCode;
 
@@ -38,10 +34,17 @@ use clap::Parser;
 /// the outcome to an exit code.
 pub fn loops_main() -> ExitCode {
     loops_exec::survive_file_size_limit();
-    let result = args::Cli::try_parse()
-        .map_err(anyhow::Error::from)
-        .and_then(app::run);
-    exit::code(result)
+    let cli = match args::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return exit::code(Err(err.into()), false),
+    };
+    let ctx = app::context(&cli);
+    let result = match cli.command {
+        // The protocol owns stdout: no printer may lock it.
+        args::Command::Mcp(mcp_args) => mcp::run(&ctx, &mcp_args),
+        command => app::run(&ctx, command),
+    };
+    exit::code(result, ctx.verbose)
 }
 
 /// The `loops-daemon` binary: `loops daemon run|start|stop|status|install`
@@ -51,5 +54,5 @@ pub fn loops_daemon_main() -> ExitCode {
     let result = daemon_bin::Cli::try_parse()
         .map_err(anyhow::Error::from)
         .and_then(daemon_bin::run);
-    exit::code(result)
+    exit::code(result, false)
 }

@@ -32,9 +32,10 @@ mod transport;
 
 use std::io::IsTerminal;
 
-use anyhow::{Context, Result};
+use anyhow::{Context as _, Result};
 
 use crate::args::McpArgs;
+use crate::context::Context;
 use crate::exit::Outcome;
 
 /// The variable that allows mutations.
@@ -79,13 +80,13 @@ impl Access {
 }
 
 /// `loops mcp`: serves until the client closes stdin, or SIGINT/SIGTERM.
-pub(crate) fn run(_args: &McpArgs) -> Result<Outcome> {
+pub(crate) fn run(ctx: &Context, _args: &McpArgs) -> Result<Outcome> {
     let (access, warning) = Access::from_env();
     if let Some(warning) = warning {
-        crate::render::note("warning", &warning);
+        ctx.note("warning", &warning);
     }
     if std::io::stdin().is_terminal() {
-        crate::render::note(
+        ctx.note(
             "note",
             "loops mcp speaks the Model Context Protocol on stdin and stdout, for a coding \
              agent to start; register it with e.g. `claude mcp add loops -- loops mcp`",
@@ -93,7 +94,7 @@ pub(crate) fn run(_args: &McpArgs) -> Result<Outcome> {
     }
     // Opening the store first reports a bad data directory or database URL
     // at once, not as the first tool's error.
-    drop(crate::paths::open_store()?);
+    drop(ctx.open_store()?);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -103,7 +104,12 @@ pub(crate) fn run(_args: &McpArgs) -> Result<Outcome> {
     let signals =
         loops_exec::SignalCancel::install().context("installing the SIGINT/SIGTERM handlers")?;
     let calls = std::sync::Arc::new(server::Calls::default());
-    let served = runtime.block_on(server::serve(access, calls.clone(), &signals));
+    let served = runtime.block_on(server::serve(
+        std::sync::Arc::new(ctx.for_call()),
+        access,
+        calls.clone(),
+        &signals,
+    ));
     // The session's end has cancelled the runs of the calls still in
     // flight; each is recorded before the process exits.
     calls.wait_idle();

@@ -14,8 +14,8 @@
 //! comfy-table has laid the cells out, so escape codes never count toward
 //! a column's width.
 //!
-//! `-q/--quiet` makes the printer write nothing on stdout, and [`note`]
-//! and [`hint`] nothing on stderr but errors.
+//! `-q/--quiet` makes the printer write nothing on stdout, and
+//! `Context::note` and `Context::hint` nothing on stderr but errors.
 //!
 //! Human output never writes a control character from stored data to the
 //! terminal: names, working directories, errors and run output may hold an
@@ -28,7 +28,6 @@
 
 use std::borrow::Cow;
 use std::io::{BufWriter, StdoutLock, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use anstyle::{AnsiColor, Style};
 use comfy_table::{ContentArrangement, LineStyle, Table as Grid, TableStyle};
@@ -40,19 +39,6 @@ const BLOCK_MAX_CHARS: usize = 32_768;
 
 /// The printer's stdout buffer.
 const BUFFER: usize = 64 * 1024;
-
-/// `-q/--quiet` was given: set once, before the command runs.
-static QUIET: AtomicBool = AtomicBool::new(false);
-
-/// Records `-q/--quiet` for [`note`], [`hint`] and the printer.
-pub(crate) fn set_quiet(quiet: bool) {
-    QUIET.store(quiet, Ordering::Relaxed);
-}
-
-/// Whether `-q/--quiet` was given.
-pub(crate) fn quiet() -> bool {
-    QUIET.load(Ordering::Relaxed)
-}
 
 /// Stdout, nowhere under `--quiet`, or memory (`loops mcp`, whose stdout
 /// is the protocol's).
@@ -94,10 +80,10 @@ pub(crate) struct Printer {
 impl Printer {
     /// Stdout, coloured by anstream's rules (`NO_COLOR`, `CLICOLOR`,
     /// `CLICOLOR_FORCE`, a terminal), or nowhere under `--quiet`.
-    pub(crate) fn stdout(json: bool) -> Printer {
+    pub(crate) fn stdout(json: bool, quiet: bool) -> Printer {
         let out = std::io::stdout();
         let color = anstream::AutoStream::choice(&out) != anstream::ColorChoice::Never;
-        let sink = if quiet() {
+        let sink = if quiet {
             Sink::Nowhere
         } else {
             Sink::Stdout(out.lock())
@@ -196,54 +182,17 @@ impl Printer {
     }
 }
 
-/// Prints `<label>: <text>` on stderr; under `--quiet` only errors. A
-/// closed stderr leaves nobody to tell, so write errors are ignored (where
-/// `eprintln!` would panic).
+/// Prints `<label>: <text>` on stderr (`Context::note` leaves it out under
+/// `--quiet`). A closed stderr leaves nobody to tell, so write errors are
+/// ignored (where `eprintln!` would panic).
 pub(crate) fn note(label: &str, text: &str) {
-    if quiet() && label != "error" {
-        return;
-    }
     let text = escape_controls(text, &['\n', '\t']);
     let _ = writeln!(std::io::stderr().lock(), "{label}: {text}");
 }
 
-thread_local! {
-    /// Warnings about input ([`warn`]) wait here until the command has
-    /// succeeded: a command that then fails says only its error, not also
-    /// what it would have done with a value it never used. One queue per
-    /// thread: a command runs on one thread, and `loops mcp` runs several
-    /// commands at once, each on its own.
-    static WARNINGS: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Queues `warning: <text>` for stderr: something accepted that is probably
-/// not what was meant. [`print_warnings`] prints it once the command has
-/// succeeded.
-pub(crate) fn warn(text: &str) {
-    WARNINGS.with(|queued| queued.borrow_mut().push(text.to_owned()));
-}
-
-/// Takes the queued warnings of this thread's command.
-pub(crate) fn take_warnings() -> Vec<String> {
-    WARNINGS.with(|queued| std::mem::take(&mut *queued.borrow_mut()))
-}
-
-/// Prints the queued warnings (nothing under `--quiet`).
-pub(crate) fn print_warnings() {
-    for text in take_warnings() {
-        note("warning", &text);
-    }
-}
-
-/// Prints a hint or an empty state (`no loops yet`) on stderr, so stdout
-/// stays what scripts expect; nothing under `--quiet`.
+/// Prints a hint or an empty state on stderr (`Context::hint` decides
+/// whether).
 pub(crate) fn hint(text: &str) {
-    if quiet() {
-        return;
-    }
-    // A hint comes after what the command did; the warnings about its
-    // input come first.
-    print_warnings();
     let text = escape_controls(text, &['\n', '\t']);
     let _ = writeln!(std::io::stderr().lock(), "{text}");
 }

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-use anyhow::{Context, Result, anyhow, bail, ensure};
+use anyhow::{Context as _, Result, anyhow, bail, ensure};
 use chrono::{Local, NaiveDateTime, TimeZone};
 use loops_core::{
     Account, AgentProvider, AgentTarget, Anchor, CatchUp, Clock, CommandTarget, ConfigIsolation,
@@ -25,10 +25,14 @@ use loops_core::{
 };
 
 use crate::args::{AccountOptions, CreateAgent, CreateCommand, CreateWorkflow, LoopOptions};
+use crate::context::Context;
+
+pub(crate) mod hooks;
+pub(crate) mod policy;
 
 /// `create command`: the validated loop.
-pub(crate) fn command_loop(args: &CreateCommand) -> Result<NewLoop> {
-    let (mut new, timeout_ms) = loop_options(&args.options, args.timeout.as_deref())?;
+pub(crate) fn command_loop(ctx: &Context, args: &CreateCommand) -> Result<NewLoop> {
+    let (mut new, timeout_ms) = loop_options(ctx, &args.options, args.timeout.as_deref())?;
     let mut target = CommandTarget::new(args.command.clone());
     // SPEC §7.3, §10 item 91: CLI command loops run through a shell unless
     // --no-shell is given (JSON and library targets default to no shell).
@@ -45,8 +49,12 @@ pub(crate) fn command_loop(args: &CreateCommand) -> Result<NewLoop> {
 /// `create agent`: the validated loop. `file` is `--prompt-file` read by
 /// the caller: its absolute path and its text, which is checked as a
 /// `--prompt` would be and stored as the prompt 0.3.1 would run.
-pub(crate) fn agent_loop(args: &CreateAgent, file: Option<(String, String)>) -> Result<NewLoop> {
-    let (mut new, timeout_ms) = loop_options(&args.options, args.timeout.as_deref())?;
+pub(crate) fn agent_loop(
+    ctx: &Context,
+    args: &CreateAgent,
+    file: Option<(String, String)>,
+) -> Result<NewLoop> {
+    let (mut new, timeout_ms) = loop_options(ctx, &args.options, args.timeout.as_deref())?;
     let provider = provider(&args.provider)?;
     let isolation = isolation(&args.config_isolation)?;
     let (prompt, prompt_file) = match file {
@@ -125,14 +133,14 @@ pub(crate) fn isolation(value: &str) -> Result<ConfigIsolation> {
 /// `create workflow`: the validated loop. Its target names no workflow yet
 /// (a placeholder id): `--workflow` is resolved against the store, which
 /// this stage does not open, and the caller sets the id it finds.
-pub(crate) fn workflow_loop(args: &CreateWorkflow) -> Result<NewLoop> {
-    let (mut new, _) = loop_options(&args.options, None)?;
+pub(crate) fn workflow_loop(ctx: &Context, args: &CreateWorkflow) -> Result<NewLoop> {
+    let (mut new, _) = loop_options(ctx, &args.options, None)?;
     // SPEC §1.3: a workflow timeout of 0 means none, so unlike the step
     // timeouts of command and agent loops, `--timeout 0` is accepted.
     let timeout_ms = args
         .timeout
         .as_deref()
-        .map(|t| duration(t, "--timeout"))
+        .map(|t| duration(ctx, t, "--timeout"))
         .transpose()?
         .filter(|ms| *ms > 0);
     new.target = Target::Workflow(WorkflowTarget {
@@ -152,8 +160,12 @@ fn validated(new: NewLoop) -> Result<NewLoop> {
 
 /// The shared options, as a loop with a placeholder target, plus the
 /// resolved `--timeout`.
-fn loop_options(opts: &LoopOptions, timeout: Option<&str>) -> Result<(NewLoop, Option<u64>)> {
-    let schedule = schedule(opts)?;
+fn loop_options(
+    ctx: &Context,
+    opts: &LoopOptions,
+    timeout: Option<&str>,
+) -> Result<(NewLoop, Option<u64>)> {
+    let schedule = schedule(ctx, opts)?;
     // The target is filled in by the caller.
     let mut new = NewLoop::new(
         opts.name.clone(),
@@ -165,14 +177,18 @@ fn loop_options(opts: &LoopOptions, timeout: Option<&str>) -> Result<(NewLoop, O
     new.catch_up_limit = positive_int(&opts.catch_up_limit, "--catch-up-limit")?;
     new.overlap = overlap(&opts.overlap)?;
     new.max_attempts = positive_int(&opts.attempts, "--attempts")?;
-    new.retry_delay_ms = positive_duration(&opts.retry_delay, "--retry-delay")?;
-    new.lease_ms = positive_duration(&opts.lease, "--lease")?;
-    new.expires_at = opts.expires_at.as_deref().map(expires_at).transpose()?;
-    new.policy = crate::policy_args::policy(&opts.policy)?;
-    new.hooks = crate::hook_args::resolve(&opts.hooks)?;
+    new.retry_delay_ms = positive_duration(ctx, &opts.retry_delay, "--retry-delay")?;
+    new.lease_ms = positive_duration(ctx, &opts.lease, "--lease")?;
+    new.expires_at = opts
+        .expires_at
+        .as_deref()
+        .map(|v| expires_at(ctx, v))
+        .transpose()?;
+    new.policy = self::policy::policy(ctx, &opts.policy)?;
+    new.hooks = hooks::hooks(&opts.hooks)?;
     // SPEC §9 item 28: a zero timeout would time out at once.
     let timeout_ms = timeout
-        .map(|t| positive_duration(t, "--timeout"))
+        .map(|t| positive_duration(ctx, t, "--timeout"))
         .transpose()?;
     Ok((new, timeout_ms))
 }
@@ -188,8 +204,8 @@ pub(crate) fn overlap(value: &str) -> Result<Overlap> {
 }
 
 /// `--expires-at`.
-pub(crate) fn expires_at(value: &str) -> Result<Timestamp> {
-    time_option(value, "--expires-at", "the loop expires at once")
+pub(crate) fn expires_at(ctx: &Context, value: &str) -> Result<Timestamp> {
+    time_option(ctx, value, "--expires-at", "the loop expires at once")
 }
 
 /// A duration option, with the SPEC's `invalid duration: <value>` and the
@@ -198,23 +214,23 @@ pub(crate) fn expires_at(value: &str) -> Result<Timestamp> {
 /// instead, with the option it came from, so the message still says what
 /// to fix. A bare number under a second is accepted as milliseconds, with a
 /// warning (issue 16 §6): `--every 10` is rarely meant as 10 ms.
-pub(crate) fn duration(value: &str, flag: &str) -> Result<u64> {
+pub(crate) fn duration(ctx: &Context, value: &str, flag: &str) -> Result<u64> {
     let ms = parse_duration(value).map_err(|e| with_flag(e, value, flag))?;
-    warn_bare_milliseconds(value, flag);
+    warn_bare_milliseconds(ctx, value, flag);
     Ok(ms)
 }
 
 /// [`duration`], which must also be greater than zero.
-pub(crate) fn positive_duration(value: &str, flag: &str) -> Result<u64> {
+pub(crate) fn positive_duration(ctx: &Context, value: &str, flag: &str) -> Result<u64> {
     let ms = parse_positive_duration(value, flag).map_err(|e| with_flag(e, value, flag))?;
-    warn_bare_milliseconds(value, flag);
+    warn_bare_milliseconds(ctx, value, flag);
     Ok(ms)
 }
 
-fn warn_bare_milliseconds(value: &str, flag: &str) {
+fn warn_bare_milliseconds(ctx: &Context, value: &str, flag: &str) {
     if bare_milliseconds(value) {
         let n = value.trim();
-        crate::render::warn(&format!(
+        ctx.warn(&format!(
             "{flag} {n} means {n} milliseconds; write {n}s or {n}m if you meant seconds or minutes"
         ));
     }
@@ -234,7 +250,7 @@ const TIME_FORMS: &str = "use ISO-8601 such as 2026-01-01T09:00:00Z, a local 202
 
 /// A time option (`--at`, `--expires-at`): [`instant`] relative to now,
 /// with a warning when it is already past (`past` says what that means).
-pub(crate) fn time_option(value: &str, flag: &str, past: &str) -> Result<Timestamp> {
+pub(crate) fn time_option(ctx: &Context, value: &str, flag: &str, past: &str) -> Result<Timestamp> {
     let now = loops_exec::SystemClock.now();
     // A blank value, or one with control characters, is quoted so the
     // message still shows what was given.
@@ -247,12 +263,12 @@ pub(crate) fn time_option(value: &str, flag: &str, past: &str) -> Result<Timesta
     let at = instant_from(value, now)
         .ok_or_else(|| anyhow!("invalid {flag}: {shown} ({TIME_FORMS})"))?;
     if at < now {
-        crate::render::warn(&format!("{flag} {at} is in the past; {past}"));
+        ctx.warn(&format!("{flag} {at} is in the past; {past}"));
     }
     Ok(at)
 }
 
-pub(crate) fn schedule(opts: &LoopOptions) -> Result<Schedule> {
+pub(crate) fn schedule(ctx: &Context, opts: &LoopOptions) -> Result<Schedule> {
     let chosen = [
         opts.at.is_some(),
         opts.every.is_some(),
@@ -267,14 +283,14 @@ pub(crate) fn schedule(opts: &LoopOptions) -> Result<Schedule> {
         bail!("--tz requires --cron: only cron schedules are evaluated in a time zone");
     }
     if let Some(at) = &opts.at {
-        let at = time_option(at, "--at", "the loop runs at the next tick")?;
+        let at = time_option(ctx, at, "--at", "the loop runs at the next tick")?;
         return Ok(Schedule::Once { at });
     }
     if let Some(every) = &opts.every {
         // The original says `interval everyMs must be > 0` (SPEC §10 item
         // 11); issue 16 §6 keeps stored field names out of messages.
         return Ok(Schedule::Interval {
-            every_ms: positive_duration(every, "--every")?,
+            every_ms: positive_duration(ctx, every, "--every")?,
             anchor: Some(Anchor::FixedRate),
         });
     }
@@ -406,6 +422,18 @@ pub(crate) fn run_status(value: &str) -> Result<RunStatus> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_daemon_grace_default_is_the_schedulers() {
+        // `daemon install` leaves the default out of the service.
+        let ms = duration(
+            &Context::default(),
+            crate::args::daemon::DEFAULT_GRACE_FLAG,
+            "--grace",
+        )
+        .unwrap();
+        assert_eq!(u128::from(ms), loops_scheduler::DEFAULT_GRACE.as_millis());
+    }
 
     #[test]
     fn dates_parse_like_javascript() {

@@ -16,18 +16,18 @@ use loops_core::{AgentProvider, Loop, NewLoop, Target};
 use loops_store::{Store, StoreError};
 
 use crate::args::{CreateAgent, CreateCommand, CreateWorkflow};
+use crate::context::Context;
 use crate::exit::Outcome;
-use crate::paths;
 use crate::redact;
-use crate::render::{self, Printer};
+use crate::render::Printer;
 
 /// `create command`.
-pub(crate) fn command(args: &CreateCommand, out: &mut Printer) -> Result<Outcome> {
-    let mut new = crate::resolve::command_loop(args)?;
+pub(crate) fn command(ctx: &Context, args: &CreateCommand, out: &mut Printer) -> Result<Outcome> {
+    let mut new = crate::resolve::command_loop(ctx, args)?;
     if let Target::Command(target) = &mut new.target {
         target.cwd = Some(cwd::resolve(args.cwd.as_deref())?);
     }
-    create(&new, out)
+    create(ctx, &new, out)
 }
 
 /// `create agent`.
@@ -35,12 +35,12 @@ pub(crate) fn command(args: &CreateCommand, out: &mut Printer) -> Result<Outcome
 /// `--agent` with provider codex is accepted and stored, as the original
 /// does, with a warning: codex has no `--agent` flag and never receives it
 /// (SPEC §5.2).
-pub(crate) fn agent(args: &CreateAgent, out: &mut Printer) -> Result<Outcome> {
+pub(crate) fn agent(ctx: &Context, args: &CreateAgent, out: &mut Printer) -> Result<Outcome> {
     let file = match &args.prompt_file {
         Some(path) => Some(prompt_file::read(path)?),
         None => None,
     };
-    let mut new = crate::resolve::agent_loop(args, file)?;
+    let mut new = crate::resolve::agent_loop(ctx, args, file)?;
     if let Target::Agent(target) = &mut new.target {
         target.cwd = Some(cwd::resolve(args.cwd.as_deref())?);
     }
@@ -48,27 +48,27 @@ pub(crate) fn agent(args: &CreateAgent, out: &mut Printer) -> Result<Outcome> {
         && target.provider == AgentProvider::Codex
         && target.agent.is_some()
     {
-        render::note(
+        ctx.note(
             "warning",
             "--agent is ignored for provider codex, which has no --agent flag; the agent is \
              stored but codex never receives it",
         );
     }
-    create(&new, out)
+    create(ctx, &new, out)
 }
 
 /// `create workflow`: the loop stores the id `--workflow` resolves to
 /// (SPEC §7.3), by id whatever its status, else the newest active workflow
 /// of that name.
-pub(crate) fn workflow(args: &CreateWorkflow, out: &mut Printer) -> Result<Outcome> {
-    let mut new = crate::resolve::workflow_loop(args)?;
-    let store = paths::open_store()?;
+pub(crate) fn workflow(ctx: &Context, args: &CreateWorkflow, out: &mut Printer) -> Result<Outcome> {
+    let mut new = crate::resolve::workflow_loop(ctx, args)?;
+    let store = ctx.open_store()?;
     let workflow = store.require_workflow(&args.workflow)?;
     if let Target::Workflow(target) = &mut new.target {
         target.workflow_id = workflow.id;
     }
     let lp = store.create_loop(&new, super::now())?;
-    warn_if_name_shared(&store, &lp);
+    warn_if_name_shared(ctx, &store, &lp);
     if out.json {
         out.json_of(&redact::loop_json(&lp))?;
         return Ok(Outcome::Success);
@@ -80,19 +80,19 @@ pub(crate) fn workflow(args: &CreateWorkflow, out: &mut Printer) -> Result<Outco
         workflow.name,
         next_run(&lp)
     ))?;
-    crate::hint::no_daemon(&store, out.json, super::now());
+    crate::hint::no_daemon(ctx, &store, out.json, super::now());
     Ok(Outcome::Success)
 }
 
-fn create(new: &NewLoop, out: &mut Printer) -> Result<Outcome> {
-    let store = paths::open_store()?;
+fn create(ctx: &Context, new: &NewLoop, out: &mut Printer) -> Result<Outcome> {
+    let store = ctx.open_store()?;
     let lp = store.create_loop(new, super::now())?;
     print_created(&lp, out)?;
-    warn_if_name_shared(&store, &lp);
+    warn_if_name_shared(ctx, &store, &lp);
     if let Some(dir) = target_cwd(&lp.target) {
-        cwd::warn_if_missing(dir);
+        cwd::warn_if_missing(ctx, dir);
     }
-    crate::hint::no_daemon(&store, out.json, super::now());
+    crate::hint::no_daemon(ctx, &store, out.json, super::now());
     Ok(Outcome::Success)
 }
 
@@ -109,9 +109,9 @@ pub(crate) fn target_cwd(target: &Target) -> Option<&str> {
 /// commands given that name now refuse it (issue 16), so the user learns
 /// it here rather than at the next `pause`. Best effort: a failed lookup
 /// only skips the warning.
-fn warn_if_name_shared(store: &Store, lp: &Loop) {
+fn warn_if_name_shared(ctx: &Context, store: &Store, lp: &Loop) {
     if let Err(StoreError::AmbiguousName { matches, .. }) = store.require_loop(&lp.name) {
-        render::warn(&format!(
+        ctx.warn(&format!(
             "{} loops are now named {:?}; commands given this name refuse it, so use the id \
                  {}, or give one of them another name with `loops rename`",
             matches.len(),

@@ -1,7 +1,9 @@
-//! `loops daemon …` and `loops doctor` (SPEC §7.5, §7.6).
+//! `loops daemon …` (SPEC §7.6).
 //!
-//! The work is `loops_workflow`'s (`run_daemon`, `start_daemon`, …); this
-//! module resolves the options, prints, and picks exit codes.
+//! The work is `loops_scheduler::run_daemon`'s and `service`'s (start,
+//! stop, status, the log, the units); this module resolves the options, prints, and picks exit
+//! codes. The daemon serves the one store the data directory or the
+//! database URL selects: SQLite in `$LOOPS_DATA_DIR`, or PostgreSQL.
 //!
 //! Departures from 0.3.1, on purpose:
 //! - `daemon status` prints a summary unless `--json` is given (the
@@ -15,8 +17,6 @@
 //! - `daemon stop` works without a readable database, through the pid
 //!   file and the daemon's start time; `stop` and `status` never take a
 //!   reused pid for the daemon.
-//! - `doctor` exits 1 whenever a check fails, with or without `--json`
-//!   (SPEC §9 item 31).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -24,7 +24,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context as _, Result, bail};
 use loops_core::{Clock, Timestamp};
 use loops_exec::{SignalCancel, SystemClock};
 use loops_scheduler::{
@@ -34,20 +34,38 @@ use loops_scheduler::{
 use serde_json::{Value, json};
 
 use super::now;
-use crate::daemon_args::{
-    Daemon, DoctorArgs, InstallArgs, LogsArgs, RunArgs, StopArgs, UninstallArgs,
+use crate::args::daemon::{
+    DEFAULT_GRACE_FLAG, Daemon, InstallArgs, LogsArgs, RunArgs, StopArgs, UninstallArgs,
 };
-use crate::daemon_bin::Binary;
+use crate::context::Context;
 use crate::exit::Outcome;
 use crate::human;
-use crate::paths;
+use crate::render::Printer;
 use crate::render::escape_controls;
-use crate::render::{self, Printer};
 use crate::resolve;
 use crate::service::control::{self, DaemonStatus};
-use crate::service::doctor::{self, CheckStatus, DoctorOptions};
 use crate::service::install::{self, Platform, ServiceSpec};
 use crate::service::log::{self, DaemonLog, LogConfig};
+
+/// Which binary runs, which decides how an executable is told to run the
+/// daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Binary {
+    /// `loops`: `<exe> daemon run`.
+    Loops,
+    /// `loops-daemon`: `<exe> run`.
+    LoopsDaemon,
+}
+
+impl Binary {
+    /// The arguments that make this binary run the daemon in the foreground.
+    pub(crate) fn daemon_run_args(self) -> &'static [&'static str] {
+        match self {
+            Binary::Loops => &["daemon", "run"],
+            Binary::LoopsDaemon => &["run"],
+        }
+    }
+}
 
 /// SIGTERM-to-SIGKILL time for the process groups a dead daemon left.
 const ORPHAN_GRACE: Duration = Duration::from_secs(2);
@@ -56,23 +74,28 @@ const FOLLOW_POLL: Duration = Duration::from_millis(200);
 
 /// Runs one `daemon` subcommand.
 /// `binary` says how this executable runs the daemon (`start`, `install`).
-pub(crate) fn run(cmd: Daemon, out: &mut Printer, binary: Binary) -> Result<Outcome> {
+pub(crate) fn run(
+    ctx: &Context,
+    cmd: Daemon,
+    out: &mut Printer,
+    binary: Binary,
+) -> Result<Outcome> {
     match cmd {
-        Daemon::Run(args) => run_foreground(&args),
-        Daemon::Start(args) => start(&args, out, binary),
-        Daemon::Stop(args) => stop(&args, out),
-        Daemon::Status => status(out),
-        Daemon::Logs(args) => logs(&args, out),
-        Daemon::Install(args) => install(&args, out, binary),
+        Daemon::Run(args) => run_foreground(ctx, &args),
+        Daemon::Start(args) => start(ctx, &args, out, binary),
+        Daemon::Stop(args) => stop(ctx, &args, out),
+        Daemon::Status => status(ctx, out),
+        Daemon::Logs(args) => logs(ctx, &args, out),
+        Daemon::Install(args) => install(ctx, &args, out, binary),
         Daemon::Uninstall(args) => uninstall(&args, out),
     }
 }
 
-fn daemon_paths() -> Result<DaemonPaths> {
-    Ok(DaemonPaths::new(absolute(paths::data_dir()?)?))
+fn daemon_paths(ctx: &Context) -> Result<DaemonPaths> {
+    Ok(DaemonPaths::new(absolute(ctx.data_dir()?)?))
 }
 
-fn absolute(path: PathBuf) -> Result<PathBuf> {
+pub(super) fn absolute(path: PathBuf) -> Result<PathBuf> {
     if path.is_absolute() {
         return Ok(path);
     }
@@ -91,7 +114,7 @@ struct Tuning {
     hooks: loops_scheduler::HookSettings,
 }
 
-fn tuning(args: &RunArgs) -> Result<Tuning> {
+fn tuning(ctx: &Context, args: &RunArgs) -> Result<Tuning> {
     let interval = match &args.interval_ms {
         Some(v) => Some(u64::from(resolve::positive_int(v, "--interval-ms")?)),
         // SPEC §7.6: the variable counts only when it is a number > 0.
@@ -117,14 +140,14 @@ fn tuning(args: &RunArgs) -> Result<Tuning> {
             command: lane(&args.command_concurrency, "--command-concurrency")?,
             agent: lane(&args.agent_concurrency, "--agent-concurrency")?,
         },
-        grace: grace(&args.grace)?,
-        gc: super::gc::daemon_settings(&args.gc)?,
+        grace: grace(ctx, &args.grace)?,
+        gc: super::gc::daemon_settings(ctx, &args.gc)?,
         hooks: super::execute::hook_settings(args.on_failure.as_deref())?,
     })
 }
 
-fn grace(value: &str) -> Result<Duration> {
-    let ms = crate::resolve::duration(value, "--grace")?;
+fn grace(ctx: &Context, value: &str) -> Result<Duration> {
+    let ms = crate::resolve::duration(ctx, value, "--grace")?;
     Ok(Duration::from_millis(ms))
 }
 
@@ -141,13 +164,13 @@ fn stderr_is_file() -> bool {
 }
 
 /// `daemon run`: the foreground daemon.
-fn run_foreground(args: &RunArgs) -> Result<Outcome> {
+fn run_foreground(ctx: &Context, args: &RunArgs) -> Result<Outcome> {
     // First, so a stop that arrives while the daemon starts up is a clean
     // stop, not a death by the signal's default action.
     let signals = SignalCancel::install_daemon().context("installing the signal handlers")?;
-    let tuning = tuning(args)?;
-    let paths = daemon_paths()?;
-    let store = paths::open_store()?;
+    let tuning = tuning(ctx, args)?;
+    let paths = daemon_paths(ctx)?;
+    let store = ctx.open_store()?;
     let log_path = paths.log_file();
     let log = DaemonLog::open(&log_path, LogConfig::default(), !stderr_is_file())
         .with_context(|| format!("opening {}", log_path.display()))?;
@@ -188,9 +211,6 @@ fn run_foreground(args: &RunArgs) -> Result<Outcome> {
     }
 }
 
-/// `--grace`'s default, as `RunArgs` spells it.
-pub(crate) const DEFAULT_GRACE_FLAG: &str = "30s";
-
 /// The command line of `daemon run` with `args`' tuning, as `daemon start`
 /// spawns it and `daemon install` writes it into the service.
 fn run_command_line(binary: Binary, args: &RunArgs) -> Vec<String> {
@@ -230,11 +250,11 @@ fn run_command_line(binary: Binary, args: &RunArgs) -> Vec<String> {
 }
 
 /// `daemon start`.
-fn start(args: &RunArgs, out: &mut Printer, binary: Binary) -> Result<Outcome> {
+fn start(ctx: &Context, args: &RunArgs, out: &mut Printer, binary: Binary) -> Result<Outcome> {
     // Validated here, so a bad value fails now rather than in the child.
-    tuning(args)?;
-    let paths = daemon_paths()?;
-    let store = paths::open_store()?;
+    tuning(ctx, args)?;
+    let paths = daemon_paths(ctx)?;
+    let store = ctx.open_store()?;
     let exe = std::env::current_exe().context("locating the loops executable")?;
     let child_args: Vec<OsString> = run_command_line(binary, args)
         .into_iter()
@@ -242,8 +262,9 @@ fn start(args: &RunArgs, out: &mut Printer, binary: Binary) -> Result<Outcome> {
         .collect();
     // A URL given with --database-url reaches the daemon through its
     // environment, as $LOOPS_DATABASE_URL would: never its command line.
-    let env: Vec<(&str, &str)> = paths::database_url_flag()
-        .map(|url| (paths::DATABASE_URL_VAR, url))
+    let env: Vec<(&str, &str)> = ctx
+        .database_url_flag()
+        .map(|url| (crate::paths::DATABASE_URL_VAR, url))
         .into_iter()
         .collect();
     let started = control::start_daemon(
@@ -268,7 +289,7 @@ fn start(args: &RunArgs, out: &mut Printer, binary: Binary) -> Result<Outcome> {
     }
     if !started.started && !started.already_running {
         if let Some(error) = &started.error {
-            render::note("error", error);
+            ctx.note("error", error);
         }
         return Ok(Outcome::Failure);
     }
@@ -276,14 +297,14 @@ fn start(args: &RunArgs, out: &mut Printer, binary: Binary) -> Result<Outcome> {
 }
 
 /// `daemon stop`.
-fn stop(args: &StopArgs, out: &mut Printer) -> Result<Outcome> {
-    let grace = grace(&args.grace)?;
-    let paths = daemon_paths()?;
+fn stop(ctx: &Context, args: &StopArgs, out: &mut Printer) -> Result<Outcome> {
+    let grace = grace(ctx, &args.grace)?;
+    let paths = daemon_paths(ctx)?;
     // An unreadable database must not keep a running daemon from stopping:
     // the pid file and its process's start time identify it then.
     // A data directory another user could write is refused outright: its
     // pid file could name any of our processes.
-    let store = match paths::open_store() {
+    let store = match ctx.open_store() {
         Ok(store) => Some(store),
         Err(e)
             if e.chain().any(|cause| {
@@ -296,7 +317,7 @@ fn stop(args: &StopArgs, out: &mut Printer) -> Result<Outcome> {
             return Err(e);
         }
         Err(e) => {
-            render::note(
+            ctx.note(
                 "warning",
                 &format!("{e:#}; stopping the daemon through its pid file"),
             );
@@ -321,9 +342,9 @@ fn stop(args: &StopArgs, out: &mut Printer) -> Result<Outcome> {
 }
 
 /// `daemon status`.
-fn status(out: &mut Printer) -> Result<Outcome> {
-    let paths = daemon_paths()?;
-    let store = paths::open_store()?;
+fn status(ctx: &Context, out: &mut Printer) -> Result<Outcome> {
+    let paths = daemon_paths(ctx)?;
+    let store = ctx.open_store()?;
     let status = control::daemon_status(&store, &paths, &loops_exec::hostname(), now())?;
     if out.json {
         out.json(&serde_json::to_value(&status)?)?;
@@ -417,13 +438,13 @@ fn skew_warning(ms: i64) -> &'static str {
 }
 
 /// `daemon logs [-n N] [-f]`.
-fn logs(args: &LogsArgs, out: &mut Printer) -> Result<Outcome> {
+fn logs(ctx: &Context, args: &LogsArgs, out: &mut Printer) -> Result<Outcome> {
     let lines: usize = args
         .lines
         .trim()
         .parse()
         .map_err(|_| anyhow::anyhow!("--lines must be a non-negative integer"))?;
-    let path = daemon_paths()?.log_file();
+    let path = daemon_paths(ctx)?.log_file();
     let (text, read) =
         log::tail_lines(&path, lines).with_context(|| format!("reading {}", path.display()))?;
     out.line(&text)?;
@@ -462,12 +483,17 @@ fn home() -> Result<PathBuf> {
 }
 
 /// `daemon install [--enable]`.
-fn install(args: &InstallArgs, out: &mut Printer, binary: Binary) -> Result<Outcome> {
+fn install(
+    ctx: &Context,
+    args: &InstallArgs,
+    out: &mut Printer,
+    binary: Binary,
+) -> Result<Outcome> {
     let platform = platform(args.platform.as_deref())?;
     // Validated here, so a bad value fails now rather than in the service.
-    let tuning = tuning(&args.run)?;
+    let tuning = tuning(ctx, &args.run)?;
     let home = home()?;
-    let paths = daemon_paths()?;
+    let paths = daemon_paths(ctx)?;
     let exe = std::env::current_exe().context("locating the loops executable")?;
     let env: BTreeMap<String, String> = std::env::vars().collect();
     let spec = ServiceSpec {
@@ -478,7 +504,7 @@ fn install(args: &InstallArgs, out: &mut Printer, binary: Binary) -> Result<Outc
         log_file: paths.log_file(),
         grace: tuning.grace,
         // Checked before it is written into the service.
-        database_url: paths::database_url_with_text()?.map(|(text, _)| text),
+        database_url: ctx.database_url_with_text()?.map(|(text, _)| text),
     };
     let installed = install::install_startup(platform, &home, &spec)
         .with_context(|| format!("writing the service file under {}", home.display()))?;
@@ -575,71 +601,17 @@ fn unload_then(platform: Platform, home: &Path, after: &[String]) -> Vec<String>
     all
 }
 
-/// Runs `doctor`.
-pub(crate) fn doctor(args: &DoctorArgs, out: &mut Printer) -> Result<Outcome> {
-    let _ = args;
-    let data_dir = absolute(paths::data_dir()?)?;
-    let report = doctor::run_doctor(&DoctorOptions {
-        data_dir: &data_dir,
-        env: std::env::vars().collect(),
-        host: loops_exec::hostname(),
-        now: now(),
-        database_url: paths::database_url()?,
-    });
-    if out.json {
-        out.json(&serde_json::to_value(&report)?)?;
-    } else {
-        for line in doctor_lines(&report) {
-            out.line(&line)?;
-        }
-    }
-    // SPEC §9 item 31: the exit code does not depend on the output mode.
-    Ok(if report.ok {
-        Outcome::Success
-    } else {
-        Outcome::Failure
-    })
-}
-
-/// The human report: a line per check, with the providers no loop uses
-/// folded into one line where the first of them stands.
-fn doctor_lines(report: &doctor::DoctorReport) -> Vec<String> {
-    let folded: Vec<&doctor::Check> = report.checks.iter().filter(|c| c.folded).collect();
-    let folded_line = doctor::providers::folded_line(&folded);
-    let mut rows: Vec<(CheckStatus, &str, String)> = Vec::new();
-    for check in &report.checks {
-        if check.folded {
-            if let Some((status, message)) = &folded_line
-                && !rows.iter().any(|r| r.1 == doctor::providers::FOLDED_ID)
-            {
-                rows.push((*status, doctor::providers::FOLDED_ID, message.clone()));
-            }
-            continue;
-        }
-        let mut message = check.message.clone();
-        if let Some(detail) = &check.detail {
-            // A preflight's missing executable without the whole PATH,
-            // which the `path` check already shows (`--json` keeps it).
-            message.push_str(&format!(" ({})", crate::brief::without_path(detail)));
-        }
-        rows.push((check.status, &check.id, message));
-    }
-    // The id column is as wide as the longest id (a loop's preflight id
-    // is 27 characters), so the messages line up.
-    let width = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
-    rows.iter()
-        .map(|(status, id, message)| format!("{:<4}  {id:<width$}  {message}", status.as_str()))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn grace_takes_durations_including_zero() {
-        assert_eq!(grace("30s").unwrap(), Duration::from_secs(30));
-        assert_eq!(grace("0").unwrap(), Duration::ZERO);
-        assert!(grace("soon").is_err());
+        assert_eq!(
+            grace(&Context::default(), "30s").unwrap(),
+            Duration::from_secs(30)
+        );
+        assert_eq!(grace(&Context::default(), "0").unwrap(), Duration::ZERO);
+        assert!(grace(&Context::default(), "soon").is_err());
     }
 }

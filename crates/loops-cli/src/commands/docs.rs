@@ -5,15 +5,20 @@
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context as _, Result, bail};
 use clap::CommandFactory;
 
 use crate::args::{Cli, CompletionsArgs, ManArgs};
+use crate::context::Context;
 use crate::exit::Outcome;
 use crate::render::Printer;
 
 /// `completions`: the script on stdout.
-pub(crate) fn completions(args: &CompletionsArgs, out: &mut Printer) -> Result<Outcome> {
+pub(crate) fn completions(
+    _ctx: &Context,
+    args: &CompletionsArgs,
+    out: &mut Printer,
+) -> Result<Outcome> {
     let mut buf = Vec::new();
     clap_complete::generate(args.shell, &mut Cli::command(), "loops", &mut buf);
     let script = String::from_utf8(buf).context("the completion script is not UTF-8")?;
@@ -23,7 +28,7 @@ pub(crate) fn completions(args: &CompletionsArgs, out: &mut Printer) -> Result<O
 
 /// `man`: `loops.1` and one page per subcommand (`loops-create-command.1`)
 /// in `--dir`, which is created if missing.
-pub(crate) fn man(args: &ManArgs, out: &mut Printer) -> Result<Outcome> {
+pub(crate) fn man(_ctx: &Context, args: &ManArgs, out: &mut Printer) -> Result<Outcome> {
     let dir = Path::new(&args.dir);
     if dir.exists() && !dir.is_dir() {
         bail!("{} is not a directory", dir.display());

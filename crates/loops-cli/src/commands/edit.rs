@@ -15,15 +15,15 @@ use loops_store::{LoopEdited, loop_settings};
 use serde_json::Value;
 
 use crate::args::LoopOptions;
-use crate::edit_args::{EditArgs, RenameArgs};
+use crate::args::edit::{EditArgs, RenameArgs};
+use crate::context::Context;
 use crate::exit::Outcome;
-use crate::paths;
 use crate::redact;
 use crate::render::Printer;
 use crate::resolve;
 
 /// `loops edit`.
-pub(crate) fn edit(args: &EditArgs, out: &mut Printer) -> Result<Outcome> {
+pub(crate) fn edit(ctx: &Context, args: &EditArgs, out: &mut Printer) -> Result<Outcome> {
     if !gives_anything(args) {
         bail!(
             "nothing to change: give at least one of --at, --every, --cron, --dynamic, --tz \
@@ -36,7 +36,7 @@ pub(crate) fn edit(args: &EditArgs, out: &mut Printer) -> Result<Outcome> {
              --on-success, --hook-show-output (hooks). See `loops edit --help`"
         );
     }
-    let store = paths::open_store()?;
+    let store = ctx.open_store()?;
     let lp = store.require_loop(&args.target)?;
     // A workflow is looked up before the loop is locked: by id whatever
     // its status, else the active workflow of that name, as create does.
@@ -45,19 +45,21 @@ pub(crate) fn edit(args: &EditArgs, out: &mut Printer) -> Result<Outcome> {
         None => None,
     };
     let outside = target::Outside::of(args, workflow)?;
-    let edited = store.edit_loop(&lp.id, super::now(), |stored| apply(args, &outside, stored))?;
+    let edited = store.edit_loop(&lp.id, super::now(), |stored| {
+        apply(ctx, args, &outside, stored)
+    })?;
     print_edited(&edited, out)?;
     if args.cwd.is_some()
         && let Some(dir) = super::create::target_cwd(&edited.after.target)
     {
-        super::create::cwd::warn_if_missing(dir);
+        super::create::cwd::warn_if_missing(ctx, dir);
     }
     Ok(Outcome::Success)
 }
 
 /// `loops rename`.
-pub(crate) fn rename(args: &RenameArgs, out: &mut Printer) -> Result<Outcome> {
-    let store = paths::open_store()?;
+pub(crate) fn rename(ctx: &Context, args: &RenameArgs, out: &mut Printer) -> Result<Outcome> {
+    let store = ctx.open_store()?;
     let lp = store.require_loop(&args.target)?;
     let edited = store.edit_loop(&lp.id, super::now(), |stored| {
         let mut settings = loop_settings(stored);
@@ -115,13 +117,18 @@ fn gives_anything(a: &EditArgs) -> bool {
 }
 
 /// The loop's new settings: the stored ones with the given flags applied.
-fn apply(args: &EditArgs, outside: &target::Outside, stored: &Loop) -> Result<NewLoop> {
+fn apply(
+    ctx: &Context,
+    args: &EditArgs,
+    outside: &target::Outside,
+    stored: &Loop,
+) -> Result<NewLoop> {
     let mut new = loop_settings(stored);
-    if let Some(schedule) = schedule(args, &stored.schedule)? {
+    if let Some(schedule) = schedule(ctx, args, &stored.schedule)? {
         new.schedule = schedule;
     }
-    options(args, &mut new)?;
-    target::apply(args, outside, stored, &mut new.target)?;
+    options(ctx, args, &mut new)?;
+    target::apply(ctx, args, outside, stored, &mut new.target)?;
     checked(new)
 }
 
@@ -138,7 +145,7 @@ fn checked(new: NewLoop) -> Result<NewLoop> {
 
 /// The new schedule, if the flags give one. `--tz` alone moves a cron
 /// schedule to another zone and keeps its expression.
-fn schedule(args: &EditArgs, stored: &Schedule) -> Result<Option<Schedule>> {
+fn schedule(ctx: &Context, args: &EditArgs, stored: &Schedule) -> Result<Option<Schedule>> {
     let mut cron = args.cron.clone();
     let mut tz = args.tz.clone();
     // A new expression alone keeps the stored zone.
@@ -176,7 +183,7 @@ fn schedule(args: &EditArgs, stored: &Schedule) -> Result<Option<Schedule>> {
         policy: Default::default(),
         hooks: Default::default(),
     };
-    resolve::schedule(&opts).map(Some)
+    resolve::schedule(ctx, &opts).map(Some)
 }
 
 fn schedule_kind(schedule: &Schedule) -> &'static str {
@@ -189,7 +196,7 @@ fn schedule_kind(schedule: &Schedule) -> &'static str {
 }
 
 /// The policy options and the description.
-fn options(args: &EditArgs, new: &mut NewLoop) -> Result<()> {
+fn options(ctx: &Context, args: &EditArgs, new: &mut NewLoop) -> Result<()> {
     if let Some(v) = &args.catch_up {
         new.catch_up = resolve::catch_up(v)?;
     }
@@ -203,22 +210,22 @@ fn options(args: &EditArgs, new: &mut NewLoop) -> Result<()> {
         new.max_attempts = resolve::positive_int(v, "--attempts")?;
     }
     if let Some(v) = &args.retry_delay {
-        new.retry_delay_ms = resolve::positive_duration(v, "--retry-delay")?;
+        new.retry_delay_ms = resolve::positive_duration(ctx, v, "--retry-delay")?;
     }
     if let Some(v) = &args.lease {
-        new.lease_ms = resolve::positive_duration(v, "--lease")?;
+        new.lease_ms = resolve::positive_duration(ctx, v, "--lease")?;
     }
     if let Some(v) = &args.expires_at {
         new.expires_at = match v.trim() {
             "never" => None,
-            _ => Some(resolve::expires_at(v)?),
+            _ => Some(resolve::expires_at(ctx, v)?),
         };
     }
     if let Some(v) = &args.description {
         new.description = (!v.is_empty()).then(|| v.clone());
     }
-    crate::policy_args::apply(&args.policy, &mut new.policy, true)?;
-    args.hooks.apply(&mut new.hooks)
+    crate::resolve::policy::apply(ctx, &args.policy, &mut new.policy, true)?;
+    crate::resolve::hooks::apply(&args.hooks, &mut new.hooks)
 }
 
 /// The settings a user can tell apart, as (label, JSON key) in the order

@@ -14,15 +14,15 @@ use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
-use anyhow::{Context, Result};
+use anyhow::{Context as _, Result};
 use loops_core::{Loop, LoopRun, RunId, RunStatus};
 use loops_exec::{CancelToken, SignalCancel, SystemClock};
 use loops_scheduler::{ProcessExecutor, TickOptions, TickResult};
 
 use crate::args::{RunNowArgs, TickArgs};
 use crate::commands::logs::{self, RawStdout, Tail};
+use crate::context::Context;
 use crate::exit::Outcome;
-use crate::paths;
 use crate::redact::{self, Output};
 use crate::render::{self, Printer};
 use crate::resolve;
@@ -82,8 +82,8 @@ fn install_signals() -> Result<Stop> {
 
 /// A hook's failure, or a run's log that could not be kept, on stderr: the
 /// run goes on and is recorded as it ended.
-fn runner_warning(message: &str) {
-    render::note("warning", message);
+fn runner_warning(ctx: &Context, message: &str) {
+    ctx.note("warning", message);
 }
 
 /// The hook settings of a runner: `default_on_failure` (`daemon run
@@ -94,7 +94,8 @@ pub(crate) fn hook_settings(
 ) -> Result<loops_scheduler::HookSettings> {
     let mut settings = loops_scheduler::HookSettings::default();
     if let Some(command) = default_on_failure {
-        settings.default_on_failure = Some(crate::hook_args::command(command, "--on-failure")?);
+        settings.default_on_failure =
+            Some(crate::resolve::hooks::command(command, "--on-failure")?);
     }
     if let Some(ms) = std::env::var("LOOPS_HOOK_TIMEOUT_MS")
         .ok()
@@ -109,13 +110,14 @@ pub(crate) fn hook_settings(
 /// `run-now <loop>`. With `--show-output` on a terminal, the output is
 /// printed live as the run goes (from its log file, followed on a thread
 /// of its own) and not again at the end.
-pub(crate) fn run_now(args: &RunNowArgs, out: &mut Printer) -> Result<Outcome> {
-    let store = paths::open_store()?;
+pub(crate) fn run_now(ctx: &Context, args: &RunNowArgs, out: &mut Printer) -> Result<Outcome> {
+    let store = ctx.open_store()?;
     let lp = store.require_loop(&args.target.target)?;
     let signals = install_signals()?;
     let clock = SystemClock;
-    let executor = ProcessExecutor::for_store(&clock, &store)
-        .with_logs(&paths::data_dir()?, Some(&runner_warning));
+    let warn = |text: &str| runner_warning(ctx, text);
+    let executor =
+        ProcessExecutor::for_store(&clock, &store).with_logs(&ctx.data_dir()?, Some(&warn));
     let runner_id = format!("manual:{}", std::process::id());
     let hooks = hook_settings(None)?;
     let live = args.show_output && !out.json && std::io::stdout().is_terminal();
@@ -134,12 +136,12 @@ pub(crate) fn run_now(args: &RunNowArgs, out: &mut Printer) -> Result<Outcome> {
         on_run: live.then_some(&on_run as &dyn Fn(&LoopRun)),
         on_error: None,
         hooks: &hooks,
-        on_hook_error: Some(&runner_warning),
+        on_hook_error: Some(&warn),
     };
     let done = AtomicBool::new(false);
     let (run, streamed) = std::thread::scope(|scope| {
         let done = &done;
-        let follower = live.then(|| scope.spawn(move || follow_live(&claimed, done)));
+        let follower = live.then(|| scope.spawn(move || follow_live(ctx, &claimed, done)));
         let run = loops_scheduler::run_now(&store, &lp, &opts);
         done.store(true, Ordering::Relaxed);
         let streamed = follower.is_some_and(|f| f.join().unwrap_or(false));
@@ -151,7 +153,7 @@ pub(crate) fn run_now(args: &RunNowArgs, out: &mut Printer) -> Result<Outcome> {
         Output::Shown if streamed => None,
         output => Some(output),
     };
-    print_run(&run, output, out)?;
+    print_run(ctx, &run, output, out)?;
     Ok(if run.status == RunStatus::Succeeded {
         Outcome::Success
     } else {
@@ -161,7 +163,7 @@ pub(crate) fn run_now(args: &RunNowArgs, out: &mut Printer) -> Result<Outcome> {
 
 /// Follows the log of the run `claimed` names until `done`; returns
 /// whether it found the log (and so printed the output).
-fn follow_live(claimed: &mpsc::Receiver<RunId>, done: &AtomicBool) -> bool {
+fn follow_live(ctx: &Context, claimed: &mpsc::Receiver<RunId>, done: &AtomicBool) -> bool {
     let id = loop {
         match claimed.recv_timeout(logs::POLL) {
             Ok(id) => break id,
@@ -169,31 +171,36 @@ fn follow_live(claimed: &mpsc::Receiver<RunId>, done: &AtomicBool) -> bool {
             Err(_) => {}
         }
     };
-    let (Ok(dir), Ok(mut stdout)) = (paths::data_dir(), RawStdout::new()) else {
+    let (Ok(dir), Ok(mut stdout)) = (ctx.data_dir(), RawStdout::new()) else {
         return false;
     };
     let path = loops_exec::run_log_path(&dir.join(loops_exec::LOGS_DIR), &id.to_string());
     let mut tail = Tail::new(path);
     while !done.load(Ordering::Relaxed) {
-        if tail.pump(&mut stdout).is_err() {
+        if tail.pump(ctx, &mut stdout).is_err() {
             return tail.seen_file();
         }
         std::thread::sleep(logs::POLL);
     }
-    let _ = tail.finish(&mut stdout);
+    let _ = tail.finish(ctx, &mut stdout);
     tail.seen_file()
 }
 
 /// `<runId> <status>`, the error, then the output blocks or their lengths
 /// (nothing when `output` is `None`: it was printed live).
-fn print_run(run: &LoopRun, output: Option<Output>, out: &mut Printer) -> std::io::Result<()> {
+fn print_run(
+    ctx: &Context,
+    run: &LoopRun,
+    output: Option<Output>,
+    out: &mut Printer,
+) -> std::io::Result<()> {
     if out.json {
         return out.json(&redact::run_json(run, output.unwrap_or(Output::Shown)));
     }
     out.line(&format!("{} {}", run.id, run.status))?;
     if let Some(error) = &run.error {
         // One line, whatever the error holds (a cwd with a line break).
-        out.line(&format!("  error: {}", crate::brief::error_line(error)))?;
+        out.line(&format!("  error: {}", ctx.error_line(error)))?;
     }
     match output {
         None => {}
@@ -217,19 +224,20 @@ fn print_run(run: &LoopRun, output: Option<Output>, out: &mut Printer) -> std::i
 }
 
 /// `tick`.
-pub(crate) fn tick(args: &TickArgs, out: &mut Printer) -> Result<Outcome> {
+pub(crate) fn tick(ctx: &Context, args: &TickArgs, out: &mut Printer) -> Result<Outcome> {
     let max_parallel = resolve::positive_int(&args.max_parallel, "--max-parallel")?;
     let output = Output::from_flag(args.show_output);
-    let store = paths::open_store()?;
+    let store = ctx.open_store()?;
     let signals = install_signals()?;
     let clock = SystemClock;
-    let executor = ProcessExecutor::for_store(&clock, &store)
-        .with_logs(&paths::data_dir()?, Some(&runner_warning));
+    let warn = |text: &str| runner_warning(ctx, text);
+    let executor =
+        ProcessExecutor::for_store(&clock, &store).with_logs(&ctx.data_dir()?, Some(&warn));
     let runner_id = format!("manual-tick:{}", std::process::id());
     let hooks = hook_settings(None)?;
     let on_error = |lp: &Loop, message: &str| {
         // A loop's failure does not stop the tick; say which loop it was.
-        render::note(
+        ctx.note(
             "warning",
             &format!("loop {} ({}): {message}", lp.name, lp.id),
         );
@@ -243,12 +251,12 @@ pub(crate) fn tick(args: &TickArgs, out: &mut Printer) -> Result<Outcome> {
         on_run: None,
         on_error: Some(&on_error),
         hooks: &hooks,
-        on_hook_error: Some(&runner_warning),
+        on_hook_error: Some(&warn),
     };
     let result = loops_scheduler::tick(&store, &opts)?;
     print_tick(&result, output, out)?;
     if let Some(reason) = signals.token().reason() {
-        render::note("error", &format!("tick interrupted ({reason})"));
+        ctx.note("error", &format!("tick interrupted ({reason})"));
         return Ok(Outcome::Failure);
     }
     Ok(Outcome::Success)

@@ -19,9 +19,9 @@ use serde::Serialize;
 
 use super::now;
 use crate::args::GcArgs;
-use crate::daemon_args::GcFlags;
+use crate::args::daemon::GcFlags;
+use crate::context::Context;
 use crate::exit::Outcome;
-use crate::paths;
 use crate::render::{self, Printer};
 use crate::resolve;
 
@@ -72,16 +72,16 @@ const TOP_LOOPS: usize = 5;
 const DAY_MS: u64 = 86_400_000;
 
 /// `gc`.
-pub(crate) fn run(args: &GcArgs, out: &mut Printer) -> Result<Outcome> {
+pub(crate) fn run(ctx: &Context, args: &GcArgs, out: &mut Printer) -> Result<Outcome> {
     let days = whole(&args.max_age_days, "--max-age-days", "30")?;
     let keep = whole(&args.keep_per_loop, "--keep-per-loop", "20")?;
     let apply = args.apply && !args.dry_run;
-    let store = paths::open_store()?;
+    let store = ctx.open_store()?;
     let policy = GcPolicy::new(u64::from(days) * DAY_MS, keep, now());
     if apply {
         // Deleting cannot be undone: a backup first, at most one an hour;
         // when none can be taken, nothing is deleted.
-        crate::commands::backup::auto_backup(&store, now(), "before loops gc --apply")?;
+        ctx.auto_backup(&store, now(), "before loops gc --apply")?;
     }
     let live = Live::new(apply);
     let report =
@@ -90,7 +90,7 @@ pub(crate) fn run(args: &GcArgs, out: &mut Printer) -> Result<Outcome> {
     let report = report?;
     // Run logs go with their runs (issue 16 §4).
     let logs_removed = if apply && report.counts.loop_runs > 0 {
-        loops_scheduler::sweep_run_logs(&store, &paths::data_dir()?)?
+        loops_scheduler::sweep_run_logs(&store, &ctx.data_dir()?)?
     } else {
         0
     };
@@ -133,13 +133,13 @@ pub(crate) fn run(args: &GcArgs, out: &mut Printer) -> Result<Outcome> {
         }
     }
     if logs_removed > 0 && !out.json {
-        render::note(
+        ctx.note(
             "gc",
             &format!("removed {logs_removed} run log(s) with their runs"),
         );
     }
     if !apply && report.counts.total() > 0 {
-        render::note(
+        ctx.note(
             "hint",
             "nothing was deleted; run `loops gc --apply` to delete these runs",
         );
@@ -149,11 +149,11 @@ pub(crate) fn run(args: &GcArgs, out: &mut Printer) -> Result<Outcome> {
 
 /// The daemon's gc from `--gc-max-age` and `--gc-keep-per-loop`: `None`
 /// without `--gc-max-age`.
-pub(crate) fn daemon_settings(flags: &GcFlags) -> Result<Option<GcSettings>> {
+pub(crate) fn daemon_settings(ctx: &Context, flags: &GcFlags) -> Result<Option<GcSettings>> {
     let Some(age) = &flags.gc_max_age else {
         return Ok(None);
     };
-    let ms = resolve::duration(age, "--gc-max-age")?;
+    let ms = resolve::duration(ctx, age, "--gc-max-age")?;
     if ms == 0 {
         bail!("--gc-max-age must be greater than zero (such as 30d)");
     }
@@ -164,7 +164,7 @@ pub(crate) fn daemon_settings(flags: &GcFlags) -> Result<Option<GcSettings>> {
     Ok(Some(GcSettings {
         max_age: Duration::from_millis(ms),
         keep_per_loop: keep,
-        backup_first: crate::commands::backup::automatic_at(now()).is_some(),
+        backup_first: crate::auto_backup::automatic_at(now()).is_some(),
     }))
 }
 

@@ -7,20 +7,21 @@ use loops_store::{StoreError, loop_settings};
 use serde_json::json;
 
 use super::now;
+use crate::args::policy::LabelsCommand;
+use crate::context::Context;
 use crate::exit::Outcome;
-use crate::paths;
-use crate::policy_args::{LabelsCommand, labels};
 use crate::render::Printer;
+use crate::resolve::policy::labels;
 
 /// `loops labels …`.
-pub(crate) fn run(command: &LabelsCommand, out: &mut Printer) -> Result<Outcome> {
+pub(crate) fn run(ctx: &Context, command: &LabelsCommand, out: &mut Printer) -> Result<Outcome> {
     let (target, given) = match command {
         LabelsCommand::Set(a) | LabelsCommand::Add(a) | LabelsCommand::Remove(a) => {
             (a.target.as_str(), labels(&a.labels)?)
         }
         LabelsCommand::Clear(r) => (r.target.as_str(), Vec::new()),
     };
-    let store = paths::open_store()?;
+    let store = ctx.open_store()?;
     let lp = store.require_loop(target)?;
     // The edit reads the labels under the write lock, so an add or remove
     // never loses a concurrent change to them.

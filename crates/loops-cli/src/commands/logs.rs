@@ -39,18 +39,18 @@ use loops_store::{RunFilter, Store};
 use serde_json::json;
 
 use crate::args::LogsArgs;
+use crate::context::Context;
 use crate::exit::Outcome;
-use crate::paths;
 use crate::render::{self, Printer};
 
 /// How often `-f` looks at the file and the run.
 pub(crate) const POLL: Duration = Duration::from_millis(100);
 
 /// `logs`.
-pub(crate) fn run(args: &LogsArgs, out: &mut Printer) -> Result<Outcome> {
-    let store = paths::open_store()?;
+pub(crate) fn run(ctx: &Context, args: &LogsArgs, out: &mut Printer) -> Result<Outcome> {
+    let store = ctx.open_store()?;
     let mut run = find_run(&store, &args.target)?;
-    let path = log_path(&run)?;
+    let path = log_path(ctx, &run)?;
     if args.follow && run.status == RunStatus::Running {
         let signals = SignalCancel::install()?;
         let mut tail = Tail::new(path.clone());
@@ -60,7 +60,7 @@ pub(crate) fn run(args: &LogsArgs, out: &mut Printer) -> Result<Outcome> {
             if signals.token().is_cancelled() {
                 // Ctrl-C: quietly, with what was printed so far.
                 if !quiet {
-                    tail.finish(out)?;
+                    tail.finish(ctx, out)?;
                 }
                 return Ok(Outcome::Success);
             }
@@ -70,7 +70,7 @@ pub(crate) fn run(args: &LogsArgs, out: &mut Printer) -> Result<Outcome> {
                 .as_ref()
                 .is_none_or(|r| r.status != RunStatus::Running);
             if !quiet {
-                tail.pump(out)?;
+                tail.pump(ctx, out)?;
             }
             if let Some(current) = current {
                 run = current;
@@ -80,7 +80,7 @@ pub(crate) fn run(args: &LogsArgs, out: &mut Printer) -> Result<Outcome> {
             }
             if !quiet && !said_missing && !tail.seen_file() {
                 said_missing = true;
-                render::note(
+                ctx.note(
                     "note",
                     &format!(
                         "no log for run {} here yet (it may run on another host); \
@@ -92,11 +92,11 @@ pub(crate) fn run(args: &LogsArgs, out: &mut Printer) -> Result<Outcome> {
             std::thread::sleep(POLL);
         }
         if !quiet {
-            tail.finish(out)?;
+            tail.finish(ctx, out)?;
             if !tail.seen_file() {
                 print_stored(&run, out)?;
             }
-            say_end(&run);
+            say_end(ctx, &run);
             return Ok(Outcome::Success);
         }
     }
@@ -120,7 +120,7 @@ pub(crate) fn run(args: &LogsArgs, out: &mut Printer) -> Result<Outcome> {
         Some(text) => print_text(&text, out)?,
         None => print_stored(&run, out)?,
     }
-    say_end(&run);
+    say_end(ctx, &run);
     Ok(Outcome::Success)
 }
 
@@ -152,8 +152,8 @@ fn find_run(store: &Store, target: &str) -> Result<LoopRun> {
 }
 
 /// Where the log of `run` is on this host.
-pub(crate) fn log_path(run: &LoopRun) -> Result<PathBuf> {
-    let logs = paths::data_dir()?.join(loops_exec::LOGS_DIR);
+pub(crate) fn log_path(ctx: &Context, run: &LoopRun) -> Result<PathBuf> {
+    let logs = ctx.data_dir()?.join(loops_exec::LOGS_DIR);
     Ok(loops_exec::run_log_path(&logs, &run.id.to_string()))
 }
 
@@ -227,7 +227,7 @@ fn print_text(text: &str, out: &mut dyn Lines) -> io::Result<()> {
 }
 
 /// How the run ended, on stderr; nothing for a run still going.
-fn say_end(run: &LoopRun) {
+fn say_end(ctx: &Context, run: &LoopRun) {
     if run.status == RunStatus::Running {
         return;
     }
@@ -238,10 +238,10 @@ fn say_end(run: &LoopRun) {
         line.push_str(&format!(", exit code {code}"));
     }
     if let Some(error) = run.error.as_deref().and_then(|e| e.lines().next()) {
-        line.push_str(&format!(": {}", crate::brief::error_line(error)));
+        line.push_str(&format!(": {}", ctx.error_line(error)));
     }
     line.push_str(" --");
-    render::hint(&line);
+    ctx.hint(&line);
 }
 
 /// A log file followed as it grows: what was read and not yet printed,
@@ -270,7 +270,7 @@ impl Tail {
 
     /// Prints the complete lines written since the last call; switches to
     /// a new file when a retry replaced it.
-    pub(crate) fn pump(&mut self, out: &mut dyn Lines) -> io::Result<()> {
+    pub(crate) fn pump(&mut self, ctx: &Context, out: &mut dyn Lines) -> io::Result<()> {
         let now = std::fs::symlink_metadata(&self.path).ok().map(|m| m.ino());
         if let Some((_, ino)) = &self.file
             && now != Some(*ino)
@@ -285,7 +285,7 @@ impl Tail {
         {
             let ino = file.metadata()?.ino();
             if self.seen {
-                render::hint("-- a new attempt started --");
+                ctx.hint("-- a new attempt started --");
             }
             self.seen = true;
             self.file = Some((file, ino));
@@ -300,8 +300,8 @@ impl Tail {
     }
 
     /// Prints what is left, a last line without a line break included.
-    pub(crate) fn finish(&mut self, out: &mut dyn Lines) -> io::Result<()> {
-        self.pump(out)?;
+    pub(crate) fn finish(&mut self, ctx: &Context, out: &mut dyn Lines) -> io::Result<()> {
+        self.pump(ctx, out)?;
         self.flush_pending(out)?;
         out.flush()
     }

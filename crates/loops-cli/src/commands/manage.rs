@@ -22,10 +22,10 @@ use serde_json::json;
 
 use super::now;
 use crate::args::{ListArgs, LoopRef, RemoveArgs};
+use crate::context::Context;
 use crate::exit::Outcome;
 use crate::hint;
 use crate::human;
-use crate::paths;
 use crate::redact;
 use crate::render::{self, Printer, Table};
 use crate::resolve;
@@ -40,7 +40,7 @@ fn name_with_labels(lp: &Loop) -> String {
 }
 
 /// `list` / `ls`.
-pub(crate) fn list(args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
+pub(crate) fn list(ctx: &Context, args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
     let status = args
         .status
         .as_deref()
@@ -51,8 +51,8 @@ pub(crate) fn list(args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
         .as_deref()
         .map(|l| resolve::positive_int(l, "--limit"))
         .transpose()?;
-    let labels = crate::policy_args::labels(&args.labels)?;
-    let store = paths::open_store()?;
+    let labels = crate::resolve::policy::labels(&args.labels)?;
+    let store = ctx.open_store()?;
     let filter = LoopFilter {
         status,
         limit: Some(limit.unwrap_or(u32::MAX)),
@@ -84,7 +84,7 @@ pub(crate) fn list(args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
         ControlFlow::Continue(())
     })?;
     if loops.is_empty() {
-        render::hint(&match status {
+        ctx.hint(&match status {
             _ if !labels.is_empty() => format!("no loops labeled {}", labels.join(", ")),
             None => "no loops yet — loops create --help".to_owned(),
             Some(status) => format!("no {status} loops"),
@@ -129,7 +129,7 @@ pub(crate) fn list(args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
     if let Some(limit) = limit {
         let total = store.count_loops(status)?;
         if total > u64::from(limit) {
-            render::hint(&format!(
+            ctx.hint(&format!(
                 "showing {} of {total} loops; raise --limit to see more",
                 loops.len()
             ));
@@ -137,7 +137,7 @@ pub(crate) fn list(args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
     }
     if loops.iter().any(|lp| lp.status == LoopStatus::Active) {
         // The real clock: a lease is live or not whatever the display says.
-        hint::no_daemon(&store, out.json, super::now());
+        hint::no_daemon(ctx, &store, out.json, super::now());
     }
     Ok(Outcome::Success)
 }
@@ -154,8 +154,8 @@ fn last_run(store: &Store, id: &LoopId) -> Result<Option<LoopRun>> {
 }
 
 /// `show`: always JSON (SPEC §7.1).
-pub(crate) fn show(args: &LoopRef, out: &mut Printer) -> Result<Outcome> {
-    let store = paths::open_store()?;
+pub(crate) fn show(ctx: &Context, args: &LoopRef, out: &mut Printer) -> Result<Outcome> {
+    let store = ctx.open_store()?;
     let mut lp = store.require_loop(&args.target)?;
     // Issue 17: with a prompt file, `prompt` shows what the next run sends,
     // the file's text now (redacted as any prompt), not the text at create;
@@ -173,24 +173,30 @@ pub(crate) fn show(args: &LoopRef, out: &mut Printer) -> Result<Outcome> {
 }
 
 /// `pause`: active → paused, next run kept.
-pub(crate) fn pause(args: &LoopRef, out: &mut Printer) -> Result<Outcome> {
-    change(args, out, "pause", Store::pause_loop)
+pub(crate) fn pause(ctx: &Context, args: &LoopRef, out: &mut Printer) -> Result<Outcome> {
+    change(ctx, args, out, "pause", Store::pause_loop)
 }
 
 /// `resume`: back on schedule; prints the next run.
-pub(crate) fn resume(args: &LoopRef, out: &mut Printer) -> Result<Outcome> {
-    change(args, out, "resume", Store::resume_loop)
+pub(crate) fn resume(ctx: &Context, args: &LoopRef, out: &mut Printer) -> Result<Outcome> {
+    change(ctx, args, out, "resume", Store::resume_loop)
 }
 
 /// `stop`: stopped, next run cleared.
-pub(crate) fn stop(args: &LoopRef, out: &mut Printer) -> Result<Outcome> {
-    change(args, out, "stop", Store::stop_loop)
+pub(crate) fn stop(ctx: &Context, args: &LoopRef, out: &mut Printer) -> Result<Outcome> {
+    change(ctx, args, out, "stop", Store::stop_loop)
 }
 
 type ChangeFn = fn(&Store, &LoopId, loops_core::Timestamp) -> loops_store::Result<LoopChange>;
 
-fn change(args: &LoopRef, out: &mut Printer, verb: &str, apply: ChangeFn) -> Result<Outcome> {
-    let store = paths::open_store()?;
+fn change(
+    ctx: &Context,
+    args: &LoopRef,
+    out: &mut Printer,
+    verb: &str,
+    apply: ChangeFn,
+) -> Result<Outcome> {
+    let store = ctx.open_store()?;
     let lp = store.require_loop(&args.target)?;
     let lp = match apply(&store, &lp.id, now())? {
         LoopChange::Changed(lp) | LoopChange::Already(lp) => lp,
@@ -203,7 +209,7 @@ fn change(args: &LoopRef, out: &mut Printer, verb: &str, apply: ChangeFn) -> Res
     };
     print_status(&lp, verb == "resume", out)?;
     if verb == "resume" && lp.status == LoopStatus::Active {
-        hint::no_daemon(&store, out.json, now());
+        hint::no_daemon(ctx, &store, out.json, now());
     }
     Ok(Outcome::Success)
 }
@@ -224,8 +230,8 @@ fn print_status(lp: &Loop, with_next: bool, out: &mut Printer) -> std::io::Resul
 }
 
 /// `remove` / `rm`.
-pub(crate) fn remove(args: &RemoveArgs, out: &mut Printer) -> Result<Outcome> {
-    let store = paths::open_store()?;
+pub(crate) fn remove(ctx: &Context, args: &RemoveArgs, out: &mut Printer) -> Result<Outcome> {
+    let store = ctx.open_store()?;
     let lp = store.require_loop(&args.target.target)?;
     let history = if args.purge {
         DeleteHistory::Purge
@@ -240,7 +246,7 @@ pub(crate) fn remove(args: &RemoveArgs, out: &mut Printer) -> Result<Outcome> {
         DeleteOutcome::Deleted { runs_deleted, .. } => {
             if runs_deleted > 0 {
                 // Their logs go with them (issue 16 §4).
-                loops_scheduler::sweep_run_logs(&store, &paths::data_dir()?)?;
+                loops_scheduler::sweep_run_logs(&store, &ctx.data_dir()?)?;
             }
             runs_deleted
         }

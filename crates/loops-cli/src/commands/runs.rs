@@ -13,9 +13,9 @@ use loops_core::{LoopId, LoopRun, RunId, Timestamp};
 use loops_store::{RunFilter, Store, StoreError};
 
 use crate::args::RunsArgs;
+use crate::context::Context;
 use crate::exit::Outcome;
 use crate::human;
-use crate::paths;
 use crate::redact::{self, Output};
 use crate::render::{self, Printer, Table};
 use crate::resolve;
@@ -34,7 +34,7 @@ enum Subject {
 }
 
 /// `runs`.
-pub(crate) fn list(args: &RunsArgs, out: &mut Printer) -> Result<Outcome> {
+pub(crate) fn list(ctx: &Context, args: &RunsArgs, out: &mut Printer) -> Result<Outcome> {
     let limit = resolve::positive_int(&args.limit, "--limit")?;
     let status = args
         .status
@@ -42,7 +42,7 @@ pub(crate) fn list(args: &RunsArgs, out: &mut Printer) -> Result<Outcome> {
         .map(resolve::run_status)
         .transpose()?;
     let output = Output::from_flag(args.show_output);
-    let store = paths::open_store()?;
+    let store = ctx.open_store()?;
     let loop_id = match args.target.as_deref() {
         None => Subject::All,
         Some(target) => subject(&store, target)?,
@@ -51,13 +51,13 @@ pub(crate) fn list(args: &RunsArgs, out: &mut Printer) -> Result<Outcome> {
         Subject::All => None,
         Subject::Loop(id) => Some(id),
         Subject::Run(run) => {
-            print_one(&run, output, out)?;
+            print_one(ctx, &run, output, out)?;
             return Ok(Outcome::Success);
         }
     };
     // One row more than shown tells whether the limit cut the listing,
     // without counting a long history.
-    let labels = crate::policy_args::labels(&args.labels)?;
+    let labels = crate::resolve::policy::labels(&args.labels)?;
     let mut runs = store.list_labeled_runs(
         &RunFilter {
             loop_id,
@@ -68,18 +68,18 @@ pub(crate) fn list(args: &RunsArgs, out: &mut Printer) -> Result<Outcome> {
     )?;
     let cut = runs.len() > limit as usize;
     runs.truncate(limit as usize);
-    print_runs(&runs, output, out)?;
+    print_runs(ctx, &runs, output, out)?;
     if out.json {
         return Ok(Outcome::Success);
     }
     if runs.is_empty() {
-        render::hint("no runs yet");
+        ctx.hint("no runs yet");
     } else if cut {
         // On stderr, as `list --limit` says it: stdout holds the table
         // alone.
         let n = runs.len();
         let noun = if n == 1 { "run" } else { "runs" };
-        render::hint(&format!(
+        ctx.hint(&format!(
             "showing the newest {n} {noun}; raise --limit to see more"
         ));
     }
@@ -87,7 +87,12 @@ pub(crate) fn list(args: &RunsArgs, out: &mut Printer) -> Result<Outcome> {
 }
 
 /// Prints runs as a JSON array or a table with output blocks.
-pub(crate) fn print_runs(runs: &[LoopRun], output: Output, out: &mut Printer) -> Result<()> {
+pub(crate) fn print_runs(
+    ctx: &Context,
+    runs: &[LoopRun],
+    output: Output,
+    out: &mut Printer,
+) -> Result<()> {
     if out.json {
         out.json(&runs.iter().map(|r| redact::run_json(r, output)).collect())?;
         return Ok(());
@@ -119,7 +124,7 @@ pub(crate) fn print_runs(runs: &[LoopRun], output: Output, out: &mut Printer) ->
             (
                 run.error
                     .as_deref()
-                    .map(|e| human::first_line(&crate::brief::error(e), ERROR_WIDTH))
+                    .map(|e| human::first_line(&ctx.error_text(e), ERROR_WIDTH))
                     .unwrap_or_default(),
                 render::status_style("failed"),
             ),
@@ -134,9 +139,9 @@ pub(crate) fn print_runs(runs: &[LoopRun], output: Output, out: &mut Printer) ->
 
 /// One run, field by field, then its output blocks with `--show-output`;
 /// JSON is the array `runs` prints, with this one element.
-fn print_one(run: &LoopRun, output: Output, out: &mut Printer) -> Result<()> {
+fn print_one(ctx: &Context, run: &LoopRun, output: Output, out: &mut Printer) -> Result<()> {
     if out.json {
-        return print_runs(std::slice::from_ref(run), output, out);
+        return print_runs(ctx, std::slice::from_ref(run), output, out);
     }
     let now = human::display_now();
     let at = |t: Option<Timestamp>| t.map_or_else(|| "-".to_owned(), |t| human::when(t, now));
@@ -160,7 +165,7 @@ fn print_one(run: &LoopRun, output: Output, out: &mut Printer) -> Result<()> {
         ),
     ];
     if let Some(error) = &run.error {
-        lines.push(format!("error:     {}", crate::brief::error_line(error)));
+        lines.push(format!("error:     {}", ctx.error_line(error)));
     }
     match output {
         Output::Shown => lines.extend(render::output_blocks(run)),

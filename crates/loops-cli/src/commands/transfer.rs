@@ -15,7 +15,7 @@ use std::io::{BufWriter, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context as _, Result, bail};
 use loops_exec::{UserFileError, UserFileReader, open_user_file};
 use loops_store::{
     ExportOptions, ExportSummary, ImportFinding, ImportOptions, ImportReport, Table, TransferError,
@@ -24,8 +24,8 @@ use serde::Serialize;
 
 use super::now;
 use crate::args::{ExportArgs, ImportArgs};
+use crate::context::Context;
 use crate::exit::Outcome;
-use crate::paths;
 use crate::render::{self, Column, Printer};
 
 /// The most an import reads (issue 25 §1): 1 GiB. An export with run
@@ -45,8 +45,8 @@ fn lift(e: TransferError) -> anyhow::Error {
 }
 
 /// `export`.
-pub(crate) fn export(args: &ExportArgs, out: &mut Printer) -> Result<Outcome> {
-    let store = paths::open_store()?;
+pub(crate) fn export(ctx: &Context, args: &ExportArgs, out: &mut Printer) -> Result<Outcome> {
+    let store = ctx.open_store()?;
     let options = ExportOptions {
         history: !args.no_runs,
     };
@@ -57,7 +57,7 @@ pub(crate) fn export(args: &ExportArgs, out: &mut Printer) -> Result<Outcome> {
             .export(&mut doc, options, now())
             .map_err(lift)
             .context("exporting to stdout")?;
-        render::note("note", &format!("exported {}", totals(&summary)));
+        ctx.note("note", &format!("exported {}", totals(&summary)));
         return Ok(Outcome::Success);
     }
     let path = Path::new(&args.file);
@@ -80,7 +80,7 @@ pub(crate) fn export(args: &ExportArgs, out: &mut Printer) -> Result<Outcome> {
         }
     }
     if summary.running > 0 {
-        render::note(
+        ctx.note(
             "note",
             &format!(
                 "{} run(s), workflow run(s) or step run(s) were running; they are in the file as \
@@ -89,7 +89,7 @@ pub(crate) fn export(args: &ExportArgs, out: &mut Printer) -> Result<Outcome> {
             ),
         );
     }
-    render::note(
+    ctx.note(
         "note",
         "the file holds the loops' commands, environment values and prompts as stored \
          (mode 0600); keep it private",
@@ -219,7 +219,7 @@ impl ExportJson {
 }
 
 /// `import`.
-pub(crate) fn import(args: &ImportArgs, out: &mut Printer) -> Result<Outcome> {
+pub(crate) fn import(ctx: &Context, args: &ImportArgs, out: &mut Printer) -> Result<Outcome> {
     let mut input: Box<dyn Read> = if args.file == "-" {
         let stdin = std::io::stdin().lock();
         Box::new(UserFileReader::new(
@@ -230,9 +230,9 @@ pub(crate) fn import(args: &ImportArgs, out: &mut Printer) -> Result<Outcome> {
     } else {
         Box::new(open_import(Path::new(&args.file))?)
     };
-    let store = paths::open_store()?;
+    let store = ctx.open_store()?;
     if args.apply {
-        crate::commands::backup::auto_backup(&store, now(), "before loops import --apply")?;
+        ctx.auto_backup(&store, now(), "before loops import --apply")?;
     }
     let options = ImportOptions {
         apply: args.apply,
@@ -245,11 +245,11 @@ pub(crate) fn import(args: &ImportArgs, out: &mut Printer) -> Result<Outcome> {
     if out.json {
         out.json_of(&ImportJson::new(&args.file, &report))?;
     } else {
-        human(&args.file, &report, out)?;
+        human(ctx, &args.file, &report, out)?;
     }
     if !report.applied && report.written() > 0 {
         let replace = if report.replace { " --replace" } else { "" };
-        render::note(
+        ctx.note(
             "hint",
             &format!(
                 "nothing was written; run `loops import {} --apply{replace}` to import",
@@ -275,7 +275,7 @@ fn open_import(path: &Path) -> Result<UserFileReader<File>> {
 
 /// The report for people: what the document is, a row per table, then
 /// the records refused and the loop names shared.
-fn human(file: &str, report: &ImportReport, out: &mut Printer) -> Result<()> {
+fn human(ctx: &Context, file: &str, report: &ImportReport, out: &mut Printer) -> Result<()> {
     let verb = if report.applied {
         format!("imported {file}")
     } else {
@@ -354,7 +354,7 @@ fn human(file: &str, report: &ImportReport, out: &mut Printer) -> Result<()> {
     )?;
     let running: u64 = report.tables.iter().map(|t| t.running).sum();
     if running > 0 {
-        render::note(
+        ctx.note(
             "note",
             &format!(
                 "{running} record(s) were running when exported; no runner here holds them, so \

@@ -21,27 +21,28 @@ use anyhow::Result;
 use loops_core::{StepRun, WorkflowRunId};
 use loops_store::StoreError;
 
+use crate::args::workflow::Workflows;
+use crate::context::Context;
 use crate::exit::Outcome;
 use crate::render::{self, Printer};
-use crate::workflow_args::Workflows;
 
 pub(crate) use specs::validate_text;
 
 /// Runs one `workflows` subcommand.
-pub(crate) fn run(cmd: Workflows, out: &mut Printer) -> Result<Outcome> {
+pub(crate) fn run(ctx: &Context, cmd: Workflows, out: &mut Printer) -> Result<Outcome> {
     match cmd {
-        Workflows::Validate(args) => specs::validate(&args, out),
-        Workflows::Create(args) => specs::create(&args, out),
-        Workflows::List(args) => specs::list(&args, out),
-        Workflows::Show(args) => specs::show(&args, out),
-        Workflows::Archive(args) => specs::archive(&args, out),
+        Workflows::Validate(args) => specs::validate(ctx, &args, out),
+        Workflows::Create(args) => specs::create(ctx, &args, out),
+        Workflows::List(args) => specs::list(ctx, &args, out),
+        Workflows::Show(args) => specs::show(ctx, &args, out),
+        Workflows::Archive(args) => specs::archive(ctx, &args, out),
         Workflows::Schema => specs::schema(out),
-        Workflows::Run(args) => run::run(&args, out),
-        Workflows::Runs(args) => history::runs(&args, out),
-        Workflows::Inspect(args) => history::inspect(&args, out),
-        Workflows::Events(args) => history::events(&args, out),
-        Workflows::Cancel(args) => history::cancel(&args, out),
-        Workflows::Recover(args) => history::recover(&args, out),
+        Workflows::Run(args) => run::run(ctx, &args, out),
+        Workflows::Runs(args) => history::runs(ctx, &args, out),
+        Workflows::Inspect(args) => history::inspect(ctx, &args, out),
+        Workflows::Events(args) => history::events(ctx, &args, out),
+        Workflows::Cancel(args) => history::cancel(ctx, &args, out),
+        Workflows::Recover(args) => history::recover(ctx, &args, out),
     }
 }
 
@@ -63,9 +64,9 @@ fn run_id(text: &str) -> Result<WorkflowRunId> {
 /// `workflows run` writes its progress lines to stderr as they are. A step
 /// id is any non-empty string in a database the original wrote, so its
 /// control, bidi and zero-width characters are escaped, like the error's.
-fn step_line(step: &StepRun, id_width: usize) -> String {
+fn step_line(ctx: &Context, step: &StepRun, id_width: usize) -> String {
     // An error is one line, whatever it holds (a cwd with a line break).
-    let error = crate::brief::error_line(step.error.as_deref().unwrap_or(""));
+    let error = ctx.error_line(step.error.as_deref().unwrap_or(""));
     let line = format!(
         "  {:02}  {:<10}  {:<id_width$}  {error}",
         step.sequence,
@@ -86,10 +87,15 @@ fn id_width<'a>(ids: impl IntoIterator<Item = &'a str>) -> usize {
 
 /// Prints the step lines of a run, each followed by its output blocks when
 /// `show_output` is set.
-fn print_steps(steps: &[StepRun], show_output: bool, out: &mut Printer) -> std::io::Result<()> {
+fn print_steps(
+    ctx: &Context,
+    steps: &[StepRun],
+    show_output: bool,
+    out: &mut Printer,
+) -> std::io::Result<()> {
     let id_width = id_width(steps.iter().map(|s| s.step_id.as_str()));
     for step in steps {
-        out.line(&step_line(step, id_width))?;
+        out.line(&step_line(ctx, step, id_width))?;
         if show_output {
             for line in render::stream_blocks(step.stdout.as_deref(), step.stderr.as_deref()) {
                 out.line(&line)?;

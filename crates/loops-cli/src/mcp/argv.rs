@@ -6,6 +6,7 @@
 use anyhow::Result;
 
 use crate::app::Captured;
+use crate::context::Context;
 
 /// A command line under construction: `loops --json <words> <options> --
 /// <positionals>`.
@@ -70,7 +71,7 @@ impl Argv {
     }
 
     /// Runs the command line, keeping what it prints.
-    pub(super) fn run(&mut self) -> Result<Captured> {
-        Ok(crate::app::run_captured(self.argv()))
+    pub(super) fn run(&mut self, ctx: &Context) -> Result<Captured> {
+        Ok(crate::app::run_captured(ctx, self.argv()))
     }
 }

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
-use anyhow::{Context, Result};
+use anyhow::{Context as _, Result};
 use loops_exec::{CancelToken, SignalCancel};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
@@ -34,6 +34,7 @@ use serde_json::Value;
 
 use super::{Access, quote, tools, transport};
 use crate::app::Captured;
+use crate::context::Context;
 
 /// Why a run stops when its client cancels the call or closes the session.
 const CLIENT_CANCELLED: &str = "cancelled by the MCP client";
@@ -126,6 +127,9 @@ impl Drop for Ending {
 /// The server handler: what the server allows, and its calls.
 #[derive(Clone)]
 struct Loops {
+    /// The settings `loops mcp` was started with; each call runs in a
+    /// context of its own made from them.
+    ctx: Arc<Context>,
     access: Access,
     calls: Arc<Calls>,
 }
@@ -185,13 +189,14 @@ impl ServerHandler for Loops {
             on_cancel.cancel(CLIENT_CANCELLED);
         });
         let access = self.access;
+        let ctx = self.ctx.clone();
         // Moved into the task, so the call ends when the task is done with
         // it: its command returned or panicked, or it never ran.
         let ending = Ending(self.calls.clone(), id);
         let called = args.clone();
         let joined = tokio::task::spawn_blocking(move || {
             let _ending = ending;
-            crate::commands::execute::with_stop(stop, || tools::call(tool, &called, access))
+            crate::commands::execute::with_stop(stop, || tools::call(&ctx, tool, &called, access))
         })
         .await;
         watcher.abort();
@@ -199,7 +204,7 @@ impl ServerHandler for Loops {
             Ok(Ok(captured)) => captured,
             Ok(Err(err)) => Captured {
                 text: String::new(),
-                error: Some(crate::exit::message(&err)),
+                error: Some(crate::exit::message(&err, self.ctx.verbose)),
                 warnings: Vec::new(),
             },
             Err(join) => Captured {
@@ -321,7 +326,12 @@ fn result(reply: Captured) -> CallToolResult {
 ///
 /// `signals` are the server's handlers, which the caller keeps until the
 /// calls have ended.
-pub(super) async fn serve(access: Access, calls: Arc<Calls>, signals: &SignalCancel) -> Result<()> {
+pub(super) async fn serve(
+    ctx: Arc<Context>,
+    access: Access,
+    calls: Arc<Calls>,
+    signals: &SignalCancel,
+) -> Result<()> {
     let signalled = Arc::new(tokio::sync::Notify::new());
     let _subscription = {
         let signalled = signalled.clone();
@@ -331,6 +341,7 @@ pub(super) async fn serve(access: Access, calls: Arc<Calls>, signals: &SignalCan
         return Ok(());
     }
     let handler = Loops {
+        ctx,
         access,
         calls: calls.clone(),
     };

@@ -21,6 +21,7 @@ use super::params::{
 };
 use super::{ALLOW_MUTATIONS, Access};
 use crate::app::Captured;
+use crate::context::Context;
 
 /// One tool.
 pub(crate) struct ToolDef {
@@ -33,7 +34,7 @@ pub(crate) struct ToolDef {
     /// Its input schema.
     schema: fn() -> Arc<JsonObject>,
     /// Carries out a call: the arguments, and what the server allows.
-    call: fn(&JsonObject, Access) -> Result<Captured>,
+    call: fn(&Context, &JsonObject, Access) -> Result<Captured>,
 }
 
 /// The tools, in the order `tools/list` gives them.
@@ -194,7 +195,12 @@ pub(crate) fn listed(tool: &ToolDef) -> Tool {
 /// schema does not know are errors before anything runs. Secrets shaped
 /// like tokens are masked in what it returns ([`super::mask`]), unless a
 /// server that allows mutations is asked for them with `showOutput`.
-pub(crate) fn call(tool: &ToolDef, args: &JsonObject, access: Access) -> Result<Captured> {
+pub(crate) fn call(
+    ctx: &Context,
+    tool: &ToolDef,
+    args: &JsonObject,
+    access: Access,
+) -> Result<Captured> {
     if tool.mutation && access == Access::ReadOnly {
         bail!(
             "{} changes loops, and this server was started without {ALLOW_MUTATIONS}=true; \
@@ -220,7 +226,7 @@ pub(crate) fn call(tool: &ToolDef, args: &JsonObject, access: Access) -> Result<
             );
         }
     }
-    let mut captured = (tool.call)(args, access)?;
+    let mut captured = (tool.call)(ctx, args, access)?;
     let shown = access == Access::Mutations && args.get("showOutput") == Some(&Value::Bool(true));
     if !shown {
         super::mask::mask(&mut captured);
@@ -261,28 +267,28 @@ fn duration(value: Option<&Duration>) -> Option<&str> {
     value.map(|d| d.0.as_str())
 }
 
-fn list(args: &JsonObject, access: Access) -> Result<Captured> {
+fn list(ctx: &Context, args: &JsonObject, access: Access) -> Result<Captured> {
     let p: ListParams = parse("loops_list", args)?;
     output_allowed(p.show_output, access)?;
     Argv::new(&["list"])
         .opt("status", p.status.as_deref())
         .opt("limit", count(p.limit.as_ref()))
         .each("label", p.label.0.iter().map(String::as_str))
-        .run()
+        .run(ctx)
 }
 
-fn one_loop(verb: &str, tool: &str, args: &JsonObject) -> Result<Captured> {
+fn one_loop(ctx: &Context, verb: &str, tool: &str, args: &JsonObject) -> Result<Captured> {
     let p: LoopParams = parse(tool, args)?;
-    Argv::new(&[verb]).positional(&p.target).run()
+    Argv::new(&[verb]).positional(&p.target).run(ctx)
 }
 
-fn show(args: &JsonObject, access: Access) -> Result<Captured> {
+fn show(ctx: &Context, args: &JsonObject, access: Access) -> Result<Captured> {
     let p: ShowParams = parse("loops_show", args)?;
     output_allowed(p.show_output, access)?;
-    Argv::new(&["show"]).positional(&p.target).run()
+    Argv::new(&["show"]).positional(&p.target).run(ctx)
 }
 
-fn runs(args: &JsonObject, access: Access) -> Result<Captured> {
+fn runs(ctx: &Context, args: &JsonObject, access: Access) -> Result<Captured> {
     let p: RunsParams = parse("loops_runs", args)?;
     output_allowed(p.show_output, access)?;
     let mut argv = Argv::new(&["runs"]);
@@ -293,46 +299,46 @@ fn runs(args: &JsonObject, access: Access) -> Result<Captured> {
     if let Some(target) = &p.target {
         argv.positional(target);
     }
-    argv.run()
+    argv.run(ctx)
 }
 
-fn doctor(args: &JsonObject, _: Access) -> Result<Captured> {
+fn doctor(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
     let NoParams {} = parse("loops_doctor", args)?;
-    Argv::new(&["doctor"]).run()
+    Argv::new(&["doctor"]).run(ctx)
 }
 
-fn daemon_status(args: &JsonObject, _: Access) -> Result<Captured> {
+fn daemon_status(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
     let NoParams {} = parse("loops_daemon_status", args)?;
-    Argv::new(&["daemon", "status"]).run()
+    Argv::new(&["daemon", "status"]).run(ctx)
 }
 
-fn workflows_list(args: &JsonObject, access: Access) -> Result<Captured> {
+fn workflows_list(ctx: &Context, args: &JsonObject, access: Access) -> Result<Captured> {
     let p: WorkflowsListParams = parse("loops_workflows_list", args)?;
     output_allowed(p.show_output, access)?;
     Argv::new(&["workflows", "list"])
         .opt("status", p.status.as_deref())
         .opt("limit", count(p.limit.as_ref()))
-        .run()
+        .run(ctx)
 }
 
-fn workflow_read(args: &JsonObject, access: Access) -> Result<Captured> {
+fn workflow_read(ctx: &Context, args: &JsonObject, access: Access) -> Result<Captured> {
     let p: WorkflowParams = parse("loops_workflow_read", args)?;
     output_allowed(p.show_output, access)?;
     Argv::new(&["workflows", "show"])
         .positional(&p.workflow)
-        .run()
+        .run(ctx)
 }
 
-fn workflow_run_inspect(args: &JsonObject, access: Access) -> Result<Captured> {
+fn workflow_run_inspect(ctx: &Context, args: &JsonObject, access: Access) -> Result<Captured> {
     let p: RunInspectParams = parse("loops_workflow_run_inspect", args)?;
     output_allowed(p.show_output, access)?;
     Argv::new(&["workflows", "inspect"])
         .flag("show-output", p.show_output)
         .positional(&p.run_id)
-        .run()
+        .run(ctx)
 }
 
-fn workflow_validate(args: &JsonObject, access: Access) -> Result<Captured> {
+fn workflow_validate(ctx: &Context, args: &JsonObject, access: Access) -> Result<Captured> {
     let p: ValidateParams = parse("loops_workflow_validate", args)?;
     if p.preflight && access == Access::ReadOnly {
         bail!(
@@ -345,8 +351,9 @@ fn workflow_validate(args: &JsonObject, access: Access) -> Result<Captured> {
         object @ Value::Object(_) => object.to_string(),
         _ => bail!("workflow must be the workflow as a JSON object, or that object as JSON text"),
     };
-    Ok(crate::app::capture(|out| {
+    Ok(crate::app::capture(ctx, |ctx, out| {
         crate::commands::workflows::validate_text(
+            ctx,
             &text,
             p.name.as_deref(),
             p.preflight,
@@ -397,7 +404,7 @@ fn loop_options(argv: &mut Argv, o: &LoopOptions) {
         .positional(&o.name);
 }
 
-fn create_command(args: &JsonObject, _: Access) -> Result<Captured> {
+fn create_command(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
     let p: CreateCommandParams = parse("loops_create_command", args)?;
     // `--env NAME=value` cannot carry such a name: `A=B` would come back
     // as `A` with the value `B=value`. The message is create's, which
@@ -419,40 +426,40 @@ fn create_command(args: &JsonObject, _: Access) -> Result<Captured> {
         .opt("account", p.account.as_deref())
         .opt("account-tool", p.account_tool.as_deref());
     loop_options(&mut argv, &p.options);
-    argv.run()
+    argv.run(ctx)
 }
 
-fn create_workflow(args: &JsonObject, _: Access) -> Result<Captured> {
+fn create_workflow(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
     let p: CreateWorkflowParams = parse("loops_create_workflow", args)?;
     let mut argv = Argv::new(&["create", "workflow"]);
     argv.opt("workflow", Some(&p.workflow))
         .opt("timeout", duration(p.timeout.as_ref()));
     loop_options(&mut argv, &p.options);
-    argv.run()
+    argv.run(ctx)
 }
 
-fn pause(args: &JsonObject, _: Access) -> Result<Captured> {
-    one_loop("pause", "loops_pause", args)
+fn pause(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
+    one_loop(ctx, "pause", "loops_pause", args)
 }
 
-fn resume(args: &JsonObject, _: Access) -> Result<Captured> {
-    one_loop("resume", "loops_resume", args)
+fn resume(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
+    one_loop(ctx, "resume", "loops_resume", args)
 }
 
-fn stop(args: &JsonObject, _: Access) -> Result<Captured> {
-    one_loop("stop", "loops_stop", args)
+fn stop(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
+    one_loop(ctx, "stop", "loops_stop", args)
 }
 
-fn run_now(args: &JsonObject, _: Access) -> Result<Captured> {
+fn run_now(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
     let p: RunNowParams = parse("loops_run_now", args)?;
     // Allowed to run loops is allowed to see their output.
     Argv::new(&["run-now"])
         .flag("show-output", p.show_output)
         .positional(&p.target)
-        .run()
+        .run(ctx)
 }
 
-fn labels_update(args: &JsonObject, _: Access) -> Result<Captured> {
+fn labels_update(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
     let p: LabelsParams = parse("loops_labels_update", args)?;
     let action = p.action.trim();
     if !["set", "add", "remove", "clear"].contains(&action) {
@@ -472,7 +479,7 @@ fn labels_update(args: &JsonObject, _: Access) -> Result<Captured> {
     for label in &p.labels.0 {
         argv.positional(label);
     }
-    argv.run()
+    argv.run(ctx)
 }
 
 #[cfg(test)]
@@ -537,6 +544,7 @@ mod tests {
     fn unknown_and_mistyped_arguments_are_refused_before_anything_runs() {
         let list = find("loops_list").unwrap();
         let err = call(
+            &Context::default(),
             list,
             &object(serde_json::json!({"limt": 5})),
             Access::ReadOnly,
@@ -548,6 +556,7 @@ mod tests {
             "{err}"
         );
         let err = call(
+            &Context::default(),
             find("loops_show").unwrap(),
             &object(serde_json::json!({"loop": 5})),
             Access::ReadOnly,
@@ -556,6 +565,7 @@ mod tests {
         .to_string();
         assert!(err.starts_with("invalid arguments for loops_show"), "{err}");
         let err = call(
+            &Context::default(),
             find("loops_pause").unwrap(),
             &object(serde_json::json!({"loop": "x"})),
             Access::ReadOnly,

@@ -16,33 +16,37 @@
 //! size), and the report names this implementation.
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
-use loops_core::{
-    CommandTarget, ExecutorStatus, Loop, LoopStatus, ProcessTarget, RunStatus, Target, Timestamp,
-};
-use loops_exec::{
-    ExecOptions, RunContext, RunMetadata, SystemProbe, execute_target, preflight_target,
-};
-use loops_store::{
-    DatabaseState, Integrity, LoopFilter, Store, backup_dir, check_integrity, inspect_database,
-    integrity_budget, newest_backup, schema_version,
-};
+use loops_core::Timestamp;
+use loops_exec::{ExecOptions, SystemProbe};
+use loops_store::Store;
 use serde::Serialize;
 
 use loops_scheduler::DaemonPaths;
-use loops_workflow::preflight_workflow;
 
 use super::control::daemon_status;
 
+mod accounts;
+mod daemon;
+mod data_dir;
+mod database;
 mod failing;
 mod gc;
+mod integrity;
+mod loops;
 mod path;
 mod postgres;
 pub(crate) mod providers;
+
+use accounts::check_accounts;
+use daemon::check_daemon;
+use data_dir::check_data_dir;
+use database::check_database;
+use integrity::check_damage;
+pub(crate) use integrity::recovery;
+use loops::check_loops;
 
 /// How long `accounts --version` may take.
 const ACCOUNTS_TIMEOUT_MS: u64 = 10_000;
@@ -165,7 +169,7 @@ pub(crate) fn run_doctor(opts: &DoctorOptions<'_>) -> DoctorReport {
     checks.extend(integrity);
     let store = if db_usable {
         // Opening migrates an older database, after its automatic backup.
-        let auto = crate::commands::backup::automatic_at(opts.now);
+        let auto = crate::auto_backup::automatic_at(opts.now);
         Store::open_with(&paths.database(), Arc::new(SystemProbe), auto)
             .ok()
             .map(|(store, _)| store)
@@ -231,350 +235,5 @@ fn finish(
         ok: checks.iter().all(|c| c.status != CheckStatus::Fail),
         checks,
         implementation: implementation(),
-    }
-}
-
-/// `PRAGMA quick_check` within a budget that grows with the file's size: a
-/// damaged file fails the report and says how to recover; a check that ran
-/// out of time only warns.
-fn check_damage(db: &Path) -> Check {
-    let shown = db.display().to_string();
-    let size = std::fs::metadata(db).map_or(0, |m| m.len());
-    match check_integrity(db, integrity_budget(size)) {
-        Ok(Integrity::Missing) => Check::new(
-            "database-integrity",
-            CheckStatus::Ok,
-            "no database yet; nothing to check",
-        )
-        .detail(shown),
-        Ok(Integrity::Ok) => Check::new(
-            "database-integrity",
-            CheckStatus::Ok,
-            "database passes SQLite's quick check",
-        )
-        .detail(shown),
-        Ok(Integrity::Damaged(problems)) => Check::new(
-            "database-integrity",
-            CheckStatus::Fail,
-            format!(
-                "database is damaged; to recover, stop the daemon (loops daemon stop), {}",
-                recovery(db)
-            ),
-        )
-        .detail(problems.join("; ")),
-        Ok(Integrity::Unfinished { budget }) => Check::new(
-            "database-integrity",
-            CheckStatus::Warn,
-            format!(
-                "database was not checked fully within {} ms; run sqlite3 {shown} \"PRAGMA quick_check\" to check it",
-                budget.as_millis()
-            ),
-        )
-        .detail(shown),
-        Err(e) => Check::new(
-            "database-integrity",
-            CheckStatus::Fail,
-            "database cannot be checked for damage",
-        )
-        .detail(e.to_string()),
-    }
-}
-
-/// How to recover the damaged database `db`, after stopping the daemon:
-/// restore the newest backup of `backups/` (issue 14), when there is one,
-/// or salvage what the file still holds with SQLite's `.recover`.
-pub(crate) fn recovery(db: &Path) -> String {
-    let shown = db.display();
-    let salvage = format!(
-        "back up {shown}, then run: sqlite3 {shown} \".recover\" | sqlite3 recovered.db \
-         and move recovered.db into its place"
-    );
-    let dir = backup_dir(db.parent().unwrap_or(Path::new(".")));
-    match newest_backup(&dir) {
-        // The stale WAL and shared-memory file go first: SQLite would
-        // replay the damaged file's WAL into the restored copy.
-        Ok(Some(b)) => format!(
-            "then restore the newest backup, taken {}: rm -f {shown}-wal {shown}-shm && \
-             cp {} {shown}; or, to salvage what the damaged file still holds, {salvage}",
-            b.taken_at,
-            b.path.display()
-        ),
-        Ok(None) => format!(
-            "{salvage}; there is no backup in {} to restore (loops backup takes one)",
-            dir.display()
-        ),
-        Err(e) => format!("{salvage}; the backups cannot be listed: {e}"),
-    }
-}
-
-fn check_data_dir(dir: &Path) -> Check {
-    let shown = dir.display().to_string();
-    let writable = std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .and_then(|()| {
-            // A new file under a fresh name: an exclusive create never
-            // follows a link another user may have planted.
-            #[expect(
-                clippy::disallowed_methods,
-                reason = "entropy for a unique name, not a reading of time"
-            )]
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.subsec_nanos());
-            let probe = dir.join(format!(".doctor-{}-{nanos:09}", std::process::id()));
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&probe)?;
-            let written = std::io::Write::write_all(&mut file, b"ok");
-            drop(file);
-            let removed = std::fs::remove_file(&probe);
-            written.and(removed)
-        });
-    if let Err(e) = writable {
-        return Check::new(
-            "data-dir",
-            CheckStatus::Fail,
-            "data directory is not writable",
-        )
-        .detail(format!("{shown}: {e}"));
-    }
-    // The same rule every command applies (ssh's StrictModes): another
-    // user must not own or be able to write the directory.
-    if let Err(e) = loops_store::check_data_dir(dir) {
-        return Check::new(
-            "data-dir",
-            CheckStatus::Fail,
-            "data directory could be changed by another user; loops refuses it",
-        )
-        .detail(e.to_string());
-    }
-    match std::fs::metadata(dir).map(|m| m.permissions().mode() & 0o777) {
-        Ok(mode) if mode & 0o077 != 0 => Check::new(
-            "data-dir",
-            CheckStatus::Warn,
-            format!(
-                "data directory is accessible to other users (mode {mode:o}); run chmod 700 on it"
-            ),
-        )
-        .detail(shown),
-        _ => Check::new("data-dir", CheckStatus::Ok, "data directory is writable").detail(shown),
-    }
-}
-
-fn check_database(db: &Path) -> Check {
-    let known = schema_version();
-    let shown = db.display().to_string();
-    match inspect_database(db) {
-        Ok(DatabaseState::Missing) => Check::new(
-            "database",
-            CheckStatus::Ok,
-            "no database yet; the first command creates it",
-        )
-        .detail(shown),
-        Ok(DatabaseState::Loops { version }) if version == known => Check::new(
-            "database",
-            CheckStatus::Ok,
-            format!("database schema is current (version {version})"),
-        )
-        .detail(shown),
-        Ok(DatabaseState::Loops { version }) if version < known => Check::new(
-            "database",
-            CheckStatus::Ok,
-            format!("database schema version {version} is migrated to {known} when next opened"),
-        )
-        .detail(shown),
-        Ok(DatabaseState::Loops { version }) => Check::new(
-            "database",
-            CheckStatus::Fail,
-            format!(
-                "database schema version {version} is newer than the {known} this loops knows; upgrade loops"
-            ),
-        )
-        .detail(shown),
-        Err(e) => Check::new("database", CheckStatus::Fail, "database cannot be read")
-            .detail(e.to_string()),
-    }
-}
-
-fn check_accounts(exec: &ExecOptions) -> Check {
-    let mut target = CommandTarget::new("accounts");
-    target.args = Some(vec!["--version".to_owned()]);
-    target.timeout_ms = Some(ACCOUNTS_TIMEOUT_MS);
-    let opts = ExecOptions {
-        kill_grace: Duration::from_millis(500),
-        ..exec.clone()
-    };
-    let missing = |detail: String| {
-        Check::new(
-            "accounts",
-            CheckStatus::Warn,
-            "accounts CLI is not available; account-routed steps will fail",
-        )
-        .detail(detail)
-    };
-    match execute_target(
-        &ProcessTarget::Command(target),
-        &RunMetadata::default(),
-        &opts,
-        &RunContext::default(),
-        &mut |_| {},
-    ) {
-        Ok(r) if r.status == ExecutorStatus::Succeeded => {
-            let version = r.stdout.lines().next().unwrap_or("").trim().to_owned();
-            let check = Check::new("accounts", CheckStatus::Ok, "accounts is available");
-            if version.is_empty() {
-                check
-            } else {
-                check.detail(version)
-            }
-        }
-        // The PATH is the `path` check's detail; the error would repeat it.
-        Ok(r) if r.exit_code.is_none() && r.pid.is_none() => {
-            missing("not found on the PATH runs get".to_owned())
-        }
-        Ok(r) => missing(
-            r.error
-                .unwrap_or_else(|| "accounts --version failed".to_owned()),
-        ),
-        Err(e) => missing(e.to_string()),
-    }
-}
-
-/// The `daemon` check, and the running daemon's pid.
-fn check_daemon(
-    store: &Store,
-    paths: &DaemonPaths,
-    opts: &DoctorOptions<'_>,
-) -> (Check, Option<u32>) {
-    let status = daemon_status(store, paths, &opts.host, opts.now);
-    let pid = status
-        .as_ref()
-        .ok()
-        .filter(|s| s.running)
-        .and_then(|s| s.pid);
-    let check = match status {
-        Ok(s) if s.running => {
-            let check = Check::new(
-                "daemon",
-                CheckStatus::Ok,
-                format!("daemon is running pid={}", s.pid.unwrap_or_default()),
-            );
-            match &s.lease {
-                Some(l) => check.detail(format!(
-                    "lease {} on {} since {}, expires {}",
-                    l.id, l.hostname, l.created_at, l.expires_at
-                )),
-                None => check,
-            }
-        }
-        Ok(s) if s.stale => Check::new("daemon", CheckStatus::Warn, "daemon pid file is stale")
-            .detail(paths.pid_file().display().to_string()),
-        Ok(_) => Check::new("daemon", CheckStatus::Ok, "daemon is not running"),
-        Err(e) => {
-            Check::new("daemon", CheckStatus::Warn, "daemon state unknown").detail(e.to_string())
-        }
-    };
-    (check, pid)
-}
-
-fn check_loops(store: &Store, exec: &ExecOptions) -> Vec<Check> {
-    let mut checks = Vec::new();
-    // The counts below (and `daemon status`'s) are kept by triggers; one
-    // that drifted, which only a write bypassing them can cause, is
-    // rewritten here and said. In order, nothing is added to the report.
-    match store.recount_statuses() {
-        Ok(false) => {}
-        Ok(true) => checks.push(Check::new(
-            "status-counts",
-            CheckStatus::Warn,
-            "the kept counts of loops and runs had drifted from the rows; recounted",
-        )),
-        Err(e) => checks.push(
-            Check::new(
-                "status-counts",
-                CheckStatus::Warn,
-                "the kept counts of loops and runs cannot be checked",
-            )
-            .detail(e.to_string()),
-        ),
-    }
-    checks.push(match store.count_runs(Some(RunStatus::Failed)) {
-        Ok(0) => Check::new("loop-runs", CheckStatus::Ok, "no failed loop runs recorded"),
-        Ok(n) => Check::new(
-            "loop-runs",
-            CheckStatus::Warn,
-            format!("{n} failed loop run(s) recorded"),
-        ),
-        Err(e) => Check::new(
-            "loop-runs",
-            CheckStatus::Warn,
-            "loop runs cannot be counted",
-        )
-        .detail(e.to_string()),
-    });
-    let active = store.list_loops(&LoopFilter {
-        status: Some(LoopStatus::Active),
-        limit: Some(200),
-    });
-    match active {
-        Ok(loops) => {
-            checks.extend(loops.iter().map(|lp| preflight_loop(store, lp, exec)));
-            checks.extend(
-                loops
-                    .iter()
-                    .filter_map(|lp| failing::failing_loop(store, lp)),
-            );
-        }
-        Err(e) => checks.push(
-            Check::new("loops", CheckStatus::Warn, "active loops cannot be listed")
-                .detail(e.to_string()),
-        ),
-    }
-    checks
-}
-
-fn preflight_loop(store: &Store, lp: &Loop, exec: &ExecOptions) -> Check {
-    let id = format!("loop:{}:preflight", lp.id);
-    let ready = || {
-        Check::new(
-            id.clone(),
-            CheckStatus::Ok,
-            format!("active loop target is ready: {}", lp.name),
-        )
-    };
-    let failed = |detail: String| {
-        Check::new(
-            id.clone(),
-            CheckStatus::Warn,
-            format!("active loop target preflight failed: {}", lp.name),
-        )
-        .detail(detail)
-    };
-    let Some(target) = lp.target.to_process() else {
-        let Target::Workflow(w) = &lp.target else {
-            return ready();
-        };
-        // SPEC §7.5: a workflow loop is checked step by step.
-        return match store.get_workflow(&w.workflow_id) {
-            Ok(Some(spec)) => match preflight_workflow(&spec, exec) {
-                Ok(_) => ready(),
-                Err(e) => failed(e.to_string()),
-            },
-            Ok(None) => failed(format!("workflow not found: {}", w.workflow_id)),
-            Err(e) => failed(e.to_string()),
-        };
-    };
-    let meta = RunMetadata {
-        loop_id: Some(lp.id.to_string()),
-        loop_name: Some(lp.name.clone()),
-        ..RunMetadata::default()
-    };
-    match preflight_target(&target, &meta, exec) {
-        Ok(_) => ready(),
-        Err(e) => failed(e.to_string()),
     }
 }

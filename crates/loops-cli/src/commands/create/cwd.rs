@@ -8,9 +8,9 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context as _, Result, anyhow};
 
-use crate::render;
+use crate::context::Context;
 
 /// The directory to store for `--cwd` (or its absence): a leading `~` is
 /// `$HOME`, a relative path is made absolute against the current
@@ -33,9 +33,9 @@ pub(crate) fn resolve(given: Option<&str>) -> Result<String> {
 
 /// Warns on stderr when `dir` is not an existing directory: the loop is
 /// kept (the directory may be created later), but its runs fail until then.
-pub(crate) fn warn_if_missing(dir: &str) {
+pub(crate) fn warn_if_missing(ctx: &Context, dir: &str) {
     if !dir.is_empty() && !Path::new(dir).is_dir() {
-        render::warn(&format!(
+        ctx.warn(&format!(
             "the working directory {dir} does not exist (yet); runs of this loop fail until \
                  it does"
         ));

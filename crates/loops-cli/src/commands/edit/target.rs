@@ -6,8 +6,9 @@ use anyhow::{Result, bail};
 use loops_core::{Account, Loop, Target, WorkflowId};
 
 use crate::args::AccountOptions;
+use crate::args::edit::EditArgs;
 use crate::commands::create::cwd;
-use crate::edit_args::EditArgs;
+use crate::context::Context;
 use crate::resolve;
 
 const COMMAND_FLAGS: &str = "--cmd, --arg, --no-args, --shell, --no-shell, --env, --no-env, \
@@ -50,6 +51,7 @@ impl Outside {
 
 /// Applies the target flags of `args` to `target`, the stored loop's.
 pub(super) fn apply(
+    ctx: &Context,
     args: &EditArgs,
     outside: &Outside,
     stored: &Loop,
@@ -98,7 +100,7 @@ pub(super) fn apply(
                 t.cwd = cwd;
             }
             if let Some(timeout) = &args.timeout {
-                t.timeout_ms = Some(resolve::positive_duration(timeout, "--timeout")?);
+                t.timeout_ms = Some(resolve::positive_duration(ctx, timeout, "--timeout")?);
             }
             t.account = account(args, t.account.take())?;
         }
@@ -130,7 +132,7 @@ pub(super) fn apply(
                 t.cwd = cwd;
             }
             if let Some(timeout) = &args.timeout {
-                t.timeout_ms = Some(resolve::positive_duration(timeout, "--timeout")?);
+                t.timeout_ms = Some(resolve::positive_duration(ctx, timeout, "--timeout")?);
             }
             t.account = account(args, t.account.take())?;
         }
@@ -140,7 +142,8 @@ pub(super) fn apply(
             }
             if let Some(timeout) = &args.timeout {
                 // SPEC §1.3: 0 means no limit, as in create.
-                t.timeout_ms = Some(resolve::duration(timeout, "--timeout")?).filter(|ms| *ms > 0);
+                t.timeout_ms =
+                    Some(resolve::duration(ctx, timeout, "--timeout")?).filter(|ms| *ms > 0);
             }
         }
     }

@@ -17,18 +17,18 @@ use loops_store::WorkflowRunFilter;
 use serde_json::{Value, json};
 
 use super::{print_steps, run_id};
+use crate::args::workflow::{CancelArgs, EventsArgs, InspectArgs, RecoverArgs, RunsArgs};
 use crate::commands::now;
+use crate::context::Context;
 use crate::exit::Outcome;
-use crate::paths;
 use crate::redact::{self, Output};
 use crate::render::{Column, Printer, Table};
 use crate::resolve;
-use crate::workflow_args::{CancelArgs, EventsArgs, InspectArgs, RecoverArgs, RunsArgs};
 
 /// `workflows runs [x] [--limit 50]`.
-pub(super) fn runs(args: &RunsArgs, out: &mut Printer) -> Result<Outcome> {
+pub(super) fn runs(ctx: &Context, args: &RunsArgs, out: &mut Printer) -> Result<Outcome> {
     let limit = resolve::positive_int(&args.limit, "--limit")?;
-    let store = paths::open_store()?;
+    let store = ctx.open_store()?;
     let workflow_id = args
         .target
         .as_deref()
@@ -65,10 +65,10 @@ pub(super) fn runs(args: &RunsArgs, out: &mut Printer) -> Result<Outcome> {
 }
 
 /// `workflows inspect <runId> [--show-output]`.
-pub(super) fn inspect(args: &InspectArgs, out: &mut Printer) -> Result<Outcome> {
+pub(super) fn inspect(ctx: &Context, args: &InspectArgs, out: &mut Printer) -> Result<Outcome> {
     let id = run_id(&args.run.run)?;
     let output = Output::from_flag(args.show_output);
-    let store = paths::open_store()?;
+    let store = ctx.open_store()?;
     let run = store.require_workflow_run(&id)?;
     let steps = store.list_step_runs(&id)?;
     let events = store.list_events(&id, Some(u32::MAX))?;
@@ -85,19 +85,19 @@ pub(super) fn inspect(args: &InspectArgs, out: &mut Printer) -> Result<Outcome> 
         run.id, run.status, run.workflow_name
     ))?;
     if let Some(error) = &run.error {
-        let error = crate::brief::error_line(error);
+        let error = ctx.error_line(error);
         out.line(&format!("  error: {error}"))?;
     }
-    print_steps(&steps, args.show_output, out)?;
+    print_steps(ctx, &steps, args.show_output, out)?;
     out.line(&format!("  events={}", events.len()))?;
     Ok(Outcome::Success)
 }
 
 /// `workflows events <runId> [--limit 200]`.
-pub(super) fn events(args: &EventsArgs, out: &mut Printer) -> Result<Outcome> {
+pub(super) fn events(ctx: &Context, args: &EventsArgs, out: &mut Printer) -> Result<Outcome> {
     let limit = resolve::positive_int(&args.limit, "--limit")?;
     let id = run_id(&args.run.run)?;
-    let store = paths::open_store()?;
+    let store = ctx.open_store()?;
     store.require_workflow_run(&id)?;
     let events = store.list_events(&id, Some(limit))?;
     if out.json {
@@ -133,9 +133,9 @@ fn print_events(events: &[WorkflowEvent], out: &mut Printer) -> std::io::Result<
 ///
 /// Cancelling only writes rows (SPEC §6.5): the process running the
 /// workflow notices and stops its step's process group.
-pub(super) fn cancel(args: &CancelArgs, out: &mut Printer) -> Result<Outcome> {
+pub(super) fn cancel(ctx: &Context, args: &CancelArgs, out: &mut Printer) -> Result<Outcome> {
     let id = run_id(&args.run.run)?;
-    let store = paths::open_store()?;
+    let store = ctx.open_store()?;
     let run = store.cancel_workflow_run(&id, &args.reason, now())?;
     print_status(&run, out)?;
     Ok(Outcome::Success)
@@ -145,9 +145,9 @@ pub(super) fn cancel(args: &CancelArgs, out: &mut Printer) -> Result<Outcome> {
 ///
 /// Fails with the store's `… still alive: <stepId> pid=<pid>` while a
 /// running step's process lives, and changes nothing then.
-pub(super) fn recover(args: &RecoverArgs, out: &mut Printer) -> Result<Outcome> {
+pub(super) fn recover(ctx: &Context, args: &RecoverArgs, out: &mut Printer) -> Result<Outcome> {
     let id = run_id(&args.run.run)?;
-    let store = paths::open_store()?;
+    let store = ctx.open_store()?;
     let recovered = store.recover_workflow_run(&id, &args.reason, now())?;
     if out.json {
         let steps: Value = recovered

@@ -24,24 +24,24 @@
 use std::io::Write;
 use std::sync::{Mutex, PoisonError};
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context as _, Result, ensure};
 use loops_core::{ExecutorStatus, StepRun};
 use loops_exec::{SignalCancel, SystemClock};
 use loops_workflow::{WorkflowOutcome, WorkflowRunOptions, execute_workflow};
 use serde_json::{Value, json};
 
 use super::{id_width, print_steps, run_id, step_line};
+use crate::args::workflow::RunArgs;
+use crate::context::Context;
 use crate::exit::Outcome;
-use crate::paths;
 use crate::redact::{self, Output};
-use crate::render::{self, Printer};
-use crate::workflow_args::RunArgs;
+use crate::render::Printer;
 
 /// `workflows run`.
-pub(super) fn run(args: &RunArgs, out: &mut Printer) -> Result<Outcome> {
+pub(super) fn run(ctx: &Context, args: &RunArgs, out: &mut Printer) -> Result<Outcome> {
     let output = Output::from_flag(args.show_output);
     let resume = args.resume.as_deref().map(run_id).transpose()?;
-    let store = paths::open_store()?;
+    let store = ctx.open_store()?;
     let workflow = store.require_workflow(&args.target.target)?;
     if let Some(id) = &resume {
         let run = store.require_workflow_run(id)?;
@@ -63,7 +63,7 @@ pub(super) fn run(args: &RunArgs, out: &mut Printer) -> Result<Outcome> {
     let pending = Mutex::new(String::new());
     let progress = |step: &StepRun| {
         let mut lines = pending.lock().unwrap_or_else(PoisonError::into_inner);
-        lines.push_str(&step_line(step, id_width));
+        lines.push_str(&step_line(ctx, step, id_width));
         lines.push('\n');
     };
     let flush = || {
@@ -97,9 +97,9 @@ pub(super) fn run(args: &RunArgs, out: &mut Printer) -> Result<Outcome> {
     let outcome = execute_workflow(&store, &workflow, &opts);
     flush();
     let outcome = outcome?;
-    print_outcome(&outcome, output, out)?;
+    print_outcome(ctx, &outcome, output, out)?;
     if let Some(reason) = signals.token().reason() {
-        render::note("error", &format!("workflow run interrupted ({reason})"));
+        ctx.note("error", &format!("workflow run interrupted ({reason})"));
     }
     Ok(if outcome.result.status == ExecutorStatus::Succeeded {
         Outcome::Success
@@ -110,7 +110,12 @@ pub(super) fn run(args: &RunArgs, out: &mut Printer) -> Result<Outcome> {
 
 /// JSON `{result, workflowRun, steps}`, or `<runId> <mappedStatus>`, the
 /// run's error and the step lines with their output blocks.
-fn print_outcome(outcome: &WorkflowOutcome, output: Output, out: &mut Printer) -> Result<()> {
+fn print_outcome(
+    ctx: &Context,
+    outcome: &WorkflowOutcome,
+    output: Output,
+    out: &mut Printer,
+) -> Result<()> {
     if out.json {
         out.json(&json!({
             "result": redact::result_json(&outcome.result, output),
@@ -125,9 +130,9 @@ fn print_outcome(outcome: &WorkflowOutcome, output: Output, out: &mut Printer) -
     }
     out.line(&format!("{} {}", outcome.run.id, outcome.result.status))?;
     if let Some(error) = &outcome.result.error {
-        let error = crate::brief::error_line(error);
+        let error = ctx.error_line(error);
         out.line(&format!("  error: {error}"))?;
     }
-    print_steps(&outcome.steps, output == Output::Shown, out)?;
+    print_steps(ctx, &outcome.steps, output == Output::Shown, out)?;
     Ok(())
 }

@@ -14,13 +14,13 @@ use loops_exec::{ExecOptions, Preflight, UserFileError};
 use loops_store::{WorkflowFilter, WorkflowReplaced};
 use serde_json::json;
 
+use crate::args::workflow::{CreateArgs, FileArgs, ListArgs, ValidateArgs, WorkflowRef};
 use crate::commands::now;
+use crate::context::Context;
 use crate::exit::Outcome;
-use crate::paths;
 use crate::redact;
-use crate::render::{self, Column, Printer, Table};
+use crate::render::{Column, Printer, Table};
 use crate::resolve;
-use crate::workflow_args::{CreateArgs, FileArgs, ListArgs, ValidateArgs, WorkflowRef};
 
 /// The id of the preview `validate` prints (SPEC §7.4).
 const PREVIEW_ID: &str = "validation";
@@ -94,9 +94,9 @@ fn parse_workflow(
 }
 
 /// Queues a workflow file's warnings for stderr ([`render::warn`]).
-fn warn(warnings: &[String]) {
+fn warn(ctx: &Context, warnings: &[String]) {
     for warning in warnings {
-        render::warn(warning);
+        ctx.warn(warning);
     }
 }
 
@@ -117,15 +117,16 @@ fn preview(new: &NewWorkflow, now: Timestamp) -> WorkflowSpec {
 }
 
 /// `workflows validate <file> [--name] [--preflight]`.
-pub(super) fn validate(args: &ValidateArgs, out: &mut Printer) -> Result<Outcome> {
+pub(super) fn validate(ctx: &Context, args: &ValidateArgs, out: &mut Printer) -> Result<Outcome> {
     let (new, warnings) = read_workflow(&args.file)?;
-    report_validation(&new, &warnings, args.preflight, out)
+    report_validation(ctx, &new, &warnings, args.preflight, out)
 }
 
 /// `workflows validate` of a workflow's JSON text rather than a file
 /// (`loops mcp`'s `loops_workflow_validate`): `prompt_dir` as in
 /// [`parse_workflow`].
 pub(crate) fn validate_text(
+    ctx: &Context,
     text: &str,
     name: Option<&str>,
     preflight: bool,
@@ -133,12 +134,13 @@ pub(crate) fn validate_text(
     out: &mut Printer,
 ) -> Result<Outcome> {
     let (new, warnings) = parse_workflow(text, "workflow", name, prompt_dir)?;
-    report_validation(&new, &warnings, preflight, out)
+    report_validation(ctx, &new, &warnings, preflight, out)
 }
 
 /// What `validate` prints of a valid workflow, after its preflight when
 /// asked.
 fn report_validation(
+    ctx: &Context,
     new: &NewWorkflow,
     warnings: &[String],
     preflight: bool,
@@ -161,7 +163,7 @@ fn report_validation(
             report["preflight"] = serde_json::to_value(preflight)?;
         }
         out.json(&report)?;
-        warn(warnings);
+        warn(ctx, warnings);
         return Ok(Outcome::Success);
     }
     out.line(&format!(
@@ -172,7 +174,7 @@ fn report_validation(
     if let Some(preflight) = &preflight {
         print_preflight(&spec, preflight, out)?;
     }
-    warn(warnings);
+    warn(ctx, warnings);
     Ok(Outcome::Success)
 }
 
@@ -203,13 +205,13 @@ fn print_preflight(
 }
 
 /// `workflows create <file> [--name] [--replace]`.
-pub(super) fn create(args: &CreateArgs, out: &mut Printer) -> Result<Outcome> {
+pub(super) fn create(ctx: &Context, args: &CreateArgs, out: &mut Printer) -> Result<Outcome> {
     let (new, warnings) = read_workflow(&args.file)?;
-    let store = paths::open_store()?;
+    let store = ctx.open_store()?;
     if args.replace {
         let replaced = store.replace_workflow(&new, now())?;
         print_replaced(&replaced, out)?;
-        warn(&warnings);
+        warn(ctx, &warnings);
         return Ok(Outcome::Success);
     }
     let spec = store.create_workflow(&new, now())?;
@@ -223,7 +225,7 @@ pub(super) fn create(args: &CreateArgs, out: &mut Printer) -> Result<Outcome> {
             spec.steps.len()
         ))?;
     }
-    warn(&warnings);
+    warn(ctx, &warnings);
     Ok(Outcome::Success)
 }
 
@@ -266,7 +268,7 @@ fn print_replaced(replaced: &WorkflowReplaced, out: &mut Printer) -> std::io::Re
 }
 
 /// `workflows list` / `ls [--status active] [--limit N]`.
-pub(super) fn list(args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
+pub(super) fn list(ctx: &Context, args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
     let status = WorkflowStatus::from_str(args.status.trim())
         .map_err(|_| anyhow!("--status must be active or archived"))?;
     let limit = args
@@ -274,7 +276,7 @@ pub(super) fn list(args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
         .as_deref()
         .map(|l| resolve::positive_int(l, "--limit"))
         .transpose()?;
-    let store = paths::open_store()?;
+    let store = ctx.open_store()?;
     // One more than asked, to tell whether the limit hid anything.
     let mut workflows = store.list_workflows(&WorkflowFilter {
         status: Some(status),
@@ -305,7 +307,7 @@ pub(super) fn list(args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
     out.table(&table, |_| Vec::new())?;
     if more {
         // On stderr, as `list` and `runs` say it: stdout holds the table.
-        render::hint(&format!(
+        ctx.hint(&format!(
             "showing the first {} {status} workflows; raise --limit to see more",
             workflows.len()
         ));
@@ -314,16 +316,16 @@ pub(super) fn list(args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
 }
 
 /// `workflows show <x>`: always JSON (SPEC §7.1).
-pub(super) fn show(args: &WorkflowRef, out: &mut Printer) -> Result<Outcome> {
-    let store = paths::open_store()?;
+pub(super) fn show(ctx: &Context, args: &WorkflowRef, out: &mut Printer) -> Result<Outcome> {
+    let store = ctx.open_store()?;
     let spec = store.require_workflow(&args.target)?;
     out.json(&redact::workflow_json(&spec))?;
     Ok(Outcome::Success)
 }
 
 /// `workflows archive <x>`: `<id> <status>`.
-pub(super) fn archive(args: &WorkflowRef, out: &mut Printer) -> Result<Outcome> {
-    let store = paths::open_store()?;
+pub(super) fn archive(ctx: &Context, args: &WorkflowRef, out: &mut Printer) -> Result<Outcome> {
+    let store = ctx.open_store()?;
     let spec = store.require_workflow(&args.target)?;
     let spec = store.archive_workflow(&spec.id, now())?;
     if out.json {

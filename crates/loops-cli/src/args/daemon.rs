@@ -3,6 +3,9 @@
 
 use clap::{Args, Subcommand};
 
+/// `--grace`'s default, as `RunArgs` spells it.
+pub(crate) const DEFAULT_GRACE_FLAG: &str = "30s";
+
 /// `loops daemon <command>`.
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
@@ -10,27 +13,27 @@ pub(crate) enum Daemon {
     /// Run the scheduler in the foreground until SIGINT or SIGTERM (for
     /// systemd, launchd or a terminal). It logs to daemon.log in the data
     /// directory, and to stderr too unless stderr is a file.
-    #[command(after_help = crate::help::DAEMON_RUN)]
+    #[command(after_help = crate::args::help::DAEMON_RUN)]
     Run(RunArgs),
     /// Start the daemon in the background, with a pid file and a log file.
-    #[command(after_help = crate::help::DAEMON_START)]
+    #[command(after_help = crate::args::help::DAEMON_START)]
     Start(RunArgs),
     /// Stop the daemon: no new runs, runs in flight get --grace to finish,
     /// the rest are interrupted without counting as an attempt.
-    #[command(after_help = crate::help::DAEMON_STOP)]
+    #[command(after_help = crate::args::help::DAEMON_STOP)]
     Stop(StopArgs),
     /// Show whether the daemon runs, its lease, and loop and run counts.
-    #[command(after_help = crate::help::DAEMON_STATUS)]
+    #[command(after_help = crate::args::help::DAEMON_STATUS)]
     Status,
     /// Print the end of the daemon's log.
-    #[command(after_help = crate::help::DAEMON_LOGS)]
+    #[command(after_help = crate::args::help::DAEMON_LOGS)]
     Logs(LogsArgs),
     /// Install the daemon as a systemd user unit (Linux) or launchd agent
     /// (macOS).
-    #[command(after_help = crate::help::DAEMON_INSTALL)]
+    #[command(after_help = crate::args::help::DAEMON_INSTALL)]
     Install(InstallArgs),
     /// Remove the systemd user unit or launchd agent.
-    #[command(after_help = crate::help::DAEMON_UNINSTALL)]
+    #[command(after_help = crate::args::help::DAEMON_UNINSTALL)]
     Uninstall(UninstallArgs),
 }
 
@@ -60,7 +63,7 @@ pub(crate) struct RunArgs {
     pub(crate) agent_concurrency: Option<String>,
 
     /// How long runs in flight may take to finish when the daemon stops.
-    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    #[arg(long, value_name = "DURATION", default_value = DEFAULT_GRACE_FLAG)]
     pub(crate) grace: String,
 
     /// On PostgreSQL, do not LISTEN for wake-ups from other hosts: look at

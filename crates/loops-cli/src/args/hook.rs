@@ -1,9 +1,7 @@
-//! The hook flags of `create` and `edit` (issue 17), and their resolution:
-//! `--on-failure`, `--on-success` and `--hook-show-output`.
+//! The hook flags of `create` and `edit` (issue 17): `--on-failure`,
+//! `--on-success` and `--hook-show-output` (`resolve::hooks` checks them).
 
-use anyhow::{Result, bail};
 use clap::Args;
-use loops_core::Hooks;
 
 // The hooks of `create command|agent|workflow` (a doc comment would
 // become the help text of the commands that flatten it).
@@ -76,49 +74,4 @@ impl EditHookOptions {
             || self.hook_show_output
             || self.no_hook_show_output
     }
-
-    /// Applies the given flags to `hooks`.
-    pub(crate) fn apply(&self, hooks: &mut Hooks) -> Result<()> {
-        for (value, flag, slot) in [
-            (&self.on_failure, "--on-failure", &mut hooks.on_failure),
-            (&self.on_success, "--on-success", &mut hooks.on_success),
-        ] {
-            if let Some(v) = value {
-                *slot = if v.is_empty() {
-                    None
-                } else {
-                    Some(command(v, flag)?)
-                };
-            }
-        }
-        if self.hook_show_output {
-            hooks.hook_show_output = true;
-        }
-        if self.no_hook_show_output {
-            hooks.hook_show_output = false;
-        }
-        Ok(())
-    }
-}
-
-/// The hooks `create` stores.
-pub(crate) fn resolve(opts: &HookOptions) -> Result<Hooks> {
-    let command_of = |value: &Option<String>, flag| value.as_deref().map(|v| command(v, flag));
-    Ok(Hooks {
-        on_failure: command_of(&opts.on_failure, "--on-failure").transpose()?,
-        on_success: command_of(&opts.on_success, "--on-success").transpose()?,
-        hook_show_output: opts.hook_show_output,
-    })
-}
-
-/// A hook's shell command: not blank, and without a NUL byte, which no
-/// command line can carry.
-pub(crate) fn command(value: &str, flag: &str) -> Result<String> {
-    if value.trim().is_empty() {
-        bail!("{flag} must be a shell command; leave the flag out for no hook");
-    }
-    if value.contains('\0') {
-        bail!("{flag} must not contain a NUL character");
-    }
-    Ok(value.to_owned())
 }

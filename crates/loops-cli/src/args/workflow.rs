@@ -11,41 +11,41 @@ use clap::{Args, Subcommand};
 #[command(defer = true)]
 pub(crate) enum Workflows {
     /// Check a workflow file without storing it.
-    #[command(after_help = crate::help::WORKFLOWS_VALIDATE)]
+    #[command(after_help = crate::args::help::WORKFLOWS_VALIDATE)]
     Validate(ValidateArgs),
     /// Store a workflow file as an active workflow.
-    #[command(after_help = crate::help::WORKFLOWS_CREATE)]
+    #[command(after_help = crate::args::help::WORKFLOWS_CREATE)]
     Create(CreateArgs),
     /// List workflows, most recently changed first.
-    #[command(visible_alias = "ls", after_help = crate::help::WORKFLOWS_LIST)]
+    #[command(visible_alias = "ls", after_help = crate::args::help::WORKFLOWS_LIST)]
     List(ListArgs),
     /// Print one workflow as JSON.
-    #[command(after_help = crate::help::WORKFLOWS_SHOW)]
+    #[command(after_help = crate::args::help::WORKFLOWS_SHOW)]
     Show(WorkflowRef),
     /// Run a workflow now and wait for it; exits 0 only when it succeeds.
-    #[command(after_help = crate::help::WORKFLOWS_RUN)]
+    #[command(after_help = crate::args::help::WORKFLOWS_RUN)]
     Run(RunArgs),
     /// List workflow runs, newest first.
-    #[command(after_help = crate::help::WORKFLOWS_RUNS)]
+    #[command(after_help = crate::args::help::WORKFLOWS_RUNS)]
     Runs(RunsArgs),
     /// Show one workflow run with its steps and events.
-    #[command(after_help = crate::help::WORKFLOWS_INSPECT)]
+    #[command(after_help = crate::args::help::WORKFLOWS_INSPECT)]
     Inspect(InspectArgs),
     /// List the event log of a workflow run.
-    #[command(after_help = crate::help::WORKFLOWS_EVENTS)]
+    #[command(after_help = crate::args::help::WORKFLOWS_EVENTS)]
     Events(EventsArgs),
     /// Cancel a running workflow run; the process running it stops its step.
-    #[command(after_help = crate::help::WORKFLOWS_CANCEL)]
+    #[command(after_help = crate::args::help::WORKFLOWS_CANCEL)]
     Cancel(CancelArgs),
     /// Reset the running steps of a run whose runner died, for `run --resume`.
-    #[command(after_help = crate::help::WORKFLOWS_RECOVER)]
+    #[command(after_help = crate::args::help::WORKFLOWS_RECOVER)]
     Recover(RecoverArgs),
     /// Archive a workflow: its name is free again, loops that use it keep
     /// running it.
-    #[command(after_help = crate::help::WORKFLOWS_ARCHIVE)]
+    #[command(after_help = crate::args::help::WORKFLOWS_ARCHIVE)]
     Archive(WorkflowRef),
     /// Print the JSON Schema of workflow files.
-    #[command(after_help = crate::help::WORKFLOWS_SCHEMA)]
+    #[command(after_help = crate::args::help::WORKFLOWS_SCHEMA)]
     Schema,
 }
 

@@ -74,7 +74,7 @@ pub(crate) struct EditArgs {
     /// Labels, the counts (`off` removes one), backoff and skip exit codes
     /// (issue 17); a list given replaces the stored one, '' clears it.
     #[command(flatten)]
-    pub(crate) policy: crate::policy_args::PolicyOptions,
+    pub(crate) policy: crate::args::policy::PolicyOptions,
 
     /// Command loops: the command line to run.
     #[arg(
@@ -178,7 +178,7 @@ pub(crate) struct EditArgs {
     pub(crate) account_tool: Option<String>,
 
     #[command(flatten)]
-    pub(crate) hooks: crate::hook_args::EditHookOptions,
+    pub(crate) hooks: crate::args::hook::EditHookOptions,
 }
 
 const EDIT_AFTER_HELP: &str = "Only what is given changes; the loop keeps its id, status, \

@@ -1,0 +1,88 @@
+//! The operating-policy flags of `create` and `edit` (issue 17): labels,
+//! expiry after runs, the circuit breaker, the retry backoff and skip exit
+//! codes, and `loops labels`. Values stay strings for clap; `resolve::policy`
+//! checks them, so a bad one exits 1 with a message naming the flag.
+
+use clap::Args;
+
+// The policy flags of `create` and `edit`: every one off by default, as in
+// 0.3.1. (A plain comment: a doc comment would become the help's summary
+// of every command that flattens the struct.)
+#[derive(Debug, Default, Args)]
+pub(crate) struct PolicyOptions {
+    /// A label for `list --label` and `runs --label` (repeatable, or
+    /// comma-separated): up to 64 characters of A-Z a-z 0-9 . _ : = / -
+    /// [default: none].
+    #[arg(long = "label", value_name = "LABEL", help_heading = "Labels")]
+    pub(crate) labels: Vec<String>,
+
+    /// Expire the loop after N successful runs in a row; a final failure
+    /// starts the count again, skipped runs do not count [default: never].
+    #[arg(long, value_name = "N", help_heading = "Policy")]
+    pub(crate) expires_after_runs: Option<String>,
+
+    /// Pause the loop after N final failures in a row (after retries);
+    /// `loops resume` re-arms it [default: never].
+    #[arg(long, value_name = "N", help_heading = "Policy")]
+    pub(crate) pause_after_failures: Option<String>,
+
+    /// How retries wait: fixed (--retry-delay each time) or exponential
+    /// (--retry-delay × 2^(attempt−1) × a random 0.5–1.5) [default: fixed].
+    #[arg(long, value_name = "POLICY", help_heading = "Policy")]
+    pub(crate) backoff: Option<String>,
+
+    /// The longest an exponential retry waits [default: 6h].
+    #[arg(long, value_name = "DURATION", help_heading = "Policy")]
+    pub(crate) max_retry_delay: Option<String>,
+
+    /// Record a run that exits with CODE as skipped: no failure, no retry,
+    /// not counted (repeatable) [default: none].
+    #[arg(long = "skip-exit-code", value_name = "CODE", help_heading = "Policy")]
+    pub(crate) skip_exit_codes: Vec<String>,
+}
+
+impl PolicyOptions {
+    /// Whether any policy flag was given.
+    pub(crate) fn given(&self) -> bool {
+        !self.labels.is_empty()
+            || !self.skip_exit_codes.is_empty()
+            || [
+                &self.expires_after_runs,
+                &self.pause_after_failures,
+                &self.backoff,
+                &self.max_retry_delay,
+            ]
+            .iter()
+            .any(|o| o.is_some())
+    }
+}
+
+/// `loops labels set|add|remove|clear`.
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum LabelsCommand {
+    /// Replace a loop's labels with the ones given.
+    #[command(after_help = crate::args::help::LABELS)]
+    Set(LabelsArgs),
+    /// Add labels to a loop, keeping the ones it has.
+    #[command(after_help = crate::args::help::LABELS)]
+    Add(LabelsArgs),
+    /// Remove labels from a loop; labels it does not have are ignored.
+    #[command(after_help = crate::args::help::LABELS)]
+    Remove(LabelsArgs),
+    /// Remove every label of a loop.
+    #[command(after_help = crate::args::help::LABELS)]
+    Clear(crate::args::LoopRef),
+}
+
+// A loop and labels (a plain comment, as above).
+#[derive(Debug, Args)]
+pub(crate) struct LabelsArgs {
+    /// Loop id, or name (refused when several loops have it).
+    #[arg(value_name = "LOOP")]
+    pub(crate) target: String,
+
+    /// Labels (repeatable, or comma-separated): up to 64 characters of
+    /// A-Z a-z 0-9 . _ : = / -.
+    #[arg(value_name = "LABEL", required = true)]
+    pub(crate) labels: Vec<String>,
+}

@@ -1,0 +1,72 @@
+//! `loops doctor` (SPEC §7.5): runs the checks of `service::doctor` and
+//! prints the report, a line per check for humans.
+//!
+//! Departure from 0.3.1, on purpose: `doctor` exits 1 whenever a check
+//! fails, with or without `--json` (SPEC §9 item 31).
+
+use anyhow::Result;
+
+use super::daemon::absolute;
+use super::now;
+use crate::args::daemon::DoctorArgs;
+use crate::context::Context;
+use crate::exit::Outcome;
+use crate::render::Printer;
+use crate::service::doctor::{self, CheckStatus, DoctorOptions};
+
+/// Runs `doctor`.
+pub(crate) fn doctor(ctx: &Context, args: &DoctorArgs, out: &mut Printer) -> Result<Outcome> {
+    let _ = args;
+    let data_dir = absolute(ctx.data_dir()?)?;
+    let report = doctor::run_doctor(&DoctorOptions {
+        data_dir: &data_dir,
+        env: std::env::vars().collect(),
+        host: loops_exec::hostname(),
+        now: now(),
+        database_url: ctx.database_url()?,
+    });
+    if out.json {
+        out.json(&serde_json::to_value(&report)?)?;
+    } else {
+        for line in doctor_lines(&report) {
+            out.line(&line)?;
+        }
+    }
+    // SPEC §9 item 31: the exit code does not depend on the output mode.
+    Ok(if report.ok {
+        Outcome::Success
+    } else {
+        Outcome::Failure
+    })
+}
+
+/// The human report: a line per check, with the providers no loop uses
+/// folded into one line where the first of them stands.
+fn doctor_lines(report: &doctor::DoctorReport) -> Vec<String> {
+    let folded: Vec<&doctor::Check> = report.checks.iter().filter(|c| c.folded).collect();
+    let folded_line = doctor::providers::folded_line(&folded);
+    let mut rows: Vec<(CheckStatus, &str, String)> = Vec::new();
+    for check in &report.checks {
+        if check.folded {
+            if let Some((status, message)) = &folded_line
+                && !rows.iter().any(|r| r.1 == doctor::providers::FOLDED_ID)
+            {
+                rows.push((*status, doctor::providers::FOLDED_ID, message.clone()));
+            }
+            continue;
+        }
+        let mut message = check.message.clone();
+        if let Some(detail) = &check.detail {
+            // A preflight's missing executable without the whole PATH,
+            // which the `path` check already shows (`--json` keeps it).
+            message.push_str(&format!(" ({})", crate::brief::without_path(detail)));
+        }
+        rows.push((check.status, &check.id, message));
+    }
+    // The id column is as wide as the longest id (a loop's preflight id
+    // is 27 characters), so the messages line up.
+    let width = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
+    rows.iter()
+        .map(|(status, id, message)| format!("{:<4}  {id:<width$}  {message}", status.as_str()))
+        .collect()
+}
