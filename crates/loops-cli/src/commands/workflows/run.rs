@@ -77,7 +77,7 @@ pub(super) fn run(ctx: &Context, args: &RunArgs, out: &mut Printer) -> Result<Ou
     // held too long) is retried until it lands: said once per streak.
     let retrying = |e: &loops_store::StoreError| {
         flush();
-        render::note(
+        ctx.note(
             "warning",
             &format!("recording the workflow run failed, retrying until it succeeds: {e}"),
         );
