@@ -147,7 +147,14 @@ fn run(env: &TestEnv, f: &mut Findings, args: &[&str], cmd: Option<Command>) -> 
     f.commands += 1;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let first = stderr.lines().next().unwrap_or_default().to_owned();
+    // The error line, else the first: a run that started before the disk
+    // filled may warn about its log first.
+    let first = stderr
+        .lines()
+        .find(|l| l.starts_with("error: "))
+        .or_else(|| stderr.lines().next())
+        .unwrap_or_default()
+        .to_owned();
     if let Some(signal) = out.status.signal() {
         f.failures.push(format!(
             "loops {args:?} was killed by signal {signal} without a message; stderr: {stderr:?}"

@@ -105,7 +105,18 @@ pub(crate) struct DispatchOptions<'env> {
     /// Apply each loop's overlap policy to slots that come due while this
     /// dispatcher runs the loop (the daemon).
     pub(crate) overlap_in_flight: bool,
+    /// How many times a finalize that fails on a transient store error (a
+    /// full disk, a held lock) is tried before the run is left to lease
+    /// recovery and the error returned: `None` tries until it lands (the
+    /// daemon); tick and run-now give up after
+    /// [`MANUAL_FINALIZE_ATTEMPTS`], so a command never waits forever.
+    pub(crate) finalize_attempts: Option<u32>,
 }
+
+/// The attempts a tick or run-now gives a finalize that keeps failing on a
+/// transient store error: about 3 s of backoff, plus each attempt's busy
+/// wait.
+pub(crate) const MANUAL_FINALIZE_ATTEMPTS: u32 = 5;
 
 /// The remaining slots of one due loop.
 struct LoopWork {

@@ -229,5 +229,6 @@ fn dispatch_options<'a>(opts: &TickOptions<'a>, mode: FinalizeMode) -> DispatchO
         hooks: opts.hooks,
         on_hook_error: opts.on_hook_error,
         overlap_in_flight: false,
+        finalize_attempts: Some(crate::dispatch::MANUAL_FINALIZE_ATTEMPTS),
     }
 }

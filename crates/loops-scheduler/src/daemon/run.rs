@@ -133,6 +133,7 @@ pub fn run_daemon(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonExit,
                 hooks: &opts.hooks,
                 on_hook_error: Some(&on_hook_error),
                 overlap_in_flight: true,
+                finalize_attempts: None,
             },
         );
         let gc = opts.gc.and_then(|settings| {

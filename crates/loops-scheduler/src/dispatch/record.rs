@@ -116,7 +116,7 @@ impl Dispatcher<'_, '_> {
                 self.landed.push((done, result, stored));
                 Ok(())
             }
-            Err(e) if e.is_transient() && !self.giving_up() => {
+            Err(e) if e.is_transient() && !self.gives_up_on(&done) => {
                 self.defer(done, result, &e);
                 Ok(())
             }
@@ -131,6 +131,18 @@ impl Dispatcher<'_, '_> {
     /// (the daemon retries until they land, also while it stops).
     fn giving_up(&self) -> bool {
         self.opts.stop.is_some_and(CancelToken::is_cancelled)
+    }
+
+    /// Whether the record of `done`, which just failed on a transient
+    /// error, is given up rather than tried again: when told to stop, or
+    /// once a tick's or run-now's attempts are spent. The run stays
+    /// `running` under its lease, and lease recovery ends it.
+    fn gives_up_on(&self, done: &InFlight) -> bool {
+        self.giving_up()
+            || self
+                .opts
+                .finalize_attempts
+                .is_some_and(|n| done.phase.failures() + 1 >= n)
     }
 
     /// Keeps the result of `done`, whose finalize failed with `error`, to
@@ -286,20 +298,32 @@ impl Dispatcher<'_, '_> {
             Err(e) if e.is_transient() && !self.giving_up() => {
                 // Nothing of the batch committed (a full disk fails the
                 // commit): every run it recorded is tried again, and so is
-                // every run whose report it did not reach.
-                for (done, result, _) in std::mem::take(&mut self.landed) {
-                    self.defer(done, result, &e);
-                }
+                // every run whose report it did not reach, unless its
+                // attempts are spent.
+                let mut spent = false;
+                let mut unrecorded = std::mem::take(&mut self.landed)
+                    .into_iter()
+                    .map(|(done, result, _)| (done, result))
+                    .collect::<Vec<_>>();
                 for report in left {
                     if let Report::Done(id, outcome) = report
                         && let Some(done) = self.inflight.remove(&id)
                     {
                         let result = self.result_of(&done, outcome);
+                        unrecorded.push((done, result));
+                    }
+                }
+                for (done, result) in unrecorded {
+                    if self.gives_up_on(&done) {
+                        spent = true;
+                        self.settle(done, None);
+                    } else {
                         self.defer(done, result, &e);
                     }
                 }
-                // Reported once per run by `defer`; the runner goes on.
-                Ok(())
+                // Reported once per run by `defer`; the runner goes on,
+                // unless a run's attempts are spent.
+                if spent { Err(e) } else { Ok(()) }
             }
             other => {
                 self.settle_landed();
