@@ -21,6 +21,8 @@ mod daemon;
 mod gc;
 pub(crate) mod listen;
 mod open;
+#[cfg(test)]
+mod plans;
 pub(crate) mod rows;
 mod runs;
 mod sql;
