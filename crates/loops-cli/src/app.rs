@@ -1,8 +1,5 @@
 //! Dispatch: one parsed command line to the function that carries it out.
 
-use anyhow::Result;
-use clap::Parser;
-
 use crate::args::{Cli, Command, Create};
 use crate::commands::daemon::Binary;
 use crate::commands::{
@@ -12,6 +9,7 @@ use crate::commands::{
 use crate::context::Context;
 use crate::exit::Outcome;
 use crate::render::Printer;
+use anyhow::Result;
 
 /// The one context every command runs in: the global options
 /// (`--database-url`, `--json`, `-v`, `-q`) and the warnings to come.
@@ -91,14 +89,13 @@ pub(crate) fn capture(
     }
 }
 
-/// Parses a command line (`loops --json …`) and runs it as [`capture`]
-/// does. The settings (`--database-url`, `-v`, `-q`) stay those of `ctx`,
-/// which `loops mcp` was started with.
-pub(crate) fn run_captured(ctx: &Context, argv: Vec<String>) -> Captured {
-    match Cli::try_parse_from(argv) {
-        Ok(cli) => capture(ctx, |call, out| execute(call, cli.command, out)),
-        Err(err) => capture(ctx, |_, _| Err(err.into())),
-    }
+/// Runs one typed request, built by clap or by a `loops mcp` tool straight
+/// from its JSON arguments, as [`capture`] does: its document (what
+/// `--json` prints), its error, its warnings. The settings
+/// (`--database-url`, `-v`, `-q`) stay those of `ctx`, which `loops mcp`
+/// was started with.
+pub(crate) fn run_request(ctx: &Context, request: Command) -> Captured {
+    capture(ctx, |call, out| execute(call, request, out))
 }
 
 fn dispatch(ctx: &Context, command: Command, out: &mut Printer) -> Result<Outcome> {

@@ -165,6 +165,17 @@ pub(crate) enum Create {
     Workflow(CreateWorkflow),
 }
 
+// The defaults of the `create` options, for `loops mcp` too, which builds
+// the same structs without clap.
+pub(crate) const DEFAULT_CATCH_UP: &str = "latest";
+pub(crate) const DEFAULT_CATCH_UP_LIMIT: &str = "50";
+pub(crate) const DEFAULT_OVERLAP: &str = "skip";
+pub(crate) const DEFAULT_ATTEMPTS: &str = "1";
+pub(crate) const DEFAULT_RETRY_DELAY: &str = "1m";
+pub(crate) const DEFAULT_LEASE: &str = "30m";
+// `loops runs --limit`'s default.
+pub(crate) const DEFAULT_RUNS_LIMIT: &str = "50";
+
 // The options every `create` command shares (SPEC §7.3).
 #[derive(Debug, Args)]
 pub(crate) struct LoopOptions {
@@ -217,13 +228,13 @@ pub(crate) struct LoopOptions {
     #[arg(
         long,
         value_name = "POLICY",
-        default_value = "latest",
+        default_value = DEFAULT_CATCH_UP,
         help_heading = "Policy"
     )]
     pub(crate) catch_up: String,
 
     /// Most missed slots one tick runs under --catch-up all (1 to 10000).
-    #[arg(long, value_name = "N", default_value = "50", help_heading = "Policy")]
+    #[arg(long, value_name = "N", default_value = DEFAULT_CATCH_UP_LIMIT, help_heading = "Policy")]
     pub(crate) catch_up_limit: String,
 
     /// What happens to a slot that comes due while a run is still active:
@@ -231,20 +242,20 @@ pub(crate) struct LoopOptions {
     #[arg(
         long,
         value_name = "POLICY",
-        default_value = "skip",
+        default_value = DEFAULT_OVERLAP,
         help_heading = "Policy"
     )]
     pub(crate) overlap: String,
 
     /// Attempts per slot; a failed run is retried until they are used up.
-    #[arg(long, value_name = "N", default_value = "1", help_heading = "Policy")]
+    #[arg(long, value_name = "N", default_value = DEFAULT_ATTEMPTS, help_heading = "Policy")]
     pub(crate) attempts: String,
 
     /// Delay before a retry.
     #[arg(
         long,
         value_name = "DURATION",
-        default_value = "1m",
+        default_value = DEFAULT_RETRY_DELAY,
         help_heading = "Policy"
     )]
     pub(crate) retry_delay: String,
@@ -254,7 +265,7 @@ pub(crate) struct LoopOptions {
     #[arg(
         long,
         value_name = "DURATION",
-        default_value = "30m",
+        default_value = DEFAULT_LEASE,
         help_heading = "Policy"
     )]
     pub(crate) lease: String,
@@ -445,7 +456,7 @@ pub(crate) struct RunsArgs {
     pub(crate) target: Option<String>,
 
     /// Show at most N runs.
-    #[arg(long, value_name = "N", default_value = "50")]
+    #[arg(long, value_name = "N", default_value = DEFAULT_RUNS_LIMIT)]
     pub(crate) limit: String,
 
     /// Only runs with this status: running, succeeded, failed, timed_out,

@@ -12,7 +12,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use loops_store::StoreError;
+use loops_store::{OpenError, StoreError};
 
 /// How a command that did not fail ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,9 +103,10 @@ pub(crate) fn message(err: &anyhow::Error, verbose: bool) -> String {
 
 /// The database file, when the error is a query finding it damaged.
 fn damaged_database(err: &anyhow::Error) -> Option<std::path::PathBuf> {
-    let corrupt = err
-        .chain()
-        .any(|cause| store_error(cause).is_some_and(StoreError::is_corrupt));
+    let corrupt = err.chain().any(|cause| {
+        store_error(cause).is_some_and(StoreError::is_corrupt)
+            || open_error(cause).is_some_and(OpenError::is_corrupt)
+    });
     let dir = crate::paths::data_dir().ok()?;
     corrupt.then(|| dir.join(loops_store::DB_FILE))
 }
@@ -138,6 +139,18 @@ pub(crate) fn store_error<'a>(
         | (_, Some(SchedulerError::Store(e)), _)
         | (_, _, Some(DaemonError::Store(e))) => Some(e),
         _ => None,
+    }
+}
+
+/// The error opening the database a cause is or wraps: opening a store
+/// fails with an [`OpenError`], and an operation that had to open one (a
+/// backup, a reconnect) wraps it in a [`StoreError`].
+pub(crate) fn open_error<'a>(
+    cause: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a OpenError> {
+    match store_error(cause) {
+        Some(StoreError::Open(e)) => Some(e),
+        _ => cause.downcast_ref::<OpenError>(),
     }
 }
 
@@ -194,6 +207,27 @@ mod tests {
                 hint(&err).is_some_and(|h| h.contains("loops list")),
                 "{err:#}"
             );
+        }
+    }
+    #[test]
+    fn an_opening_error_is_found_alone_and_inside_an_operations_error() {
+        let refused = || OpenError::Unsafe {
+            what: "data directory",
+            path: "/data".into(),
+            problem: "it is writable by group or others".to_owned(),
+            fix: "chmod 700 /data".to_owned(),
+        };
+        for err in [
+            anyhow::Error::from(refused()).context("opening the loops database in /data"),
+            anyhow::Error::from(StoreError::from(refused())),
+            anyhow::Error::from(loops_scheduler::DaemonError::Store(refused().into())),
+        ] {
+            assert!(
+                err.chain()
+                    .any(|cause| matches!(open_error(cause), Some(OpenError::Unsafe { .. }))),
+                "{err:#}"
+            );
+            assert!(message(&err, false).ends_with("chmod 700 /data"), "{err:#}");
         }
     }
 }

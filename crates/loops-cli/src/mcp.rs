@@ -1,10 +1,11 @@
 //! `loops mcp` (issue 18): the Model Context Protocol server, over stdio,
 //! on the official SDK (rmcp).
 //!
-//! Every tool is a CLI command: its arguments become that command's flags
-//! (`tools`), the command runs through the same code as on the command
-//! line with a printer that keeps its output (`app::capture`), and the
-//! result is what `--json` prints. So the store, the rules, the redaction
+//! Every tool is a CLI command: its arguments become that command's typed
+//! request directly, with no command line in between (`tools`), the
+//! request runs through the same code as on the command line with a
+//! printer that keeps its output (`app::run_request`), and the result is
+//! what `--json` prints. So the store, the rules, the redaction
 //! and the error messages are the command line's, with no second copy. A
 //! client is not the owner, so on top of that redaction the tokens and
 //! webhook URLs written into commands and hooks are masked (`mask`), and an
@@ -22,7 +23,6 @@
 //! other commands start as before; each tool call runs its command on a
 //! blocking thread of its own (`server`).
 
-mod argv;
 mod mask;
 mod params;
 mod quote;

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use loops_core::Timestamp;
 
-use crate::error::{Result, StoreError};
+use crate::error::{OpenError, Result};
 use crate::secure::{self, Found};
 use crate::sqlite::backup as sql;
 
@@ -101,10 +101,10 @@ pub fn backup_dir(data_dir: &Path) -> PathBuf {
 ///
 /// The database is copied as it is: it is neither migrated nor otherwise
 /// written, so a database a newer loops wrote can be backed up too. A
-/// missing database is an error ([`StoreError::Io`], not found), and so
+/// missing database is an error ([`OpenError::Io`], not found), and so
 /// is a data directory, database or `backups/` another user could change
-/// ([`StoreError::Unsafe`]).
-pub fn take_backup(db: &Path, now: Timestamp, keep: usize) -> Result<Taken> {
+/// ([`OpenError::Unsafe`]).
+pub fn take_backup(db: &Path, now: Timestamp, keep: usize) -> Result<Taken, OpenError> {
     let conn = sql::open_source(db)?;
     take_with(&backup_dir(dir_of(db)), now, keep, |tmp| {
         sql::vacuum_into(&conn, tmp)
@@ -117,10 +117,14 @@ pub fn take_backup(db: &Path, now: Timestamp, keep: usize) -> Result<Taken> {
 /// ([`auto_backup_due`]); otherwise taken as [`take_backup`] does, keeping
 /// `auto.keep`.
 ///
-/// Any failure is [`StoreError::Backup`], whose message names the cause
+/// Any failure is [`OpenError::Backup`], whose message names the cause
 /// and says how to go on without a backup: the caller should then not
 /// make the change.
-pub fn auto_backup(db: &Path, auto: AutoBackup, before: &'static str) -> Result<Option<Taken>> {
+pub fn auto_backup(
+    db: &Path,
+    auto: AutoBackup,
+    before: &'static str,
+) -> Result<Option<Taken>, OpenError> {
     auto_with(&backup_dir(dir_of(db)), auto, before, |tmp| {
         sql::vacuum_into(&sql::open_source(db)?, tmp)
     })
@@ -135,18 +139,18 @@ pub fn auto_backup_due(newest: Option<&Backup>, now: Timestamp) -> bool {
 
 /// The backups in `dir`, newest first: the regular files whose names match
 /// the backup pattern, nothing else. A missing `dir` holds none.
-pub fn list_backups(dir: &Path) -> Result<Vec<Backup>> {
+pub fn list_backups(dir: &Path) -> Result<Vec<Backup>, OpenError> {
     Ok(listed(dir)?.into_iter().map(|(_, backup)| backup).collect())
 }
 
 /// The newest backup in `dir`, if there is one.
-pub fn newest_backup(dir: &Path) -> Result<Option<Backup>> {
+pub fn newest_backup(dir: &Path) -> Result<Option<Backup>, OpenError> {
     Ok(list_backups(dir)?.into_iter().next())
 }
 
 /// Removes all but the newest `keep` backups in `dir` and returns the
 /// removed ones, newest first. Only files named as backups are removed.
-pub fn prune_backups(dir: &Path, keep: usize) -> Result<Vec<Backup>> {
+pub fn prune_backups(dir: &Path, keep: usize) -> Result<Vec<Backup>, OpenError> {
     prune(dir, keep, None)
 }
 
@@ -157,9 +161,9 @@ pub(crate) fn auto_with(
     dir: &Path,
     auto: AutoBackup,
     before: &'static str,
-    copy: impl FnOnce(&Path) -> Result<()>,
-) -> Result<Option<Taken>> {
-    let failed = |e: StoreError| StoreError::Backup {
+    copy: impl FnOnce(&Path) -> Result<(), OpenError>,
+) -> Result<Option<Taken>, OpenError> {
+    let failed = |e: OpenError| OpenError::Backup {
         dir: dir.to_owned(),
         before,
         reason: e.to_string(),
@@ -179,12 +183,12 @@ fn take_with(
     dir: &Path,
     now: Timestamp,
     keep: usize,
-    copy: impl FnOnce(&Path) -> Result<()>,
-) -> Result<Taken> {
+    copy: impl FnOnce(&Path) -> Result<(), OpenError>,
+) -> Result<Taken, OpenError> {
     ensure_dir(dir)?;
     let io = |path: &Path| {
         let path = path.to_owned();
-        move |error| StoreError::Io { path, error }
+        move |error| OpenError::Io { path, error }
     };
     // A fresh, empty, private file: `VACUUM INTO` accepts an empty target
     // and keeps its mode, so the copy is never readable by others, whatever
@@ -225,7 +229,7 @@ fn take_with(
 /// Gives the complete copy `tmp` the first free backup name of `second`:
 /// a hard link, which fails rather than replace a backup another process
 /// named in the same second. Returns the name.
-fn name(dir: &Path, tmp: &Path, second: Timestamp) -> Result<PathBuf> {
+fn name(dir: &Path, tmp: &Path, second: Timestamp) -> Result<PathBuf, OpenError> {
     for seq in 1..=MAX_PER_SECOND {
         let path = dir.join(file_name(second, seq));
         match std::fs::hard_link(tmp, &path) {
@@ -237,12 +241,12 @@ fn name(dir: &Path, tmp: &Path, second: Timestamp) -> Result<PathBuf> {
             Err(_) if !path_exists(&path) => {
                 return std::fs::rename(tmp, &path)
                     .map(|()| path.clone())
-                    .map_err(|error| StoreError::Io { path, error });
+                    .map_err(|error| OpenError::Io { path, error });
             }
             Err(_) => {}
         }
     }
-    Err(StoreError::Io {
+    Err(OpenError::Io {
         path: dir.to_owned(),
         error: std::io::Error::new(
             ErrorKind::AlreadyExists,
@@ -258,7 +262,7 @@ fn path_exists(path: &Path) -> bool {
 /// Removes all but the newest `keep` backups of `dir` (at least one), never
 /// `spare` (a backup just taken, which a clock set back would date before
 /// older ones).
-fn prune(dir: &Path, keep: usize, spare: Option<&Path>) -> Result<Vec<Backup>> {
+fn prune(dir: &Path, keep: usize, spare: Option<&Path>) -> Result<Vec<Backup>, OpenError> {
     let keep = keep.max(1);
     let mut removed = Vec::new();
     for (i, backup) in list_backups(dir)?.into_iter().enumerate() {
@@ -270,7 +274,7 @@ fn prune(dir: &Path, keep: usize, spare: Option<&Path>) -> Result<Vec<Backup>> {
             // Another process pruned it first.
             Err(e) if e.kind() == ErrorKind::NotFound => {}
             Err(error) => {
-                return Err(StoreError::Io {
+                return Err(OpenError::Io {
                     path: backup.path,
                     error,
                 });
@@ -281,11 +285,11 @@ fn prune(dir: &Path, keep: usize, spare: Option<&Path>) -> Result<Vec<Backup>> {
 }
 
 /// The backups of `dir` with their sequence numbers, newest first.
-fn listed(dir: &Path) -> Result<Vec<(u32, Backup)>> {
+fn listed(dir: &Path) -> Result<Vec<(u32, Backup)>, OpenError> {
     if let Found::Missing = secure::check_private_dir(WHAT, dir)? {
         return Ok(Vec::new());
     }
-    let io = |error| StoreError::Io {
+    let io = |error| OpenError::Io {
         path: dir.to_owned(),
         error,
     };
@@ -317,7 +321,7 @@ fn listed(dir: &Path) -> Result<Vec<(u32, Backup)>> {
 }
 
 /// Creates `dir` 0700 when missing, or checks the one there.
-fn ensure_dir(dir: &Path) -> Result<()> {
+fn ensure_dir(dir: &Path) -> Result<(), OpenError> {
     if let Found::Safe = secure::check_private_dir(WHAT, dir)? {
         return Ok(());
     }
@@ -327,7 +331,7 @@ fn ensure_dir(dir: &Path) -> Result<()> {
         Err(e) if e.kind() == ErrorKind::AlreadyExists => {
             secure::check_private_dir(WHAT, dir).map(drop)
         }
-        Err(error) => Err(StoreError::Io {
+        Err(error) => Err(OpenError::Io {
             path: dir.to_owned(),
             error,
         }),

@@ -1,4 +1,5 @@
-//! The store's error type.
+//! The store's error types: [`OpenError`] for opening a database,
+//! [`StoreError`] for the operations on an open one.
 //!
 //! No rusqlite type crosses the crate boundary: database failures are carried
 //! as [`DbError`], an opaque wrapper, so a PostgreSQL backend can report the
@@ -137,12 +138,18 @@ impl DbError {
     }
 }
 
-/// Everything a store operation can fail with.
+/// Everything opening a database can fail with: preparing and checking
+/// the data directory and the database files, connecting to PostgreSQL,
+/// checking the schema and migrating it, and the backups taken of the
+/// database file. An operation that meets one of these on its way (a
+/// PostgreSQL reconnect, a backup before `loops gc --apply`, a store
+/// opened for a thread) reports it as [`StoreError::Open`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum StoreError {
-    /// A database call failed. The driver error is part of the message
-    /// rather than a `source`, so a printed chain does not repeat it.
+pub enum OpenError {
+    /// A database call failed while opening. The driver error is part of
+    /// the message rather than a `source`, so a printed chain does not
+    /// repeat it.
     #[error("database error while {context}: {error}")]
     Db {
         /// What the store was doing.
@@ -250,15 +257,61 @@ pub enum StoreError {
         /// What OpenSSL said.
         reason: String,
     },
+    /// Applying the embedded migrations failed.
+    #[error("migrating the database failed: {0}")]
+    Migration(String),
+}
+
+impl OpenError {
+    pub(crate) fn db<E: Into<DbError>>(context: &'static str) -> impl FnOnce(E) -> OpenError {
+        move |error| OpenError::Db {
+            context,
+            error: error.into(),
+        }
+    }
+
+    /// True when the error is a busy or locked database.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, OpenError::Db { error, .. } if error.is_busy())
+    }
+
+    /// True when opening may succeed if tried again later (see
+    /// [`DbError::is_transient`]), or a file could not be written or read
+    /// for now.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            OpenError::Db { error, .. } => error.is_transient(),
+            OpenError::Io { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// True when a query found the database file damaged. A file refused
+    /// at its first read is [`OpenError::NotADatabase`] instead.
+    pub fn is_corrupt(&self) -> bool {
+        matches!(self, OpenError::Db { error, .. } if error.is_corrupt())
+    }
+}
+
+/// Everything a store operation can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// A database call failed. The driver error is part of the message
+    /// rather than a `source`, so a printed chain does not repeat it.
+    #[error("database error while {context}: {error}")]
+    Db {
+        /// What the store was doing.
+        context: &'static str,
+        /// The driver error.
+        error: DbError,
+    },
     /// The PostgreSQL connection was lost inside a transaction, which is
     /// gone with it; the next operation connects again.
     #[error(
         "the connection to PostgreSQL was lost in the middle of a transaction; nothing of it was kept"
     )]
     ConnectionLost,
-    /// Applying the embedded migrations failed.
-    #[error("migrating the database failed: {0}")]
-    Migration(String),
     /// A stored row does not decode (bad JSON, unknown enum value).
     #[error("stored {table} row {id} is unreadable: {reason}")]
     Corrupt {
@@ -354,6 +407,11 @@ pub enum StoreError {
         /// The row id.
         id: String,
     },
+    /// Opening a database, or preparing its files, failed in the middle
+    /// of an operation: a PostgreSQL reconnect, a backup, a store opened
+    /// for a thread. The message is the [`OpenError`]'s own.
+    #[error(transparent)]
+    Open(#[from] OpenError),
 }
 
 /// The loops of an [`StoreError::AmbiguousName`], the first few in full:
@@ -381,7 +439,7 @@ impl StoreError {
 
     /// True when the error is a busy or locked database.
     pub fn is_busy(&self) -> bool {
-        matches!(self, StoreError::Db { error, .. } if error.is_busy())
+        self.db_error().is_some_and(DbError::is_busy)
     }
 
     /// True when the same write may succeed if tried again later (see
@@ -391,7 +449,8 @@ impl StoreError {
     pub fn is_transient(&self) -> bool {
         match self {
             StoreError::Db { error, .. } => error.is_transient(),
-            StoreError::Io { .. } | StoreError::ConnectionLost => true,
+            StoreError::ConnectionLost => true,
+            StoreError::Open(e) => e.is_transient(),
             _ => false,
         }
     }
@@ -400,9 +459,61 @@ impl StoreError {
     /// pages only as it reads them, so this can surface long after the
     /// file was opened).
     pub fn is_corrupt(&self) -> bool {
-        matches!(self, StoreError::Db { error, .. } if error.is_corrupt())
+        self.db_error().is_some_and(DbError::is_corrupt)
+    }
+
+    /// The driver error of a failed database call, also one made while
+    /// opening (a PostgreSQL reconnect).
+    pub(crate) fn db_error(&self) -> Option<&DbError> {
+        match self {
+            StoreError::Db { error, .. } | StoreError::Open(OpenError::Db { error, .. }) => {
+                Some(error)
+            }
+            _ => None,
+        }
     }
 }
 
 /// The store's result type.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sqlite(code: std::ffi::c_int) -> rusqlite::Error {
+        rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None)
+    }
+
+    #[test]
+    fn an_opening_failure_met_by_an_operation_reads_and_answers_the_same() {
+        let io = || OpenError::Io {
+            path: PathBuf::from("/data/loops.db"),
+            error: std::io::Error::other("disk gone"),
+        };
+        let busy = || OpenError::db("opening the database")(sqlite(rusqlite::ffi::SQLITE_BUSY));
+        let corrupt =
+            || OpenError::db("setting synchronous")(sqlite(rusqlite::ffi::SQLITE_CORRUPT));
+        let newer = || OpenError::NewerSchema {
+            path: PathBuf::from("/data/loops.db"),
+            found: 99,
+            supported: 9,
+        };
+        for open in [io, busy, corrupt, newer] {
+            let wrapped = StoreError::from(open());
+            assert_eq!(wrapped.to_string(), open().to_string());
+            assert!(std::error::Error::source(&wrapped).is_none(), "{wrapped}");
+            assert_eq!(wrapped.is_transient(), open().is_transient(), "{wrapped}");
+            assert_eq!(wrapped.is_busy(), open().is_busy(), "{wrapped}");
+            assert_eq!(wrapped.is_corrupt(), open().is_corrupt(), "{wrapped}");
+        }
+        assert!(io().is_transient() && !io().is_busy());
+        assert!(busy().is_transient() && busy().is_busy());
+        assert!(corrupt().is_corrupt() && !corrupt().is_transient());
+        assert!(!newer().is_transient() && !newer().is_corrupt());
+        assert_eq!(
+            busy().to_string(),
+            StoreError::db("opening the database")(sqlite(rusqlite::ffi::SQLITE_BUSY)).to_string()
+        );
+    }
+}

@@ -67,7 +67,7 @@ use crate::postgres::Postgres;
 use crate::sqlite::{Sqlite, open};
 
 // The public API, by table.
-pub use crate::error::{DbError, Result, StoreError};
+pub use crate::error::{DbError, OpenError, Result, StoreError};
 // `loops`
 pub use crate::loops::{
     DEFAULT_LOOP_LIMIT, DeleteHistory, DeleteOutcome, LoopChange, LoopEdited, LoopFilter, Refusal,
@@ -161,11 +161,15 @@ pub enum Location {
 impl Location {
     /// Opens a new store on this location; `role` names the connection on
     /// PostgreSQL (`application_name` `loops:<role>`).
+    ///
+    /// This is how an operation (a workflow run, a gc pass) gets a store of
+    /// its own, so a failure is a [`StoreError::Open`].
     pub fn open(&self, role: &str, liveness: Arc<dyn Liveness>) -> Result<Store> {
-        match self {
+        let store = match self {
             Location::File(path) => Store::open(path, liveness),
             Location::Postgres { url, host } => Store::open_postgres(url, role, host, liveness),
-        }
+        };
+        Ok(store?)
     }
 }
 
@@ -240,9 +244,9 @@ impl Store {
     /// database file with mode 0600. A file that is not a SQLite database,
     /// or that a newer loops wrote, is refused and left untouched, and so
     /// is a data directory or database file another user could change
-    /// ([`check_data_dir`], [`StoreError::Unsafe`]). Processes opening a
+    /// ([`check_data_dir`], [`OpenError::Unsafe`]). Processes opening a
     /// database at once migrate it one at a time.
-    pub fn open(path: &Path, liveness: Arc<dyn Liveness>) -> Result<Store> {
+    pub fn open(path: &Path, liveness: Arc<dyn Liveness>) -> Result<Store, OpenError> {
         Store::open_with(path, liveness, None).map(|(store, _)| store)
     }
 
@@ -252,13 +256,13 @@ impl Store {
     /// `backups/` beside it). Returns the backup when one was taken.
     ///
     /// A failed backup stops the opening before anything is migrated
-    /// ([`StoreError::Backup`]). Nothing is read or listed for the backup
+    /// ([`OpenError::Backup`]). Nothing is read or listed for the backup
     /// when there is nothing to migrate, the common case.
     pub fn open_with(
         path: &Path,
         liveness: Arc<dyn Liveness>,
         backup: Option<AutoBackup>,
-    ) -> Result<(Store, Option<Backup>)> {
+    ) -> Result<(Store, Option<Backup>), OpenError> {
         let (conn, taken) = Sqlite::open_with(path, liveness, backup)?;
         let store = Store {
             conn: Db::Sqlite(conn),
@@ -268,7 +272,7 @@ impl Store {
     }
 
     /// Opens `<data_dir>/loops.db`, creating `data_dir` with mode 0700.
-    pub fn open_in_dir(data_dir: &Path, liveness: Arc<dyn Liveness>) -> Result<Store> {
+    pub fn open_in_dir(data_dir: &Path, liveness: Arc<dyn Liveness>) -> Result<Store, OpenError> {
         Store::open_in_dir_with(data_dir, liveness, None).map(|(store, _)| store)
     }
 
@@ -278,13 +282,13 @@ impl Store {
         data_dir: &Path,
         liveness: Arc<dyn Liveness>,
         backup: Option<AutoBackup>,
-    ) -> Result<(Store, Option<Backup>)> {
+    ) -> Result<(Store, Option<Backup>), OpenError> {
         open::create_private_dir(data_dir)?;
         Store::open_with(&data_dir.join(DB_FILE), liveness, backup)
     }
 
     /// Opens a private in-memory database (SPEC §4.1 `:memory:`).
-    pub fn open_in_memory(liveness: Arc<dyn Liveness>) -> Result<Store> {
+    pub fn open_in_memory(liveness: Arc<dyn Liveness>) -> Result<Store, OpenError> {
         Ok(Store {
             conn: Db::Sqlite(Sqlite::open_in_memory(liveness)?),
             path: None,
@@ -301,7 +305,7 @@ impl Store {
         role: &str,
         host: &str,
         liveness: Arc<dyn Liveness>,
-    ) -> Result<Store> {
+    ) -> Result<Store, OpenError> {
         Ok(Store {
             conn: Db::Postgres(Box::new(Postgres::open(url, role, host, liveness)?)),
             path: None,
@@ -382,7 +386,7 @@ impl Store {
     /// Creates the data directory with mode 0700 when missing and checks
     /// it as [`check_data_dir`] does. On PostgreSQL it holds no database,
     /// but each host's pid file, wake socket and log.
-    pub fn prepare_data_dir(data_dir: &Path) -> Result<()> {
+    pub fn prepare_data_dir(data_dir: &Path) -> Result<(), OpenError> {
         open::create_private_dir(data_dir)?;
         check_data_dir(data_dir).map(drop)
     }

@@ -21,6 +21,8 @@ mod daemon;
 mod gc;
 pub(crate) mod listen;
 mod open;
+#[cfg(test)]
+mod plans;
 pub(crate) mod rows;
 mod runs;
 mod sql;
@@ -36,7 +38,7 @@ use postgres::{Client, Row, Statement};
 use self::connect::Connector;
 pub use self::connect::{DatabaseUrl, mask_database_url};
 use crate::backend::Transactions;
-use crate::error::{Result, StoreError};
+use crate::error::{DbError, OpenError, Result, StoreError};
 
 /// Query parameters.
 pub(crate) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
@@ -81,7 +83,7 @@ impl Postgres {
         role: &str,
         host: &str,
         liveness: Arc<dyn Liveness>,
-    ) -> Result<Postgres> {
+    ) -> Result<Postgres, OpenError> {
         let connector = Connector::new(url, role)?;
         let mut client = connector.connect()?;
         open::migrate(&mut client, url)?;
@@ -110,11 +112,12 @@ impl Postgres {
         on_wake: Box<dyn Fn() + Send>,
         on_error: Box<dyn Fn(&str) + Send>,
     ) -> Result<listen::Listener> {
-        listen::listen(
+        let listener = listen::listen(
             Connector::new(&self.url, role)?.for_listener(),
             on_wake,
             on_error,
-        )
+        )?;
+        Ok(listener)
     }
 
     /// The database's URL.
@@ -144,8 +147,8 @@ impl Postgres {
             statements: &self.statements,
         };
         let out = f(&mut conn);
-        if let Err(StoreError::Db { error, .. }) = &out
-            && error.is_connection_lost()
+        if let Err(e) = &out
+            && e.db_error().is_some_and(DbError::is_connection_lost)
         {
             *slot = None;
             self.statements.borrow_mut().clear();

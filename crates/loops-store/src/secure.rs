@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 
 use loops_core::{Ownership, ownership};
 
-use crate::error::{Result, StoreError};
+use crate::error::{OpenError, Result};
 
 /// The effective uid this process runs as: the owner of what it creates.
 fn euid() -> u32 {
@@ -40,8 +40,8 @@ fn euid() -> u32 {
 }
 
 /// The refusal of `path`, a `what` ("data directory", "database", ...).
-fn refuse(what: &'static str, path: &Path, problem: String, fix: String) -> StoreError {
-    StoreError::Unsafe {
+fn refuse(what: &'static str, path: &Path, problem: String, fix: String) -> OpenError {
+    OpenError::Unsafe {
         what,
         path: path.to_owned(),
         problem,
@@ -49,8 +49,8 @@ fn refuse(what: &'static str, path: &Path, problem: String, fix: String) -> Stor
     }
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
-    move |error| StoreError::Io {
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> OpenError + '_ {
+    move |error| OpenError::Io {
         path: path.to_owned(),
         error,
     }
@@ -68,8 +68,8 @@ fn mode(meta: &Metadata) -> u32 {
 ///
 /// Returns the directory to use from then on: `dir` itself, or the link's
 /// target. Nothing is created or changed. Every error is
-/// [`StoreError::Unsafe`] (saying what is wrong and how to fix it), or
-/// [`StoreError::Io`] when `dir` cannot be inspected (it does not exist).
+/// [`OpenError::Unsafe`] (saying what is wrong and how to fix it), or
+/// [`OpenError::Io`] when `dir` cannot be inspected (it does not exist).
 ///
 /// ```
 /// # use std::os::unix::fs::PermissionsExt;
@@ -81,7 +81,7 @@ fn mode(meta: &Metadata) -> u32 {
 /// let refused = loops_store::check_data_dir(dir.path()).unwrap_err();
 /// assert!(refused.to_string().contains("writable by group or others"));
 /// ```
-pub fn check_data_dir(dir: &Path) -> Result<PathBuf> {
+pub fn check_data_dir(dir: &Path) -> Result<PathBuf, OpenError> {
     const WHAT: &str = "data directory";
     let me = euid();
     let meta = std::fs::symlink_metadata(dir).map_err(io(dir))?;
@@ -175,7 +175,7 @@ pub(crate) enum Found {
 /// must not be a symbolic link, must be a regular file of this user, and
 /// must not be writable by group or others. A file readable by group or
 /// others is made 0600 through a descriptor opened with `O_NOFOLLOW`.
-pub(crate) fn check_file(what: &'static str, path: &Path) -> Result<Found> {
+pub(crate) fn check_file(what: &'static str, path: &Path) -> Result<Found, OpenError> {
     check_owned(what, path, Kind::File)
 }
 
@@ -185,7 +185,7 @@ pub(crate) fn check_file(what: &'static str, path: &Path) -> Result<Found> {
 /// else's doing), and it must be this user's and not writable by group or
 /// others. One that group or others may read or search is made 0700
 /// through a descriptor: it holds copies of the database.
-pub(crate) fn check_private_dir(what: &'static str, dir: &Path) -> Result<Found> {
+pub(crate) fn check_private_dir(what: &'static str, dir: &Path) -> Result<Found, OpenError> {
     check_owned(what, dir, Kind::Dir)
 }
 
@@ -244,7 +244,7 @@ impl Kind {
 /// The checks of [`check_file`] and [`check_private_dir`]: not a symbolic
 /// link, of the expected `kind`, this user's, not writable by group or
 /// others, and made private when group or others may read it.
-fn check_owned(what: &'static str, path: &Path, kind: Kind) -> Result<Found> {
+fn check_owned(what: &'static str, path: &Path, kind: Kind) -> Result<Found, OpenError> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(meta) => meta,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Found::Missing),
@@ -303,7 +303,12 @@ fn check_owned(what: &'static str, path: &Path, kind: Kind) -> Result<Found> {
 /// Makes the file or directory at `path`, inspected as `meta`, private
 /// through a descriptor, never the path: opened with `O_NOFOLLOW`, and
 /// changed only when it is still the one inspected.
-fn make_private(what: &'static str, path: &Path, meta: &Metadata, kind: Kind) -> Result<()> {
+fn make_private(
+    what: &'static str,
+    path: &Path,
+    meta: &Metadata,
+    kind: Kind,
+) -> Result<(), OpenError> {
     let file = OpenOptions::new()
         .read(true)
         .custom_flags(kind.open_flags())
@@ -326,7 +331,7 @@ fn make_private(what: &'static str, path: &Path, meta: &Metadata, kind: Kind) ->
 /// SQLite never creates it with the process umask. `O_CREAT | O_EXCL`
 /// never follows a symbolic link; a file that appeared meanwhile (another
 /// process creating it too) is checked like any existing one.
-pub(crate) fn create_private_file(what: &'static str, path: &Path) -> Result<()> {
+pub(crate) fn create_private_file(what: &'static str, path: &Path) -> Result<(), OpenError> {
     if let Found::Safe = check_file(what, path)? {
         return Ok(());
     }

@@ -27,7 +27,7 @@ use rusqlite::Connection;
 pub use self::daemon::{check_integrity, inspect_database};
 use crate::backend::Transactions;
 use crate::backup::{AutoBackup, Backup};
-use crate::error::{Result, StoreError};
+use crate::error::{OpenError, Result, StoreError};
 
 /// The SQLite backend: a connection, whether an all-or-nothing
 /// transaction is open on it, and the liveness probe the recovery and
@@ -60,13 +60,13 @@ impl Sqlite {
         path: &Path,
         liveness: Arc<dyn Liveness>,
         auto: Option<AutoBackup>,
-    ) -> Result<(Sqlite, Option<Backup>)> {
+    ) -> Result<(Sqlite, Option<Backup>), OpenError> {
         let (conn, backup) = open::open_file_with(path, auto)?;
         Ok((Sqlite::new(conn, liveness), backup))
     }
 
     /// Opens a private in-memory database.
-    pub(crate) fn open_in_memory(liveness: Arc<dyn Liveness>) -> Result<Sqlite> {
+    pub(crate) fn open_in_memory(liveness: Arc<dyn Liveness>) -> Result<Sqlite, OpenError> {
         Ok(Sqlite::new(open::open_memory()?, liveness))
     }
 

@@ -7,6 +7,9 @@
 use clap::{Args, Subcommand};
 
 /// `loops workflows <command>`.
+// `workflows list --status`'s default, for `loops mcp` too.
+pub(crate) const DEFAULT_LIST_STATUS: &str = "active";
+
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum Workflows {
@@ -90,7 +93,7 @@ pub(crate) struct CreateArgs {
 #[derive(Debug, Args)]
 pub(crate) struct ListArgs {
     /// Only workflows with this status: active or archived.
-    #[arg(long, value_name = "STATUS", default_value = "active")]
+    #[arg(long, value_name = "STATUS", default_value = DEFAULT_LIST_STATUS)]
     pub(crate) status: String,
 
     /// Show at most N workflows [default: all].

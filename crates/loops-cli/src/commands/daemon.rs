@@ -309,8 +309,8 @@ fn stop(ctx: &Context, args: &StopArgs, out: &mut Printer) -> Result<Outcome> {
         Err(e)
             if e.chain().any(|cause| {
                 matches!(
-                    crate::exit::store_error(cause),
-                    Some(loops_store::StoreError::Unsafe { .. })
+                    crate::exit::open_error(cause),
+                    Some(loops_store::OpenError::Unsafe { .. })
                 )
             }) =>
         {

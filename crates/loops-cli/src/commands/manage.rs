@@ -189,24 +189,48 @@ pub(crate) fn stop(ctx: &Context, args: &LoopRef, out: &mut Printer) -> Result<O
 
 type ChangeFn = fn(&Store, &LoopId, loops_core::Timestamp) -> loops_store::Result<LoopChange>;
 
+/// The typed request of `pause`, `resume` and `stop`: one loop's status
+/// change. Its document is the changed loop (what `--json` prints, through
+/// `redact::loop_json`); [`print_status`] renders it for humans.
+struct ChangeStatus<'a> {
+    /// The loop, by id or name.
+    target: &'a str,
+    /// `pause`, `resume` or `stop`, for the refusal's message.
+    verb: &'static str,
+    apply: ChangeFn,
+}
+
+impl ChangeStatus<'_> {
+    /// Applies the change in `store`; a loop already so is no error.
+    fn run(&self, store: &Store) -> Result<Loop> {
+        let lp = store.require_loop(self.target)?;
+        match (self.apply)(store, &lp.id, now())? {
+            LoopChange::Changed(lp) | LoopChange::Already(lp) => Ok(lp),
+            LoopChange::Refused { loop_, reason } => bail!(
+                "cannot {} {} ({}): it is {}, and {reason}",
+                self.verb,
+                loop_.name,
+                loop_.id,
+                loop_.status
+            ),
+        }
+    }
+}
+
 fn change(
     ctx: &Context,
     args: &LoopRef,
     out: &mut Printer,
-    verb: &str,
+    verb: &'static str,
     apply: ChangeFn,
 ) -> Result<Outcome> {
-    let store = ctx.open_store()?;
-    let lp = store.require_loop(&args.target)?;
-    let lp = match apply(&store, &lp.id, now())? {
-        LoopChange::Changed(lp) | LoopChange::Already(lp) => lp,
-        LoopChange::Refused { loop_, reason } => bail!(
-            "cannot {verb} {} ({}): it is {}, and {reason}",
-            loop_.name,
-            loop_.id,
-            loop_.status
-        ),
+    let request = ChangeStatus {
+        target: &args.target,
+        verb,
+        apply,
     };
+    let store = ctx.open_store()?;
+    let lp = request.run(&store)?;
     print_status(&lp, verb == "resume", out)?;
     if verb == "resume" && lp.status == LoopStatus::Active {
         hint::no_daemon(ctx, &store, out.json, now());

@@ -3,7 +3,8 @@
 //!
 //! Field names are the CLI flags in camelCase (`--retry-delay` is
 //! `retryDelay`, `--cmd` is `cmd`), and values stay what the flag takes:
-//! the command line checks them, so a bad value gets the CLI's message.
+//! the request they become is resolved as the command line's is, so a bad
+//! value gets the CLI's message.
 //! Counts and durations are read as a JSON number or a string, so
 //! `"limit": "5"` and `"every": 300000` mean what they say.
 

@@ -1,9 +1,10 @@
 //! The MCP tools: names (later OpenLoops'), descriptions, schemas, and how
-//! each one's arguments become a CLI command line.
+//! each one's arguments become the typed request of a CLI command.
 //!
-//! A command line is built, never a shell string: every option value is
-//! written `--flag=value`, and every positional value follows `--`, so no
-//! value a client sends can become a flag, whatever it starts with.
+//! A request is built from the arguments directly, never a command line:
+//! no value a client sends is parsed as a flag, whatever it starts with,
+//! and what a tool leaves out takes the command line's default (the
+//! `DEFAULT_*` constants of `args`).
 
 use std::sync::Arc;
 
@@ -13,7 +14,6 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::argv::Argv;
 use super::params::{
     Count, CreateCommandParams, CreateWorkflowParams, Duration, LabelsParams, ListParams,
     LoopOptions, LoopParams, NoParams, RunInspectParams, RunNowParams, RunsParams, ShowParams,
@@ -21,6 +21,11 @@ use super::params::{
 };
 use super::{ALLOW_MUTATIONS, Access};
 use crate::app::Captured;
+use crate::args::daemon::{Daemon, DoctorArgs};
+use crate::args::hook::HookOptions;
+use crate::args::policy::{LabelsArgs, LabelsCommand, PolicyOptions};
+use crate::args::workflow::{self, Workflows};
+use crate::args::{self, AccountOptions, Command, Create, LoopRef};
 use crate::context::Context;
 
 /// One tool.
@@ -259,83 +264,103 @@ fn output_allowed(show_output: bool, access: Access) -> Result<()> {
     Ok(())
 }
 
-fn count(value: Option<&Count>) -> Option<&str> {
-    value.map(|c| c.0.as_str())
+fn count(value: Option<Count>) -> Option<String> {
+    value.map(|c| c.0)
 }
 
-fn duration(value: Option<&Duration>) -> Option<&str> {
-    value.map(|d| d.0.as_str())
+fn duration(value: Option<Duration>) -> Option<String> {
+    value.map(|d| d.0)
+}
+
+/// Runs `request`, keeping its document and warnings.
+fn run(ctx: &Context, request: Command) -> Result<Captured> {
+    Ok(crate::app::run_request(ctx, request))
 }
 
 fn list(ctx: &Context, args: &JsonObject, access: Access) -> Result<Captured> {
     let p: ListParams = parse("loops_list", args)?;
     output_allowed(p.show_output, access)?;
-    Argv::new(&["list"])
-        .opt("status", p.status.as_deref())
-        .opt("limit", count(p.limit.as_ref()))
-        .each("label", p.label.0.iter().map(String::as_str))
-        .run(ctx)
+    run(
+        ctx,
+        Command::List(args::ListArgs {
+            status: p.status,
+            limit: count(p.limit),
+            labels: p.label.0,
+        }),
+    )
 }
 
-fn one_loop(ctx: &Context, verb: &str, tool: &str, args: &JsonObject) -> Result<Captured> {
+fn one_loop(tool: &str, args: &JsonObject) -> Result<LoopRef> {
     let p: LoopParams = parse(tool, args)?;
-    Argv::new(&[verb]).positional(&p.target).run(ctx)
+    Ok(LoopRef { target: p.target })
 }
 
 fn show(ctx: &Context, args: &JsonObject, access: Access) -> Result<Captured> {
     let p: ShowParams = parse("loops_show", args)?;
     output_allowed(p.show_output, access)?;
-    Argv::new(&["show"]).positional(&p.target).run(ctx)
+    run(ctx, Command::Show(LoopRef { target: p.target }))
 }
 
 fn runs(ctx: &Context, args: &JsonObject, access: Access) -> Result<Captured> {
     let p: RunsParams = parse("loops_runs", args)?;
     output_allowed(p.show_output, access)?;
-    let mut argv = Argv::new(&["runs"]);
-    argv.opt("status", p.status.as_deref())
-        .opt("limit", count(p.limit.as_ref()))
-        .each("label", p.label.0.iter().map(String::as_str))
-        .flag("show-output", p.show_output);
-    if let Some(target) = &p.target {
-        argv.positional(target);
-    }
-    argv.run(ctx)
+    run(
+        ctx,
+        Command::Runs(args::RunsArgs {
+            target: p.target,
+            limit: count(p.limit).unwrap_or_else(|| args::DEFAULT_RUNS_LIMIT.to_owned()),
+            status: p.status,
+            show_output: p.show_output,
+            labels: p.label.0,
+        }),
+    )
 }
 
 fn doctor(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
     let NoParams {} = parse("loops_doctor", args)?;
-    Argv::new(&["doctor"]).run(ctx)
+    run(ctx, Command::Doctor(DoctorArgs {}))
 }
 
 fn daemon_status(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
     let NoParams {} = parse("loops_daemon_status", args)?;
-    Argv::new(&["daemon", "status"]).run(ctx)
+    run(ctx, Command::Daemon(Daemon::Status))
 }
 
 fn workflows_list(ctx: &Context, args: &JsonObject, access: Access) -> Result<Captured> {
     let p: WorkflowsListParams = parse("loops_workflows_list", args)?;
     output_allowed(p.show_output, access)?;
-    Argv::new(&["workflows", "list"])
-        .opt("status", p.status.as_deref())
-        .opt("limit", count(p.limit.as_ref()))
-        .run(ctx)
+    run(
+        ctx,
+        Command::Workflows(Workflows::List(workflow::ListArgs {
+            status: p
+                .status
+                .unwrap_or_else(|| workflow::DEFAULT_LIST_STATUS.to_owned()),
+            limit: count(p.limit),
+        })),
+    )
 }
 
 fn workflow_read(ctx: &Context, args: &JsonObject, access: Access) -> Result<Captured> {
     let p: WorkflowParams = parse("loops_workflow_read", args)?;
     output_allowed(p.show_output, access)?;
-    Argv::new(&["workflows", "show"])
-        .positional(&p.workflow)
-        .run(ctx)
+    run(
+        ctx,
+        Command::Workflows(Workflows::Show(workflow::WorkflowRef {
+            target: p.workflow,
+        })),
+    )
 }
 
 fn workflow_run_inspect(ctx: &Context, args: &JsonObject, access: Access) -> Result<Captured> {
     let p: RunInspectParams = parse("loops_workflow_run_inspect", args)?;
     output_allowed(p.show_output, access)?;
-    Argv::new(&["workflows", "inspect"])
-        .flag("show-output", p.show_output)
-        .positional(&p.run_id)
-        .run(ctx)
+    run(
+        ctx,
+        Command::Workflows(Workflows::Inspect(workflow::InspectArgs {
+            run: workflow::RunRef { run: p.run_id },
+            show_output: p.show_output,
+        })),
+    )
 }
 
 fn workflow_validate(ctx: &Context, args: &JsonObject, access: Access) -> Result<Captured> {
@@ -371,41 +396,43 @@ fn workflow_validate(ctx: &Context, args: &JsonObject, access: Access) -> Result
     }))
 }
 
-/// The options every create command shares.
-fn loop_options(argv: &mut Argv, o: &LoopOptions) {
-    argv.opt("at", o.at.as_deref())
-        .opt("every", duration(o.every.as_ref()))
-        .opt("cron", o.cron.as_deref())
-        .flag("dynamic", o.dynamic)
-        .opt("tz", o.tz.as_deref())
-        .opt("catch-up", o.catch_up.as_deref())
-        .opt("catch-up-limit", count(o.catch_up_limit.as_ref()))
-        .opt("overlap", o.overlap.as_deref())
-        .opt("attempts", count(o.attempts.as_ref()))
-        .opt("retry-delay", duration(o.retry_delay.as_ref()))
-        .opt("lease", duration(o.lease.as_ref()))
-        .opt("expires-at", o.expires_at.as_deref())
-        .opt("description", o.description.as_deref())
-        .each("label", o.label.0.iter().map(String::as_str))
-        .opt("expires-after-runs", count(o.expires_after_runs.as_ref()))
-        .opt(
-            "pause-after-failures",
-            count(o.pause_after_failures.as_ref()),
-        )
-        .opt("backoff", o.backoff.as_deref())
-        .opt("max-retry-delay", duration(o.max_retry_delay.as_ref()))
-        .each(
-            "skip-exit-code",
-            o.skip_exit_code.iter().map(|c| c.0.as_str()),
-        )
-        .opt("on-failure", o.on_failure.as_deref())
-        .opt("on-success", o.on_success.as_deref())
-        .flag("hook-show-output", o.hook_show_output)
-        .positional(&o.name);
+/// The options every create command shares; what is not given takes the
+/// command line's default.
+fn loop_options(o: LoopOptions) -> args::LoopOptions {
+    let or = |value: Option<String>, default: &str| value.unwrap_or_else(|| default.to_owned());
+    args::LoopOptions {
+        name: o.name,
+        at: o.at,
+        every: duration(o.every),
+        cron: o.cron,
+        dynamic: o.dynamic,
+        tz: o.tz,
+        catch_up: or(o.catch_up, args::DEFAULT_CATCH_UP),
+        catch_up_limit: or(count(o.catch_up_limit), args::DEFAULT_CATCH_UP_LIMIT),
+        overlap: or(o.overlap, args::DEFAULT_OVERLAP),
+        attempts: or(count(o.attempts), args::DEFAULT_ATTEMPTS),
+        retry_delay: or(duration(o.retry_delay), args::DEFAULT_RETRY_DELAY),
+        lease: or(duration(o.lease), args::DEFAULT_LEASE),
+        expires_at: o.expires_at,
+        description: o.description,
+        policy: PolicyOptions {
+            labels: o.label.0,
+            expires_after_runs: count(o.expires_after_runs),
+            pause_after_failures: count(o.pause_after_failures),
+            backoff: o.backoff,
+            max_retry_delay: duration(o.max_retry_delay),
+            skip_exit_codes: o.skip_exit_code.into_iter().map(|c| c.0).collect(),
+        },
+        hooks: HookOptions {
+            on_failure: o.on_failure,
+            on_success: o.on_success,
+            hook_show_output: o.hook_show_output,
+        },
+    }
 }
 
-fn create_command(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
-    let p: CreateCommandParams = parse("loops_create_command", args)?;
+/// The request of `loops_create_command`.
+fn create_command_request(p: CreateCommandParams) -> Result<Command> {
     // `--env NAME=value` cannot carry such a name: `A=B` would come back
     // as `A` with the value `B=value`. The message is create's, which
     // names `--env` (`resolve::checked`).
@@ -415,52 +442,69 @@ fn create_command(ctx: &Context, args: &JsonObject, _: Access) -> Result<Capture
             bail!("--env{rest}");
         }
     }
-    let env: Vec<String> = p.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let mut argv = Argv::new(&["create", "command"]);
-    argv.opt("cmd", Some(&p.cmd))
-        .each("arg", p.arg.iter().map(String::as_str))
-        .flag("no-shell", p.no_shell)
-        .opt("cwd", p.cwd.as_deref())
-        .each("env", env.iter().map(String::as_str))
-        .opt("timeout", duration(p.timeout.as_ref()))
-        .opt("account", p.account.as_deref())
-        .opt("account-tool", p.account_tool.as_deref());
-    loop_options(&mut argv, &p.options);
-    argv.run(ctx)
+    Ok(Command::Create(Create::Command(args::CreateCommand {
+        options: loop_options(p.options),
+        command: p.cmd,
+        args: p.arg,
+        no_shell: p.no_shell,
+        cwd: p.cwd,
+        env: p.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+        timeout: duration(p.timeout),
+        account: AccountOptions {
+            account: p.account,
+            account_tool: p.account_tool,
+        },
+    })))
+}
+
+fn create_command(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
+    let p: CreateCommandParams = parse("loops_create_command", args)?;
+    run(ctx, create_command_request(p)?)
 }
 
 fn create_workflow(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
     let p: CreateWorkflowParams = parse("loops_create_workflow", args)?;
-    let mut argv = Argv::new(&["create", "workflow"]);
-    argv.opt("workflow", Some(&p.workflow))
-        .opt("timeout", duration(p.timeout.as_ref()));
-    loop_options(&mut argv, &p.options);
-    argv.run(ctx)
+    run(
+        ctx,
+        Command::Create(Create::Workflow(args::CreateWorkflow {
+            options: loop_options(p.options),
+            workflow: p.workflow,
+            timeout: duration(p.timeout),
+        })),
+    )
 }
 
 fn pause(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
-    one_loop(ctx, "pause", "loops_pause", args)
+    run(ctx, Command::Pause(one_loop("loops_pause", args)?))
 }
 
 fn resume(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
-    one_loop(ctx, "resume", "loops_resume", args)
+    run(ctx, Command::Resume(one_loop("loops_resume", args)?))
 }
 
 fn stop(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
-    one_loop(ctx, "stop", "loops_stop", args)
+    run(ctx, Command::Stop(one_loop("loops_stop", args)?))
 }
 
 fn run_now(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
     let p: RunNowParams = parse("loops_run_now", args)?;
     // Allowed to run loops is allowed to see their output.
-    Argv::new(&["run-now"])
-        .flag("show-output", p.show_output)
-        .positional(&p.target)
-        .run(ctx)
+    run(
+        ctx,
+        Command::RunNow(args::RunNowArgs {
+            target: LoopRef { target: p.target },
+            show_output: p.show_output,
+        }),
+    )
 }
 
 fn labels_update(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
     let p: LabelsParams = parse("loops_labels_update", args)?;
+    run(ctx, labels_request(p)?)
+}
+
+/// The request of `loops_labels_update`.
+fn labels_request(p: LabelsParams) -> Result<Command> {
     let action = p.action.trim();
     if !["set", "add", "remove", "clear"].contains(&action) {
         bail!(
@@ -474,20 +518,21 @@ fn labels_update(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured
     if action != "clear" && p.labels.0.is_empty() {
         bail!("{action} needs labels: give them in labels");
     }
-    let mut argv = Argv::new(&["labels", action]);
-    argv.positional(&p.target);
-    for label in &p.labels.0 {
-        argv.positional(label);
-    }
-    argv.run(ctx)
+    let labels = LabelsArgs {
+        target: p.target.clone(),
+        labels: p.labels.0,
+    };
+    Ok(Command::Labels(match action {
+        "set" => LabelsCommand::Set(labels),
+        "add" => LabelsCommand::Add(labels),
+        "remove" => LabelsCommand::Remove(labels),
+        _ => LabelsCommand::Clear(LoopRef { target: p.target }),
+    }))
 }
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
-
     use super::*;
-    use crate::args::{Cli, Command, Create};
 
     fn object(value: Value) -> JsonObject {
         match value {
@@ -511,14 +556,8 @@ mod tests {
             })),
         )
         .unwrap();
-        let mut argv = Argv::new(&["create", "command"]);
-        argv.opt("cmd", Some(&p.cmd))
-            .each("arg", p.arg.iter().map(String::as_str))
-            .each("env", ["K=--v=1"]);
-        loop_options(&mut argv, &p.options);
-        let cli = Cli::try_parse_from(argv.argv()).unwrap();
-        let Command::Create(Create::Command(c)) = cli.command else {
-            panic!("parsed as {:?}", cli.command);
+        let Command::Create(Create::Command(c)) = create_command_request(p).unwrap() else {
+            panic!("not a create command");
         };
         assert_eq!(c.options.name, "--json");
         assert_eq!(c.command, "--no-shell");
@@ -532,12 +571,43 @@ mod tests {
     }
 
     #[test]
-    fn a_positional_that_looks_like_a_flag_is_a_loop_name() {
-        let cli = Cli::try_parse_from(Argv::new(&["show"]).positional("--help").argv()).unwrap();
-        let Command::Show(show) = cli.command else {
+    fn what_a_create_tool_leaves_out_takes_the_command_lines_default() {
+        use clap::Parser;
+        let p: CreateCommandParams = parse(
+            "t",
+            &object(serde_json::json!({"name": "n", "cmd": "true", "every": "5m"})),
+        )
+        .unwrap();
+        let Command::Create(Create::Command(built)) = create_command_request(p).unwrap() else {
+            panic!("not a create command");
+        };
+        let cli = crate::args::Cli::try_parse_from([
+            "loops", "create", "command", "n", "--cmd", "true", "--every", "5m",
+        ])
+        .unwrap();
+        let Command::Create(Create::Command(parsed)) = cli.command else {
             panic!("parsed as {:?}", cli.command);
         };
-        assert_eq!(show.target, "--help");
+        assert_eq!(format!("{built:?}"), format!("{parsed:?}"));
+    }
+
+    #[test]
+    fn labels_take_their_action_and_refuse_a_wrong_one() {
+        let labels = |v: Value| labels_request(parse("t", &object(v)).unwrap());
+        let Command::Labels(LabelsCommand::Add(a)) =
+            labels(serde_json::json!({"loop": "--x", "action": " add ", "labels": "-l"})).unwrap()
+        else {
+            panic!("not labels add");
+        };
+        assert_eq!(
+            (a.target.as_str(), a.labels),
+            ("--x", vec!["-l".to_owned()])
+        );
+        let err = labels(serde_json::json!({"loop": "x", "action": "drop"})).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "action must be set, add, remove or clear, not \"drop\""
+        );
     }
 
     #[test]

@@ -209,7 +209,7 @@ fn a_backups_path_another_user_could_change_is_refused() {
     std::os::unix::fs::symlink(elsewhere.path(), &backups).unwrap();
     let refused = take_backup(&db, now, 3).unwrap_err();
     assert!(
-        matches!(&refused, StoreError::Unsafe { .. })
+        matches!(&refused, OpenError::Unsafe { .. })
             && refused.to_string().contains("symbolic link"),
         "{refused}"
     );
@@ -239,7 +239,7 @@ fn a_failed_automatic_backup_names_its_cause_and_the_way_round() {
     let failed =
         auto_backup(&db, AutoBackup::at(at("2026-12-01T17:00:00Z")), "before x").unwrap_err();
     let shown = failed.to_string();
-    assert!(matches!(failed, StoreError::Backup { .. }), "{shown}");
+    assert!(matches!(failed, OpenError::Backup { .. }), "{shown}");
     assert!(shown.contains("before x"), "{shown}");
     assert!(shown.contains("not a directory"), "{shown}");
     assert!(shown.contains("LOOPS_SKIP_BACKUP=1"), "{shown}");
@@ -339,7 +339,7 @@ fn a_failed_backup_stops_the_migration() {
     std::fs::write(dir.path().join(BACKUP_DIR), "in the way").unwrap();
     let auto = Some(AutoBackup::at(at("2026-12-01T17:00:00Z")));
     let failed = Store::open_with(&db, Arc::new(|_| false), auto).unwrap_err();
-    assert!(matches!(failed, StoreError::Backup { .. }), "{failed}");
+    assert!(matches!(failed, OpenError::Backup { .. }), "{failed}");
     assert!(
         failed.to_string().contains("before migrating its schema"),
         "{failed}"

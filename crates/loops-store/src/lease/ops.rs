@@ -42,7 +42,8 @@ const FOLD_LOCK_KEY: i64 = 0x6c6f_6f70_7366_6f6c;
 /// no other daemon is folding: the rows visible now are deleted and their
 /// sums inserted in the same transaction, while rows that other writers
 /// append meanwhile are left for the next fold (see migration V6).
-const FOLD_STATUS_COUNTS: &str = "WITH gone AS (DELETE FROM status_counts RETURNING tbl, status, n)
+pub(crate) const FOLD_STATUS_COUNTS: &str =
+    "WITH gone AS (DELETE FROM status_counts RETURNING tbl, status, n)
      INSERT INTO status_counts (tbl, status, n)
      SELECT tbl, status, SUM(n) FROM gone GROUP BY tbl, status HAVING SUM(n) <> 0";
 

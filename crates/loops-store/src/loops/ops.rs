@@ -19,7 +19,7 @@ use super::decide::{self, Resume};
 use super::statements::*;
 use crate::backend::{LoopOps, Transactions};
 use crate::columns::{self, loop_row};
-use crate::error::{Result, StoreError};
+use crate::error::{DbError, Result, StoreError};
 use crate::loops::{
     DEFAULT_LOOP_LIMIT, DeleteHistory, DeleteOutcome, LoopChange, LoopFilter, LoopUpdate,
     PolicyColumns, Refusal,
@@ -82,8 +82,7 @@ pub(crate) fn write_resolving<D: Db + Transactions, T>(
 fn outcome_unknown(e: &StoreError) -> bool {
     match e {
         StoreError::ConnectionLost => true,
-        StoreError::Db { error, .. } => error.is_connection_lost(),
-        _ => false,
+        _ => e.db_error().is_some_and(DbError::is_connection_lost),
     }
 }
 

@@ -150,7 +150,7 @@ pub(super) const LIST_LABELED: [&str; 2] = [
 pub(crate) const COUNT_STATUS: &str =
     "SELECT COALESCE(SUM(n), 0) FROM status_counts WHERE tbl = ?1 AND (?2 IS NULL OR status = ?2)";
 /// [`COUNT_STATUS`] on PostgreSQL.
-pub(super) const COUNT_STATUS_PG: &str = "SELECT COALESCE(SUM(n), 0)::bigint FROM status_counts
+pub(crate) const COUNT_STATUS_PG: &str = "SELECT COALESCE(SUM(n), 0)::bigint FROM status_counts
      WHERE tbl = ?1 AND (?2::text IS NULL OR status = ?2)";
 
 /// Every row counted by status, as V6's triggers keep it.
@@ -204,7 +204,7 @@ pub(super) const RECOUNT: [&str; 2] = [
 pub(crate) const HAS_RUNNING_RUN: &str =
     "SELECT EXISTS (SELECT 1 FROM loop_runs WHERE loop_id = ?1 AND status = 'running')";
 /// [`HAS_RUNNING_RUN`] on PostgreSQL, as a `bigint`.
-pub(super) const HAS_RUNNING_RUN_PG: &str = "SELECT COUNT(*) FROM (SELECT 1 FROM loop_runs
+pub(crate) const HAS_RUNNING_RUN_PG: &str = "SELECT COUNT(*) FROM (SELECT 1 FROM loop_runs
      WHERE loop_id = ?1 AND status = 'running' LIMIT 1) AS running";
 
 /// The due active loops, earliest first: `idx_loops_status_next` from its
@@ -218,7 +218,7 @@ pub(crate) const DUE_LOOPS: &str = concat!(
 );
 /// [`DUE_LOOPS`] on PostgreSQL: loops due at one instant come in creation
 /// order, as SQLite's `rowid` gives them.
-pub(super) const DUE_LOOPS_PG: &str = concat!(
+pub(crate) const DUE_LOOPS_PG: &str = concat!(
     "SELECT ",
     loop_columns!(),
     " FROM loops
@@ -239,7 +239,7 @@ pub(crate) const EXPIRE_LOOPS: &str = concat!(
 /// left for the next tick rather than waited on, and the rows are locked
 /// in id order, so two daemons expiring at once neither wait on each other
 /// nor deadlock.
-pub(super) const EXPIRE_LOOPS_PG: &str = concat!(
+pub(crate) const EXPIRE_LOOPS_PG: &str = concat!(
     "UPDATE loops SET status = 'expired', next_run_at = NULL, updated_at = ?1
      WHERE id IN (SELECT id FROM loops
                   WHERE status = 'active' AND expires_at IS NOT NULL AND expires_at <= ?1

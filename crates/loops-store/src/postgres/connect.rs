@@ -20,7 +20,7 @@ use postgres::config::{SslMode, TargetSessionAttrs};
 use postgres::{Client, Config, NoTls};
 use postgres_openssl::MakeTlsConnector;
 
-use crate::error::{Result, StoreError};
+use crate::error::{OpenError, Result};
 
 /// A statement running longer than this is cancelled by the server.
 const STATEMENT_TIMEOUT_MS: u64 = 30_000;
@@ -55,8 +55,8 @@ impl DatabaseUrl {
     /// Parses a libpq connection string: a `postgres://` or
     /// `postgresql://` URL, or `key=value` pairs. The error names what was
     /// wrong without repeating the string (it may hold a password).
-    pub fn parse(url: &str) -> Result<DatabaseUrl> {
-        let config = Config::from_str(url).map_err(|e| StoreError::BadDatabaseUrl {
+    pub fn parse(url: &str) -> Result<DatabaseUrl, OpenError> {
+        let config = Config::from_str(url).map_err(|e| OpenError::BadDatabaseUrl {
             reason: e.to_string(),
         })?;
         let mut spellings: Vec<String> = Vec::new();
@@ -234,7 +234,7 @@ pub(super) struct Connector {
 }
 
 impl Connector {
-    pub(super) fn new(url: &DatabaseUrl, role: &str) -> Result<Connector> {
+    pub(super) fn new(url: &DatabaseUrl, role: &str) -> Result<Connector, OpenError> {
         let mut config = url.config.clone();
         config.application_name(&format!("loops:{role}"));
         config.target_session_attrs(TargetSessionAttrs::ReadWrite);
@@ -274,8 +274,8 @@ impl Connector {
     /// server offers it (`prefer`, the default) or insists on it
     /// (`require`). The server's certificate is checked against the
     /// system's trusted roots, which is stricter than libpq's `require`.
-    pub(super) fn connect(&self) -> Result<Client> {
-        let connect = |e| StoreError::db("connecting to PostgreSQL")(e);
+    pub(super) fn connect(&self) -> Result<Client, OpenError> {
+        let connect = |e| OpenError::db("connecting to PostgreSQL")(e);
         // TLS does not apply to a Unix socket (libpq does not use it there
         // either), and setting it up reads the system's trusted roots,
         // which costs a short command tens of milliseconds.
@@ -289,7 +289,7 @@ impl Connector {
         }
         let tls = SslConnector::builder(SslMethod::tls_client())
             .map(|b| MakeTlsConnector::new(b.build()))
-            .map_err(|e| StoreError::Tls {
+            .map_err(|e| OpenError::Tls {
                 reason: e.to_string(),
             })?;
         self.config.connect(tls).map_err(connect)
@@ -298,7 +298,7 @@ impl Connector {
     /// Connects again after a lost connection, no sooner than the backoff
     /// allows: a failed attempt doubles the wait (up to 5 s), a successful
     /// one resets it.
-    pub(super) fn reconnect(&self) -> Result<Client> {
+    pub(super) fn reconnect(&self) -> Result<Client, OpenError> {
         if let Some(at) = self.not_before.get() {
             let now = Instant::now();
             if now < at {

@@ -16,7 +16,7 @@ use crate::postgres::{CROSS_HOST_GRACE_MS, Conn, Params, Postgres};
 
 /// The earliest next run of an active loop not excluded (`$1`, a text
 /// array of loop ids): `idx_loops_status_next`.
-const NEXT_DUE: &str = "SELECT MIN(next_run_at) FROM loops
+pub(super) const NEXT_DUE: &str = "SELECT MIN(next_run_at) FROM loops
      WHERE status = 'active' AND next_run_at IS NOT NULL AND id <> ALL($1)";
 
 /// The earliest instant after `$1` at which a running run that runner `$2`
@@ -25,7 +25,7 @@ const NEXT_DUE: &str = "SELECT MIN(next_run_at) FROM loops
 /// ms) when another host did (`idx_runs_running_lease`). Where a run was
 /// claimed is `takeover::claim_host`: the host its runner id names, else
 /// the one its claim recorded.
-const NEXT_LEASE_EXPIRY: &str = "SELECT MIN(t) FROM (
+pub(super) const NEXT_LEASE_EXPIRY: &str = "SELECT MIN(t) FROM (
        SELECT CASE WHEN (CASE WHEN claimed_by LIKE '%:%:%'
                               THEN left(claimed_by, length($3)) = $3
                               ELSE claimed_host = $5 END)
@@ -36,7 +36,7 @@ const NEXT_LEASE_EXPIRY: &str = "SELECT MIN(t) FROM (
      ) AS due WHERE t > $1";
 
 /// The next expiry of an active loop (`idx_loops_status_expires`).
-const NEXT_EXPIRY: &str =
+pub(super) const NEXT_EXPIRY: &str =
     "SELECT MIN(expires_at) FROM loops WHERE status = 'active' AND expires_at IS NOT NULL";
 
 /// The one instant `sql` returns, if any.

@@ -26,13 +26,14 @@ use crate::gc::{GcBatch, GcCounts, GcCursor, GcPhase, GcPolicy, SpaceUsage};
 use crate::postgres::rows::{Ts, ts};
 use crate::postgres::{Conn, Postgres, count};
 
-const FIRST_LOOP: &str = "SELECT loop_id FROM loop_runs ORDER BY loop_id LIMIT 1";
-const NEXT_LOOP: &str = "SELECT loop_id FROM loop_runs WHERE loop_id > $1 ORDER BY loop_id LIMIT 1";
+pub(super) const FIRST_LOOP: &str = "SELECT loop_id FROM loop_runs ORDER BY loop_id LIMIT 1";
+pub(super) const NEXT_LOOP: &str =
+    "SELECT loop_id FROM loop_runs WHERE loop_id > $1 ORDER BY loop_id LIMIT 1";
 /// The `$2`-th newest run of loop `$1`, counting from 0.
-const LOOP_BOUNDARY: &str = "SELECT created_at, id FROM loop_runs WHERE loop_id = $1
+pub(super) const LOOP_BOUNDARY: &str = "SELECT created_at, id FROM loop_runs WHERE loop_id = $1
      ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET $2";
 /// Runs of loop `$1` older than position `($2, $3)`, newest first.
-const LOOP_CANDIDATES: &str = concat!(
+pub(super) const LOOP_CANDIDATES: &str = concat!(
     "SELECT r.id, r.created_at, r.loop_name, ",
     loop_run_may_go!("r.status"),
     " FROM loop_runs r
@@ -40,17 +41,18 @@ const LOOP_CANDIDATES: &str = concat!(
      ORDER BY r.created_at DESC, r.id DESC LIMIT $4"
 );
 
-const FIRST_WORKFLOW: &str = "SELECT workflow_id FROM workflow_runs ORDER BY workflow_id LIMIT 1";
-const NEXT_WORKFLOW: &str =
+pub(super) const FIRST_WORKFLOW: &str =
+    "SELECT workflow_id FROM workflow_runs ORDER BY workflow_id LIMIT 1";
+pub(super) const NEXT_WORKFLOW: &str =
     "SELECT workflow_id FROM workflow_runs WHERE workflow_id > $1 ORDER BY workflow_id LIMIT 1";
 /// The `$2`-th newest standalone run of workflow `$1`.
-const WORKFLOW_BOUNDARY: &str = concat!(
+pub(super) const WORKFLOW_BOUNDARY: &str = concat!(
     "SELECT w.created_at, w.id FROM workflow_runs w WHERE w.workflow_id = $1 AND ",
     standalone!(),
     " ORDER BY w.created_at DESC, w.id DESC LIMIT 1 OFFSET $2"
 );
 /// Runs of workflow `$1` older than position `($2, $3)`, newest first.
-const WORKFLOW_CANDIDATES: &str = concat!(
+pub(super) const WORKFLOW_CANDIDATES: &str = concat!(
     "SELECT w.id, w.created_at, w.workflow_name, ",
     workflow_run_may_go!("w.status"),
     " FROM workflow_runs w
@@ -60,17 +62,17 @@ const WORKFLOW_CANDIDATES: &str = concat!(
 
 /// The loop runs of `$1` that may still go, locked; those another
 /// transaction holds are skipped.
-const LOCK_LOOP_RUNS: &str = concat!(
+pub(super) const LOCK_LOOP_RUNS: &str = concat!(
     "SELECT r.id FROM loop_runs r WHERE r.id = ANY($1) AND ",
     loop_run_may_go!("r.status"),
     " ORDER BY r.id FOR UPDATE OF r SKIP LOCKED"
 );
 /// The workflow runs of the loop runs `$1`, locked.
-const LOCK_THEIR_WORKFLOW_RUNS: &str =
+pub(super) const LOCK_THEIR_WORKFLOW_RUNS: &str =
     "SELECT w.id FROM workflow_runs w WHERE w.loop_run_id = ANY($1) ORDER BY w.id FOR UPDATE";
 /// The standalone workflow runs of `$1` that may still go, locked; those
 /// another transaction holds are skipped.
-const LOCK_WORKFLOW_RUNS: &str = concat!(
+pub(super) const LOCK_WORKFLOW_RUNS: &str = concat!(
     "SELECT w.id FROM workflow_runs w WHERE w.id = ANY($1) AND ",
     workflow_run_may_go!("w.status"),
     " ORDER BY w.id FOR UPDATE OF w SKIP LOCKED"
@@ -85,7 +87,7 @@ macro_rules! of_loop_runs {
 
 /// What a dry run counts for a batch of loop runs (`$1`) with their
 /// workflow runs: events, steps, workflow runs, loop runs.
-const COUNT_LOOP_RUN_ROWS: [&str; 4] = [
+pub(super) const COUNT_LOOP_RUN_ROWS: [&str; 4] = [
     concat!(
         "SELECT COUNT(*) FROM workflow_events WHERE workflow_run_id IN ",
         of_loop_runs!()
@@ -100,20 +102,20 @@ const COUNT_LOOP_RUN_ROWS: [&str; 4] = [
 
 /// What a dry run counts for a batch of standalone workflow runs (`$1`):
 /// events, steps, workflow runs.
-const COUNT_WORKFLOW_RUN_ROWS: [&str; 3] = [
+pub(super) const COUNT_WORKFLOW_RUN_ROWS: [&str; 3] = [
     "SELECT COUNT(*) FROM workflow_events WHERE workflow_run_id = ANY($1)",
     "SELECT COUNT(*) FROM workflow_step_runs WHERE workflow_run_id = ANY($1)",
     "SELECT COUNT(*) FROM workflow_runs WHERE id = ANY($1)",
 ];
 
 /// The deletes of locked workflow runs (`$1`), children first.
-const DELETE_WORKFLOW_RUN_ROWS: [&str; 3] = [
+pub(super) const DELETE_WORKFLOW_RUN_ROWS: [&str; 3] = [
     "DELETE FROM workflow_events WHERE workflow_run_id = ANY($1)",
     "DELETE FROM workflow_step_runs WHERE workflow_run_id = ANY($1)",
     "DELETE FROM workflow_runs WHERE id = ANY($1)",
 ];
 
-const DELETE_LOOP_RUNS: &str = "DELETE FROM loop_runs WHERE id = ANY($1)";
+pub(super) const DELETE_LOOP_RUNS: &str = "DELETE FROM loop_runs WHERE id = ANY($1)";
 
 /// What one phase walks: its statements.
 struct Statements {

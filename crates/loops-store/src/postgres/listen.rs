@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use postgres::fallible_iterator::FallibleIterator;
 
 use super::connect::Connector;
-use crate::error::{Result, StoreError};
+use crate::error::{OpenError, Result};
 
 /// The channel every wake-up goes to.
 pub(crate) const CHANNEL: &str = "loops_wake";
@@ -54,11 +54,11 @@ pub(super) fn listen(
     connector: Connector,
     on_wake: Box<dyn Fn() + Send>,
     on_error: Box<dyn Fn(&str) + Send>,
-) -> Result<Listener> {
+) -> Result<Listener, OpenError> {
     let mut client = connector.connect()?;
     client
         .batch_execute(&format!("LISTEN {CHANNEL}"))
-        .map_err(StoreError::db("listening for wake-ups"))?;
+        .map_err(OpenError::db("listening for wake-ups"))?;
     let stop = Arc::new(AtomicBool::new(false));
     let stopped = Arc::clone(&stop);
     let thread = std::thread::Builder::new()
@@ -70,7 +70,7 @@ pub(super) fn listen(
                 let Some(c) = client.as_mut() else {
                     match connector.reconnect().and_then(|mut c| {
                         c.batch_execute(&format!("LISTEN {CHANNEL}"))
-                            .map_err(StoreError::db("listening for wake-ups"))?;
+                            .map_err(OpenError::db("listening for wake-ups"))?;
                         Ok(c)
                     }) {
                         Ok(c) => {
@@ -113,7 +113,7 @@ pub(super) fn listen(
                 }
             }
         })
-        .map_err(|e| StoreError::Io {
+        .map_err(|e| OpenError::Io {
             path: "loops-listen thread".into(),
             error: e,
         })?;

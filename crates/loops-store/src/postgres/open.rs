@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use postgres::Client;
 
 use super::connect::DatabaseUrl;
-use crate::error::{Result, StoreError};
+use crate::error::{OpenError, Result};
 use crate::schema::SCHEMA_VERSION;
 
 mod embedded {
@@ -29,12 +29,12 @@ pub(crate) struct SchemaState {
     pub(crate) min_compatible: Option<i64>,
 }
 
-fn db(context: &'static str) -> impl FnOnce(postgres::Error) -> StoreError {
-    StoreError::db(context)
+fn db(context: &'static str) -> impl FnOnce(postgres::Error) -> OpenError {
+    OpenError::db(context)
 }
 
 /// Reads the schema version and the minimum compatible version.
-pub(crate) fn schema_state(client: &mut Client) -> Result<SchemaState> {
+pub(crate) fn schema_state(client: &mut Client) -> Result<SchemaState, OpenError> {
     let row = client
         .query_one(
             "SELECT to_regclass('refinery_schema_history') IS NOT NULL,
@@ -71,7 +71,7 @@ pub(crate) fn schema_state(client: &mut Client) -> Result<SchemaState> {
 /// What to do with a database in `state`: `Ok(true)` to migrate,
 /// `Ok(false)` to use it as it is, or the refusal of a newer schema this
 /// binary is too old for.
-fn decide(state: SchemaState, url: &DatabaseUrl) -> Result<bool> {
+fn decide(state: SchemaState, url: &DatabaseUrl) -> Result<bool, OpenError> {
     match state.version {
         Some(v) if v == SCHEMA_VERSION => Ok(false),
         Some(v) if v > SCHEMA_VERSION => {
@@ -82,7 +82,7 @@ fn decide(state: SchemaState, url: &DatabaseUrl) -> Result<bool> {
             {
                 Ok(false)
             } else {
-                Err(StoreError::NewerSchema {
+                Err(OpenError::NewerSchema {
                     path: PathBuf::from(url.shown()),
                     found: v,
                     supported: SCHEMA_VERSION,
@@ -95,7 +95,7 @@ fn decide(state: SchemaState, url: &DatabaseUrl) -> Result<bool> {
 
 /// Brings the database to [`SCHEMA_VERSION`], unless it is there already
 /// (the common case: one round trip of reads, no lock).
-pub(crate) fn migrate(client: &mut Client, url: &DatabaseUrl) -> Result<()> {
+pub(crate) fn migrate(client: &mut Client, url: &DatabaseUrl) -> Result<(), OpenError> {
     if !decide(schema_state(client)?, url)? {
         return Ok(());
     }
@@ -110,7 +110,7 @@ pub(crate) fn migrate(client: &mut Client, url: &DatabaseUrl) -> Result<()> {
         embedded::migrations::runner()
             .run(client)
             .map(drop)
-            .map_err(|e| StoreError::Migration(e.to_string()))
+            .map_err(|e| OpenError::Migration(e.to_string()))
     })();
     let unlocked = client
         .query("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK_KEY])

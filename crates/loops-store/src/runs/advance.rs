@@ -273,7 +273,7 @@ pub(crate) const ATTEMPT_CANCELLED: &str = "SELECT EXISTS (SELECT 1 FROM workflo
        WHERE loop_run_id = ?1 AND idempotency_key = ?2 AND +status = 'cancelled')";
 
 /// [`ATTEMPT_CANCELLED`] for PostgreSQL.
-const ATTEMPT_CANCELLED_PG: &str = "SELECT COUNT(*) FROM workflow_runs
+pub(crate) const ATTEMPT_CANCELLED_PG: &str = "SELECT COUNT(*) FROM workflow_runs
        WHERE loop_run_id = ?1 AND idempotency_key = ?2 AND status = 'cancelled'";
 
 /// Whether the workflow run this attempt of `run` executed was cancelled.

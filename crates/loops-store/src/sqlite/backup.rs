@@ -7,7 +7,7 @@ use std::path::Path;
 use rusqlite::{Connection, OpenFlags};
 
 use crate::backup::{AutoBackup, BACKUP_DIR, Backup};
-use crate::error::{Result, StoreError};
+use crate::error::{OpenError, Result};
 use crate::secure::{self, Found};
 use crate::sqlite::open::BUSY_TIMEOUT_MS;
 
@@ -15,9 +15,9 @@ use crate::sqlite::open::BUSY_TIMEOUT_MS;
 /// every opening makes (the data directory and the database files must be
 /// this user's, and no link is followed at the files), without creating,
 /// migrating or writing it.
-pub(crate) fn open_source(db: &Path) -> Result<Connection> {
+pub(crate) fn open_source(db: &Path) -> Result<Connection, OpenError> {
     let Some(name) = db.file_name() else {
-        return Err(StoreError::Io {
+        return Err(OpenError::Io {
             path: db.to_owned(),
             error: std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
@@ -29,7 +29,7 @@ pub(crate) fn open_source(db: &Path) -> Result<Connection> {
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let missing = |db: &Path| StoreError::Io {
+    let missing = |db: &Path| OpenError::Io {
         path: db.to_owned(),
         error: std::io::Error::new(
             std::io::ErrorKind::NotFound,
@@ -59,16 +59,16 @@ pub(crate) fn open_source(db: &Path) -> Result<Connection> {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX
             | OpenFlags::SQLITE_OPEN_NOFOLLOW,
     )
-    .map_err(StoreError::db("opening the database to back it up"))?;
+    .map_err(OpenError::db("opening the database to back it up"))?;
     conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))
-        .map_err(StoreError::db("setting the busy timeout"))?;
+        .map_err(OpenError::db("setting the busy timeout"))?;
     // As every loops connection: the WAL stays as it is when this one
     // closes (see `open::close_checkpoint`).
     conn.set_db_config(
         rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
         true,
     )
-    .map_err(StoreError::db("keeping the WAL on close"))?;
+    .map_err(OpenError::db("keeping the WAL on close"))?;
     Ok(conn)
 }
 
@@ -77,9 +77,9 @@ pub(crate) fn open_source(db: &Path) -> Result<Connection> {
 /// so writers go on meanwhile (in WAL mode they never wait for a reader),
 /// and a writer in the middle of its commit only makes it wait, within the
 /// busy timeout.
-pub(crate) fn vacuum_into(conn: &Connection, target: &Path) -> Result<()> {
+pub(crate) fn vacuum_into(conn: &Connection, target: &Path) -> Result<(), OpenError> {
     let Some(target) = target.to_str() else {
-        return Err(StoreError::Io {
+        return Err(OpenError::Io {
             path: target.to_owned(),
             error: std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
@@ -89,7 +89,7 @@ pub(crate) fn vacuum_into(conn: &Connection, target: &Path) -> Result<()> {
     };
     conn.execute("VACUUM INTO ?1", [target])
         .map(drop)
-        .map_err(StoreError::db("copying the database with VACUUM INTO"))
+        .map_err(OpenError::db("copying the database with VACUUM INTO"))
 }
 
 /// The automatic backup of the database of `conn`, in the data directory
@@ -109,7 +109,7 @@ pub(crate) fn before_migrating(
     conn: &Connection,
     dir: &Path,
     auto: AutoBackup,
-) -> Result<Option<Backup>> {
+) -> Result<Option<Backup>, OpenError> {
     let taken = crate::backup::auto_with(
         &dir.join(BACKUP_DIR),
         auto,

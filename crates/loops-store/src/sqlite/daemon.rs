@@ -8,18 +8,18 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use crate::backend::WakeOps;
 use crate::daemon::{DatabaseState, INTEGRITY_MAX_PROBLEMS, Integrity, NextWake};
-use crate::error::{Result, StoreError};
+use crate::error::{OpenError, Result, StoreError};
 use crate::sqlite::Sqlite;
 use crate::sqlite::rows::ts;
 
 /// Reads the schema version of the database at `path` without creating,
 /// migrating or otherwise writing it (for `doctor`). A file that is not a
-/// SQLite database is [`StoreError::NotADatabase`].
-pub fn inspect_database(path: &Path) -> Result<DatabaseState> {
+/// SQLite database is [`OpenError::NotADatabase`].
+pub fn inspect_database(path: &Path) -> Result<DatabaseState, OpenError> {
     if !path.exists() {
         return Ok(DatabaseState::Missing);
     }
-    let bad = |e: rusqlite::Error| StoreError::NotADatabase {
+    let bad = |e: rusqlite::Error| OpenError::NotADatabase {
         path: path.to_owned(),
         reason: e.to_string(),
     };
@@ -30,7 +30,7 @@ pub fn inspect_database(path: &Path) -> Result<DatabaseState> {
             | OpenFlags::SQLITE_OPEN_NOFOLLOW,
     )
     .map_err(bad)?;
-    let has = |table: &str| -> Result<bool> {
+    let has = |table: &str| -> Result<bool, OpenError> {
         conn.query_row(
             "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
             [table],
@@ -61,7 +61,7 @@ pub fn inspect_database(path: &Path) -> Result<DatabaseState> {
 /// a check that runs out of time is interrupted and reported
 /// [`Integrity::Unfinished`]. Damage that stops SQLite from reading the file
 /// at all is [`Integrity::Damaged`] too.
-pub fn check_integrity(path: &Path, budget: Duration) -> Result<Integrity> {
+pub fn check_integrity(path: &Path, budget: Duration) -> Result<Integrity, OpenError> {
     if !path.exists() {
         return Ok(Integrity::Missing);
     }
@@ -71,7 +71,7 @@ pub fn check_integrity(path: &Path, budget: Duration) -> Result<Integrity> {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX
             | OpenFlags::SQLITE_OPEN_NOFOLLOW,
     )
-    .map_err(|e| StoreError::NotADatabase {
+    .map_err(|e| OpenError::NotADatabase {
         path: path.to_owned(),
         reason: e.to_string(),
     })?;
@@ -104,7 +104,7 @@ pub fn check_integrity(path: &Path, budget: Duration) -> Result<Integrity> {
         {
             Ok(Integrity::Damaged(vec![e.to_string()]))
         }
-        Err(e) => Err(StoreError::db("checking the database's integrity")(e)),
+        Err(e) => Err(OpenError::db("checking the database's integrity")(e)),
     }
 }
 

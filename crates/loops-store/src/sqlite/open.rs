@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use crate::backup::{AutoBackup, Backup};
-use crate::error::{Result, StoreError};
+use crate::error::{OpenError, Result};
 use crate::schema::SCHEMA_VERSION;
 
 mod embedded {
@@ -128,7 +128,7 @@ pub(crate) mod testing {
 }
 
 /// Creates `dir` (and parents) with mode 0700 when missing.
-pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {
+pub(crate) fn create_private_dir(dir: &Path) -> Result<(), OpenError> {
     DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -137,8 +137,8 @@ pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {
             // Something is in the way (a file, a dangling link): say what,
             // when the data directory check can.
             match crate::secure::check_data_dir(dir) {
-                Err(refused @ StoreError::Unsafe { .. }) => refused,
-                _ => StoreError::Io {
+                Err(refused @ OpenError::Unsafe { .. }) => refused,
+                _ => OpenError::Io {
                     path: dir.to_owned(),
                     error,
                 },
@@ -148,7 +148,7 @@ pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {
 
 /// [`open_file_with`] without a backup, for this crate's tests.
 #[cfg(test)]
-pub(crate) fn open_file(path: &Path) -> Result<Connection> {
+pub(crate) fn open_file(path: &Path) -> Result<Connection, OpenError> {
     open_file_with(path, None).map(|(conn, _)| conn)
 }
 
@@ -164,7 +164,7 @@ pub(crate) fn open_file(path: &Path) -> Result<Connection> {
 pub(crate) fn open_file_with(
     path: &Path,
     auto: Option<AutoBackup>,
-) -> Result<(Connection, Option<Backup>)> {
+) -> Result<(Connection, Option<Backup>), OpenError> {
     let path = &secure_database(path)?;
     let conn = Connection::open_with_flags(
         path,
@@ -190,9 +190,9 @@ fn dir_of(path: &Path) -> &Path {
 /// the database and its `-wal` and `-shm`, and creates the database 0600
 /// when missing. Returns the path to open: `path`, or the same file in the
 /// resolved directory when the directory is a symbolic link.
-fn secure_database(path: &Path) -> Result<PathBuf> {
+fn secure_database(path: &Path) -> Result<PathBuf, OpenError> {
     let Some(name) = path.file_name() else {
-        return Err(StoreError::Io {
+        return Err(OpenError::Io {
             path: path.to_owned(),
             error: std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
@@ -221,8 +221,8 @@ fn secure_database(path: &Path) -> Result<PathBuf> {
 }
 
 /// Opens a private in-memory database.
-pub(crate) fn open_memory() -> Result<Connection> {
-    let conn = Connection::open_in_memory().map_err(StoreError::db("opening :memory:"))?;
+pub(crate) fn open_memory() -> Result<Connection, OpenError> {
+    let conn = Connection::open_in_memory().map_err(OpenError::db("opening :memory:"))?;
     prepare(conn, None, None).map(|(conn, _)| conn)
 }
 
@@ -231,21 +231,21 @@ pub(crate) fn open_memory() -> Result<Connection> {
 /// (a read-only data directory, where even a read must create the WAL's
 /// shared-memory file) is reported as not writable, not as corrupt; the
 /// rest are plain database errors.
-fn not_a_database(path: &Path, e: rusqlite::Error) -> StoreError {
+fn not_a_database(path: &Path, e: rusqlite::Error) -> OpenError {
     use rusqlite::ErrorCode as C;
     match e.sqlite_error_code() {
-        Some(C::NotADatabase | C::DatabaseCorrupt) => StoreError::NotADatabase {
+        Some(C::NotADatabase | C::DatabaseCorrupt) => OpenError::NotADatabase {
             path: path.to_owned(),
             reason: e.to_string(),
         },
-        Some(C::CannotOpen | C::ReadOnly | C::PermissionDenied) => StoreError::NotWritable {
+        Some(C::CannotOpen | C::ReadOnly | C::PermissionDenied) => OpenError::NotWritable {
             path: path.to_owned(),
             dir: path
                 .parent()
                 .map_or_else(|| PathBuf::from("."), Path::to_owned),
             reason: e.to_string(),
         },
-        _ => StoreError::db("opening the database")(e),
+        _ => OpenError::db("opening the database")(e),
     }
 }
 
@@ -256,10 +256,10 @@ fn prepare(
     mut conn: Connection,
     path: Option<&Path>,
     auto: Option<AutoBackup>,
-) -> Result<(Connection, Option<Backup>)> {
+) -> Result<(Connection, Option<Backup>), OpenError> {
     let shown: PathBuf = path.map_or_else(|| PathBuf::from(":memory:"), Path::to_owned);
     conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))
-        .map_err(StoreError::db("setting the busy timeout"))?;
+        .map_err(OpenError::db("setting the busy timeout"))?;
     // rusqlite keeps 16 prepared statements by default; a workflow run
     // cycles through more than that for every step, and re-preparing the
     // evicted ones was most of its statement preparation.
@@ -269,7 +269,7 @@ fn prepare(
     // clauses would reject. History is kept consistent by the operations
     // themselves instead.
     conn.pragma_update(None, "foreign_keys", "OFF")
-        .map_err(StoreError::db("disabling foreign keys"))?;
+        .map_err(OpenError::db("disabling foreign keys"))?;
     // The query planner stability guarantee: a plan does not depend on the
     // values bound to it. Without it, every statement whose parameters are
     // compared with a partial index's condition (the workflow indexes) is
@@ -280,7 +280,7 @@ fn prepare(
         rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
         true,
     )
-    .map_err(StoreError::db("enabling stable query plans"))?;
+    .map_err(OpenError::db("enabling stable query plans"))?;
 
     // Reading the schema is the first access to the file: a non-SQLite or
     // corrupt file fails here, before any write.
@@ -327,7 +327,7 @@ fn prepare(
 
 /// Whether the database has a schema at all: one the original or an older
 /// loops wrote, not a new, empty file, which has nothing to back up.
-fn has_schema(conn: &Connection, shown: &Path) -> Result<bool> {
+fn has_schema(conn: &Connection, shown: &Path) -> Result<bool, OpenError> {
     conn.query_row("SELECT EXISTS (SELECT 1 FROM sqlite_master)", [], |r| {
         r.get(0)
     })
@@ -337,7 +337,7 @@ fn has_schema(conn: &Connection, shown: &Path) -> Result<bool> {
 /// The schema version the database records (`None`: no loops schema, as
 /// in a new file or one the original wrote), refusing one newer than this
 /// binary knows.
-fn schema_found(conn: &Connection, shown: &Path) -> Result<Option<i64>> {
+fn schema_found(conn: &Connection, shown: &Path) -> Result<Option<i64>, OpenError> {
     let history: bool = conn
         .query_row(
             "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'refinery_schema_history'",
@@ -359,7 +359,7 @@ fn schema_found(conn: &Connection, shown: &Path) -> Result<Option<i64>> {
         .map_err(|e| not_a_database(shown, e))?
         .flatten();
     if let Some(found) = found.filter(|f| *f > SCHEMA_VERSION) {
-        return Err(StoreError::NewerSchema {
+        return Err(OpenError::NewerSchema {
             path: shown.to_owned(),
             found,
             supported: SCHEMA_VERSION,
@@ -369,27 +369,27 @@ fn schema_found(conn: &Connection, shown: &Path) -> Result<Option<i64>> {
 }
 
 /// WAL and what goes with it, for a database file.
-fn set_file_pragmas(conn: &Connection, shown: &Path) -> Result<()> {
+fn set_file_pragmas(conn: &Connection, shown: &Path) -> Result<(), OpenError> {
     conn.pragma_update(None, "journal_mode", "WAL")
         .map_err(|e| not_a_database(shown, e))?;
     // WAL with NORMAL sync is durable across application crashes, which
     // is what a scheduler needs; a power loss may drop the last commits
     // but never corrupts the file.
     conn.pragma_update(None, "synchronous", "NORMAL")
-        .map_err(StoreError::db("setting synchronous"))?;
+        .map_err(OpenError::db("setting synchronous"))?;
     conn.set_db_config(
         rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
         true,
     )
-    .map_err(StoreError::db("keeping the WAL on close"))?;
+    .map_err(OpenError::db("keeping the WAL on close"))?;
     conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)
-        .map_err(StoreError::db("limiting the WAL's size"))?;
+        .map_err(OpenError::db("limiting the WAL's size"))?;
     Ok(())
 }
 
 /// Brings a database that is not at [`SCHEMA_VERSION`] (and not newer) to
 /// it.
-fn migrate(conn: &mut Connection) -> Result<()> {
+fn migrate(conn: &mut Connection) -> Result<(), OpenError> {
     upgrade_pre_0_3(conn)?;
     // refinery reads the applied migrations and applies each new one in
     // transactions of its own; `BEGIN IMMEDIATE` takes the write lock up
@@ -399,7 +399,7 @@ fn migrate(conn: &mut Connection) -> Result<()> {
     conn.set_transaction_behavior(rusqlite::TransactionBehavior::Immediate);
     let ran = embedded::migrations::runner()
         .run(conn)
-        .map_err(|e| StoreError::Migration(e.to_string()));
+        .map_err(|e| OpenError::Migration(e.to_string()));
     conn.set_transaction_behavior(rusqlite::TransactionBehavior::Deferred);
     ran.map(drop)
 }
@@ -424,9 +424,9 @@ impl MigrationLock {
     /// Waits for the lock of `dir`, at most [`MIGRATION_LOCK_WAIT`]. Where
     /// the file system has no `flock` (some network file systems),
     /// migrating goes on without it, as it did before the lock existed.
-    fn acquire(dir: &Path) -> Result<MigrationLock> {
+    fn acquire(dir: &Path) -> Result<MigrationLock, OpenError> {
         use std::fs::TryLockError;
-        let io = |error| StoreError::Io {
+        let io = |error| OpenError::Io {
             path: dir.to_owned(),
             error,
         };
@@ -483,7 +483,7 @@ impl Drop for MigrationLock {
 /// Databases from before 0.3 lack `workflow_step_runs.pid` (SPEC §4.1 step
 /// 2). The embedded migration creates tables only when missing, so the
 /// column is added here when the table exists without it.
-fn upgrade_pre_0_3(conn: &Connection) -> Result<()> {
+fn upgrade_pre_0_3(conn: &Connection) -> Result<(), OpenError> {
     let has_table: bool = conn
         .query_row(
             "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'workflow_step_runs'",
@@ -491,7 +491,7 @@ fn upgrade_pre_0_3(conn: &Connection) -> Result<()> {
             |r| r.get::<_, i64>(0),
         )
         .map(|n| n > 0)
-        .map_err(StoreError::db("inspecting the schema"))?;
+        .map_err(OpenError::db("inspecting the schema"))?;
     if !has_table {
         return Ok(());
     }
@@ -502,10 +502,10 @@ fn upgrade_pre_0_3(conn: &Connection) -> Result<()> {
             |r| r.get::<_, i64>(0),
         )
         .map(|n| n > 0)
-        .map_err(StoreError::db("inspecting the schema"))?;
+        .map_err(OpenError::db("inspecting the schema"))?;
     if !has_pid {
         conn.execute("ALTER TABLE workflow_step_runs ADD COLUMN pid INTEGER", [])
-            .map_err(StoreError::db("adding workflow_step_runs.pid"))?;
+            .map_err(OpenError::db("adding workflow_step_runs.pid"))?;
     }
     Ok(())
 }

@@ -6,7 +6,7 @@ use std::os::unix::fs::PermissionsExt;
 
 use loops_core::{ExecutorStatus, LoopStatus, RunStatus};
 use loops_store::testing::RawDb;
-use loops_store::{Claim, LoopFilter, RunFilter, Store, StoreError};
+use loops_store::{Claim, LoopFilter, OpenError, RunFilter, Store};
 use rusqlite::Connection;
 
 use crate::common::*;
@@ -200,7 +200,7 @@ fn a_file_that_is_not_a_database_is_refused_and_left_untouched() {
     std::fs::set_permissions(fx.path(), std::fs::Permissions::from_mode(0o600)).unwrap();
     let err = Store::open(&fx.path(), std::sync::Arc::new(|_| false)).unwrap_err();
     assert!(
-        matches!(err, StoreError::NotADatabase { ref path, .. } if *path == fx.path()),
+        matches!(err, OpenError::NotADatabase { ref path, .. } if *path == fx.path()),
         "{err}"
     );
     assert!(err.to_string().contains(&fx.path().display().to_string()));
@@ -221,7 +221,7 @@ fn a_database_from_a_newer_loops_is_refused_and_left_untouched() {
     let bytes = std::fs::read(fx.path()).unwrap();
     let err = Store::open(&fx.path(), std::sync::Arc::new(|_| false)).unwrap_err();
     assert!(
-        matches!(err, StoreError::NewerSchema { found: 999, .. }),
+        matches!(err, OpenError::NewerSchema { found: 999, .. }),
         "{err}"
     );
     assert_eq!(std::fs::read(fx.path()).unwrap(), bytes);

@@ -6,7 +6,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use loops_store::{Store, StoreError, check_data_dir};
+use loops_store::{OpenError, Store, check_data_dir};
 
 use crate::common::*;
 
@@ -22,18 +22,18 @@ fn mode(path: &Path) -> u32 {
         & 0o7777
 }
 
-fn open(db: &Path) -> Result<Store, StoreError> {
+fn open(db: &Path) -> Result<Store, OpenError> {
     Store::open(db, Arc::new(|_| false))
 }
 
-fn open_dir(dir: &Path) -> Result<Store, StoreError> {
+fn open_dir(dir: &Path) -> Result<Store, OpenError> {
     Store::open_in_dir(dir, Arc::new(|_| false))
 }
 
 /// The refusal's message, checking it is one.
-fn refused(result: Result<Store, StoreError>) -> String {
+fn refused(result: Result<Store, OpenError>) -> String {
     match result {
-        Err(e @ StoreError::Unsafe { .. }) => e.to_string(),
+        Err(e @ OpenError::Unsafe { .. }) => e.to_string(),
         Err(e) => panic!("refused with another error: {e}"),
         Ok(_) => panic!("opened"),
     }

@@ -13,7 +13,7 @@
 use loops_core::LoopRun;
 
 use crate::backend::Transactions;
-use crate::error::{Result, StoreError};
+use crate::error::{DbError, Result, StoreError};
 use crate::postgres::{Conn, Postgres};
 use crate::runs::ops::RunHost;
 use crate::sql::Sql;
@@ -23,8 +23,7 @@ use crate::sql::Sql;
 pub(super) fn outcome_unknown(e: &StoreError) -> bool {
     match e {
         StoreError::ConnectionLost => true,
-        StoreError::Db { error, .. } => error.is_connection_lost(),
-        _ => false,
+        _ => e.db_error().is_some_and(DbError::is_connection_lost),
     }
 }
 
