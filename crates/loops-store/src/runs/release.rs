@@ -33,9 +33,7 @@ use loops_core::{
 };
 
 use super::advance::{Advance, advance_after, lock_loop};
-use super::linked::{
-    fail_linked_workflow_runs, linked_step_processes, release_linked_workflow_runs,
-};
+use super::linked::release_linked_workflow_runs;
 use super::ops::{RunHost, RunProcess, lock_loop_of_run, query_slot, run_returning};
 use super::recover::Recovered;
 use crate::Store;
@@ -44,6 +42,8 @@ use crate::columns::{self, run_columns};
 use crate::error::Result;
 use crate::runs::may_run_again;
 use crate::sql::Sql;
+use crate::workflow_runs::ops::fail_linked_workflow_runs;
+use crate::workflows::ops::linked_step_processes;
 
 /// The error recorded on a run released by a daemon shutdown.
 pub const INTERRUPTED_BY_SHUTDOWN: &str =
