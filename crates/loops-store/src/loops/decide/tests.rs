@@ -163,6 +163,20 @@ fn a_once_loop_resumes_only_while_its_slot_may_still_run() {
         },
         "the slot's run decides"
     );
+    // Paused with its next run elsewhere (a pending retry's slot): no
+    // once slot to check.
+    let later = t("2026-01-01T07:00:00.000Z");
+    lp.status = LoopStatus::Paused;
+    lp.next_run_at = Some(later);
+    assert_eq!(
+        resume(&lp, now()).unwrap(),
+        Resume::Write {
+            next: later,
+            retry: None,
+            once_slot: None
+        },
+        "only the once slot itself is checked"
+    );
     assert!(slot_is_spent("succeeded", 1, None, 3));
     assert!(slot_is_spent("skipped", 1, None, 3));
     assert!(!slot_is_spent("failed", 1, None, 3));
