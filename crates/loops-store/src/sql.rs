@@ -45,6 +45,19 @@ pub(crate) enum Value<'a> {
     Json(&'a str),
 }
 
+impl Value<'_> {
+    /// What kind of value this is, for messages that must not show it.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Value::Null => "NULL",
+            Value::Int(_) => "integer",
+            Value::Text(_) => "text",
+            Value::Ts(_) => "instant",
+            Value::Json(_) => "JSON",
+        }
+    }
+}
+
 impl From<i64> for Value<'_> {
     fn from(v: i64) -> Self {
         Value::Int(v)

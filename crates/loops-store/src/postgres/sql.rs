@@ -32,7 +32,9 @@ impl ToSql for Value<'_> {
             Value::Text(s) | Value::Json(s) if Json::accepts(ty) => Json(s).to_sql(ty, out),
             Value::Json(s) if <&str as ToSql>::accepts(ty) => s.to_sql(ty, out),
             Value::Ts(t) if Ts::accepts(ty) => Ts(t).to_sql(ty, out),
-            _ => Err(format!("{self:?} bound to a {ty} parameter").into()),
+            // The kind only: a value (a target's env, a hook) may hold a
+            // secret, and this message reaches errors and logs.
+            _ => Err(format!("a {} bound to a {ty} parameter", self.kind()).into()),
         }
     }
 
