@@ -134,28 +134,24 @@ where
 }
 
 /// A recorded process: `pid` plus the additive `pid_start_ms`, at
-/// positions `pid` and `start` of `names`.
-fn process_ref(
+/// the positions given, reported under `names`.
+fn process(
     row: &dyn Fields,
-    names: &[&str],
-    pid: usize,
-    start: usize,
+    (pid, start): (usize, usize),
+    names: [&str; 2],
 ) -> Col<Option<ProcessRef>> {
-    let pid: Option<u32> = int_opt(row, names, pid)?;
-    let start = row.int(start, names[start])?;
+    let pid: Option<u32> = row
+        .int(pid, names[0])?
+        .map(|v| u32::try_from(v).map_err(|e| ColumnError::new(names[0], e)))
+        .transpose()?;
+    let start = row.int(start, names[1])?;
     Ok(pid.map(|pid| ProcessRef { pid, start }))
 }
 
 /// The recorded process of a row that selects `pid, pid_start_ms` from
 /// position `first` on.
 pub(crate) fn process_at(row: &dyn Fields, first: usize) -> Col<Option<ProcessRef>> {
-    const NAMES: [&str; 2] = ["pid", "pid_start_ms"];
-    let pid: Option<u32> = row
-        .int(first, NAMES[0])?
-        .map(|v| u32::try_from(v).map_err(|e| ColumnError::new(NAMES[0], e)))
-        .transpose()?;
-    let start = row.int(first + 1, NAMES[1])?;
-    Ok(pid.map(|pid| ProcessRef { pid, start }))
+    process(row, (first, first + 1), ["pid", "pid_start_ms"])
 }
 
 columns!(
@@ -268,7 +264,7 @@ pub(crate) fn run_row(row: &dyn Fields) -> Col<LoopRun> {
 
 /// The recorded process of a [`run_columns!`] row.
 pub(crate) fn run_process(row: &dyn Fields) -> Col<Option<ProcessRef>> {
-    process_ref(row, RUN_COLUMNS, 10, 18)
+    process(row, (10, 18), [RUN_COLUMNS[10], RUN_COLUMNS[18]])
 }
 
 /// The spawn id of a [`run_columns!`] row.
