@@ -10,12 +10,13 @@ use std::fmt;
 use std::ops::ControlFlow;
 
 use loops_core::{
-    Loop, LoopId, LoopPolicy, LoopStatus, NewLoop, RunStatus, Timestamp, initial_next_run,
+    Hooks, Loop, LoopId, LoopPolicy, LoopStatus, NewLoop, RunStatus, Timestamp, initial_next_run,
     validate_new_loop,
 };
 
 use crate::Store;
 use crate::error::{Result, StoreError};
+use crate::sql::{self, Value};
 
 mod decide;
 pub(crate) mod ops;
@@ -147,6 +148,22 @@ pub(crate) struct PolicyColumns {
 }
 
 impl PolicyColumns {
+    /// The policy and `hooks` as the last nine parameters of a loop's
+    /// insert and edit, in their column order (`labels` … `hook_show_output`).
+    pub(crate) fn values<'a>(&'a self, hooks: &'a Hooks) -> [Value<'a>; 9] {
+        [
+            sql::json(self.labels.as_deref()),
+            self.expires_after_runs.into(),
+            self.pause_after_failures.into(),
+            self.backoff.into(),
+            self.max_retry_delay_ms.into(),
+            sql::json(self.skip_exit_codes.as_deref()),
+            hooks.on_failure.as_deref().into(),
+            hooks.on_success.as_deref().into(),
+            hooks.hook_show_output.into(),
+        ]
+    }
+
     /// Encodes `policy`.
     pub(crate) fn of(policy: &LoopPolicy) -> Result<PolicyColumns> {
         let array = |empty: bool, value: serde_json::Result<String>| -> Result<Option<String>> {

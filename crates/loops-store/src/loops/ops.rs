@@ -193,7 +193,7 @@ impl<D: Db + Transactions> LoopOps for D {
         let schedule = encode(&lp.schedule, "loop schedule")?;
         let target = encode(&lp.target, "loop target")?;
         let p = PolicyColumns::of(&lp.policy)?;
-        let params: [Value<'_>; 24] = [
+        let params: [Value<'_>; 15] = [
             lp.id.as_str().into(),
             lp.name.as_str().into(),
             lp.description.as_deref().into(),
@@ -209,16 +209,8 @@ impl<D: Db + Transactions> LoopOps for D {
             big(lp.lease_ms, "leaseMs")?.into(),
             lp.expires_at.into(),
             now.into(),
-            sql::json(p.labels.as_deref()),
-            p.expires_after_runs.into(),
-            p.pause_after_failures.into(),
-            p.backoff.into(),
-            p.max_retry_delay_ms.into(),
-            sql::json(p.skip_exit_codes.as_deref()),
-            lp.hooks.on_failure.as_deref().into(),
-            lp.hooks.on_success.as_deref().into(),
-            lp.hooks.hook_show_output.into(),
         ];
+        let params: Vec<Value<'_>> = params.into_iter().chain(p.values(&lp.hooks)).collect();
         // A COMMIT cut off by a lost connection: the loop was created when
         // a row has its id, which no one else can have drawn.
         write_resolving(
@@ -277,7 +269,7 @@ impl<D: Db + Transactions> LoopOps for D {
         };
         let schedule = encode(&s.schedule, "loop schedule")?;
         let target = encode(&s.target, "loop target")?;
-        let params: [Value<'_>; 25] = [
+        let params: [Value<'_>; 16] = [
             update.id.as_str().into(),
             update.status.as_str().into(),
             s.name.as_str().into(),
@@ -294,16 +286,8 @@ impl<D: Db + Transactions> LoopOps for D {
             reschedule.into(),
             next.into(),
             update.now.into(),
-            sql::json(p.labels.as_deref()),
-            p.expires_after_runs.into(),
-            p.pause_after_failures.into(),
-            p.backoff.into(),
-            p.max_retry_delay_ms.into(),
-            sql::json(p.skip_exit_codes.as_deref()),
-            s.hooks.on_failure.as_deref().into(),
-            s.hooks.on_success.as_deref().into(),
-            s.hooks.hook_show_output.into(),
         ];
+        let params: Vec<Value<'_>> = params.into_iter().chain(p.values(&s.hooks)).collect();
         // Both callers (`Store::edit_loop`, `Store::replace_workflow`) hold
         // the write lock or the loop's row lock since their read, so the
         // guard matches.
