@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use anyhow::{Context as _, Result};
 use loops_core::Timestamp;
-use loops_exec::SystemProbe;
+use loops_exec::{CancelToken, SystemProbe};
 use loops_store::{Backup, DatabaseUrl, Store};
 
 use crate::render::{self, Printer};
@@ -32,10 +32,14 @@ pub(crate) struct Context {
     pub(crate) verbose: bool,
     /// `-q/--quiet`: nothing on stdout, nothing on stderr but errors.
     pub(crate) quiet: bool,
-    /// Warnings about input ([`Context::warn`]) wait here until the command
-    /// has succeeded: a command that then fails says only its error, not
-    /// also what it would have done with a value it never used.
+    /// Warnings about input (`request::Warnings`) wait here until the
+    /// command has succeeded: a command that then fails says only its error,
+    /// not also what it would have done with a value it never used.
     warnings: Mutex<Vec<String>>,
+    /// What stops the runs a command starts, in place of SIGINT/SIGTERM
+    /// handlers of its own: set for a `loops mcp` call, whose process is
+    /// the server's ([`Context::with_stop`]).
+    pub(crate) stop: Option<CancelToken>,
 }
 
 impl Context {
@@ -52,13 +56,23 @@ impl Context {
             verbose,
             quiet,
             warnings: Mutex::default(),
+            stop: None,
         }
     }
 
     /// The same settings with no warnings yet, for one `loops mcp` call,
     /// which prints `--json`.
     pub(crate) fn for_call(&self) -> Context {
-        Context::new(self.database_url.clone(), true, self.verbose, self.quiet)
+        let mut call = Context::new(self.database_url.clone(), true, self.verbose, self.quiet);
+        call.stop.clone_from(&self.stop);
+        call
+    }
+
+    /// This context, its runs stopped by `stop` (a `loops mcp` call's: the
+    /// client cancelled it, or the server stops) instead of by signals.
+    pub(crate) fn with_stop(mut self, stop: CancelToken) -> Context {
+        self.stop = Some(stop);
+        self
     }
 
     /// The printer of this command's stdout (nowhere under `--quiet`).
@@ -110,6 +124,14 @@ impl Context {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(text.to_owned());
+    }
+
+    /// Queues a request's warnings (see [`Context::warn`]).
+    pub(crate) fn queue_warnings(&self, warnings: crate::request::Warnings) {
+        self.warnings
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(warnings.into_vec());
     }
 
     /// Takes the queued warnings.

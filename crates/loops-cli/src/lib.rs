@@ -23,6 +23,7 @@ mod paths;
 mod pretty;
 mod redact;
 mod render;
+mod request;
 mod resolve;
 mod service;
 

@@ -27,31 +27,6 @@ use crate::redact::{self, Output};
 use crate::render::{self, Printer};
 use crate::resolve;
 
-thread_local! {
-    /// The stop token of the `loops mcp` tool call running on this thread
-    /// ([`with_stop`]).
-    static CALL_STOP: std::cell::RefCell<Option<CancelToken>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// Runs `f` with `stop` as the stop token of the runs it starts, in place
-/// of SIGINT/SIGTERM handlers of their own: `loops mcp` runs `run-now` in
-/// a long-lived process whose signals are the server's, and stops the run
-/// when its client cancels the call or the server stops.
-pub(crate) fn with_stop<R>(stop: CancelToken, f: impl FnOnce() -> R) -> R {
-    /// Puts the previous token back, also when `f` panics: the thread
-    /// serves other calls afterwards.
-    struct Restore(Option<CancelToken>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            let previous = self.0.take();
-            CALL_STOP.with(|slot| *slot.borrow_mut() = previous);
-        }
-    }
-    let _restore = Restore(CALL_STOP.with(|slot| slot.replace(Some(stop))));
-    f()
-}
-
 /// What stops a runner's runs: SIGINT and SIGTERM, through handlers it
 /// installs, or the token of the MCP call it runs for.
 struct Stop {
@@ -66,8 +41,8 @@ impl Stop {
     }
 }
 
-fn install_signals() -> Result<Stop> {
-    if let Some(token) = CALL_STOP.with(|slot| slot.borrow().clone()) {
+fn install_signals(ctx: &Context) -> Result<Stop> {
+    if let Some(token) = ctx.stop.clone() {
         return Ok(Stop {
             _signals: None,
             token,
@@ -113,7 +88,7 @@ pub(crate) fn hook_settings(
 pub(crate) fn run_now(ctx: &Context, args: &RunNowArgs, out: &mut Printer) -> Result<Outcome> {
     let store = ctx.open_store()?;
     let lp = store.require_loop(&args.target.target)?;
-    let signals = install_signals()?;
+    let signals = install_signals(ctx)?;
     let clock = SystemClock;
     let warn = |text: &str| runner_warning(ctx, text);
     let executor =
@@ -228,7 +203,7 @@ pub(crate) fn tick(ctx: &Context, args: &TickArgs, out: &mut Printer) -> Result<
     let max_parallel = resolve::positive_int(&args.max_parallel, "--max-parallel")?;
     let output = Output::from_flag(args.show_output);
     let store = ctx.open_store()?;
-    let signals = install_signals()?;
+    let signals = install_signals(ctx)?;
     let clock = SystemClock;
     let warn = |text: &str| runner_warning(ctx, text);
     let executor =

@@ -28,6 +28,7 @@ use crate::hint;
 use crate::human;
 use crate::redact;
 use crate::render::{self, Printer, Table};
+use crate::request::{self, Document, Request, Warnings};
 use crate::resolve;
 
 /// A loop's NAME cell: its name, then its labels in brackets, if any
@@ -153,165 +154,274 @@ fn last_run(store: &Store, id: &LoopId) -> Result<Option<LoopRun>> {
     Ok(runs.pop())
 }
 
-/// `show`: always JSON (SPEC §7.1).
-pub(crate) fn show(ctx: &Context, args: &LoopRef, out: &mut Printer) -> Result<Outcome> {
-    let store = ctx.open_store()?;
-    let mut lp = store.require_loop(&args.target)?;
-    // Issue 17: with a prompt file, `prompt` shows what the next run sends,
-    // the file's text now (redacted as any prompt), not the text at create;
-    // read as a run reads it (issue 25 §1): bounded, never waiting on a pipe.
-    if let Target::Agent(a) = &mut lp.target
-        && let Some(text) = a.prompt_file.as_deref().and_then(|path| {
-            let path = std::path::Path::new(path);
-            loops_exec::read_user_file(path, "prompt file", loops_exec::PROMPT_FILE_MAX_BYTES).ok()
-        })
-    {
-        a.prompt = text;
+/// The typed request of `show`: one loop, by id or name.
+struct Show {
+    target: String,
+}
+
+/// `show`'s document: the loop, its prompt as the next run sends it.
+/// Always JSON (SPEC §7.1), for humans too.
+struct Shown(Loop);
+
+impl Request for Show {
+    type Document = Shown;
+
+    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<Shown> {
+        let store = ctx.open_store()?;
+        let mut lp = store.require_loop(&self.target)?;
+        // Issue 17: with a prompt file, `prompt` shows what the next run
+        // sends, the file's text now (redacted as any prompt), not the text
+        // at create; read as a run reads it (issue 25 §1): bounded, never
+        // waiting on a pipe.
+        if let Target::Agent(a) = &mut lp.target
+            && let Some(text) = a.prompt_file.as_deref().and_then(|path| {
+                let path = std::path::Path::new(path);
+                loops_exec::read_user_file(path, "prompt file", loops_exec::PROMPT_FILE_MAX_BYTES)
+                    .ok()
+            })
+        {
+            a.prompt = text;
+        }
+        Ok(Shown(lp))
     }
-    out.json_of(&redact::loop_json(&lp))?;
-    Ok(Outcome::Success)
+}
+
+impl Document for Shown {
+    fn json(&self, out: &mut Printer) -> Result<()> {
+        Ok(out.json_of(&redact::loop_json(&self.0))?)
+    }
+
+    fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
+        self.json(out)
+    }
+}
+
+/// `show`.
+pub(crate) fn show(ctx: &Context, args: &LoopRef, out: &mut Printer) -> Result<Outcome> {
+    request::serve(ctx, out, |_| {
+        Ok(Show {
+            target: args.target.clone(),
+        })
+    })
 }
 
 /// `pause`: active → paused, next run kept.
 pub(crate) fn pause(ctx: &Context, args: &LoopRef, out: &mut Printer) -> Result<Outcome> {
-    change(ctx, args, out, "pause", Store::pause_loop)
+    change(ctx, args, out, Change::Pause)
 }
 
 /// `resume`: back on schedule; prints the next run.
 pub(crate) fn resume(ctx: &Context, args: &LoopRef, out: &mut Printer) -> Result<Outcome> {
-    change(ctx, args, out, "resume", Store::resume_loop)
+    change(ctx, args, out, Change::Resume)
 }
 
 /// `stop`: stopped, next run cleared.
 pub(crate) fn stop(ctx: &Context, args: &LoopRef, out: &mut Printer) -> Result<Outcome> {
-    change(ctx, args, out, "stop", Store::stop_loop)
+    change(ctx, args, out, Change::Stop)
 }
 
-type ChangeFn = fn(&Store, &LoopId, loops_core::Timestamp) -> loops_store::Result<LoopChange>;
+fn change(ctx: &Context, args: &LoopRef, out: &mut Printer, change: Change) -> Result<Outcome> {
+    request::serve(ctx, out, |_| {
+        Ok(ChangeStatus {
+            target: args.target.clone(),
+            change,
+        })
+    })
+}
+
+/// A status change of `pause`, `resume` or `stop`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Change {
+    Pause,
+    Resume,
+    Stop,
+}
+
+impl Change {
+    /// The verb, for the refusal's message.
+    fn verb(self) -> &'static str {
+        match self {
+            Change::Pause => "pause",
+            Change::Resume => "resume",
+            Change::Stop => "stop",
+        }
+    }
+}
 
 /// The typed request of `pause`, `resume` and `stop`: one loop's status
-/// change. Its document is the changed loop (what `--json` prints, through
-/// `redact::loop_json`); [`print_status`] renders it for humans.
-struct ChangeStatus<'a> {
+/// change.
+struct ChangeStatus {
     /// The loop, by id or name.
-    target: &'a str,
-    /// `pause`, `resume` or `stop`, for the refusal's message.
-    verb: &'static str,
-    apply: ChangeFn,
+    target: String,
+    change: Change,
 }
 
-impl ChangeStatus<'_> {
-    /// Applies the change in `store`; a loop already so is no error.
-    fn run(&self, store: &Store) -> Result<Loop> {
-        let lp = store.require_loop(self.target)?;
-        match (self.apply)(store, &lp.id, now())? {
-            LoopChange::Changed(lp) | LoopChange::Already(lp) => Ok(lp),
+/// What a status change returns: the changed loop, and the store, for the
+/// daemon hint after a resume.
+struct StatusChanged {
+    lp: Loop,
+    change: Change,
+    store: Store,
+}
+
+impl Request for ChangeStatus {
+    type Document = StatusChanged;
+
+    /// Applies the change; a loop already so is no error.
+    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<StatusChanged> {
+        let store = ctx.open_store()?;
+        let lp = store.require_loop(&self.target)?;
+        let changed = match self.change {
+            Change::Pause => store.pause_loop(&lp.id, now())?,
+            Change::Resume => store.resume_loop(&lp.id, now())?,
+            Change::Stop => store.stop_loop(&lp.id, now())?,
+        };
+        let lp = match changed {
+            LoopChange::Changed(lp) | LoopChange::Already(lp) => lp,
             LoopChange::Refused { loop_, reason } => bail!(
                 "cannot {} {} ({}): it is {}, and {reason}",
-                self.verb,
+                self.change.verb(),
                 loop_.name,
                 loop_.id,
                 loop_.status
             ),
+        };
+        Ok(StatusChanged {
+            lp,
+            change: self.change,
+            store,
+        })
+    }
+}
+
+impl Document for StatusChanged {
+    fn json(&self, out: &mut Printer) -> Result<()> {
+        Ok(out.json_of(&redact::loop_json(&self.lp))?)
+    }
+
+    /// `<id> <status>`, plus `next=<nextRunAt>` after a resume.
+    fn human(&self, ctx: &Context, out: &mut Printer) -> Result<()> {
+        let lp = &self.lp;
+        let mut line = format!("{} {}", lp.id, lp.status);
+        if self.change == Change::Resume {
+            let next = lp
+                .next_run_at
+                .map_or_else(|| "-".to_owned(), |t| t.to_string());
+            line.push_str(&format!(" next={next}"));
         }
+        out.line(&line)?;
+        if self.change == Change::Resume && lp.status == LoopStatus::Active {
+            hint::no_daemon(ctx, &self.store, false, now());
+        }
+        Ok(())
     }
-}
-
-fn change(
-    ctx: &Context,
-    args: &LoopRef,
-    out: &mut Printer,
-    verb: &'static str,
-    apply: ChangeFn,
-) -> Result<Outcome> {
-    let request = ChangeStatus {
-        target: &args.target,
-        verb,
-        apply,
-    };
-    let store = ctx.open_store()?;
-    let lp = request.run(&store)?;
-    print_status(&lp, verb == "resume", out)?;
-    if verb == "resume" && lp.status == LoopStatus::Active {
-        hint::no_daemon(ctx, &store, out.json, now());
-    }
-    Ok(Outcome::Success)
-}
-
-/// `<id> <status>`, plus `next=<nextRunAt>` after a resume.
-fn print_status(lp: &Loop, with_next: bool, out: &mut Printer) -> std::io::Result<()> {
-    if out.json {
-        return out.json_of(&redact::loop_json(lp));
-    }
-    let mut line = format!("{} {}", lp.id, lp.status);
-    if with_next {
-        let next = lp
-            .next_run_at
-            .map_or_else(|| "-".to_owned(), |t| t.to_string());
-        line.push_str(&format!(" next={next}"));
-    }
-    out.line(&line)
 }
 
 /// `remove` / `rm`.
 pub(crate) fn remove(ctx: &Context, args: &RemoveArgs, out: &mut Printer) -> Result<Outcome> {
-    let store = ctx.open_store()?;
-    let lp = store.require_loop(&args.target.target)?;
-    let history = if args.purge {
-        DeleteHistory::Purge
-    } else {
-        DeleteHistory::Keep
-    };
-    let kept = match history {
-        DeleteHistory::Keep => count_runs(&store, &lp.id)?,
-        DeleteHistory::Purge => 0,
-    };
-    let runs_deleted = match store.delete_loop(&lp.id, history)? {
-        DeleteOutcome::Deleted { runs_deleted, .. } => {
-            if runs_deleted > 0 {
-                // Their logs go with them (issue 16 §4).
-                loops_scheduler::sweep_run_logs(&store, &ctx.data_dir()?)?;
-            }
-            runs_deleted
-        }
-        DeleteOutcome::NotFound => {
-            // Removed by someone else between the lookup and the delete.
-            if out.json {
-                out.json(&json!({ "removed": false }))?;
+    request::serve(ctx, out, |_| {
+        Ok(Remove {
+            target: args.target.target.clone(),
+            history: if args.purge {
+                DeleteHistory::Purge
             } else {
-                out.line("not removed")?;
+                DeleteHistory::Keep
+            },
+        })
+    })
+}
+
+/// The typed request of `remove`: one loop, and what becomes of its runs.
+struct Remove {
+    target: String,
+    history: DeleteHistory,
+}
+
+/// What `remove` returns: the loop removed and its runs kept or deleted,
+/// or `None` when someone else removed it between the lookup and the
+/// delete.
+struct Removed(Option<RemovedLoop>);
+
+struct RemovedLoop {
+    lp: Loop,
+    history: DeleteHistory,
+    kept: u64,
+    deleted: u64,
+}
+
+impl Request for Remove {
+    type Document = Removed;
+
+    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<Removed> {
+        let store = ctx.open_store()?;
+        let lp = store.require_loop(&self.target)?;
+        let kept = match self.history {
+            DeleteHistory::Keep => count_runs(&store, &lp.id)?,
+            DeleteHistory::Purge => 0,
+        };
+        let deleted = match store.delete_loop(&lp.id, self.history)? {
+            DeleteOutcome::Deleted { runs_deleted, .. } => {
+                if runs_deleted > 0 {
+                    // Their logs go with them (issue 16 §4).
+                    loops_scheduler::sweep_run_logs(&store, &ctx.data_dir()?)?;
+                }
+                runs_deleted
             }
-            return Ok(Outcome::Success);
-        }
-    };
-    if out.json {
-        out.json(&json!({
+            DeleteOutcome::NotFound => return Ok(Removed(None)),
+        };
+        Ok(Removed(Some(RemovedLoop {
+            lp,
+            history: self.history,
+            kept,
+            deleted,
+        })))
+    }
+}
+
+impl Document for Removed {
+    fn json(&self, out: &mut Printer) -> Result<()> {
+        let Some(r) = &self.0 else {
+            return Ok(out.json(&json!({ "removed": false }))?);
+        };
+        Ok(out.json(&json!({
             "removed": true,
-            "id": lp.id,
-            "name": lp.name,
-            "history": if args.purge { "purged" } else { "kept" },
-            "runsKept": kept,
-            "runsDeleted": runs_deleted,
-        }))?;
-        return Ok(Outcome::Success);
+            "id": r.lp.id,
+            "name": r.lp.name,
+            "history": match r.history {
+                DeleteHistory::Purge => "purged",
+                DeleteHistory::Keep => "kept",
+            },
+            "runsKept": r.kept,
+            "runsDeleted": r.deleted,
+        }))?)
     }
-    out.line("removed")?;
-    let runs = |n: u64| if n == 1 { "run" } else { "runs" };
-    match history {
-        DeleteHistory::Purge => out.line(&format!(
-            "deleted {runs_deleted} {} of {}",
-            runs(runs_deleted),
-            lp.name
-        ))?,
-        DeleteHistory::Keep if kept > 0 => out.line(&format!(
-            "kept {kept} {} of {}; list them with `loops runs {}` (remove --purge deletes a loop's runs with it)",
-            runs(kept),
-            lp.name,
-            lp.id
-        ))?,
-        DeleteHistory::Keep => out.line(&format!("{} had no runs", lp.name))?,
+
+    fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
+        let Some(r) = &self.0 else {
+            return Ok(out.line("not removed")?);
+        };
+        out.line("removed")?;
+        let runs = |n: u64| if n == 1 { "run" } else { "runs" };
+        let name = &r.lp.name;
+        match r.history {
+            DeleteHistory::Purge => {
+                out.line(&format!(
+                    "deleted {} {} of {name}",
+                    r.deleted,
+                    runs(r.deleted)
+                ))?;
+            }
+            DeleteHistory::Keep if r.kept > 0 => out.line(&format!(
+                "kept {} {} of {name}; list them with `loops runs {}` (remove --purge deletes a \
+                 loop's runs with it)",
+                r.kept,
+                runs(r.kept),
+                r.lp.id
+            ))?,
+            DeleteHistory::Keep => out.line(&format!("{name} had no runs"))?,
+        }
+        Ok(())
     }
-    Ok(Outcome::Success)
 }
 
 /// How many runs a loop has.

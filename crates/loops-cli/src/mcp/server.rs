@@ -3,7 +3,7 @@
 //!
 //! Each call runs its command on a blocking thread of its own (a command
 //! may wait for a run for as long as the run takes) with a stop token of
-//! its own ([`crate::commands::execute::with_stop`]): the client's cancel
+//! its own ([`crate::context::Context::with_stop`]): the client's cancel
 //! of the call, the end of the session (the client closed stdin) and
 //! SIGINT/SIGTERM all stop the runs it started, which are recorded as
 //! cancelled like a `run-now` interrupted by Ctrl-C.
@@ -189,14 +189,14 @@ impl ServerHandler for Loops {
             on_cancel.cancel(CLIENT_CANCELLED);
         });
         let access = self.access;
-        let ctx = self.ctx.clone();
+        let ctx = self.ctx.for_call().with_stop(stop);
         // Moved into the task, so the call ends when the task is done with
         // it: its command returned or panicked, or it never ran.
         let ending = Ending(self.calls.clone(), id);
         let called = args.clone();
         let joined = tokio::task::spawn_blocking(move || {
             let _ending = ending;
-            crate::commands::execute::with_stop(stop, || tools::call(&ctx, tool, &called, access))
+            tools::call(&ctx, tool, &called, access)
         })
         .await;
         watcher.abort();
