@@ -126,12 +126,12 @@ impl Context {
             .push(text.to_owned());
     }
 
-    /// Queues a request's warnings (see [`Context::warn`]).
-    pub(crate) fn queue_warnings(&self, warnings: crate::request::Warnings) {
+    /// Queues a request's warnings, printed once it has succeeded.
+    pub(crate) fn queue_warnings(&self, warnings: Vec<String>) {
         self.warnings
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .extend(warnings.into_vec());
+            .extend(warnings);
     }
 
     /// Takes the queued warnings.

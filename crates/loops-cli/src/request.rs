@@ -78,7 +78,7 @@ pub(crate) fn serve<R: Request>(
     let mut warnings = Warnings::default();
     let request = resolve(&mut warnings)?;
     let document = request.run(ctx, &mut warnings)?;
-    ctx.queue_warnings(warnings);
+    ctx.queue_warnings(warnings.into_vec());
     if out.json {
         document.json(out)?;
     } else {
