@@ -25,14 +25,14 @@ use loops_core::{
 };
 
 use crate::args::{AccountOptions, CreateAgent, CreateCommand, CreateWorkflow, LoopOptions};
-use crate::context::Context;
+use crate::request::Warnings;
 
 pub(crate) mod hooks;
 pub(crate) mod policy;
 
 /// `create command`: the validated loop.
-pub(crate) fn command_loop(ctx: &Context, args: &CreateCommand) -> Result<NewLoop> {
-    let (mut new, timeout_ms) = loop_options(ctx, &args.options, args.timeout.as_deref())?;
+pub(crate) fn command_loop(warnings: &mut Warnings, args: &CreateCommand) -> Result<NewLoop> {
+    let (mut new, timeout_ms) = loop_options(warnings, &args.options, args.timeout.as_deref())?;
     let mut target = CommandTarget::new(args.command.clone());
     // SPEC §7.3, §10 item 91: CLI command loops run through a shell unless
     // --no-shell is given (JSON and library targets default to no shell).
@@ -50,11 +50,11 @@ pub(crate) fn command_loop(ctx: &Context, args: &CreateCommand) -> Result<NewLoo
 /// the caller: its absolute path and its text, which is checked as a
 /// `--prompt` would be and stored as the prompt 0.3.1 would run.
 pub(crate) fn agent_loop(
-    ctx: &Context,
+    warnings: &mut Warnings,
     args: &CreateAgent,
     file: Option<(String, String)>,
 ) -> Result<NewLoop> {
-    let (mut new, timeout_ms) = loop_options(ctx, &args.options, args.timeout.as_deref())?;
+    let (mut new, timeout_ms) = loop_options(warnings, &args.options, args.timeout.as_deref())?;
     let provider = provider(&args.provider)?;
     let isolation = isolation(&args.config_isolation)?;
     let (prompt, prompt_file) = match file {
@@ -133,14 +133,14 @@ pub(crate) fn isolation(value: &str) -> Result<ConfigIsolation> {
 /// `create workflow`: the validated loop. Its target names no workflow yet
 /// (a placeholder id): `--workflow` is resolved against the store, which
 /// this stage does not open, and the caller sets the id it finds.
-pub(crate) fn workflow_loop(ctx: &Context, args: &CreateWorkflow) -> Result<NewLoop> {
-    let (mut new, _) = loop_options(ctx, &args.options, None)?;
+pub(crate) fn workflow_loop(warnings: &mut Warnings, args: &CreateWorkflow) -> Result<NewLoop> {
+    let (mut new, _) = loop_options(warnings, &args.options, None)?;
     // SPEC §1.3: a workflow timeout of 0 means none, so unlike the step
     // timeouts of command and agent loops, `--timeout 0` is accepted.
     let timeout_ms = args
         .timeout
         .as_deref()
-        .map(|t| duration(ctx, t, "--timeout"))
+        .map(|t| duration(warnings, t, "--timeout"))
         .transpose()?
         .filter(|ms| *ms > 0);
     new.target = Target::Workflow(WorkflowTarget {
@@ -161,11 +161,11 @@ fn validated(new: NewLoop) -> Result<NewLoop> {
 /// The shared options, as a loop with a placeholder target, plus the
 /// resolved `--timeout`.
 fn loop_options(
-    ctx: &Context,
+    warnings: &mut Warnings,
     opts: &LoopOptions,
     timeout: Option<&str>,
 ) -> Result<(NewLoop, Option<u64>)> {
-    let schedule = schedule(ctx, opts)?;
+    let schedule = schedule(warnings, opts)?;
     // The target is filled in by the caller.
     let mut new = NewLoop::new(
         opts.name.clone(),
@@ -177,18 +177,18 @@ fn loop_options(
     new.catch_up_limit = positive_int(&opts.catch_up_limit, "--catch-up-limit")?;
     new.overlap = overlap(&opts.overlap)?;
     new.max_attempts = positive_int(&opts.attempts, "--attempts")?;
-    new.retry_delay_ms = positive_duration(ctx, &opts.retry_delay, "--retry-delay")?;
-    new.lease_ms = positive_duration(ctx, &opts.lease, "--lease")?;
+    new.retry_delay_ms = positive_duration(warnings, &opts.retry_delay, "--retry-delay")?;
+    new.lease_ms = positive_duration(warnings, &opts.lease, "--lease")?;
     new.expires_at = opts
         .expires_at
         .as_deref()
-        .map(|v| expires_at(ctx, v))
+        .map(|v| expires_at(warnings, v))
         .transpose()?;
-    new.policy = self::policy::policy(ctx, &opts.policy)?;
+    new.policy = self::policy::policy(warnings, &opts.policy)?;
     new.hooks = hooks::hooks(&opts.hooks)?;
     // SPEC §9 item 28: a zero timeout would time out at once.
     let timeout_ms = timeout
-        .map(|t| positive_duration(ctx, t, "--timeout"))
+        .map(|t| positive_duration(warnings, t, "--timeout"))
         .transpose()?;
     Ok((new, timeout_ms))
 }
@@ -204,8 +204,8 @@ pub(crate) fn overlap(value: &str) -> Result<Overlap> {
 }
 
 /// `--expires-at`.
-pub(crate) fn expires_at(ctx: &Context, value: &str) -> Result<Timestamp> {
-    time_option(ctx, value, "--expires-at", "the loop expires at once")
+pub(crate) fn expires_at(warnings: &mut Warnings, value: &str) -> Result<Timestamp> {
+    time_option(warnings, value, "--expires-at", "the loop expires at once")
 }
 
 /// A duration option, with the SPEC's `invalid duration: <value>` and the
@@ -214,23 +214,23 @@ pub(crate) fn expires_at(ctx: &Context, value: &str) -> Result<Timestamp> {
 /// instead, with the option it came from, so the message still says what
 /// to fix. A bare number under a second is accepted as milliseconds, with a
 /// warning (issue 16 §6): `--every 10` is rarely meant as 10 ms.
-pub(crate) fn duration(ctx: &Context, value: &str, flag: &str) -> Result<u64> {
+pub(crate) fn duration(warnings: &mut Warnings, value: &str, flag: &str) -> Result<u64> {
     let ms = parse_duration(value).map_err(|e| with_flag(e, value, flag))?;
-    warn_bare_milliseconds(ctx, value, flag);
+    warn_bare_milliseconds(warnings, value, flag);
     Ok(ms)
 }
 
 /// [`duration`], which must also be greater than zero.
-pub(crate) fn positive_duration(ctx: &Context, value: &str, flag: &str) -> Result<u64> {
+pub(crate) fn positive_duration(warnings: &mut Warnings, value: &str, flag: &str) -> Result<u64> {
     let ms = parse_positive_duration(value, flag).map_err(|e| with_flag(e, value, flag))?;
-    warn_bare_milliseconds(ctx, value, flag);
+    warn_bare_milliseconds(warnings, value, flag);
     Ok(ms)
 }
 
-fn warn_bare_milliseconds(ctx: &Context, value: &str, flag: &str) {
+fn warn_bare_milliseconds(warnings: &mut Warnings, value: &str, flag: &str) {
     if bare_milliseconds(value) {
         let n = value.trim();
-        ctx.warn(&format!(
+        warnings.push(format!(
             "{flag} {n} means {n} milliseconds; write {n}s or {n}m if you meant seconds or minutes"
         ));
     }
@@ -250,7 +250,12 @@ const TIME_FORMS: &str = "use ISO-8601 such as 2026-01-01T09:00:00Z, a local 202
 
 /// A time option (`--at`, `--expires-at`): [`instant`] relative to now,
 /// with a warning when it is already past (`past` says what that means).
-pub(crate) fn time_option(ctx: &Context, value: &str, flag: &str, past: &str) -> Result<Timestamp> {
+pub(crate) fn time_option(
+    warnings: &mut Warnings,
+    value: &str,
+    flag: &str,
+    past: &str,
+) -> Result<Timestamp> {
     let now = loops_exec::SystemClock.now();
     // A blank value, or one with control characters, is quoted so the
     // message still shows what was given.
@@ -263,12 +268,14 @@ pub(crate) fn time_option(ctx: &Context, value: &str, flag: &str, past: &str) ->
     let at = instant_from(value, now)
         .ok_or_else(|| anyhow!("invalid {flag}: {shown} ({TIME_FORMS})"))?;
     if at < now {
-        ctx.warn(&format!("{flag} {at} is in the past; {past}"));
+        warnings.push(format!("{flag} {at} is in the past; {past}"));
     }
     Ok(at)
 }
 
-pub(crate) fn schedule(ctx: &Context, opts: &LoopOptions) -> Result<Schedule> {
+/// The schedule flags of `opts` (`--at`, `--every`, `--cron` with `--tz`,
+/// `--dynamic`): exactly one schedule.
+pub(crate) fn schedule(warnings: &mut Warnings, opts: &LoopOptions) -> Result<Schedule> {
     let chosen = [
         opts.at.is_some(),
         opts.every.is_some(),
@@ -283,14 +290,14 @@ pub(crate) fn schedule(ctx: &Context, opts: &LoopOptions) -> Result<Schedule> {
         bail!("--tz requires --cron: only cron schedules are evaluated in a time zone");
     }
     if let Some(at) = &opts.at {
-        let at = time_option(ctx, at, "--at", "the loop runs at the next tick")?;
+        let at = time_option(warnings, at, "--at", "the loop runs at the next tick")?;
         return Ok(Schedule::Once { at });
     }
     if let Some(every) = &opts.every {
         // The original says `interval everyMs must be > 0` (SPEC §10 item
         // 11); issue 16 §6 keeps stored field names out of messages.
         return Ok(Schedule::Interval {
-            every_ms: positive_duration(ctx, every, "--every")?,
+            every_ms: positive_duration(warnings, every, "--every")?,
             anchor: Some(Anchor::FixedRate),
         });
     }
@@ -426,13 +433,30 @@ mod tests {
     #[test]
     fn the_daemon_grace_default_is_the_schedulers() {
         // `daemon install` leaves the default out of the service.
+        let mut warnings = Warnings::default();
         let ms = duration(
-            &Context::default(),
+            &mut warnings,
             crate::args::daemon::DEFAULT_GRACE_FLAG,
             "--grace",
         )
         .unwrap();
+        assert!(warnings.into_vec().is_empty());
         assert_eq!(u128::from(ms), loops_scheduler::DEFAULT_GRACE.as_millis());
+    }
+
+    #[test]
+    fn a_bare_number_and_a_past_time_are_warned_about_in_order() {
+        let mut warnings = Warnings::default();
+        assert_eq!(duration(&mut warnings, "10", "--every").unwrap(), 10);
+        assert_eq!(duration(&mut warnings, "10s", "--every").unwrap(), 10_000);
+        time_option(&mut warnings, "2001-01-01T00:00:00Z", "--at", "it runs now").unwrap();
+        assert_eq!(
+            warnings.into_vec(),
+            [
+                "--every 10 means 10 milliseconds; write 10s or 10m if you meant seconds or minutes",
+                "--at 2001-01-01T00:00:00.000Z is in the past; it runs now",
+            ]
+        );
     }
 
     #[test]

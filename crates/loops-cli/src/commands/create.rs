@@ -15,19 +15,29 @@ use anyhow::Result;
 use loops_core::{AgentProvider, Loop, NewLoop, Target};
 use loops_store::{Store, StoreError};
 
-use crate::args::{CreateAgent, CreateCommand, CreateWorkflow};
+use super::now;
+use crate::args;
 use crate::context::Context;
 use crate::exit::Outcome;
+use crate::hint;
 use crate::redact;
 use crate::render::Printer;
+use crate::request::{self, Document, Request, Warnings};
+use crate::resolve;
 
 /// `create command`.
-pub(crate) fn command(ctx: &Context, args: &CreateCommand, out: &mut Printer) -> Result<Outcome> {
-    let mut new = crate::resolve::command_loop(ctx, args)?;
-    if let Target::Command(target) = &mut new.target {
-        target.cwd = Some(cwd::resolve(args.cwd.as_deref())?);
-    }
-    create(ctx, &new, out)
+pub(crate) fn command(
+    ctx: &Context,
+    args: &args::CreateCommand,
+    out: &mut Printer,
+) -> Result<Outcome> {
+    request::serve(ctx, out, |warnings| {
+        let mut new = resolve::command_loop(warnings, args)?;
+        if let Target::Command(target) = &mut new.target {
+            target.cwd = Some(cwd::resolve(args.cwd.as_deref())?);
+        }
+        Ok(CreateCommand { new })
+    })
 }
 
 /// `create agent`.
@@ -35,65 +45,145 @@ pub(crate) fn command(ctx: &Context, args: &CreateCommand, out: &mut Printer) ->
 /// `--agent` with provider codex is accepted and stored, as the original
 /// does, with a warning: codex has no `--agent` flag and never receives it
 /// (SPEC §5.2).
-pub(crate) fn agent(ctx: &Context, args: &CreateAgent, out: &mut Printer) -> Result<Outcome> {
-    let file = match &args.prompt_file {
-        Some(path) => Some(prompt_file::read(path)?),
-        None => None,
-    };
-    let mut new = crate::resolve::agent_loop(ctx, args, file)?;
-    if let Target::Agent(target) = &mut new.target {
-        target.cwd = Some(cwd::resolve(args.cwd.as_deref())?);
-    }
-    if let Target::Agent(target) = &new.target
-        && target.provider == AgentProvider::Codex
-        && target.agent.is_some()
-    {
-        ctx.note(
-            "warning",
-            "--agent is ignored for provider codex, which has no --agent flag; the agent is \
-             stored but codex never receives it",
-        );
-    }
-    create(ctx, &new, out)
+pub(crate) fn agent(ctx: &Context, args: &args::CreateAgent, out: &mut Printer) -> Result<Outcome> {
+    request::serve(ctx, out, |warnings| {
+        let file = match &args.prompt_file {
+            Some(path) => Some(prompt_file::read(path)?),
+            None => None,
+        };
+        // First of the warnings, as it always came: it was once printed at
+        // once, before the queued ones. A create that fails says none.
+        if args.agent.is_some()
+            && resolve::provider(&args.provider).is_ok_and(|p| p == AgentProvider::Codex)
+        {
+            warnings.push(
+                "--agent is ignored for provider codex, which has no --agent flag; the agent is \
+                 stored but codex never receives it",
+            );
+        }
+        let mut new = resolve::agent_loop(warnings, args, file)?;
+        if let Target::Agent(target) = &mut new.target {
+            target.cwd = Some(cwd::resolve(args.cwd.as_deref())?);
+        }
+        Ok(CreateAgent { new })
+    })
 }
 
 /// `create workflow`: the loop stores the id `--workflow` resolves to
 /// (SPEC §7.3), by id whatever its status, else the newest active workflow
 /// of that name.
-pub(crate) fn workflow(ctx: &Context, args: &CreateWorkflow, out: &mut Printer) -> Result<Outcome> {
-    let mut new = crate::resolve::workflow_loop(ctx, args)?;
-    let store = ctx.open_store()?;
-    let workflow = store.require_workflow(&args.workflow)?;
-    if let Target::Workflow(target) = &mut new.target {
-        target.workflow_id = workflow.id;
-    }
-    let lp = store.create_loop(&new, super::now())?;
-    warn_if_name_shared(ctx, &store, &lp);
-    if out.json {
-        out.json_of(&redact::loop_json(&lp))?;
-        return Ok(Outcome::Success);
-    }
-    out.line(&format!(
-        "created workflow loop {} ({}) workflow={} next={}",
-        lp.id,
-        lp.name,
-        workflow.name,
-        next_run(&lp)
-    ))?;
-    crate::hint::no_daemon(ctx, &store, out.json, super::now());
-    Ok(Outcome::Success)
+pub(crate) fn workflow(
+    ctx: &Context,
+    args: &args::CreateWorkflow,
+    out: &mut Printer,
+) -> Result<Outcome> {
+    request::serve(ctx, out, |warnings| {
+        Ok(CreateWorkflow {
+            new: resolve::workflow_loop(warnings, args)?,
+            workflow: args.workflow.clone(),
+        })
+    })
 }
 
-fn create(ctx: &Context, new: &NewLoop, out: &mut Printer) -> Result<Outcome> {
-    let store = ctx.open_store()?;
-    let lp = store.create_loop(new, super::now())?;
-    print_created(&lp, out)?;
-    warn_if_name_shared(ctx, &store, &lp);
-    if let Some(dir) = target_cwd(&lp.target) {
-        cwd::warn_if_missing(ctx, dir);
+/// The typed request of `create command`: the validated loop, its
+/// working directory absolute.
+struct CreateCommand {
+    new: NewLoop,
+}
+
+/// The typed request of `create agent`: the validated loop, its working
+/// directory and prompt file absolute, the file's text as its prompt.
+struct CreateAgent {
+    new: NewLoop,
+}
+
+/// The typed request of `create workflow`: the validated loop, whose
+/// target names no workflow yet, and the workflow by id or name.
+struct CreateWorkflow {
+    new: NewLoop,
+    workflow: String,
+}
+
+/// What `create` returns: the loop created, the name of its workflow (a
+/// workflow loop's), and the store, for the daemon hint.
+struct Created {
+    lp: Loop,
+    workflow: Option<String>,
+    store: Store,
+}
+
+impl Request for CreateCommand {
+    type Document = Created;
+
+    fn run(self, ctx: &Context, warnings: &mut Warnings) -> Result<Created> {
+        create(ctx, warnings, &self.new)
     }
-    crate::hint::no_daemon(ctx, &store, out.json, super::now());
-    Ok(Outcome::Success)
+}
+
+impl Request for CreateAgent {
+    type Document = Created;
+
+    fn run(self, ctx: &Context, warnings: &mut Warnings) -> Result<Created> {
+        create(ctx, warnings, &self.new)
+    }
+}
+
+impl Request for CreateWorkflow {
+    type Document = Created;
+
+    fn run(self, ctx: &Context, warnings: &mut Warnings) -> Result<Created> {
+        let mut new = self.new;
+        let store = ctx.open_store()?;
+        let workflow = store.require_workflow(&self.workflow)?;
+        if let Target::Workflow(target) = &mut new.target {
+            target.workflow_id = workflow.id;
+        }
+        let lp = store.create_loop(&new, now())?;
+        warn_if_name_shared(warnings, &store, &lp);
+        Ok(Created {
+            lp,
+            workflow: Some(workflow.name),
+            store,
+        })
+    }
+}
+
+/// Stores a command or agent loop.
+fn create(ctx: &Context, warnings: &mut Warnings, new: &NewLoop) -> Result<Created> {
+    let store = ctx.open_store()?;
+    let lp = store.create_loop(new, now())?;
+    warn_if_name_shared(warnings, &store, &lp);
+    if let Some(dir) = target_cwd(&lp.target) {
+        cwd::warn_if_missing(warnings, dir);
+    }
+    Ok(Created {
+        lp,
+        workflow: None,
+        store,
+    })
+}
+
+impl Document for Created {
+    fn json(&self, out: &mut Printer) -> Result<()> {
+        Ok(out.json_of(&redact::loop_json(&self.lp))?)
+    }
+
+    /// `created loop <id> (<name>) next=<nextRunAt>`, with the workflow's
+    /// name for a workflow loop, then the daemon hint.
+    fn human(&self, ctx: &Context, out: &mut Printer) -> Result<()> {
+        let lp = &self.lp;
+        out.line(&match &self.workflow {
+            Some(workflow) => format!(
+                "created workflow loop {} ({}) workflow={workflow} next={}",
+                lp.id,
+                lp.name,
+                next_run(lp)
+            ),
+            None => format!("created loop {} ({}) next={}", lp.id, lp.name, next_run(lp)),
+        })?;
+        hint::no_daemon(ctx, &self.store, false, now());
+        Ok(())
+    }
 }
 
 /// The working directory of a command or agent target.
@@ -105,13 +195,13 @@ pub(crate) fn target_cwd(target: &Target) -> Option<&str> {
     }
 }
 
-/// Warns on stderr when another loop already had the new loop's name:
-/// commands given that name now refuse it (issue 16), so the user learns
-/// it here rather than at the next `pause`. Best effort: a failed lookup
-/// only skips the warning.
-fn warn_if_name_shared(ctx: &Context, store: &Store, lp: &Loop) {
+/// Warns when another loop already had the new loop's name: commands
+/// given that name now refuse it (issue 16), so the user learns it here
+/// rather than at the next `pause`. Best effort: a failed lookup only
+/// skips the warning.
+fn warn_if_name_shared(warnings: &mut Warnings, store: &Store, lp: &Loop) {
     if let Err(StoreError::AmbiguousName { matches, .. }) = store.require_loop(&lp.name) {
-        ctx.warn(&format!(
+        warnings.push(format!(
             "{} loops are now named {:?}; commands given this name refuse it, so use the id \
                  {}, or give one of them another name with `loops rename`",
             matches.len(),
@@ -119,18 +209,6 @@ fn warn_if_name_shared(ctx: &Context, store: &Store, lp: &Loop) {
             lp.id
         ));
     }
-}
-
-fn print_created(lp: &Loop, out: &mut Printer) -> std::io::Result<()> {
-    if out.json {
-        return out.json_of(&redact::loop_json(lp));
-    }
-    out.line(&format!(
-        "created loop {} ({}) next={}",
-        lp.id,
-        lp.name,
-        next_run(lp)
-    ))
 }
 
 /// The loop's next run, or `-`.

@@ -147,7 +147,9 @@ fn tuning(ctx: &Context, args: &RunArgs) -> Result<Tuning> {
 }
 
 fn grace(ctx: &Context, value: &str) -> Result<Duration> {
-    let ms = crate::resolve::duration(ctx, value, "--grace")?;
+    let mut warnings = crate::request::Warnings::default();
+    let ms = crate::resolve::duration(&mut warnings, value, "--grace")?;
+    ctx.queue_warnings(warnings);
     Ok(Duration::from_millis(ms))
 }
 

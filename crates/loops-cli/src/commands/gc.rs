@@ -153,7 +153,9 @@ pub(crate) fn daemon_settings(ctx: &Context, flags: &GcFlags) -> Result<Option<G
     let Some(age) = &flags.gc_max_age else {
         return Ok(None);
     };
-    let ms = resolve::duration(ctx, age, "--gc-max-age")?;
+    let mut warnings = crate::request::Warnings::default();
+    let ms = resolve::duration(&mut warnings, age, "--gc-max-age")?;
+    ctx.queue_warnings(warnings);
     if ms == 0 {
         bail!("--gc-max-age must be greater than zero (such as 30d)");
     }

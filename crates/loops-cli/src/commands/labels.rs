@@ -3,6 +3,7 @@
 //! schedules.
 
 use anyhow::Result;
+use loops_core::Loop;
 use loops_store::{StoreError, loop_settings};
 use serde_json::json;
 
@@ -11,46 +12,95 @@ use crate::args::policy::LabelsCommand;
 use crate::context::Context;
 use crate::exit::Outcome;
 use crate::render::Printer;
+use crate::request::{self, Document, Request, Warnings};
 use crate::resolve::policy::labels;
 
 /// `loops labels …`.
 pub(crate) fn run(ctx: &Context, command: &LabelsCommand, out: &mut Printer) -> Result<Outcome> {
-    let (target, given) = match command {
-        LabelsCommand::Set(a) | LabelsCommand::Add(a) | LabelsCommand::Remove(a) => {
-            (a.target.as_str(), labels(&a.labels)?)
-        }
-        LabelsCommand::Clear(r) => (r.target.as_str(), Vec::new()),
-    };
-    let store = ctx.open_store()?;
-    let lp = store.require_loop(target)?;
-    // The edit reads the labels under the write lock, so an add or remove
-    // never loses a concurrent change to them.
-    let edited = store.edit_loop(&lp.id, now(), |stored| {
-        let mut settings = loop_settings(stored);
-        let have = &mut settings.policy.labels;
-        match command {
-            LabelsCommand::Set(_) | LabelsCommand::Clear(_) => *have = given.clone(),
-            LabelsCommand::Add(_) => {
-                for l in &given {
-                    if !have.contains(l) {
-                        have.push(l.clone());
+    request::serve(ctx, out, |_| {
+        Ok(match command {
+            LabelsCommand::Set(a) => Labels {
+                target: a.target.clone(),
+                change: LabelChange::Set(labels(&a.labels)?),
+            },
+            LabelsCommand::Add(a) => Labels {
+                target: a.target.clone(),
+                change: LabelChange::Add(labels(&a.labels)?),
+            },
+            LabelsCommand::Remove(a) => Labels {
+                target: a.target.clone(),
+                change: LabelChange::Remove(labels(&a.labels)?),
+            },
+            LabelsCommand::Clear(r) => Labels {
+                target: r.target.clone(),
+                change: LabelChange::Set(Vec::new()),
+            },
+        })
+    })
+}
+
+/// The typed request of `labels`: one loop, and the change to its labels.
+struct Labels {
+    /// The loop, by id or name.
+    target: String,
+    change: LabelChange,
+}
+
+/// A change to a loop's labels, each checked.
+enum LabelChange {
+    /// These labels, and no others (`set`, and `clear` with none).
+    Set(Vec<String>),
+    /// These labels too, after the ones the loop has.
+    Add(Vec<String>),
+    /// Not these labels.
+    Remove(Vec<String>),
+}
+
+/// What `labels` returns: the loop with its new labels.
+struct Labeled(Loop);
+
+impl Request for Labels {
+    type Document = Labeled;
+
+    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<Labeled> {
+        let store = ctx.open_store()?;
+        let lp = store.require_loop(&self.target)?;
+        // The edit reads the labels under the write lock, so an add or
+        // remove never loses a concurrent change to them.
+        let edited = store.edit_loop(&lp.id, now(), |stored| {
+            let mut settings = loop_settings(stored);
+            let have = &mut settings.policy.labels;
+            match self.change {
+                LabelChange::Set(given) => *have = given,
+                LabelChange::Add(given) => {
+                    for l in given {
+                        if !have.contains(&l) {
+                            have.push(l);
+                        }
                     }
                 }
+                LabelChange::Remove(given) => have.retain(|l| !given.contains(l)),
             }
-            LabelsCommand::Remove(_) => have.retain(|l| !given.contains(l)),
-        }
-        Ok::<_, StoreError>(settings)
-    })?;
-    let lp = edited.after;
-    if out.json {
-        out.json(&json!({ "id": lp.id, "name": lp.name, "labels": lp.policy.labels }))?;
-        return Ok(Outcome::Success);
+            Ok::<_, StoreError>(settings)
+        })?;
+        Ok(Labeled(edited.after))
     }
-    // One line, whatever a stored name (the original's) holds.
-    let name = crate::render::escape_controls(&lp.name, &[]);
-    out.line(&match lp.policy.labels.as_slice() {
-        [] => format!("{name} ({}): no labels", lp.id),
-        l => format!("{name} ({}): {}", lp.id, l.join(", ")),
-    })?;
-    Ok(Outcome::Success)
+}
+
+impl Document for Labeled {
+    fn json(&self, out: &mut Printer) -> Result<()> {
+        let lp = &self.0;
+        Ok(out.json(&json!({ "id": lp.id, "name": lp.name, "labels": lp.policy.labels }))?)
+    }
+
+    /// `<name> (<id>): <labels>`, or `no labels`.
+    fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
+        let lp = &self.0;
+        // One line, whatever a stored name (the original's) holds.
+        let name = crate::render::escape_controls(&lp.name, &[]);
+        Ok(out.line(&match lp.policy.labels.as_slice() {
+            [] => format!("{name} ({}): no labels", lp.id),
+            l => format!("{name} ({}): {}", lp.id, l.join(", ")),
+        })?)
+    }
 }

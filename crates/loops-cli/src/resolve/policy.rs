@@ -1,6 +1,7 @@
 //! The operating-policy flags of `create` and `edit` (issue 17) resolved
-//! into a [`LoopPolicy`]: labels, expiry after runs, the circuit breaker,
-//! the retry backoff and skip exit codes.
+//! into a [`LoopPolicy`], or for `edit` into a [`PolicyChange`] to apply to
+//! the stored one: labels, expiry after runs, the circuit breaker, the
+//! retry backoff and skip exit codes.
 
 use std::str::FromStr;
 
@@ -8,26 +9,38 @@ use anyhow::{Result, anyhow};
 use loops_core::{Backoff, LoopPolicy, validate_label};
 
 use crate::args::policy::PolicyOptions;
-use crate::context::Context;
+use crate::request::Warnings;
 
 /// The policy of a new loop from `create`'s flags.
-pub(crate) fn policy(ctx: &Context, opts: &PolicyOptions) -> Result<LoopPolicy> {
+pub(crate) fn policy(warnings: &mut Warnings, opts: &PolicyOptions) -> Result<LoopPolicy> {
     let mut policy = LoopPolicy::default();
-    apply(ctx, opts, &mut policy, false)?;
+    change(warnings, opts, false)?.apply(&mut policy);
     Ok(policy)
 }
 
-/// Applies the flags given to `policy`. With `edit`, `off` removes a count
+/// The policy flags given, resolved: each field is `None` when its flag
+/// is not given, and the stored value then stays.
+#[derive(Debug, Default)]
+pub(crate) struct PolicyChange {
+    labels: Option<Vec<String>>,
+    expires_after_runs: Option<Option<u32>>,
+    pause_after_failures: Option<Option<u32>>,
+    backoff: Option<Backoff>,
+    max_retry_delay_ms: Option<u64>,
+    skip_exit_codes: Option<Vec<i32>>,
+}
+
+/// Resolves the flags given. With `edit`, `off` removes a count
 /// (`--expires-after-runs off`), `--label ''` and `--skip-exit-code ''`
 /// clear their lists, and a given list replaces the stored one.
-pub(crate) fn apply(
-    ctx: &Context,
+pub(crate) fn change(
+    warnings: &mut Warnings,
     opts: &PolicyOptions,
-    policy: &mut LoopPolicy,
     edit: bool,
-) -> Result<()> {
+) -> Result<PolicyChange> {
+    let mut change = PolicyChange::default();
     if !opts.labels.is_empty() {
-        policy.labels = labels(&opts.labels)?;
+        change.labels = Some(labels(&opts.labels)?);
     }
     let count = |v: &str, flag: &str| -> Result<Option<u32>> {
         if edit && v.trim() == "off" {
@@ -36,22 +49,49 @@ pub(crate) fn apply(
         super::positive_int(v, flag).map(Some)
     };
     if let Some(v) = &opts.expires_after_runs {
-        policy.expires_after_runs = count(v, "--expires-after-runs")?;
+        change.expires_after_runs = Some(count(v, "--expires-after-runs")?);
     }
     if let Some(v) = &opts.pause_after_failures {
-        policy.pause_after_failures = count(v, "--pause-after-failures")?;
+        change.pause_after_failures = Some(count(v, "--pause-after-failures")?);
     }
     if let Some(v) = &opts.backoff {
-        policy.backoff = Backoff::from_str(v.trim())
-            .map_err(|_| anyhow!("--backoff must be fixed or exponential"))?;
+        change.backoff = Some(
+            Backoff::from_str(v.trim())
+                .map_err(|_| anyhow!("--backoff must be fixed or exponential"))?,
+        );
     }
     if let Some(v) = &opts.max_retry_delay {
-        policy.max_retry_delay_ms = Some(super::positive_duration(ctx, v, "--max-retry-delay")?);
+        change.max_retry_delay_ms =
+            Some(super::positive_duration(warnings, v, "--max-retry-delay")?);
     }
     if !opts.skip_exit_codes.is_empty() {
-        policy.skip_exit_codes = skip_exit_codes(&opts.skip_exit_codes)?;
+        change.skip_exit_codes = Some(skip_exit_codes(&opts.skip_exit_codes)?);
     }
-    Ok(())
+    Ok(change)
+}
+
+impl PolicyChange {
+    /// Applies the flags given to `policy`.
+    pub(crate) fn apply(self, policy: &mut LoopPolicy) {
+        if let Some(labels) = self.labels {
+            policy.labels = labels;
+        }
+        if let Some(n) = self.expires_after_runs {
+            policy.expires_after_runs = n;
+        }
+        if let Some(n) = self.pause_after_failures {
+            policy.pause_after_failures = n;
+        }
+        if let Some(backoff) = self.backoff {
+            policy.backoff = backoff;
+        }
+        if let Some(ms) = self.max_retry_delay_ms {
+            policy.max_retry_delay_ms = Some(ms);
+        }
+        if let Some(codes) = self.skip_exit_codes {
+            policy.skip_exit_codes = codes;
+        }
+    }
 }
 
 /// Labels from repeated and comma-separated values, checked, in order,
@@ -103,6 +143,32 @@ mod tests {
         assert!(err.contains("invalid label \"bad label\""), "{err}");
         assert!(labels(&["x".repeat(65)]).is_err());
         assert!(labels(&[String::new()]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_edit_changes_only_the_policy_given() {
+        let mut warnings = Warnings::default();
+        let mut policy = LoopPolicy {
+            labels: vec!["a".into()],
+            pause_after_failures: Some(3),
+            expires_after_runs: Some(5),
+            ..LoopPolicy::default()
+        };
+        let opts = PolicyOptions {
+            expires_after_runs: Some("off".into()),
+            max_retry_delay: Some("1m".into()),
+            ..PolicyOptions::default()
+        };
+        change(&mut warnings, &opts, true)
+            .unwrap()
+            .apply(&mut policy);
+        assert_eq!(policy.labels, ["a"]);
+        assert_eq!(policy.pause_after_failures, Some(3));
+        assert_eq!(policy.expires_after_runs, None);
+        assert_eq!(policy.max_retry_delay_ms, Some(60_000));
+        // `off` is for edit only: a new loop has no count to remove.
+        assert!(change(&mut warnings, &opts, false).is_err());
+        assert!(warnings.into_vec().is_empty());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context as _, Result, anyhow};
 
-use crate::context::Context;
+use crate::request::Warnings;
 
 /// The directory to store for `--cwd` (or its absence): a leading `~` is
 /// `$HOME`, a relative path is made absolute against the current
@@ -31,11 +31,11 @@ pub(crate) fn resolve(given: Option<&str>) -> Result<String> {
     })
 }
 
-/// Warns on stderr when `dir` is not an existing directory: the loop is
-/// kept (the directory may be created later), but its runs fail until then.
-pub(crate) fn warn_if_missing(ctx: &Context, dir: &str) {
+/// Warns when `dir` is not an existing directory: the loop is kept (the
+/// directory may be created later), but its runs fail until then.
+pub(crate) fn warn_if_missing(warnings: &mut Warnings, dir: &str) {
     if !dir.is_empty() && !Path::new(dir).is_dir() {
-        ctx.warn(&format!(
+        warnings.push(format!(
             "the working directory {dir} does not exist (yet); runs of this loop fail until \
                  it does"
         ));

@@ -2,13 +2,17 @@
 //! and a flag given for another kind is refused, naming the loop's kind
 //! and the flags it takes.
 
+use std::collections::BTreeMap;
+
 use anyhow::{Result, bail};
-use loops_core::{Account, Loop, Target, WorkflowId};
+use loops_core::{
+    Account, AgentProvider, ConfigIsolation, DurationError, Loop, Target, WorkflowId,
+};
 
 use crate::args::AccountOptions;
 use crate::args::edit::EditArgs;
-use crate::commands::create::cwd;
-use crate::context::Context;
+use crate::commands::create::{cwd, prompt_file};
+use crate::request::Warnings;
 use crate::resolve;
 
 const COMMAND_FLAGS: &str = "--cmd, --arg, --no-args, --shell, --no-shell, --env, --no-env, \
@@ -17,24 +21,19 @@ const AGENT_FLAGS: &str = "--provider, --prompt, --prompt-file, --model, --agent
                            --timeout, --account, --account-tool";
 const WORKFLOW_FLAGS: &str = "--workflow, --timeout";
 
-/// What the target flags name outside the store, found before the loop is
-/// locked: a file or directory that blocks (a FIFO, a slow mount) must not
-/// hold the write lock the daemon's claims wait on.
+/// What the target flags name outside the store: a directory and a file,
+/// read before the store is opened.
 pub(super) struct Outside {
-    /// `--workflow`, resolved: by id whatever its status, else the active
-    /// workflow of that name, as create does.
-    pub(super) workflow: Option<WorkflowId>,
     /// `--cwd`, absolute.
-    pub(super) cwd: Option<String>,
+    cwd: Option<String>,
     /// `--prompt-file`: its absolute path and its text now.
-    pub(super) prompt_file: Option<(String, String)>,
+    prompt_file: Option<(String, String)>,
 }
 
 impl Outside {
     /// Resolves what `args` name outside the store.
-    pub(super) fn of(args: &EditArgs, workflow: Option<WorkflowId>) -> Result<Outside> {
+    pub(super) fn of(args: &EditArgs) -> Result<Outside> {
         Ok(Outside {
-            workflow,
             cwd: args
                 .cwd
                 .as_deref()
@@ -43,111 +42,206 @@ impl Outside {
             prompt_file: args
                 .prompt_file
                 .as_deref()
-                .map(crate::commands::create::prompt_file::read)
+                .map(prompt_file::read)
                 .transpose()?,
         })
     }
 }
 
-/// Applies the target flags of `args` to `target`, the stored loop's.
-pub(super) fn apply(
-    ctx: &Context,
-    args: &EditArgs,
-    outside: &Outside,
-    stored: &Loop,
-    target: &mut Target,
-) -> Result<()> {
-    let workflow = outside.workflow;
-    let (kind, takes) = match target {
-        Target::Command(_) => ("command", COMMAND_FLAGS),
-        Target::Agent(_) => ("agent", AGENT_FLAGS),
-        Target::Workflow(_) => ("workflow", WORKFLOW_FLAGS),
-    };
-    let misfits: Vec<&str> = given(args)
-        .into_iter()
-        .filter(|(_, kinds)| !kinds.contains(&kind))
-        .map(|(flag, _)| flag)
-        .collect();
-    if !misfits.is_empty() {
-        bail!(
-            "{} {} not apply to {} ({}), a {kind} loop; a {kind} loop takes {takes}",
-            misfits.join(", "),
-            if misfits.len() == 1 { "does" } else { "do" },
-            stored.name,
-            stored.id,
-        );
+/// The target flags, resolved: each field is `None` when its flag is not
+/// given, and the stored value then stays. Which flags fit is decided
+/// against the stored loop's kind of target.
+pub(super) struct TargetChange {
+    /// The target flags given, each with the kinds of target it fits.
+    given: Vec<(&'static str, &'static [&'static str])>,
+    command: Option<String>,
+    /// `--arg` (`Some(Some(..))`) or `--no-args` (`Some(None)`).
+    args: Option<Option<Vec<String>>>,
+    /// `--shell` or `--no-shell`.
+    shell: Option<bool>,
+    /// `--env` (`Some(Some(..))`) or `--no-env` (`Some(None)`).
+    env: Option<Option<BTreeMap<String, String>>>,
+    provider: Option<AgentProvider>,
+    prompt: Option<String>,
+    /// `--prompt-file`: its absolute path and its text now.
+    prompt_file: Option<(String, String)>,
+    /// `--model`: `Some(None)` (from `''`) removes it.
+    model: Option<Option<String>>,
+    /// `--agent`: `Some(None)` (from `''`) removes it.
+    agent: Option<Option<String>>,
+    config_isolation: Option<ConfigIsolation>,
+    /// `--cwd`, absolute.
+    pub(super) cwd: Option<String>,
+    /// `--timeout`: 0 means no limit for a workflow loop, and is refused
+    /// for a command or agent loop, which would time out at once.
+    timeout_ms: Option<u64>,
+    /// `--account` and `--account-tool`, merged with the stored account.
+    account: Option<String>,
+    account_tool: Option<String>,
+}
+
+impl TargetChange {
+    /// Resolves the target flags of `args`; `outside` is what they name
+    /// outside the store.
+    pub(super) fn of(
+        warnings: &mut Warnings,
+        args: &EditArgs,
+        outside: Outside,
+    ) -> Result<TargetChange> {
+        let env = if !args.env.is_empty() {
+            Some(resolve::env_map(&args.env)?)
+        } else {
+            args.no_env.then_some(None)
+        };
+        let provider = args
+            .provider
+            .as_deref()
+            .map(resolve::provider)
+            .transpose()?;
+        let config_isolation = args
+            .config_isolation
+            .as_deref()
+            .map(resolve::isolation)
+            .transpose()?;
+        let timeout_ms = args
+            .timeout
+            .as_deref()
+            .map(|t| resolve::duration(warnings, t, "--timeout"))
+            .transpose()?;
+        let set_or_clear =
+            |v: &Option<String>| v.as_ref().map(|v| (!v.is_empty()).then(|| v.clone()));
+        Ok(TargetChange {
+            given: given(args),
+            command: args.command.clone(),
+            args: if !args.args.is_empty() {
+                Some(Some(args.args.clone()))
+            } else {
+                args.no_args.then_some(None)
+            },
+            shell: (args.shell || args.no_shell).then_some(args.shell),
+            env,
+            provider,
+            prompt: args.prompt.clone(),
+            prompt_file: outside.prompt_file,
+            model: set_or_clear(&args.model),
+            agent: set_or_clear(&args.agent),
+            config_isolation,
+            cwd: outside.cwd,
+            timeout_ms,
+            account: args.account.clone(),
+            account_tool: args.account_tool.clone(),
+        })
     }
-    let cwd = outside.cwd.clone();
-    match target {
-        Target::Command(t) => {
-            if let Some(command) = &args.command {
-                t.command = command.clone();
-            }
-            if !args.args.is_empty() {
-                t.args = Some(args.args.clone());
-            } else if args.no_args {
-                t.args = None;
-            }
-            if args.shell || args.no_shell {
-                t.shell = Some(args.shell);
-            }
-            if !args.env.is_empty() {
-                t.env = resolve::env_map(&args.env)?;
-            } else if args.no_env {
-                t.env = None;
-            }
-            if cwd.is_some() {
-                t.cwd = cwd;
-            }
-            if let Some(timeout) = &args.timeout {
-                t.timeout_ms = Some(resolve::positive_duration(ctx, timeout, "--timeout")?);
-            }
-            t.account = account(args, t.account.take())?;
+
+    /// Applies the flags to `target`, the stored loop's; `workflow` is
+    /// `--workflow` found in the store.
+    pub(super) fn apply(
+        self,
+        stored: &Loop,
+        workflow: Option<WorkflowId>,
+        target: &mut Target,
+    ) -> Result<()> {
+        let (kind, takes) = match target {
+            Target::Command(_) => ("command", COMMAND_FLAGS),
+            Target::Agent(_) => ("agent", AGENT_FLAGS),
+            Target::Workflow(_) => ("workflow", WORKFLOW_FLAGS),
+        };
+        let misfits: Vec<&str> = self
+            .given
+            .iter()
+            .filter(|(_, kinds)| !kinds.contains(&kind))
+            .map(|(flag, _)| *flag)
+            .collect();
+        if !misfits.is_empty() {
+            bail!(
+                "{} {} not apply to {} ({}), a {kind} loop; a {kind} loop takes {takes}",
+                misfits.join(", "),
+                if misfits.len() == 1 { "does" } else { "do" },
+                stored.name,
+                stored.id,
+            );
         }
-        Target::Agent(t) => {
-            if let Some(provider) = &args.provider {
-                t.provider = resolve::provider(provider)?;
+        // SPEC §9 item 28: a zero timeout would time out at once.
+        let positive = |ms: Option<u64>| match ms {
+            Some(0) => Err(DurationError::Zero {
+                what: "--timeout".to_owned(),
+            }),
+            ms => Ok(ms),
+        };
+        match target {
+            Target::Command(t) => {
+                if let Some(command) = self.command {
+                    t.command = command;
+                }
+                if let Some(args) = self.args {
+                    t.args = args;
+                }
+                if let Some(shell) = self.shell {
+                    t.shell = Some(shell);
+                }
+                if let Some(env) = self.env {
+                    t.env = env;
+                }
+                if self.cwd.is_some() {
+                    t.cwd = self.cwd;
+                }
+                if let Some(ms) = positive(self.timeout_ms)? {
+                    t.timeout_ms = Some(ms);
+                }
+                t.account = account(
+                    self.account.as_deref(),
+                    self.account_tool.as_deref(),
+                    t.account.take(),
+                )?;
             }
-            if let Some(prompt) = &args.prompt {
-                t.prompt = prompt.clone();
-                // A given prompt replaces a prompt file (issue 17).
-                t.prompt_file = None;
+            Target::Agent(t) => {
+                if let Some(provider) = self.provider {
+                    t.provider = provider;
+                }
+                if let Some(prompt) = self.prompt {
+                    t.prompt = prompt;
+                    // A given prompt replaces a prompt file (issue 17).
+                    t.prompt_file = None;
+                }
+                if let Some((path, text)) = self.prompt_file {
+                    // As `create agent --prompt-file`: the path absolute, the
+                    // text now stored as the prompt an older loops would run.
+                    t.prompt = text;
+                    t.prompt_file = Some(path);
+                }
+                if let Some(model) = self.model {
+                    t.model = model;
+                }
+                if let Some(agent) = self.agent {
+                    t.agent = agent;
+                }
+                if let Some(isolation) = self.config_isolation {
+                    t.config_isolation = Some(isolation);
+                }
+                if self.cwd.is_some() {
+                    t.cwd = self.cwd;
+                }
+                if let Some(ms) = positive(self.timeout_ms)? {
+                    t.timeout_ms = Some(ms);
+                }
+                t.account = account(
+                    self.account.as_deref(),
+                    self.account_tool.as_deref(),
+                    t.account.take(),
+                )?;
             }
-            if let Some((path, text)) = &outside.prompt_file {
-                // As `create agent --prompt-file`: the path absolute, the
-                // text now stored as the prompt an older loops would run.
-                t.prompt = text.clone();
-                t.prompt_file = Some(path.clone());
+            Target::Workflow(t) => {
+                if let Some(id) = workflow {
+                    t.workflow_id = id;
+                }
+                if let Some(ms) = self.timeout_ms {
+                    // SPEC §1.3: 0 means no limit, as in create.
+                    t.timeout_ms = Some(ms).filter(|ms| *ms > 0);
+                }
             }
-            if let Some(model) = &args.model {
-                t.model = (!model.is_empty()).then(|| model.clone());
-            }
-            if let Some(agent) = &args.agent {
-                t.agent = (!agent.is_empty()).then(|| agent.clone());
-            }
-            if let Some(isolation) = &args.config_isolation {
-                t.config_isolation = Some(resolve::isolation(isolation)?);
-            }
-            if cwd.is_some() {
-                t.cwd = cwd;
-            }
-            if let Some(timeout) = &args.timeout {
-                t.timeout_ms = Some(resolve::positive_duration(ctx, timeout, "--timeout")?);
-            }
-            t.account = account(args, t.account.take())?;
         }
-        Target::Workflow(t) => {
-            if let Some(id) = workflow {
-                t.workflow_id = id;
-            }
-            if let Some(timeout) = &args.timeout {
-                // SPEC §1.3: 0 means no limit, as in create.
-                t.timeout_ms =
-                    Some(resolve::duration(ctx, timeout, "--timeout")?).filter(|ms| *ms > 0);
-            }
-        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// The target flags given, each with the kinds of target it fits.
@@ -186,8 +280,12 @@ fn given(args: &EditArgs) -> Vec<(&'static str, &'static [&'static str])> {
 /// `--account`/`--account-tool` over the stored account: `--account ''`
 /// removes it, `--account-tool ''` removes only the tool, and a new
 /// profile keeps the stored tool unless `--account-tool` is given.
-fn account(args: &EditArgs, stored: Option<Account>) -> Result<Option<Account>> {
-    match (args.account.as_deref(), args.account_tool.as_deref()) {
+fn account(
+    profile: Option<&str>,
+    tool: Option<&str>,
+    stored: Option<Account>,
+) -> Result<Option<Account>> {
+    match (profile, tool) {
         (None, None) => Ok(stored),
         (Some(""), None) => Ok(None),
         (Some(""), Some(_)) => {
