@@ -149,7 +149,7 @@ fn tuning(ctx: &Context, args: &RunArgs) -> Result<Tuning> {
 fn grace(ctx: &Context, value: &str) -> Result<Duration> {
     let mut warnings = crate::request::Warnings::default();
     let ms = crate::resolve::duration(&mut warnings, value, "--grace")?;
-    ctx.queue_warnings(warnings);
+    ctx.queue_warnings(warnings.into_vec());
     Ok(Duration::from_millis(ms))
 }
 

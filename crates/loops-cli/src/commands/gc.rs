@@ -155,7 +155,7 @@ pub(crate) fn daemon_settings(ctx: &Context, flags: &GcFlags) -> Result<Option<G
     };
     let mut warnings = crate::request::Warnings::default();
     let ms = resolve::duration(&mut warnings, age, "--gc-max-age")?;
-    ctx.queue_warnings(warnings);
+    ctx.queue_warnings(warnings.into_vec());
     if ms == 0 {
         bail!("--gc-max-age must be greater than zero (such as 30d)");
     }
