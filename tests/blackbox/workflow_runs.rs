@@ -3,7 +3,7 @@
 //! workflow loop run by `tick` (SPEC §6.3, §6.6, §6.8, §7.4; §10 items
 //! 73–78 and 86; §9 items 26 and 38).
 
-use loops_tests::{TestEnv, snapshot_settings};
+use loops_tests::{TestEnv, snapshot_settings, sqlite_only, wait_for};
 use serde_json::{Value, json};
 
 use crate::workflows::{create_workflow, exec_step, shell_step};
@@ -445,4 +445,92 @@ fn progress_lines_show_while_a_later_step_still_runs() {
     std::fs::write(&go, "").unwrap();
     assert!(child.wait().unwrap().success());
     reader.join().unwrap();
+}
+
+#[test]
+fn a_write_that_must_be_retried_is_said_on_stderr_and_the_run_goes_on() {
+    // Issue 26: the runner's `on_retry` reaches `workflows run`. A write
+    // lock held by the test past the busy timeout fails the runner's
+    // writes as a full disk would: a transient store error, retried until
+    // it lands, said once on stderr.
+    sqlite_only!("holds SQLite's write lock to make the runner's writes fail for a while");
+    let env = TestEnv::new();
+    let started = env.home().join("started");
+    let go = env.home().join("go");
+    let workflow = json!({
+        "name": "stalled",
+        "steps": [
+            shell_step(
+                "a",
+                &format!(
+                    "touch \"{}\"; while [ ! -e \"{}\" ]; do sleep 0.01; done",
+                    started.display(),
+                    go.display()
+                ),
+                &[],
+            ),
+            exec_step("b", "true", &["a"]),
+        ],
+    });
+    create_workflow(&env, &workflow);
+    let mut child = env.spawn(&["workflows", "run", "stalled"]);
+    // Lets step a end even when an assertion below fails.
+    struct Release(std::path::PathBuf);
+    impl Drop for Release {
+        fn drop(&mut self) {
+            let _ = std::fs::write(&self.0, "");
+        }
+    }
+    let _release = Release(go.clone());
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Duration::from_secs(30);
+    wait_for("step a to start", deadline, || {
+        started.exists().then_some(())
+    });
+    let lock = rusqlite::Connection::open(env.db_path()).unwrap();
+    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+    std::fs::write(&go, "").unwrap();
+    let mut seen: Vec<String> = Vec::new();
+    let until = std::time::Instant::now() + deadline;
+    let retry = loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.starts_with("warning: recording the workflow run failed") => {
+                break line;
+            }
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("no retry said while the database was locked; saw {seen:?}"),
+        }
+    };
+    lock.execute_batch("ROLLBACK").unwrap();
+    assert!(
+        retry.starts_with(
+            "warning: recording the workflow run failed, retrying until it succeeds: "
+        ) && retry.contains("locked"),
+        "{retry}"
+    );
+    let out = child.wait_with_output().unwrap();
+    reader.join().unwrap();
+    // The run went on once the lock was gone, and nothing was lost.
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines[0].ends_with(" succeeded"), "{stdout}");
+    assert_eq!(&lines[1..], ["  00  succeeded   a", "  01  succeeded   b"]);
+    // Said once for the streak, not once per attempt.
+    let again: Vec<String> = rx
+        .try_iter()
+        .filter(|l| l.contains("retrying until it succeeds"))
+        .collect();
+    assert!(again.is_empty(), "{again:?}");
 }

@@ -25,6 +25,7 @@ use crate::context::Context;
 use crate::exit::Outcome;
 use crate::redact::{self, Output};
 use crate::render::{self, Printer};
+use crate::request::{self, Document, Request, Warnings};
 use crate::resolve;
 
 /// What stops a runner's runs: SIGINT and SIGTERM, through handlers it
@@ -82,58 +83,132 @@ pub(crate) fn hook_settings(
     Ok(settings)
 }
 
-/// `run-now <loop>`. With `--show-output` on a terminal, the output is
-/// printed live as the run goes (from its log file, followed on a thread
-/// of its own) and not again at the end.
+/// `run-now <loop>`.
 pub(crate) fn run_now(ctx: &Context, args: &RunNowArgs, out: &mut Printer) -> Result<Outcome> {
-    let store = ctx.open_store()?;
-    let lp = store.require_loop(&args.target.target)?;
-    let signals = install_signals(ctx)?;
-    let clock = SystemClock;
-    let warn = |text: &str| runner_warning(ctx, text);
-    let executor =
-        ProcessExecutor::for_store(&clock, &store).with_logs(&ctx.data_dir()?, Some(&warn));
-    let runner_id = format!("manual:{}", std::process::id());
-    let hooks = hook_settings(None)?;
-    let live = args.show_output && !out.json && std::io::stdout().is_terminal();
-    let (started, claimed) = mpsc::channel::<RunId>();
-    let on_run = move |run: &LoopRun| {
-        if run.status == RunStatus::Running {
-            let _ = started.send(run.id);
-        }
-    };
-    let opts = TickOptions {
-        runner_id: &runner_id,
-        clock: &clock,
-        executor: &executor,
-        max_parallel: 1,
-        stop: Some(signals.token()),
-        on_run: live.then_some(&on_run as &dyn Fn(&LoopRun)),
-        on_error: None,
-        hooks: &hooks,
-        on_hook_error: Some(&warn),
-    };
-    let done = AtomicBool::new(false);
-    let (run, streamed) = std::thread::scope(|scope| {
-        let done = &done;
-        let follower = live.then(|| scope.spawn(move || follow_live(ctx, &claimed, done)));
-        let run = loops_scheduler::run_now(&store, &lp, &opts);
-        done.store(true, Ordering::Relaxed);
-        let streamed = follower.is_some_and(|f| f.join().unwrap_or(false));
-        (run, streamed)
-    });
-    let run = run?;
-    let output = match Output::from_flag(args.show_output) {
-        // Printed already, as it came.
-        Output::Shown if streamed => None,
-        output => Some(output),
-    };
-    print_run(ctx, &run, output, out)?;
-    Ok(if run.status == RunStatus::Succeeded {
-        Outcome::Success
-    } else {
-        Outcome::Failure
+    let json = out.json;
+    request::serve(ctx, out, |_| {
+        Ok(RunNow {
+            target: args.target.target.clone(),
+            output: Output::from_flag(args.show_output),
+            live: args.show_output && !json && std::io::stdout().is_terminal(),
+        })
     })
+}
+
+/// The typed request of `run-now`: one run of one loop, now.
+struct RunNow {
+    /// The loop, by id or name.
+    target: String,
+    output: Output,
+    /// Human output on a terminal with `--show-output`: the output is
+    /// printed live as the run goes (from its log file, followed on a
+    /// thread of its own) and not again at the end.
+    live: bool,
+}
+
+/// What `run-now` returns: the ended run, and how its output is shown
+/// (`None`: it was printed live already).
+struct RanNow {
+    run: LoopRun,
+    output: Option<Output>,
+}
+
+impl Request for RunNow {
+    type Document = RanNow;
+
+    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<RanNow> {
+        let store = ctx.open_store()?;
+        let lp = store.require_loop(&self.target)?;
+        let signals = install_signals(ctx)?;
+        let clock = SystemClock;
+        let warn = |text: &str| runner_warning(ctx, text);
+        let executor =
+            ProcessExecutor::for_store(&clock, &store).with_logs(&ctx.data_dir()?, Some(&warn));
+        let runner_id = format!("manual:{}", std::process::id());
+        let hooks = hook_settings(None)?;
+        let live = self.live;
+        let (started, claimed) = mpsc::channel::<RunId>();
+        let on_run = move |run: &LoopRun| {
+            if run.status == RunStatus::Running {
+                let _ = started.send(run.id);
+            }
+        };
+        let opts = TickOptions {
+            runner_id: &runner_id,
+            clock: &clock,
+            executor: &executor,
+            max_parallel: 1,
+            stop: Some(signals.token()),
+            on_run: live.then_some(&on_run as &dyn Fn(&LoopRun)),
+            on_error: None,
+            hooks: &hooks,
+            on_hook_error: Some(&warn),
+        };
+        // The live view prints while the run goes, so it cannot wait for
+        // the render step; it is human output on a terminal only.
+        let done = AtomicBool::new(false);
+        let (run, streamed) = std::thread::scope(|scope| {
+            let done = &done;
+            let follower = live.then(|| scope.spawn(move || follow_live(ctx, &claimed, done)));
+            let run = loops_scheduler::run_now(&store, &lp, &opts);
+            done.store(true, Ordering::Relaxed);
+            let streamed = follower.is_some_and(|f| f.join().unwrap_or(false));
+            (run, streamed)
+        });
+        let run = run?;
+        let output = match self.output {
+            // Printed already, as it came.
+            Output::Shown if streamed => None,
+            output => Some(output),
+        };
+        Ok(RanNow { run, output })
+    }
+}
+
+impl Document for RanNow {
+    fn json(&self, out: &mut Printer) -> Result<()> {
+        let output = self.output.unwrap_or(Output::Shown);
+        Ok(out.json(&redact::run_json(&self.run, output))?)
+    }
+
+    /// `<runId> <status>`, the error, then the output blocks or their
+    /// lengths (nothing when the output was printed live).
+    fn human(&self, ctx: &Context, out: &mut Printer) -> Result<()> {
+        let run = &self.run;
+        out.line(&format!("{} {}", run.id, run.status))?;
+        if let Some(error) = &run.error {
+            // One line, whatever the error holds (a cwd with a line break).
+            out.line(&format!("  error: {}", ctx.error_line(error)))?;
+        }
+        match self.output {
+            None => {}
+            Some(Output::Shown) => {
+                for line in render::output_blocks(run) {
+                    out.line(&line)?;
+                }
+            }
+            Some(Output::Redacted) => {
+                for (label, text) in [("stdout", &run.stdout), ("stderr", &run.stderr)] {
+                    if let Some(text) = text.as_deref().filter(|t| !t.is_empty()) {
+                        out.line(&format!(
+                            "  {label}: {} (--show-output prints it)",
+                            redact::redacted_len(text)
+                        ))?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// 0 only when the run succeeded.
+    fn outcome(&self) -> Outcome {
+        if self.run.status == RunStatus::Succeeded {
+            Outcome::Success
+        } else {
+            Outcome::Failure
+        }
+    }
 }
 
 /// Follows the log of the run `claimed` names until `done`; returns
@@ -161,100 +236,114 @@ fn follow_live(ctx: &Context, claimed: &mpsc::Receiver<RunId>, done: &AtomicBool
     tail.seen_file()
 }
 
-/// `<runId> <status>`, the error, then the output blocks or their lengths
-/// (nothing when `output` is `None`: it was printed live).
-fn print_run(
-    ctx: &Context,
-    run: &LoopRun,
-    output: Option<Output>,
-    out: &mut Printer,
-) -> std::io::Result<()> {
-    if out.json {
-        return out.json(&redact::run_json(run, output.unwrap_or(Output::Shown)));
+/// `tick`.
+pub(crate) fn tick(ctx: &Context, args: &TickArgs, out: &mut Printer) -> Result<Outcome> {
+    request::serve(ctx, out, |_| {
+        Ok(Tick {
+            max_parallel: resolve::positive_int(&args.max_parallel, "--max-parallel")?,
+            output: Output::from_flag(args.show_output),
+        })
+    })
+}
+
+/// The typed request of `tick`: one tick of every due loop.
+struct Tick {
+    /// How many runs at once.
+    max_parallel: u32,
+    output: Output,
+}
+
+/// What `tick` returns: what the tick did, and the signal that interrupted
+/// it, if one did.
+struct Ticked {
+    result: TickResult,
+    output: Output,
+    interrupted: Option<String>,
+}
+
+impl Request for Tick {
+    type Document = Ticked;
+
+    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<Ticked> {
+        let store = ctx.open_store()?;
+        let signals = install_signals(ctx)?;
+        let clock = SystemClock;
+        let warn = |text: &str| runner_warning(ctx, text);
+        let executor =
+            ProcessExecutor::for_store(&clock, &store).with_logs(&ctx.data_dir()?, Some(&warn));
+        let runner_id = format!("manual-tick:{}", std::process::id());
+        let hooks = hook_settings(None)?;
+        let on_error = |lp: &Loop, message: &str| {
+            // A loop's failure does not stop the tick; say which loop it was.
+            ctx.note(
+                "warning",
+                &format!("loop {} ({}): {message}", lp.name, lp.id),
+            );
+        };
+        let opts = TickOptions {
+            runner_id: &runner_id,
+            clock: &clock,
+            executor: &executor,
+            max_parallel: usize::try_from(self.max_parallel).unwrap_or(usize::MAX),
+            stop: Some(signals.token()),
+            on_run: None,
+            on_error: Some(&on_error),
+            hooks: &hooks,
+            on_hook_error: Some(&warn),
+        };
+        let result = loops_scheduler::tick(&store, &opts)?;
+        Ok(Ticked {
+            result,
+            output: self.output,
+            interrupted: signals.token().reason(),
+        })
     }
-    out.line(&format!("{} {}", run.id, run.status))?;
-    if let Some(error) = &run.error {
-        // One line, whatever the error holds (a cwd with a line break).
-        out.line(&format!("  error: {}", ctx.error_line(error)))?;
-    }
-    match output {
-        None => {}
-        Some(Output::Shown) => {
-            for line in render::output_blocks(run) {
-                out.line(&line)?;
-            }
+}
+
+impl Ticked {
+    /// Says on stderr, after the output, that a signal cut the tick short.
+    fn say_interrupted(&self) {
+        if let Some(reason) = &self.interrupted {
+            // An error: said under `--quiet` too, as `ctx.note` does.
+            render::note("error", &format!("tick interrupted ({reason})"));
         }
-        Some(Output::Redacted) => {
-            for (label, text) in [("stdout", &run.stdout), ("stderr", &run.stderr)] {
-                if let Some(text) = text.as_deref().filter(|t| !t.is_empty()) {
-                    out.line(&format!(
-                        "  {label}: {} (--show-output prints it)",
-                        redact::redacted_len(text)
-                    ))?;
+    }
+}
+
+impl Document for Ticked {
+    fn json(&self, out: &mut Printer) -> Result<()> {
+        out.json(&redact::tick_json(&self.result, self.output))?;
+        self.say_interrupted();
+        Ok(())
+    }
+
+    fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
+        let result = &self.result;
+        out.line(&format!(
+            "completed={} skipped={} recovered={} expired={}",
+            result.completed.len(),
+            result.skipped.len(),
+            result.recovered.len(),
+            result.expired.len()
+        ))?;
+        if self.output == Output::Shown {
+            for run in &result.completed {
+                out.line(&format!("{} {} {}", run.id, run.status, run.loop_name))?;
+                for line in render::output_blocks(run) {
+                    out.line(&line)?;
                 }
             }
         }
+        self.say_interrupted();
+        Ok(())
     }
-    Ok(())
-}
 
-/// `tick`.
-pub(crate) fn tick(ctx: &Context, args: &TickArgs, out: &mut Printer) -> Result<Outcome> {
-    let max_parallel = resolve::positive_int(&args.max_parallel, "--max-parallel")?;
-    let output = Output::from_flag(args.show_output);
-    let store = ctx.open_store()?;
-    let signals = install_signals(ctx)?;
-    let clock = SystemClock;
-    let warn = |text: &str| runner_warning(ctx, text);
-    let executor =
-        ProcessExecutor::for_store(&clock, &store).with_logs(&ctx.data_dir()?, Some(&warn));
-    let runner_id = format!("manual-tick:{}", std::process::id());
-    let hooks = hook_settings(None)?;
-    let on_error = |lp: &Loop, message: &str| {
-        // A loop's failure does not stop the tick; say which loop it was.
-        ctx.note(
-            "warning",
-            &format!("loop {} ({}): {message}", lp.name, lp.id),
-        );
-    };
-    let opts = TickOptions {
-        runner_id: &runner_id,
-        clock: &clock,
-        executor: &executor,
-        max_parallel: usize::try_from(max_parallel).unwrap_or(usize::MAX),
-        stop: Some(signals.token()),
-        on_run: None,
-        on_error: Some(&on_error),
-        hooks: &hooks,
-        on_hook_error: Some(&warn),
-    };
-    let result = loops_scheduler::tick(&store, &opts)?;
-    print_tick(&result, output, out)?;
-    if let Some(reason) = signals.token().reason() {
-        ctx.note("error", &format!("tick interrupted ({reason})"));
-        return Ok(Outcome::Failure);
-    }
-    Ok(Outcome::Success)
-}
-
-fn print_tick(result: &TickResult, output: Output, out: &mut Printer) -> std::io::Result<()> {
-    if out.json {
-        return out.json(&redact::tick_json(result, output));
-    }
-    out.line(&format!(
-        "completed={} skipped={} recovered={} expired={}",
-        result.completed.len(),
-        result.skipped.len(),
-        result.recovered.len(),
-        result.expired.len()
-    ))?;
-    if output == Output::Shown {
-        for run in &result.completed {
-            out.line(&format!("{} {} {}", run.id, run.status, run.loop_name))?;
-            for line in render::output_blocks(run) {
-                out.line(&line)?;
-            }
+    /// 1 when a signal interrupted the tick, whatever its runs did.
+    fn outcome(&self) -> Outcome {
+        if self.interrupted.is_some() {
+            Outcome::Failure
+        } else {
+            Outcome::Success
         }
     }
-    Ok(())
 }

@@ -26,6 +26,7 @@
 //! output and `log` the log file's text (`null` without one). All three
 //! are scrubbed of the run's secrets by the runner.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::MetadataExt;
@@ -42,35 +43,124 @@ use crate::args::LogsArgs;
 use crate::context::Context;
 use crate::exit::Outcome;
 use crate::render::{self, Printer};
+use crate::request::{self, Document, Request, Warnings};
 
 /// How often `-f` looks at the file and the run.
 pub(crate) const POLL: Duration = Duration::from_millis(100);
 
 /// `logs`.
 pub(crate) fn run(ctx: &Context, args: &LogsArgs, out: &mut Printer) -> Result<Outcome> {
-    let store = ctx.open_store()?;
-    let mut run = find_run(&store, &args.target)?;
-    let path = log_path(ctx, &run)?;
-    if args.follow && run.status == RunStatus::Running {
+    request::serve(ctx, out, |_| {
+        Ok(Logs {
+            target: args.target.clone(),
+            follow: args.follow,
+        })
+    })
+}
+
+/// The typed request of `logs`: one run's output, followed with `-f`.
+struct Logs {
+    /// A run id, else a loop (by id or name), whose latest run it is.
+    target: String,
+    follow: bool,
+}
+
+/// What `logs` returns: the run and where its log is on this host. With
+/// `-f` on a running run, the store too: the render step follows the run
+/// until it ends, printing its log as it grows (`--json` waits for the end
+/// quietly, then prints the ended run).
+struct RunLog {
+    run: LoopRun,
+    path: PathBuf,
+    /// The store to follow the run in, with `-f` on a running run.
+    follow: Option<Store>,
+}
+
+impl Request for Logs {
+    type Document = RunLog;
+
+    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<RunLog> {
+        let store = ctx.open_store()?;
+        let run = find_run(&store, &self.target)?;
+        let path = log_path(ctx, &run)?;
+        let follow = (self.follow && run.status == RunStatus::Running).then_some(store);
+        Ok(RunLog { run, path, follow })
+    }
+}
+
+impl Document for RunLog {
+    fn json(&self, out: &mut Printer) -> Result<()> {
+        let run = match &self.follow {
+            None => Cow::Borrowed(&self.run),
+            Some(store) => match self.follow(store, None)? {
+                Some(run) => Cow::Owned(run),
+                // Ctrl-C: quietly, with nothing printed.
+                None => return Ok(()),
+            },
+        };
+        out.json(&json!({
+            "runId": run.id,
+            "loopId": run.loop_id,
+            "loopName": run.loop_name,
+            "status": run.status,
+            "attempt": run.attempt,
+            "exitCode": run.exit_code,
+            "error": run.error,
+            "stdout": run.stdout.as_deref().unwrap_or(""),
+            "stderr": run.stderr.as_deref().unwrap_or(""),
+            "log": read_log(&self.path),
+        }))?;
+        Ok(())
+    }
+
+    fn human(&self, ctx: &Context, out: &mut Printer) -> Result<()> {
+        let run = match &self.follow {
+            None => {
+                match read_log(&self.path) {
+                    Some(text) => print_text(&text, out)?,
+                    None => print_stored(&self.run, out)?,
+                }
+                Cow::Borrowed(&self.run)
+            }
+            Some(store) => match self.follow(store, Some((ctx, out)))? {
+                Some(run) => Cow::Owned(run),
+                // Ctrl-C: quietly, with what was printed so far.
+                None => return Ok(()),
+            },
+        };
+        say_end(ctx, &run);
+        Ok(())
+    }
+}
+
+impl RunLog {
+    /// Follows the running run in `store` until it ends: with `print`, its
+    /// log is printed as it grows, then the stored output when no log was
+    /// found; without, it waits quietly. Returns the ended run, or `None`
+    /// when Ctrl-C ended the wait.
+    fn follow(
+        &self,
+        store: &Store,
+        mut print: Option<(&Context, &mut Printer)>,
+    ) -> Result<Option<LoopRun>> {
         let signals = SignalCancel::install()?;
-        let mut tail = Tail::new(path.clone());
-        let quiet = out.json;
+        let mut run = self.run.clone();
+        let mut tail = Tail::new(self.path.clone());
         let mut said_missing = false;
         loop {
             if signals.token().is_cancelled() {
-                // Ctrl-C: quietly, with what was printed so far.
-                if !quiet {
-                    tail.finish(ctx, out)?;
+                if let Some((ctx, out)) = &mut print {
+                    tail.finish(ctx, *out)?;
                 }
-                return Ok(Outcome::Success);
+                return Ok(None);
             }
             // The status first: a run seen finished has written its log.
             let current = store.get_run(&run.id)?;
             let finished = current
                 .as_ref()
                 .is_none_or(|r| r.status != RunStatus::Running);
-            if !quiet {
-                tail.pump(ctx, out)?;
+            if let Some((ctx, out)) = &mut print {
+                tail.pump(ctx, *out)?;
             }
             if let Some(current) = current {
                 run = current;
@@ -78,7 +168,10 @@ pub(crate) fn run(ctx: &Context, args: &LogsArgs, out: &mut Printer) -> Result<O
             if finished {
                 break;
             }
-            if !quiet && !said_missing && !tail.seen_file() {
+            if let Some((ctx, _)) = &print
+                && !said_missing
+                && !tail.seen_file()
+            {
                 said_missing = true;
                 ctx.note(
                     "note",
@@ -91,37 +184,14 @@ pub(crate) fn run(ctx: &Context, args: &LogsArgs, out: &mut Printer) -> Result<O
             }
             std::thread::sleep(POLL);
         }
-        if !quiet {
+        if let Some((ctx, out)) = print {
             tail.finish(ctx, out)?;
             if !tail.seen_file() {
                 print_stored(&run, out)?;
             }
-            say_end(ctx, &run);
-            return Ok(Outcome::Success);
         }
+        Ok(Some(run))
     }
-    let log = read_log(&path);
-    if out.json {
-        out.json(&json!({
-            "runId": run.id,
-            "loopId": run.loop_id,
-            "loopName": run.loop_name,
-            "status": run.status,
-            "attempt": run.attempt,
-            "exitCode": run.exit_code,
-            "error": run.error,
-            "stdout": run.stdout.as_deref().unwrap_or(""),
-            "stderr": run.stderr.as_deref().unwrap_or(""),
-            "log": log,
-        }))?;
-        return Ok(Outcome::Success);
-    }
-    match log {
-        Some(text) => print_text(&text, out)?,
-        None => print_stored(&run, out)?,
-    }
-    say_end(ctx, &run);
-    Ok(Outcome::Success)
 }
 
 /// The run `target` names: a run id, else the latest run of a loop (by id

@@ -42,105 +42,157 @@ fn name_with_labels(lp: &Loop) -> String {
 
 /// `list` / `ls`.
 pub(crate) fn list(ctx: &Context, args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
-    let status = args
-        .status
-        .as_deref()
-        .map(resolve::loop_status)
-        .transpose()?;
-    let limit = args
-        .limit
-        .as_deref()
-        .map(|l| resolve::positive_int(l, "--limit"))
-        .transpose()?;
-    let labels = crate::resolve::policy::labels(&args.labels)?;
-    let store = ctx.open_store()?;
-    let filter = LoopFilter {
-        status,
-        limit: Some(limit.unwrap_or(u32::MAX)),
-    };
-    if out.json {
-        // Each loop is printed as its row is read: a thousand loops never
-        // sit in memory at once. A damaged row found partway ends the
-        // output there, and the command fails with the error.
+    request::serve(ctx, out, |_| {
+        let status = args
+            .status
+            .as_deref()
+            .map(resolve::loop_status)
+            .transpose()?;
+        let limit = args
+            .limit
+            .as_deref()
+            .map(|l| resolve::positive_int(l, "--limit"))
+            .transpose()?;
+        let labels = crate::resolve::policy::labels(&args.labels)?;
+        Ok(List {
+            status,
+            limit,
+            labels,
+        })
+    })
+}
+
+/// The typed request of `list`: the loops of a status and labels, at most
+/// `limit` of them.
+struct List {
+    status: Option<LoopStatus>,
+    limit: Option<u32>,
+    /// Every one of them, when any (issue 17).
+    labels: Vec<String>,
+}
+
+/// What `list` returns: the opened store and the filter, not the loops.
+/// They are read as they are printed, in the render step: a thousand loops
+/// never sit in memory at once under `--json`.
+struct Listed {
+    store: Store,
+    request: List,
+}
+
+impl Request for List {
+    type Document = Listed;
+
+    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<Listed> {
+        Ok(Listed {
+            store: ctx.open_store()?,
+            request: self,
+        })
+    }
+}
+
+impl Listed {
+    fn filter(&self) -> LoopFilter {
+        LoopFilter {
+            status: self.request.status,
+            limit: Some(self.request.limit.unwrap_or(u32::MAX)),
+        }
+    }
+}
+
+impl Document for Listed {
+    /// Each loop is printed as its row is read. A damaged row found
+    /// partway ends the output there, and the command fails with the error.
+    fn json(&self, out: &mut Printer) -> Result<()> {
         let mut list = out.json_array();
         let mut failed = None;
-        store.for_each_labeled_loop(&filter, &labels, |lp| {
-            match list.push(&redact::into_loop_json(lp)) {
-                Ok(()) => ControlFlow::Continue(()),
-                Err(e) => {
-                    failed = Some(e);
-                    ControlFlow::Break(())
+        self.store
+            .for_each_labeled_loop(&self.filter(), &self.request.labels, |lp| {
+                match list.push(&redact::into_loop_json(lp)) {
+                    Ok(()) => ControlFlow::Continue(()),
+                    Err(e) => {
+                        failed = Some(e);
+                        ControlFlow::Break(())
+                    }
                 }
-            }
-        })?;
+            })?;
         if let Some(e) = failed {
             return Err(e.into());
         }
         Printer::end_json_array(list)?;
-        return Ok(Outcome::Success);
+        Ok(())
     }
-    let mut loops = Vec::new();
-    store.for_each_labeled_loop(&filter, &labels, |lp| {
-        loops.push(lp);
-        ControlFlow::Continue(())
-    })?;
-    if loops.is_empty() {
-        ctx.hint(&match status {
-            _ if !labels.is_empty() => format!("no loops labeled {}", labels.join(", ")),
-            None => "no loops yet — loops create --help".to_owned(),
-            Some(status) => format!("no {status} loops"),
-        });
-        return Ok(Outcome::Success);
-    }
-    let now = human::display_now();
-    let mut table =
-        Table::with_headers(&["ID", "NAME", "STATUS", "SCHEDULE", "NEXT RUN", "LAST RUN"]);
-    for lp in &loops {
-        let active = lp.status == LoopStatus::Active;
-        let (next, overdue) = human::next_run(lp.next_run_at, active, now);
-        let last = last_run(&store, &lp.id)?;
-        table.styled_row(vec![
-            (lp.id.to_string(), Style::new()),
-            (name_with_labels(lp), Style::new()),
-            (
-                lp.status.to_string(),
-                render::status_style(lp.status.as_str()),
-            ),
-            (human::schedule(&lp.schedule), Style::new()),
-            (
-                next,
-                if overdue {
-                    render::overdue_style()
-                } else {
-                    Style::new()
-                },
-            ),
-            match &last {
-                Some(run) => (
-                    human::last_run(run, now),
-                    render::status_style(run.status.as_str()),
-                ),
-                None => ("-".to_owned(), Style::new()),
-            },
-        ]);
-    }
-    out.table(&table, |_| Vec::new())?;
-    // Said on stderr, as the empty state is: stdout holds the table alone,
-    // so a pipe into `wc -l` or `grep` sees only loops (issue 16).
-    if let Some(limit) = limit {
-        let total = store.count_loops(status)?;
-        if total > u64::from(limit) {
-            ctx.hint(&format!(
-                "showing {} of {total} loops; raise --limit to see more",
-                loops.len()
-            ));
+
+    fn human(&self, ctx: &Context, out: &mut Printer) -> Result<()> {
+        let List {
+            status,
+            limit,
+            labels,
+        } = &self.request;
+        let store = &self.store;
+        let mut loops = Vec::new();
+        store.for_each_labeled_loop(&self.filter(), labels, |lp| {
+            loops.push(lp);
+            ControlFlow::Continue(())
+        })?;
+        if loops.is_empty() {
+            ctx.hint(&match status {
+                _ if !labels.is_empty() => format!("no loops labeled {}", labels.join(", ")),
+                None => "no loops yet — loops create --help".to_owned(),
+                Some(status) => format!("no {status} loops"),
+            });
+            return Ok(());
         }
+        let now = human::display_now();
+        let mut table =
+            Table::with_headers(&["ID", "NAME", "STATUS", "SCHEDULE", "NEXT RUN", "LAST RUN"]);
+        for lp in &loops {
+            let active = lp.status == LoopStatus::Active;
+            let (next, overdue) = human::next_run(lp.next_run_at, active, now);
+            let last = last_run(store, &lp.id)?;
+            table.styled_row(vec![
+                (lp.id.to_string(), Style::new()),
+                (name_with_labels(lp), Style::new()),
+                (
+                    lp.status.to_string(),
+                    render::status_style(lp.status.as_str()),
+                ),
+                (human::schedule(&lp.schedule), Style::new()),
+                (
+                    next,
+                    if overdue {
+                        render::overdue_style()
+                    } else {
+                        Style::new()
+                    },
+                ),
+                match &last {
+                    Some(run) => (
+                        human::last_run(run, now),
+                        render::status_style(run.status.as_str()),
+                    ),
+                    None => ("-".to_owned(), Style::new()),
+                },
+            ]);
+        }
+        out.table(&table, |_| Vec::new())?;
+        // Said on stderr, as the empty state is: stdout holds the table
+        // alone, so a pipe into `wc -l` or `grep` sees only loops (issue 16).
+        if let Some(limit) = limit {
+            let total = store.count_loops(*status)?;
+            if total > u64::from(*limit) {
+                ctx.hint(&format!(
+                    "showing {} of {total} loops; raise --limit to see more",
+                    loops.len()
+                ));
+            }
+        }
+        if loops.iter().any(|lp| lp.status == LoopStatus::Active) {
+            // The real clock: a lease is live or not whatever the display
+            // says.
+            hint::no_daemon(ctx, store, false, super::now());
+        }
+        Ok(())
     }
-    if loops.iter().any(|lp| lp.status == LoopStatus::Active) {
-        // The real clock: a lease is live or not whatever the display says.
-        hint::no_daemon(ctx, &store, out.json, super::now());
-    }
-    Ok(Outcome::Success)
 }
 
 /// A loop's newest run: one indexed lookup (`idx_runs_loop`), whatever

@@ -9,7 +9,7 @@
 
 use anstyle::Style;
 use anyhow::Result;
-use loops_core::{LoopId, LoopRun, RunId, Timestamp};
+use loops_core::{LoopId, LoopRun, RunId, RunStatus, Timestamp};
 use loops_store::{RunFilter, Store, StoreError};
 
 use crate::args::RunsArgs;
@@ -18,6 +18,7 @@ use crate::exit::Outcome;
 use crate::human;
 use crate::redact::{self, Output};
 use crate::render::{self, Printer, Table};
+use crate::request::{self, Document, Request, Warnings};
 use crate::resolve;
 
 /// How much of an error's first line the table shows.
@@ -25,8 +26,6 @@ const ERROR_WIDTH: usize = 60;
 
 /// What the argument of `runs` names.
 enum Subject {
-    /// Every loop's runs.
-    All,
     /// One loop's runs (a removed loop's kept history too).
     Loop(LoopId),
     /// One run.
@@ -35,68 +34,119 @@ enum Subject {
 
 /// `runs`.
 pub(crate) fn list(ctx: &Context, args: &RunsArgs, out: &mut Printer) -> Result<Outcome> {
-    let limit = resolve::positive_int(&args.limit, "--limit")?;
-    let status = args
-        .status
-        .as_deref()
-        .map(resolve::run_status)
-        .transpose()?;
-    let output = Output::from_flag(args.show_output);
-    let store = ctx.open_store()?;
-    let loop_id = match args.target.as_deref() {
-        None => Subject::All,
-        Some(target) => subject(&store, target)?,
-    };
-    let loop_id = match loop_id {
-        Subject::All => None,
-        Subject::Loop(id) => Some(id),
-        Subject::Run(run) => {
-            print_one(ctx, &run, output, out)?;
-            return Ok(Outcome::Success);
-        }
-    };
-    // One row more than shown tells whether the limit cut the listing,
-    // without counting a long history.
-    let labels = crate::resolve::policy::labels(&args.labels)?;
-    let mut runs = store.list_labeled_runs(
-        &RunFilter {
-            loop_id,
+    request::serve(ctx, out, |_| {
+        let limit = resolve::positive_int(&args.limit, "--limit")?;
+        let status = args
+            .status
+            .as_deref()
+            .map(resolve::run_status)
+            .transpose()?;
+        Ok(Runs {
+            target: args.target.clone(),
+            limit,
             status,
-            limit: Some(limit.saturating_add(1)),
-        },
-        &labels,
-    )?;
-    let cut = runs.len() > limit as usize;
-    runs.truncate(limit as usize);
-    print_runs(ctx, &runs, output, out)?;
-    if out.json {
-        return Ok(Outcome::Success);
-    }
-    if runs.is_empty() {
-        ctx.hint("no runs yet");
-    } else if cut {
-        // On stderr, as `list --limit` says it: stdout holds the table
-        // alone.
-        let n = runs.len();
-        let noun = if n == 1 { "run" } else { "runs" };
-        ctx.hint(&format!(
-            "showing the newest {n} {noun}; raise --limit to see more"
-        ));
-    }
-    Ok(Outcome::Success)
+            output: Output::from_flag(args.show_output),
+            labels: crate::resolve::policy::labels(&args.labels)?,
+        })
+    })
 }
 
-/// Prints runs as a JSON array or a table with output blocks.
-pub(crate) fn print_runs(
-    ctx: &Context,
-    runs: &[LoopRun],
+/// The typed request of `runs`: the newest runs of every loop or of one,
+/// or one run.
+struct Runs {
+    /// A loop (by id or name, or the id of a removed loop with kept runs)
+    /// or a run id; `None` for every loop.
+    target: Option<String>,
+    limit: u32,
+    status: Option<RunStatus>,
     output: Output,
-    out: &mut Printer,
-) -> Result<()> {
-    if out.json {
-        out.json(&runs.iter().map(|r| redact::run_json(r, output)).collect())?;
-        return Ok(());
+    /// The runs of loops with every one of these labels (issue 17).
+    labels: Vec<String>,
+}
+
+/// What `runs` returns.
+enum RunsListed {
+    /// The run a run id named.
+    One(Box<LoopRun>, Output),
+    /// The newest runs, newest first; `cut` when the limit hid older ones.
+    Many {
+        runs: Vec<LoopRun>,
+        output: Output,
+        cut: bool,
+    },
+}
+
+impl Request for Runs {
+    type Document = RunsListed;
+
+    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<RunsListed> {
+        let store = ctx.open_store()?;
+        let loop_id = match self.target.as_deref() {
+            None => None,
+            Some(target) => match subject(&store, target)? {
+                Subject::Loop(id) => Some(id),
+                Subject::Run(run) => return Ok(RunsListed::One(run, self.output)),
+            },
+        };
+        // One row more than shown tells whether the limit cut the listing,
+        // without counting a long history.
+        let mut runs = store.list_labeled_runs(
+            &RunFilter {
+                loop_id,
+                status: self.status,
+                limit: Some(self.limit.saturating_add(1)),
+            },
+            &self.labels,
+        )?;
+        let cut = runs.len() > self.limit as usize;
+        runs.truncate(self.limit as usize);
+        Ok(RunsListed::Many {
+            runs,
+            output: self.output,
+            cut,
+        })
     }
+}
+
+impl Document for RunsListed {
+    /// The runs' array; one run is an array of one.
+    fn json(&self, out: &mut Printer) -> Result<()> {
+        match self {
+            RunsListed::One(run, output) => print_json(std::slice::from_ref(run), *output, out),
+            RunsListed::Many { runs, output, .. } => print_json(runs, *output, out),
+        }
+    }
+
+    fn human(&self, ctx: &Context, out: &mut Printer) -> Result<()> {
+        let (runs, output, cut) = match self {
+            RunsListed::One(run, output) => return print_one(ctx, run, *output, out),
+            RunsListed::Many { runs, output, cut } => (runs, *output, *cut),
+        };
+        print_table(ctx, runs, output, out)?;
+        if runs.is_empty() {
+            ctx.hint("no runs yet");
+        } else if cut {
+            // On stderr, as `list --limit` says it: stdout holds the table
+            // alone.
+            let n = runs.len();
+            let noun = if n == 1 { "run" } else { "runs" };
+            ctx.hint(&format!(
+                "showing the newest {n} {noun}; raise --limit to see more"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Prints runs as a JSON array.
+fn print_json(runs: &[LoopRun], output: Output, out: &mut Printer) -> Result<()> {
+    out.json(&runs.iter().map(|r| redact::run_json(r, output)).collect())?;
+    Ok(())
+}
+
+/// Prints runs as a table, each row followed by its output blocks with
+/// `--show-output`.
+fn print_table(ctx: &Context, runs: &[LoopRun], output: Output, out: &mut Printer) -> Result<()> {
     let now = human::display_now();
     let mut table = Table::with_headers(&[
         "RUN", "LOOP", "STATUS", "ATTEMPT", "EXIT", "DURATION", "WHEN", "ERROR",
@@ -137,12 +187,8 @@ pub(crate) fn print_runs(
     Ok(())
 }
 
-/// One run, field by field, then its output blocks with `--show-output`;
-/// JSON is the array `runs` prints, with this one element.
+/// One run, field by field, then its output blocks with `--show-output`.
 fn print_one(ctx: &Context, run: &LoopRun, output: Output, out: &mut Printer) -> Result<()> {
-    if out.json {
-        return print_runs(ctx, std::slice::from_ref(run), output, out);
-    }
     let now = human::display_now();
     let at = |t: Option<Timestamp>| t.map_or_else(|| "-".to_owned(), |t| human::when(t, now));
     let mut lines = vec![

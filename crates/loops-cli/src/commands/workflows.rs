@@ -36,7 +36,7 @@ pub(crate) fn run(ctx: &Context, cmd: Workflows, out: &mut Printer) -> Result<Ou
         Workflows::List(args) => specs::list(ctx, &args, out),
         Workflows::Show(args) => specs::show(ctx, &args, out),
         Workflows::Archive(args) => specs::archive(ctx, &args, out),
-        Workflows::Schema => specs::schema(out),
+        Workflows::Schema => specs::schema(ctx, out),
         Workflows::Run(args) => run::run(ctx, &args, out),
         Workflows::Runs(args) => history::runs(ctx, &args, out),
         Workflows::Inspect(args) => history::inspect(ctx, &args, out),

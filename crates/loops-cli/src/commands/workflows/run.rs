@@ -25,7 +25,7 @@ use std::io::Write;
 use std::sync::{Mutex, PoisonError};
 
 use anyhow::{Context as _, Result, ensure};
-use loops_core::{ExecutorStatus, StepRun};
+use loops_core::{ExecutorStatus, StepRun, WorkflowRunId};
 use loops_exec::{SignalCancel, SystemClock};
 use loops_workflow::{WorkflowOutcome, WorkflowRunOptions, execute_workflow};
 use serde_json::{Value, json};
@@ -35,88 +35,126 @@ use crate::args::workflow::RunArgs;
 use crate::context::Context;
 use crate::exit::Outcome;
 use crate::redact::{self, Output};
-use crate::render::Printer;
+use crate::render::{self, Printer};
+use crate::request::{self, Document, Request, Warnings};
 
 /// `workflows run`.
 pub(super) fn run(ctx: &Context, args: &RunArgs, out: &mut Printer) -> Result<Outcome> {
-    let output = Output::from_flag(args.show_output);
-    let resume = args.resume.as_deref().map(run_id).transpose()?;
-    let store = ctx.open_store()?;
-    let workflow = store.require_workflow(&args.target.target)?;
-    if let Some(id) = &resume {
-        let run = store.require_workflow_run(id)?;
-        ensure!(
-            run.workflow_id == workflow.id,
-            "workflow run {id} is a run of {} ({}), not of {} ({})",
-            run.workflow_name,
-            run.workflow_id,
-            workflow.name,
-            workflow.id
-        );
-    }
-    let signals = SignalCancel::install().context("installing the SIGINT/SIGTERM handlers")?;
-    let clock = SystemClock;
-    let id_width = id_width(workflow.steps.iter().map(|s| s.id.as_str()));
-    // Progress lines gather here and go to stderr whenever the runner waits
-    // for its steps: one write for a burst of short steps. A closed stderr
-    // only loses the progress.
-    let pending = Mutex::new(String::new());
-    let progress = |step: &StepRun| {
-        let mut lines = pending.lock().unwrap_or_else(PoisonError::into_inner);
-        lines.push_str(&step_line(ctx, step, id_width));
-        lines.push('\n');
-    };
-    let flush = || {
-        let mut lines = pending.lock().unwrap_or_else(PoisonError::into_inner);
-        if !lines.is_empty() {
-            let _ = std::io::stderr().lock().write_all(lines.as_bytes());
-            lines.clear();
-        }
-    };
-    // A write that failed on a transient store error (a full disk, a lock
-    // held too long) is retried until it lands: said once per streak.
-    let retrying = |e: &loops_store::StoreError| {
-        flush();
-        ctx.note(
-            "warning",
-            &format!("recording the workflow run failed, retrying until it succeeds: {e}"),
-        );
-    };
-    let mut opts = WorkflowRunOptions::new(&clock);
-    // Issue 25 §2: what the steps write never shows the database's password.
-    if let Some(location) = store.location() {
-        loops_scheduler::mask_database_password(&mut opts.exec, &location);
-    }
-    opts.stop = Some(signals.token());
-    opts.resume = resume;
-    if !out.json {
-        opts.on_step = Some(&progress);
-        opts.on_idle = Some(&flush);
-        opts.on_retry = Some(&retrying);
-    }
-    let outcome = execute_workflow(&store, &workflow, &opts);
-    flush();
-    let outcome = outcome?;
-    print_outcome(ctx, &outcome, output, out)?;
-    if let Some(reason) = signals.token().reason() {
-        ctx.note("error", &format!("workflow run interrupted ({reason})"));
-    }
-    Ok(if outcome.result.status == ExecutorStatus::Succeeded {
-        Outcome::Success
-    } else {
-        Outcome::Failure
+    let json = out.json;
+    request::serve(ctx, out, |_| {
+        Ok(WorkflowRun {
+            target: args.target.target.clone(),
+            output: Output::from_flag(args.show_output),
+            resume: args.resume.as_deref().map(run_id).transpose()?,
+            progress: !json,
+        })
     })
 }
 
-/// JSON `{result, workflowRun, steps}`, or `<runId> <mappedStatus>`, the
-/// run's error and the step lines with their output blocks.
-fn print_outcome(
-    ctx: &Context,
-    outcome: &WorkflowOutcome,
+/// The typed request of `workflows run`: one run of a workflow, new or
+/// resumed.
+struct WorkflowRun {
+    /// The workflow, by id or name.
+    target: String,
     output: Output,
-    out: &mut Printer,
-) -> Result<()> {
-    if out.json {
+    /// The run to continue, after `workflows recover`.
+    resume: Option<WorkflowRunId>,
+    /// Human output: step lines on stderr as the steps start and finish,
+    /// and a warning when recording the run has to be retried.
+    progress: bool,
+}
+
+/// What `workflows run` returns: the run's outcome, and the signal that
+/// interrupted it, if one did.
+struct WorkflowRan {
+    outcome: WorkflowOutcome,
+    output: Output,
+    interrupted: Option<String>,
+}
+
+impl Request for WorkflowRun {
+    type Document = WorkflowRan;
+
+    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<WorkflowRan> {
+        let store = ctx.open_store()?;
+        let workflow = store.require_workflow(&self.target)?;
+        if let Some(id) = &self.resume {
+            let run = store.require_workflow_run(id)?;
+            ensure!(
+                run.workflow_id == workflow.id,
+                "workflow run {id} is a run of {} ({}), not of {} ({})",
+                run.workflow_name,
+                run.workflow_id,
+                workflow.name,
+                workflow.id
+            );
+        }
+        let signals = SignalCancel::install().context("installing the SIGINT/SIGTERM handlers")?;
+        let clock = SystemClock;
+        let id_width = id_width(workflow.steps.iter().map(|s| s.id.as_str()));
+        // Progress lines gather here and go to stderr whenever the runner
+        // waits for its steps: one write for a burst of short steps. A closed
+        // stderr only loses the progress. They are printed while the run
+        // goes, so they cannot wait for the render step; human output only.
+        let pending = Mutex::new(String::new());
+        let progress = |step: &StepRun| {
+            let mut lines = pending.lock().unwrap_or_else(PoisonError::into_inner);
+            lines.push_str(&step_line(ctx, step, id_width));
+            lines.push('\n');
+        };
+        let flush = || {
+            let mut lines = pending.lock().unwrap_or_else(PoisonError::into_inner);
+            if !lines.is_empty() {
+                let _ = std::io::stderr().lock().write_all(lines.as_bytes());
+                lines.clear();
+            }
+        };
+        // A write that failed on a transient store error (a full disk, a lock
+        // held too long) is retried until it lands: said once per streak.
+        let retrying = |e: &loops_store::StoreError| {
+            flush();
+            ctx.note(
+                "warning",
+                &format!("recording the workflow run failed, retrying until it succeeds: {e}"),
+            );
+        };
+        let mut opts = WorkflowRunOptions::new(&clock);
+        // Issue 25 §2: what the steps write never shows the database's
+        // password.
+        if let Some(location) = store.location() {
+            loops_scheduler::mask_database_password(&mut opts.exec, &location);
+        }
+        opts.stop = Some(signals.token());
+        opts.resume = self.resume;
+        if self.progress {
+            opts.on_step = Some(&progress);
+            opts.on_idle = Some(&flush);
+            opts.on_retry = Some(&retrying);
+        }
+        let outcome = execute_workflow(&store, &workflow, &opts);
+        flush();
+        Ok(WorkflowRan {
+            outcome: outcome?,
+            output: self.output,
+            interrupted: signals.token().reason(),
+        })
+    }
+}
+
+impl WorkflowRan {
+    /// Says on stderr, after the output, that a signal cut the run short.
+    fn say_interrupted(&self) {
+        if let Some(reason) = &self.interrupted {
+            // An error: said under `--quiet` too, as `ctx.note` does.
+            render::note("error", &format!("workflow run interrupted ({reason})"));
+        }
+    }
+}
+
+impl Document for WorkflowRan {
+    /// `{result, workflowRun, steps}`.
+    fn json(&self, out: &mut Printer) -> Result<()> {
+        let (outcome, output) = (&self.outcome, self.output);
         out.json(&json!({
             "result": redact::result_json(&outcome.result, output),
             "workflowRun": serde_json::to_value(&outcome.run)?,
@@ -126,13 +164,30 @@ fn print_outcome(
                 .map(|s| redact::step_json(s, output))
                 .collect::<Value>(),
         }))?;
-        return Ok(());
+        self.say_interrupted();
+        Ok(())
     }
-    out.line(&format!("{} {}", outcome.run.id, outcome.result.status))?;
-    if let Some(error) = &outcome.result.error {
-        let error = ctx.error_line(error);
-        out.line(&format!("  error: {error}"))?;
+
+    /// `<runId> <mappedStatus>`, the run's error and the step lines with
+    /// their output blocks.
+    fn human(&self, ctx: &Context, out: &mut Printer) -> Result<()> {
+        let outcome = &self.outcome;
+        out.line(&format!("{} {}", outcome.run.id, outcome.result.status))?;
+        if let Some(error) = &outcome.result.error {
+            let error = ctx.error_line(error);
+            out.line(&format!("  error: {error}"))?;
+        }
+        print_steps(ctx, &outcome.steps, self.output == Output::Shown, out)?;
+        self.say_interrupted();
+        Ok(())
     }
-    print_steps(ctx, &outcome.steps, output == Output::Shown, out)?;
-    Ok(())
+
+    /// 0 only when the run succeeded.
+    fn outcome(&self) -> Outcome {
+        if self.outcome.result.status == ExecutorStatus::Succeeded {
+            Outcome::Success
+        } else {
+            Outcome::Failure
+        }
+    }
 }

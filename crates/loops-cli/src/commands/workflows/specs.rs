@@ -20,6 +20,7 @@ use crate::context::Context;
 use crate::exit::Outcome;
 use crate::redact;
 use crate::render::{Column, Printer, Table};
+use crate::request::{self, Document, Request, Warnings};
 use crate::resolve;
 
 /// The id of the preview `validate` prints (SPEC §7.4).
@@ -29,8 +30,8 @@ const PREVIEW_ID: &str = "validation";
 /// steps with long prompts inline, where a prompt file holds at most 1 MiB.
 const WORKFLOW_FILE_MAX_BYTES: u64 = 16 << 20;
 
-/// Reads, parses and validates a workflow file, returning it with its
-/// unknown-key warnings (each with the nearest known key).
+/// Reads, parses and validates a workflow file; its unknown-key warnings
+/// (each with the nearest known key) go to `warnings`.
 ///
 /// The file is read bounded, as a prompt file is: a regular file only, at
 /// most [`WORKFLOW_FILE_MAX_BYTES`], never waiting on a pipe
@@ -39,10 +40,10 @@ const WORKFLOW_FILE_MAX_BYTES: u64 = 16 << 20;
 /// A byte-order mark is skipped and a duplicate key is an error
 /// (`loops_core::read_workflow_text`). When the file is invalid, the
 /// warnings follow the error (a misspelt key is often why), which stays the
-/// first line. A valid file's warnings are for the caller to print with
-/// [`warn`] once its command succeeded, so an error from a later step
-/// (a name already in use) is still the first line of stderr.
-fn read_workflow(args: &FileArgs) -> Result<(NewWorkflow, Vec<String>)> {
+/// first line. A valid file's warnings are printed once its command
+/// succeeded (`request::serve`), so an error from a later step (a name
+/// already in use) is still the first line of stderr.
+fn read_workflow(args: &FileArgs, warnings: &mut Warnings) -> Result<NewWorkflow> {
     let path = std::path::Path::new(&args.file);
     let text = loops_exec::read_user_file(path, "workflow file", WORKFLOW_FILE_MAX_BYTES).map_err(
         |e| match e {
@@ -60,6 +61,7 @@ fn read_workflow(args: &FileArgs) -> Result<(NewWorkflow, Vec<String>)> {
         &format!("workflow file {}", args.file),
         args.name.as_deref(),
         || super::prompt_files::directory_of(&args.file),
+        warnings,
     )
 }
 
@@ -71,7 +73,8 @@ fn parse_workflow(
     what: &str,
     name: Option<&str>,
     prompt_dir: impl FnOnce() -> Result<std::path::PathBuf>,
-) -> Result<(NewWorkflow, Vec<String>)> {
+    warnings: &mut Warnings,
+) -> Result<NewWorkflow> {
     let mut value = loops_core::read_workflow_text(text).map_err(|e| {
         let context = if e.is_duplicate_key() {
             what.to_owned()
@@ -81,22 +84,20 @@ fn parse_workflow(
         anyhow::Error::new(e).context(context)
     })?;
     super::prompt_files::resolve(&mut value, prompt_dir)?;
-    let warnings = loops_core::workflow_warnings(&value);
+    let found = loops_core::workflow_warnings(&value);
     match loops_core::workflow_from_json(&value, name) {
-        Ok(new) => Ok((new, warnings)),
-        Err(e) if warnings.is_empty() => Err(e.into()),
+        Ok(new) => {
+            for warning in found {
+                warnings.push(warning);
+            }
+            Ok(new)
+        }
+        Err(e) if found.is_empty() => Err(e.into()),
         // The error stays the first line; the warnings follow it.
         Err(e) => {
-            let warnings: Vec<String> = warnings.iter().map(|w| format!("warning: {w}")).collect();
-            Err(anyhow!("{e}\n{}", warnings.join("\n")))
+            let found: Vec<String> = found.iter().map(|w| format!("warning: {w}")).collect();
+            Err(anyhow!("{e}\n{}", found.join("\n")))
         }
-    }
-}
-
-/// Queues a workflow file's warnings for stderr ([`render::warn`]).
-fn warn(ctx: &Context, warnings: &[String]) {
-    for warning in warnings {
-        ctx.warn(warning);
     }
 }
 
@@ -118,8 +119,12 @@ fn preview(new: &NewWorkflow, now: Timestamp) -> WorkflowSpec {
 
 /// `workflows validate <file> [--name] [--preflight]`.
 pub(super) fn validate(ctx: &Context, args: &ValidateArgs, out: &mut Printer) -> Result<Outcome> {
-    let (new, warnings) = read_workflow(&args.file)?;
-    report_validation(ctx, &new, &warnings, args.preflight, out)
+    request::serve(ctx, out, |warnings| {
+        Ok(WorkflowValidate {
+            new: read_workflow(&args.file, warnings)?,
+            preflight: args.preflight,
+        })
+    })
 }
 
 /// `workflows validate` of a workflow's JSON text rather than a file
@@ -133,49 +138,70 @@ pub(crate) fn validate_text(
     prompt_dir: impl FnOnce() -> Result<std::path::PathBuf>,
     out: &mut Printer,
 ) -> Result<Outcome> {
-    let (new, warnings) = parse_workflow(text, "workflow", name, prompt_dir)?;
-    report_validation(ctx, &new, &warnings, preflight, out)
+    request::serve(ctx, out, |warnings| {
+        Ok(WorkflowValidate {
+            new: parse_workflow(text, "workflow", name, prompt_dir, warnings)?,
+            preflight,
+        })
+    })
 }
 
-/// What `validate` prints of a valid workflow, after its preflight when
-/// asked.
-fn report_validation(
-    ctx: &Context,
-    new: &NewWorkflow,
-    warnings: &[String],
+/// The typed request of `workflows validate`: a valid workflow, not
+/// stored, and whether to preflight its steps.
+struct WorkflowValidate {
+    new: NewWorkflow,
     preflight: bool,
-    out: &mut Printer,
-) -> Result<Outcome> {
-    let spec = preview(new, now());
-    let preflight = if preflight {
-        Some(loops_workflow::preflight_new_workflow(
-            new,
-            &ExecOptions::default(),
-        )?)
-    } else {
-        None
-    };
-    if out.json {
-        let mut workflow = redact::workflow_json(&spec);
+}
+
+/// What `validate` returns: the workflow as `create` would store it, and
+/// its preflight when asked.
+struct Validated {
+    spec: WorkflowSpec,
+    preflight: Option<Vec<Preflight>>,
+}
+
+impl Request for WorkflowValidate {
+    type Document = Validated;
+
+    fn run(self, _: &Context, _: &mut Warnings) -> Result<Validated> {
+        let spec = preview(&self.new, now());
+        let preflight = if self.preflight {
+            Some(loops_workflow::preflight_new_workflow(
+                &self.new,
+                &ExecOptions::default(),
+            )?)
+        } else {
+            None
+        };
+        Ok(Validated { spec, preflight })
+    }
+}
+
+impl Document for Validated {
+    /// `{valid, workflow, preflight?}`, the workflow's id `validation`.
+    fn json(&self, out: &mut Printer) -> Result<()> {
+        let mut workflow = redact::workflow_json(&self.spec);
         workflow["id"] = json!(PREVIEW_ID);
         let mut report = json!({ "valid": true, "workflow": workflow });
-        if let Some(preflight) = &preflight {
+        if let Some(preflight) = &self.preflight {
             report["preflight"] = serde_json::to_value(preflight)?;
         }
         out.json(&report)?;
-        warn(ctx, warnings);
-        return Ok(Outcome::Success);
+        Ok(())
     }
-    out.line(&format!(
-        "valid workflow {} steps={}",
-        spec.name,
-        spec.steps.len()
-    ))?;
-    if let Some(preflight) = &preflight {
-        print_preflight(&spec, preflight, out)?;
+
+    fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
+        let spec = &self.spec;
+        out.line(&format!(
+            "valid workflow {} steps={}",
+            spec.name,
+            spec.steps.len()
+        ))?;
+        if let Some(preflight) = &self.preflight {
+            print_preflight(spec, preflight, out)?;
+        }
+        Ok(())
     }
-    warn(ctx, warnings);
-    Ok(Outcome::Success)
 }
 
 /// One line per step, in execution order as preflight checks them:
@@ -206,43 +232,77 @@ fn print_preflight(
 
 /// `workflows create <file> [--name] [--replace]`.
 pub(super) fn create(ctx: &Context, args: &CreateArgs, out: &mut Printer) -> Result<Outcome> {
-    let (new, warnings) = read_workflow(&args.file)?;
-    let store = ctx.open_store()?;
-    if args.replace {
-        let replaced = store.replace_workflow(&new, now())?;
-        print_replaced(&replaced, out)?;
-        warn(ctx, &warnings);
-        return Ok(Outcome::Success);
-    }
-    let spec = store.create_workflow(&new, now())?;
-    if out.json {
-        out.json(&redact::workflow_json(&spec))?;
-    } else {
-        out.line(&format!(
-            "created workflow {} ({}) steps={}",
-            spec.id,
-            spec.name,
-            spec.steps.len()
-        ))?;
-    }
-    warn(ctx, &warnings);
-    Ok(Outcome::Success)
+    request::serve(ctx, out, |warnings| {
+        Ok(WorkflowCreate {
+            new: read_workflow(&args.file, warnings)?,
+            replace: args.replace,
+        })
+    })
 }
 
-/// `--replace`: the new workflow as `--json`, or a line naming the one it
-/// replaced and the loops that now run it.
+/// The typed request of `workflows create`: a valid workflow to store,
+/// replacing the active one of its name with `--replace`.
+struct WorkflowCreate {
+    new: NewWorkflow,
+    replace: bool,
+}
+
+/// What `workflows create` returns.
+enum WorkflowCreated {
+    Created(WorkflowSpec),
+    /// With `--replace`.
+    Replaced(WorkflowReplaced),
+}
+
+impl Request for WorkflowCreate {
+    type Document = WorkflowCreated;
+
+    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<WorkflowCreated> {
+        let store = ctx.open_store()?;
+        Ok(if self.replace {
+            WorkflowCreated::Replaced(store.replace_workflow(&self.new, now())?)
+        } else {
+            WorkflowCreated::Created(store.create_workflow(&self.new, now())?)
+        })
+    }
+}
+
+impl Document for WorkflowCreated {
+    /// The new workflow.
+    fn json(&self, out: &mut Printer) -> Result<()> {
+        let spec = match self {
+            WorkflowCreated::Created(spec) => spec,
+            WorkflowCreated::Replaced(replaced) => &replaced.created,
+        };
+        out.json(&redact::workflow_json(spec))?;
+        Ok(())
+    }
+
+    fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
+        match self {
+            WorkflowCreated::Created(spec) => out.line(&created_line(spec))?,
+            WorkflowCreated::Replaced(replaced) => print_replaced(replaced, out)?,
+        }
+        Ok(())
+    }
+}
+
+/// `created workflow <id> (<name>) steps=<n>`.
+fn created_line(spec: &WorkflowSpec) -> String {
+    format!(
+        "created workflow {} ({}) steps={}",
+        spec.id,
+        spec.name,
+        spec.steps.len()
+    )
+}
+
+/// `--replace`: a line naming the workflow it replaced and the loops that
+/// now run the new one.
 fn print_replaced(replaced: &WorkflowReplaced, out: &mut Printer) -> std::io::Result<()> {
     let spec = &replaced.created;
-    if out.json {
-        return out.json(&redact::workflow_json(spec));
-    }
     let Some(old) = &replaced.archived else {
-        return out.line(&format!(
-            "created workflow {} ({}) steps={}",
-            spec.id,
-            spec.name,
-            spec.steps.len()
-        ));
+        return out.line(&created_line(spec));
     };
     let loops = match replaced.repointed.len() {
         0 => "no loop ran it".to_owned(),
@@ -269,76 +329,191 @@ fn print_replaced(replaced: &WorkflowReplaced, out: &mut Printer) -> std::io::Re
 
 /// `workflows list` / `ls [--status active] [--limit N]`.
 pub(super) fn list(ctx: &Context, args: &ListArgs, out: &mut Printer) -> Result<Outcome> {
-    let status = WorkflowStatus::from_str(args.status.trim())
-        .map_err(|_| anyhow!("--status must be active or archived"))?;
-    let limit = args
-        .limit
-        .as_deref()
-        .map(|l| resolve::positive_int(l, "--limit"))
-        .transpose()?;
-    let store = ctx.open_store()?;
-    // One more than asked, to tell whether the limit hid anything.
-    let mut workflows = store.list_workflows(&WorkflowFilter {
-        status: Some(status),
-        limit: Some(limit.map_or(u32::MAX, |l| l.saturating_add(1))),
-    })?;
-    let more = limit.is_some_and(|l| workflows.len() > l as usize);
-    if let Some(limit) = limit {
-        workflows.truncate(limit as usize);
+    request::serve(ctx, out, |_| {
+        let status = WorkflowStatus::from_str(args.status.trim())
+            .map_err(|_| anyhow!("--status must be active or archived"))?;
+        let limit = args
+            .limit
+            .as_deref()
+            .map(|l| resolve::positive_int(l, "--limit"))
+            .transpose()?;
+        Ok(WorkflowList { status, limit })
+    })
+}
+
+/// The typed request of `workflows list`: the workflows of a status, at
+/// most `limit` of them.
+struct WorkflowList {
+    status: WorkflowStatus,
+    limit: Option<u32>,
+}
+
+/// What `workflows list` returns; `more` when the limit hid some.
+struct WorkflowsListed {
+    workflows: Vec<WorkflowSpec>,
+    status: WorkflowStatus,
+    more: bool,
+}
+
+impl Request for WorkflowList {
+    type Document = WorkflowsListed;
+
+    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<WorkflowsListed> {
+        let store = ctx.open_store()?;
+        // One more than asked, to tell whether the limit hid anything.
+        let mut workflows = store.list_workflows(&WorkflowFilter {
+            status: Some(self.status),
+            limit: Some(self.limit.map_or(u32::MAX, |l| l.saturating_add(1))),
+        })?;
+        let more = self.limit.is_some_and(|l| workflows.len() > l as usize);
+        if let Some(limit) = self.limit {
+            workflows.truncate(limit as usize);
+        }
+        Ok(WorkflowsListed {
+            workflows,
+            status: self.status,
+            more,
+        })
     }
-    if out.json {
-        out.json(&workflows.iter().map(redact::workflow_json).collect())?;
-        return Ok(Outcome::Success);
+}
+
+impl Document for WorkflowsListed {
+    fn json(&self, out: &mut Printer) -> Result<()> {
+        out.json(&self.workflows.iter().map(redact::workflow_json).collect())?;
+        Ok(())
     }
-    let mut table = Table::new(vec![
-        Column { header: "ID" },
-        Column { header: "STATUS" },
-        Column { header: "STEPS" },
-        Column { header: "NAME" },
-    ]);
-    for spec in &workflows {
-        table.row(vec![
-            spec.id.to_string(),
-            spec.status.to_string(),
-            spec.steps.len().to_string(),
-            spec.name.clone(),
+
+    fn human(&self, ctx: &Context, out: &mut Printer) -> Result<()> {
+        let mut table = Table::new(vec![
+            Column { header: "ID" },
+            Column { header: "STATUS" },
+            Column { header: "STEPS" },
+            Column { header: "NAME" },
         ]);
+        for spec in &self.workflows {
+            table.row(vec![
+                spec.id.to_string(),
+                spec.status.to_string(),
+                spec.steps.len().to_string(),
+                spec.name.clone(),
+            ]);
+        }
+        out.table(&table, |_| Vec::new())?;
+        if self.more {
+            // On stderr, as `list` and `runs` say it: stdout holds the table.
+            ctx.hint(&format!(
+                "showing the first {} {} workflows; raise --limit to see more",
+                self.workflows.len(),
+                self.status
+            ));
+        }
+        Ok(())
     }
-    out.table(&table, |_| Vec::new())?;
-    if more {
-        // On stderr, as `list` and `runs` say it: stdout holds the table.
-        ctx.hint(&format!(
-            "showing the first {} {status} workflows; raise --limit to see more",
-            workflows.len()
-        ));
-    }
-    Ok(Outcome::Success)
 }
 
 /// `workflows show <x>`: always JSON (SPEC §7.1).
 pub(super) fn show(ctx: &Context, args: &WorkflowRef, out: &mut Printer) -> Result<Outcome> {
-    let store = ctx.open_store()?;
-    let spec = store.require_workflow(&args.target)?;
-    out.json(&redact::workflow_json(&spec))?;
-    Ok(Outcome::Success)
+    request::serve(ctx, out, |_| {
+        Ok(WorkflowShow {
+            target: args.target.clone(),
+        })
+    })
+}
+
+/// The typed request of `workflows show`: one workflow, by id or name.
+struct WorkflowShow {
+    target: String,
+}
+
+/// What `workflows show` returns: always JSON, for humans too.
+struct WorkflowShown(WorkflowSpec);
+
+impl Request for WorkflowShow {
+    type Document = WorkflowShown;
+
+    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<WorkflowShown> {
+        let store = ctx.open_store()?;
+        Ok(WorkflowShown(store.require_workflow(&self.target)?))
+    }
+}
+
+impl Document for WorkflowShown {
+    fn json(&self, out: &mut Printer) -> Result<()> {
+        out.json(&redact::workflow_json(&self.0))?;
+        Ok(())
+    }
+
+    fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
+        self.json(out)
+    }
 }
 
 /// `workflows archive <x>`: `<id> <status>`.
 pub(super) fn archive(ctx: &Context, args: &WorkflowRef, out: &mut Printer) -> Result<Outcome> {
-    let store = ctx.open_store()?;
-    let spec = store.require_workflow(&args.target)?;
-    let spec = store.archive_workflow(&spec.id, now())?;
-    if out.json {
-        out.json(&redact::workflow_json(&spec))?;
-    } else {
-        out.line(&format!("{} {}", spec.id, spec.status))?;
+    request::serve(ctx, out, |_| {
+        Ok(WorkflowArchive {
+            target: args.target.clone(),
+        })
+    })
+}
+
+/// The typed request of `workflows archive`: one workflow, by id or name.
+struct WorkflowArchive {
+    target: String,
+}
+
+/// What `workflows archive` returns: the archived workflow.
+struct Archived(WorkflowSpec);
+
+impl Request for WorkflowArchive {
+    type Document = Archived;
+
+    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<Archived> {
+        let store = ctx.open_store()?;
+        let spec = store.require_workflow(&self.target)?;
+        Ok(Archived(store.archive_workflow(&spec.id, now())?))
     }
-    Ok(Outcome::Success)
+}
+
+impl Document for Archived {
+    fn json(&self, out: &mut Printer) -> Result<()> {
+        out.json(&redact::workflow_json(&self.0))?;
+        Ok(())
+    }
+
+    fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
+        out.line(&format!("{} {}", self.0.id, self.0.status))?;
+        Ok(())
+    }
 }
 
 /// `workflows schema`: the JSON Schema of workflow files, generated from
 /// the types that read them. It is JSON whether or not `--json` is given.
-pub(super) fn schema(out: &mut Printer) -> Result<Outcome> {
-    out.json(&loops_core::workflow_file_schema())?;
-    Ok(Outcome::Success)
+pub(super) fn schema(ctx: &Context, out: &mut Printer) -> Result<Outcome> {
+    request::serve(ctx, out, |_| Ok(WorkflowSchema))
+}
+
+/// The typed request of `workflows schema`.
+struct WorkflowSchema;
+
+/// What `workflows schema` returns: the schema, always JSON.
+struct Schema(serde_json::Value);
+
+impl Request for WorkflowSchema {
+    type Document = Schema;
+
+    fn run(self, _: &Context, _: &mut Warnings) -> Result<Schema> {
+        Ok(Schema(loops_core::workflow_file_schema()))
+    }
+}
+
+impl Document for Schema {
+    fn json(&self, out: &mut Printer) -> Result<()> {
+        out.json(&self.0)?;
+        Ok(())
+    }
+
+    fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
+        self.json(out)
+    }
 }
