@@ -117,15 +117,6 @@ impl Context {
         self.open(role)
     }
 
-    /// Queues `warning: <text>` for stderr: something accepted that is
-    /// probably not what was meant, printed once the command has succeeded.
-    pub(crate) fn warn(&self, text: &str) {
-        self.warnings
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(text.to_owned());
-    }
-
     /// Queues a request's warnings, printed once it has succeeded.
     pub(crate) fn queue_warnings(&self, warnings: Vec<String>) {
         self.warnings
