@@ -3,51 +3,107 @@
 //! definitions the parser uses, so they cannot drift from it.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
 use clap::CommandFactory;
+use clap_complete::Shell;
 
 use crate::args::{Cli, CompletionsArgs, ManArgs};
 use crate::context::Context;
 use crate::exit::Outcome;
 use crate::render::Printer;
+use crate::request::{self, Document, Request, Warnings};
 
 /// `completions`: the script on stdout.
 pub(crate) fn completions(
-    _ctx: &Context,
+    ctx: &Context,
     args: &CompletionsArgs,
     out: &mut Printer,
 ) -> Result<Outcome> {
-    let mut buf = Vec::new();
-    clap_complete::generate(args.shell, &mut Cli::command(), "loops", &mut buf);
-    let script = String::from_utf8(buf).context("the completion script is not UTF-8")?;
-    out.line(script.trim_end_matches('\n'))?;
-    Ok(Outcome::Success)
+    request::serve(ctx, out, |_| Ok(Completions { shell: args.shell }))
+}
+
+/// The typed request of `completions`: the script for one shell.
+struct Completions {
+    shell: Shell,
+}
+
+/// What `completions` returns: the script, printed as it is in either
+/// format.
+struct Script(String);
+
+impl Request for Completions {
+    type Document = Script;
+
+    fn run(self, _: &Context, _: &mut Warnings) -> Result<Script> {
+        let mut buf = Vec::new();
+        clap_complete::generate(self.shell, &mut Cli::command(), "loops", &mut buf);
+        let script = String::from_utf8(buf).context("the completion script is not UTF-8")?;
+        Ok(Script(script))
+    }
+}
+
+impl Document for Script {
+    fn json(&self, out: &mut Printer) -> Result<()> {
+        Ok(out.line(self.0.trim_end_matches('\n'))?)
+    }
+
+    fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
+        self.json(out)
+    }
 }
 
 /// `man`: `loops.1` and one page per subcommand (`loops-create-command.1`)
 /// in `--dir`, which is created if missing.
-pub(crate) fn man(_ctx: &Context, args: &ManArgs, out: &mut Printer) -> Result<Outcome> {
-    let dir = Path::new(&args.dir);
-    if dir.exists() && !dir.is_dir() {
-        bail!("{} is not a directory", dir.display());
+pub(crate) fn man(ctx: &Context, args: &ManArgs, out: &mut Printer) -> Result<Outcome> {
+    request::serve(ctx, out, |_| {
+        Ok(Man {
+            dir: PathBuf::from(&args.dir),
+        })
+    })
+}
+
+/// The typed request of `man`: the directory to write the pages into.
+struct Man {
+    dir: PathBuf,
+}
+
+/// What `man` returns: the directory, and the pages written in it.
+struct ManPages {
+    dir: PathBuf,
+    pages: Vec<String>,
+}
+
+impl Request for Man {
+    type Document = ManPages;
+
+    fn run(self, _: &Context, _: &mut Warnings) -> Result<ManPages> {
+        let dir = self.dir;
+        if dir.exists() && !dir.is_dir() {
+            bail!("{} is not a directory", dir.display());
+        }
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let mut command = Cli::command().disable_help_subcommand(true);
+        command.build();
+        let mut pages = Vec::new();
+        write_pages(command, &dir, &mut pages)?;
+        Ok(ManPages { dir, pages })
     }
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mut command = Cli::command().disable_help_subcommand(true);
-    command.build();
-    let mut written = Vec::new();
-    write_pages(command, dir, &mut written)?;
-    if out.json {
-        out.json(&serde_json::json!({ "dir": dir, "pages": written }))?;
-    } else {
-        out.line(&format!(
+}
+
+impl Document for ManPages {
+    fn json(&self, out: &mut Printer) -> Result<()> {
+        Ok(out.json(&serde_json::json!({ "dir": self.dir, "pages": self.pages }))?)
+    }
+
+    fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
+        Ok(out.line(&format!(
             "wrote {} man pages to {}",
-            written.len(),
-            dir.display()
-        ))?;
+            self.pages.len(),
+            self.dir.display()
+        ))?)
     }
-    Ok(Outcome::Success)
 }
 
 /// Writes the page of `command` (named by its path, such as

@@ -12,37 +12,60 @@ use crate::args::daemon::DoctorArgs;
 use crate::context::Context;
 use crate::exit::Outcome;
 use crate::render::Printer;
-use crate::service::doctor::{self, CheckStatus, DoctorOptions};
+use crate::request::{self, Document, Request, Warnings};
+use crate::service::doctor::{self, CheckStatus, DoctorOptions, DoctorReport};
 
 /// Runs `doctor`.
 pub(crate) fn doctor(ctx: &Context, args: &DoctorArgs, out: &mut Printer) -> Result<Outcome> {
-    let _ = args;
-    let data_dir = absolute(ctx.data_dir()?)?;
-    let report = doctor::run_doctor(&DoctorOptions {
-        data_dir: &data_dir,
-        env: std::env::vars().collect(),
-        host: loops_exec::hostname(),
-        now: now(),
-        database_url: ctx.database_url()?,
-    });
-    if out.json {
-        out.json(&serde_json::to_value(&report)?)?;
-    } else {
-        for line in doctor_lines(&report) {
+    let DoctorArgs {} = args;
+    request::serve(ctx, out, |_| Ok(Doctor))
+}
+
+/// The typed request of `doctor`: every check, on this machine and the
+/// store the context selects.
+struct Doctor;
+
+impl Request for Doctor {
+    type Document = DoctorReport;
+
+    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<DoctorReport> {
+        let data_dir = absolute(ctx.data_dir()?)?;
+        Ok(doctor::run_doctor(&DoctorOptions {
+            data_dir: &data_dir,
+            env: std::env::vars().collect(),
+            host: loops_exec::hostname(),
+            now: now(),
+            database_url: ctx.database_url()?,
+        }))
+    }
+}
+
+/// The report is the document: the check results, and whether any failed.
+impl Document for DoctorReport {
+    fn json(&self, out: &mut Printer) -> Result<()> {
+        Ok(out.json(&serde_json::to_value(self)?)?)
+    }
+
+    fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
+        for line in doctor_lines(self) {
             out.line(&line)?;
         }
+        Ok(())
     }
-    // SPEC §9 item 31: the exit code does not depend on the output mode.
-    Ok(if report.ok {
-        Outcome::Success
-    } else {
-        Outcome::Failure
-    })
+
+    /// SPEC §9 item 31: the exit code does not depend on the output mode.
+    fn outcome(&self) -> Outcome {
+        if self.ok {
+            Outcome::Success
+        } else {
+            Outcome::Failure
+        }
+    }
 }
 
 /// The human report: a line per check, with the providers no loop uses
 /// folded into one line where the first of them stands.
-fn doctor_lines(report: &doctor::DoctorReport) -> Vec<String> {
+fn doctor_lines(report: &DoctorReport) -> Vec<String> {
     let folded: Vec<&doctor::Check> = report.checks.iter().filter(|c| c.folded).collect();
     let folded_line = doctor::providers::folded_line(&folded);
     let mut rows: Vec<(CheckStatus, &str, String)> = Vec::new();

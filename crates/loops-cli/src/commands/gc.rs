@@ -23,6 +23,7 @@ use crate::args::daemon::GcFlags;
 use crate::context::Context;
 use crate::exit::Outcome;
 use crate::render::{self, Printer};
+use crate::request::{self, Document, Request, Warnings};
 use crate::resolve;
 
 /// A long pass's live view on stderr: the rows so far, rewritten in place
@@ -73,78 +74,126 @@ const DAY_MS: u64 = 86_400_000;
 
 /// `gc`.
 pub(crate) fn run(ctx: &Context, args: &GcArgs, out: &mut Printer) -> Result<Outcome> {
-    let days = whole(&args.max_age_days, "--max-age-days", "30")?;
-    let keep = whole(&args.keep_per_loop, "--keep-per-loop", "20")?;
-    let apply = args.apply && !args.dry_run;
-    let store = ctx.open_store()?;
-    let policy = GcPolicy::new(u64::from(days) * DAY_MS, keep, now());
-    if apply {
-        // Deleting cannot be undone: a backup first, at most one an hour;
-        // when none can be taken, nothing is deleted.
-        ctx.auto_backup(&store, now(), "before loops gc --apply")?;
+    request::serve(ctx, out, |_| {
+        Ok(Gc {
+            max_age_days: whole(&args.max_age_days, "--max-age-days", "30")?,
+            keep_per_loop: whole(&args.keep_per_loop, "--keep-per-loop", "20")?,
+            apply: args.apply && !args.dry_run,
+        })
+    })
+}
+
+/// The typed request of `gc`: the policy, and whether to delete.
+struct Gc {
+    max_age_days: u32,
+    keep_per_loop: u32,
+    /// `--apply` without `--dry-run`.
+    apply: bool,
+}
+
+/// What `gc` returns: the summary `--json` prints, and what the notes
+/// after it need.
+struct Collected {
+    summary: Summary,
+    /// The database file, named in the vacuum advice.
+    db: Option<std::path::PathBuf>,
+    /// Run logs removed with their runs.
+    logs_removed: u64,
+    /// Records deleted, or that a dry run would delete.
+    total: u64,
+}
+
+impl Request for Gc {
+    type Document = Collected;
+
+    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<Collected> {
+        let (days, keep, apply) = (self.max_age_days, self.keep_per_loop, self.apply);
+        let store = ctx.open_store()?;
+        let policy = GcPolicy::new(u64::from(days) * DAY_MS, keep, now());
+        if apply {
+            // Deleting cannot be undone: a backup first, at most one an hour;
+            // when none can be taken, nothing is deleted.
+            ctx.auto_backup(&store, now(), "before loops gc --apply")?;
+        }
+        // The live view prints on stderr while the pass runs, and only on a
+        // terminal, so it stays here rather than in the render step.
+        let live = Live::new(apply);
+        let report =
+            loops_scheduler::collect_garbage(&store, &policy, apply, &|| false, &|c| live.show(c));
+        live.clear();
+        let report = report?;
+        // Run logs go with their runs (issue 16 §4).
+        let logs_removed = if apply && report.counts.loop_runs > 0 {
+            loops_scheduler::sweep_run_logs(&store, &ctx.data_dir()?)?
+        } else {
+            0
+        };
+        let file_bytes = store
+            .path()
+            .and_then(|p| std::fs::metadata(p).ok())
+            .map_or(0, |m| m.len());
+        let summary = Summary {
+            applied: apply,
+            max_age_days: days,
+            keep_per_loop: keep,
+            older_than: policy.older_than.to_string(),
+            loop_runs: report.counts.loop_runs,
+            workflow_runs: report.counts.workflow_runs,
+            step_runs: report.counts.step_runs,
+            events: report.counts.events,
+            batches: report.batches,
+            longest_batch_ms: u64::try_from(report.longest_batch.as_millis()).unwrap_or(u64::MAX),
+            lock_held_ms: u64::try_from(report.write_time.as_millis()).unwrap_or(u64::MAX),
+            top_loops: report
+                .per_loop
+                .iter()
+                .take(TOP_LOOPS)
+                .map(TopLoop::from)
+                .collect(),
+            space: Space {
+                file_bytes,
+                page_size: report.after.page_size,
+                page_count: report.after.page_count,
+                free_bytes_before: report.before.free_bytes(),
+                free_bytes_after: report.after.free_bytes(),
+                vacuum_would_help: report.after.vacuum_would_help(),
+            },
+        };
+        Ok(Collected {
+            summary,
+            db: store.path().map(std::path::Path::to_path_buf),
+            logs_removed,
+            total: report.counts.total(),
+        })
     }
-    let live = Live::new(apply);
-    let report =
-        loops_scheduler::collect_garbage(&store, &policy, apply, &|| false, &|c| live.show(c));
-    live.clear();
-    let report = report?;
-    // Run logs go with their runs (issue 16 §4).
-    let logs_removed = if apply && report.counts.loop_runs > 0 {
-        loops_scheduler::sweep_run_logs(&store, &ctx.data_dir()?)?
-    } else {
-        0
-    };
-    let file_bytes = store
-        .path()
-        .and_then(|p| std::fs::metadata(p).ok())
-        .map_or(0, |m| m.len());
-    let summary = Summary {
-        applied: apply,
-        max_age_days: days,
-        keep_per_loop: keep,
-        older_than: policy.older_than.to_string(),
-        loop_runs: report.counts.loop_runs,
-        workflow_runs: report.counts.workflow_runs,
-        step_runs: report.counts.step_runs,
-        events: report.counts.events,
-        batches: report.batches,
-        longest_batch_ms: u64::try_from(report.longest_batch.as_millis()).unwrap_or(u64::MAX),
-        lock_held_ms: u64::try_from(report.write_time.as_millis()).unwrap_or(u64::MAX),
-        top_loops: report
-            .per_loop
-            .iter()
-            .take(TOP_LOOPS)
-            .map(TopLoop::from)
-            .collect(),
-        space: Space {
-            file_bytes,
-            page_size: report.after.page_size,
-            page_count: report.after.page_count,
-            free_bytes_before: report.before.free_bytes(),
-            free_bytes_after: report.after.free_bytes(),
-            vacuum_would_help: report.after.vacuum_would_help(),
-        },
-    };
-    if out.json {
-        out.json(&serde_json::to_value(&summary)?)?;
-    } else {
-        for line in human(&summary, store.path()) {
+}
+
+impl Document for Collected {
+    fn json(&self, out: &mut Printer) -> Result<()> {
+        Ok(out.json(&serde_json::to_value(&self.summary)?)?)
+    }
+
+    fn human(&self, ctx: &Context, out: &mut Printer) -> Result<()> {
+        for line in human(&self.summary, self.db.as_deref()) {
             out.line(&line)?;
         }
+        if self.logs_removed > 0 {
+            ctx.note(
+                "gc",
+                &format!("removed {} run log(s) with their runs", self.logs_removed),
+            );
+        }
+        Ok(())
     }
-    if logs_removed > 0 && !out.json {
-        ctx.note(
-            "gc",
-            &format!("removed {logs_removed} run log(s) with their runs"),
-        );
+
+    fn notes(&self, ctx: &Context) {
+        if !self.summary.applied && self.total > 0 {
+            ctx.note(
+                "hint",
+                "nothing was deleted; run `loops gc --apply` to delete these runs",
+            );
+        }
     }
-    if !apply && report.counts.total() > 0 {
-        ctx.note(
-            "hint",
-            "nothing was deleted; run `loops gc --apply` to delete these runs",
-        );
-    }
-    Ok(Outcome::Success)
 }
 
 /// The daemon's gc from `--gc-max-age` and `--gc-keep-per-loop`: `None`

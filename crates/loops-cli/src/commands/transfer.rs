@@ -8,32 +8,28 @@
 //! stored, command `env` values and prompts included, so it is written
 //! like the database itself: a new file of mode 0600, never through a
 //! symbolic link, replacing an existing file only with `--force`; and
-//! nothing here prints a record.
+//! nothing here prints a record. `import` is `transfer/import.rs`.
 
+mod import;
+
+pub(crate) use import::import;
+
+use std::cell::OnceCell;
 use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufWriter, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
-use loops_exec::{UserFileError, UserFileReader, open_user_file};
-use loops_store::{
-    ExportOptions, ExportSummary, ImportFinding, ImportOptions, ImportReport, Table, TransferError,
-};
+use loops_store::{ExportOptions, ExportSummary, Store, TransferError};
 use serde::Serialize;
 
 use super::now;
-use crate::args::{ExportArgs, ImportArgs};
+use crate::args::ExportArgs;
 use crate::context::Context;
 use crate::exit::Outcome;
-use crate::render::{self, Column, Printer};
-
-/// The most an import reads (issue 25 §1): 1 GiB. An export with run
-/// history holds up to twice the output cap (256 KiB a stream) for each
-/// run, so a large history legitimately runs to hundreds of MiB; the
-/// document is parsed a record at a time, so the limit bounds the time an
-/// import takes more than its memory.
-const IMPORT_MAX_BYTES: u64 = 1 << 30;
+use crate::render::Printer;
+use crate::request::{self, Document, Request, Warnings};
 
 /// An export or import error for the exit code's walk of the chain: a
 /// store error bare, so a damaged database still gets its advice.
@@ -46,28 +42,107 @@ fn lift(e: TransferError) -> anyhow::Error {
 
 /// `export`.
 pub(crate) fn export(ctx: &Context, args: &ExportArgs, out: &mut Printer) -> Result<Outcome> {
-    let store = ctx.open_store()?;
-    let options = ExportOptions {
-        history: !args.no_runs,
-    };
-    if args.file == "-" {
-        // The document is the output; what was written goes to stderr.
+    request::serve(ctx, out, |_| {
+        Ok(Export {
+            to: if args.file == "-" {
+                ExportTo::Stdout
+            } else {
+                ExportTo::File {
+                    path: PathBuf::from(&args.file),
+                    force: args.force,
+                }
+            },
+            options: ExportOptions {
+                history: !args.no_runs,
+            },
+        })
+    })
+}
+
+/// The typed request of `export`: where the document goes, and what it
+/// holds.
+struct Export {
+    to: ExportTo,
+    options: ExportOptions,
+}
+
+/// Where an export goes.
+enum ExportTo {
+    /// `--file -`: the document is the output.
+    Stdout,
+    /// A new private file (see [`write_private`]).
+    File { path: PathBuf, force: bool },
+}
+
+/// What `export` returns.
+enum Exported {
+    /// An export to stdout, written as it is read in the render step (the
+    /// document can run to hundreds of MiB); the totals, once written, for
+    /// the note after it.
+    Stream {
+        store: Store,
+        options: ExportOptions,
+        summary: OnceCell<ExportSummary>,
+    },
+    /// The file written, and what it holds.
+    File {
+        path: PathBuf,
+        summary: ExportSummary,
+    },
+}
+
+impl Request for Export {
+    type Document = Exported;
+
+    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<Exported> {
+        let store = ctx.open_store()?;
+        let options = self.options;
+        let ExportTo::File { path, force } = self.to else {
+            return Ok(Exported::Stream {
+                store,
+                options,
+                summary: OnceCell::new(),
+            });
+        };
+        let summary = write_private(&path, force, |file| {
+            store.export(file, options, now()).map_err(lift)
+        })
+        .with_context(|| format!("exporting to {}", path.display()))?;
+        Ok(Exported::File { path, summary })
+    }
+}
+
+impl Exported {
+    /// Streams the document to stdout, whatever the output format (it is
+    /// JSON), straight to the stream rather than through the printer.
+    fn stream(store: &Store, options: ExportOptions) -> Result<ExportSummary> {
         let mut doc = BufWriter::new(std::io::stdout().lock());
-        let summary = store
+        store
             .export(&mut doc, options, now())
             .map_err(lift)
-            .context("exporting to stdout")?;
-        ctx.note("note", &format!("exported {}", totals(&summary)));
-        return Ok(Outcome::Success);
+            .context("exporting to stdout")
     }
-    let path = Path::new(&args.file);
-    let summary = write_private(path, args.force, |file| {
-        store.export(file, options, now()).map_err(lift)
-    })
-    .with_context(|| format!("exporting to {}", path.display()))?;
-    if out.json {
-        out.json_of(&ExportJson::new(path, &summary))?;
-    } else {
+}
+
+impl Document for Exported {
+    fn json(&self, out: &mut Printer) -> Result<()> {
+        match self {
+            Exported::Stream {
+                store,
+                options,
+                summary,
+            } => {
+                let _ = summary.set(Exported::stream(store, *options)?);
+                Ok(())
+            }
+            Exported::File { path, summary } => Ok(out.json_of(&ExportJson::new(path, summary))?),
+        }
+    }
+
+    fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
+        let Exported::File { path, summary } = self else {
+            return self.json(out);
+        };
         out.line(&format!("exported to {}", path.display()))?;
         for (table, n) in &summary.counts {
             if table.is_history() && !summary.history {
@@ -78,23 +153,37 @@ pub(crate) fn export(ctx: &Context, args: &ExportArgs, out: &mut Printer) -> Res
         if !summary.history {
             out.line("  run history left out (--no-runs)")?;
         }
+        Ok(())
     }
-    if summary.running > 0 {
+
+    /// What was written to stdout; or, for a file, that it holds runs as
+    /// they were and is private.
+    fn notes(&self, ctx: &Context) {
+        let summary = match self {
+            Exported::Stream { summary, .. } => {
+                if let Some(summary) = summary.get() {
+                    ctx.note("note", &format!("exported {}", totals(summary)));
+                }
+                return;
+            }
+            Exported::File { summary, .. } => summary,
+        };
+        if summary.running > 0 {
+            ctx.note(
+                "note",
+                &format!(
+                    "{} run(s), workflow run(s) or step run(s) were running; they are in the file \
+                     as they were",
+                    summary.running
+                ),
+            );
+        }
         ctx.note(
             "note",
-            &format!(
-                "{} run(s), workflow run(s) or step run(s) were running; they are in the file as \
-                 they were",
-                summary.running
-            ),
+            "the file holds the loops' commands, environment values and prompts as stored \
+             (mode 0600); keep it private",
         );
     }
-    ctx.note(
-        "note",
-        "the file holds the loops' commands, environment values and prompts as stored \
-         (mode 0600); keep it private",
-    );
-    Ok(Outcome::Success)
 }
 
 /// Writes a new private file at `path` with `write`: mode 0600 whatever
@@ -214,267 +303,6 @@ impl ExportJson {
                 .map(|(table, n)| (table.key().to_owned(), (*n).into()))
                 .collect(),
             running: summary.running,
-        }
-    }
-}
-
-/// `import`.
-pub(crate) fn import(ctx: &Context, args: &ImportArgs, out: &mut Printer) -> Result<Outcome> {
-    let mut input: Box<dyn Read> = if args.file == "-" {
-        let stdin = std::io::stdin().lock();
-        Box::new(UserFileReader::new(
-            stdin,
-            "standard input".to_owned(),
-            IMPORT_MAX_BYTES,
-        ))
-    } else {
-        Box::new(open_import(Path::new(&args.file))?)
-    };
-    let store = ctx.open_store()?;
-    if args.apply {
-        ctx.auto_backup(&store, now(), "before loops import --apply")?;
-    }
-    let options = ImportOptions {
-        apply: args.apply,
-        replace: args.replace,
-    };
-    let report = store
-        .import(&mut input, options)
-        .map_err(lift)
-        .with_context(|| format!("importing {}", args.file))?;
-    if out.json {
-        out.json_of(&ImportJson::new(&args.file, &report))?;
-    } else {
-        human(ctx, &args.file, &report, out)?;
-    }
-    if !report.applied && report.written() > 0 {
-        let replace = if report.replace { " --replace" } else { "" };
-        ctx.note(
-            "hint",
-            &format!(
-                "nothing was written; run `loops import {} --apply{replace}` to import",
-                render::shell_word(&args.file)
-            ),
-        );
-    }
-    Ok(Outcome::Success)
-}
-
-/// The import file at `path`, bounded as every file loops reads is (issue
-/// 25 §1): a regular file only (a pipe is read through `-`), failing past
-/// [`IMPORT_MAX_BYTES`].
-fn open_import(path: &Path) -> Result<UserFileReader<File>> {
-    match open_user_file(path, "import file", IMPORT_MAX_BYTES) {
-        Ok(reader) => Ok(reader),
-        Err(e @ UserFileError::NotRegular { .. }) => {
-            bail!("{e}; to import from a pipe, run `loops import -` with the document on stdin")
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// The report for people: what the document is, a row per table, then
-/// the records refused and the loop names shared.
-fn human(ctx: &Context, file: &str, report: &ImportReport, out: &mut Printer) -> Result<()> {
-    let verb = if report.applied {
-        format!("imported {file}")
-    } else {
-        format!("dry run of {file}: nothing was written")
-    };
-    let history = if report.history {
-        "with run history"
-    } else {
-        "without run history"
-    };
-    out.line(&format!(
-        "{verb} (exported {}, schema version {}, {history})",
-        report
-            .exported_at
-            .as_deref()
-            .unwrap_or("at an unknown time"),
-        report.schema_version
-    ))?;
-    let mut columns = vec![
-        Column { header: "TABLE" },
-        Column { header: "IN FILE" },
-        Column { header: "NEW" },
-        Column { header: "EXISTING" },
-        Column { header: "DIFFER" },
-        Column { header: "SKIPPED" },
-    ];
-    if report.replace {
-        columns.push(Column { header: "REPLACED" });
-    }
-    columns.extend([
-        Column {
-            header: "CONFLICTS",
-        },
-        Column { header: "RUNNING" },
-    ]);
-    // Issue 25: shown when there is something to count.
-    let kept = report.kept_count() > 0;
-    let invalid = report.invalid_count() > 0;
-    if kept {
-        columns.push(Column { header: "KEPT" });
-    }
-    if invalid {
-        columns.push(Column { header: "INVALID" });
-    }
-    let mut table = render::Table::new(columns);
-    for t in &report.tables {
-        let mut cells = vec![
-            t.table.name().to_owned(),
-            t.records.to_string(),
-            t.new.to_string(),
-            t.existing.to_string(),
-            t.differ.to_string(),
-            t.skipped().to_string(),
-        ];
-        if report.replace {
-            cells.push(t.replaced.to_string());
-        }
-        cells.extend([t.conflicts.to_string(), t.running.to_string()]);
-        if kept {
-            cells.push(t.kept.to_string());
-        }
-        if invalid {
-            cells.push(t.invalid.to_string());
-        }
-        table.row(cells);
-    }
-    out.table(&table, |_| Vec::new())?;
-    findings(out, "invalid", &report.invalid, report.invalid_count())?;
-    findings(out, "conflict", &report.conflicts, report.conflict_count())?;
-    findings(out, "kept", &report.kept, report.kept_count())?;
-    findings(
-        out,
-        "shared name",
-        &report.shared_names,
-        report.shared_name_count,
-    )?;
-    let running: u64 = report.tables.iter().map(|t| t.running).sum();
-    if running > 0 {
-        ctx.note(
-            "note",
-            &format!(
-                "{running} record(s) were running when exported; no runner here holds them, so \
-                 they come over finished (runs abandoned, workflow runs failed, steps skipped), \
-                 unless this database has them further along"
-            ),
-        );
-    }
-    Ok(())
-}
-
-/// One line per listed finding, then how many more there are.
-fn findings(out: &mut Printer, label: &str, listed: &[ImportFinding], total: u64) -> Result<()> {
-    for f in listed {
-        out.line(&format!(
-            "{label}: {} {}: {}",
-            f.table.name(),
-            f.id,
-            f.message
-        ))?;
-    }
-    let more = total.saturating_sub(u64::try_from(listed.len()).unwrap_or(u64::MAX));
-    if more > 0 {
-        out.line(&format!("{label}: … and {more} more"))?;
-    }
-    Ok(())
-}
-
-/// What `import --json` prints.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ImportJson {
-    file: String,
-    applied: bool,
-    replace: bool,
-    exported_at: Option<String>,
-    schema_version: i64,
-    history: bool,
-    tables: serde_json::Map<String, serde_json::Value>,
-    conflict_count: u64,
-    conflicts: Vec<FindingJson>,
-    shared_name_count: u64,
-    shared_names: Vec<FindingJson>,
-    kept_count: u64,
-    kept: Vec<FindingJson>,
-    invalid_count: u64,
-    invalid: Vec<FindingJson>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct TableJson {
-    records: u64,
-    new: u64,
-    existing: u64,
-    differ: u64,
-    skipped: u64,
-    replaced: u64,
-    conflicts: u64,
-    running: u64,
-    kept: u64,
-    invalid: u64,
-}
-
-#[derive(Serialize)]
-struct FindingJson {
-    table: &'static str,
-    id: String,
-    message: String,
-}
-
-impl From<&ImportFinding> for FindingJson {
-    fn from(f: &ImportFinding) -> FindingJson {
-        FindingJson {
-            table: f.table.key(),
-            id: f.id.clone(),
-            message: f.message.clone(),
-        }
-    }
-}
-
-impl ImportJson {
-    fn new(file: &str, report: &ImportReport) -> ImportJson {
-        let table = |t: Table| {
-            let t = report.table(t);
-            TableJson {
-                records: t.records,
-                new: t.new,
-                existing: t.existing,
-                differ: t.differ,
-                skipped: t.skipped(),
-                replaced: t.replaced,
-                conflicts: t.conflicts,
-                running: t.running,
-                kept: t.kept,
-                invalid: t.invalid,
-            }
-        };
-        ImportJson {
-            file: file.to_owned(),
-            applied: report.applied,
-            replace: report.replace,
-            exported_at: report.exported_at.clone(),
-            schema_version: report.schema_version,
-            history: report.history,
-            tables: Table::ALL
-                .iter()
-                .map(|t| {
-                    let value = serde_json::to_value(table(*t)).unwrap_or_default();
-                    (t.key().to_owned(), value)
-                })
-                .collect(),
-            conflict_count: report.conflict_count(),
-            conflicts: report.conflicts.iter().map(FindingJson::from).collect(),
-            shared_name_count: report.shared_name_count,
-            shared_names: report.shared_names.iter().map(FindingJson::from).collect(),
-            kept_count: report.kept_count(),
-            kept: report.kept.iter().map(FindingJson::from).collect(),
-            invalid_count: report.invalid_count(),
-            invalid: report.invalid.iter().map(FindingJson::from).collect(),
         }
     }
 }

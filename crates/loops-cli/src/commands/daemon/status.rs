@@ -1,0 +1,190 @@
+//! `daemon status` and `daemon logs` (SPEC §7.6): what the daemon is
+//! doing, and the end of its log.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use loops_core::Timestamp;
+
+use super::daemon_paths;
+use crate::commands::now;
+use crate::context::Context;
+use crate::human;
+use crate::render::{Printer, escape_controls};
+use crate::request::{Document, Request, Warnings};
+use crate::service::control;
+use crate::service::log;
+
+/// How often `daemon logs -f` looks for new lines.
+const FOLLOW_POLL: Duration = Duration::from_millis(200);
+
+/// The typed request of `daemon status`.
+pub(super) struct DaemonStatus;
+
+/// What `daemon status` returns: the daemon, its lease, the counts.
+pub(super) struct StatusReport(control::DaemonStatus);
+
+impl Request for DaemonStatus {
+    type Document = StatusReport;
+
+    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<StatusReport> {
+        let paths = daemon_paths(ctx)?;
+        let store = ctx.open_store()?;
+        let status = control::daemon_status(&store, &paths, &loops_exec::hostname(), now())?;
+        Ok(StatusReport(status))
+    }
+}
+
+impl Document for StatusReport {
+    fn json(&self, out: &mut Printer) -> Result<()> {
+        Ok(out.json(&serde_json::to_value(&self.0)?)?)
+    }
+
+    fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
+        for line in status_lines(&self.0, human::display_now()) {
+            out.line(&line)?;
+        }
+        Ok(())
+    }
+}
+
+/// The human lines of `daemon status`, with local and relative times
+/// (issue 16); `--json` keeps the SPEC's UTC instants.
+fn status_lines(s: &control::DaemonStatus, now: Timestamp) -> Vec<String> {
+    let daemon = if s.running {
+        let mut line = format!("daemon: running pid={}", s.pid.unwrap_or_default());
+        if let Some(lease) = &s.lease {
+            line.push_str(&format!(
+                " on {} since {} (lease {} until {})",
+                escape_controls(&lease.hostname, &[]),
+                human::when(lease.created_at, now),
+                lease.id,
+                human::when(lease.expires_at, now)
+            ));
+        }
+        line
+    } else if s.stale {
+        format!(
+            "daemon: not running (stale pid file names pid {})",
+            s.pid.unwrap_or_default()
+        )
+    } else {
+        "daemon: not running".to_owned()
+    };
+    let l = &s.loops;
+    let r = &s.runs;
+    let next = s
+        .next_run_at
+        .map_or_else(|| "-".to_owned(), |t| human::when(t, now));
+    let mut lines = vec![
+        daemon,
+        format!(
+            "loops: {} total, {} active, {} paused, {} stopped, {} expired; next run {next}",
+            l.total, l.active, l.paused, l.stopped, l.expired
+        ),
+        format!(
+            "runs: {} total, {} running, {} succeeded, {} failed, {} abandoned",
+            r.total, r.running, r.succeeded, r.failed, r.abandoned
+        ),
+        format!("log: {}", s.log_path),
+    ];
+    if let Some(daemons) = &s.daemons {
+        lines.push(format!("database: {} {}", s.backend, s.database));
+        if let Some(skew) = s.clock_skew_ms {
+            lines.push(format!(
+                "this host's clock: {} ms off the server's{}",
+                skew,
+                skew_warning(skew)
+            ));
+        }
+        let live = daemons.iter().filter(|d| d.live).count();
+        lines.push(format!(
+            "daemons: {live} live of {} registered",
+            daemons.len()
+        ));
+        for d in daemons {
+            lines.push(format!(
+                "  {} {} pid={} version {} since {}: {} run(s) in flight, clock {}{}",
+                if d.live { "live" } else { "gone" },
+                escape_controls(&d.hostname, &[]),
+                d.pid,
+                escape_controls(d.version.as_deref().unwrap_or("?"), &[]),
+                human::when(d.started_at, now),
+                d.running_runs,
+                d.clock_skew_ms
+                    .map_or_else(|| "not measured".to_owned(), |ms| format!("{ms} ms off")),
+                d.clock_skew_ms.map_or("", skew_warning),
+            ));
+        }
+    }
+    lines
+}
+
+/// The warning a clock skew above the daemon's limit gets.
+fn skew_warning(ms: i64) -> &'static str {
+    if ms.abs() > loops_scheduler::SKEW_WARN_MS {
+        " (warning: over 2000 ms; fix the host's time)"
+    } else {
+        ""
+    }
+}
+
+/// The typed request of `daemon logs [-n N] [-f]`.
+pub(super) struct DaemonLogs {
+    /// How many lines from the end.
+    pub(super) lines: usize,
+    /// `-f`: then follow the log.
+    pub(super) follow: bool,
+}
+
+/// What `daemon logs` returns: the tail, and where to follow from. The
+/// log is plain text in either format.
+pub(super) struct LogTail {
+    path: PathBuf,
+    text: String,
+    /// The offset the tail ends at, where following starts.
+    read: u64,
+    follow: bool,
+}
+
+impl Request for DaemonLogs {
+    type Document = LogTail;
+
+    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<LogTail> {
+        let path = daemon_paths(ctx)?.log_file();
+        let (text, read) = log::tail_lines(&path, self.lines)
+            .with_context(|| format!("reading {}", path.display()))?;
+        Ok(LogTail {
+            path,
+            text,
+            read,
+            follow: self.follow,
+        })
+    }
+}
+
+impl Document for LogTail {
+    /// The tail, then with `-f` the lines as they come, streamed here in
+    /// the render step.
+    fn json(&self, out: &mut Printer) -> Result<()> {
+        out.line(&self.text)?;
+        if !self.follow {
+            return Ok(());
+        }
+        out.flush()?;
+        // Ends only when stdout closes (a broken pipe exits quietly) or on
+        // Ctrl-C, which ends the process.
+        let mut stdout = std::io::stdout().lock();
+        log::follow(&self.path, self.read, FOLLOW_POLL, &mut |chunk| {
+            stdout.write_all(chunk.as_bytes())?;
+            stdout.flush()
+        })?;
+        Ok(())
+    }
+
+    fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
+        self.json(out)
+    }
+}
