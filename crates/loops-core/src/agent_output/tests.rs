@@ -103,6 +103,19 @@ fn claude_verbose_array_reads_the_last_result() {
 }
 
 #[test]
+fn claude_pretty_printed_envelope_is_one_document() {
+    let Ok(value) = serde_json::from_str::<Value>(CLAUDE_SUCCESS) else {
+        panic!("the fixture is JSON");
+    };
+    let pretty = serde_json::to_string_pretty(&value).unwrap_or_default();
+    assert!(pretty.lines().count() > 1);
+    assert_eq!(
+        parse(AgentProvider::Claude, &pretty),
+        parse(AgentProvider::Claude, CLAUDE_SUCCESS)
+    );
+}
+
+#[test]
 fn claude_stream_cut_before_its_result_keeps_the_session() {
     let init = r#"{"type":"system","subtype":"init","session_id":"s-init"}"#;
     let partial = r#"{"type":"assistant","message":{"content":[{"type":"text","text":"half"#;
