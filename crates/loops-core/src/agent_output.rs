@@ -154,18 +154,16 @@ fn json_lines(stdout: &str) -> impl Iterator<Item = Map<String, Value>> + '_ {
         })
 }
 
-/// A token count: a non-negative integer, or a non-negative float cut to
-/// one; anything else (absent, negative, text) counts 0.
+/// A token count: a non-negative integer, or a float cut to one; anything
+/// else (absent, negative, text) counts 0.
 fn count(value: Option<&Value>) -> u64 {
     let Some(value) = value else { return 0 };
     if let Some(n) = value.as_u64() {
         return n;
     }
-    match value.as_f64() {
-        // `as` saturates at u64::MAX and truncates the fraction.
-        Some(n) if n >= 0.0 => n as u64,
-        _ => 0,
-    }
+    // `as` truncates the fraction and saturates: a negative float gives 0,
+    // one beyond the range u64::MAX.
+    value.as_f64().map_or(0, |n| n as u64)
 }
 
 /// A dollar amount: a finite, non-negative number.

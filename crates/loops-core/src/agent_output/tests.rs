@@ -501,6 +501,12 @@ fn usage_adds_saturating() {
 }
 
 #[test]
+fn the_result_keeps_its_first_64_kib() {
+    assert_eq!(bounded(&"a".repeat(65_537)).len(), 65_536);
+    assert_eq!(bounded(&"a".repeat(65_536)).len(), 65_536);
+}
+
+#[test]
 fn the_result_is_bounded_at_a_char_boundary() {
     let long = "a".repeat(MAX_AGENT_RESULT_BYTES + 10);
     assert_eq!(bounded(&long).len(), MAX_AGENT_RESULT_BYTES);
