@@ -18,6 +18,7 @@
 //! );
 //! ```
 
+mod agent_output;
 mod clock;
 mod cron;
 mod duration;
@@ -34,6 +35,9 @@ mod time;
 mod validate;
 mod workflow_file;
 
+pub use crate::agent_output::{
+    AgentReport, MAX_AGENT_RESULT_BYTES, TokenUsage, parse as parse_agent_output,
+};
 pub use crate::clock::{Clock, ManualClock};
 pub use crate::cron::{CronError, CronExpr, Zone, next_cron_run};
 pub use crate::duration::{
