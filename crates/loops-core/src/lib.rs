@@ -22,6 +22,7 @@ mod agent_output;
 mod clock;
 mod cron;
 mod duration;
+mod failure;
 mod id;
 mod liveness;
 mod model;
@@ -43,6 +44,10 @@ pub use crate::cron::{CronError, CronExpr, Zone, next_cron_run};
 pub use crate::duration::{
     DURATION_FORMS, DurationError, MAX_DURATION_MS, bare_milliseconds, parse_duration,
     parse_positive_duration,
+};
+pub use crate::failure::{
+    Classified, FailureClass, FailureInput, MAX_THROTTLED_RETRY_DELAY_MS,
+    THROTTLED_RETRY_MULTIPLIER, classify, fingerprint, retry_at, throttled_retry_delay_ms,
 };
 pub use crate::id::{
     EventId, IdError, LeaseId, LoopId, RunId, StepRunId, WorkflowId, WorkflowRunId, is_id,

@@ -1,0 +1,495 @@
+//! Failure classes (issue 27; agents note §7): which of 15 classes a failed
+//! run belongs to, the fingerprint that groups its repeats, the retry
+//! policy that follows from the class, and [`retry_at`], the instant a
+//! provider says its limit resets.
+//!
+//! Everything here is pure: it reads a finished run's status, exit code,
+//! error and output, and returns data. The store records the class and the
+//! fingerprint; the scheduler applies the policy.
+//!
+//! The classifier is upstream's (0.5.11 `classifyRunFailure`) rule for rule,
+//! in its order, quirks included, so that a database shared with the
+//! original groups failures the same way. Its patterns are translated from
+//! JavaScript with care for the places where Rust's `regex` differs: `\b`
+//! is ASCII (`(?-u:\b)`), `.` stops at `\r`, U+2028 and U+2029 as well as
+//! `\n`, and `\s` is JavaScript's set (U+FEFF is a space, U+0085 is not).
+//! The one difference left: a case-insensitive pattern here also folds
+//! the Kelvin sign and the long s onto `k` and `s`, where JavaScript's does
+//! not.
+
+use std::fmt;
+use std::sync::LazyLock;
+
+use regex::Regex;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::id::LoopId;
+use crate::model::LoopRun;
+use crate::status::{EnumError, RunStatus};
+
+pub use self::reset::retry_at;
+
+mod host;
+mod reset;
+
+/// The class of a run that did not succeed (agents note §7.1), in the order
+/// [`classify`] tries its rules: the first rule that matches wins.
+///
+/// Serialized as the snake_case names upstream stores, such as `rate_limit`.
+/// Upstream's sixteenth class, `route_functional`, belongs to route-drain
+/// loops, which loops does not have.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureClass {
+    /// Rule 1: the run timed out, at its wall clock or its idle watchdog.
+    Timeout,
+    /// Rule 2: a skipped run whose error starts with
+    /// `daemon restart interrupted active run`.
+    RestartInterrupted,
+    /// Rule 3: a skipped run whose text says `circuit breaker open`.
+    CircuitBreaker,
+    /// Rule 4: a skipped run whose text says `previous run still active`.
+    SkippedPreviousActive,
+    /// Rule 5: a preflight check failed, or an executable or auth profile
+    /// was not found.
+    Preflight,
+    /// Rule 6: a rate limit, `too many requests`, `429` or an exceeded
+    /// quota.
+    RateLimit,
+    /// Rule 7: the agent or its provider could not authenticate.
+    Auth,
+    /// Rule 8: a Cursor host answered `resource_exhausted`.
+    ProviderCapacity,
+    /// Rule 9: a Cursor host's name did not resolve.
+    ProviderUnavailable,
+    /// Rule 10: the model does not exist.
+    ModelNotFound,
+    /// Rule 11: the prompt did not fit the model's context.
+    ContextLength,
+    /// Rule 12: a response format or JSON schema was rejected.
+    SchemaResponseFormat,
+    /// Rule 13: the agent's Node or Bun runtime failed to start.
+    NodeInit,
+    /// Rule 14: the process crashed on a segmentation fault.
+    Sigsegv,
+    /// Rule 15: none of the above.
+    Unknown,
+}
+
+impl FailureClass {
+    /// Every class, in rule order.
+    pub const ALL: &'static [FailureClass] = &[
+        FailureClass::Timeout,
+        FailureClass::RestartInterrupted,
+        FailureClass::CircuitBreaker,
+        FailureClass::SkippedPreviousActive,
+        FailureClass::Preflight,
+        FailureClass::RateLimit,
+        FailureClass::Auth,
+        FailureClass::ProviderCapacity,
+        FailureClass::ProviderUnavailable,
+        FailureClass::ModelNotFound,
+        FailureClass::ContextLength,
+        FailureClass::SchemaResponseFormat,
+        FailureClass::NodeInit,
+        FailureClass::Sigsegv,
+        FailureClass::Unknown,
+    ];
+
+    /// The stored name, such as `rate_limit`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureClass::Timeout => "timeout",
+            FailureClass::RestartInterrupted => "restart_interrupted",
+            FailureClass::CircuitBreaker => "circuit_breaker",
+            FailureClass::SkippedPreviousActive => "skipped_previous_active",
+            FailureClass::Preflight => "preflight",
+            FailureClass::RateLimit => "rate_limit",
+            FailureClass::Auth => "auth",
+            FailureClass::ProviderCapacity => "provider_capacity",
+            FailureClass::ProviderUnavailable => "provider_unavailable",
+            FailureClass::ModelNotFound => "model_not_found",
+            FailureClass::ContextLength => "context_length",
+            FailureClass::SchemaResponseFormat => "schema_response_format",
+            FailureClass::NodeInit => "node_init",
+            FailureClass::Sigsegv => "sigsegv",
+            FailureClass::Unknown => "unknown",
+        }
+    }
+
+    /// Whether the provider is throttling or refusing the account:
+    /// `rate_limit`, `auth`, `provider_capacity` and `provider_unavailable`.
+    /// Their retries wait [`THROTTLED_RETRY_MULTIPLIER`] times longer
+    /// (agents note §7.3).
+    pub fn is_throttled(self) -> bool {
+        matches!(
+            self,
+            FailureClass::RateLimit
+                | FailureClass::Auth
+                | FailureClass::ProviderCapacity
+                | FailureClass::ProviderUnavailable
+        )
+    }
+}
+
+impl fmt::Display for FailureClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for FailureClass {
+    type Err = EnumError;
+    fn from_str(s: &str) -> Result<FailureClass, EnumError> {
+        FailureClass::ALL
+            .iter()
+            .copied()
+            .find(|class| class.as_str() == s)
+            .ok_or_else(|| EnumError {
+                what: "failure class",
+                input: s.to_owned(),
+                expected: "timeout, restart_interrupted, circuit_breaker, \
+                           skipped_previous_active, preflight, rate_limit, auth, \
+                           provider_capacity, provider_unavailable, model_not_found, \
+                           context_length, schema_response_format, node_init, sigsegv, \
+                           unknown",
+            })
+    }
+}
+
+/// What the classifier reads of a finished run: the fields of a
+/// [`LoopRun`] it looks at, borrowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FailureInput<'a> {
+    /// The run's status.
+    pub status: RunStatus,
+    /// The run's error text.
+    pub error: Option<&'a str>,
+    /// Captured stdout.
+    pub stdout: Option<&'a str>,
+    /// Captured stderr.
+    pub stderr: Option<&'a str>,
+    /// The exit code, when the process exited.
+    pub exit_code: Option<i32>,
+}
+
+impl<'a> FailureInput<'a> {
+    /// The text a fingerprint is taken over (agents note §7.2): the
+    /// classifier's summary when it gave one, else the error, else stderr,
+    /// else stdout, else nothing. As upstream's `??`, an empty error still
+    /// counts as an error.
+    pub fn evidence(&self, summary: Option<&'a str>) -> &'a str {
+        summary
+            .or(self.error)
+            .or(self.stderr)
+            .or(self.stdout)
+            .unwrap_or("")
+    }
+
+    /// The error, stderr and stdout that are not empty, one per line, in
+    /// that order: the text every rule searches.
+    fn searchable_text(&self) -> String {
+        [self.error, self.stderr, self.stdout]
+            .into_iter()
+            .flatten()
+            .filter(|part| !part.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl<'a> From<&'a LoopRun> for FailureInput<'a> {
+    fn from(run: &'a LoopRun) -> FailureInput<'a> {
+        FailureInput {
+            status: run.status,
+            error: run.error.as_deref(),
+            stdout: run.stdout.as_deref(),
+            stderr: run.stderr.as_deref(),
+            exit_code: run.exit_code,
+        }
+    }
+}
+
+/// A run's class, with the summary rules 8 and 9 write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Classified {
+    /// The class.
+    pub class: FailureClass,
+    /// For `provider_capacity`, `provider capacity exhausted:
+    /// resource_exhausted <host>`; for `provider_unavailable`, `provider DNS
+    /// lookup failed: <code> <host>`; otherwise `None`.
+    pub summary: Option<String>,
+}
+
+impl Classified {
+    /// The run's [`fingerprint`], over its [`FailureInput::evidence`].
+    pub fn fingerprint(&self, loop_id: &LoopId, input: &FailureInput<'_>) -> String {
+        fingerprint(
+            loop_id,
+            self.class,
+            input.status,
+            input.exit_code,
+            input.evidence(self.summary.as_deref()),
+        )
+    }
+}
+
+/// The prefix of the error upstream's daemon writes on the runs a restart
+/// interrupted (rule 2).
+const RESTART_INTERRUPTED_PREFIX: &str = "daemon restart interrupted active run";
+
+/// JavaScript's `.`: anything but a line terminator.
+const JS_DOT: &str = r"[^\n\r\x{2028}\x{2029}]";
+
+/// JavaScript's `\s`: Unicode's white space without U+0085, plus U+FEFF.
+const JS_SPACE: &str = r"[[\s\x{FEFF}]--\x{85}]";
+
+/// Compiles one of this module's patterns.
+fn pattern(source: &str) -> Regex {
+    Regex::new(source).expect("the failure module's patterns are valid")
+}
+
+// Rules 5 to 7 and 10 to 14 search the lowercased text; rules 8 and 9, and
+// the signal-exit part of rule 13, the raw text case-insensitively.
+
+static PREFLIGHT: LazyLock<Regex> = LazyLock::new(|| {
+    pattern(
+        "runtime preflight failed|preflight failed|executable not found in path|\
+         none of required executables found|auth profile preflight failed|profile not found",
+    )
+});
+
+/// Rule 6. Parity quirk (agents note §14 item 6): `429\b` has no leading
+/// boundary, so `14429` counts, as upstream has it.
+static RATE_LIMIT: LazyLock<Regex> =
+    LazyLock::new(|| pattern(r"rate limit|too many requests|429(?-u:\b)|quota exceeded"));
+
+/// Rule 7. Parity quirks (agents note §7.1): `auth\b` also matches `oauth`,
+/// and a filesystem's `permission denied` counts as auth, as upstream has
+/// them.
+static AUTH: LazyLock<Regex> = LazyLock::new(|| {
+    pattern(
+        "unauthorized|authentication|auth(?-u:\\b)|api key|invalid token|permission denied|\
+         401(?-u:\\b)|403(?-u:\\b)|not logged in|please run /login|login required|\
+         not authenticated|failed to authenticate",
+    )
+});
+
+static MODEL_NOT_FOUND: LazyLock<Regex> = LazyLock::new(|| {
+    pattern(&format!(
+        "model {JS_DOT}*not found|model_not_found|unknown model|invalid model|404{JS_DOT}*model"
+    ))
+});
+
+static CONTEXT_LENGTH: LazyLock<Regex> = LazyLock::new(|| {
+    pattern(
+        "context length|context_length|context window|maximum context|token limit|\
+         too many tokens",
+    )
+});
+
+static SCHEMA: LazyLock<Regex> = LazyLock::new(|| {
+    pattern("response_format|json schema|schema validation|invalid schema|structured output")
+});
+
+static NODE_INIT: LazyLock<Regex> = LazyLock::new(|| {
+    pattern(
+        "cannot find module|module not found|node:internal|bun: command not found|\
+         node: command not found|npm err!|err_module_not_found",
+    )
+});
+
+/// Rule 13's other half: Bun briefly resolving a global `signal-exit` whose
+/// ESM shape does not match (upstream's `isTransientSignalExitInteropFailure`).
+static SIGNAL_EXIT: LazyLock<Regex> = LazyLock::new(|| {
+    pattern(&format!(
+        "(?i-u:missing){s}+['\"](?i-u:default)['\"]{s}+(?i-u:export){s}+(?i-u:in){s}+\
+         (?i-u:module){s}+{JS_DOT}*(?i-u:signal-exit)[\\\\/](?i-u:dist)[\\\\/](?i-u:mjs)\
+         [\\\\/](?i-u:index\\.js)",
+        s = JS_SPACE
+    ))
+});
+
+static SIGSEGV: LazyLock<Regex> = LazyLock::new(|| pattern("sigsegv|segmentation fault|signal 11"));
+
+/// Classifies a finished run by agents note §7.1's 15 ordered rules; the
+/// first that matches wins. Succeeded and running runs, and skipped runs
+/// that exited 75, are not failures: `None`.
+///
+/// The text searched is the error, stderr and stdout that are not empty,
+/// joined by newlines. Matching is over all of it, the agent's own prose
+/// included, so an agent that merely writes "rate limit" in a failed run is
+/// `rate_limit`; the exit code is never read, but for the skip case.
+///
+/// ```
+/// use loops_core::{classify, FailureClass, FailureInput, RunStatus};
+/// let input = FailureInput {
+///     status: RunStatus::Failed,
+///     error: Some("process exited with code 1"),
+///     stdout: None,
+///     stderr: Some("Error: 429 Too Many Requests"),
+///     exit_code: Some(1),
+/// };
+/// assert_eq!(classify(&input).unwrap().class, FailureClass::RateLimit);
+/// ```
+pub fn classify(input: &FailureInput<'_>) -> Option<Classified> {
+    match input.status {
+        RunStatus::Succeeded | RunStatus::Running => return None,
+        RunStatus::Skipped if input.exit_code == Some(75) => return None,
+        _ => {}
+    }
+    let raw = input.searchable_text();
+    let text = raw.to_lowercase();
+    let skipped = input.status == RunStatus::Skipped;
+    let plain = |class| {
+        Some(Classified {
+            class,
+            summary: None,
+        })
+    };
+    if input.status == RunStatus::TimedOut {
+        return plain(FailureClass::Timeout);
+    }
+    if skipped
+        && input
+            .error
+            .is_some_and(|e| e.starts_with(RESTART_INTERRUPTED_PREFIX))
+    {
+        return plain(FailureClass::RestartInterrupted);
+    }
+    if skipped && text.contains("circuit breaker open") {
+        return plain(FailureClass::CircuitBreaker);
+    }
+    if skipped && text.contains("previous run still active") {
+        return plain(FailureClass::SkippedPreviousActive);
+    }
+    if PREFLIGHT.is_match(&text) {
+        return plain(FailureClass::Preflight);
+    }
+    if RATE_LIMIT.is_match(&text) {
+        return plain(FailureClass::RateLimit);
+    }
+    if AUTH.is_match(&text) {
+        return plain(FailureClass::Auth);
+    }
+    if let Some(summary) = host::capacity_summary(&raw) {
+        return Some(Classified {
+            class: FailureClass::ProviderCapacity,
+            summary: Some(summary),
+        });
+    }
+    if let Some(summary) = host::unavailable_summary(&raw) {
+        return Some(Classified {
+            class: FailureClass::ProviderUnavailable,
+            summary: Some(summary),
+        });
+    }
+    let class = if MODEL_NOT_FOUND.is_match(&text) {
+        FailureClass::ModelNotFound
+    } else if CONTEXT_LENGTH.is_match(&text) {
+        FailureClass::ContextLength
+    } else if SCHEMA.is_match(&text) {
+        FailureClass::SchemaResponseFormat
+    } else if SIGNAL_EXIT.is_match(&raw) || NODE_INIT.is_match(&text) {
+        FailureClass::NodeInit
+    } else if SIGSEGV.is_match(&text) {
+        FailureClass::Sigsegv
+    } else {
+        FailureClass::Unknown
+    };
+    plain(class)
+}
+
+/// How many characters of the evidence a fingerprint covers.
+const FINGERPRINT_EVIDENCE_CHARS: usize = 120;
+
+/// An ISO-8601 instant and whatever sticks to it, as JavaScript's
+/// `\d{4}-\d{2}-\d{2}T\S+`.
+static TIMESTAMP: LazyLock<Regex> =
+    LazyLock::new(|| pattern(&format!("[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}T[^{JS_SPACE}]+")));
+
+/// The failure's fingerprint (agents note §7.2): the first 16 lowercase hex
+/// characters of the SHA-256 of the loop id, the class, the status, the
+/// exit code (empty when there is none) and the evidence, one per line.
+///
+/// The evidence is [`FailureInput::evidence`] with every instant
+/// (`\d{4}-\d{2}-\d{2}T\S+`) replaced by `<timestamp>`, cut to its first
+/// 120 characters, so the repeats of one failure share a fingerprint. The
+/// cut counts characters and never splits one; upstream counts UTF-16
+/// units, which differs only past a character outside the BMP.
+///
+/// ```
+/// use loops_core::{fingerprint, FailureClass, LoopId, RunStatus};
+/// let id = LoopId::parse("0123456789ab").unwrap();
+/// let at = |stamp: &str| {
+///     let evidence = format!("{stamp} rate limit reached");
+///     fingerprint(&id, FailureClass::RateLimit, RunStatus::Failed, Some(1), &evidence)
+/// };
+/// assert_eq!(at("2026-01-01T00:00:00Z"), at("2026-03-04T05:06:07.890Z"));
+/// assert_eq!(at("x").len(), 16);
+/// ```
+pub fn fingerprint(
+    loop_id: &LoopId,
+    class: FailureClass,
+    status: RunStatus,
+    exit_code: Option<i32>,
+    evidence: &str,
+) -> String {
+    let normalized = TIMESTAMP.replace_all(evidence, "<timestamp>");
+    let cut: String = normalized
+        .chars()
+        .take(FINGERPRINT_EVIDENCE_CHARS)
+        .collect();
+    let exit = exit_code.map(|code| code.to_string()).unwrap_or_default();
+    let joined = [
+        loop_id.as_str(),
+        class.as_str(),
+        status.as_str(),
+        &exit,
+        &cut,
+    ]
+    .join("\n");
+    let digest = Sha256::digest(joined.as_bytes());
+    digest
+        .iter()
+        .take(8)
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// How many times longer a throttled class's retry waits (agents note §7.3).
+pub const THROTTLED_RETRY_MULTIPLIER: i64 = 4;
+
+/// The longest a throttled class's multiplied retry delay grows: 6 h.
+pub const MAX_THROTTLED_RETRY_DELAY_MS: i64 = 6 * 60 * 60 * 1000;
+
+/// The retry delay for a failure of `class`, given the loop's own delay
+/// (what [`retry_delay_ms`](crate::retry_delay_ms) returned): for a
+/// [throttled](FailureClass::is_throttled) class,
+/// [`THROTTLED_RETRY_MULTIPLIER`] times longer, capped at
+/// [`MAX_THROTTLED_RETRY_DELAY_MS`]; for any other class, unchanged.
+///
+/// The multiplier never shortens a delay: a loop whose own delay already
+/// exceeds 6 h keeps it.
+///
+/// ```
+/// use loops_core::{throttled_retry_delay_ms, FailureClass};
+/// assert_eq!(throttled_retry_delay_ms(60_000, FailureClass::RateLimit), 240_000);
+/// assert_eq!(throttled_retry_delay_ms(60_000, FailureClass::Timeout), 60_000);
+/// assert_eq!(throttled_retry_delay_ms(3_600_000 * 2, FailureClass::Auth), 21_600_000);
+/// ```
+pub fn throttled_retry_delay_ms(delay_ms: i64, class: FailureClass) -> i64 {
+    if !class.is_throttled() {
+        return delay_ms;
+    }
+    let multiplied = delay_ms
+        .saturating_mul(THROTTLED_RETRY_MULTIPLIER)
+        .min(MAX_THROTTLED_RETRY_DELAY_MS);
+    multiplied.max(delay_ms)
+}
+
+#[cfg(test)]
+mod tests;
