@@ -385,6 +385,37 @@ fn a_step_runs_only_after_its_start_is_committed() {
     }
 }
 
+/// Creates its file when dropped: lets a step that waits for it end even
+/// when an assertion fails first.
+struct Release(std::path::PathBuf);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.0, "");
+    }
+}
+
+/// `child`'s stderr, line by line, as it comes, read on a thread.
+fn stderr_lines(
+    child: &mut std::process::Child,
+) -> (
+    std::sync::mpsc::Receiver<String>,
+    std::thread::JoinHandle<()>,
+) {
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (rx, reader)
+}
+
 #[test]
 fn progress_lines_show_while_a_later_step_still_runs() {
     // Progress is gathered and written out whenever the runner waits: the
@@ -406,24 +437,8 @@ fn progress_lines_show_while_a_later_step_still_runs() {
     create_workflow(&env, &workflow);
     let mut child = env.spawn(&["workflows", "run", "live"]);
     // Lets the second step end even when an assertion below fails.
-    struct Release(std::path::PathBuf);
-    impl Drop for Release {
-        fn drop(&mut self) {
-            let _ = std::fs::write(&self.0, "");
-        }
-    }
     let _release = Release(go.clone());
-    let stderr = child.stderr.take().expect("stderr is piped");
-    let (tx, rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let (rx, reader) = stderr_lines(&mut child);
     let mut seen = Vec::new();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while !seen
@@ -475,24 +490,8 @@ fn a_write_that_must_be_retried_is_said_on_stderr_and_the_run_goes_on() {
     create_workflow(&env, &workflow);
     let mut child = env.spawn(&["workflows", "run", "stalled"]);
     // Lets step a end even when an assertion below fails.
-    struct Release(std::path::PathBuf);
-    impl Drop for Release {
-        fn drop(&mut self) {
-            let _ = std::fs::write(&self.0, "");
-        }
-    }
     let _release = Release(go.clone());
-    let stderr = child.stderr.take().expect("stderr is piped");
-    let (tx, rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let (rx, reader) = stderr_lines(&mut child);
     let deadline = std::time::Duration::from_secs(30);
     wait_for("step a to start", deadline, || {
         started.exists().then_some(())
