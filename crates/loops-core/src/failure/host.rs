@@ -95,19 +95,15 @@ fn url_rest(token: &str) -> Option<&str> {
     token.get(skip..)
 }
 
-/// `host[:port]` split, when the host is ASCII letters, digits, dots and
-/// hyphens and the port digits.
+/// `host[:port]` split, when the port, if there is one, is digits. The
+/// host is left to [`is_cursor_host`], whose labels admit only characters
+/// upstream's pattern admits.
 fn host_and_port(text: &str) -> Option<(&str, Option<&str>)> {
-    let (host, port) = match text.split_once(':') {
-        Some((host, port)) => (host, Some(port)),
-        None => (text, None),
-    };
-    let host_ok = !host.is_empty()
-        && host
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
-    let port_ok = port.is_none_or(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
-    (host_ok && port_ok).then_some((host, port))
+    match text.split_once(':') {
+        None => Some((text, None)),
+        Some((host, port)) => (!port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()))
+            .then_some((host, Some(port))),
+    }
 }
 
 /// `cursor.sh` or a name under it, every label a valid DNS label.

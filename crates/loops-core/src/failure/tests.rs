@@ -213,6 +213,10 @@ fn rule_8_provider_capacity_needs_a_cursor_host() {
         summary_of("resource_exhausted cursor.sh"),
         capacity("cursor.sh")
     );
+    assert_eq!(
+        summary_of("resource_exhausted https://eu-2.api.cursor.sh"),
+        capacity("eu-2.api.cursor.sh")
+    );
     for text in [
         "resource_exhausted api.example.com",
         "resource_exhausted notcursor.sh",
@@ -230,6 +234,7 @@ fn rule_8_provider_capacity_needs_a_cursor_host() {
         "resource_exhausted api2.cursor.sh:",
         "resource_exhausted api2.cursor.sh:4x3",
         "resource_exhausted a_b.cursor.sh",
+        "resource_exhausted é.cursor.sh",
         "resource_exhausted -a.cursor.sh",
         "resource_exhausted a-.cursor.sh",
         "resource_exhausted a..cursor.sh",
