@@ -300,20 +300,17 @@ impl Request for Tick {
     }
 }
 
-impl Ticked {
-    /// Says on stderr, after the output, that a signal cut the tick short.
-    fn say_interrupted(&self) {
+impl Document for Ticked {
+    /// Says on stderr, after the output, that a signal cut the tick short:
+    /// an error, so said under `--quiet` too.
+    fn notes(&self, ctx: &Context) {
         if let Some(reason) = &self.interrupted {
-            // An error: said under `--quiet` too, as `ctx.note` does.
-            render::note("error", &format!("tick interrupted ({reason})"));
+            ctx.note("error", &format!("tick interrupted ({reason})"));
         }
     }
-}
 
-impl Document for Ticked {
     fn json(&self, out: &mut Printer) -> Result<()> {
         out.json(&redact::tick_json(&self.result, self.output))?;
-        self.say_interrupted();
         Ok(())
     }
 
@@ -334,7 +331,6 @@ impl Document for Ticked {
                 }
             }
         }
-        self.say_interrupted();
         Ok(())
     }
 

@@ -35,7 +35,7 @@ use crate::args::workflow::RunArgs;
 use crate::context::Context;
 use crate::exit::Outcome;
 use crate::redact::{self, Output};
-use crate::render::{self, Printer};
+use crate::render::Printer;
 use crate::request::{self, Document, Request, Warnings};
 
 /// `workflows run`.
@@ -141,17 +141,15 @@ impl Request for WorkflowRun {
     }
 }
 
-impl WorkflowRan {
-    /// Says on stderr, after the output, that a signal cut the run short.
-    fn say_interrupted(&self) {
+impl Document for WorkflowRan {
+    /// Says on stderr, after the output, that a signal cut the workflow run short:
+    /// an error, so said under `--quiet` too.
+    fn notes(&self, ctx: &Context) {
         if let Some(reason) = &self.interrupted {
-            // An error: said under `--quiet` too, as `ctx.note` does.
-            render::note("error", &format!("workflow run interrupted ({reason})"));
+            ctx.note("error", &format!("workflow run interrupted ({reason})"));
         }
     }
-}
 
-impl Document for WorkflowRan {
     /// `{result, workflowRun, steps}`.
     fn json(&self, out: &mut Printer) -> Result<()> {
         let (outcome, output) = (&self.outcome, self.output);
@@ -164,7 +162,6 @@ impl Document for WorkflowRan {
                 .map(|s| redact::step_json(s, output))
                 .collect::<Value>(),
         }))?;
-        self.say_interrupted();
         Ok(())
     }
 
@@ -178,7 +175,6 @@ impl Document for WorkflowRan {
             out.line(&format!("  error: {error}"))?;
         }
         print_steps(ctx, &outcome.steps, self.output == Output::Shown, out)?;
-        self.say_interrupted();
         Ok(())
     }
 
