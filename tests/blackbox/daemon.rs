@@ -25,8 +25,15 @@ struct Daemon<'a> {
 
 impl<'a> Daemon<'a> {
     /// `loops daemon start <args>`; returns the daemon and its pid.
+    /// Starts a daemon and returns once it listens on its wake-up socket:
+    /// `daemon start` returns at the pid file, which the daemon writes
+    /// before it binds the socket.
     fn start(env: &'a TestEnv, args: &[&str]) -> (Daemon<'a>, u32) {
         let pid = env.start_daemon(args);
+        let sock = env.data_dir().join("daemon.sock");
+        wait_for("the daemon's wake-up socket", DEADLINE, || {
+            sock.exists().then_some(())
+        });
         (Daemon { env }, pid)
     }
 }
