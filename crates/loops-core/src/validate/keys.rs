@@ -38,6 +38,13 @@ const AGENT_KEYS: &[&str] = &[
     "timeoutMs",
     "configIsolation",
     "account",
+    "variant",
+    "env",
+    "addDirs",
+    "permissionMode",
+    "sandbox",
+    "manualBreakGlass",
+    "allowlist",
 ];
 
 /// The keys of an account.
