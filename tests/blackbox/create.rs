@@ -593,19 +593,19 @@ fn an_option_value_that_reads_as_an_option_is_refused() {
 }
 
 #[test]
-fn codex_accepts_an_agent_with_a_warning() {
+fn codex_refuses_an_agent() {
+    // Agents note §12.1 rule 7: 0.3.1 stored it with a warning and left it
+    // out of codex's argv; 0.5.11 refuses it.
     let env = TestEnv::new();
     let ran = env
         .loops(["--json", "create", "agent", "review", "--provider", "codex"])
         .args(["--prompt", "review", "--agent", "reviewer", "--every", "1h"])
+        .code(1)
         .run();
     assert_eq!(
         ran.stderr,
-        "warning: --agent is ignored for provider codex, which has no --agent flag; the agent \
-         is stored but codex never receives it\n"
+        "error: target.agent is not supported for provider codex\n"
     );
-    // Stored as the original stores it; SPEC §5.2 leaves it out of the argv.
-    assert_eq!(ran.json()["target"]["agent"], "reviewer");
     // Other providers take it silently.
     let ran = env
         .loops(["create", "agent", "r2", "--provider", "claude"])

@@ -1,39 +1,43 @@
 //! Rows the original 0.3.1 wrote that loops refuses to create: they are
 //! still safe to run and to print. An agent prompt that begins with `-`
-//! never reaches the agent as an option, and a name holding control
-//! characters never reaches the terminal raw.
+//! goes on stdin (agents note §2.3), never on argv, and a name holding
+//! control characters never reaches the terminal raw.
 
 use loops_tests::{TestEnv, sqlite_only};
 
 #[test]
-fn a_stored_prompt_that_reads_as_an_option_fails_its_run_and_spawns_nothing() {
+fn a_stored_agent_runs_with_the_new_argv_and_its_prompt_on_stdin() {
     sqlite_only!("rows the original 0.3.1 wrote into its database file");
     let env = TestEnv::new();
-    let marker = env.home().join("claude-ran");
+    let argv = env.home().join("argv");
+    let stdin = env.home().join("stdin");
     env.write_script(
         "claude",
-        &format!("printf '%s\\n' \"$@\" > {}", marker.display()),
+        &format!(
+            "printf '%s\\n' \"$@\" > {}; cat > {}",
+            argv.display(),
+            stdin.display()
+        ),
     );
+    // No migration: 0.3.1's row runs as 0.5.11 runs it.
     env.original_db(
         r#"INSERT INTO loops VALUES ('a1b2c3d4e5f6', 'legacy', NULL, 'active',
           '{"type":"interval","everyMs":60000,"anchor":"fixed_rate"}',
-          '{"type":"agent","provider":"claude","prompt":"--dangerously-skip-permissions"}',
+          '{"type":"agent","provider":"claude","prompt":"--dangerously-skip-permissions","configIsolation":"none","extraArgs":["--verbose"]}',
           '2025-12-01T10:05:00.000Z', NULL, 'latest', 50, 'skip', 1, 60000, 1800000,
           NULL, '2025-12-01T10:00:00.000Z', '2025-12-01T10:00:00.000Z');"#,
     );
-    let ran = env.loops(["run-now", "legacy"]).code(1).run();
-    assert!(
-        ran.stdout.contains(
-            "  error: refused to run claude: the prompt begins with \"-\", which claude would \
-             read as an option;"
-        ),
-        "{}",
-        ran.stdout
+    env.loops(["run-now", "legacy"]).run();
+    assert_eq!(
+        std::fs::read_to_string(&argv).unwrap(),
+        "-p\n--output-format\njson\n--verbose\n"
     );
-    assert!(!marker.exists(), "claude was spawned");
+    assert_eq!(
+        std::fs::read_to_string(&stdin).unwrap(),
+        "--dangerously-skip-permissions"
+    );
     let runs = env.loops(["--json", "runs", "legacy"]).run().json();
-    assert_eq!(runs[0]["status"], "failed");
-    assert_eq!(runs[0].get("pid"), None, "{runs}");
+    assert_eq!(runs[0]["status"], "succeeded");
 }
 
 #[test]

@@ -25,12 +25,10 @@ const DEADLINE: Duration = Duration::from_secs(30);
 /// end (a `loops` command needs a few tens of MiB).
 const MAX_RSS_KIB: u64 = 512 * 1024;
 
-/// A fake `claude` on PATH that prints its last argument, the prompt.
+/// A fake `claude` on PATH that prints its prompt, which it reads on
+/// stdin (agents note §2.3).
 fn echo_prompt_agent(env: &TestEnv) {
-    env.write_script(
-        "claude",
-        r#"for a in "$@"; do last="$a"; done; printf '%s' "$last""#,
-    );
+    env.write_script("claude", "cat");
 }
 
 /// Replaces whatever is at `path` with a named pipe nobody writes to.

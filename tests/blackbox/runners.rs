@@ -141,10 +141,14 @@ fn tick_show_output_prints_the_runs() {
 }
 
 #[test]
-fn agent_loops_run_the_provider_cli_with_the_prompt_last() {
+fn agent_loops_run_the_provider_cli_with_the_prompt_on_stdin() {
     let env = TestEnv::new();
-    // A fake `claude` on PATH that echoes its arguments.
-    env.write_script("claude", r#"for a in "$@"; do printf '%s|' "$a"; done"#);
+    // A fake `claude` on PATH that echoes its arguments, then its stdin:
+    // the prompt (agents note §2.3; 0.3.1 put it last on argv).
+    env.write_script(
+        "claude",
+        r#"for a in "$@"; do printf '%s|' "$a"; done; printf 'stdin:'; cat"#,
+    );
     let prompt = format!("summarize {}", "the repository ".repeat(8));
     env.loops([
         "create",
@@ -169,8 +173,13 @@ fn agent_loops_run_the_provider_cli_with_the_prompt_last() {
     assert!(!ran.stdout.contains("repository"), "{}", ran.stdout);
     let run = &env.loops(["--json", "runs", "--show-output"]).run().json()[0];
     let argv = run["stdout"].as_str().unwrap();
-    assert!(argv.starts_with("--safe-mode|"), "{argv}");
-    assert!(argv.ends_with(&format!("|{prompt}|")), "{argv}");
+    assert_eq!(
+        argv,
+        format!(
+            "--safe-mode|--setting-sources|local|--no-session-persistence|-p|--output-format|\
+             json|stdin:{prompt}"
+        )
+    );
 }
 
 /// Waits until the newest run is running with its child's pid recorded.

@@ -6,12 +6,10 @@ use std::time::Duration;
 use loops_tests::{Daemon, TestEnv, wait_for};
 use serde_json::Value;
 
-/// A fake `claude` on PATH that prints its last argument, the prompt.
+/// A fake `claude` on PATH that prints its prompt, which it reads on
+/// stdin (agents note §2.3).
 fn echo_prompt_agent(env: &TestEnv) {
-    env.write_script(
-        "claude",
-        r#"for a in "$@"; do last="$a"; done; printf '%s' "$last""#,
-    );
+    env.write_script("claude", "cat");
 }
 
 /// The newest run of `name`, output shown.
@@ -56,14 +54,12 @@ fn a_prompt_file_is_read_at_each_run() {
     assert!(prompt.starts_with("second prompt xxx"), "{prompt}");
     assert!(prompt.ends_with("... [redacted 34 chars]"), "{prompt}");
 
-    // Text the agent would read as an option is refused before spawning.
+    // Text that begins with "-" is the prompt: it goes on stdin, where no
+    // agent reads it as an option (agents note §2.3).
     std::fs::write(&file, "--dangerously-skip-permissions").unwrap();
-    env.loops(["run-now", "p"]).code(1).run();
+    env.loops(["run-now", "p"]).run();
     let run = newest_run(&env, "p");
-    assert_eq!(run["status"], "failed");
-    let error = run["error"].as_str().unwrap();
-    assert!(error.starts_with("refused to run claude"), "{error}");
-    assert!(run["stdout"].as_str().unwrap_or("").is_empty(), "{run}");
+    assert_eq!(run["stdout"], "--dangerously-skip-permissions");
 
     // A missing file fails the run with a clear error, nothing spawned.
     std::fs::remove_file(&file).unwrap();

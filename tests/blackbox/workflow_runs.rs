@@ -305,13 +305,11 @@ fn a_workflow_loop_runs_on_tick() {
 }
 
 #[test]
-fn agent_steps_run_the_provider_cli_with_the_prompt_last() {
+fn agent_steps_run_the_provider_cli_with_the_prompt_on_stdin() {
     let env = TestEnv::new();
-    // A fake `claude` on PATH that prints its last argument and its step id.
-    env.write_script(
-        "claude",
-        r#"for a in "$@"; do last="$a"; done; printf '%s|%s' "$LOOPS_WORKFLOW_STEP_ID" "$last""#,
-    );
+    // A fake `claude` on PATH that prints its step id and its stdin, the
+    // prompt (agents note §2.3; 0.3.1 put it last on argv).
+    env.write_script("claude", r#"printf '%s|' "$LOOPS_WORKFLOW_STEP_ID"; cat"#);
     let prompt = format!("review {}", "the change ".repeat(10));
     create_workflow(
         &env,

@@ -54,11 +54,12 @@ pub use crate::id::{
 };
 pub use crate::liveness::{Liveness, ProcessRef};
 pub use crate::model::{
-    Account, AgentTarget, CommandTarget, DEFAULT_CATCH_UP_LIMIT, DEFAULT_DYNAMIC_INTERVAL_MS,
-    DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_RETRY_DELAY_MS, DEFAULT_RETRY_DELAY_MS,
-    DEFAULT_TIMEOUT_MS, DaemonLease, ExecutorResult, Hooks, Loop, LoopPolicy, LoopRun,
-    MAX_CATCH_UP_LIMIT, MAX_LABEL_LEN, NewLoop, NewWorkflow, ProcessTarget, Schedule, Step,
-    StepRun, Target, WorkflowEvent, WorkflowRun, WorkflowSpec, WorkflowTarget, loop_workflow_key,
+    Account, AgentAllowlist, AgentTarget, CommandTarget, DEFAULT_CATCH_UP_LIMIT,
+    DEFAULT_DYNAMIC_INTERVAL_MS, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_RETRY_DELAY_MS, DEFAULT_RETRY_DELAY_MS, DEFAULT_TIMEOUT_MS, DaemonLease,
+    ExecutorResult, Hooks, Loop, LoopPolicy, LoopRun, MAX_CATCH_UP_LIMIT, MAX_LABEL_LEN, NewLoop,
+    NewWorkflow, ProcessTarget, Schedule, Step, StepRun, Target, WorkflowEvent, WorkflowRun,
+    WorkflowSpec, WorkflowTarget, loop_workflow_key,
 };
 pub use crate::ownership::{Ownership, ownership};
 pub use crate::run_json::{redacted_len, run_json, streams_json};
@@ -69,15 +70,16 @@ pub use crate::schedule::{
 };
 pub use crate::status::{
     AgentProvider, Anchor, Backoff, CatchUp, ConfigIsolation, EnumError, ExecutorStatus,
-    LoopStatus, Overlap, RunStatus, StepRunStatus, WorkflowRunStatus, WorkflowStatus,
+    LoopStatus, Overlap, PermissionMode, RunStatus, StepRunStatus, WorkflowRunStatus,
+    WorkflowStatus,
 };
 pub use crate::terminal::{escape_for_terminal, hides_on_terminal};
 pub use crate::time::{Timestamp, TimestampError};
 pub use crate::validate::{
     AgentOption, ValidationError, agent_value_reads_as_option, prompt_option_message,
-    prompt_reads_as_option, validate_account, validate_env_name, validate_label, validate_name,
-    validate_new_loop, validate_process_target, validate_target, workflow_execution_order,
-    workflow_from_json, workflow_warnings,
+    prompt_reads_as_option, validate_account, validate_agent_options, validate_env_name,
+    validate_label, validate_name, validate_new_loop, validate_process_target, validate_target,
+    workflow_execution_order, workflow_from_json, workflow_warnings,
 };
 pub use crate::workflow_file::{
     MAX_WORKFLOW_PARALLEL, WorkflowFile, WorkflowFileError, read_workflow_text,

@@ -24,7 +24,7 @@ pub use self::policy::{DEFAULT_MAX_RETRY_DELAY_MS, LoopPolicy, MAX_LABEL_LEN};
 pub use self::runtime::{DaemonLease, ExecutorResult};
 pub use self::schedule::Schedule;
 pub use self::target::{
-    Account, AgentTarget, CommandTarget, ProcessTarget, Target, WorkflowTarget,
+    Account, AgentAllowlist, AgentTarget, CommandTarget, ProcessTarget, Target, WorkflowTarget,
 };
 pub use self::workflow::{
     NewWorkflow, Step, StepRun, WorkflowEvent, WorkflowRun, WorkflowSpec, loop_workflow_key,

@@ -179,7 +179,7 @@ string_enum!(
     AgentProvider, "provider", "claude, cursor, codewith, aicopilot, opencode, codex" {
         /// `claude`.
         Claude => "claude",
-        /// `cursor-agent`.
+        /// `agent` (the Cursor Agent CLI), else `cursor-agent`.
         Cursor => "cursor",
         /// `codewith`.
         Codewith => "codewith",
@@ -193,11 +193,33 @@ string_enum!(
 );
 
 impl AgentProvider {
-    /// The executable the provider runs.
+    /// The provider's executable as 0.3.1 named it, which `doctor` probes:
+    /// `cursor-agent` for cursor. Runs use [`AgentProvider::executable`].
     pub fn binary(self) -> &'static str {
         match self {
             AgentProvider::Cursor => "cursor-agent",
             other => other.as_str(),
+        }
+    }
+
+    /// The executable a run starts (agents note §2.1): `agent` for cursor,
+    /// as in 0.5.11; the provider's name for the others.
+    pub fn executable(self) -> &'static str {
+        match self {
+            AgentProvider::Cursor => "agent",
+            other => other.as_str(),
+        }
+    }
+
+    /// The executable a run falls back to when [`executable`] is not on
+    /// the PATH: `cursor-agent` for cursor, which 0.3.1 ran (agents note
+    /// §15 item 2).
+    ///
+    /// [`executable`]: AgentProvider::executable
+    pub fn fallback_executable(self) -> Option<&'static str> {
+        match self {
+            AgentProvider::Cursor => Some("cursor-agent"),
+            _ => None,
         }
     }
 
@@ -206,6 +228,21 @@ impl AgentProvider {
         self.as_str()
     }
 }
+
+string_enum!(
+    /// How much an agent may do without asking (agents note §2.2):
+    /// `permissionMode`, `default` when unset.
+    PermissionMode, "permission mode", "default, plan, auto, bypass" {
+        /// The provider's own default.
+        Default => "default",
+        /// Plan only (claude, cursor).
+        Plan => "plan",
+        /// Claude's `auto` mode.
+        Auto => "auto",
+        /// Skip permission prompts; needs break-glass (§12.1 rule 16).
+        Bypass => "bypass",
+    }
+);
 
 string_enum!(
     /// Whether an agent runs with the provider's safe flags (SPEC §5.2).

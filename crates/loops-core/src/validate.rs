@@ -29,11 +29,12 @@
 //!   each is the value of a flag in the agent's argv.
 //! - Every `timeoutMs` is capped at 100 years, as the CLI's durations are.
 //!
-//! `agent` with provider codex is accepted, as the original accepts it, and
-//! left out of codex's argv (SPEC §5.2); the CLI warns about it.
+//! `agent` with provider codex or codewith is refused at create, as 0.5.11
+//! refuses it (agents note §12.1 rule 7); a stored one still runs, without
+//! `--agent`.
 
 use crate::duration::MAX_DURATION_MS;
-use crate::model::{Account, AgentTarget, CommandTarget, NewLoop, ProcessTarget, Target};
+use crate::model::{Account, CommandTarget, NewLoop, ProcessTarget, Target};
 use crate::schedule::validate_schedule;
 
 /// Longest accepted loop or workflow name, in characters (after trimming).
@@ -244,10 +245,10 @@ fn validate_account_word(value: &str, field: &str) -> Result<()> {
 /// or value may contain NUL.
 ///
 /// An agent target needs a non-empty `prompt` that does not begin with `-`
-/// (see [`prompt_reads_as_option`]); `model` and `agent` must be non-empty
-/// when set, and neither they nor `cwd` may begin with `-` (see
-/// [`agent_value_reads_as_option`]). `agent` is accepted for codex, which has no `--agent` flag and
-/// never receives it (SPEC §5.2).
+/// (see [`prompt_reads_as_option`]), and follows 0.5.11's provider rules
+/// in their order (agents note §12.1; see `validate/agent.rs`); no value
+/// that sits on the agent's argv may begin with `-` (see
+/// [`agent_value_reads_as_option`]).
 pub fn validate_process_target(target: &ProcessTarget, label: &str) -> Result<()> {
     match target {
         ProcessTarget::Command(command) => validate_command_target(command, label),
@@ -270,13 +271,11 @@ pub fn validate_target(target: &Target, label: &str) -> Result<()> {
     }
 }
 
-/// Whether an agent would read `prompt` as an option rather than as its
-/// prompt: it begins with `-`.
+/// Whether `prompt` begins with `-`, which an agent would have read as an
+/// option when the prompt was its last argument (0.3.1, SPEC §5.2).
 ///
-/// The prompt is the last argument of every provider's argv (SPEC §5.2),
-/// and whether a provider accepts `--` before it cannot be known, so such a
-/// prompt is refused when a loop or workflow is created, and a stored one
-/// (from the original's database) is never spawned.
+/// Such a prompt is still refused when a loop or workflow is created. Since
+/// the prompt goes on stdin (agents note §2.3), a stored one runs.
 ///
 /// ```
 /// assert!(loops_core::prompt_reads_as_option("--dangerously-skip-permissions"));
@@ -320,50 +319,6 @@ fn validate_command_target(target: &CommandTarget, label: &str) -> Result<()> {
             validate_env_name(name, label)?;
             require_no_nul(value, &format!("{label}.env.{name}"))?;
         }
-    }
-    validate_timeout(target.timeout_ms, label)?;
-    if let Some(account) = &target.account {
-        validate_account(account, &format!("{label}.account"))?;
-    }
-    Ok(())
-}
-
-fn validate_agent_target(target: &AgentTarget, label: &str) -> Result<()> {
-    let field = format!("{label}.prompt");
-    require_non_empty(&target.prompt, &field)?;
-    require_no_nul(&target.prompt, &field)?;
-    if prompt_reads_as_option(&target.prompt) {
-        let message = prompt_option_message(&field);
-        return Err(ValidationError::new(field, message));
-    }
-    if let Some(path) = &target.prompt_file {
-        // Issue 17: read at each run, from wherever the run starts, so
-        // only an absolute path means the same file every time.
-        let field = format!("{label}.promptFile");
-        require_no_nul(path, &field)?;
-        if !path.starts_with('/') {
-            return Err(ValidationError::new(
-                &field,
-                format!("{field} must be an absolute path"),
-            ));
-        }
-    }
-    if let Some(model) = &target.model {
-        let field = format!("{label}.model");
-        validate_optional_word(model, &field, "omit it to use the provider's default model")?;
-    }
-    if let Some(agent) = &target.agent {
-        let field = format!("{label}.agent");
-        validate_optional_word(agent, &field, "omit it to use the provider's default agent")?;
-    }
-    validate_cwd(target.cwd.as_deref(), label)?;
-    if let Some(option) = agent_value_reads_as_option(target) {
-        let field = format!("{label}.{}", option.key);
-        let message = option.message(&field);
-        return Err(ValidationError::new(field, message));
-    }
-    for (i, arg) in target.extra_args.iter().flatten().enumerate() {
-        require_no_nul(arg, &format!("{label}.extraArgs[{i}]"))?;
     }
     validate_timeout(target.timeout_ms, label)?;
     if let Some(account) = &target.account {
@@ -536,10 +491,13 @@ pub fn validate_label(label: &str) -> Result<()> {
     Ok(())
 }
 
+mod agent;
 mod keys;
 mod options;
 mod workflow;
 
+pub use self::agent::validate_agent_options;
+use self::agent::validate_agent_target;
 pub use self::keys::workflow_warnings;
 pub use self::options::{AgentOption, agent_value_reads_as_option};
 pub use self::workflow::{workflow_execution_order, workflow_from_json};

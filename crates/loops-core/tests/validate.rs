@@ -704,10 +704,18 @@ mod validate {
         let mut agent = AgentTarget::new(AgentProvider::Claude, "review");
         agent.agent = Some("reviewer".into());
         assert!(validate_process_target(&ProcessTarget::Agent(agent.clone()), "t").is_ok());
-        // SPEC §5.2: codex accepts an agent, as the original does, and never
-        // receives it.
-        agent.provider = AgentProvider::Codex;
-        assert!(validate_target(&Target::Agent(agent.clone()), "target").is_ok());
+        // Agents note §12.1 rule 7: codex and codewith have no `--agent`;
+        // 0.3.1 accepted one and dropped it, 0.5.11 refuses it.
+        for provider in [AgentProvider::Codex, AgentProvider::Codewith] {
+            agent.provider = provider;
+            assert_eq!(
+                validate_target(&Target::Agent(agent.clone()), "target")
+                    .unwrap_err()
+                    .to_string(),
+                format!("target.agent is not supported for provider {provider}")
+            );
+        }
+        agent.provider = AgentProvider::Claude;
         // A prompt an agent would read as an option is refused; one that
         // starts with a space or a word is the prompt.
         agent.prompt = "--dangerously-skip-permissions".into();

@@ -36,8 +36,9 @@ use crate::env::{RunMetadata, build_env};
 use crate::error::ExecError;
 use crate::liveness::process_start_ms;
 use crate::options::{ExecOptions, RunContext};
-use crate::path::{check_cwd, find_executable};
+use crate::path::{check_cwd, find_program};
 use crate::prompt_file::{Interrupted, PromptRead, Reader, file_reader};
+use crate::runlog::{LogTee, Stream};
 use crate::spec::{ProcessSpec, Program};
 use crate::supervise::{self, Cause, Finished, Launch, Limits};
 
@@ -82,11 +83,12 @@ pub fn preflight_target(
     }
     let (env, _) = build_env(&spec, meta, opts, &RunContext::default())?;
     let cwd = spec.cwd.map(check_cwd).transpose()?;
+    let mut command = spec.command;
     if let Program::Exec { program, .. } = &spec.program {
-        find_executable(program, path_of(&env), &lookup_dir(cwd))?;
+        command = find_program(program, spec.fallback, path_of(&env), &lookup_dir(cwd))?.name;
     }
     Ok(Preflight {
-        command: spec.command.to_owned(),
+        command: command.to_owned(),
         account_profile: spec.account.map(|a| a.profile.clone()),
         account_tool: spec.account_tool(),
     })
@@ -195,14 +197,19 @@ fn execute_with(
         Err(e) => return Ok(not_started(e.to_string())),
     };
     let shell_args;
+    let mut note = None;
     let (program, arg0, args) = match &spec.program {
         Program::Shell { script } => {
             shell_args = ["-c".to_owned(), script.clone()];
             (PathBuf::from("/bin/sh"), "/bin/sh", &shell_args[..])
         }
         Program::Exec { program, args } => {
-            match find_executable(program, path_of(&env), &lookup_dir(cwd.clone())) {
-                Ok(path) => (path, program.as_str(), &args[..]),
+            let dir = lookup_dir(cwd.clone());
+            match find_program(program, spec.fallback, path_of(&env), &dir) {
+                Ok(found) => {
+                    note = found.note;
+                    (found.path, found.name, &args[..])
+                }
                 Err(e) => return Ok(not_started(e.to_string())),
             }
         }
@@ -218,7 +225,10 @@ fn execute_with(
         args,
         cwd: cwd.as_deref(),
         env: &env,
-        stdin: None,
+        // Agents note §2.3: the prompt, then EOF; written from a thread of
+        // its own (`supervise::spawn`), so a child that never reads cannot
+        // hold the run, its timeout or its cancel.
+        stdin: spec.stdin.as_deref().map(str::as_bytes),
     };
     let running = match supervise::spawn(&launch) {
         Ok(running) => running,
@@ -232,6 +242,10 @@ fn execute_with(
             )));
         }
     };
+    if let (Some(note), Some(log)) = (&note, ctx.log) {
+        let mut tee = LogTee::new(log, &secrets, opts.max_output_bytes);
+        tee.chunk(Stream::Stderr, format!("{note}\n").as_bytes());
+    }
     let pid = running.pid();
     on_spawn(ProcessRef {
         pid,
@@ -250,7 +264,10 @@ fn execute_with(
         status,
         exit_code: finished.status.and_then(|s| s.code()),
         stdout: secrets.scrub_output(finished.stdout),
-        stderr: secrets.scrub_output(finished.stderr),
+        stderr: match note {
+            Some(note) => format!("{note}\n{}", secrets.scrub_output(finished.stderr)),
+            None => secrets.scrub_output(finished.stderr),
+        },
         error: error.map(|e| secrets.mask_values(&e).into_owned()),
         pid: Some(pid),
         started_at,

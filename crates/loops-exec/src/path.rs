@@ -152,6 +152,47 @@ pub(crate) fn find_executable(program: &str, path: &str, cwd: &Path) -> Result<P
     which::which_in(program, Some(path), cwd).map_err(|_| not_found())
 }
 
+/// The program a run starts: [`find_executable`] of `program`, else of
+/// `fallback` (cursor's `cursor-agent` when `agent` is missing, agents note
+/// §15 item 2), with the name that was found and, for a fallback, the line
+/// that says so. The error is `program`'s.
+pub(crate) fn find_program<'p>(
+    program: &'p str,
+    fallback: Option<&'p str>,
+    path: &str,
+    cwd: &Path,
+) -> Result<Found<'p>, ExecError> {
+    let error = match find_executable(program, path, cwd) {
+        Ok(found) => {
+            return Ok(Found {
+                path: found,
+                name: program,
+                note: None,
+            });
+        }
+        Err(e) => e,
+    };
+    match fallback.and_then(|f| Some((f, find_executable(f, path, cwd).ok()?))) {
+        Some((name, found)) => Ok(Found {
+            path: found,
+            name,
+            note: Some(format!("loops: {name} ran, since {program} is not on PATH")),
+        }),
+        None => Err(error),
+    }
+}
+
+/// What [`find_program`] found.
+#[derive(Debug)]
+pub(crate) struct Found<'p> {
+    /// The resolved program.
+    pub(crate) path: PathBuf,
+    /// Its name as looked up: `argv[0]`, and what preflight reports.
+    pub(crate) name: &'p str,
+    /// For a fallback, the line the run's stderr starts with.
+    pub(crate) note: Option<String>,
+}
+
 fn is_executable_file(path: &Path) -> bool {
     path.metadata().is_ok_and(|m| m.is_file()) && access(path, AccessFlags::X_OK).is_ok()
 }
@@ -270,6 +311,35 @@ mod tests {
         let path = normalize_path(&env(&[("PATH", "/usr/bin")]));
         let expected = home.join(".local/bin");
         assert!(path.contains(&*expected.to_string_lossy()), "{path}");
+    }
+
+    #[test]
+    fn a_missing_program_falls_back_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().to_str().unwrap();
+        let fake = |name: &str| {
+            use std::os::unix::fs::PermissionsExt;
+            let file = dir.path().join(name);
+            std::fs::write(&file, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        let found = |fallback| find_program("agent", fallback, bin, dir.path());
+        assert!(found(Some("cursor-agent")).is_err());
+        fake("cursor-agent");
+        let fell_back = found(Some("cursor-agent")).unwrap();
+        assert_eq!(fell_back.name, "cursor-agent");
+        assert_eq!(
+            fell_back.note.as_deref(),
+            Some("loops: cursor-agent ran, since agent is not on PATH")
+        );
+        assert_eq!(
+            found(None).unwrap_err().to_string(),
+            format!("Executable not found in PATH: agent. Effective PATH={bin}")
+        );
+        fake("agent");
+        let direct = found(Some("cursor-agent")).unwrap();
+        assert_eq!((direct.name, direct.note), ("agent", None));
+        assert_eq!(direct.path, dir.path().join("agent"));
     }
 
     #[test]

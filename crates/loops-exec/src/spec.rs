@@ -1,24 +1,29 @@
 //! From a target to what runs: the program, its argv, cwd, extra env,
-//! timeout and account (SPEC §5.1, §5.2).
+//! timeout, account and, for agents, the prompt on stdin (SPEC §5.1, §5.2;
+//! agents note §2).
 //!
 //! Agent argv is a pure function, [`agent_argv`], so every provider and
-//! isolation mode is checked by table tests without spawning anything. The
-//! prompt is always the last argv element and never passes through a shell.
+//! option is checked by table tests without spawning anything. It follows
+//! 0.5.11's table (agents note §2.1), with one departure: `extraArgs` are
+//! appended after the modeled flags, as 0.3.1 appended them, where 0.5.11
+//! refuses any (§12.1 rule 8).
 //!
-//! A prompt that begins with `-` would reach the agent as an option (for
-//! claude, `--dangerously-skip-permissions` would be a flag). Validation
-//! refuses such prompts; one stored before that (by the original, say) is
-//! refused here too: the spec carries [`ProcessSpec::refused`], and the
-//! executor reports it as a failed run without spawning anything. The same
-//! holds for a `model`, `agent` or `cwd` that begins with `-` (issue 25):
-//! each follows a flag in the argv, and the agent would read it as one.
+//! **The prompt is not on argv** (agents note §2.3): it is written to the
+//! agent's stdin, which is then closed, so no `ps` shows it. A prompt that
+//! begins with `-` is therefore no risk and runs. The values that still
+//! sit on argv after a flag (`model`, `agent`, `variant`, `sandbox`,
+//! `addDirs`, and the cwd after `--cd`/`--dir`) are refused when they begin
+//! with `-` (issue 25): the spec carries [`ProcessSpec::refused`], and the
+//! executor reports it as a failed run without spawning anything. So is a
+//! stored target that breaks 0.5.11's option rules, as 0.5.11 validates
+//! again at run time (agents note §1 step 2), with the provider as label.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use loops_core::{
-    Account, AgentOption, AgentProvider, AgentTarget, ConfigIsolation, ProcessTarget,
-    agent_value_reads_as_option, prompt_reads_as_option,
+    Account, AgentOption, AgentProvider, AgentTarget, ConfigIsolation, PermissionMode,
+    ProcessTarget, agent_value_reads_as_option, validate_agent_options,
 };
 
 use crate::prompt_file::{Interrupted, PromptError, PromptRead, read_prompt_file};
@@ -48,10 +53,16 @@ pub(crate) struct ProcessSpec<'a> {
     pub(crate) program: Program,
     /// The target's `command` (or the provider binary): what preflight reports.
     pub(crate) command: &'a str,
+    /// The program to run instead when [`Program::Exec`]'s is not on the
+    /// PATH: `cursor-agent` for cursor (agents note §15 item 2).
+    pub(crate) fallback: Option<&'static str>,
     /// Working directory.
     pub(crate) cwd: Option<&'a str>,
-    /// Extra environment (command targets only).
+    /// Extra environment: a command's or an agent's `env`.
     pub(crate) env: Option<&'a BTreeMap<String, String>>,
+    /// What the child reads on stdin, which is then closed: an agent's
+    /// prompt. Commands read `/dev/null`.
+    pub(crate) stdin: Option<String>,
     /// The effective timeout.
     pub(crate) timeout_ms: u64,
     /// The account to run under.
@@ -59,9 +70,10 @@ pub(crate) struct ProcessSpec<'a> {
     /// The tool `accounts env` is asked for when the account names none:
     /// the provider's tool for agents, nothing for commands.
     pub(crate) tool_hint: Option<&'static str>,
-    /// Why the target must not run at all: an agent prompt that the agent
-    /// would read as an option. The run fails with this error before
-    /// anything (even `accounts env`) is spawned.
+    /// Why the target must not run at all: an agent option value that the
+    /// agent would read as an option, or one 0.5.11's rules refuse. The
+    /// run fails with this error before anything (even `accounts env`) is
+    /// spawned.
     pub(crate) refused: Option<String>,
 }
 
@@ -91,8 +103,10 @@ impl<'a> ProcessSpec<'a> {
                 ProcessSpec {
                     program,
                     command: &c.command,
+                    fallback: None,
                     cwd: non_empty(c.cwd.as_deref()),
                     env: c.env.as_ref(),
+                    stdin: None,
                     timeout_ms: c.timeout_ms(),
                     account: c.account.as_ref(),
                     tool_hint: None,
@@ -112,25 +126,24 @@ impl<'a> ProcessSpec<'a> {
                         Err(PromptError::Interrupted(why)) => return Err(why),
                     },
                 };
-                let (program, args) = match &prompt {
-                    Some(text) => agent_argv(&AgentTarget {
-                        prompt: text.clone(),
-                        ..a.clone()
-                    }),
-                    None => agent_argv(a),
-                };
-                let sent = prompt.as_deref().unwrap_or(&a.prompt);
+                let (program, args) = agent_argv(a);
                 let refused = unreadable
-                    .or_else(|| prompt_reads_as_option(sent).then(|| refusal(program)))
-                    .or_else(|| agent_value_reads_as_option(a).map(|o| value_refusal(program, o)));
+                    .or_else(|| agent_value_reads_as_option(a).map(|o| value_refusal(program, o)))
+                    .or_else(|| {
+                        validate_agent_options(a, a.provider.as_str())
+                            .err()
+                            .map(|e| format!("refused to run {program}: {e}"))
+                    });
                 ProcessSpec {
                     program: Program::Exec {
                         program: program.to_owned(),
                         args,
                     },
                     command: program,
+                    fallback: a.provider.fallback_executable(),
                     cwd: non_empty(a.cwd.as_deref()),
-                    env: None,
+                    env: a.env.as_ref(),
+                    stdin: Some(prompt.unwrap_or_else(|| a.prompt.clone())),
                     timeout_ms: a.timeout_ms(),
                     account: a.account.as_ref(),
                     tool_hint: Some(a.provider.tool()),
@@ -149,15 +162,6 @@ impl<'a> ProcessSpec<'a> {
     }
 }
 
-/// The error of a run whose agent prompt begins with `-`.
-fn refusal(program: &str) -> String {
-    format!(
-        "refused to run {program}: the prompt begins with \"-\", which {program} would read as \
-         an option; recreate the loop or workflow with a prompt that starts with another \
-         character, for example \"Task: --fix\""
-    )
-}
-
 /// The error of a run whose agent option value begins with `-` (issue 25),
 /// stored before create refused such values.
 fn value_refusal(program: &str, option: AgentOption) -> String {
@@ -173,86 +177,129 @@ fn non_empty(s: Option<&str>) -> Option<&str> {
     s.filter(|s| !s.is_empty())
 }
 
-/// The program and arguments an agent target runs (SPEC §5.2).
+/// The program and arguments an agent target runs: 0.5.11's table (agents
+/// note §2.1), then `extraArgs`. The prompt is not among them: it goes on
+/// stdin (§2.3).
 ///
 /// ```
 /// use loops_core::{AgentProvider, AgentTarget};
 /// let target = AgentTarget::new(AgentProvider::Cursor, "fix the build");
 /// let (program, args) = loops_exec::agent_argv(&target);
-/// assert_eq!(program, "cursor-agent");
-/// assert_eq!(args, ["-p", "fix the build"]);
+/// assert_eq!(program, "agent");
+/// assert_eq!(args, ["-p", "--trust", "--sandbox", "enabled"]);
 /// ```
 pub fn agent_argv(target: &AgentTarget) -> (&'static str, Vec<String>) {
+    use AgentProvider::{Aicopilot, Claude, Codewith, Codex, Cursor, Opencode};
     let safe = target.config_isolation() == ConfigIsolation::Safe;
-    let mut args: Vec<String> = Vec::new();
-    let mut push = |words: &[&str]| args.extend(words.iter().map(|w| (*w).to_owned()));
+    let perm = target.permission_mode();
+    let sandbox = target.effective_sandbox();
     let cwd = non_empty(target.cwd.as_deref());
-    // Where `--cd`/`--dir` go for the providers that take the cwd as a flag.
-    let mut dir_flag = None;
-    let mut takes_agent = true;
+    let model = target.model.as_deref();
+    let variant = target.variant.as_deref();
+    let agent = target.agent.as_deref();
+    let mut args: Vec<String> = Vec::new();
     match target.provider {
-        AgentProvider::Claude => {
+        Claude => {
             if safe {
-                push(&[
-                    "--safe-mode",
-                    "--setting-sources",
-                    "local",
-                    "--no-session-persistence",
-                ]);
+                push(
+                    &mut args,
+                    &[
+                        "--safe-mode",
+                        "--setting-sources",
+                        "local",
+                        "--no-session-persistence",
+                    ],
+                );
             }
-            push(&["-p", "--output-format", "json"]);
+            let mode = match perm {
+                PermissionMode::Default => None,
+                PermissionMode::Plan => Some("plan"),
+                PermissionMode::Auto => Some("auto"),
+                PermissionMode::Bypass => Some("bypassPermissions"),
+            };
+            flag(&mut args, "--permission-mode", mode);
+            push(&mut args, &["-p", "--output-format", "json"]);
+            flag(&mut args, "--model", model);
+            flag(&mut args, "--effort", variant);
+            flag(&mut args, "--agent", agent);
         }
-        AgentProvider::Cursor => push(&["-p"]),
-        AgentProvider::Codewith => {
-            // The approval flag is global to codewith, so it precedes `exec`.
-            push(&[
-                "--ask-for-approval",
-                "never",
-                "exec",
-                "--json",
-                "--ephemeral",
-            ]);
-            push(&["--sandbox", "workspace-write", "--skip-git-repo-check"]);
+        Cursor => {
+            push(&mut args, &["-p", "--trust"]);
+            if perm == PermissionMode::Plan {
+                push(&mut args, &["--mode", "plan"]);
+            }
+            if perm == PermissionMode::Bypass {
+                push(&mut args, &["--force"]);
+            }
+            flag(&mut args, "--sandbox", sandbox);
+            flag(&mut args, "--model", model);
+            flag(&mut args, "--agent", agent);
+        }
+        Codewith | Codex => {
+            if let Some(variant) = variant {
+                let quoted = serde_json::Value::from(variant).to_string();
+                push(
+                    &mut args,
+                    &["-c", &format!("model_reasoning_effort={quoted}")],
+                );
+            }
+            // Network egress is codewith's only (agents note §2.1).
+            if target.provider == Codewith && sandbox == Some("workspace-write") {
+                push(
+                    &mut args,
+                    &["-c", "sandbox_workspace_write.network_access=true"],
+                );
+            }
+            // The approval flag is global, so it precedes `exec`.
+            push(
+                &mut args,
+                &[
+                    "--ask-for-approval",
+                    "never",
+                    "exec",
+                    "--json",
+                    "--ephemeral",
+                ],
+            );
+            flag(&mut args, "--sandbox", sandbox);
+            push(&mut args, &["--skip-git-repo-check"]);
+            // 0.5.11 gives codewith no `--ignore-rules` (0.3.1 did).
+            if safe && target.provider == Codex {
+                push(&mut args, &["--ignore-rules"]);
+            }
+            flag(&mut args, "--cd", cwd);
+            for dir in target.add_dirs.iter().flatten() {
+                push(&mut args, &["--add-dir", dir.trim()]);
+            }
+            flag(&mut args, "--model", model);
+        }
+        Aicopilot | Opencode => {
+            push(&mut args, &["run", "--format", "json"]);
             if safe {
-                push(&["--ignore-rules"]);
+                push(&mut args, &["--pure"]);
             }
-            dir_flag = Some("--cd");
-        }
-        AgentProvider::Codex => {
-            push(&[
-                "exec",
-                "--json",
-                "--ephemeral",
-                "--ask-for-approval",
-                "never",
-            ]);
-            push(&["--sandbox", "workspace-write"]);
-            if safe {
-                push(&["--ignore-rules"]);
+            if perm == PermissionMode::Bypass {
+                push(&mut args, &["--dangerously-skip-permissions"]);
             }
-            dir_flag = Some("--cd");
-            takes_agent = false;
+            flag(&mut args, "--dir", cwd);
+            flag(&mut args, "--model", model);
+            flag(&mut args, "--variant", variant);
+            flag(&mut args, "--agent", agent);
         }
-        AgentProvider::Aicopilot | AgentProvider::Opencode => {
-            push(&["run", "--format", "json"]);
-            if safe {
-                push(&["--pure"]);
-            }
-            dir_flag = Some("--dir");
-        }
-    }
-    if let (Some(flag), Some(cwd)) = (dir_flag, cwd) {
-        push(&[flag, cwd]);
-    }
-    if let Some(model) = &target.model {
-        push(&["--model", model]);
-    }
-    if let (true, Some(agent)) = (takes_agent, &target.agent) {
-        push(&["--agent", agent]);
     }
     args.extend(target.extra_args.iter().flatten().cloned());
-    args.push(target.prompt.clone());
-    (target.provider.binary(), args)
+    (target.provider.executable(), args)
+}
+
+fn push(args: &mut Vec<String>, words: &[&str]) {
+    args.extend(words.iter().map(|w| (*w).to_owned()));
+}
+
+/// `name value`, when there is a value.
+fn flag(args: &mut Vec<String>, name: &str, value: Option<&str>) {
+    if let Some(value) = value {
+        push(args, &[name, value]);
+    }
 }
 
 /// [`ProcessSpec::of`] for tests: the prompt file is read from disk, with
@@ -271,309 +318,4 @@ impl<'a> ProcessSpec<'a> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::user_file::PROMPT_FILE_MAX_BYTES;
-    use loops_core::CommandTarget;
-
-    /// An agent target with every optional argv field set.
-    fn full(provider: AgentProvider, isolation: ConfigIsolation) -> AgentTarget {
-        let mut t = AgentTarget::new(provider, "do it");
-        t.cwd = Some("/w".into());
-        t.model = Some("m1".into());
-        t.agent = Some("a1".into());
-        t.extra_args = Some(vec!["--x".into(), "y".into()]);
-        t.config_isolation = Some(isolation);
-        t
-    }
-
-    fn check(target: &AgentTarget, program: &str, expected: &str) {
-        let (p, args) = agent_argv(target);
-        assert_eq!(p, program);
-        assert_eq!(
-            args.join(" "),
-            expected,
-            "{:?} {:?}",
-            target.provider,
-            target.config_isolation
-        );
-        assert_eq!(
-            args.last().map(String::as_str),
-            Some(target.prompt.as_str())
-        );
-    }
-
-    #[test]
-    fn every_provider_and_isolation_mode() {
-        use AgentProvider::*;
-        use ConfigIsolation::{None as Off, Safe};
-        let table: &[(AgentProvider, ConfigIsolation, &str, &str)] = &[
-            (
-                Claude,
-                Safe,
-                "claude",
-                "--safe-mode --setting-sources local --no-session-persistence -p --output-format json --model m1 --agent a1 --x y do it",
-            ),
-            (
-                Claude,
-                Off,
-                "claude",
-                "-p --output-format json --model m1 --agent a1 --x y do it",
-            ),
-            (
-                Cursor,
-                Safe,
-                "cursor-agent",
-                "-p --model m1 --agent a1 --x y do it",
-            ),
-            (
-                Cursor,
-                Off,
-                "cursor-agent",
-                "-p --model m1 --agent a1 --x y do it",
-            ),
-            (
-                Codewith,
-                Safe,
-                "codewith",
-                "--ask-for-approval never exec --json --ephemeral --sandbox workspace-write --skip-git-repo-check --ignore-rules --cd /w --model m1 --agent a1 --x y do it",
-            ),
-            (
-                Codewith,
-                Off,
-                "codewith",
-                "--ask-for-approval never exec --json --ephemeral --sandbox workspace-write --skip-git-repo-check --cd /w --model m1 --agent a1 --x y do it",
-            ),
-            (
-                Codex,
-                Safe,
-                "codex",
-                "exec --json --ephemeral --ask-for-approval never --sandbox workspace-write --ignore-rules --cd /w --model m1 --x y do it",
-            ),
-            (
-                Codex,
-                Off,
-                "codex",
-                "exec --json --ephemeral --ask-for-approval never --sandbox workspace-write --cd /w --model m1 --x y do it",
-            ),
-            (
-                Opencode,
-                Safe,
-                "opencode",
-                "run --format json --pure --dir /w --model m1 --agent a1 --x y do it",
-            ),
-            (
-                Opencode,
-                Off,
-                "opencode",
-                "run --format json --dir /w --model m1 --agent a1 --x y do it",
-            ),
-            (
-                Aicopilot,
-                Safe,
-                "aicopilot",
-                "run --format json --pure --dir /w --model m1 --agent a1 --x y do it",
-            ),
-            (
-                Aicopilot,
-                Off,
-                "aicopilot",
-                "run --format json --dir /w --model m1 --agent a1 --x y do it",
-            ),
-        ];
-        for (provider, isolation, program, expected) in table {
-            check(&full(*provider, *isolation), program, expected);
-        }
-    }
-
-    #[test]
-    fn minimal_targets_default_to_safe() {
-        use AgentProvider::*;
-        let table: &[(AgentProvider, &str)] = &[
-            (
-                Claude,
-                "--safe-mode --setting-sources local --no-session-persistence -p --output-format json p",
-            ),
-            (Cursor, "-p p"),
-            (
-                Codewith,
-                "--ask-for-approval never exec --json --ephemeral --sandbox workspace-write --skip-git-repo-check --ignore-rules p",
-            ),
-            (
-                Codex,
-                "exec --json --ephemeral --ask-for-approval never --sandbox workspace-write --ignore-rules p",
-            ),
-            (Opencode, "run --format json --pure p"),
-            (Aicopilot, "run --format json --pure p"),
-        ];
-        for (provider, expected) in table {
-            check(
-                &AgentTarget::new(*provider, "p"),
-                provider.binary(),
-                expected,
-            );
-        }
-    }
-
-    #[test]
-    fn the_prompt_is_one_final_element_even_when_it_looks_like_flags() {
-        let mut t = AgentTarget::new(AgentProvider::Claude, "--model x; rm -rf / $(id)");
-        t.extra_args = Some(vec!["--verbose".into()]);
-        let (_, args) = agent_argv(&t);
-        assert_eq!(args[args.len() - 2], "--verbose");
-        assert_eq!(args[args.len() - 1], "--model x; rm -rf / $(id)");
-    }
-
-    #[test]
-    fn a_prompt_file_is_read_when_the_spec_is_made() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("p.md");
-        let mut agent = AgentTarget::new(AgentProvider::Cursor, "stored at create");
-        agent.prompt_file = Some(path.to_str().unwrap().to_owned());
-        let target = ProcessTarget::Agent(agent);
-        let refused = ProcessSpec::of_target(&target).refused.unwrap();
-        assert!(refused.starts_with("cannot read prompt file"), "{refused}");
-        std::fs::write(&path, "  \n").unwrap();
-        let refused = ProcessSpec::of_target(&target).refused.unwrap();
-        assert!(refused.contains("is empty"), "{refused}");
-        std::fs::write(&path, "-p").unwrap();
-        let refused = ProcessSpec::of_target(&target).refused.unwrap();
-        assert!(
-            refused.starts_with("refused to run cursor-agent"),
-            "{refused}"
-        );
-        std::fs::write(&path, "from the file").unwrap();
-        let spec = ProcessSpec::of_target(&target);
-        assert_eq!(spec.refused, None);
-        let Program::Exec { args, .. } = spec.program else {
-            panic!("an agent is exec'd");
-        };
-        assert_eq!(args, ["-p", "from the file"]);
-    }
-
-    #[test]
-    fn a_prompt_file_that_became_a_pipe_or_a_device_is_refused_at_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let fifo = dir.path().join("fifo.md");
-        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
-        let zero = dir.path().join("zero.md");
-        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
-        let big = dir.path().join("big.md");
-        std::fs::write(&big, "x".repeat(PROMPT_FILE_MAX_BYTES as usize + 1)).unwrap();
-        let cases = [
-            (
-                fifo,
-                "is a named pipe (FIFO), not a regular file; restore the file",
-            ),
-            (
-                zero,
-                "is a character device, not a regular file; restore the file",
-            ),
-            (
-                big,
-                "is larger than 1 MiB, the most loops reads; shorten it",
-            ),
-        ];
-        for (path, expected) in cases {
-            let path = path.to_str().unwrap().to_owned();
-            let (tx, rx) = std::sync::mpsc::channel();
-            let given = path.clone();
-            // A read that blocks or never ends fails the test at the
-            // deadline instead of hanging it.
-            std::thread::spawn(move || {
-                let mut agent = AgentTarget::new(AgentProvider::Claude, "stored at create");
-                agent.prompt_file = Some(given);
-                let _ = tx.send(ProcessSpec::of_target(&ProcessTarget::Agent(agent)).refused);
-            });
-            let refused = rx
-                .recv_timeout(std::time::Duration::from_secs(20))
-                .expect("the prompt file is refused without blocking")
-                .expect("refused");
-            assert_eq!(
-                refused,
-                format!("prompt file {path} {expected}, or edit the loop to use --prompt")
-            );
-        }
-    }
-
-    #[test]
-    fn a_prompt_that_reads_as_an_option_is_refused() {
-        let refused = |prompt: &str| {
-            let target = ProcessTarget::Agent(AgentTarget::new(AgentProvider::Claude, prompt));
-            ProcessSpec::of_target(&target).refused
-        };
-        let error = refused("--dangerously-skip-permissions").unwrap();
-        assert!(
-            error.starts_with("refused to run claude: the prompt begins with \"-\""),
-            "{error}"
-        );
-        assert!(refused("-p").is_some());
-        assert_eq!(refused(" --x"), None);
-        assert_eq!(refused("fix -x"), None);
-        let command = ProcessTarget::Command(CommandTarget::new("-x"));
-        assert_eq!(ProcessSpec::of_target(&command).refused, None);
-    }
-
-    #[test]
-    fn a_stored_option_value_that_reads_as_an_option_is_refused() {
-        let refused = |f: &dyn Fn(&mut AgentTarget)| {
-            let mut agent = AgentTarget::new(AgentProvider::Codex, "fix it");
-            f(&mut agent);
-            ProcessSpec::of_target(&ProcessTarget::Agent(agent)).refused
-        };
-        let error = refused(&|a| {
-            a.model = Some("--dangerously-bypass-approvals-and-sandbox".into());
-        })
-        .unwrap();
-        assert_eq!(
-            error,
-            "refused to run codex: the model begins with \"-\", which codex would read as an \
-             option; edit the loop or workflow to give a model that starts with another character"
-        );
-        assert!(refused(&|a| a.agent = Some("-x".into())).is_some_and(|e| e.contains("the agent")));
-        assert!(refused(&|a| a.cwd = Some("--help".into())).is_some_and(|e| e.contains("the cwd")));
-        assert_eq!(refused(&|a| a.model = Some("gpt-5-codex".into())), None);
-    }
-
-    #[test]
-    fn codex_never_gets_an_agent_flag() {
-        let t = full(AgentProvider::Codex, ConfigIsolation::Safe);
-        assert!(!agent_argv(&t).1.iter().any(|a| a == "--agent" || a == "a1"));
-    }
-
-    #[test]
-    fn shell_commands_join_args_unquoted() {
-        let mut c = CommandTarget::new("printf");
-        c.args = Some(vec!["'%s\\n'".into(), "a b".into()]);
-        c.shell = Some(true);
-        let target = ProcessTarget::Command(c);
-        let spec = ProcessSpec::of_target(&target);
-        assert_eq!(
-            spec.program,
-            Program::Shell {
-                script: "printf '%s\\n' a b".into()
-            }
-        );
-        assert_eq!(spec.command, "printf");
-        assert_eq!(spec.account_tool(), None);
-    }
-
-    #[test]
-    fn agents_always_have_an_account_tool() {
-        let mut a = AgentTarget::new(AgentProvider::Cursor, "p");
-        let target = ProcessTarget::Agent(a.clone());
-        assert_eq!(
-            ProcessSpec::of_target(&target).account_tool().as_deref(),
-            Some("cursor")
-        );
-        a.account = Some(Account {
-            profile: "w".into(),
-            tool: Some("claude".into()),
-        });
-        let target = ProcessTarget::Agent(a);
-        assert_eq!(
-            ProcessSpec::of_target(&target).account_tool().as_deref(),
-            Some("claude")
-        );
-    }
-}
+mod tests;

@@ -9,7 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::DEFAULT_TIMEOUT_MS;
 use crate::id::WorkflowId;
-use crate::status::{AgentProvider, ConfigIsolation};
+use crate::status::{AgentProvider, ConfigIsolation, PermissionMode};
 use crate::tagged::{self, Tagged};
 
 /// An account profile to run under, resolved through `accounts env`.
@@ -88,8 +88,9 @@ impl CommandTarget {
 pub struct AgentTarget {
     /// The agent CLI.
     pub provider: AgentProvider,
-    /// The prompt, always the last argv element. With `promptFile`, the
-    /// file's text when the loop or workflow was created (what 0.3.1 runs).
+    /// The prompt, written to the agent's stdin, which is then closed
+    /// (agents note §2.3; 0.3.1 put it last on argv). With `promptFile`,
+    /// the file's text when the loop or workflow was created.
     #[schemars(length(min = 1))]
     pub prompt: String,
     /// An absolute path whose text is the prompt, read again at each run
@@ -105,7 +106,8 @@ pub struct AgentTarget {
     /// `--agent`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
-    /// Extra arguments, placed before the prompt.
+    /// Extra arguments, placed after every modeled flag. 0.5.11 refuses
+    /// any (agents note §12.1 rule 8); loops keeps them, as 0.3.1 did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extra_args: Option<Vec<String>>,
     /// Timeout; 30 minutes when unset.
@@ -118,6 +120,49 @@ pub struct AgentTarget {
     /// Account to run under.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<Account>,
+    /// The effort: claude `--effort`, codewith and codex
+    /// `-c model_reasoning_effort="V"`, opencode and aicopilot `--variant`
+    /// (agents note §2.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+    /// Extra environment variables of the run (agents note §10.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
+    /// `--add-dir` each, for codewith and codex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub add_dirs: Option<Vec<String>>,
+    /// `default` when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<PermissionMode>,
+    /// `read-only`, `workspace-write` or `danger-full-access` for codewith
+    /// and codex; `enabled` or `disabled` for cursor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
+    /// The owner's consent to relaxed access (agents note §12.1 rule 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manual_break_glass: Option<bool>,
+    /// Tools and commands the agent is meant to keep to, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowlist: Option<AgentAllowlist>,
+}
+
+/// What an agent is meant to keep to (agents note §12.1 rules 13–16):
+/// metadata only, nothing enforces it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentAllowlist {
+    /// Tools the agent may use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// Commands the agent may run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commands: Option<Vec<String>>,
+    /// Always `metadata_only`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforcement: Option<String>,
+    /// Why the restrictions or the relaxed access are safe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub safety_reason: Option<String>,
 }
 
 /// A workflow file's agent step gives `prompt` or `promptFile`, exactly
@@ -146,6 +191,13 @@ impl AgentTarget {
             timeout_ms: None,
             config_isolation: None,
             account: None,
+            variant: None,
+            env: None,
+            add_dirs: None,
+            permission_mode: None,
+            sandbox: None,
+            manual_break_glass: None,
+            allowlist: None,
         }
     }
 
@@ -157,6 +209,33 @@ impl AgentTarget {
     /// The effective isolation mode.
     pub fn config_isolation(&self) -> ConfigIsolation {
         self.config_isolation.unwrap_or(ConfigIsolation::Safe)
+    }
+
+    /// The effective permission mode.
+    pub fn permission_mode(&self) -> PermissionMode {
+        self.permission_mode.unwrap_or(PermissionMode::Default)
+    }
+
+    /// The sandbox the agent runs in (agents note §2.1): codewith and codex
+    /// always have one (`danger-full-access` under bypass, else
+    /// `workspace-write`); cursor has `enabled` under safe isolation; the
+    /// others none.
+    pub fn effective_sandbox(&self) -> Option<&str> {
+        let bypass = self.permission_mode() == PermissionMode::Bypass;
+        match self.provider {
+            AgentProvider::Codewith | AgentProvider::Codex => {
+                Some(self.sandbox.as_deref().unwrap_or(if bypass {
+                    "danger-full-access"
+                } else {
+                    "workspace-write"
+                }))
+            }
+            AgentProvider::Cursor => self
+                .sandbox
+                .as_deref()
+                .or((self.config_isolation() == ConfigIsolation::Safe).then_some("enabled")),
+            _ => self.sandbox.as_deref(),
+        }
     }
 }
 
@@ -178,6 +257,11 @@ pub struct WorkflowTarget {
 ///
 /// Deserialized by hand (`tagged.rs`): when `type` comes first, the rest of
 /// the object goes straight to the variant, without serde's buffering.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "an agent's options (0.5.11's) outweigh a command's; targets are few and moved \
+              rarely, and boxing would change every match on them"
+)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum Target {
@@ -191,6 +275,11 @@ pub enum Target {
 
 /// What one process runs: a command or an agent. Workflow steps and the
 /// executor accept only these.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "an agent's options (0.5.11's) outweigh a command's; targets are few and moved \
+              rarely, and boxing would change every match on them"
+)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum ProcessTarget {

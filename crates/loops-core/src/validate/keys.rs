@@ -1,6 +1,7 @@
 //! Warnings about a workflow file's keys: an unknown key is named with the
-//! nearest known one (`depends_on` → `dependsOn`), and an `agent` that the
-//! step's provider ignores (codex, SPEC §5.2) is pointed out.
+//! nearest known one (`depends_on` → `dependsOn`). (A codex `agent`, once
+//! pointed out here, is refused by validation since 0.5.11's rules, agents
+//! note §12.1 rule 7.)
 //!
 //! Warnings are data: the file stays valid (unknown step keys are even kept,
 //! as the original keeps them), and the CLI prints them on stderr.
@@ -38,6 +39,13 @@ const AGENT_KEYS: &[&str] = &[
     "timeoutMs",
     "configIsolation",
     "account",
+    "variant",
+    "env",
+    "addDirs",
+    "permissionMode",
+    "sandbox",
+    "manualBreakGlass",
+    "allowlist",
 ];
 
 /// The keys of an account.
@@ -45,7 +53,7 @@ const ACCOUNT_KEYS: &[&str] = &["profile", "tool"];
 
 /// The warnings about a workflow file body, in file order: each unknown key
 /// (of the file, a step, a target or an account) with the nearest known key
-/// when one is close, and each codex step that sets `agent`.
+/// when one is close.
 ///
 /// Parts that are not objects are skipped: validation reports them.
 ///
@@ -83,14 +91,6 @@ pub fn workflow_warnings(value: &Value) -> Vec<String> {
         };
         unknown_keys(target, known, &label, &mut warnings);
         account_keys(target, &label, &mut warnings);
-        if target.get("provider").and_then(Value::as_str) == Some("codex")
-            && target.get("agent").is_some_and(|a| !a.is_null())
-        {
-            warnings.push(format!(
-                "{label}.agent is ignored: provider codex has no --agent flag, so codex never \
-                 receives it"
-            ));
-        }
     }
     warnings
 }
@@ -202,7 +202,7 @@ mod tests {
     }
 
     #[test]
-    fn every_level_is_checked_and_codex_agents_are_pointed_out() {
+    fn every_level_is_checked() {
         let file = json!({
             "name": "w",
             "step": [],
@@ -223,8 +223,6 @@ mod tests {
                  \"tool\"?",
                 "workflow.steps[1] has an unknown key \"x-note\"; known keys are id, name, \
                  description, target, dependsOn, continueOnFailure, timeoutMs, account",
-                "workflow.steps[1].target.agent is ignored: provider codex has no --agent \
-                 flag, so codex never receives it",
             ]
         );
         assert!(workflow_warnings(&json!([1])).is_empty());

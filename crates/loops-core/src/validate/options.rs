@@ -1,15 +1,16 @@
 //! Agent option values that would read as options (issue 25 item 8).
 //!
-//! An agent target's `model`, `agent` and `cwd` each reach the agent's
-//! argv as the word after one of its flags (`--model`, `--agent`, and
-//! `--cd` or `--dir` for the providers that take the working directory as
-//! a flag, SPEC §5.2). A value that begins with `-` would be read by the
+//! An agent target's `model`, `agent`, `cwd`, `variant`, `sandbox` and
+//! `addDirs` entries each reach the agent's argv as the word after one of
+//! its flags (`--model`, `--agent`, `--cd` or `--dir` for the providers
+//! that take the working directory as a flag, `--effort` or `--variant`,
+//! `--sandbox`, `--add-dir`; agents note §2.1). A value that begins with `-` would be read by the
 //! agent as an option of its own: `--model=--dangerously-bypass-approvals-and-sandbox`
 //! must not turn the sandbox off. Such values are refused wherever a target
 //! is validated (create, edit, import, workflow files, MCP), as a prompt
 //! beginning with `-` is, and a stored one is never spawned.
 //!
-//! The rule covers these three values for every provider, even one that
+//! The rule covers these values for every provider, even one that
 //! leaves a value out of its argv (codex has no `--agent`, claude and
 //! cursor take no `--cd`): a loop's provider can change with `edit`, and
 //! no model, agent or directory name needs a leading `-`. `extraArgs` are
@@ -47,6 +48,24 @@ const CWD: AgentOption = AgentOption {
     hint: "give an absolute path",
 };
 
+const VARIANT: AgentOption = AgentOption {
+    key: "variant",
+    flag: "--effort or --variant",
+    hint: "give the effort's name, for example \"high\"",
+};
+
+const SANDBOX: AgentOption = AgentOption {
+    key: "sandbox",
+    flag: "--sandbox",
+    hint: "give one of the provider's sandboxes",
+};
+
+const ADD_DIRS: AgentOption = AgentOption {
+    key: "addDirs",
+    flag: "--add-dir",
+    hint: "give an absolute path",
+};
+
 impl AgentOption {
     /// The message for a value of this option that begins with `-`;
     /// `field` names it (`target.model`, `--model`).
@@ -59,8 +78,8 @@ impl AgentOption {
     }
 }
 
-/// The first of `target`'s `model`, `agent` and `cwd` (in that order)
-/// whose value begins with `-`, which the agent would read as an option
+/// The first of `target`'s `model`, `agent`, `cwd`, `variant`, `sandbox`
+/// and `addDirs` entries (in that order) whose value begins with `-`, which the agent would read as an option
 /// rather than as the value of its flag.
 ///
 /// ```
@@ -72,14 +91,21 @@ impl AgentOption {
 /// assert_eq!(agent_value_reads_as_option(&target), None);
 /// ```
 pub fn agent_value_reads_as_option(target: &AgentTarget) -> Option<AgentOption> {
+    let dashed = |value: &str| value.starts_with('-');
     [
         (MODEL, &target.model),
         (AGENT, &target.agent),
         (CWD, &target.cwd),
+        (VARIANT, &target.variant),
+        (SANDBOX, &target.sandbox),
     ]
     .into_iter()
-    .find(|(_, value)| value.as_deref().is_some_and(|v| v.starts_with('-')))
+    .find(|(_, value)| value.as_deref().is_some_and(dashed))
     .map(|(option, _)| option)
+    .or_else(|| {
+        let dirs = target.add_dirs.as_deref().unwrap_or_default();
+        dirs.iter().any(|d| dashed(d)).then_some(ADD_DIRS)
+    })
 }
 
 #[cfg(test)]
@@ -117,6 +143,30 @@ mod tests {
         check(None, None, Some("--help"), Some("cwd"));
         // The first in argv order.
         check(Some("-m"), Some("-a"), Some("-c"), Some("model"));
+    }
+
+    #[test]
+    fn variant_sandbox_and_add_dirs_are_values_too() {
+        let mut target = AgentTarget::new(AgentProvider::Codex, "p");
+        target.add_dirs = Some(vec!["/a".into(), "--x".into()]);
+        assert_eq!(
+            agent_value_reads_as_option(&target).map(|o| o.key),
+            Some("addDirs")
+        );
+        target.sandbox = Some("-s".into());
+        assert_eq!(
+            agent_value_reads_as_option(&target).map(|o| o.key),
+            Some("sandbox")
+        );
+        target.variant = Some("--high".into());
+        assert_eq!(
+            agent_value_reads_as_option(&target).map(|o| o.key),
+            Some("variant")
+        );
+        target.add_dirs = Some(vec!["/a/-x".into()]);
+        target.sandbox = None;
+        target.variant = Some("x-high".into());
+        assert_eq!(agent_value_reads_as_option(&target), None);
     }
 
     #[test]

@@ -1,68 +1,39 @@
-//! An agent prompt that begins with `-` never reaches the agent as an
-//! option: a stored one (validation refuses new ones) fails the run before
-//! anything is spawned, not even `accounts env`.
+//! An agent prompt that begins with `-` is no option risk any more: it
+//! goes on stdin (agents note §2.3), so a stored one runs and the agent
+//! reads it as its prompt. (0.3.1 put it last on argv, where loops refused
+//! it; new ones are still refused when a loop is created.)
 
-use loops_core::{Account, AgentProvider, AgentTarget, ExecutorStatus, ProcessTarget};
+use loops_core::{AgentProvider, AgentTarget, ExecutorStatus, ProcessTarget};
 
 use crate::support::*;
 
 #[test]
-fn a_prompt_that_reads_as_an_option_fails_the_run_and_spawns_nothing() {
+fn a_prompt_that_begins_with_a_dash_reaches_stdin_not_argv() {
     let fx = Fixture::new();
     for provider in AgentProvider::ALL {
         fx.fake(
-            provider.binary(),
-            r#"touch "$MARKERS/ran-$(basename "$0")""#,
+            provider.executable(),
+            r#"printf '%s\n' "$@" > "$MARKERS/argv"; cat"#,
         );
     }
-    fx.fake("accounts", r#"touch "$MARKERS/accounts"; exit 1"#);
     for provider in AgentProvider::ALL {
-        let mut agent = AgentTarget::new(*provider, "--dangerously-skip-permissions");
-        agent.account = Some(Account {
-            profile: "work".into(),
-            tool: None,
-        });
-        let (result, spawned) = run_full(
-            &ProcessTarget::Agent(agent),
-            &Default::default(),
+        let prompt = "--dangerously-skip-permissions";
+        let r = run(
+            &ProcessTarget::Agent(AgentTarget::new(*provider, prompt)),
             &fx.opts(),
         );
-        let r = result.unwrap();
-        assert_eq!(spawned, None, "{provider}");
-        assert_eq!(
-            (r.status, r.pid, r.exit_code),
-            (ExecutorStatus::Failed, None, None)
-        );
-        let error = r.error.unwrap_or_default();
-        assert!(
-            error.contains("the prompt begins with \"-\""),
-            "{provider}: {error}"
-        );
+        assert_eq!(r.status, ExecutorStatus::Succeeded, "{provider}: {r:?}");
+        assert_eq!(r.stdout, prompt, "{provider}");
+        let argv = std::fs::read_to_string(fx.path("argv")).unwrap();
+        assert!(!argv.lines().any(|a| a == prompt), "{provider}: {argv}");
     }
-    let markers: Vec<_> = std::fs::read_dir(fx.path(""))
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("ran-") || n == "accounts")
-        .collect();
-    assert!(markers.is_empty(), "spawned: {markers:?}");
-
-    // Preflight (doctor, `workflows validate --preflight`) refuses it too.
     let agent = AgentTarget::new(AgentProvider::Claude, "--dangerously-skip-permissions");
-    let refused = loops_exec::preflight_target(
-        &ProcessTarget::Agent(agent),
-        &Default::default(),
-        &fx.opts(),
-    )
-    .unwrap_err();
     assert!(
-        matches!(refused, loops_exec::ExecError::Refused { .. }),
-        "{refused:?}"
+        loops_exec::preflight_target(
+            &ProcessTarget::Agent(agent),
+            &Default::default(),
+            &fx.opts()
+        )
+        .is_ok()
     );
-    assert!(refused.to_string().contains("the prompt begins with \"-\""));
-
-    // A leading space makes it the prompt.
-    let agent = AgentTarget::new(AgentProvider::Cursor, " --dangerously-skip-permissions");
-    let r = run(&ProcessTarget::Agent(agent), &fx.opts());
-    assert_eq!(r.status, ExecutorStatus::Succeeded, "{r:?}");
 }

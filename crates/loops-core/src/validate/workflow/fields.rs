@@ -5,8 +5,8 @@
 use serde_json::{Map, Value};
 
 use super::whole_number;
-use crate::model::Account;
-use crate::status::ConfigIsolation;
+use crate::model::{Account, AgentAllowlist};
+use crate::status::{ConfigIsolation, PermissionMode};
 use crate::validate::{Result, ValidationError, require_non_empty};
 
 /// An optional field: absent and `null` both mean unset.
@@ -157,4 +157,47 @@ pub(super) fn opt_account(map: &Map<String, Value>, label: &str) -> Result<Optio
     require_non_empty(&profile, &format!("{field}.profile"))?;
     let tool = opt_string(account, "tool", &field)?;
     Ok(Some(Account { profile, tool }))
+}
+
+/// `permissionMode`: one of default, plan, auto, bypass (agents note
+/// §12.1 rule 10).
+pub(super) fn opt_permission_mode(
+    map: &Map<String, Value>,
+    label: &str,
+) -> Result<Option<PermissionMode>> {
+    match opt_field(map, "permissionMode") {
+        None => Ok(None),
+        Some(v) => v
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .map(Some)
+            .ok_or_else(|| {
+                let field = format!("{label}.permissionMode");
+                ValidationError::new(
+                    &field,
+                    format!("{field} must be one of default, plan, auto, bypass"),
+                )
+            }),
+    }
+}
+
+/// `allowlist`: `{tools?, commands?, enforcement?, safetyReason?}`.
+pub(super) fn opt_allowlist(
+    map: &Map<String, Value>,
+    label: &str,
+) -> Result<Option<AgentAllowlist>> {
+    let field = format!("{label}.allowlist");
+    match opt_field(map, "allowlist") {
+        None => Ok(None),
+        Some(Value::Object(list)) => Ok(Some(AgentAllowlist {
+            tools: opt_strings(list, "tools", &field)?,
+            commands: opt_strings(list, "commands", &field)?,
+            enforcement: opt_string(list, "enforcement", &field)?,
+            safety_reason: opt_string(list, "safetyReason", &field)?,
+        })),
+        Some(_) => Err(ValidationError::new(
+            &field,
+            format!("{field} must be an object"),
+        )),
+    }
 }

@@ -5,7 +5,8 @@
 use serde_json::{Map, Value};
 
 use super::fields::{
-    opt_account, opt_bool, opt_env, opt_isolation, opt_ms, opt_string, opt_strings,
+    opt_account, opt_allowlist, opt_bool, opt_env, opt_isolation, opt_ms, opt_permission_mode,
+    opt_string, opt_strings,
 };
 use super::order::read_depends_on;
 use super::{step_label, target_label};
@@ -179,6 +180,13 @@ fn read_process_target(map: Option<&Map<String, Value>>, label: &str) -> Result<
                 timeout_ms: opt_ms(map, "timeoutMs", label)?,
                 config_isolation: opt_isolation(map, label)?,
                 account: opt_account(map, label)?,
+                variant: opt_string(map, "variant", label)?,
+                env: opt_env(map, label)?,
+                add_dirs: opt_strings(map, "addDirs", label)?,
+                permission_mode: opt_permission_mode(map, label)?,
+                sandbox: opt_string(map, "sandbox", label)?,
+                manual_break_glass: opt_bool(map, "manualBreakGlass", label)?,
+                allowlist: opt_allowlist(map, label)?,
             }))
         }
         _ => Err(ValidationError::new(
