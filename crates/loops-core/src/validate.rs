@@ -365,7 +365,8 @@ fn validate_agent_target(target: &AgentTarget, label: &str) -> Result<()> {
     for (i, arg) in target.extra_args.iter().flatten().enumerate() {
         require_no_nul(arg, &format!("{label}.extraArgs[{i}]"))?;
     }
-    validate_timeout(target.timeout_ms, label)?;
+    // Issue 27: `null` is no wall clock; messages as 0.5.11's (§12.2).
+    self::timers::validate_agent_timers(target, label)?;
     if let Some(account) = &target.account {
         validate_account(account, &format!("{label}.account"))?;
     }
@@ -538,6 +539,7 @@ pub fn validate_label(label: &str) -> Result<()> {
 
 mod keys;
 mod options;
+mod timers;
 mod workflow;
 
 pub use self::keys::workflow_warnings;

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use loops_core::{
-    Account, AgentOption, AgentProvider, AgentTarget, ConfigIsolation, ProcessTarget,
+    Account, AgentOption, AgentProvider, AgentTarget, ConfigIsolation, ProcessTarget, Timers,
     agent_value_reads_as_option, prompt_reads_as_option,
 };
 
@@ -52,8 +52,8 @@ pub(crate) struct ProcessSpec<'a> {
     pub(crate) cwd: Option<&'a str>,
     /// Extra environment (command targets only).
     pub(crate) env: Option<&'a BTreeMap<String, String>>,
-    /// The effective timeout.
-    pub(crate) timeout_ms: u64,
+    /// The run's wall clock and idle watchdog (issue 27).
+    pub(crate) timers: Timers,
     /// The account to run under.
     pub(crate) account: Option<&'a Account>,
     /// The tool `accounts env` is asked for when the account names none:
@@ -73,6 +73,7 @@ impl<'a> ProcessSpec<'a> {
     pub(crate) fn of(
         target: &'a ProcessTarget,
         read: &PromptRead<'_>,
+        timers: Timers,
     ) -> Result<ProcessSpec<'a>, Interrupted> {
         Ok(match target {
             ProcessTarget::Command(c) => {
@@ -93,7 +94,7 @@ impl<'a> ProcessSpec<'a> {
                     command: &c.command,
                     cwd: non_empty(c.cwd.as_deref()),
                     env: c.env.as_ref(),
-                    timeout_ms: c.timeout_ms(),
+                    timers,
                     account: c.account.as_ref(),
                     tool_hint: None,
                     refused: None,
@@ -103,7 +104,12 @@ impl<'a> ProcessSpec<'a> {
                 // Issue 17: a prompt file is read now, at each run, so an
                 // edit changes the next run; the stored `prompt` (the text
                 // at create time) is never sent in its place.
-                let timeout = Duration::from_millis(a.timeout_ms());
+                // Within the wall clock, else the idle watchdog (nothing is
+                // printed meanwhile), else until a cancel.
+                let timeout = timers
+                    .wall_ms
+                    .or(timers.idle_ms)
+                    .map_or(Duration::MAX, Duration::from_millis);
                 let (prompt, unreadable) = match &a.prompt_file {
                     None => (None, None),
                     Some(path) => match read_prompt_file(path, timeout, read) {
@@ -131,7 +137,7 @@ impl<'a> ProcessSpec<'a> {
                     command: program,
                     cwd: non_empty(a.cwd.as_deref()),
                     env: None,
-                    timeout_ms: a.timeout_ms(),
+                    timers,
                     account: a.account.as_ref(),
                     tool_hint: Some(a.provider.tool()),
                     refused,
@@ -266,7 +272,8 @@ impl<'a> ProcessSpec<'a> {
             step: None,
             reader: &reader,
         };
-        ProcessSpec::of(target, &read).expect("only a cancel or a hung read interrupts it")
+        let timers = loops_core::effective_timers(target, None);
+        ProcessSpec::of(target, &read, timers).expect("only a cancel or a hung read interrupts it")
     }
 }
 

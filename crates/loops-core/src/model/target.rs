@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::DEFAULT_TIMEOUT_MS;
+use super::timers::WallClock;
 use crate::id::WorkflowId;
 use crate::status::{AgentProvider, ConfigIsolation};
 use crate::tagged::{self, Tagged};
@@ -108,10 +109,15 @@ pub struct AgentTarget {
     /// Extra arguments, placed before the prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extra_args: Option<Vec<String>>,
-    /// Timeout; 30 minutes when unset.
+    /// The wall clock: none when unset (unlike 0.3.1's 30 minutes), and
+    /// `null` for none without the default idle watchdog (`timers.rs`).
+    #[serde(default, skip_serializing_if = "WallClock::is_unset")]
+    pub timeout_ms: WallClock,
+    /// The idle watchdog: the run is killed after this long without a byte
+    /// on stdout or stderr; a provider's default when unset (`timers.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
-    pub timeout_ms: Option<u64>,
+    pub idle_timeout_ms: Option<u64>,
     /// safe when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_isolation: Option<ConfigIsolation>,
@@ -143,15 +149,17 @@ impl AgentTarget {
             model: None,
             agent: None,
             extra_args: None,
-            timeout_ms: None,
+            timeout_ms: WallClock::Unset,
+            idle_timeout_ms: None,
             config_isolation: None,
             account: None,
         }
     }
 
-    /// The effective timeout.
-    pub fn timeout_ms(&self) -> u64 {
-        self.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)
+    /// The wall clock in milliseconds, when one is set: agents have none
+    /// by default (`timers.rs`).
+    pub fn timeout_ms(&self) -> Option<u64> {
+        self.timeout_ms.ms()
     }
 
     /// The effective isolation mode.
@@ -213,7 +221,7 @@ impl ProcessTarget {
     pub fn timeout_ms(&self) -> Option<u64> {
         match self {
             ProcessTarget::Command(c) => c.timeout_ms,
-            ProcessTarget::Agent(a) => a.timeout_ms,
+            ProcessTarget::Agent(a) => a.timeout_ms.ms(),
         }
     }
 }

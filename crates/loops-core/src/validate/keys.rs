@@ -36,6 +36,7 @@ const AGENT_KEYS: &[&str] = &[
     "agent",
     "extraArgs",
     "timeoutMs",
+    "idleTimeoutMs",
     "configIsolation",
     "account",
 ];

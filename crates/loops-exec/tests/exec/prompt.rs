@@ -12,7 +12,8 @@ fn a_prompt_that_reads_as_an_option_fails_the_run_and_spawns_nothing() {
     for provider in AgentProvider::ALL {
         fx.fake(
             provider.binary(),
-            r#"touch "$MARKERS/ran-$(basename "$0")""#,
+            // Issue 27: an agent that exits 0 must print something.
+            r#"touch "$MARKERS/ran-$(basename "$0")"; echo ran"#,
         );
     }
     fx.fake("accounts", r#"touch "$MARKERS/accounts"; exit 1"#);
