@@ -109,12 +109,13 @@ pub struct AgentTarget {
     /// Extra arguments, placed before the prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extra_args: Option<Vec<String>>,
-    /// The wall clock: none when unset (unlike 0.3.1's 30 minutes), and
-    /// `null` for none without the default idle watchdog (`timers.rs`).
+    /// Wall clock in milliseconds; none when unset (0.3.1 had 30 minutes),
+    /// and `null` for none and no default idle watchdog either.
     #[serde(default, skip_serializing_if = "WallClock::is_unset")]
     pub timeout_ms: WallClock,
-    /// The idle watchdog: the run is killed after this long without a byte
-    /// on stdout or stderr; a provider's default when unset (`timers.rs`).
+    /// Idle watchdog in milliseconds: the run is killed after this long
+    /// without a byte on stdout or stderr. When both timeouts are unset, 4
+    /// hours (30 minutes for cursor and codex) or `LOOPS_AGENT_IDLE_TIMEOUT_MS`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub idle_timeout_ms: Option<u64>,
