@@ -16,10 +16,16 @@
 //! pid, no exit code, empty output and a duration of 0.
 //!
 //! The cause of a kill is recorded as it happened (SPEC §9 item 15): a
-//! timeout stays `timed out after <ms>ms` and a cancel stays `cancelled` (or
-//! the token's reason), never overwritten by `terminated by SIGTERM` as the
-//! original did. Only a signal loops did not send is reported as
-//! `terminated by <SIG>`.
+//! timeout stays `timed out after <ms>ms`, the idle watchdog `idle timed out
+//! after <ms>ms without stdout/stderr` (issue 27), and a cancel stays
+//! `cancelled` (or the token's reason), never overwritten by `terminated by
+//! SIGTERM` as the original did. Only a signal loops did not send is
+//! reported as `terminated by <SIG>`.
+//!
+//! A run's timers are `loops_core::effective_timers` of its target and the
+//! runner's `LOOPS_AGENT_IDLE_TIMEOUT_MS`. An agent that exits 0 is still
+//! `failed` when it printed nothing, or when it is claude and its JSON says
+//! `"is_error": true` (see `outcome`).
 
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;

@@ -1,5 +1,5 @@
 //! From a target to what runs: the program, its argv, cwd, extra env,
-//! timeout and account (SPEC §5.1, §5.2).
+//! timers and account (SPEC §5.1, §5.2).
 //!
 //! Agent argv is a pure function, [`agent_argv`], so every provider and
 //! isolation mode is checked by table tests without spawning anything. The
@@ -66,8 +66,9 @@ pub(crate) struct ProcessSpec<'a> {
 }
 
 impl<'a> ProcessSpec<'a> {
-    /// The spec of `target`. An agent's prompt file is read now, as `read`
-    /// says, within the target's timeout (`prompt_file.rs`); a file that
+    /// The spec of `target`, run with `timers`. An agent's prompt file is
+    /// read now, as `read` says, within the wall clock, else the idle
+    /// watchdog, else until a cancel (`prompt_file.rs`); a file that
     /// cannot be used makes the spec [`refused`](ProcessSpec::refused), a
     /// read that the timeout or a cancel ended is `Err`.
     pub(crate) fn of(
