@@ -158,7 +158,7 @@ fn a_slow_agent_never_blocks_a_due_command() {
     env.write_script(
         "claude",
         &format!(
-            "while [ ! -e '{}' ]; do sleep 0.05; done",
+            "while [ ! -e '{}' ]; do sleep 0.05; done; echo done",
             release.display()
         ),
     );

@@ -71,7 +71,7 @@ pub(crate) fn agent_loop(
     target.cwd = args.cwd.clone();
     target.model = args.model.clone();
     target.agent = args.agent.clone();
-    target.timeout_ms = timeout_ms;
+    target.timeout_ms = timeout_ms.into();
     target.config_isolation = Some(isolation);
     target.account = account(&args.account)?;
     new.target = Target::Agent(target);

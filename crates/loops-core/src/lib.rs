@@ -54,12 +54,13 @@ pub use crate::id::{
 };
 pub use crate::liveness::{Liveness, ProcessRef};
 pub use crate::model::{
-    Account, AgentAllowlist, AgentTarget, CommandTarget, DEFAULT_CATCH_UP_LIMIT,
-    DEFAULT_DYNAMIC_INTERVAL_MS, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_MAX_RETRY_DELAY_MS, DEFAULT_RETRY_DELAY_MS, DEFAULT_TIMEOUT_MS, DaemonLease,
-    ExecutorResult, Hooks, Loop, LoopPolicy, LoopRun, MAX_CATCH_UP_LIMIT, MAX_LABEL_LEN, NewLoop,
-    NewWorkflow, ProcessTarget, Schedule, Step, StepRun, Target, WorkflowEvent, WorkflowRun,
-    WorkflowSpec, WorkflowTarget, loop_workflow_key,
+    AGENT_IDLE_TIMEOUT_ENV, Account, AgentAllowlist, AgentTarget, BUFFERED_AGENT_IDLE_TIMEOUT_MS,
+    CommandTarget, DEFAULT_CATCH_UP_LIMIT, DEFAULT_DYNAMIC_INTERVAL_MS, DEFAULT_LEASE_MS,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_RETRY_DELAY_MS, DEFAULT_RETRY_DELAY_MS, DEFAULT_TIMEOUT_MS,
+    DaemonLease, ExecutorResult, Hooks, Loop, LoopPolicy, LoopRun, MAX_CATCH_UP_LIMIT,
+    MAX_LABEL_LEN, NewLoop, NewWorkflow, ProcessTarget, STREAMING_AGENT_IDLE_TIMEOUT_MS, Schedule,
+    Step, StepRun, Target, Timers, WallClock, WorkflowEvent, WorkflowRun, WorkflowSpec,
+    WorkflowTarget, agent_timers, default_agent_idle_ms, effective_timers, loop_workflow_key,
 };
 pub use crate::ownership::{Ownership, ownership};
 pub use crate::run_json::{redacted_len, run_json, streams_json};

@@ -6,7 +6,8 @@
 //!
 //! One submodule per entity: `schedule.rs` (when a loop runs), `target.rs`
 //! (what it runs), `loops.rs` (loops and their runs), `workflow.rs`
-//! (workflows, their runs and events) and `runtime.rs` (the daemon lease
+//! (workflows, their runs and events), `timers.rs` (a run's wall clock and
+//! idle watchdog) and `runtime.rs` (the daemon lease
 //! and executor results). The SPEC defaults live here.
 
 mod loops;
@@ -14,6 +15,7 @@ mod policy;
 mod runtime;
 mod schedule;
 mod target;
+mod timers;
 mod workflow;
 
 #[cfg(test)]
@@ -26,11 +28,16 @@ pub use self::schedule::Schedule;
 pub use self::target::{
     Account, AgentAllowlist, AgentTarget, CommandTarget, ProcessTarget, Target, WorkflowTarget,
 };
+pub use self::timers::{
+    AGENT_IDLE_TIMEOUT_ENV, BUFFERED_AGENT_IDLE_TIMEOUT_MS, STREAMING_AGENT_IDLE_TIMEOUT_MS,
+    Timers, WallClock, agent_timers, default_agent_idle_ms, effective_timers,
+};
 pub use self::workflow::{
     NewWorkflow, Step, StepRun, WorkflowEvent, WorkflowRun, WorkflowSpec, loop_workflow_key,
 };
 
-/// Default run timeout for command and agent targets: 30 minutes.
+/// Default wall clock of command targets: 30 minutes. Agents have none
+/// (issue 27; `agents-0.5.11.md` §6), where 0.3.1 gave them this too.
 pub const DEFAULT_TIMEOUT_MS: u64 = 1_800_000;
 /// Default `minIntervalMs` of a dynamic schedule: 60 s.
 pub const DEFAULT_DYNAMIC_INTERVAL_MS: u64 = 60_000;

@@ -494,6 +494,7 @@ pub fn validate_label(label: &str) -> Result<()> {
 mod agent;
 mod keys;
 mod options;
+mod timers;
 mod workflow;
 
 pub use self::agent::validate_agent_options;

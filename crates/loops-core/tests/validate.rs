@@ -328,7 +328,14 @@ mod validate {
             (agent(json!({"agent": ""})), format!("{t0}.agent must be a non-empty string when set; omit it to use the provider's default agent")),
             (agent(json!({"extraArgs": [true]})), format!("{t0}.extraArgs[0] must be a string")),
             (agent(json!({"configIsolation": "strict"})), format!("{t0}.configIsolation must be safe or none")),
-            (agent(json!({"timeoutMs": 0})), format!("{t0}.timeoutMs must be greater than zero")),
+            // Issue 27: 0.5.11's messages (agents-0.5.11.md §12.2); `null` is valid.
+            (agent(json!({"timeoutMs": 0})), format!("{t0}.timeoutMs must be a positive integer or null for unlimited")),
+            (agent(json!({"timeoutMs": "5s"})), format!("{t0}.timeoutMs must be a positive integer or null for unlimited")),
+            (agent(json!({"timeoutMs": -1})), format!("{t0}.timeoutMs must be a positive integer or null for unlimited")),
+            (agent(json!({"idleTimeoutMs": 0})), format!("{t0}.idleTimeoutMs must be a positive integer")),
+            (agent(json!({"idleTimeoutMs": 2.5})), format!("{t0}.idleTimeoutMs must be a positive integer")),
+            (agent(json!({"idleTimeoutMs": "2s"})), format!("{t0}.idleTimeoutMs must be a positive integer")),
+            (agent(json!({"idleTimeoutMs": 3_153_600_000_001u64})), format!("{t0}.idleTimeoutMs must be at most 3153600000000 (100 years), got 3153600000001; use a shorter idle timeout")),
             (agent(json!({"account": {"profile": "w", "tool": "-t"}})), format!("{t0}.account.tool must not start with \"-\", got \"-t\": it is passed as an argument to `accounts env <profile> --tool <tool>`, which would read it as a flag")),
             (json!({"name": "w", "version": 1.5, "steps": [step("a", &[])]}), "workflow.version must be a whole number from 1 to 4294967295, got 1.5; omit it to use 1".into()),
             (json!({"name": "w", "version": -1, "steps": [step("a", &[])]}), "workflow.version must be a whole number from 1 to 4294967295, got -1; omit it to use 1".into()),
@@ -469,11 +476,59 @@ mod validate {
             panic!("not an agent")
         };
         assert_eq!(t.provider, AgentProvider::Codex);
-        assert_eq!(t.timeout_ms, Some(60000));
+        assert_eq!(t.timeout_ms, loops_core::WallClock::Ms(60000));
         assert_eq!(t.extra_args.as_deref(), Some(&["--x".to_owned()][..]));
         // A stored step reads back as the same step.
         let back: Step = serde_json::from_value(serde_json::to_value(b).unwrap()).unwrap();
         assert_eq!(&back, b);
+    }
+
+    /// Issue 27: an agent step's `timeoutMs: null` is "no wall clock", kept
+    /// apart from an absent one, and `idleTimeoutMs` is read.
+    #[test]
+    fn agent_timers_of_a_step_are_read_and_kept() {
+        use loops_core::WallClock;
+        let agent = |extra: Value| {
+            let mut t = json!({"type": "agent", "provider": "claude", "prompt": "hi"});
+            for (k, v) in extra.as_object().unwrap() {
+                t[k] = v.clone();
+            }
+            t
+        };
+        let file = wf(json!([
+            {"id": "a", "target": agent(json!({}))},
+            {"id": "b", "target": agent(json!({"timeoutMs": null, "idleTimeoutMs": null}))},
+            {"id": "c", "target": agent(json!({"timeoutMs": 5, "idleTimeoutMs": 2000}))},
+        ]));
+        let w = workflow_from_json(&file, None).unwrap();
+        let timers: Vec<_> = w
+            .steps
+            .iter()
+            .map(|s| match &s.target {
+                ProcessTarget::Agent(t) => (t.timeout_ms, t.idle_timeout_ms),
+                ProcessTarget::Command(_) => panic!("not an agent"),
+            })
+            .collect();
+        assert_eq!(
+            timers,
+            [
+                (WallClock::Unset, None),
+                (WallClock::Unlimited, None),
+                (WallClock::Ms(5), Some(2000)),
+            ]
+        );
+        let stored = serde_json::to_value(&w.steps[1].target).unwrap();
+        assert_eq!(stored["timeoutMs"], Value::Null);
+        assert!(
+            serde_json::to_value(&w.steps[0].target)
+                .unwrap()
+                .get("timeoutMs")
+                .is_none()
+        );
+        for step in &w.steps {
+            let back: Step = serde_json::from_value(serde_json::to_value(step).unwrap()).unwrap();
+            assert_eq!(&back, step);
+        }
     }
 
     #[test]

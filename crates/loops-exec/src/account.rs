@@ -164,6 +164,7 @@ fn run_accounts(
     let running = supervise::spawn(&launch).map_err(|e| not_run(e.to_string()))?;
     let finished = running.supervise(&Limits {
         timeout: Some(opts.accounts_timeout),
+        idle: None,
         cancel,
         kill_grace: opts.kill_grace,
         leak_timeout: opts.leak_timeout,
@@ -171,7 +172,8 @@ fn run_accounts(
         log: None,
     });
     match finished.cause {
-        Some(Cause::TimedOut) => {
+        // No idle watchdog here: `Idle` cannot happen.
+        Some(Cause::TimedOut | Cause::Idle) => {
             let ms = opts.accounts_timeout.as_millis();
             return Err(not_run(format!("timed out after {ms}ms")));
         }

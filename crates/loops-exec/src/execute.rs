@@ -16,10 +16,16 @@
 //! pid, no exit code, empty output and a duration of 0.
 //!
 //! The cause of a kill is recorded as it happened (SPEC §9 item 15): a
-//! timeout stays `timed out after <ms>ms` and a cancel stays `cancelled` (or
-//! the token's reason), never overwritten by `terminated by SIGTERM` as the
-//! original did. Only a signal loops did not send is reported as
-//! `terminated by <SIG>`.
+//! timeout stays `timed out after <ms>ms`, the idle watchdog `idle timed out
+//! after <ms>ms without stdout/stderr` (issue 27), and a cancel stays
+//! `cancelled` (or the token's reason), never overwritten by `terminated by
+//! SIGTERM` as the original did. Only a signal loops did not send is
+//! reported as `terminated by <SIG>`.
+//!
+//! A run's timers are `loops_core::effective_timers` of its target and the
+//! runner's `LOOPS_AGENT_IDLE_TIMEOUT_MS`. An agent that exits 0 is still
+//! `failed` when it printed nothing, or when it is claude and its JSON says
+//! `"is_error": true` (see `outcome`).
 
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
@@ -27,7 +33,10 @@ use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
-use loops_core::{ExecutorResult, ExecutorStatus, ProcessRef, ProcessTarget};
+use loops_core::{
+    AGENT_IDLE_TIMEOUT_ENV, AgentProvider, ExecutorResult, ExecutorStatus, ProcessRef,
+    ProcessTarget, Timers, effective_timers, parse_agent_output,
+};
 use nix::sys::signal::Signal;
 use serde::Serialize;
 
@@ -70,7 +79,7 @@ pub fn preflight_target(
         step: meta.workflow_step_id.as_deref(),
         reader: &reader,
     };
-    let spec = match ProcessSpec::of(target, &read) {
+    let spec = match ProcessSpec::of(target, &read, timers_of(target, opts)) {
         Ok(spec) => spec,
         Err(Interrupted::TimedOut(reason) | Interrupted::Cancelled(reason)) => {
             return Err(ExecError::Refused { reason });
@@ -171,7 +180,7 @@ fn execute_with(
         step: meta.workflow_step_id.as_deref(),
         reader,
     };
-    let spec = match ProcessSpec::of(target, &read) {
+    let spec = match ProcessSpec::of(target, &read, timers_of(target, opts)) {
         Ok(spec) => spec,
         Err(Interrupted::Cancelled(reason)) => return Ok(not_started(reason)),
         Err(Interrupted::TimedOut(error)) => {
@@ -252,14 +261,15 @@ fn execute_with(
         start: process_start_ms(pid),
     });
     let finished = running.supervise(&Limits {
-        timeout: Some(Duration::from_millis(spec.timeout_ms)),
+        timeout: spec.timers.wall_ms.map(Duration::from_millis),
+        idle: spec.timers.idle_ms.map(Duration::from_millis),
         cancel: ctx.cancel,
         kill_grace: opts.kill_grace,
         leak_timeout: opts.leak_timeout,
         max_output_bytes: opts.max_output_bytes,
         log: ctx.log.map(|log| (log, &secrets)),
     });
-    let (status, error) = outcome(&finished, spec.timeout_ms);
+    let (status, error) = outcome(&finished, spec.timers, agent_provider(target));
     Ok(ExecutorResult {
         status,
         exit_code: finished.status.and_then(|s| s.code()),
@@ -276,17 +286,77 @@ fn execute_with(
     })
 }
 
-/// The status and error of a finished run (SPEC §5.7 "Result").
-fn outcome(finished: &Finished, timeout_ms: u64) -> (ExecutorStatus, Option<String>) {
+/// The status and error of a finished run (SPEC §5.7 "Result"), after the
+/// result guards of issue 27 (`agents-0.5.11.md` §4, §5, §6), in this
+/// order: a timer that fired is `timed_out` (the idle watchdog's message
+/// when it fired, which wins over the wall clock's); a cancel, a signal or
+/// a non-zero exit is `failed`; an agent (`agent` is its provider) that
+/// exited 0 with nothing on stdout or stderr is `failed` (§5.2); a claude
+/// run that exited 0 while its JSON says `"is_error": true` is `failed`
+/// (beyond 0.5.11, which records it succeeded).
+fn outcome(
+    finished: &Finished,
+    timers: Timers,
+    agent: Option<AgentProvider>,
+) -> (ExecutorStatus, Option<String>) {
+    let failed = |error: &str| (ExecutorStatus::Failed, Some(error.to_owned()));
     match (&finished.cause, finished.status) {
+        (Some(Cause::Idle), _) => (
+            ExecutorStatus::TimedOut,
+            Some(format!(
+                "idle timed out after {}ms without stdout/stderr",
+                timers.idle_ms.unwrap_or_default()
+            )),
+        ),
         (Some(Cause::TimedOut), _) => (
             ExecutorStatus::TimedOut,
-            Some(format!("timed out after {timeout_ms}ms")),
+            Some(format!(
+                "timed out after {}ms",
+                timers.wall_ms.unwrap_or_default()
+            )),
         ),
-        (Some(Cause::Cancelled(reason)), _) => (ExecutorStatus::Failed, Some(reason.clone())),
-        (None, Some(status)) if status.success() => (ExecutorStatus::Succeeded, None),
+        (Some(Cause::Cancelled(reason)), _) => failed(reason),
+        (None, Some(status)) if status.success() => match agent {
+            Some(_) if finished.stdout.trim().is_empty() && finished.stderr.trim().is_empty() => {
+                failed(NO_OUTPUT)
+            }
+            Some(provider @ AgentProvider::Claude)
+                if parse_agent_output(provider, &finished.stdout).is_error == Some(true) =>
+            {
+                failed(REPORTED_ERROR)
+            }
+            _ => (ExecutorStatus::Succeeded, None),
+        },
         (None, status) => (ExecutorStatus::Failed, Some(failure(status))),
     }
+}
+
+/// The error of an agent that exited 0 and printed nothing (§5.2, as
+/// 0.5.11 words it).
+const NO_OUTPUT: &str = "agent exited 0 with no output on stdout or stderr: the provider \
+                         produced nothing, so the run did no work and is not reported as \
+                         succeeded";
+
+/// The error of a claude run that exited 0 but reported an error.
+const REPORTED_ERROR: &str = "agent reported an error (is_error) although it exited 0";
+
+/// The provider of an agent target; `None` for a command.
+fn agent_provider(target: &ProcessTarget) -> Option<AgentProvider> {
+    match target {
+        ProcessTarget::Agent(a) => Some(a.provider),
+        ProcessTarget::Command(_) => None,
+    }
+}
+
+/// The timers `target` runs with, `LOOPS_AGENT_IDLE_TIMEOUT_MS` read from
+/// the runner's environment: its base environment, else its process's.
+fn timers_of(target: &ProcessTarget, opts: &ExecOptions) -> Timers {
+    let from_base = opts
+        .base_env
+        .as_ref()
+        .and_then(|env| env.get(AGENT_IDLE_TIMEOUT_ENV).cloned());
+    let value = from_base.or_else(|| std::env::var(AGENT_IDLE_TIMEOUT_ENV).ok());
+    effective_timers(target, value.as_deref())
 }
 
 fn failure(status: Option<ExitStatus>) -> String {
@@ -366,9 +436,92 @@ mod tests {
                 Some("timed out after 50ms"),
             ),
         ];
+        let timers = Timers {
+            wall_ms: Some(50),
+            idle_ms: Some(20),
+        };
         for (f, status, error) in cases {
-            assert_eq!(outcome(&f, 50), (status, error.map(str::to_owned)), "{f:?}");
+            let got = outcome(&f, timers, None);
+            assert_eq!(got, (status, error.map(str::to_owned)), "{f:?}");
         }
+        // The idle watchdog's own message.
+        let idle = finished(killed_by(Signal::SIGTERM), Some(Cause::Idle));
+        assert_eq!(
+            outcome(&idle, timers, Some(AgentProvider::Codex)),
+            (
+                ExecutorStatus::TimedOut,
+                Some("idle timed out after 20ms without stdout/stderr".to_owned())
+            )
+        );
+    }
+
+    #[test]
+    fn an_agent_that_exits_0_must_have_said_something_and_not_an_error() {
+        let code = |c: i32| Some(ExitStatus::from_raw(c << 8));
+        let with = |stdout: &str, stderr: &str, c: i32| Finished {
+            stdout: stdout.to_owned(),
+            stderr: stderr.to_owned(),
+            ..finished(code(c), None)
+        };
+        let is_error = r#"{"type":"result","subtype":"success","is_error":true,"result":"API Error: 529","session_id":"s"}"#;
+        let fine = r#"{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"s"}"#;
+        let ok = (ExecutorStatus::Succeeded, None);
+        let failed = |e: &str| (ExecutorStatus::Failed, Some(e.to_owned()));
+        let cases = [
+            (with("", "", 0), None, ok.clone()),
+            (with(" \n\t", "\n", 0), None, ok.clone()),
+            (
+                with("", "", 0),
+                Some(AgentProvider::Cursor),
+                failed(NO_OUTPUT),
+            ),
+            (
+                with(" \n", "\r\n ", 0),
+                Some(AgentProvider::Claude),
+                failed(NO_OUTPUT),
+            ),
+            (
+                with("", "warming up", 0),
+                Some(AgentProvider::Codex),
+                ok.clone(),
+            ),
+            (with(".", "", 0), Some(AgentProvider::Opencode), ok.clone()),
+            (
+                with("", "", 2),
+                Some(AgentProvider::Codex),
+                failed("process exited with code 2"),
+            ),
+            (
+                with(is_error, "", 0),
+                Some(AgentProvider::Claude),
+                failed(REPORTED_ERROR),
+            ),
+            (with(fine, "", 0), Some(AgentProvider::Claude), ok.clone()),
+            // Only claude's envelope counts, and a command's output is its own.
+            (with(is_error, "", 0), None, ok.clone()),
+            (
+                with(is_error, "", 0),
+                Some(AgentProvider::Codex),
+                ok.clone(),
+            ),
+            (
+                with(is_error, "", 1),
+                Some(AgentProvider::Claude),
+                failed("process exited with code 1"),
+            ),
+        ];
+        for (f, agent, want) in cases {
+            assert_eq!(
+                outcome(&f, Timers::default(), agent),
+                want,
+                "{f:?} {agent:?}"
+            );
+        }
+        assert_eq!(
+            NO_OUTPUT,
+            "agent exited 0 with no output on stdout or stderr: the provider produced nothing, \
+             so the run did no work and is not reported as succeeded"
+        );
     }
 
     /// A reader that blocks until the test ends it, and says on the
@@ -401,7 +554,7 @@ mod tests {
         let mut agent =
             loops_core::AgentTarget::new(loops_core::AgentProvider::Claude, "stored at create");
         agent.prompt_file = Some("/mnt/hung/prompt.md".to_owned());
-        agent.timeout_ms = Some(timeout_ms);
+        agent.timeout_ms = loops_core::WallClock::Ms(timeout_ms);
         let target = ProcessTarget::Agent(agent);
         let (tx, rx) = std::sync::mpsc::channel();
         let cancel = cancel.clone();

@@ -76,6 +76,7 @@ pub fn run_hook(hook: &Hook, opts: &ExecOptions) -> Result<(), String> {
     let running = supervise::spawn(&launch).map_err(|e| format!("failed to spawn /bin/sh: {e}"))?;
     let finished = running.supervise(&Limits {
         timeout: Some(hook.timeout),
+        idle: None,
         cancel: None,
         kill_grace: opts.kill_grace,
         leak_timeout: opts.leak_timeout,

@@ -1,6 +1,6 @@
 //! From a target to what runs: the program, its argv, cwd, extra env,
-//! timeout, account and, for agents, the prompt on stdin (SPEC §5.1, §5.2;
-//! agents note §2).
+//! timers (wall clock and idle watchdog), account and, for agents, the
+//! prompt on stdin (SPEC §5.1, §5.2; agents note §2, §6).
 //!
 //! Agent argv is a pure function, [`agent_argv`], so every provider and
 //! option is checked by table tests without spawning anything. It follows
@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use loops_core::{
     Account, AgentOption, AgentProvider, AgentTarget, ConfigIsolation, PermissionMode,
-    ProcessTarget, agent_value_reads_as_option, validate_agent_options,
+    ProcessTarget, Timers, agent_value_reads_as_option, validate_agent_options,
 };
 
 use crate::prompt_file::{Interrupted, PromptError, PromptRead, read_prompt_file};
@@ -63,8 +63,8 @@ pub(crate) struct ProcessSpec<'a> {
     /// What the child reads on stdin, which is then closed: an agent's
     /// prompt. Commands read `/dev/null`.
     pub(crate) stdin: Option<String>,
-    /// The effective timeout.
-    pub(crate) timeout_ms: u64,
+    /// The run's wall clock and idle watchdog (issue 27).
+    pub(crate) timers: Timers,
     /// The account to run under.
     pub(crate) account: Option<&'a Account>,
     /// The tool `accounts env` is asked for when the account names none:
@@ -78,13 +78,15 @@ pub(crate) struct ProcessSpec<'a> {
 }
 
 impl<'a> ProcessSpec<'a> {
-    /// The spec of `target`. An agent's prompt file is read now, as `read`
-    /// says, within the target's timeout (`prompt_file.rs`); a file that
+    /// The spec of `target`, run with `timers`. An agent's prompt file is
+    /// read now, as `read` says, within the wall clock, else the idle
+    /// watchdog, else until a cancel (`prompt_file.rs`); a file that
     /// cannot be used makes the spec [`refused`](ProcessSpec::refused), a
     /// read that the timeout or a cancel ended is `Err`.
     pub(crate) fn of(
         target: &'a ProcessTarget,
         read: &PromptRead<'_>,
+        timers: Timers,
     ) -> Result<ProcessSpec<'a>, Interrupted> {
         Ok(match target {
             ProcessTarget::Command(c) => {
@@ -107,7 +109,7 @@ impl<'a> ProcessSpec<'a> {
                     cwd: non_empty(c.cwd.as_deref()),
                     env: c.env.as_ref(),
                     stdin: None,
-                    timeout_ms: c.timeout_ms(),
+                    timers,
                     account: c.account.as_ref(),
                     tool_hint: None,
                     refused: None,
@@ -117,7 +119,12 @@ impl<'a> ProcessSpec<'a> {
                 // Issue 17: a prompt file is read now, at each run, so an
                 // edit changes the next run; the stored `prompt` (the text
                 // at create time) is never sent in its place.
-                let timeout = Duration::from_millis(a.timeout_ms());
+                // Within the wall clock, else the idle watchdog (nothing is
+                // printed meanwhile), else until a cancel.
+                let timeout = timers
+                    .wall_ms
+                    .or(timers.idle_ms)
+                    .map_or(Duration::MAX, Duration::from_millis);
                 let (prompt, unreadable) = match &a.prompt_file {
                     None => (None, None),
                     Some(path) => match read_prompt_file(path, timeout, read) {
@@ -144,7 +151,7 @@ impl<'a> ProcessSpec<'a> {
                     cwd: non_empty(a.cwd.as_deref()),
                     env: a.env.as_ref(),
                     stdin: Some(prompt.unwrap_or_else(|| a.prompt.clone())),
-                    timeout_ms: a.timeout_ms(),
+                    timers,
                     account: a.account.as_ref(),
                     tool_hint: Some(a.provider.tool()),
                     refused,
@@ -313,7 +320,8 @@ impl<'a> ProcessSpec<'a> {
             step: None,
             reader: &reader,
         };
-        ProcessSpec::of(target, &read).expect("only a cancel or a hung read interrupts it")
+        let timers = loops_core::effective_timers(target, None);
+        ProcessSpec::of(target, &read, timers).expect("only a cancel or a hung read interrupts it")
     }
 }
 

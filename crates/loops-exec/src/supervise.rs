@@ -18,9 +18,9 @@
 //! `waitid(WEXITED | WNOWAIT)`, which sees the exit without reaping, rings
 //! the wake-up pipe instead; elsewhere the loop polls `try_wait`.
 //!
-//! **Teardown.** Timeout, cancel and the end of a normal run share one path:
-//! SIGTERM to the whole group, a grace period, then SIGKILL to whatever is
-//! left, and finally the leader is reaped. Nothing is signalled after the
+//! **Teardown.** Timeout, idle watchdog, cancel and the end of a normal run
+//! share one path: SIGTERM to the whole group, a grace period, then SIGKILL
+//! to whatever is left, and finally the leader is reaped. Nothing is signalled after the
 //! leader has been reaped, unless a probe has just seen the group non-empty
 //! (SPEC §9 item 15: the original sent SIGKILL unconditionally, 2 s later).
 //!
@@ -109,6 +109,9 @@ pub(crate) struct Launch<'a> {
 pub(crate) struct Limits<'a> {
     /// Kill the group this long after the spawn; never when `None`.
     pub(crate) timeout: Option<Duration>,
+    /// Kill the group after this long without a byte on stdout or stderr
+    /// (the idle watchdog, issue 27); never when `None`.
+    pub(crate) idle: Option<Duration>,
     /// Kill the group when this fires.
     pub(crate) cancel: Option<&'a CancelToken>,
     /// Between SIGTERM and SIGKILL.
@@ -126,6 +129,8 @@ pub(crate) struct Limits<'a> {
 pub(crate) enum Cause {
     /// The timeout passed.
     TimedOut,
+    /// The idle watchdog fired: nothing on stdout or stderr for its period.
+    Idle,
     /// The cancel token fired, with its reason.
     Cancelled(String),
 }

@@ -55,7 +55,11 @@ pub(crate) fn effective_target(step: &Step) -> ProcessTarget {
         }
         ProcessTarget::Agent(a) => {
             a.account = account;
-            a.timeout_ms = timeout_ms;
+            // A step's own timeout overrides; else the target's stays as
+            // it is, `null` (no wall clock, no default watchdog) included.
+            if let Some(ms) = step.timeout_ms {
+                a.timeout_ms = loops_core::WallClock::Ms(ms);
+            }
         }
     }
     target

@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::DEFAULT_TIMEOUT_MS;
+use super::timers::WallClock;
 use crate::id::WorkflowId;
 use crate::status::{AgentProvider, ConfigIsolation, PermissionMode};
 use crate::tagged::{self, Tagged};
@@ -110,10 +111,16 @@ pub struct AgentTarget {
     /// any (agents note §12.1 rule 8); loops keeps them, as 0.3.1 did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extra_args: Option<Vec<String>>,
-    /// Timeout; 30 minutes when unset.
+    /// Wall clock in milliseconds; none when unset (0.3.1 had 30 minutes),
+    /// and `null` for none and no default idle watchdog either.
+    #[serde(default, skip_serializing_if = "WallClock::is_unset")]
+    pub timeout_ms: WallClock,
+    /// Idle watchdog in milliseconds: the run is killed after this long
+    /// without a byte on stdout or stderr. When both timeouts are unset, 4
+    /// hours (30 minutes for cursor and codex) or `LOOPS_AGENT_IDLE_TIMEOUT_MS`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
-    pub timeout_ms: Option<u64>,
+    pub idle_timeout_ms: Option<u64>,
     /// safe when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_isolation: Option<ConfigIsolation>,
@@ -188,7 +195,8 @@ impl AgentTarget {
             model: None,
             agent: None,
             extra_args: None,
-            timeout_ms: None,
+            timeout_ms: WallClock::Unset,
+            idle_timeout_ms: None,
             config_isolation: None,
             account: None,
             variant: None,
@@ -201,9 +209,10 @@ impl AgentTarget {
         }
     }
 
-    /// The effective timeout.
-    pub fn timeout_ms(&self) -> u64 {
-        self.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)
+    /// The wall clock in milliseconds, when one is set: agents have none
+    /// by default (`timers.rs`).
+    pub fn timeout_ms(&self) -> Option<u64> {
+        self.timeout_ms.ms()
     }
 
     /// The effective isolation mode.
@@ -302,7 +311,7 @@ impl ProcessTarget {
     pub fn timeout_ms(&self) -> Option<u64> {
         match self {
             ProcessTarget::Command(c) => c.timeout_ms,
-            ProcessTarget::Agent(a) => a.timeout_ms,
+            ProcessTarget::Agent(a) => a.timeout_ms.ms(),
         }
     }
 }

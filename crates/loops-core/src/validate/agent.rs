@@ -27,7 +27,7 @@ use std::path::{Component, Path};
 use super::{
     Result, ValidationError, agent_value_reads_as_option, is_blank, prompt_option_message,
     prompt_reads_as_option, require_no_nul, require_non_empty, validate_account, validate_cwd,
-    validate_env_name, validate_optional_word, validate_timeout,
+    validate_env_name, validate_optional_word,
 };
 use crate::model::AgentTarget;
 use crate::status::{AgentProvider, PermissionMode};
@@ -72,7 +72,7 @@ pub(super) fn validate_agent_target(target: &AgentTarget, label: &str) -> Result
             require_no_nul(value, &format!("{label}.env.{name}"))?;
         }
     }
-    validate_timeout(target.timeout_ms, label)?;
+    super::timers::validate_agent_timers(target, label)?;
     if let Some(account) = &target.account {
         validate_account(account, &format!("{label}.account"))?;
     }

@@ -37,6 +37,7 @@ const AGENT_KEYS: &[&str] = &[
     "agent",
     "extraArgs",
     "timeoutMs",
+    "idleTimeoutMs",
     "configIsolation",
     "account",
     "variant",

@@ -1,6 +1,7 @@
 //! The wait loop of a supervised run: one `poll` over the child's stdout
 //! and stderr, the wake-up pipe and the leader's pidfd, which drains the
-//! output while it waits for the exit, the timeout, the cancel or the
+//! output while it waits for the exit, the timeout, the idle watchdog (the
+//! time since the last byte on stdout or stderr), the cancel or the
 //! teardown's next step.
 
 use std::io::{PipeReader, Read};
@@ -56,7 +57,11 @@ impl Running {
             phase: Phase::Running,
             escapees: Escapees::new(cookie),
         };
-        let deadline = limits.timeout.and_then(|t| Instant::now().checked_add(t));
+        let started = Instant::now();
+        let deadline = limits.timeout.and_then(|t| started.checked_add(t));
+        // The idle watchdog is armed at the spawn; every byte read on
+        // stdout or stderr re-arms it (issue 27).
+        let mut last_output = started;
         let mut buf = vec![0u8; READ_CHUNK];
         let mut tee = limits
             .log
@@ -68,9 +73,12 @@ impl Running {
             }
             // Timeout and cancel only matter while the leader runs: once it
             // has exited on its own, its exit status is the result.
+            // When both timers are due, the idle watchdog is the cause.
+            let idle_due = limits.idle.and_then(|t| last_output.checked_add(t));
             if matches!(sup.phase, Phase::Running) {
                 let cause = match limits.cancel.and_then(CancelToken::reason) {
                     Some(reason) => Some(Cause::Cancelled(reason)),
+                    None if reached(now, idle_due) => Some(Cause::Idle),
                     None if reached(now, deadline) => Some(Cause::TimedOut),
                     None => None,
                 };
@@ -84,6 +92,7 @@ impl Running {
             match sup.phase {
                 Phase::Running => {
                     wake_at.maybe(deadline);
+                    wake_at.maybe(idle_due);
                     if sup.watch.is_polling() {
                         wake_at.maybe(now.checked_add(RECHECK));
                     }
@@ -148,7 +157,7 @@ impl Running {
             }
 
             let exit_fd = sup.watch.poll_fd();
-            let leader_ready = wait_and_read(
+            let (leader_ready, got_output) = wait_and_read(
                 &mut out,
                 &mut err,
                 &wake.reader,
@@ -159,6 +168,9 @@ impl Running {
             );
             if leader_ready {
                 sup.watch.saw_exit();
+            }
+            if got_output {
+                last_output = Instant::now();
             }
         }
 
@@ -209,7 +221,8 @@ impl Earliest {
 
 /// Blocks until a pipe is readable, the wake-up pipe rings, `exit` (the
 /// leader's pidfd) is readable, or `until`; then reads what is ready.
-/// Returns whether `exit` was readable.
+/// Returns whether `exit` was readable, and whether any byte was read from
+/// stdout or stderr.
 fn wait_and_read(
     out: &mut Capture,
     err: &mut Capture,
@@ -218,7 +231,7 @@ fn wait_and_read(
     until: Option<Instant>,
     buf: &mut [u8],
     tee: &mut Option<LogTee<'_>>,
-) -> bool {
+) -> (bool, bool) {
     let timeout = match until {
         None => PollTimeout::NONE,
         Some(t) => {
@@ -244,11 +257,11 @@ fn wait_and_read(
     });
     match poll(&mut fds, timeout) {
         Ok(n) if n > 0 => {}
-        Ok(_) | Err(Errno::EINTR) => return false,
+        Ok(_) | Err(Errno::EINTR) => return (false, false),
         Err(_) => {
             // Not expected with valid descriptors; avoid a hot loop.
             std::thread::sleep(RECHECK);
-            return false;
+            return (false, false);
         }
     }
     let ready: Vec<bool> = fds
@@ -263,13 +276,16 @@ fn wait_and_read(
     }
     // The chunk just read goes to the run's log at once: one write of its
     // whole lines, while it is still in the cache.
+    let mut got_output = false;
     if out_slot.is_some_and(|i| ready[i]) {
         let n = out.read_once(buf);
         tee_chunk(tee, Stream::Stdout, &buf[..n]);
+        got_output |= n > 0;
     }
     if err_slot.is_some_and(|i| ready[i]) {
         let n = err.read_once(buf);
         tee_chunk(tee, Stream::Stderr, &buf[..n]);
+        got_output |= n > 0;
     }
-    exit_slot.is_some_and(|i| ready[i])
+    (exit_slot.is_some_and(|i| ready[i]), got_output)
 }

@@ -29,6 +29,7 @@ fn sh(script: &str, dir: &Path) -> Running {
 fn limits(timeout_ms: u64) -> Limits<'static> {
     Limits {
         timeout: Some(Duration::from_millis(timeout_ms)),
+        idle: None,
         cancel: None,
         kill_grace: Duration::from_millis(200),
         leak_timeout: Duration::from_millis(200),
@@ -195,6 +196,7 @@ mod escapees {
         };
         let limits = Limits {
             timeout: None,
+            idle: None,
             cancel: Some(&token),
             ..limits(0)
         };

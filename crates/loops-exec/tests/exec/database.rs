@@ -87,7 +87,8 @@ fn read(fx: &Fixture, rel: &str) -> String {
 fn database_credentials_reach_no_run_account_or_not() {
     let fx = Fixture::new();
     fake_accounts(&fx);
-    fx.fake("claude", r#"env > "$MARKERS/run.env""#);
+    // Issue 27: an agent that exits 0 must print something.
+    fx.fake("claude", r#"env > "$MARKERS/run.env"; echo done"#);
     let opts = fx.opts_with(env_with_database(&fx));
     let dump = shell(r#"env > "$MARKERS/run.env""#);
     let agent = ProcessTarget::Agent(AgentTarget::new(AgentProvider::Claude, "hi"));

@@ -18,3 +18,4 @@ mod output;
 mod prompt;
 mod secrets;
 mod support;
+mod watchdog;

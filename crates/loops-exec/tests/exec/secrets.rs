@@ -128,7 +128,8 @@ fn inherited_credentials_never_reach_an_account_run() {
     // SPEC §10 item 64, widened to every documented auth variable.
     let fx = Fixture::new();
     let dir = claude_account_with_key(&fx, "key-of-work");
-    fx.fake("claude", r#"env > "$MARKERS/agent.env""#);
+    // Issue 27: an agent that exits 0 must print something.
+    fx.fake("claude", r#"env > "$MARKERS/agent.env"; echo done"#);
     let mut env = fx.env();
     for name in CREDENTIALS {
         env.insert((*name).to_owned(), inherited(name));

@@ -99,7 +99,7 @@ pub(crate) fn command(program: &str, args: &[&str]) -> ProcessTarget {
 pub(crate) fn with_timeout(mut target: ProcessTarget, ms: u64) -> ProcessTarget {
     match &mut target {
         ProcessTarget::Command(c) => c.timeout_ms = Some(ms),
-        ProcessTarget::Agent(a) => a.timeout_ms = Some(ms),
+        ProcessTarget::Agent(a) => a.timeout_ms = loops_core::WallClock::Ms(ms),
     }
     target
 }

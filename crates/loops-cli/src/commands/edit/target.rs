@@ -222,7 +222,7 @@ impl TargetChange {
                     t.cwd = self.cwd;
                 }
                 if let Some(ms) = positive(self.timeout_ms)? {
-                    t.timeout_ms = Some(ms);
+                    t.timeout_ms = Some(ms).into();
                 }
                 t.account = account(
                     self.account.as_deref(),

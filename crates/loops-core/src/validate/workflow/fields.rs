@@ -5,8 +5,9 @@
 use serde_json::{Map, Value};
 
 use super::whole_number;
-use crate::model::{Account, AgentAllowlist};
+use crate::model::{Account, AgentAllowlist, WallClock};
 use crate::status::{ConfigIsolation, PermissionMode};
+use crate::validate::timers::{idle_message, wall_clock_message};
 use crate::validate::{Result, ValidationError, require_non_empty};
 
 /// An optional field: absent and `null` both mean unset.
@@ -118,6 +119,31 @@ pub(super) fn opt_ms(map: &Map<String, Value>, key: &str, label: &str) -> Result
                     "{field} must be a positive whole number of milliseconds, for example 60000"
                 ),
             ))
+        }
+    }
+}
+
+/// An agent's `timeoutMs`: absent is unset, `null` unlimited (issue 27).
+pub(super) fn opt_wall_clock(map: &Map<String, Value>, label: &str) -> Result<WallClock> {
+    match map.get("timeoutMs") {
+        None => Ok(WallClock::Unset),
+        Some(Value::Null) => Ok(WallClock::Unlimited),
+        Some(Value::Number(n)) if whole_number(n).is_some() => Ok(whole_number(n).into()),
+        Some(_) => {
+            let field = format!("{label}.timeoutMs");
+            Err(ValidationError::new(&field, wall_clock_message(&field)))
+        }
+    }
+}
+
+/// An agent's `idleTimeoutMs`: absent and `null` are unset (issue 27).
+pub(super) fn opt_idle_ms(map: &Map<String, Value>, label: &str) -> Result<Option<u64>> {
+    match opt_field(map, "idleTimeoutMs") {
+        None => Ok(None),
+        Some(Value::Number(n)) if whole_number(n).is_some() => Ok(whole_number(n)),
+        Some(_) => {
+            let field = format!("{label}.idleTimeoutMs");
+            Err(ValidationError::new(&field, idle_message(&field)))
         }
     }
 }

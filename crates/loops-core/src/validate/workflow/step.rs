@@ -5,8 +5,8 @@
 use serde_json::{Map, Value};
 
 use super::fields::{
-    opt_account, opt_allowlist, opt_bool, opt_env, opt_isolation, opt_ms, opt_permission_mode,
-    opt_string, opt_strings,
+    opt_account, opt_allowlist, opt_bool, opt_env, opt_idle_ms, opt_isolation, opt_ms,
+    opt_permission_mode, opt_string, opt_strings, opt_wall_clock,
 };
 use super::order::read_depends_on;
 use super::{step_label, target_label};
@@ -177,7 +177,8 @@ fn read_process_target(map: Option<&Map<String, Value>>, label: &str) -> Result<
                 model: opt_string(map, "model", label)?,
                 agent: opt_string(map, "agent", label)?,
                 extra_args: opt_strings(map, "extraArgs", label)?,
-                timeout_ms: opt_ms(map, "timeoutMs", label)?,
+                timeout_ms: opt_wall_clock(map, label)?,
+                idle_timeout_ms: opt_idle_ms(map, label)?,
                 config_isolation: opt_isolation(map, label)?,
                 account: opt_account(map, label)?,
                 variant: opt_string(map, "variant", label)?,
