@@ -38,6 +38,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use nix::sys::signal::Signal;
+use nix::unistd::Pid;
 
 /// The environment variable that carries the spawn cookie.
 pub(crate) const VAR: &str = "LOOPS_SPAWN_ID";
@@ -97,15 +98,17 @@ pub(crate) fn carries(environ: &[u8], cookie: &str) -> bool {
 
 /// Finds the live processes of this uid whose environment carries `cookie`,
 /// sends them `signal` (none: only counts them), and returns how many it
-/// found. Zombies do not count: their environment reads empty. Always 0
+/// found. Members of process group `spare` are counted but not signalled:
+/// the caller has just signalled that group, and a second SIGTERM would
+/// run a member's handler twice. Zombies do not count: their environment reads empty. Always 0
 /// where `/proc` cannot be read.
 ///
 /// A process found here is signalled by pid right after its environment was
 /// read; for that pid to name another process by then, the old one must
 /// have exited and the kernel must have cycled through the whole pid space
 /// in between.
-pub(crate) fn signal_carriers(cookie: &str, signal: Option<Signal>) -> usize {
-    imp::signal_carriers(cookie, signal)
+pub(crate) fn signal_carriers(cookie: &str, signal: Option<Signal>, spare: Option<Pid>) -> usize {
+    imp::signal_carriers(cookie, signal, spare)
 }
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -114,11 +117,15 @@ mod imp {
     use std::os::unix::fs::MetadataExt;
 
     use nix::sys::signal::{Signal, kill};
-    use nix::unistd::Pid;
+    use nix::unistd::{Pid, getpgid};
 
     use super::carries;
 
-    pub(super) fn signal_carriers(cookie: &str, signal: Option<Signal>) -> usize {
+    pub(super) fn signal_carriers(
+        cookie: &str,
+        signal: Option<Signal>,
+        spare: Option<Pid>,
+    ) -> usize {
         let Ok(entries) = std::fs::read_dir("/proc") else {
             return 0;
         };
@@ -150,8 +157,12 @@ mod imp {
             }
             found += 1;
             if let (Some(signal), Ok(raw)) = (signal, i32::try_from(pid)) {
+                let pid = Pid::from_raw(raw);
+                if spare.is_some() && getpgid(Some(pid)).ok() == spare {
+                    continue;
+                }
                 // ESRCH: it exited meanwhile, which is what we wanted.
-                let _ = kill(Pid::from_raw(raw), signal);
+                let _ = kill(pid, signal);
             }
         }
         found
@@ -161,8 +172,13 @@ mod imp {
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 mod imp {
     use nix::sys::signal::Signal;
+    use nix::unistd::Pid;
 
-    pub(super) fn signal_carriers(_cookie: &str, _signal: Option<Signal>) -> usize {
+    pub(super) fn signal_carriers(
+        _cookie: &str,
+        _signal: Option<Signal>,
+        _spare: Option<Pid>,
+    ) -> usize {
         0
     }
 }
@@ -225,7 +241,7 @@ mod tests {
         /// may not have exec'd yet, and only the exec shows its environment.
         fn until_seen(cookie: &str, n: usize) {
             let deadline = Instant::now() + Duration::from_secs(10);
-            while signal_carriers(cookie, None) != n {
+            while signal_carriers(cookie, None, None) != n {
                 assert!(Instant::now() < deadline, "{cookie} not seen {n} times");
                 std::thread::sleep(Duration::from_millis(5));
             }
@@ -239,14 +255,40 @@ mod tests {
             let mut c = sleeper(&other);
             until_seen(&mine, 2);
             until_seen(&other, 1);
-            assert_eq!(signal_carriers(&mine, Some(Signal::SIGKILL)), 2);
+            assert_eq!(signal_carriers(&mine, Some(Signal::SIGKILL), None), 2);
             for child in [&mut a, &mut b] {
                 assert_eq!(child.wait().unwrap().signal(), Some(libc_sigkill()));
             }
-            assert_eq!(signal_carriers(&mine, None), 0);
+            assert_eq!(signal_carriers(&mine, None, None), 0);
             assert!(c.try_wait().unwrap().is_none(), "another cookie was hit");
-            assert_eq!(signal_carriers(&other, Some(Signal::SIGKILL)), 1);
+            assert_eq!(signal_carriers(&other, Some(Signal::SIGKILL), None), 1);
             assert_eq!(c.wait().unwrap().signal(), Some(libc_sigkill()));
+        }
+
+        #[test]
+        fn the_spared_group_is_counted_but_not_signalled() {
+            use std::os::unix::process::CommandExt;
+            let cookie = next();
+            let mut grouped = Command::new("sleep")
+                .arg("30")
+                .env(VAR, &cookie)
+                .process_group(0)
+                .spawn()
+                .unwrap();
+            let mut loose = sleeper(&cookie);
+            until_seen(&cookie, 2);
+            let group = Pid::from_raw(i32::try_from(grouped.id()).unwrap());
+            assert_eq!(
+                signal_carriers(&cookie, Some(Signal::SIGKILL), Some(group)),
+                2
+            );
+            assert_eq!(loose.wait().unwrap().signal(), Some(libc_sigkill()));
+            assert!(
+                grouped.try_wait().unwrap().is_none(),
+                "the spared group was hit"
+            );
+            assert_eq!(signal_carriers(&cookie, Some(Signal::SIGKILL), None), 1);
+            assert_eq!(grouped.wait().unwrap().signal(), Some(libc_sigkill()));
         }
 
         #[test]
@@ -270,7 +312,7 @@ mod tests {
                 assert!(Instant::now() < deadline, "never became a zombie");
                 std::thread::sleep(Duration::from_millis(5));
             }
-            assert_eq!(signal_carriers(&cookie, None), 0);
+            assert_eq!(signal_carriers(&cookie, None, None), 0);
             assert!(child.wait().unwrap().success());
         }
 

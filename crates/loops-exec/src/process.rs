@@ -229,8 +229,8 @@ pub fn kill_orphans(orphans: Orphans<'_>, grace: Duration) -> OrphanKill {
                 return OrphanKill::NotVerified;
             }
             terminate(
-                |signal| cookie::signal_carriers(spawn_id, Some(signal)) > 0,
-                || cookie::signal_carriers(spawn_id, None) == 0,
+                |signal| cookie::signal_carriers(spawn_id, Some(signal), None) > 0,
+                || cookie::signal_carriers(spawn_id, None, None) == 0,
                 grace,
             )
         }

@@ -133,7 +133,8 @@ impl Supervisor {
     /// is set when the leader still runs (a timeout or a cancel).
     pub(super) fn terminate(&mut self, now: Instant, cause: Option<Cause>) {
         self.signal(Signal::SIGTERM);
-        self.escapees.signal(Signal::SIGTERM, now);
+        // The group has it already: one SIGTERM each.
+        self.escapees.signal(Signal::SIGTERM, now, Some(self.pgid));
         let leader_exited = self.phase.leader_exited();
         self.phase = Phase::Terminating(Teardown {
             since: now,
@@ -146,7 +147,7 @@ impl Supervisor {
     /// SIGTERM.
     pub(super) fn kill(&mut self, now: Instant) {
         self.signal(Signal::SIGKILL);
-        self.escapees.signal(Signal::SIGKILL, now);
+        self.escapees.signal(Signal::SIGKILL, now, None);
         let teardown = match std::mem::replace(&mut self.phase, Phase::Running) {
             Phase::Terminating(t) | Phase::Killing(t) => Teardown { since: now, ..t },
             before => Teardown {
@@ -202,11 +203,14 @@ impl Escapees {
         }
     }
 
-    /// Sends `signal` to every carrier of the cookie, and follows them from
-    /// now on.
-    fn signal(&mut self, signal: Signal, now: Instant) {
+    /// Sends `signal` to every carrier of the cookie outside group `spare`,
+    /// and follows them from now on.
+    fn signal(&mut self, signal: Signal, now: Instant, spare: Option<Pid>) {
         self.following = true;
-        self.record(cookie::signal_carriers(&self.cookie, Some(signal)), now);
+        self.record(
+            cookie::signal_carriers(&self.cookie, Some(signal), spare),
+            now,
+        );
     }
 
     /// Whether carriers may still be alive; always `false` before the
@@ -223,7 +227,7 @@ impl Escapees {
             return true;
         }
         let signal = killing.then_some(Signal::SIGKILL);
-        self.record(cookie::signal_carriers(&self.cookie, signal), now);
+        self.record(cookie::signal_carriers(&self.cookie, signal, None), now);
         self.seen_at.is_some()
     }
 

@@ -119,15 +119,19 @@ mod escapees {
             let state = stat.rsplit(')').next().unwrap_or("").trim_start();
             assert!(state.starts_with('Z'), "the escapee lives: {stat}");
         }
-        assert_eq!(cookie::signal_carriers(cookie, None), 0, "an escapee lives");
+        assert_eq!(
+            cookie::signal_carriers(cookie, None, None),
+            0,
+            "an escapee lives"
+        );
         assert!(!dir.join("late").exists());
     }
 
     /// Kills what still carries `cookie`, so no test leaves a process.
     fn clean_up(cookie: &str) -> usize {
-        let found = cookie::signal_carriers(cookie, Some(Signal::SIGKILL));
+        let found = cookie::signal_carriers(cookie, Some(Signal::SIGKILL), None);
         let deadline = Instant::now() + Duration::from_secs(10);
-        while cookie::signal_carriers(cookie, Some(Signal::SIGKILL)) > 0 {
+        while cookie::signal_carriers(cookie, Some(Signal::SIGKILL), None) > 0 {
             assert!(Instant::now() < deadline, "{cookie} cannot be killed");
             std::thread::sleep(Duration::from_millis(10));
         }
