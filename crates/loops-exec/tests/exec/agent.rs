@@ -206,7 +206,7 @@ fn the_prompt_is_in_no_command_line_while_the_agent_runs() {
         r#"tr '\0' ' ' < /proc/$$/cmdline > "$MARKERS/cmdline"
 echo $$ > "$MARKERS/pid.tmp"; mv "$MARKERS/pid.tmp" "$MARKERS/pid"
 while [ ! -e "$MARKERS/go" ]; do sleep 0.01; done
-cat > "$MARKERS/stdin""#,
+cat > "$MARKERS/stdin"; echo done"#,
     );
     let prompt = format!("secret-prompt-{}", std::process::id());
     let target = ProcessTarget::Agent(AgentTarget::new(AgentProvider::Claude, prompt.clone()));
@@ -235,7 +235,7 @@ cat > "$MARKERS/stdin""#,
 #[test]
 fn a_large_prompt_arrives_whole() {
     let fx = Fixture::new();
-    fx.fake("codex", r#"cat > "$MARKERS/stdin""#);
+    fx.fake("codex", r#"cat > "$MARKERS/stdin"; echo done"#);
     let prompt = "0123456789abcdef\n".repeat(256 * 1024);
     let target = ProcessTarget::Agent(AgentTarget::new(AgentProvider::Codex, prompt.clone()));
     let r = run(&target, &fx.opts());

@@ -71,7 +71,7 @@ fn an_agent_printing_on_stdout_outlives_its_idle_timeout() {
 #[test]
 fn an_agent_printing_only_on_stderr_outlives_its_idle_timeout() {
     let fx = Fixture::new();
-    fx.fake("cursor-agent", &chatty(2));
+    fx.fake("agent", &chatty(2));
     let r = run(
         &ProcessTarget::Agent(agent(AgentProvider::Cursor, Some(IDLE_MS))),
         &fx.opts(),
