@@ -217,7 +217,7 @@ fn an_agent_step_runs_the_provider_found_on_the_path() {
     let fx = Fixture::new();
     fx.script(
         "claude",
-        "echo \"args: $*\"; echo \"step: $LOOPS_WORKFLOW_STEP_ID\"",
+        "echo \"args: $*\"; echo \"step: $LOOPS_WORKFLOW_STEP_ID\"; echo \"prompt: $(cat)\"",
     );
     let store = fx.store();
     let wf = create(
@@ -231,10 +231,11 @@ fn an_agent_step_runs_the_provider_found_on_the_path() {
     let out = execute_workflow(&store, &wf, &fx.opts(&clock)).unwrap();
     assert_eq!(out.run.status, WorkflowRunStatus::Succeeded, "{out:#?}");
     let stdout = out.steps[0].stdout.clone().unwrap();
-    assert!(
-        stdout.contains("-p --output-format json summarize the log"),
-        "{stdout}"
-    );
+    // The prompt goes on stdin, never on argv (agents note §2.3).
+    let args = stdout.lines().next().unwrap_or_default();
+    assert!(args.ends_with("-p --output-format json"), "{stdout}");
+    assert!(!args.contains("summarize"), "{stdout}");
+    assert!(stdout.contains("prompt: summarize the log"), "{stdout}");
     assert!(stdout.contains("step: think"), "{stdout}");
 }
 
