@@ -14,7 +14,7 @@ fn a_stored_agent_runs_with_the_new_argv_and_its_prompt_on_stdin() {
     env.write_script(
         "claude",
         &format!(
-            "printf '%s\\n' \"$@\" > {}; cat > {}",
+            "printf '%s\\n' \"$@\" > {}; cat > {}; echo done",
             argv.display(),
             stdin.display()
         ),
