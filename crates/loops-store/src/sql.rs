@@ -305,8 +305,138 @@ pub(crate) fn dollar_placeholders(sql: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// One row of a [`Canned`] answer: its values by position.
+    struct Cells<'r>(&'r [Value<'static>]);
+
+    impl Cells<'_> {
+        fn cell(&self, i: usize, name: &str) -> Col<Value<'static>> {
+            self.0
+                .get(i)
+                .copied()
+                .ok_or_else(|| ColumnError::new(name, "no such column"))
+        }
+    }
+
+    fn mismatch<T>(v: Value<'_>, name: &str, want: &str) -> Col<T> {
+        Err(ColumnError::new(
+            name,
+            format!("{} is not {want}", v.kind()),
+        ))
+    }
+
+    impl Fields for Cells<'_> {
+        fn text(&self, i: usize, name: &str) -> Col<Option<&str>> {
+            match self.cell(i, name)? {
+                Value::Null => Ok(None),
+                Value::Text(s) => Ok(Some(s)),
+                v => mismatch(v, name, "text"),
+            }
+        }
+
+        fn int(&self, i: usize, name: &str) -> Col<Option<i64>> {
+            match self.cell(i, name)? {
+                Value::Null => Ok(None),
+                Value::Int(n) => Ok(Some(n)),
+                v => mismatch(v, name, "an integer"),
+            }
+        }
+
+        fn ts(&self, i: usize, name: &str) -> Col<Option<Timestamp>> {
+            match self.cell(i, name)? {
+                Value::Null => Ok(None),
+                Value::Ts(t) => Ok(Some(t)),
+                v => mismatch(v, name, "an instant"),
+            }
+        }
+
+        fn json(&self, i: usize, name: &str) -> Col<Option<&str>> {
+            match self.cell(i, name)? {
+                Value::Null => Ok(None),
+                Value::Json(s) => Ok(Some(s)),
+                v => mismatch(v, name, "JSON"),
+            }
+        }
+    }
+
+    /// A connection with no database behind it, for the unit tests of an
+    /// operation's reads: `answer` gets each query's statement and
+    /// parameters and returns its rows; a write fails the test. `read`
+    /// counts the rows handed out.
+    pub(crate) struct Canned<F> {
+        dialect: Dialect,
+        answer: F,
+        pub(crate) read: usize,
+    }
+
+    impl<F> Canned<F>
+    where
+        F: FnMut(&str, &[Value<'_>]) -> Vec<Vec<Value<'static>>>,
+    {
+        /// A connection of `dialect` answering with `answer`.
+        pub(crate) fn new(dialect: Dialect, answer: F) -> Canned<F> {
+            Canned {
+                dialect,
+                answer,
+                read: 0,
+            }
+        }
+    }
+
+    impl<F> Sql for Canned<F>
+    where
+        F: FnMut(&str, &[Value<'_>]) -> Vec<Vec<Value<'static>>>,
+    {
+        fn dialect(&self) -> Dialect {
+            self.dialect
+        }
+
+        fn execute(&mut self, sql: &str, _: &[Value<'_>], _: &'static str) -> Result<u64> {
+            panic!("unexpected write: {sql}")
+        }
+
+        fn query_rows(
+            &mut self,
+            sql: &str,
+            params: &[Value<'_>],
+            _: &'static str,
+            each: &mut dyn FnMut(&dyn Fields) -> Result<ControlFlow<()>>,
+        ) -> Result<()> {
+            for row in (self.answer)(sql, params) {
+                self.read += 1;
+                if each(&Cells(&row))?.is_break() {
+                    break;
+                }
+            }
+            Ok(())
+        }
+
+        fn notify(&mut self, _: &str) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn canned_rows_read_by_position_and_kind() {
+        let mut c = Canned::new(Dialect::Postgres, |sql, params| {
+            assert_eq!(sql, "SELECT n");
+            assert_eq!(params, [Value::Int(1)]);
+            vec![vec![Value::Int(7), Value::Null], vec![Value::Int(8)]]
+        });
+        let c: &mut dyn Sql = &mut c;
+        assert_eq!(c.dialect(), Dialect::Postgres);
+        assert_eq!(c.query_int("SELECT n", &[Value::Int(1)], "n").unwrap(), 7);
+        let mut cells = Vec::new();
+        c.query_rows("SELECT n", &[Value::Int(1)], "n", &mut |row| {
+            let text = row.text(1, "t").map(|t| t.map(str::to_owned)).ok();
+            cells.push((row.int(0, "n").unwrap(), text));
+            Ok(ControlFlow::Continue(()))
+        })
+        .unwrap();
+        assert_eq!(cells, [(Some(7), Some(None)), (Some(8), None)]);
+    }
 
     #[test]
     fn placeholders_become_dollars_outside_strings() {

@@ -36,14 +36,13 @@ use super::advance::{Advance, advance_after, lock_loop};
 use super::linked::release_linked_workflow_runs;
 use super::ops::{RunHost, RunProcess, lock_loop_of_run, query_slot, run_returning};
 use super::recover::Recovered;
+use super::takeover::live_step_process;
 use crate::Store;
 use crate::backend::ReleaseOps;
 use crate::columns::{self, run_columns};
 use crate::error::Result;
 use crate::runs::may_run_again;
-use crate::sql::Sql;
 use crate::workflow_runs::ops::fail_linked_workflow_runs;
-use crate::workflows::ops::linked_step_processes;
 
 /// The error recorded on a run released by a daemon shutdown.
 pub const INTERRUPTED_BY_SHUTDOWN: &str =
@@ -171,13 +170,6 @@ pub(crate) fn over_for_good(run: &LoopRun, max_attempts: u32) -> bool {
             && !may_run_again(run.status, run.attempt, run.error.as_deref(), max_attempts))
 }
 
-/// Whether some linked workflow step process of `run_id` is alive.
-fn live_steps(db: &impl RunHost, c: &mut dyn Sql, run_id: &RunId) -> Result<bool> {
-    Ok(linked_step_processes(c, run_id)?
-        .into_iter()
-        .any(|p| db.liveness().is_alive(p)))
-}
-
 /// A running run held by `claimed_by`, with its process; on PostgreSQL its
 /// row is locked until the transaction ends.
 macro_rules! held_run_sql {
@@ -267,7 +259,9 @@ impl<D: RunHost> ReleaseOps for D {
             };
             let visible = self.sees_processes_of(&run);
             let process_alive = || process.is_some_and(|p: ProcessRef| self.liveness().is_alive(p));
-            if !may_abandon(visible, process_alive, || live_steps(self, c, run_id))? {
+            if !may_abandon(visible, process_alive, || {
+                live_step_process(c, self.liveness(), run_id)
+            })? {
                 return Ok(None);
             }
             let Some(run) = run_returning(

@@ -206,6 +206,8 @@ pub(crate) mod tests {
     use loops_core::{RunStatus, WorkflowRunStatus};
 
     use super::*;
+    use crate::sql::Value;
+    use crate::sql::tests::Canned;
 
     /// The instant the test runs are claimed at.
     pub(crate) fn t0() -> Timestamp {
@@ -391,5 +393,78 @@ pub(crate) mod tests {
             );
             assert_eq!(alive.asked, 0, "another host's processes are not asked");
         }
+    }
+
+    /// Alive: the processes whose pid is odd.
+    fn odd(p: ProcessRef) -> bool {
+        p.pid % 2 == 1
+    }
+
+    /// A connection on which the linked running steps of run `id` have
+    /// the pids `pids` (`None`: no pid recorded), and no other run's have
+    /// any.
+    fn steps(
+        id: &RunId,
+        pids: &[Option<i64>],
+    ) -> Canned<impl FnMut(&str, &[Value<'_>]) -> Vec<Vec<Value<'static>>> + use<>> {
+        let id = *id;
+        let rows: Vec<Vec<Value<'static>>> = pids
+            .iter()
+            .map(|&pid| vec![pid.into(), Value::Null])
+            .collect();
+        Canned::new(Dialect::Sqlite, move |sql, params| {
+            assert_eq!(sql, LINKED_STEP_PROCESSES);
+            if params == [Value::Text(id.as_str())] {
+                rows.clone()
+            } else {
+                Vec::new()
+            }
+        })
+    }
+
+    #[test]
+    fn a_step_process_is_live_when_one_of_the_runs_steps_is() {
+        let id = run(RunStatus::Running, "x", None, None).id;
+        let live = |c: &mut dyn Sql| live_step_process(c, &odd, &id).unwrap();
+        assert!(!live(&mut steps(&id, &[])));
+        assert!(!live(&mut steps(&id, &[Some(2), None, Some(4)])));
+        let mut c = steps(&id, &[Some(2), Some(3), Some(4), Some(5)]);
+        assert!(live(&mut c));
+        assert_eq!(c.read, 2, "the first live step decides");
+        let other: RunId = "cccccccccccc".parse().unwrap();
+        assert!(!live(&mut steps(&other, &[Some(3)])), "another run's step");
+    }
+
+    /// The [`Processes`] on `c` of a run that recorded `process`.
+    fn processes<'a, 'c>(
+        c: &'a mut (dyn Sql + 'c),
+        process: Option<u32>,
+        run_id: Option<&RunId>,
+    ) -> Processes<'a, 'c> {
+        Processes {
+            c,
+            liveness: &odd,
+            process: process.map(ProcessRef::pid),
+            run_id: run_id.copied(),
+        }
+    }
+
+    #[test]
+    fn a_runs_processes_are_its_recorded_one_and_its_linked_steps() {
+        let id = run(RunStatus::Running, "x", None, None).id;
+        let mut c = steps(&id, &[Some(2), Some(3)]);
+        assert!(processes(&mut c, Some(7), Some(&id)).process());
+        assert!(!processes(&mut c, Some(8), Some(&id)).process());
+        assert!(!processes(&mut c, None, Some(&id)).process());
+        assert_eq!(c.read, 0, "the recorded process is not read");
+        assert!(processes(&mut c, None, Some(&id)).step_process().unwrap());
+        let mut dead = steps(&id, &[Some(2), Some(4)]);
+        assert!(
+            !processes(&mut dead, Some(7), Some(&id))
+                .step_process()
+                .unwrap()
+        );
+        // Without a run there are no steps to read.
+        assert!(!processes(&mut c, Some(7), None).step_process().unwrap());
     }
 }

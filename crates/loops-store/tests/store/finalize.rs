@@ -373,6 +373,8 @@ fn a_fenced_out_finalize_does_not_advance_the_loop() {
     assert!(!out.applied);
     assert_eq!(out.advance, Advance::FencedOut);
     assert_eq!(out.run, run);
+    // The loop is reported as stored, untouched.
+    assert_eq!(out.loop_.as_ref(), Some(&before));
     assert_eq!(store.get_loop(&lp.id).unwrap().unwrap(), before);
 }
 
