@@ -33,6 +33,7 @@ mod status;
 mod tagged;
 mod terminal;
 mod time;
+mod usd;
 mod validate;
 mod workflow_file;
 
@@ -58,8 +59,8 @@ pub use crate::model::{
     CommandTarget, DEFAULT_CATCH_UP_LIMIT, DEFAULT_DYNAMIC_INTERVAL_MS, DEFAULT_LEASE_MS,
     DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_RETRY_DELAY_MS, DEFAULT_RETRY_DELAY_MS, DEFAULT_TIMEOUT_MS,
     DaemonLease, ExecutorResult, Hooks, Loop, LoopPolicy, LoopRun, MAX_CATCH_UP_LIMIT,
-    MAX_LABEL_LEN, NewLoop, NewWorkflow, ProcessTarget, STREAMING_AGENT_IDLE_TIMEOUT_MS, Schedule,
-    Step, StepRun, Target, Timers, WallClock, WorkflowEvent, WorkflowRun, WorkflowSpec,
+    MAX_LABEL_LEN, NewLoop, NewWorkflow, ProcessTarget, RunFacts, STREAMING_AGENT_IDLE_TIMEOUT_MS,
+    Schedule, Step, StepRun, Target, Timers, WallClock, WorkflowEvent, WorkflowRun, WorkflowSpec,
     WorkflowTarget, agent_timers, default_agent_idle_ms, effective_timers, loop_workflow_key,
 };
 pub use crate::ownership::{Ownership, ownership};
@@ -76,6 +77,7 @@ pub use crate::status::{
 };
 pub use crate::terminal::{escape_for_terminal, hides_on_terminal};
 pub use crate::time::{Timestamp, TimestampError};
+pub use crate::usd::{Usd, UsdError};
 pub use crate::validate::{
     AgentOption, ValidationError, agent_value_reads_as_option, prompt_option_message,
     prompt_reads_as_option, validate_account, validate_agent_options, validate_env_name,

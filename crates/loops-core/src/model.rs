@@ -6,10 +6,12 @@
 //!
 //! One submodule per entity: `schedule.rs` (when a loop runs), `target.rs`
 //! (what it runs), `loops.rs` (loops and their runs), `workflow.rs`
-//! (workflows, their runs and events), `timers.rs` (a run's wall clock and
+//! (workflows, their runs and events), `facts.rs` (what a run said and
+//! cost, and why it failed), `timers.rs` (a run's wall clock and
 //! idle watchdog) and `runtime.rs` (the daemon lease
 //! and executor results). The SPEC defaults live here.
 
+mod facts;
 mod loops;
 mod policy;
 mod runtime;
@@ -21,6 +23,7 @@ mod workflow;
 #[cfg(test)]
 mod tests;
 
+pub use self::facts::RunFacts;
 pub use self::loops::{Hooks, Loop, LoopRun, NewLoop};
 pub use self::policy::{DEFAULT_MAX_RETRY_DELAY_MS, LoopPolicy, MAX_LABEL_LEN};
 pub use self::runtime::{DaemonLease, ExecutorResult};

@@ -13,15 +13,15 @@ pub fn run_json(run: &LoopRun, show_output: bool) -> Value {
     streams_json(run, show_output)
 }
 
-/// A record with `stdout` and `stderr` fields as JSON, those redacted
-/// unless `show_output`: an empty stream is omitted, another becomes
+/// A record with `stdout`, `stderr` and `result` fields as JSON, those
+/// redacted unless `show_output`: an empty stream is omitted, another becomes
 /// `[redacted <n> chars]`.
 pub fn streams_json<T: Serialize>(record: &T, show_output: bool) -> Value {
     // The core records serialize to plain maps of strings and numbers;
     // serde_json cannot fail on them.
     let mut value = serde_json::to_value(record).unwrap_or(Value::Null);
     if !show_output && let Some(fields) = value.as_object_mut() {
-        for stream in ["stdout", "stderr"] {
+        for stream in ["stdout", "stderr", "result"] {
             redact_stream(fields, stream);
         }
     }

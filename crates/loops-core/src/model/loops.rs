@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     DEFAULT_CATCH_UP_LIMIT, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MS,
-    LoopPolicy, Schedule, Target,
+    LoopPolicy, RunFacts, Schedule, Target,
 };
 use crate::id::{LoopId, RunId};
 use crate::status::{CatchUp, LoopStatus, Overlap, RunStatus};
@@ -208,6 +208,14 @@ pub struct LoopRun {
     pub created_at: Timestamp,
     /// Last change.
     pub updated_at: Timestamp,
+    /// When the running process last printed anything, as of its last
+    /// heartbeat (issue 27): how long an agent has been silent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_output_at: Option<Timestamp>,
+    /// Why it failed, what the agent said of itself, and where it worked
+    /// (issue 27); flattened into the run's JSON.
+    #[serde(flatten)]
+    pub facts: RunFacts,
     /// The token of the claim that holds the run: a heartbeat or finalize
     /// fenced on it must carry the same (issue 15). Never serialized: it is
     /// a fencing value, not part of the run's record.

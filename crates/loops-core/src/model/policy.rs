@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::status::Backoff;
+use crate::usd::Usd;
 
 /// The cap of an exponential backoff's delay when `maxRetryDelayMs` is
 /// unset: six hours, as later OpenLoops.
@@ -41,6 +42,10 @@ pub struct LoopPolicy {
     /// Exit codes that record the run `skipped` instead of `failed`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub skip_exit_codes: Vec<i32>,
+    /// Pause the loop once its runs of the current local day have cost
+    /// this much (issue 27); checked before each run.
+    #[serde(rename = "maxCostPerDayUsd", skip_serializing_if = "Option::is_none")]
+    pub max_cost_per_day: Option<Usd>,
 }
 
 impl LoopPolicy {

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::RunFacts;
 use crate::id::LeaseId;
 use crate::status::ExecutorStatus;
 use crate::time::Timestamp;
@@ -52,6 +53,10 @@ pub struct ExecutorResult {
     pub finished_at: Timestamp,
     /// Duration.
     pub duration_ms: i64,
+    /// What the agent's output said of itself and the worktree it ran in
+    /// (issue 27); the store adds the failure class.
+    #[serde(flatten)]
+    pub facts: RunFacts,
 }
 
 impl ExecutorResult {
@@ -75,6 +80,7 @@ impl ExecutorResult {
             started_at,
             finished_at,
             duration_ms: finished_at.millis_since(started_at).max(0),
+            facts: RunFacts::default(),
         }
     }
 }

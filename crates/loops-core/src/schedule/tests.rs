@@ -74,6 +74,8 @@ fn a_run(slot: &str, attempt: u32, status: RunStatus) -> LoopRun {
         created_at: at(slot),
         updated_at: at(slot),
         claim_token: None,
+        facts: Default::default(),
+        last_output_at: Default::default(),
     }
 }
 
