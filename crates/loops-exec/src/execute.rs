@@ -34,8 +34,8 @@ use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use loops_core::{
-    AGENT_IDLE_TIMEOUT_ENV, AgentProvider, ExecutorResult, ExecutorStatus, ProcessRef,
-    ProcessTarget, Timers, effective_timers, parse_agent_output,
+    AGENT_IDLE_TIMEOUT_ENV, AgentProvider, AgentReport, ExecutorResult, ExecutorStatus, ProcessRef,
+    ProcessTarget, RunFacts, Timers, effective_timers, parse_agent_output,
 };
 use nix::sys::signal::Signal;
 use serde::Serialize;
@@ -269,7 +269,15 @@ fn execute_with(
         max_output_bytes: opts.max_output_bytes,
         log: ctx.log.map(|log| (log, &secrets)),
     });
-    let (status, error) = outcome(&finished, spec.timers, agent_provider(target));
+    // Issue 27: what the agent's machine output says of the run (agents
+    // note §3), read once; its final message is scrubbed as stdout is.
+    let provider = agent_provider(target);
+    let report = provider.map(|p| parse_agent_output(p, &finished.stdout));
+    let (status, error) = outcome(&finished, spec.timers, provider, report.as_ref());
+    let facts = report.map_or_else(RunFacts::default, |mut report| {
+        report.result = report.result.map(|text| secrets.scrub_output(text));
+        RunFacts::default().with_report(report)
+    });
     Ok(ExecutorResult {
         status,
         exit_code: finished.status.and_then(|s| s.code()),
@@ -283,6 +291,7 @@ fn execute_with(
         started_at,
         finished_at: ctx.clock.now(),
         duration_ms: i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX),
+        facts,
     })
 }
 
@@ -298,6 +307,7 @@ fn outcome(
     finished: &Finished,
     timers: Timers,
     agent: Option<AgentProvider>,
+    report: Option<&AgentReport>,
 ) -> (ExecutorStatus, Option<String>) {
     let failed = |error: &str| (ExecutorStatus::Failed, Some(error.to_owned()));
     match (&finished.cause, finished.status) {
@@ -320,9 +330,7 @@ fn outcome(
             Some(_) if finished.stdout.trim().is_empty() && finished.stderr.trim().is_empty() => {
                 failed(NO_OUTPUT)
             }
-            Some(provider @ AgentProvider::Claude)
-                if parse_agent_output(provider, &finished.stdout).is_error == Some(true) =>
-            {
+            Some(AgentProvider::Claude) if report.and_then(|r| r.is_error) == Some(true) => {
                 failed(REPORTED_ERROR)
             }
             _ => (ExecutorStatus::Succeeded, None),
@@ -441,13 +449,13 @@ mod tests {
             idle_ms: Some(20),
         };
         for (f, status, error) in cases {
-            let got = outcome(&f, timers, None);
+            let got = outcome(&f, timers, None, None);
             assert_eq!(got, (status, error.map(str::to_owned)), "{f:?}");
         }
         // The idle watchdog's own message.
         let idle = finished(killed_by(Signal::SIGTERM), Some(Cause::Idle));
         assert_eq!(
-            outcome(&idle, timers, Some(AgentProvider::Codex)),
+            outcome(&idle, timers, Some(AgentProvider::Codex), None),
             (
                 ExecutorStatus::TimedOut,
                 Some("idle timed out after 20ms without stdout/stderr".to_owned())
@@ -511,8 +519,9 @@ mod tests {
             ),
         ];
         for (f, agent, want) in cases {
+            let report = agent.map(|p| parse_agent_output(p, &f.stdout));
             assert_eq!(
-                outcome(&f, Timers::default(), agent),
+                outcome(&f, Timers::default(), agent, report.as_ref()),
                 want,
                 "{f:?} {agent:?}"
             );

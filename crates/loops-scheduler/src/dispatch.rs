@@ -79,8 +79,9 @@ pub(crate) enum Report {
     /// A worker's run goes on but could not record its progress; the
     /// message goes to `on_error` with the run's loop.
     Retrying(RunId, String),
-    /// A worker finished its run.
-    Done(RunId, Result<ExecutorResult, RunError>),
+    /// A worker finished its run (boxed: a result is large, and reports
+    /// queue up).
+    Done(RunId, Box<Result<ExecutorResult, RunError>>),
 }
 
 /// What a dispatcher is configured with.
@@ -475,12 +476,16 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                 spawn_id: Some(&worker_spawn_id),
                 on_retry: &on_retry,
             };
-            Report::Done(run_id, executor.execute(&lp, &worker_run, &control))
+            Report::Done(
+                run_id,
+                Box::new(executor.execute(&lp, &worker_run, &control)),
+            )
         };
         // A panicking executor must still report back: without a `Done` the
         // dispatcher would wait, and heartbeat the lease, forever. The pool
         // catches the panic, and it becomes a failed run.
-        let panicked = move |message| Report::Done(run_id, Err(RunError::Panicked(message)));
+        let panicked =
+            move |message| Report::Done(run_id, Box::new(Err(RunError::Panicked(message))));
         self.pool.submit(job, panicked);
         let last_slot = work
             .slots
@@ -565,7 +570,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                 let Some(done) = self.inflight.remove(&id) else {
                     return Ok(());
                 };
-                let result = self.result_of(&done, outcome);
+                let result = self.result_of(&done, *outcome);
                 return self.record(done, result);
             }
             Report::Retrying(id, message) => {

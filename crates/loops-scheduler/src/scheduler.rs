@@ -114,6 +114,7 @@ pub struct TickOptions<'a> {
 ///             started_at: run.scheduled_for,
 ///             finished_at: run.scheduled_for,
 ///             duration_ms: 0,
+///             facts: Default::default(),
 ///         })
 ///     }
 /// }

@@ -54,6 +54,7 @@ fn succeeded(at: Timestamp) -> ExecutorResult {
         started_at: at,
         finished_at: at.add_ms(5),
         duration_ms: 5,
+        facts: Default::default(),
     }
 }
 

@@ -16,8 +16,8 @@
 use std::str::FromStr;
 
 use loops_core::{
-    DaemonLease, Hooks, Loop, LoopPolicy, LoopRun, LoopStatus, ProcessRef, StepRun, Timestamp,
-    WorkflowEvent, WorkflowRun, WorkflowSpec,
+    DaemonLease, Hooks, Loop, LoopPolicy, LoopRun, LoopStatus, ProcessRef, RunFacts, StepRun,
+    Timestamp, Usd, WorkflowEvent, WorkflowRun, WorkflowSpec,
 };
 
 use crate::sql::{Col, ColumnError, Fields};
@@ -133,6 +133,11 @@ where
         .transpose()
 }
 
+/// A nullable amount of dollars stored in billionths (issue 27).
+pub(crate) fn usd_opt(row: &dyn Fields, names: &[&str], i: usize) -> Col<Option<Usd>> {
+    Ok(row.int(i, names[i])?.map(Usd::from_nanos))
+}
+
 /// A recorded process: `pid` plus the additive `pid_start_ms`, at
 /// the positions given, reported under `names`.
 fn process(
@@ -162,7 +167,7 @@ columns!(
         "retry_delay_ms", "lease_ms", "expires_at", "created_at", "updated_at", "paused_reason",
         "labels", "expires_after_runs", "consecutive_successes", "pause_after_failures",
         "consecutive_failures", "backoff", "max_retry_delay_ms", "skip_exit_codes",
-        "on_failure", "on_success", "hook_show_output",
+        "on_failure", "on_success", "hook_show_output", "max_cost_per_day_nanos",
     ]
 );
 
@@ -183,6 +188,7 @@ pub(crate) fn loop_row(row: &dyn Fields) -> Col<Loop> {
         backoff: parsed_opt(row, n, 23)?.unwrap_or_default(),
         max_retry_delay_ms: int_opt(row, n, 24)?,
         skip_exit_codes: json_opt(row, n, 25)?.unwrap_or_default(),
+        max_cost_per_day: usd_opt(row, n, 29)?,
     };
     // A streak is read only while the policy that counts it is set, so
     // the loop's JSON shows it only then.
@@ -231,7 +237,9 @@ columns!(
         "id", "loop_id", "loop_name", "scheduled_for", "attempt", "status", "started_at",
         "finished_at", "claimed_by", "lease_expires_at", "pid", "exit_code", "duration_ms",
         "stdout", "stderr", "error", "created_at", "updated_at", "pid_start_ms", "spawn_id",
-        "claim_token", "claimed_host",
+        "claim_token", "claimed_host", "failure_class", "failure_fingerprint", "session_id",
+        "result", "cost_usd_nanos", "usage", "is_error", "worktree", "worktree_branch",
+        "last_output_at",
     ]
 );
 
@@ -259,6 +267,18 @@ pub(crate) fn run_row(row: &dyn Fields) -> Col<LoopRun> {
         created_at: instant(row, n, 16)?,
         updated_at: instant(row, n, 17)?,
         claim_token: text_opt(row, n, 20)?,
+        last_output_at: instant_opt(row, n, 31)?,
+        facts: RunFacts {
+            failure_class: parsed_opt(row, n, 22)?,
+            failure_fingerprint: text_opt(row, n, 23)?,
+            session_id: text_opt(row, n, 24)?,
+            result: text_opt(row, n, 25)?,
+            cost_usd: usd_opt(row, n, 26)?,
+            usage: json_opt(row, n, 27)?,
+            is_error: int_opt::<i64>(row, n, 28)?.map(|v| v != 0),
+            worktree: text_opt(row, n, 29)?,
+            worktree_branch: text_opt(row, n, 30)?,
+        },
     })
 }
 

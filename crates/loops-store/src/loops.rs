@@ -10,8 +10,8 @@ use std::fmt;
 use std::ops::ControlFlow;
 
 use loops_core::{
-    Hooks, Loop, LoopId, LoopPolicy, LoopStatus, NewLoop, RunStatus, Timestamp, initial_next_run,
-    validate_new_loop,
+    Hooks, Loop, LoopId, LoopPolicy, LoopStatus, NewLoop, RunStatus, Timestamp, Usd,
+    initial_next_run, validate_new_loop,
 };
 
 use crate::Store;
@@ -145,12 +145,14 @@ pub(crate) struct PolicyColumns {
     pub(crate) backoff: Option<&'static str>,
     pub(crate) max_retry_delay_ms: Option<i64>,
     pub(crate) skip_exit_codes: Option<String>,
+    pub(crate) max_cost_per_day_nanos: Option<i64>,
 }
 
 impl PolicyColumns {
-    /// The policy and `hooks` as the last nine parameters of a loop's
-    /// insert and edit, in their column order (`labels` … `hook_show_output`).
-    pub(crate) fn values<'a>(&'a self, hooks: &'a Hooks) -> [Value<'a>; 9] {
+    /// The policy and `hooks` as the last ten parameters of a loop's
+    /// insert and edit, in their column order (`labels` …
+    /// `max_cost_per_day_nanos`).
+    pub(crate) fn values<'a>(&'a self, hooks: &'a Hooks) -> [Value<'a>; 10] {
         [
             sql::json(self.labels.as_deref()),
             self.expires_after_runs.into(),
@@ -161,6 +163,7 @@ impl PolicyColumns {
             hooks.on_failure.as_deref().into(),
             hooks.on_success.as_deref().into(),
             hooks.hook_show_output.into(),
+            self.max_cost_per_day_nanos.into(),
         ]
     }
 
@@ -194,6 +197,7 @@ impl PolicyColumns {
                 policy.skip_exit_codes.is_empty(),
                 serde_json::to_string(&policy.skip_exit_codes),
             )?,
+            max_cost_per_day_nanos: policy.max_cost_per_day.map(Usd::nanos),
         })
     }
 }

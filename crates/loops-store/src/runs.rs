@@ -293,6 +293,7 @@ impl Store {
     ///     started_at: slot,
     ///     finished_at: finished,
     ///     duration_ms: 250,
+    ///     facts: Default::default(),
     /// };
     /// // Another runner's finalize is fenced out: nothing is written.
     /// let stale = store.finalize_and_advance(&run.id, &result, &Fence::new("runner-b"), finished)?;

@@ -97,6 +97,7 @@ fn result(status: ExecutorStatus, finished: Timestamp) -> ExecutorResult {
         started_at: finished.add_ms(-1000),
         finished_at: finished,
         duration_ms: 1000,
+        facts: Default::default(),
     }
 }
 

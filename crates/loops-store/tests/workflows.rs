@@ -414,6 +414,8 @@ fn for_loop_run_links_the_run_and_its_slot() {
         created_at: at(0),
         updated_at: at(0),
         claim_token: None,
+        facts: Default::default(),
+        last_output_at: Default::default(),
     };
     let input = NewWorkflowRun::new(&spec)
         .for_loop_run(&loop_run)

@@ -65,6 +65,7 @@ pub fn workflow_result(
         duration_ms: run
             .duration_ms
             .unwrap_or_else(|| finished_at.millis_since(started_at).max(0)),
+        facts: Default::default(),
     }
 }
 

@@ -24,8 +24,9 @@ pub(crate) enum Report {
     Stop,
     /// The step at this position spawned its child.
     Spawned(usize, ProcessRef),
-    /// The step at this position finished.
-    Done(usize, ExecutorResult),
+    /// The step at this position finished (boxed: a result is large, and
+    /// reports queue up).
+    Done(usize, Box<ExecutorResult>),
 }
 
 /// Everything a worker needs to run one step.
@@ -113,7 +114,7 @@ fn run_step(
         },
     );
     match outcome {
-        Ok(result) => Report::Done(pos, result),
+        Ok(result) => Report::Done(pos, Box::new(result)),
         Err(e) => step_failed(pos, e.to_string(), job.started_at, began, ctx.clock),
     }
 }
@@ -132,7 +133,7 @@ fn step_failed(
         duration_ms: i64::try_from(began.elapsed().as_millis()).unwrap_or(i64::MAX),
         ..ExecutorResult::failed(error, started_at, clock.now())
     };
-    Report::Done(pos, result)
+    Report::Done(pos, Box::new(result))
 }
 
 #[cfg(test)]

@@ -309,7 +309,7 @@ impl Dispatcher<'_, '_> {
                     if let Report::Done(id, outcome) = report
                         && let Some(done) = self.inflight.remove(&id)
                     {
-                        let result = self.result_of(&done, outcome);
+                        let result = self.result_of(&done, *outcome);
                         unrecorded.push((done, result));
                     }
                 }

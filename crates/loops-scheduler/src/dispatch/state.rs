@@ -77,7 +77,7 @@ pub(super) enum Phase {
     /// It has ended, but recording its result failed on a transient store
     /// error (a full disk): it is tried again, its lease still renewed,
     /// until it lands.
-    Unrecorded(Unrecorded),
+    Unrecorded(Box<Unrecorded>),
 }
 
 /// The result of a run whose record has not landed yet.
@@ -130,13 +130,13 @@ impl Phase {
                 (self.recording(result.status), 1, FINALIZE_RETRY_FIRST)
             }
         };
-        *self = Phase::Unrecorded(Unrecorded {
+        *self = Phase::Unrecorded(Box::new(Unrecorded {
             result,
             recording,
             failures,
             delay,
             retry_at: now + delay,
-        });
+        }));
     }
 
     /// The failed records so far.

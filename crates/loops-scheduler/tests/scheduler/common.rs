@@ -387,6 +387,7 @@ impl RunExecutor for FakeExecutor<'_> {
             started_at: started,
             finished_at: finished,
             duration_ms: finished.millis_since(started),
+            facts: Default::default(),
         })
     }
 }

@@ -161,6 +161,7 @@ fn run_now_cannot_claim_a_running_or_succeeded_slot() {
         started_at: at(60),
         finished_at: at(61),
         duration_ms: 1000,
+        facts: Default::default(),
     };
     other.finalize_run(&held.id, &done, None, at(61)).unwrap();
     let err = run_now(&store, &lp, &opts(&clock, &fake)).unwrap_err();

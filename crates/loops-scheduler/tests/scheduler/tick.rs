@@ -302,6 +302,7 @@ fn an_overlap_skip_on_a_failed_slot_keeps_its_pending_retry() {
         started_at: at(62),
         finished_at: at(63),
         duration_ms: 1000,
+        facts: Default::default(),
     };
     other.finalize_run(&held.id, &result, None, at(63)).unwrap();
     let r = tick(&store, &opts(&clock, &fake)).unwrap();

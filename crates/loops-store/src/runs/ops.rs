@@ -14,7 +14,10 @@
 //!   as landed when the row carries its result under the fence's claim
 //!   ([`RunHost::resolve_commit`], [`finalize_landed`]).
 
-use loops_core::{ExecutorResult, Loop, LoopId, LoopRun, ProcessRef, RunId, RunStatus, Timestamp};
+use loops_core::{
+    ExecutorResult, FailureInput, Loop, LoopId, LoopRun, ProcessRef, RunFacts, RunId, RunStatus,
+    Timestamp, Usd,
+};
 
 use super::advance::{advance_after, lock_loop, read_loop, serialized_by_transaction};
 use super::list::{labeled_statement, list_statement};
@@ -23,7 +26,7 @@ use crate::columns::{self, run_columns};
 use crate::error::{Result, StoreError};
 use crate::random_id_bytes;
 use crate::runs::{Advance, Fence, Finalized, RunFilter, SkipOutcome, offset_ms};
-use crate::sql::{Db, Sql, Value};
+use crate::sql::{self, Db, Sql, Value};
 
 /// What the run operations written once ask of a backend beyond [`Db`].
 /// The defaults are SQLite's: a commit is never lost without an answer,
@@ -159,7 +162,7 @@ fn apply_finalize(
     now: Timestamp,
 ) -> Result<Option<LoopRun>> {
     let sql = c.dialect().pick(FINALIZE[0], FINALIZE[1]);
-    run_returning(
+    let run = run_returning(
         c,
         sql,
         &[
@@ -177,7 +180,51 @@ fn apply_finalize(
             fence.and_then(|f| f.claim_token.as_deref()).into(),
         ],
         "finalizing a run",
-    )
+    )?;
+    run.map(|run| record_facts(c, run, &result.facts))
+        .transpose()
+}
+
+/// The facts a finalize writes beside the result (issue 27).
+const WRITE_FACTS: &str = "UPDATE loop_runs SET failure_class = ?2, failure_fingerprint = ?3,
+   session_id = ?4, result = ?5, cost_usd_nanos = ?6, usage = ?7, is_error = ?8,
+   worktree = ?9, worktree_branch = ?10
+ WHERE id = ?1";
+
+/// Writes what the executor learned of the finalized `run` (`facts`), with
+/// the class and fingerprint of its stored status and output (agents note
+/// §7.1, §7.2): the classifier reads the status the finalize decided (a
+/// skip exit code makes it `skipped`). A run with nothing to say, as a
+/// command that succeeded, costs no statement.
+fn record_facts(c: &mut dyn Sql, mut run: LoopRun, facts: &RunFacts) -> Result<LoopRun> {
+    let mut facts = facts.clone();
+    facts.classify(&run.loop_id, &FailureInput::from(&run));
+    if facts.is_empty() {
+        return Ok(run);
+    }
+    let usage = facts
+        .usage
+        .map(|u| serde_json::to_string(&u))
+        .transpose()
+        .map_err(|e| StoreError::Encode(format!("run usage: {e}")))?;
+    c.execute(
+        WRITE_FACTS,
+        &[
+            run.id.as_str().into(),
+            facts.failure_class.map(|class| class.as_str()).into(),
+            facts.failure_fingerprint.as_deref().into(),
+            facts.session_id.as_deref().into(),
+            facts.result.as_deref().into(),
+            facts.cost_usd.map(Usd::nanos).into(),
+            sql::json(usage.as_deref()),
+            facts.is_error.into(),
+            facts.worktree.as_deref().into(),
+            facts.worktree_branch.as_deref().into(),
+        ],
+        "recording what a run said and cost",
+    )?;
+    run.facts = facts;
+    Ok(run)
 }
 
 /// Whether `run`, as stored, holds what a finalize with `result` under
@@ -512,6 +559,7 @@ mod tests {
             started_at: at("2026-01-01T00:01:00Z"),
             finished_at: at(finished),
             duration_ms: 30_000,
+            facts: Default::default(),
         }
     }
 

@@ -345,6 +345,7 @@ mod tests {
             started_at: at("2026-01-01T00:01:00Z"),
             finished_at: at("2026-01-01T00:01:30Z"),
             duration_ms: 30_000,
+            facts: Default::default(),
         };
         let late = release_of(&result, at("2026-01-01T00:02:00Z"));
         assert_eq!(late.finished_at, at("2026-01-01T00:02:00Z"));

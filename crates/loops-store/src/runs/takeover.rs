@@ -244,6 +244,8 @@ pub(crate) mod tests {
             created_at: t,
             updated_at: t,
             claim_token: None,
+            facts: Default::default(),
+            last_output_at: Default::default(),
         }
     }
 

@@ -4,7 +4,7 @@
 //! decodes to, the cells a record writes ([`cells`], [`Cell`]), and the
 //! columns an overwrite requires unchanged ([`over_guard`]).
 
-use loops_core::Timestamp;
+use loops_core::{Timestamp, Usd};
 
 use crate::columns::{
     self, EVENT_COLUMNS, LOOP_COLUMNS, RUN_COLUMNS, STEP_RUN_COLUMNS, WORKFLOW_COLUMNS,
@@ -214,6 +214,8 @@ pub(crate) fn cells(record: &Record) -> Result<(Vec<&'static str>, Vec<Cell>)> {
                     text_opt(lp.hooks.on_failure.as_deref()),
                     text_opt(lp.hooks.on_success.as_deref()),
                     int(lp.hooks.hook_show_output),
+                    // The daily cost cap (V11).
+                    int_opt(p.max_cost_per_day_nanos),
                 ],
             )
         }
@@ -245,6 +247,20 @@ pub(crate) fn cells(record: &Record) -> Result<(Vec<&'static str>, Vec<Cell>)> {
                     // The claim token fenced a claim on the other database.
                     Cell::Text(None),
                     text_opt(run.claimed_host.as_deref()),
+                    // What the run said and cost, and why it failed (V11).
+                    text_opt(run.facts.failure_class.map(|c| c.as_str())),
+                    text_opt(run.facts.failure_fingerprint.as_deref()),
+                    text_opt(run.facts.session_id.as_deref()),
+                    text_opt(run.facts.result.as_deref()),
+                    int_opt(run.facts.cost_usd.map(Usd::nanos)),
+                    match &run.facts.usage {
+                        Some(usage) => json(usage, "run usage")?,
+                        None => Cell::Json(None),
+                    },
+                    int_opt(run.facts.is_error),
+                    text_opt(run.facts.worktree.as_deref()),
+                    text_opt(run.facts.worktree_branch.as_deref()),
+                    instant_opt(run.last_output_at),
                 ],
             )
         }

@@ -172,6 +172,7 @@ pub(crate) fn result(status: ExecutorStatus, finished: Timestamp) -> ExecutorRes
         started_at: finished.add_ms(-1000),
         finished_at: finished,
         duration_ms: 1000,
+        facts: Default::default(),
     }
 }
 

@@ -11,6 +11,7 @@ mod compat;
 mod daemon;
 mod datadir;
 mod edit;
+mod facts;
 mod finalize;
 mod gc;
 mod lease;

@@ -131,7 +131,7 @@ impl Runner<'_> {
                         let _ = self.store.finalize_step_run(
                             &self.run.id,
                             &step.id,
-                            &StepOutcome::from(&result),
+                            &StepOutcome::from(&*result),
                             now,
                         );
                     }

@@ -69,6 +69,8 @@ pub(crate) fn a_run(attempt: u32, status: RunStatus) -> LoopRun {
         created_at: slot,
         updated_at: slot,
         claim_token: None,
+        facts: Default::default(),
+        last_output_at: Default::default(),
     }
 }
 

@@ -1,0 +1,142 @@
+//! What a run said and cost, and why it failed (issue 27): the facts a
+//! finalize stores beside the result, and a loop's daily cost cap.
+
+use loops_core::{
+    AgentReport, ExecutorStatus, FailureClass, RunFacts, RunStatus, TokenUsage, Usd, run_json,
+};
+use loops_store::{Claim, Fence};
+
+use crate::common::*;
+
+fn claimed(store: &loops_store::Store, lp: &loops_core::Loop) -> loops_core::LoopRun {
+    match store.claim_run(lp, t0(), RUNNER_A, t0()).unwrap() {
+        Claim::Claimed { run, .. } => run,
+        other => panic!("not claimed: {other:?}"),
+    }
+}
+
+#[test]
+fn a_finalize_stores_the_agent_report_and_the_failure_class() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let lp = create(&store, "agent", 1);
+    let run = claimed(&store, &lp);
+    let usage = TokenUsage {
+        input_tokens: 10,
+        output_tokens: 20,
+        cache_read_tokens: 30,
+        cache_write_tokens: 40,
+    };
+    let mut failed = result(ExecutorStatus::Failed, t0().add_ms(5_000));
+    failed.stderr = "Error: 429 Too Many Requests".into();
+    failed.facts = RunFacts {
+        worktree: Some("/wt/repo/seed".into()),
+        worktree_branch: Some("loops/repo/seed".into()),
+        ..RunFacts::default()
+    }
+    .with_report(AgentReport {
+        session_id: Some("sess-1".into()),
+        result: Some("gave up".into()),
+        cost_usd: Some(0.125),
+        usage: Some(usage),
+        is_error: Some(true),
+    });
+    let done = store
+        .finalize_and_advance(&run.id, &failed, &Fence::new(RUNNER_A), t0().add_ms(5_000))
+        .unwrap();
+    let facts = &done.run.facts;
+    assert_eq!(facts.failure_class, Some(FailureClass::RateLimit));
+    let print = facts.failure_fingerprint.as_deref().unwrap();
+    assert_eq!(print.len(), 16, "{print}");
+    assert_eq!(facts.session_id.as_deref(), Some("sess-1"));
+    assert_eq!(facts.cost_usd, Usd::from_dollars(0.125));
+    assert_eq!(facts.usage, Some(usage));
+    assert_eq!(facts.is_error, Some(true));
+    assert_eq!(facts.worktree_branch.as_deref(), Some("loops/repo/seed"));
+    // What the finalize returned is what is stored.
+    let stored = store.get_run(&run.id).unwrap().unwrap();
+    assert_eq!(&stored.facts, facts);
+    let json = run_json(&stored, false);
+    assert_eq!(json["failureClass"], "rate_limit");
+    assert_eq!(json["costUsd"], 0.125);
+    assert_eq!(json["usage"]["cacheWriteTokens"], 40);
+    assert_eq!(json["result"], "[redacted 7 chars]");
+    assert_eq!(run_json(&stored, true)["result"], "gave up");
+}
+
+#[test]
+fn a_run_that_succeeded_has_no_class_and_a_command_no_facts() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let lp = create(&store, "fine", 1);
+    let run = claimed(&store, &lp);
+    let ok = result(ExecutorStatus::Succeeded, t0().add_ms(1_000));
+    let done = store
+        .finalize_and_advance(&run.id, &ok, &Fence::new(RUNNER_A), t0().add_ms(1_000))
+        .unwrap();
+    assert_eq!(done.run.status, RunStatus::Succeeded);
+    assert!(done.run.facts.is_empty(), "{:?}", done.run.facts);
+    let json = run_json(&done.run, false);
+    for key in [
+        "failureClass",
+        "failureFingerprint",
+        "costUsd",
+        "usage",
+        "result",
+    ] {
+        assert!(json.get(key).is_none(), "{key}: {json}");
+    }
+}
+
+#[test]
+fn a_plain_failure_is_classified_unknown_with_a_stable_fingerprint() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let mut prints = Vec::new();
+    for name in ["first", "second"] {
+        let lp = create(&store, name, 1);
+        for slot in 0..2 {
+            let run = if slot == 0 {
+                claimed(&store, &lp)
+            } else {
+                let lp = store.get_loop(&lp.id).unwrap().unwrap();
+                let next = lp.next_run_at.unwrap();
+                match store.claim_run(&lp, next, RUNNER_A, next).unwrap() {
+                    Claim::Claimed { run, .. } => run,
+                    other => panic!("not claimed: {other:?}"),
+                }
+            };
+            let at = run.scheduled_for.add_ms(1_000);
+            let done = store
+                .finalize_and_advance(
+                    &run.id,
+                    &result(ExecutorStatus::Failed, at),
+                    &Fence::new(RUNNER_A),
+                    at,
+                )
+                .unwrap();
+            assert_eq!(done.run.facts.failure_class, Some(FailureClass::Unknown));
+            prints.push(done.run.facts.failure_fingerprint.unwrap());
+        }
+    }
+    // The same failure of one loop prints the same; another loop's differs.
+    assert_eq!(prints[0], prints[1]);
+    assert_ne!(prints[0], prints[2]);
+    assert_eq!(prints[2], prints[3]);
+}
+
+#[test]
+fn a_daily_cost_cap_is_stored_and_read_back() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let mut new = interval_loop("capped");
+    new.policy.max_cost_per_day = Usd::from_dollars(2.5);
+    let lp = store.create_loop(&new, t0()).unwrap();
+    assert_eq!(lp.policy.max_cost_per_day, Usd::from_dollars(2.5));
+    let read = store.get_loop(&lp.id).unwrap().unwrap();
+    assert_eq!(read.policy.max_cost_per_day, Usd::from_dollars(2.5));
+    assert_eq!(
+        serde_json::to_value(&read).unwrap()["maxCostPerDayUsd"],
+        2.5
+    );
+}
