@@ -20,7 +20,7 @@ use std::ops::ControlFlow;
 
 use loops_core::{
     DaemonLease, ExecutorResult, LeaseId, Loop, LoopId, LoopRun, LoopStatus, NewLoop, NewWorkflow,
-    ProcessRef, RunId, RunStatus, StepRun, Timestamp, WorkflowEvent, WorkflowId, WorkflowRun,
+    ProcessRef, RunId, RunStatus, StepRun, Timestamp, Usd, WorkflowEvent, WorkflowId, WorkflowRun,
     WorkflowRunId, WorkflowRunStatus, WorkflowSpec,
 };
 
@@ -174,6 +174,8 @@ pub(crate) trait RunOps {
     fn get_run_by_slot(&self, loop_id: &LoopId, slot: Timestamp) -> Result<Option<LoopRun>>;
     /// [`Store::list_runs`](crate::Store::list_runs).
     fn list_runs(&self, filter: &RunFilter) -> Result<Vec<LoopRun>>;
+    /// [`Store::loop_cost_since`](crate::Store::loop_cost_since).
+    fn loop_cost_since(&self, loop_id: &LoopId, since: Timestamp) -> Result<Usd>;
     /// [`Store::list_labeled_runs`](crate::Store::list_labeled_runs):
     /// `labels` is the wanted labels as a JSON array.
     fn list_labeled_runs(&self, filter: &RunFilter, labels: &str) -> Result<Vec<LoopRun>>;

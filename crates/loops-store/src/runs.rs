@@ -21,7 +21,9 @@ mod recover;
 mod release;
 pub(crate) mod takeover;
 
-use loops_core::{ExecutorResult, Loop, LoopId, LoopRun, ProcessRef, RunId, RunStatus, Timestamp};
+use loops_core::{
+    ExecutorResult, Loop, LoopId, LoopRun, ProcessRef, RunId, RunStatus, Timestamp, Usd,
+};
 
 pub use self::advance::Advance;
 pub(crate) use self::advance::advance_after;
@@ -163,6 +165,13 @@ impl Store {
     /// The run of `loop_id` for `slot`, if any (one row per slot).
     pub fn get_run_by_slot(&self, loop_id: &LoopId, slot: Timestamp) -> Result<Option<LoopRun>> {
         self.backend().get_run_by_slot(loop_id, slot)
+    }
+
+    /// What the runs of `loop_id` that finished at or after `since` cost,
+    /// as their agents reported it (issue 27): the total a daily cost cap
+    /// is checked against. Runs that reported no cost count nothing.
+    pub fn loop_cost_since(&self, loop_id: &LoopId, since: Timestamp) -> Result<Usd> {
+        self.backend().loop_cost_since(loop_id, since)
     }
 
     /// Lists runs, newest first (SPEC §4.3 `listRuns`).

@@ -325,6 +325,18 @@ impl<D: RunHost> RunOps for D {
         self.read(|c| query_slot(c, loop_id, slot))
     }
 
+    fn loop_cost_since(&self, loop_id: &LoopId, since: Timestamp) -> Result<Usd> {
+        self.read(|c| {
+            c.query_int(
+                "SELECT CAST(SUM(cost_usd_nanos) AS BIGINT) FROM loop_runs
+                 WHERE cost_usd_nanos IS NOT NULL AND finished_at >= ?2 AND loop_id = ?1",
+                &[loop_id.as_str().into(), since.into()],
+                "summing a loop's cost",
+            )
+        })
+        .map(Usd::from_nanos)
+    }
+
     fn list_runs(&self, filter: &RunFilter) -> Result<Vec<LoopRun>> {
         self.read(|c| {
             let (sql, params) = list_statement(c.dialect(), filter);

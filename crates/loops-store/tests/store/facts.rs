@@ -140,3 +140,31 @@ fn a_daily_cost_cap_is_stored_and_read_back() {
         2.5
     );
 }
+
+#[test]
+fn a_loops_cost_sums_its_runs_finished_since_an_instant() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let mut finished = Vec::new();
+    for (name, cost) in [("spender", 0.5), ("other", 7.0)] {
+        let lp = create(&store, name, 1);
+        let run = claimed(&store, &lp);
+        let at = t0().add_ms(2_000);
+        let mut ok = result(ExecutorStatus::Succeeded, at);
+        ok.facts.cost_usd = Usd::from_dollars(cost);
+        store
+            .finalize_and_advance(&run.id, &ok, &Fence::new(RUNNER_A), at)
+            .unwrap();
+        finished.push(lp);
+    }
+    let spender = &finished[0].id;
+    assert_eq!(
+        store.loop_cost_since(spender, t0()).unwrap(),
+        Usd::from_dollars(0.5).unwrap()
+    );
+    // A run that finished before the instant does not count.
+    assert_eq!(
+        store.loop_cost_since(spender, t0().add_ms(2_001)).unwrap(),
+        Usd::ZERO
+    );
+}
