@@ -1,6 +1,7 @@
 //! Black-box tests of the `loops` binary, one module per topic. Each test
 //! runs the built binary in its own temporary data directory.
 
+mod agent_options;
 mod backup;
 mod checklist;
 mod cli;

@@ -14,6 +14,7 @@
 
 use clap::{Args, Parser, Subcommand};
 
+pub(crate) mod agent;
 pub(crate) mod daemon;
 pub(crate) mod edit;
 pub(crate) mod help;
@@ -152,6 +153,10 @@ pub(crate) enum Command {
 #[derive(Debug, Args)]
 pub(crate) struct McpArgs {}
 
+#[expect(
+    clippy::large_enum_variant,
+    reason = "parsed once per process; an agent's options outweigh a command's"
+)]
 #[derive(Debug, Subcommand)]
 pub(crate) enum Create {
     /// Create a loop that runs a command.
@@ -360,7 +365,8 @@ pub(crate) struct CreateAgent {
     #[arg(long, value_name = "PROVIDER", help_heading = "Target")]
     pub(crate) provider: String,
 
-    /// The prompt, passed as the agent's last argument.
+    /// The prompt, written to the agent's stdin (never on its command
+    /// line, where `ps` would show it).
     #[arg(
         long,
         value_name = "TEXT",
@@ -390,9 +396,21 @@ pub(crate) struct CreateAgent {
     #[arg(long, value_name = "AGENT", help_heading = "Target")]
     pub(crate) agent: Option<String>,
 
-    /// Kill the run after DURATION [default: 30m].
-    #[arg(long, value_name = "DURATION", help_heading = "Target")]
+    /// Kill the run after DURATION; none for no wall clock and no default
+    /// idle watchdog [default: no wall clock, the idle watchdog only].
+    #[arg(long, value_name = "DURATION|none", help_heading = "Target")]
     pub(crate) timeout: Option<String>,
+
+    /// Environment variables of the run. The help text is an attribute
+    /// because its brackets would read as a rustdoc link.
+    #[arg(
+        long = "env",
+        value_name = "KEY=VALUE",
+        help_heading = "Target",
+        help = "An environment variable for the run, KEY=VALUE (repeatable). Values are stored \
+                in the database and always printed as \"[redacted]\""
+    )]
+    pub(crate) env: Vec<String>,
 
     /// safe runs the agent with the provider's isolation flags (no user
     /// settings, no session persistence); none adds nothing.
@@ -403,6 +421,9 @@ pub(crate) struct CreateAgent {
         help_heading = "Target"
     )]
     pub(crate) config_isolation: String,
+
+    #[command(flatten)]
+    pub(crate) agent_options: agent::AgentOptions,
 
     #[command(flatten)]
     pub(crate) account: AccountOptions,

@@ -5,7 +5,7 @@
 //! | Field | Default | With `--show-output` |
 //! |---|---|---|
 //! | agent `prompt` longer than 80 characters | first 80 + `... [redacted <n> chars]` | same |
-//! | command `env` values | `"[redacted]"` | same |
+//! | command and agent `env` values | `"[redacted]"` | same |
 //! | run `stdout` / `stderr` | `[redacted <n> chars]`, omitted when empty | raw |
 //!
 //! Workflow step targets are redacted as loop targets are; step runs and a
@@ -49,7 +49,10 @@ impl Output {
 pub(crate) fn loop_json(lp: &Loop) -> Cow<'_, Loop> {
     let secret = match &lp.target {
         Target::Command(c) => c.env.as_ref().is_some_and(|env| !env.is_empty()),
-        Target::Agent(a) => a.prompt.chars().nth(PROMPT_VISIBLE_CHARS).is_some(),
+        Target::Agent(a) => {
+            a.prompt.chars().nth(PROMPT_VISIBLE_CHARS).is_some()
+                || a.env.as_ref().is_some_and(|env| !env.is_empty())
+        }
         Target::Workflow(_) => false,
     };
     if !secret {
@@ -69,6 +72,9 @@ pub(crate) fn into_loop_json(mut lp: Loop) -> Loop {
         Target::Agent(a) => {
             if a.prompt.chars().nth(PROMPT_VISIBLE_CHARS).is_some() {
                 a.prompt = prompt(&a.prompt);
+            }
+            for value in a.env.iter_mut().flat_map(|env| env.values_mut()) {
+                *value = "[redacted]".to_owned();
             }
         }
         Target::Workflow(_) => {}

@@ -27,11 +27,15 @@ use loops_core::{
 use crate::args::{AccountOptions, CreateAgent, CreateCommand, CreateWorkflow, LoopOptions};
 use crate::request::Warnings;
 
+pub(crate) mod agent;
 pub(crate) mod hooks;
 pub(crate) mod policy;
 
 /// `create command`: the validated loop.
 pub(crate) fn command_loop(warnings: &mut Warnings, args: &CreateCommand) -> Result<NewLoop> {
+    if args.timeout.as_deref().is_some_and(agent::is_unlimited) {
+        agent::refuse_unlimited("command")?;
+    }
     let (mut new, timeout_ms) = loop_options(warnings, &args.options, args.timeout.as_deref())?;
     let mut target = CommandTarget::new(args.command.clone());
     // SPEC §7.3, §10 item 91: CLI command loops run through a shell unless
@@ -48,14 +52,23 @@ pub(crate) fn command_loop(warnings: &mut Warnings, args: &CreateCommand) -> Res
 
 /// `create agent`: the validated loop. `file` is `--prompt-file` read by
 /// the caller: its absolute path and its text, which is checked as a
-/// `--prompt` would be and stored as the prompt 0.3.1 would run.
+/// `--prompt` would be and stored as the prompt 0.3.1 would run. `dir`
+/// makes an `--add-dir` absolute.
 pub(crate) fn agent_loop(
     warnings: &mut Warnings,
     args: &CreateAgent,
     file: Option<(String, String)>,
+    dir: impl Fn(&str) -> Result<String>,
 ) -> Result<NewLoop> {
-    let (mut new, timeout_ms) = loop_options(warnings, &args.options, args.timeout.as_deref())?;
+    let (mut new, _) = loop_options(warnings, &args.options, None)?;
+    let timeout = args
+        .timeout
+        .as_deref()
+        .map(|t| agent::wall_clock(warnings, t))
+        .transpose()?
+        .unwrap_or_default();
     let provider = provider(&args.provider)?;
+    let options = agent::AgentChange::of(warnings, &args.agent_options.flags(), false, dir)?;
     let isolation = isolation(&args.config_isolation)?;
     let (prompt, prompt_file) = match file {
         Some((path, text)) => (text, Some(path)),
@@ -71,9 +84,11 @@ pub(crate) fn agent_loop(
     target.cwd = args.cwd.clone();
     target.model = args.model.clone();
     target.agent = args.agent.clone();
-    target.timeout_ms = timeout_ms.into();
+    target.timeout_ms = timeout;
     target.config_isolation = Some(isolation);
+    target.env = env_map(&args.env)?;
     target.account = account(&args.account)?;
+    options.apply(&mut target);
     new.target = Target::Agent(target);
     checked(new).map_err(|e| {
         // The file's text is checked as --prompt is; say which flag gave it.
@@ -104,6 +119,10 @@ pub(crate) fn checked(new: NewLoop) -> Result<NewLoop> {
         {
             // Core names the stored field; the name came from `--env`.
             anyhow!("--env{rest}")
+        } else if matches!(new.target, Target::Agent(_))
+            && let Some(message) = agent::flag_message(&e)
+        {
+            anyhow!(message)
         } else if let Target::Agent(target) = &new.target
             && let Some(option) = agent_value_reads_as_option(target)
             && e.field == format!("target.{}", option.key)
@@ -326,7 +345,10 @@ pub(crate) fn account(opts: &AccountOptions) -> Result<Option<Account>> {
     }
 }
 
-/// Repeated `--env KEY=VALUE`; `None` when there are none.
+/// Repeated `--env KEY=VALUE`, split at the first `=`, a later key
+/// winning; `None` when there are none. A pair without `=` gets 0.5.11's
+/// message (agents note §10.3); the name is checked by core, which says
+/// what a name may hold (an empty one too).
 pub(crate) fn env_map(pairs: &[String]) -> Result<Option<BTreeMap<String, String>>> {
     if pairs.is_empty() {
         return Ok(None);
@@ -335,7 +357,7 @@ pub(crate) fn env_map(pairs: &[String]) -> Result<Option<BTreeMap<String, String
     for pair in pairs {
         let (key, value) = pair
             .split_once('=')
-            .with_context(|| format!("--env expects KEY=VALUE, got {pair:?}"))?;
+            .with_context(|| format!("invalid --env value, expected key=value: {pair}"))?;
         env.insert(key.to_owned(), value.to_owned());
     }
     Ok(Some(env))
@@ -527,6 +549,9 @@ mod tests {
         let env = env_map(&["A=1=2".into(), "B=".into()]).unwrap().unwrap();
         assert_eq!(env["A"], "1=2");
         assert_eq!(env["B"], "");
-        assert!(env_map(&["nope".into()]).is_err());
+        assert_eq!(
+            env_map(&["nope".into()]).unwrap_err().to_string(),
+            "invalid --env value, expected key=value: nope"
+        );
     }
 }

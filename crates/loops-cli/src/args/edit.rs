@@ -106,17 +106,13 @@ pub(crate) struct EditArgs {
     #[arg(long, conflicts_with = "no_shell", help_heading = "Command target")]
     pub(crate) shell: bool,
 
-    /// Command loops: the environment, KEY=VALUE, replacing the stored one
-    /// (repeatable).
-    #[arg(
-        long = "env",
-        value_name = "KEY=VALUE",
-        help_heading = "Command target"
-    )]
+    /// Command and agent loops: the environment, KEY=VALUE, replacing the
+    /// stored one (repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE", help_heading = "Any target")]
     pub(crate) env: Vec<String>,
 
-    /// Command loops: remove every stored environment variable.
-    #[arg(long, conflicts_with = "env", help_heading = "Command target")]
+    /// Command and agent loops: remove every stored environment variable.
+    #[arg(long, conflicts_with = "env", help_heading = "Any target")]
     pub(crate) no_env: bool,
 
     /// Agent loops: the agent CLI (claude, cursor, codewith, aicopilot,
@@ -155,6 +151,9 @@ pub(crate) struct EditArgs {
     #[arg(long, value_name = "MODE", help_heading = "Agent target")]
     pub(crate) config_isolation: Option<String>,
 
+    #[command(flatten)]
+    pub(crate) agent_options: crate::args::agent::EditAgentOptions,
+
     /// Workflow loops: the workflow to run, by id or active name.
     #[arg(long, value_name = "WORKFLOW", help_heading = "Workflow target")]
     pub(crate) workflow: Option<String>,
@@ -164,7 +163,9 @@ pub(crate) struct EditArgs {
     #[arg(long, value_name = "DIR", help_heading = "Any target")]
     pub(crate) cwd: Option<String>,
 
-    /// Kill the run after DURATION (workflow loops: 0 means no limit).
+    /// Kill the run after DURATION; '' returns to the default (workflow
+    /// loops: 0 means no limit; agent loops: none for no wall clock and no
+    /// default idle watchdog).
     #[arg(long, value_name = "DURATION", help_heading = "Any target")]
     pub(crate) timeout: Option<String>,
 
@@ -187,7 +188,8 @@ const EDIT_AFTER_HELP: &str = "Only what is given changes; the loop keeps its id
     Values are checked as create checks them.\n\nExamples:\n  loops edit nightly --every 2h\n  \
     loops edit nightly --cron '0 9 * * 1-5' --tz Europe/Berlin\n  loops edit 1a2b3c4d5e6f \
     --cmd ./build.sh --timeout 10m\n  loops edit nightly --expires-at never -d ''\n  \
-    loops edit nightly --on-failure 'notify-send \"$LOOPS_LOOP_NAME failed\"'";
+    loops edit nightly --on-failure 'notify-send \"$LOOPS_LOOP_NAME failed\"'\n  \
+    loops edit review --effort high --idle-timeout 20m --add-dir ''";
 
 // `loops rename <loop> <new-name>`.
 #[derive(Debug, Args)]

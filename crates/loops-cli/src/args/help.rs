@@ -52,7 +52,11 @@ pub(crate) const CREATE_COMMAND: &str = "Examples:
 pub(crate) const CREATE_AGENT: &str = "Examples:
   loops create agent triage --cron '0 9 * * MON-FRI' --tz Europe/Berlin \\
     --provider claude --prompt 'Triage new issues in this repo' --cwd ~/src/app
-  loops create agent review --every 2h --provider codex --prompt 'Review open PRs' --account work";
+  loops create agent review --every 2h --provider codex --prompt 'Review open PRs' --account work
+  loops create agent fixer --every 6h --provider codex --prompt 'Fix the failing tests' \\
+    --effort high --add-dir ../shared --idle-timeout 20m --env CI=1
+  loops create agent sweep --at +1h --provider claude --prompt-file task.md --timeout none \\
+    --permission-mode bypass --manual-break-glass --safety-reason 'throwaway VM'";
 
 /// `create workflow`.
 pub(crate) const CREATE_WORKFLOW: &str = "Examples:

@@ -61,7 +61,7 @@ pub(crate) fn agent(ctx: &Context, args: &args::CreateAgent, out: &mut Printer) 
                  stored but codex never receives it",
             );
         }
-        let mut new = resolve::agent_loop(warnings, args, file)?;
+        let mut new = resolve::agent_loop(warnings, args, file, cwd::add_dir)?;
         if let Target::Agent(target) = &mut new.target {
             target.cwd = Some(cwd::resolve(args.cwd.as_deref())?);
         }

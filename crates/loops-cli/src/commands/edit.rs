@@ -38,10 +38,13 @@ pub(crate) fn edit(ctx: &Context, args: &EditArgs, out: &mut Printer) -> Result<
                 "nothing to change: give at least one of --at, --every, --cron, --dynamic, --tz \
                  (schedule); --catch-up, --catch-up-limit, --overlap, --attempts, --retry-delay, \
                  --lease, --expires-at, -d/--description, --label, --expires-after-runs, \
-                 --pause-after-failures, --backoff, --max-retry-delay, --skip-exit-code (policy); --cmd, --arg, --no-args, \
-                 --shell, --no-shell, --env, --no-env (command loops); --provider, --prompt, \
-                 --prompt-file, --model, --agent, --config-isolation (agent loops); --workflow \
-                 (workflow loops); --cwd, --timeout, --account, --account-tool; --on-failure, \
+                 --pause-after-failures, --backoff, --max-retry-delay, --skip-exit-code (policy); \
+                 --cmd, --arg, --no-args, --shell, --no-shell (command loops); --provider, \
+                 --prompt, --prompt-file, --model, --agent, --config-isolation, \
+                 --permission-mode, --sandbox, --add-dir, --effort, --idle-timeout, \
+                 --allow-tool, --allow-command, --safety-reason, --[no-]manual-break-glass \
+                 (agent loops); --workflow (workflow loops); --cwd, --env, --no-env, --timeout, \
+                 --account, --account-tool; --on-failure, \
                  --on-success, --hook-show-output (hooks). See `loops edit --help`"
             );
         }
@@ -216,6 +219,7 @@ fn gives_anything(a: &EditArgs) -> bool {
         || !a.env.is_empty()
         || a.policy.given()
         || a.hooks.given()
+        || !a.agent_options.flags().given().is_empty()
 }
 
 /// The settings flags of `edit` but the target's, resolved: each field is
@@ -466,6 +470,13 @@ const TARGET_FIELDS: &[(&str, &str)] = &[
     ("model", "model"),
     ("agent", "agent"),
     ("config isolation", "configIsolation"),
+    ("permission mode", "permissionMode"),
+    ("sandbox", "sandbox"),
+    ("add dirs", "addDirs"),
+    ("effort", "variant"),
+    ("idle timeout", "idleTimeoutMs"),
+    ("allowlist", "allowlist"),
+    ("break-glass", "manualBreakGlass"),
     ("workflow", "workflowId"),
     ("cwd", "cwd"),
     ("env", "env"),

@@ -19,13 +19,24 @@ use crate::request::Warnings;
 pub(crate) fn resolve(given: Option<&str>) -> Result<String> {
     let path = match given {
         Some("") => return Ok(String::new()),
-        Some(dir) => absolute(&expand_home(dir)?)?,
+        Some(dir) => absolute(&expand_home(dir, "--cwd")?)?,
         None => current_dir()?,
     };
     path.into_os_string().into_string().map_err(|path| {
         anyhow!(
             "the working directory {} is not valid UTF-8, which a loop cannot store; pass \
              another --cwd",
+            path.to_string_lossy()
+        )
+    })
+}
+
+/// An agent's `--add-dir` (issue 27), made absolute as `--cwd` is.
+pub(crate) fn add_dir(given: &str) -> Result<String> {
+    let path = absolute(&expand_home(given, "--add-dir")?)?;
+    path.into_os_string().into_string().map_err(|path| {
+        anyhow!(
+            "--add-dir {} is not valid UTF-8, which a loop cannot store",
             path.to_string_lossy()
         )
     })
@@ -47,8 +58,9 @@ fn current_dir() -> Result<PathBuf> {
         .context("reading the current directory, the loop's default working directory; pass --cwd")
 }
 
-/// `~` and `~/…` as `$HOME` and below it; anything else as it is.
-pub(super) fn expand_home(dir: &str) -> Result<PathBuf> {
+/// `~` and `~/…` as `$HOME` and below it; anything else as it is. `flag`
+/// names the option, for the message when `HOME` is not set.
+pub(super) fn expand_home(dir: &str, flag: &str) -> Result<PathBuf> {
     let rest = match dir.strip_prefix('~') {
         Some("") => "",
         Some(rest) if rest.starts_with('/') => &rest[1..],
@@ -57,7 +69,7 @@ pub(super) fn expand_home(dir: &str) -> Result<PathBuf> {
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .ok_or_else(|| {
-            anyhow!("--cwd {dir} starts with ~ but HOME is not set; pass a full path")
+            anyhow!("{flag} {dir} starts with ~ but HOME is not set; pass a full path")
         })?;
     Ok(Path::new(&home).join(rest))
 }

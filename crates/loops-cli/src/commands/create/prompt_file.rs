@@ -20,7 +20,7 @@ pub(crate) fn read(given: &str) -> Result<(String, String)> {
     if given.is_empty() {
         bail!("--prompt-file must not be empty; pass the path of a file that holds the prompt");
     }
-    let path = absolute(&expand_home(given)?)?;
+    let path = absolute(&expand_home(given, "--prompt-file")?)?;
     let text = read_bounded(&path, "--prompt-file")?;
     if text.trim().is_empty() {
         bail!(

@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::{Result, bail};
+use anyhow::{Result, anyhow, bail};
 use loops_core::{
-    Account, AgentProvider, ConfigIsolation, DurationError, Loop, Target, WorkflowId,
+    Account, AgentProvider, ConfigIsolation, DurationError, Loop, Target, WallClock, WorkflowId,
 };
 
 use crate::args::AccountOptions;
@@ -14,11 +14,15 @@ use crate::args::edit::EditArgs;
 use crate::commands::create::{cwd, prompt_file};
 use crate::request::Warnings;
 use crate::resolve;
+use crate::resolve::agent::{self as agent_options, AgentChange};
 
 const COMMAND_FLAGS: &str = "--cmd, --arg, --no-args, --shell, --no-shell, --env, --no-env, \
                              --cwd, --timeout, --account, --account-tool";
-const AGENT_FLAGS: &str = "--provider, --prompt, --prompt-file, --model, --agent, --config-isolation, --cwd, \
-                           --timeout, --account, --account-tool";
+const AGENT_FLAGS: &str = "--provider, --prompt, --prompt-file, --model, --agent, \
+                           --config-isolation, --permission-mode, --sandbox, --add-dir, --effort, \
+                           --idle-timeout, --allow-tool, --allow-command, --safety-reason, \
+                           --[no-]manual-break-glass, --env, --no-env, --cwd, --timeout, \
+                           --account, --account-tool";
 const WORKFLOW_FLAGS: &str = "--workflow, --timeout";
 
 /// What the target flags name outside the store: a directory and a file,
@@ -70,11 +74,12 @@ pub(super) struct TargetChange {
     /// `--agent`: `Some(None)` (from `''`) removes it.
     agent: Option<Option<String>>,
     config_isolation: Option<ConfigIsolation>,
+    /// The options 0.5.11 added (issue 27).
+    agent_options: AgentChange,
     /// `--cwd`, absolute.
     pub(super) cwd: Option<String>,
-    /// `--timeout`: 0 means no limit for a workflow loop, and is refused
-    /// for a command or agent loop, which would time out at once.
-    timeout_ms: Option<u64>,
+    /// `--timeout`, read as far as it goes without the loop's kind.
+    timeout: Option<Timeout>,
     /// `--account` and `--account-tool`, merged with the stored account.
     account: Option<String>,
     account_tool: Option<String>,
@@ -103,11 +108,16 @@ impl TargetChange {
             .as_deref()
             .map(resolve::isolation)
             .transpose()?;
-        let timeout_ms = args
-            .timeout
-            .as_deref()
-            .map(|t| resolve::duration(warnings, t, "--timeout"))
-            .transpose()?;
+        let timeout = args.timeout.as_deref().map(|t| match t {
+            "" => Timeout::Default,
+            t if agent_options::is_unlimited(t) => Timeout::Unlimited,
+            t => match resolve::duration(warnings, t, "--timeout") {
+                Ok(ms) => Timeout::Ms(ms),
+                Err(e) => Timeout::Bad(e),
+            },
+        });
+        let agent_options =
+            AgentChange::of(warnings, &args.agent_options.flags(), true, cwd::add_dir)?;
         let set_or_clear =
             |v: &Option<String>| v.as_ref().map(|v| (!v.is_empty()).then(|| v.clone()));
         Ok(TargetChange {
@@ -126,8 +136,9 @@ impl TargetChange {
             model: set_or_clear(&args.model),
             agent: set_or_clear(&args.agent),
             config_isolation,
+            agent_options,
             cwd: outside.cwd,
-            timeout_ms,
+            timeout,
             account: args.account.clone(),
             account_tool: args.account_tool.clone(),
         })
@@ -161,13 +172,7 @@ impl TargetChange {
                 stored.id,
             );
         }
-        // SPEC §9 item 28: a zero timeout would time out at once.
-        let positive = |ms: Option<u64>| match ms {
-            Some(0) => Err(DurationError::Zero {
-                what: "--timeout".to_owned(),
-            }),
-            ms => Ok(ms),
-        };
+        let timeout = self.timeout;
         match target {
             Target::Command(t) => {
                 if let Some(command) = self.command {
@@ -185,8 +190,19 @@ impl TargetChange {
                 if self.cwd.is_some() {
                     t.cwd = self.cwd;
                 }
-                if let Some(ms) = positive(self.timeout_ms)? {
-                    t.timeout_ms = Some(ms);
+                match timeout {
+                    None => {}
+                    Some(Timeout::Default) => t.timeout_ms = None,
+                    Some(Timeout::Unlimited) => agent_options::refuse_unlimited("command")?,
+                    Some(Timeout::Bad(e)) => return Err(e),
+                    // SPEC §9 item 28: a zero timeout would time out at once.
+                    Some(Timeout::Ms(0)) => {
+                        return Err(DurationError::Zero {
+                            what: "--timeout".to_owned(),
+                        }
+                        .into());
+                    }
+                    Some(Timeout::Ms(ms)) => t.timeout_ms = Some(ms),
                 }
                 t.account = account(
                     self.account.as_deref(),
@@ -218,12 +234,23 @@ impl TargetChange {
                 if let Some(isolation) = self.config_isolation {
                     t.config_isolation = Some(isolation);
                 }
+                if let Some(env) = self.env {
+                    t.env = env;
+                }
                 if self.cwd.is_some() {
                     t.cwd = self.cwd;
                 }
-                if let Some(ms) = positive(self.timeout_ms)? {
-                    t.timeout_ms = Some(ms).into();
+                match timeout {
+                    None => {}
+                    Some(Timeout::Default) => t.timeout_ms = WallClock::Unset,
+                    Some(Timeout::Unlimited) => t.timeout_ms = WallClock::Unlimited,
+                    Some(Timeout::Bad(_) | Timeout::Ms(0)) => {
+                        return Err(anyhow!(agent_options::TIMEOUT_MESSAGE));
+                    }
+                    Some(Timeout::Ms(ms)) => t.timeout_ms = WallClock::Ms(ms),
                 }
+                // After the wall clock: `--idle-timeout none` depends on it.
+                self.agent_options.apply(t);
                 t.account = account(
                     self.account.as_deref(),
                     self.account_tool.as_deref(),
@@ -234,9 +261,13 @@ impl TargetChange {
                 if let Some(id) = workflow {
                     t.workflow_id = id;
                 }
-                if let Some(ms) = self.timeout_ms {
+                match timeout {
+                    None => {}
+                    Some(Timeout::Default) => t.timeout_ms = None,
+                    Some(Timeout::Unlimited) => agent_options::refuse_unlimited("workflow")?,
+                    Some(Timeout::Bad(e)) => return Err(e),
                     // SPEC §1.3: 0 means no limit, as in create.
-                    t.timeout_ms = Some(ms).filter(|ms| *ms > 0);
+                    Some(Timeout::Ms(ms)) => t.timeout_ms = Some(ms).filter(|ms| *ms > 0),
                 }
             }
         }
@@ -257,8 +288,8 @@ fn given(args: &EditArgs) -> Vec<(&'static str, &'static [&'static str])> {
         ("--no-args", args.no_args, COMMAND),
         ("--shell", args.shell, COMMAND),
         ("--no-shell", args.no_shell, COMMAND),
-        ("--env", !args.env.is_empty(), COMMAND),
-        ("--no-env", args.no_env, COMMAND),
+        ("--env", !args.env.is_empty(), PROCESS),
+        ("--no-env", args.no_env, PROCESS),
         ("--provider", args.provider.is_some(), AGENT),
         ("--prompt", args.prompt.is_some(), AGENT),
         ("--prompt-file", args.prompt_file.is_some(), AGENT),
@@ -274,7 +305,27 @@ fn given(args: &EditArgs) -> Vec<(&'static str, &'static [&'static str])> {
     .into_iter()
     .filter(|(_, on, _)| *on)
     .map(|(flag, _, kinds)| (flag, kinds))
+    .chain(
+        args.agent_options
+            .flags()
+            .given()
+            .into_iter()
+            .map(|flag| (flag, AGENT)),
+    )
     .collect()
+}
+
+/// `--timeout`, read without the loop's kind: what it means, and whether
+/// it is refused, depend on the kind.
+enum Timeout {
+    /// `''`: the stored timeout is removed, so the default applies.
+    Default,
+    /// `none` and its synonyms: an agent's `timeoutMs: null`.
+    Unlimited,
+    /// A duration (0: a workflow's "no limit", refused otherwise).
+    Ms(u64),
+    /// Not a duration; an agent loop says so with 0.5.11's message.
+    Bad(anyhow::Error),
 }
 
 /// `--account`/`--account-tool` over the stored account: `--account ''`
