@@ -198,13 +198,14 @@ impl Document for Collected {
 
 /// The daemon's gc from `--gc-max-age` and `--gc-keep-per-loop`: `None`
 /// without `--gc-max-age`.
-pub(crate) fn daemon_settings(ctx: &Context, flags: &GcFlags) -> Result<Option<GcSettings>> {
+pub(crate) fn daemon_settings(
+    warnings: &mut Warnings,
+    flags: &GcFlags,
+) -> Result<Option<GcSettings>> {
     let Some(age) = &flags.gc_max_age else {
         return Ok(None);
     };
-    let mut warnings = crate::request::Warnings::default();
-    let ms = resolve::duration(&mut warnings, age, "--gc-max-age")?;
-    ctx.queue_warnings(warnings.into_vec());
+    let ms = resolve::duration(warnings, age, "--gc-max-age")?;
     if ms == 0 {
         bail!("--gc-max-age must be greater than zero (such as 30d)");
     }
