@@ -606,6 +606,29 @@ fn codex_accepts_an_agent_with_a_warning() {
     );
     // Stored as the original stores it; SPEC §5.2 leaves it out of the argv.
     assert_eq!(ran.json()["target"]["agent"], "reviewer");
+    // It comes before the warnings about the options.
+    let ran = env
+        .loops(["--json", "create", "agent", "r1", "--provider", "codex"])
+        .args(["--prompt", "review", "--agent", "reviewer", "--every", "10"])
+        .run();
+    let warnings: Vec<&str> = ran.stderr.lines().collect();
+    assert_eq!(warnings.len(), 2, "{}", ran.stderr);
+    assert!(
+        warnings[0].starts_with("warning: --agent is ignored"),
+        "{}",
+        ran.stderr
+    );
+    assert!(
+        warnings[1].starts_with("warning: --every 10 means"),
+        "{}",
+        ran.stderr
+    );
+    // A bad option fails before a bad provider.
+    env.loops(["create", "agent", "r3", "--provider", "nope"])
+        .args(["--prompt", "review", "--every", "soon"])
+        .code(1)
+        .stderr_has("error: invalid duration: soon")
+        .run();
     // Other providers take it silently.
     let ran = env
         .loops(["create", "agent", "r2", "--provider", "claude"])

@@ -3,7 +3,7 @@
 //! A command is served in three steps, whichever surface asked for it
 //! (clap, a `loops mcp` tool, later the dashboard's HTTP API):
 //! 1. **Resolve**: clap's structs (strings) become a typed request
-//!    ([`Request`]) of core types, such as `CreateCommand`, `Runs` or
+//!    ([`Request`]) of core types, such as `CreateLoop`, `Runs` or
 //!    `ChangeStatus`. Nothing is opened or spawned yet, so bad input fails
 //!    before any effect; warnings about the input go into [`Warnings`].
 //! 2. **Run**: the request runs against the one [`Context`] (where the

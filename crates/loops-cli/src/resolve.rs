@@ -49,13 +49,28 @@ pub(crate) fn command_loop(warnings: &mut Warnings, args: &CreateCommand) -> Res
 /// `create agent`: the validated loop. `file` is `--prompt-file` read by
 /// the caller: its absolute path and its text, which is checked as a
 /// `--prompt` would be and stored as the prompt 0.3.1 would run.
+///
+/// `--agent` with provider codex is accepted and stored, as the original
+/// does, with a warning: codex has no `--agent` flag and never receives it
+/// (SPEC §5.2).
 pub(crate) fn agent_loop(
     warnings: &mut Warnings,
     args: &CreateAgent,
     file: Option<(String, String)>,
 ) -> Result<NewLoop> {
+    // Parsed first for the warning; a bad provider still fails after the
+    // options, as SPEC §7.3 orders the checks.
+    let provider = provider(&args.provider);
+    // First of the warnings, as it always came: it was once printed at
+    // once, before the queued ones. A create that fails says none.
+    if args.agent.is_some() && matches!(provider, Ok(AgentProvider::Codex)) {
+        warnings.push(
+            "--agent is ignored for provider codex, which has no --agent flag; the agent is \
+             stored but codex never receives it",
+        );
+    }
     let (mut new, timeout_ms) = loop_options(warnings, &args.options, args.timeout.as_deref())?;
-    let provider = provider(&args.provider)?;
+    let provider = provider?;
     let isolation = isolation(&args.config_isolation)?;
     let (prompt, prompt_file) = match file {
         Some((path, text)) => (text, Some(path)),
