@@ -133,6 +133,17 @@ impl FailureClass {
                 | FailureClass::ProviderUnavailable
         )
     }
+
+    /// The multiplier of this class's retry delay, as
+    /// [`retry_delay_ms`](crate::retry_delay_ms) takes it:
+    /// [`THROTTLED_RETRY_MULTIPLIER`] for a throttled class, else 1.
+    pub fn retry_multiplier(self) -> u32 {
+        if self.is_throttled() {
+            THROTTLED_RETRY_MULTIPLIER
+        } else {
+            1
+        }
+    }
 }
 
 impl fmt::Display for FailureClass {
@@ -461,35 +472,7 @@ pub fn fingerprint(
 }
 
 /// How many times longer a throttled class's retry waits (agents note §7.3).
-pub const THROTTLED_RETRY_MULTIPLIER: i64 = 4;
-
-/// The longest a throttled class's multiplied retry delay grows: 6 h.
-pub const MAX_THROTTLED_RETRY_DELAY_MS: i64 = 6 * 60 * 60 * 1000;
-
-/// The retry delay for a failure of `class`, given the loop's own delay
-/// (what [`retry_delay_ms`](crate::retry_delay_ms) returned): for a
-/// [throttled](FailureClass::is_throttled) class,
-/// [`THROTTLED_RETRY_MULTIPLIER`] times longer, capped at
-/// [`MAX_THROTTLED_RETRY_DELAY_MS`]; for any other class, unchanged.
-///
-/// The multiplier never shortens a delay: a loop whose own delay already
-/// exceeds 6 h keeps it.
-///
-/// ```
-/// use loops_core::{throttled_retry_delay_ms, FailureClass};
-/// assert_eq!(throttled_retry_delay_ms(60_000, FailureClass::RateLimit), 240_000);
-/// assert_eq!(throttled_retry_delay_ms(60_000, FailureClass::Timeout), 60_000);
-/// assert_eq!(throttled_retry_delay_ms(3_600_000 * 2, FailureClass::Auth), 21_600_000);
-/// ```
-pub fn throttled_retry_delay_ms(delay_ms: i64, class: FailureClass) -> i64 {
-    if !class.is_throttled() {
-        return delay_ms;
-    }
-    let multiplied = delay_ms
-        .saturating_mul(THROTTLED_RETRY_MULTIPLIER)
-        .min(MAX_THROTTLED_RETRY_DELAY_MS);
-    multiplied.max(delay_ms)
-}
+pub const THROTTLED_RETRY_MULTIPLIER: u32 = 4;
 
 #[cfg(test)]
 mod tests;
