@@ -606,6 +606,12 @@ fn codex_refuses_an_agent() {
         ran.stderr,
         "error: target.agent is not supported for provider codex\n"
     );
+    // A bad option fails before a bad provider.
+    env.loops(["create", "agent", "r3", "--provider", "nope"])
+        .args(["--prompt", "review", "--every", "soon"])
+        .code(1)
+        .stderr_has("error: invalid duration: soon")
+        .run();
     // Other providers take it silently.
     let ran = env
         .loops(["create", "agent", "r2", "--provider", "claude"])

@@ -248,20 +248,7 @@ fn run_now_show_output_streams_on_a_terminal_only() {
     env.create_command("slow", "slow", &["--every", "1h"]);
     // On a pseudo-terminal (script(1)), the first line shows while the run
     // still waits for the gate.
-    let mut cmd = std::process::Command::new("script");
-    for (key, value) in env.cmd().get_envs() {
-        match value {
-            Some(value) => cmd.env(key, value),
-            None => cmd.env_remove(key),
-        };
-    }
-    let line = format!(
-        "{} run-now slow --show-output",
-        loops_tests::loops_bin().display()
-    );
-    let mut child = cmd
-        .args(["-qfec", &line, "/dev/null"])
-        .stdin(Stdio::null())
+    let mut child = on_terminal(&env, "run-now slow --show-output")
         .stdout(Stdio::piped())
         .spawn()
         .expect("script runs");
@@ -300,4 +287,26 @@ fn run_now_show_output_streams_on_a_terminal_only() {
         "{}",
         ran.stdout
     );
+
+    // Under --quiet, nothing, on a terminal too.
+    let quiet = on_terminal(&env, "--quiet run-now slow --show-output")
+        .output()
+        .expect("script runs");
+    assert!(quiet.status.success(), "{quiet:?}");
+    assert_eq!(String::from_utf8_lossy(&quiet.stdout), "");
+}
+
+/// `loops <args>` on a pseudo-terminal through script(1), in `env`'s
+/// environment; script's status is the command's.
+fn on_terminal(env: &TestEnv, args: &str) -> std::process::Command {
+    let mut cmd = std::process::Command::new("script");
+    for (key, value) in env.cmd().get_envs() {
+        match value {
+            Some(value) => cmd.env(key, value),
+            None => cmd.env_remove(key),
+        };
+    }
+    let line = format!("{} {args}", loops_tests::loops_bin().display());
+    cmd.args(["-qfec", &line, "/dev/null"]).stdin(Stdio::null());
+    cmd
 }

@@ -465,7 +465,7 @@ fn a_write_that_must_be_retried_is_said_on_stderr_and_the_run_goes_on() {
     // Issue 26: the runner's `on_retry` reaches `workflows run`. A write
     // lock held by the test past the busy timeout fails the runner's
     // writes as a full disk would: a transient store error, retried until
-    // it lands, said once on stderr.
+    // it lands, said on stderr.
     sqlite_only!("holds SQLite's write lock to make the runner's writes fail for a while");
     let env = TestEnv::new();
     let started = env.home().join("started");
@@ -524,10 +524,4 @@ fn a_write_that_must_be_retried_is_said_on_stderr_and_the_run_goes_on() {
     let lines: Vec<&str> = stdout.lines().collect();
     assert!(lines[0].ends_with(" succeeded"), "{stdout}");
     assert_eq!(&lines[1..], ["  00  succeeded   a", "  01  succeeded   b"]);
-    // Said once for the streak, not once per attempt.
-    let again: Vec<String> = rx
-        .try_iter()
-        .filter(|l| l.contains("retrying until it succeeds"))
-        .collect();
-    assert!(again.is_empty(), "{again:?}");
 }

@@ -19,8 +19,8 @@ use crate::service::control::daemon_serves;
 use crate::service::install::{Platform, service_path};
 
 /// Prints the daemon hint on stderr when nothing will run the loops.
-pub(crate) fn no_daemon(ctx: &Context, store: &Store, json: bool, now: Timestamp) {
-    if json || ctx.quiet || service_installed() {
+pub(crate) fn no_daemon(ctx: &Context, store: &Store, now: Timestamp) {
+    if ctx.quiet || service_installed() {
         return;
     }
     let Ok(dir) = ctx.data_dir() else {

@@ -3,7 +3,7 @@
 //! A command is served in three steps, whichever surface asked for it
 //! (clap, a `loops mcp` tool, later the dashboard's HTTP API):
 //! 1. **Resolve**: clap's structs (strings) become a typed request
-//!    ([`Request`]) of core types, such as `CreateCommand`, `Runs` or
+//!    ([`Request`]) of core types, such as `CreateLoop`, `Runs` or
 //!    `ChangeStatus`. Nothing is opened or spawned yet, so bad input fails
 //!    before any effect; warnings about the input go into [`Warnings`].
 //! 2. **Run**: the request runs against the one [`Context`] (where the
@@ -97,6 +97,9 @@ pub(crate) fn serve<R: Request>(
 
 #[cfg(test)]
 mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
     use anyhow::{Result, bail};
 
     use super::{Document, Request, Warnings, serve};
@@ -104,12 +107,18 @@ mod tests {
     use crate::exit::Outcome;
     use crate::render::Printer;
 
+    /// Which of the document's steps ran, in order.
+    type Log = Rc<RefCell<Vec<&'static str>>>;
+
     /// A request that warns at each step and says which rendering ran.
     struct Echo {
         fail: bool,
+        log: Log,
     }
 
-    struct Said;
+    struct Said {
+        log: Log,
+    }
 
     impl Request for Echo {
         type Document = Said;
@@ -118,53 +127,66 @@ mod tests {
             if self.fail {
                 bail!("it failed");
             }
-            Ok(Said)
+            Ok(Said { log: self.log })
         }
     }
 
     impl Document for Said {
         fn json(&self, out: &mut Printer) -> Result<()> {
+            self.log.borrow_mut().push("json");
             Ok(out.line("json")?)
         }
         fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
+            self.log.borrow_mut().push("human");
             Ok(out.line("human")?)
         }
         fn outcome(&self) -> Outcome {
             Outcome::Failure
         }
-        /// Stands for a note on stderr: queued, so the test sees when.
+        /// Stands for a note on stderr: queued, so the test sees it.
         fn notes(&self, ctx: &Context) {
+            self.log.borrow_mut().push("notes");
             ctx.queue_warnings(vec!["from notes".to_owned()]);
         }
     }
 
-    fn served(json: bool, fail: bool) -> (Result<Outcome>, String, Vec<String>) {
+    /// What serving [`Echo`] gave: the outcome, stdout, the queued
+    /// warnings, and the order the document's steps ran in.
+    fn served(json: bool, fail: bool) -> (Result<Outcome>, String, Vec<String>, Vec<&'static str>) {
         let ctx = Context::default();
         let mut out = Printer::memory(json);
+        let log = Log::default();
         let outcome = serve(&ctx, &mut out, |w| {
             w.push("from resolve");
-            Ok(Echo { fail })
+            Ok(Echo {
+                fail,
+                log: Rc::clone(&log),
+            })
         });
-        (outcome, out.text().unwrap(), ctx.take_warnings())
+        let steps = log.borrow().clone();
+        (outcome, out.text().unwrap(), ctx.take_warnings(), steps)
     }
 
     #[test]
     fn a_document_renders_as_asked_and_ends_as_it_says() {
-        let (outcome, text, warnings) = served(true, false);
+        let (outcome, text, warnings, steps) = served(true, false);
         assert_eq!(outcome.unwrap(), Outcome::Failure);
         assert_eq!(text, "json\n");
         // The notes follow the output, in either format.
+        assert_eq!(steps, ["json", "notes"]);
         assert_eq!(warnings, ["from resolve", "from run", "from notes"]);
-        let (_, text, warnings) = served(false, false);
+        let (_, text, warnings, steps) = served(false, false);
         assert_eq!(text, "human\n");
+        assert_eq!(steps, ["human", "notes"]);
         assert_eq!(warnings, ["from resolve", "from run", "from notes"]);
     }
 
     #[test]
     fn a_failed_request_prints_nothing_and_queues_no_warning() {
-        let (outcome, text, warnings) = served(false, true);
+        let (outcome, text, warnings, steps) = served(false, true);
         assert_eq!(outcome.unwrap_err().to_string(), "it failed");
         assert_eq!(text, "");
         assert!(warnings.is_empty());
+        assert!(steps.is_empty());
     }
 }

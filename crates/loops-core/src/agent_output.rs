@@ -41,7 +41,10 @@
 //! each line is parsed once and nothing is concatenated. The result text is
 //! cut to its first [`MAX_AGENT_RESULT_BYTES`] bytes at a character
 //! boundary; it is not scrubbed here, which is the caller's job, as for
-//! stdout.
+//! stdout. A session id is kept only when it is 1 to 128 of `A-Z a-z 0-9
+//! . _ : -` and does not start with `-`: it may be passed to the agent's
+//! CLI as an argument, and must never read as an option. A token count, or
+//! a sum of them, stops at `i64::MAX`, the most a database column holds.
 
 mod claude;
 mod codex;
@@ -55,12 +58,20 @@ use crate::status::AgentProvider;
 /// The most bytes of an agent's final message an [`AgentReport`] keeps.
 pub const MAX_AGENT_RESULT_BYTES: usize = 64 * 1024;
 
+/// The longest session id kept, in bytes (all ASCII).
+const MAX_SESSION_ID_LEN: usize = 128;
+
+/// The most a token count is: `i64::MAX`, the most a database column
+/// holds.
+const MAX_TOKENS: u64 = i64::MAX.unsigned_abs();
+
 /// What one agent run reported about itself; every field is `None` when the
 /// output did not state it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentReport {
-    /// The provider's id of the session or thread, for resuming it.
+    /// The provider's id of the session or thread, for resuming it; only
+    /// an id that is safe as an argument (see the module doc).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
     /// The agent's final message, at most [`MAX_AGENT_RESULT_BYTES`] bytes, not
@@ -102,17 +113,13 @@ pub struct TokenUsage {
 }
 
 impl TokenUsage {
-    /// The two usages added field by field, saturating.
+    /// The two usages added field by field, up to `i64::MAX`.
     fn plus(self, other: TokenUsage) -> TokenUsage {
         TokenUsage {
-            input_tokens: self.input_tokens.saturating_add(other.input_tokens),
-            output_tokens: self.output_tokens.saturating_add(other.output_tokens),
-            cache_read_tokens: self
-                .cache_read_tokens
-                .saturating_add(other.cache_read_tokens),
-            cache_write_tokens: self
-                .cache_write_tokens
-                .saturating_add(other.cache_write_tokens),
+            input_tokens: sum(self.input_tokens, other.input_tokens),
+            output_tokens: sum(self.output_tokens, other.output_tokens),
+            cache_read_tokens: sum(self.cache_read_tokens, other.cache_read_tokens),
+            cache_write_tokens: sum(self.cache_write_tokens, other.cache_write_tokens),
         }
     }
 }
@@ -154,16 +161,22 @@ fn json_lines(stdout: &str) -> impl Iterator<Item = Map<String, Value>> + '_ {
         })
 }
 
-/// A token count: a non-negative integer, or a float cut to one; anything
-/// else (absent, negative, text) counts 0.
+/// A token count: a non-negative integer, or a float cut to one, at most
+/// `i64::MAX`; anything else (absent, negative, text) counts 0.
 fn count(value: Option<&Value>) -> u64 {
     let Some(value) = value else { return 0 };
-    if let Some(n) = value.as_u64() {
-        return n;
-    }
-    // `as` truncates the fraction and saturates: a negative float gives 0,
-    // one beyond the range u64::MAX.
-    value.as_f64().map_or(0, |n| n as u64)
+    let n = match value.as_u64() {
+        Some(n) => n,
+        // `as` truncates the fraction and saturates: a negative float gives
+        // 0, one beyond the range u64::MAX.
+        None => value.as_f64().map_or(0, |n| n as u64),
+    };
+    n.min(MAX_TOKENS)
+}
+
+/// Two token counts added, up to `i64::MAX`.
+fn sum(a: u64, b: u64) -> u64 {
+    a.saturating_add(b).min(MAX_TOKENS)
 }
 
 /// A dollar amount: a finite, non-negative number.
@@ -178,19 +191,29 @@ fn text(value: Option<&Value>) -> Option<String> {
     value.and_then(Value::as_str).map(bounded)
 }
 
-/// A string field as it is, for ids.
-fn string(value: Option<&Value>) -> Option<String> {
-    value.and_then(Value::as_str).map(str::to_owned)
+/// A session id field, when it is one safe to pass as an argument (see
+/// the module doc); any other value is not stated.
+fn session_id(value: Option<&Value>) -> Option<String> {
+    value
+        .and_then(Value::as_str)
+        .filter(|id| is_session_id(id))
+        .map(str::to_owned)
 }
 
-/// The first [`MAX_AGENT_RESULT_BYTES`] bytes of `text`, cut back to a character
-/// boundary.
+/// 1 to [`MAX_SESSION_ID_LEN`] of `A-Z a-z 0-9 . _ : -`, not starting with
+/// `-`, so never an option.
+fn is_session_id(id: &str) -> bool {
+    (1..=MAX_SESSION_ID_LEN).contains(&id.len())
+        && !id.starts_with('-')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+}
+
+/// The first [`MAX_AGENT_RESULT_BYTES`] bytes of `text`, cut back to a
+/// character boundary.
 fn bounded(text: &str) -> String {
-    let mut end = text.len().min(MAX_AGENT_RESULT_BYTES);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_owned()
+    text[..text.floor_char_boundary(MAX_AGENT_RESULT_BYTES)].to_owned()
 }
 
 #[cfg(test)]

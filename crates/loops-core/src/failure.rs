@@ -27,99 +27,62 @@ use sha2::{Digest, Sha256};
 
 use crate::id::LoopId;
 use crate::model::LoopRun;
-use crate::status::{EnumError, RunStatus};
+use crate::status::{EnumError, RunStatus, string_enum};
 
 pub use self::reset::retry_at;
 
 mod host;
 mod reset;
 
-/// The class of a run that did not succeed (agents note §7.1), in the order
-/// [`classify`] tries its rules: the first rule that matches wins.
-///
-/// Serialized as the snake_case names upstream stores, such as `rate_limit`.
-/// Upstream's sixteenth class, `route_functional`, belongs to route-drain
-/// loops, which loops does not have.
-#[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureClass {
-    /// Rule 1: the run timed out, at its wall clock or its idle watchdog.
-    Timeout,
-    /// Rule 2: a skipped run whose error starts with
-    /// `daemon restart interrupted active run`.
-    RestartInterrupted,
-    /// Rule 3: a skipped run whose text says `circuit breaker open`.
-    CircuitBreaker,
-    /// Rule 4: a skipped run whose text says `previous run still active`.
-    SkippedPreviousActive,
-    /// Rule 5: a preflight check failed, or an executable or auth profile
-    /// was not found.
-    Preflight,
-    /// Rule 6: a rate limit, `too many requests`, `429` or an exceeded
-    /// quota.
-    RateLimit,
-    /// Rule 7: the agent or its provider could not authenticate.
-    Auth,
-    /// Rule 8: a Cursor host answered `resource_exhausted`.
-    ProviderCapacity,
-    /// Rule 9: a Cursor host's name did not resolve.
-    ProviderUnavailable,
-    /// Rule 10: the model does not exist.
-    ModelNotFound,
-    /// Rule 11: the prompt did not fit the model's context.
-    ContextLength,
-    /// Rule 12: a response format or JSON schema was rejected.
-    SchemaResponseFormat,
-    /// Rule 13: the agent's Node or Bun runtime failed to start.
-    NodeInit,
-    /// Rule 14: the process crashed on a segmentation fault.
-    Sigsegv,
-    /// Rule 15: none of the above.
-    Unknown,
-}
+string_enum!(
+    /// The class of a run that did not succeed (agents note §7.1), in the
+    /// order [`classify`] tries its rules: the first rule that matches wins.
+    ///
+    /// Serialized as the snake_case names upstream stores, such as
+    /// `rate_limit`. Upstream's sixteenth class, `route_functional`, belongs
+    /// to route-drain loops, which loops does not have.
+    #[non_exhaustive]
+    FailureClass, "failure class",
+    "timeout, restart_interrupted, circuit_breaker, skipped_previous_active, preflight, \
+     rate_limit, auth, provider_capacity, provider_unavailable, model_not_found, \
+     context_length, schema_response_format, node_init, sigsegv, unknown" {
+        /// Rule 1: the run timed out, at its wall clock or its idle watchdog.
+        Timeout => "timeout",
+        /// Rule 2: a skipped run whose error starts with
+        /// `daemon restart interrupted active run`.
+        RestartInterrupted => "restart_interrupted",
+        /// Rule 3: a skipped run whose text says `circuit breaker open`.
+        CircuitBreaker => "circuit_breaker",
+        /// Rule 4: a skipped run whose text says `previous run still active`.
+        SkippedPreviousActive => "skipped_previous_active",
+        /// Rule 5: a preflight check failed, or an executable or auth
+        /// profile was not found.
+        Preflight => "preflight",
+        /// Rule 6: a rate limit, `too many requests`, `429` or an exceeded
+        /// quota.
+        RateLimit => "rate_limit",
+        /// Rule 7: the agent or its provider could not authenticate.
+        Auth => "auth",
+        /// Rule 8: a Cursor host answered `resource_exhausted`.
+        ProviderCapacity => "provider_capacity",
+        /// Rule 9: a Cursor host's name did not resolve.
+        ProviderUnavailable => "provider_unavailable",
+        /// Rule 10: the model does not exist.
+        ModelNotFound => "model_not_found",
+        /// Rule 11: the prompt did not fit the model's context.
+        ContextLength => "context_length",
+        /// Rule 12: a response format or JSON schema was rejected.
+        SchemaResponseFormat => "schema_response_format",
+        /// Rule 13: the agent's Node or Bun runtime failed to start.
+        NodeInit => "node_init",
+        /// Rule 14: the process crashed on a segmentation fault.
+        Sigsegv => "sigsegv",
+        /// Rule 15: none of the above.
+        Unknown => "unknown",
+    }
+);
 
 impl FailureClass {
-    /// Every class, in rule order.
-    pub const ALL: &'static [FailureClass] = &[
-        FailureClass::Timeout,
-        FailureClass::RestartInterrupted,
-        FailureClass::CircuitBreaker,
-        FailureClass::SkippedPreviousActive,
-        FailureClass::Preflight,
-        FailureClass::RateLimit,
-        FailureClass::Auth,
-        FailureClass::ProviderCapacity,
-        FailureClass::ProviderUnavailable,
-        FailureClass::ModelNotFound,
-        FailureClass::ContextLength,
-        FailureClass::SchemaResponseFormat,
-        FailureClass::NodeInit,
-        FailureClass::Sigsegv,
-        FailureClass::Unknown,
-    ];
-
-    /// The stored name, such as `rate_limit`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureClass::Timeout => "timeout",
-            FailureClass::RestartInterrupted => "restart_interrupted",
-            FailureClass::CircuitBreaker => "circuit_breaker",
-            FailureClass::SkippedPreviousActive => "skipped_previous_active",
-            FailureClass::Preflight => "preflight",
-            FailureClass::RateLimit => "rate_limit",
-            FailureClass::Auth => "auth",
-            FailureClass::ProviderCapacity => "provider_capacity",
-            FailureClass::ProviderUnavailable => "provider_unavailable",
-            FailureClass::ModelNotFound => "model_not_found",
-            FailureClass::ContextLength => "context_length",
-            FailureClass::SchemaResponseFormat => "schema_response_format",
-            FailureClass::NodeInit => "node_init",
-            FailureClass::Sigsegv => "sigsegv",
-            FailureClass::Unknown => "unknown",
-        }
-    }
-
     /// Whether the provider is throttling or refusing the account:
     /// `rate_limit`, `auth`, `provider_capacity` and `provider_unavailable`.
     /// Their retries wait [`THROTTLED_RETRY_MULTIPLIER`] times longer
@@ -133,30 +96,16 @@ impl FailureClass {
                 | FailureClass::ProviderUnavailable
         )
     }
-}
 
-impl fmt::Display for FailureClass {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for FailureClass {
-    type Err = EnumError;
-    fn from_str(s: &str) -> Result<FailureClass, EnumError> {
-        FailureClass::ALL
-            .iter()
-            .copied()
-            .find(|class| class.as_str() == s)
-            .ok_or_else(|| EnumError {
-                what: "failure class",
-                input: s.to_owned(),
-                expected: "timeout, restart_interrupted, circuit_breaker, \
-                           skipped_previous_active, preflight, rate_limit, auth, \
-                           provider_capacity, provider_unavailable, model_not_found, \
-                           context_length, schema_response_format, node_init, sigsegv, \
-                           unknown",
-            })
+    /// The multiplier of this class's retry delay, as
+    /// [`retry_delay_ms`](crate::retry_delay_ms) takes it:
+    /// [`THROTTLED_RETRY_MULTIPLIER`] for a throttled class, else 1.
+    pub fn retry_multiplier(self) -> u32 {
+        if self.is_throttled() {
+            THROTTLED_RETRY_MULTIPLIER
+        } else {
+            1
+        }
     }
 }
 
@@ -461,35 +410,7 @@ pub fn fingerprint(
 }
 
 /// How many times longer a throttled class's retry waits (agents note §7.3).
-pub const THROTTLED_RETRY_MULTIPLIER: i64 = 4;
-
-/// The longest a throttled class's multiplied retry delay grows: 6 h.
-pub const MAX_THROTTLED_RETRY_DELAY_MS: i64 = 6 * 60 * 60 * 1000;
-
-/// The retry delay for a failure of `class`, given the loop's own delay
-/// (what [`retry_delay_ms`](crate::retry_delay_ms) returned): for a
-/// [throttled](FailureClass::is_throttled) class,
-/// [`THROTTLED_RETRY_MULTIPLIER`] times longer, capped at
-/// [`MAX_THROTTLED_RETRY_DELAY_MS`]; for any other class, unchanged.
-///
-/// The multiplier never shortens a delay: a loop whose own delay already
-/// exceeds 6 h keeps it.
-///
-/// ```
-/// use loops_core::{throttled_retry_delay_ms, FailureClass};
-/// assert_eq!(throttled_retry_delay_ms(60_000, FailureClass::RateLimit), 240_000);
-/// assert_eq!(throttled_retry_delay_ms(60_000, FailureClass::Timeout), 60_000);
-/// assert_eq!(throttled_retry_delay_ms(3_600_000 * 2, FailureClass::Auth), 21_600_000);
-/// ```
-pub fn throttled_retry_delay_ms(delay_ms: i64, class: FailureClass) -> i64 {
-    if !class.is_throttled() {
-        return delay_ms;
-    }
-    let multiplied = delay_ms
-        .saturating_mul(THROTTLED_RETRY_MULTIPLIER)
-        .min(MAX_THROTTLED_RETRY_DELAY_MS);
-    multiplied.max(delay_ms)
-}
+pub const THROTTLED_RETRY_MULTIPLIER: u32 = 4;
 
 #[cfg(test)]
 mod tests;

@@ -47,8 +47,8 @@ pub use crate::duration::{
     parse_positive_duration,
 };
 pub use crate::failure::{
-    Classified, FailureClass, FailureInput, MAX_THROTTLED_RETRY_DELAY_MS,
-    THROTTLED_RETRY_MULTIPLIER, classify, fingerprint, retry_at, throttled_retry_delay_ms,
+    Classified, FailureClass, FailureInput, THROTTLED_RETRY_MULTIPLIER, classify, fingerprint,
+    retry_at,
 };
 pub use crate::id::{
     EventId, IdError, LeaseId, LoopId, RunId, StepRunId, WorkflowId, WorkflowRunId, is_id,

@@ -343,7 +343,7 @@ pub fn plan_advance_with(
         return Ok(None);
     }
     if !succeeded && run.attempt < lp.max_attempts {
-        let delay = retry_delay_ms(lp, run.attempt, random)?;
+        let delay = retry_delay_ms(lp, run.attempt, random, 1)?;
         return Ok(Some(LoopAdvance {
             status: LoopStatus::Active,
             next_run_at: Some(add(finished_at, delay)?),
@@ -409,8 +409,15 @@ fn breaker_reason(count: u32, error: Option<&str>) -> String {
 
 /// The delay before retry `attempt + 1` of a run whose attempt `attempt`
 /// failed: `retryDelayMs` under fixed backoff (0.3.1), and under
-/// exponential `retryDelayMs × 2^(attempt−1) × (0.5 + random)`, capped by
-/// `maxRetryDelayMs`. `random` is clamped to `[0, 1]`.
+/// exponential `retryDelayMs × 2^(attempt−1) × multiplier × (0.5 +
+/// random)`, capped by `maxRetryDelayMs`. `random` is clamped to `[0, 1]`.
+///
+/// `multiplier` is the failure class's (agents note §7.3,
+/// [`FailureClass::retry_multiplier`](crate::FailureClass::retry_multiplier)):
+/// 4 for a throttled class, else 1; 0 counts as 1. It applies before the
+/// cap, so the cap binds whatever the class. Under fixed backoff the
+/// multiplied delay is capped the same way, but never shorter than
+/// `retryDelayMs`, which 0.3.1 never capped.
 ///
 /// ```
 /// use loops_core::{retry_delay_ms, Backoff, Loop};
@@ -422,16 +429,30 @@ fn breaker_reason(count: u32, error: Option<&str>) -> String {
 /// #     "retryDelayMs": 1000, "leaseMs": 1800000,
 /// #     "createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z"
 /// # })).unwrap();
+/// assert_eq!(retry_delay_ms(&lp, 3, 0.5, 1).unwrap(), 1000);
+/// assert_eq!(retry_delay_ms(&lp, 3, 0.5, 4).unwrap(), 4000);
 /// lp.policy.backoff = Backoff::Exponential;
-/// assert_eq!(retry_delay_ms(&lp, 3, 0.5).unwrap(), 4000);
-/// assert_eq!(retry_delay_ms(&lp, 3, 0.0).unwrap(), 2000);
+/// assert_eq!(retry_delay_ms(&lp, 3, 0.5, 1).unwrap(), 4000);
+/// assert_eq!(retry_delay_ms(&lp, 3, 0.0, 1).unwrap(), 2000);
+/// assert_eq!(retry_delay_ms(&lp, 3, 0.5, 4).unwrap(), 16000);
+/// lp.policy.max_retry_delay_ms = Some(10_000);
+/// assert_eq!(retry_delay_ms(&lp, 3, 0.5, 4).unwrap(), 10_000);
 /// ```
-pub fn retry_delay_ms(lp: &Loop, attempt: u32, random: f64) -> Result<i64, ScheduleError> {
+pub fn retry_delay_ms(
+    lp: &Loop,
+    attempt: u32,
+    random: f64,
+    multiplier: u32,
+) -> Result<i64, ScheduleError> {
     let base = i64::try_from(lp.retry_delay_ms).map_err(|_| out_of_range())?;
-    if lp.policy.backoff == Backoff::Fixed {
-        return Ok(base);
-    }
     let cap = i64::try_from(lp.policy.max_retry_delay()).unwrap_or(i64::MAX);
+    let multiplier = multiplier.max(1);
+    if lp.policy.backoff == Backoff::Fixed {
+        return Ok(base
+            .saturating_mul(i64::from(multiplier))
+            .min(cap)
+            .max(base));
+    }
     let factor = 0.5
         + if random.is_nan() {
             0.5
@@ -441,7 +462,7 @@ pub fn retry_delay_ms(lp: &Loop, attempt: u32, random: f64) -> Result<i64, Sched
     let exponent = attempt.saturating_sub(1).min(62);
     // In floating point, so a large attempt saturates at the cap instead
     // of overflowing; the cap is at most a few years of milliseconds.
-    let delay = (base as f64) * 2f64.powi(exponent as i32) * factor;
+    let delay = (base as f64) * 2f64.powi(exponent as i32) * f64::from(multiplier) * factor;
     if !delay.is_finite() || delay >= cap as f64 {
         return Ok(cap);
     }

@@ -64,6 +64,8 @@ macro_rules! string_enum {
     };
 }
 
+pub(crate) use string_enum;
+
 string_enum!(
     /// Loop status (SPEC §1.5).
     LoopStatus, "loop status", "active, paused, stopped, expired" {

@@ -1,8 +1,8 @@
 //! Agent output parsing through the public API (issue 27): arbitrary text,
 //! cut fixtures and random JSON of the providers' shapes never make
 //! `parse_agent_output` panic, and what it returns stays within its rules
-//! (a bounded result, finite non-negative cost); large output is read in
-//! one pass.
+//! (a bounded result, finite non-negative cost, a session id that is no
+//! option, token counts within `i64`); large output is read in one pass.
 
 use loops_core::{AgentProvider, AgentReport, MAX_AGENT_RESULT_BYTES, parse_agent_output};
 use proptest::prelude::*;
@@ -100,6 +100,25 @@ fn check_report(report: &AgentReport) {
     }
     if let Some(cost) = report.cost_usd {
         assert!(cost.is_finite() && cost >= 0.0, "cost {cost}");
+    }
+    if let Some(id) = &report.session_id {
+        let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-');
+        assert!(
+            (1..=128).contains(&id.len()) && !id.starts_with('-') && id.bytes().all(allowed),
+            "session id {id:?}"
+        );
+    }
+    if let Some(usage) = report.usage {
+        let counts = [
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens,
+        ];
+        assert!(
+            counts.iter().all(|n| *n <= i64::MAX.unsigned_abs()),
+            "{usage:?}"
+        );
     }
 }
 

@@ -128,8 +128,16 @@ pub(crate) fn int_opt<T: TryFrom<i64>>(row: &dyn Fields, names: &[&str], i: usiz
 where
     T::Error: std::fmt::Display,
 {
-    row.int(i, names[i])?
-        .map(|v| T::try_from(v).map_err(|e| ColumnError::new(names[i], e)))
+    int_opt_named(row, i, names[i])
+}
+
+/// [`int_opt`] at position `i`, reported as `name`.
+fn int_opt_named<T: TryFrom<i64>>(row: &dyn Fields, i: usize, name: &str) -> Col<Option<T>>
+where
+    T::Error: std::fmt::Display,
+{
+    row.int(i, name)?
+        .map(|v| T::try_from(v).map_err(|e| ColumnError::new(name, e)))
         .transpose()
 }
 
@@ -145,10 +153,7 @@ fn process(
     (pid, start): (usize, usize),
     names: [&str; 2],
 ) -> Col<Option<ProcessRef>> {
-    let pid: Option<u32> = row
-        .int(pid, names[0])?
-        .map(|v| u32::try_from(v).map_err(|e| ColumnError::new(names[0], e)))
-        .transpose()?;
+    let pid: Option<u32> = int_opt_named(row, pid, names[0])?;
     let start = row.int(start, names[1])?;
     Ok(pid.map(|pid| ProcessRef { pid, start }))
 }

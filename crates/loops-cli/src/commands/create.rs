@@ -12,7 +12,7 @@ pub(crate) mod cwd;
 pub(crate) mod prompt_file;
 
 use anyhow::Result;
-use loops_core::{AgentProvider, Loop, NewLoop, Target};
+use loops_core::{Loop, NewLoop, Target};
 use loops_store::{Store, StoreError};
 
 use super::now;
@@ -36,36 +36,22 @@ pub(crate) fn command(
         if let Target::Command(target) = &mut new.target {
             target.cwd = Some(cwd::resolve(args.cwd.as_deref())?);
         }
-        Ok(CreateCommand { new })
+        Ok(CreateLoop { new })
     })
 }
 
 /// `create agent`.
-///
-/// `--agent` with provider codex is accepted and stored, as the original
-/// does, with a warning: codex has no `--agent` flag and never receives it
-/// (SPEC §5.2).
 pub(crate) fn agent(ctx: &Context, args: &args::CreateAgent, out: &mut Printer) -> Result<Outcome> {
     request::serve(ctx, out, |warnings| {
         let file = match &args.prompt_file {
             Some(path) => Some(prompt_file::read(path)?),
             None => None,
         };
-        // First of the warnings, as it always came: it was once printed at
-        // once, before the queued ones. A create that fails says none.
-        if args.agent.is_some()
-            && resolve::provider(&args.provider).is_ok_and(|p| p == AgentProvider::Codex)
-        {
-            warnings.push(
-                "--agent is ignored for provider codex, which has no --agent flag; the agent is \
-                 stored but codex never receives it",
-            );
-        }
         let mut new = resolve::agent_loop(warnings, args, file, cwd::add_dir)?;
         if let Target::Agent(target) = &mut new.target {
             target.cwd = Some(cwd::resolve(args.cwd.as_deref())?);
         }
-        Ok(CreateAgent { new })
+        Ok(CreateLoop { new })
     })
 }
 
@@ -85,15 +71,10 @@ pub(crate) fn workflow(
     })
 }
 
-/// The typed request of `create command`: the validated loop, its
-/// working directory absolute.
-struct CreateCommand {
-    new: NewLoop,
-}
-
-/// The typed request of `create agent`: the validated loop, its working
-/// directory and prompt file absolute, the file's text as its prompt.
-struct CreateAgent {
+/// The typed request of `create command` and `create agent`: the
+/// validated loop, its working directory (and an agent's prompt file)
+/// absolute, the file's text as an agent's prompt.
+struct CreateLoop {
     new: NewLoop,
 }
 
@@ -112,19 +93,21 @@ struct Created {
     store: Store,
 }
 
-impl Request for CreateCommand {
+impl Request for CreateLoop {
     type Document = Created;
 
     fn run(self, ctx: &Context, warnings: &mut Warnings) -> Result<Created> {
-        create(ctx, warnings, &self.new)
-    }
-}
-
-impl Request for CreateAgent {
-    type Document = Created;
-
-    fn run(self, ctx: &Context, warnings: &mut Warnings) -> Result<Created> {
-        create(ctx, warnings, &self.new)
+        let store = ctx.open_store()?;
+        let lp = store.create_loop(&self.new, now())?;
+        warn_if_name_shared(warnings, &store, &lp);
+        if let Some(dir) = target_cwd(&lp.target) {
+            cwd::warn_if_missing(warnings, dir);
+        }
+        Ok(Created {
+            lp,
+            workflow: None,
+            store,
+        })
     }
 }
 
@@ -148,21 +131,6 @@ impl Request for CreateWorkflow {
     }
 }
 
-/// Stores a command or agent loop.
-fn create(ctx: &Context, warnings: &mut Warnings, new: &NewLoop) -> Result<Created> {
-    let store = ctx.open_store()?;
-    let lp = store.create_loop(new, now())?;
-    warn_if_name_shared(warnings, &store, &lp);
-    if let Some(dir) = target_cwd(&lp.target) {
-        cwd::warn_if_missing(warnings, dir);
-    }
-    Ok(Created {
-        lp,
-        workflow: None,
-        store,
-    })
-}
-
 impl Document for Created {
     fn json(&self, out: &mut Printer) -> Result<()> {
         Ok(out.json_of(&redact::loop_json(&self.lp))?)
@@ -181,7 +149,7 @@ impl Document for Created {
             ),
             None => format!("created loop {} ({}) next={}", lp.id, lp.name, next_run(lp)),
         })?;
-        hint::no_daemon(ctx, &self.store, false, now());
+        hint::no_daemon(ctx, &self.store, now());
         Ok(())
     }
 }

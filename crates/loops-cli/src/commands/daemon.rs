@@ -39,7 +39,7 @@ use crate::args::daemon::{DEFAULT_GRACE_FLAG, Daemon, RunArgs};
 use crate::context::Context;
 use crate::exit::Outcome;
 use crate::render::Printer;
-use crate::request;
+use crate::request::{self, Warnings};
 use crate::resolve;
 
 /// Which binary runs, which decides how an executable is told to run the
@@ -72,23 +72,23 @@ pub(crate) fn run(
     binary: Binary,
 ) -> Result<Outcome> {
     match cmd {
-        Daemon::Run(args) => request::serve(ctx, out, |_| {
+        Daemon::Run(args) => request::serve(ctx, out, |warnings| {
             Ok(foreground::DaemonRun {
-                tuning: tuning(ctx, &args)?,
+                tuning: tuning(warnings, &args)?,
                 poll_only: args.poll_only,
             })
         }),
-        Daemon::Start(args) => request::serve(ctx, out, |_| {
+        Daemon::Start(args) => request::serve(ctx, out, |warnings| {
             // Validated here, so a bad value fails now rather than in the
             // child, which gets the values as they were given.
-            tuning(ctx, &args)?;
+            tuning(warnings, &args)?;
             Ok(background::DaemonStart {
                 command_line: run_command_line(binary, &args),
             })
         }),
-        Daemon::Stop(args) => request::serve(ctx, out, |_| {
+        Daemon::Stop(args) => request::serve(ctx, out, |warnings| {
             Ok(background::DaemonStop {
-                grace: grace(ctx, &args.grace)?,
+                grace: grace(warnings, &args.grace)?,
             })
         }),
         Daemon::Status => request::serve(ctx, out, |_| Ok(status::DaemonStatus)),
@@ -102,11 +102,11 @@ pub(crate) fn run(
                 follow: args.follow,
             })
         }),
-        Daemon::Install(args) => request::serve(ctx, out, |_| {
+        Daemon::Install(args) => request::serve(ctx, out, |warnings| {
             let platform = install::platform(args.platform.as_deref())?;
             // Validated here, so a bad value fails now rather than in the
             // service.
-            let tuning = tuning(ctx, &args.run)?;
+            let tuning = tuning(warnings, &args.run)?;
             Ok(install::DaemonInstall {
                 platform,
                 command_line: run_command_line(binary, &args.run),
@@ -146,7 +146,7 @@ struct Tuning {
     hooks: loops_scheduler::HookSettings,
 }
 
-fn tuning(ctx: &Context, args: &RunArgs) -> Result<Tuning> {
+fn tuning(warnings: &mut Warnings, args: &RunArgs) -> Result<Tuning> {
     let interval = match &args.interval_ms {
         Some(v) => Some(u64::from(resolve::positive_int(v, "--interval-ms")?)),
         // SPEC §7.6: the variable counts only when it is a number > 0.
@@ -172,16 +172,14 @@ fn tuning(ctx: &Context, args: &RunArgs) -> Result<Tuning> {
             command: lane(&args.command_concurrency, "--command-concurrency")?,
             agent: lane(&args.agent_concurrency, "--agent-concurrency")?,
         },
-        grace: grace(ctx, &args.grace)?,
-        gc: super::gc::daemon_settings(ctx, &args.gc)?,
+        grace: grace(warnings, &args.grace)?,
+        gc: super::gc::daemon_settings(warnings, &args.gc)?,
         hooks: super::execute::hook_settings(args.on_failure.as_deref())?,
     })
 }
 
-fn grace(ctx: &Context, value: &str) -> Result<Duration> {
-    let mut warnings = crate::request::Warnings::default();
-    let ms = crate::resolve::duration(&mut warnings, value, "--grace")?;
-    ctx.queue_warnings(warnings.into_vec());
+fn grace(warnings: &mut Warnings, value: &str) -> Result<Duration> {
+    let ms = resolve::duration(warnings, value, "--grace")?;
     Ok(Duration::from_millis(ms))
 }
 
@@ -229,11 +227,12 @@ mod tests {
 
     #[test]
     fn grace_takes_durations_including_zero() {
+        let mut warnings = Warnings::default();
         assert_eq!(
-            grace(&Context::default(), "30s").unwrap(),
+            grace(&mut warnings, "30s").unwrap(),
             Duration::from_secs(30)
         );
-        assert_eq!(grace(&Context::default(), "0").unwrap(), Duration::ZERO);
-        assert!(grace(&Context::default(), "soon").is_err());
+        assert_eq!(grace(&mut warnings, "0").unwrap(), Duration::ZERO);
+        assert!(grace(&mut warnings, "soon").is_err());
     }
 }

@@ -90,7 +90,7 @@ pub(crate) fn run_now(ctx: &Context, args: &RunNowArgs, out: &mut Printer) -> Re
         Ok(RunNow {
             target: args.target.target.clone(),
             output: Output::from_flag(args.show_output),
-            live: args.show_output && !json && std::io::stdout().is_terminal(),
+            live: args.show_output && !json && !ctx.quiet && std::io::stdout().is_terminal(),
         })
     })
 }
@@ -100,9 +100,9 @@ struct RunNow {
     /// The loop, by id or name.
     target: String,
     output: Output,
-    /// Human output on a terminal with `--show-output`: the output is
-    /// printed live as the run goes (from its log file, followed on a
-    /// thread of its own) and not again at the end.
+    /// Human output on a terminal with `--show-output`, not `--quiet`: the
+    /// output is printed live as the run goes (from its log file, followed
+    /// on a thread of its own) and not again at the end.
     live: bool,
 }
 

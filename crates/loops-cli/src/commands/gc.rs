@@ -99,8 +99,6 @@ struct Collected {
     db: Option<std::path::PathBuf>,
     /// Run logs removed with their runs.
     logs_removed: u64,
-    /// Records deleted, or that a dry run would delete.
-    total: u64,
 }
 
 impl Request for Gc {
@@ -163,7 +161,6 @@ impl Request for Gc {
             summary,
             db: store.path().map(std::path::Path::to_path_buf),
             logs_removed,
-            total: report.counts.total(),
         })
     }
 }
@@ -187,7 +184,7 @@ impl Document for Collected {
     }
 
     fn notes(&self, ctx: &Context) {
-        if !self.summary.applied && self.total > 0 {
+        if !self.summary.applied && self.summary.total() > 0 {
             ctx.note(
                 "hint",
                 "nothing was deleted; run `loops gc --apply` to delete these runs",
@@ -198,13 +195,14 @@ impl Document for Collected {
 
 /// The daemon's gc from `--gc-max-age` and `--gc-keep-per-loop`: `None`
 /// without `--gc-max-age`.
-pub(crate) fn daemon_settings(ctx: &Context, flags: &GcFlags) -> Result<Option<GcSettings>> {
+pub(crate) fn daemon_settings(
+    warnings: &mut Warnings,
+    flags: &GcFlags,
+) -> Result<Option<GcSettings>> {
     let Some(age) = &flags.gc_max_age else {
         return Ok(None);
     };
-    let mut warnings = crate::request::Warnings::default();
-    let ms = resolve::duration(&mut warnings, age, "--gc-max-age")?;
-    ctx.queue_warnings(warnings.into_vec());
+    let ms = resolve::duration(warnings, age, "--gc-max-age")?;
     if ms == 0 {
         bail!("--gc-max-age must be greater than zero (such as 30d)");
     }
@@ -265,6 +263,13 @@ struct Summary {
     /// The loops with the most runs deleted, most first.
     top_loops: Vec<TopLoop>,
     space: Space,
+}
+
+impl Summary {
+    /// Records deleted, or that a dry run would delete.
+    fn total(&self) -> u64 {
+        self.loop_runs + self.workflow_runs + self.step_runs + self.events
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -387,5 +392,32 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn the_total_counts_every_kind_of_record() {
+        let summary = Summary {
+            applied: false,
+            max_age_days: 30,
+            keep_per_loop: 20,
+            older_than: String::new(),
+            loop_runs: 1,
+            workflow_runs: 20,
+            step_runs: 300,
+            events: 4000,
+            batches: 0,
+            longest_batch_ms: 0,
+            lock_held_ms: 0,
+            top_loops: Vec::new(),
+            space: Space {
+                file_bytes: 0,
+                page_size: 0,
+                page_count: 0,
+                free_bytes_before: 0,
+                free_bytes_after: 0,
+                vacuum_would_help: false,
+            },
+        };
+        assert_eq!(summary.total(), 4321);
     }
 }

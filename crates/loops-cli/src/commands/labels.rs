@@ -18,23 +18,15 @@ use crate::resolve::policy::labels;
 /// `loops labels …`.
 pub(crate) fn run(ctx: &Context, command: &LabelsCommand, out: &mut Printer) -> Result<Outcome> {
     request::serve(ctx, out, |_| {
-        Ok(match command {
-            LabelsCommand::Set(a) => Labels {
-                target: a.target.clone(),
-                change: LabelChange::Set(labels(&a.labels)?),
-            },
-            LabelsCommand::Add(a) => Labels {
-                target: a.target.clone(),
-                change: LabelChange::Add(labels(&a.labels)?),
-            },
-            LabelsCommand::Remove(a) => Labels {
-                target: a.target.clone(),
-                change: LabelChange::Remove(labels(&a.labels)?),
-            },
-            LabelsCommand::Clear(r) => Labels {
-                target: r.target.clone(),
-                change: LabelChange::Set(Vec::new()),
-            },
+        let (target, change) = match command {
+            LabelsCommand::Set(a) => (&a.target, LabelChange::Set(labels(&a.labels)?)),
+            LabelsCommand::Add(a) => (&a.target, LabelChange::Add(labels(&a.labels)?)),
+            LabelsCommand::Remove(a) => (&a.target, LabelChange::Remove(labels(&a.labels)?)),
+            LabelsCommand::Clear(r) => (&r.target, LabelChange::Set(Vec::new())),
+        };
+        Ok(Labels {
+            target: target.clone(),
+            change,
         })
     })
 }

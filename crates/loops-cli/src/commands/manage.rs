@@ -189,7 +189,7 @@ impl Document for Listed {
         if loops.iter().any(|lp| lp.status == LoopStatus::Active) {
             // The real clock: a lease is live or not whatever the display
             // says.
-            hint::no_daemon(ctx, store, false, super::now());
+            hint::no_daemon(ctx, store, super::now());
         }
         Ok(())
     }
@@ -363,7 +363,7 @@ impl Document for StatusChanged {
         }
         out.line(&line)?;
         if self.change == Change::Resume && lp.status == LoopStatus::Active {
-            hint::no_daemon(ctx, &self.store, false, now());
+            hint::no_daemon(ctx, &self.store, now());
         }
         Ok(())
     }

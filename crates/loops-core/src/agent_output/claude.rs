@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{AgentReport, TokenUsage, bounded, count, dollars, json_lines, string, text};
+use super::{AgentReport, TokenUsage, bounded, count, dollars, json_lines, session_id, text};
 
 /// The report of claude's stdout: the whole output as one document, else
 /// its JSONL lines.
@@ -35,13 +35,13 @@ pub(super) fn parse_envelope(stdout: &str) -> Option<AgentReport> {
 }
 
 /// The report of a sequence of messages: the last `result` message, with
-/// the session id of any message when the result has none.
+/// the session id of any message when the result has none to keep.
 fn from_messages(messages: impl IntoIterator<Item = Map<String, Value>>) -> AgentReport {
-    let mut session_id = None;
+    let mut session = None;
     let mut last_result = None;
     for message in messages {
-        if let Some(id) = string(message.get("session_id")) {
-            session_id = Some(id);
+        if let Some(id) = session_id(message.get("session_id")) {
+            session = Some(id);
         }
         if message.get("type").and_then(Value::as_str) == Some("result") {
             last_result = Some(message);
@@ -49,12 +49,12 @@ fn from_messages(messages: impl IntoIterator<Item = Map<String, Value>>) -> Agen
     }
     let Some(result) = last_result else {
         return AgentReport {
-            session_id,
+            session_id: session,
             ..AgentReport::default()
         };
     };
     AgentReport {
-        session_id: string(result.get("session_id")).or(session_id),
+        session_id: session_id(result.get("session_id")).or(session),
         result: text(result.get("result")).or_else(|| errors(&result)),
         cost_usd: dollars(result.get("total_cost_usd")),
         usage: result.get("usage").and_then(usage),

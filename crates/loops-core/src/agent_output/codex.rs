@@ -14,7 +14,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{AgentReport, TokenUsage, count, json_lines, string, text};
+use super::{AgentReport, TokenUsage, count, json_lines, session_id, text};
 
 /// What the stream has said so far.
 #[derive(Default)]
@@ -59,7 +59,7 @@ impl Stream {
     fn current(&mut self, event: &Map<String, Value>) {
         match event.get("type").and_then(Value::as_str) {
             Some("thread.started") => {
-                if let Some(id) = string(event.get("thread_id")) {
+                if let Some(id) = session_id(event.get("thread_id")) {
                     self.session_id = Some(id);
                 }
             }
@@ -89,7 +89,7 @@ impl Stream {
     fn legacy(&mut self, event: &Map<String, Value>) {
         match event.get("type").and_then(Value::as_str) {
             Some("session_configured") => {
-                if let Some(id) = string(event.get("session_id")) {
+                if let Some(id) = session_id(event.get("session_id")) {
                     self.session_id = Some(id);
                 }
             }

@@ -8,18 +8,18 @@
 
 use serde_json::Value;
 
-use super::{AgentReport, TokenUsage, count, dollars, json_lines, string, text};
+use super::{AgentReport, TokenUsage, count, dollars, json_lines, session_id, sum, text};
 
 /// The report of an opencode JSONL stream.
 pub(super) fn parse(stdout: &str) -> AgentReport {
-    let mut session_id = None;
+    let mut session = None;
     let mut message = None;
     let mut cost: Option<f64> = None;
     let mut usage: Option<TokenUsage> = None;
     let (mut failed, mut done) = (false, false);
     for event in json_lines(stdout) {
-        if session_id.is_none() {
-            session_id = string(event.get("sessionID"));
+        if session.is_none() {
+            session = session_id(event.get("sessionID"));
         }
         let part = event.get("part");
         match event.get("type").and_then(Value::as_str) {
@@ -42,7 +42,7 @@ pub(super) fn parse(stdout: &str) -> AgentReport {
         }
     }
     AgentReport {
-        session_id,
+        session_id: session,
         result: message,
         // A sum of finite costs can still overflow to infinity.
         cost_usd: cost.filter(|cost| cost.is_finite()),
@@ -62,7 +62,7 @@ fn tokens(tokens: &Value) -> Option<TokenUsage> {
     let cache = tokens.get("cache");
     Some(TokenUsage {
         input_tokens: count(tokens.get("input")),
-        output_tokens: count(tokens.get("output")).saturating_add(count(tokens.get("reasoning"))),
+        output_tokens: sum(count(tokens.get("output")), count(tokens.get("reasoning"))),
         cache_read_tokens: count(cache.and_then(|cache| cache.get("read"))),
         cache_write_tokens: count(cache.and_then(|cache| cache.get("write"))),
     })

@@ -468,7 +468,13 @@ fn counts_and_dollars_accept_only_non_negative_numbers() {
     assert_eq!(count(value("12").as_ref()), 12);
     assert_eq!(count(value("12.9").as_ref()), 12);
     assert_eq!(count(value("0.0").as_ref()), 0);
-    assert_eq!(count(value("1e30").as_ref()), u64::MAX);
+    // Clamped to what a database column holds, never wrapped.
+    let max = i64::MAX.unsigned_abs();
+    assert_eq!(count(value("1e30").as_ref()), max);
+    assert_eq!(count(value(&u64::MAX.to_string()).as_ref()), max);
+    assert_eq!(count(value(&(max + 1).to_string()).as_ref()), max);
+    assert_eq!(count(value(&max.to_string()).as_ref()), max);
+    assert_eq!(count(value(&(max - 1).to_string()).as_ref()), max - 1);
     assert_eq!(count(value("-5").as_ref()), 0);
     assert_eq!(count(value("-0.5").as_ref()), 0);
     assert_eq!(count(value(r#""5""#).as_ref()), 0);
@@ -481,12 +487,13 @@ fn counts_and_dollars_accept_only_non_negative_numbers() {
 }
 
 #[test]
-fn usage_adds_saturating() {
+fn usage_adds_up_to_i64_max() {
+    let top = i64::MAX.unsigned_abs();
     let max = TokenUsage {
-        input_tokens: u64::MAX,
-        output_tokens: u64::MAX - 1,
+        input_tokens: top,
+        output_tokens: top - 1,
         cache_read_tokens: 1,
-        cache_write_tokens: 2,
+        cache_write_tokens: top - 20,
     };
     let one = TokenUsage {
         input_tokens: 1,
@@ -494,16 +501,37 @@ fn usage_adds_saturating() {
         cache_read_tokens: 10,
         cache_write_tokens: 20,
     };
-    assert_eq!(
-        max.plus(one),
-        usage(u64::MAX, u64::MAX, 11, 22).unwrap_or_default()
-    );
+    assert_eq!(max.plus(one), usage(top, top, 11, top).unwrap_or_default());
+    assert_eq!(sum(u64::MAX, u64::MAX), top);
+    assert_eq!(sum(top - 2, 1), top - 1);
 }
 
 #[test]
-fn the_result_keeps_its_first_64_kib() {
-    assert_eq!(bounded(&"a".repeat(65_537)).len(), 65_536);
-    assert_eq!(bounded(&"a".repeat(65_536)).len(), 65_536);
+fn token_counts_stop_at_i64_max_in_every_provider() {
+    let big = u64::MAX;
+    let top = i64::MAX.unsigned_abs();
+    let claude = format!(
+        r#"{{"type":"result","usage":{{"input_tokens":{big},"output_tokens":1,"cache_read_input_tokens":1e300,"cache_creation_input_tokens":2}}}}"#
+    );
+    assert_eq!(
+        parse(AgentProvider::Claude, &claude).usage,
+        usage(top, 1, top, 2)
+    );
+    // Per-request counts summed past the limit.
+    let legacy = format!(r#"{{"msg":{{"type":"token_count","output_tokens":{top}}}}}"#);
+    let codex = format!("{legacy}\n{legacy}");
+    assert_eq!(
+        parse(AgentProvider::Codex, &codex).usage,
+        usage(0, top, 0, 0)
+    );
+    // Output and reasoning added past the limit.
+    let step = format!(
+        r#"{{"type":"step_finish","part":{{"tokens":{{"input":1,"output":{top},"reasoning":{top}}}}}}}"#
+    );
+    assert_eq!(
+        parse(AgentProvider::Opencode, &step).usage,
+        usage(1, top, 0, 0)
+    );
 }
 
 #[test]
@@ -521,6 +549,60 @@ fn the_result_is_bounded_at_a_char_boundary() {
     let stdout = format!(r#"{{"type":"result","result":"{long}"}}"#);
     let parsed = parse(AgentProvider::Claude, &stdout);
     assert_eq!(parsed.result.map(|r| r.len()), Some(MAX_AGENT_RESULT_BYTES));
+}
+
+#[test]
+fn a_session_id_is_kept_only_when_it_cannot_read_as_an_option() {
+    let longest = "a".repeat(128);
+    for good in [
+        "3b9f1c2e-7a4d-4e8b-9c1f-0000000000a1",
+        "ses_01J:thread.2_x-y",
+        "a",
+        longest.as_str(),
+    ] {
+        assert!(is_session_id(good), "{good:?}");
+    }
+    let too_long = "a".repeat(129);
+    for bad in [
+        "-x",
+        "--resume",
+        too_long.as_str(),
+        "a b",
+        "",
+        "a\nb",
+        "a/b",
+        "a=b",
+        "é",
+    ] {
+        assert!(!is_session_id(bad), "{bad:?}");
+    }
+    // Through each provider: an id that is not kept is not stated.
+    for bad in ["-x", too_long.as_str(), "a b"] {
+        let id = serde_json::to_string(bad).unwrap_or_default();
+        let claude = format!(r#"{{"type":"result","result":"done","session_id":{id}}}"#);
+        assert_eq!(parse(AgentProvider::Claude, &claude).session_id, None);
+        let codex = format!(r#"{{"type":"thread.started","thread_id":{id}}}"#);
+        assert_eq!(parse(AgentProvider::Codex, &codex).session_id, None);
+        let legacy = format!(r#"{{"msg":{{"type":"session_configured","session_id":{id}}}}}"#);
+        assert_eq!(parse(AgentProvider::Codex, &legacy).session_id, None);
+        let opencode = format!(r#"{{"type":"text","sessionID":{id}}}"#);
+        assert_eq!(parse(AgentProvider::Opencode, &opencode).session_id, None);
+    }
+    // An id that is not kept does not hide one that is.
+    let claude = "{\"type\":\"system\",\"session_id\":\"s-1\"}\n\
+                  {\"type\":\"result\",\"session_id\":\"-x\"}";
+    assert_eq!(
+        parse(AgentProvider::Claude, claude).session_id.as_deref(),
+        Some("s-1")
+    );
+    let opencode = "{\"type\":\"text\",\"sessionID\":\"-x\"}\n\
+                    {\"type\":\"text\",\"sessionID\":\"ses_2\"}";
+    assert_eq!(
+        parse(AgentProvider::Opencode, opencode)
+            .session_id
+            .as_deref(),
+        Some("ses_2")
+    );
 }
 
 #[test]

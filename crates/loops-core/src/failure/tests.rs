@@ -1,5 +1,5 @@
 //! Tests of the classifier (every rule, their order, upstream's quirks), the
-//! fingerprint and the throttled retry policy (agents note §7).
+//! fingerprint and the throttled classes (agents note §7).
 
 use super::*;
 
@@ -489,33 +489,10 @@ fn the_throttled_classes_are_the_four_of_the_note() {
             "provider_unavailable"
         ]
     );
-}
-
-#[test]
-fn throttled_delays_are_four_times_longer_up_to_six_hours() {
-    assert_eq!(THROTTLED_RETRY_MULTIPLIER, 4);
-    assert_eq!(MAX_THROTTLED_RETRY_DELAY_MS, 21_600_000);
-    let table = [
-        (60_000, FailureClass::RateLimit, 240_000),
-        (60_000, FailureClass::ProviderUnavailable, 240_000),
-        (60_000, FailureClass::Timeout, 60_000),
-        (60_000, FailureClass::ContextLength, 60_000),
-        (5_400_000, FailureClass::Auth, 21_600_000),
-        (5_400_001, FailureClass::Auth, 21_600_000),
-        (5_399_999, FailureClass::ProviderCapacity, 21_599_996),
-        // Never shorter than the loop's own delay.
-        (30_000_000, FailureClass::RateLimit, 30_000_000),
-        (30_000_000, FailureClass::Unknown, 30_000_000),
-        (i64::MAX, FailureClass::RateLimit, i64::MAX),
-        (0, FailureClass::RateLimit, 0),
-        (1, FailureClass::RateLimit, 4),
-    ];
-    for (delay, class, expected) in table {
-        assert_eq!(
-            throttled_retry_delay_ms(delay, class),
-            expected,
-            "{delay} {class}"
-        );
+    // Their retries wait four times longer (`retry_delay_ms`'s tests).
+    for class in FailureClass::ALL {
+        let expected = if class.is_throttled() { 4 } else { 1 };
+        assert_eq!(class.retry_multiplier(), expected, "{class}");
     }
 }
 

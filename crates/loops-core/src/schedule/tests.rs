@@ -563,20 +563,20 @@ fn plan_advance_counts_streaks() {
 fn retry_delay_backs_off() {
     let mut lp = a_loop(every(60_000), "2026-01-01T00:00:00Z");
     lp.retry_delay_ms = 1_000;
-    assert_eq!(retry_delay_ms(&lp, 4, 0.9).unwrap(), 1_000);
+    assert_eq!(retry_delay_ms(&lp, 4, 0.9, 1).unwrap(), 1_000);
     lp.policy.backoff = Backoff::Exponential;
     for attempt in 1..=5u32 {
         let base = 1_000i64 << (attempt - 1);
-        assert_eq!(retry_delay_ms(&lp, attempt, 0.0).unwrap(), base / 2);
-        assert_eq!(retry_delay_ms(&lp, attempt, 0.5).unwrap(), base);
-        assert_eq!(retry_delay_ms(&lp, attempt, 1.0).unwrap(), base * 3 / 2);
+        assert_eq!(retry_delay_ms(&lp, attempt, 0.0, 1).unwrap(), base / 2);
+        assert_eq!(retry_delay_ms(&lp, attempt, 0.5, 1).unwrap(), base);
+        assert_eq!(retry_delay_ms(&lp, attempt, 1.0, 1).unwrap(), base * 3 / 2);
     }
     lp.policy.max_retry_delay_ms = Some(5_000);
-    assert_eq!(retry_delay_ms(&lp, 4, 0.5).unwrap(), 5_000);
-    assert_eq!(retry_delay_ms(&lp, u32::MAX, 0.99).unwrap(), 5_000);
+    assert_eq!(retry_delay_ms(&lp, 4, 0.5, 1).unwrap(), 5_000);
+    assert_eq!(retry_delay_ms(&lp, u32::MAX, 0.99, 1).unwrap(), 5_000);
     lp.policy.max_retry_delay_ms = None;
     assert_eq!(
-        retry_delay_ms(&lp, 60, 0.5).unwrap(),
+        retry_delay_ms(&lp, 60, 0.5, 1).unwrap(),
         crate::DEFAULT_MAX_RETRY_DELAY_MS as i64
     );
     // The retry lands that far after the finish.
@@ -586,6 +586,56 @@ fn retry_delay_backs_off() {
         .unwrap()
         .unwrap();
     assert_eq!(plan.next_run_at, Some(at("2026-01-01T00:00:31.500Z")));
+}
+
+/// Agents note §7.3: a throttled class's delay is four times longer, and
+/// the one cap binds after the multiplier, whatever the backoff; under
+/// fixed backoff the multiplier never shortens the loop's own delay.
+#[test]
+fn throttled_delays_are_four_times_longer_up_to_the_cap() {
+    use crate::failure::{FailureClass, THROTTLED_RETRY_MULTIPLIER};
+    assert_eq!(THROTTLED_RETRY_MULTIPLIER, 4);
+    assert_eq!(crate::DEFAULT_MAX_RETRY_DELAY_MS, 21_600_000);
+    let mut lp = a_loop(every(60_000), "2026-01-01T00:00:00Z");
+    let fixed = [
+        (60_000, FailureClass::RateLimit, 240_000),
+        (60_000, FailureClass::ProviderUnavailable, 240_000),
+        (60_000, FailureClass::Timeout, 60_000),
+        (60_000, FailureClass::ContextLength, 60_000),
+        (5_400_000, FailureClass::Auth, 21_600_000),
+        (5_400_001, FailureClass::Auth, 21_600_000),
+        (5_399_999, FailureClass::ProviderCapacity, 21_599_996),
+        // Never shorter than the loop's own delay.
+        (30_000_000, FailureClass::RateLimit, 30_000_000),
+        (30_000_000, FailureClass::Unknown, 30_000_000),
+        (i64::MAX as u64, FailureClass::RateLimit, i64::MAX),
+        (0, FailureClass::RateLimit, 0),
+        (1, FailureClass::RateLimit, 4),
+    ];
+    for (delay, class, expected) in fixed {
+        lp.retry_delay_ms = delay;
+        let got = retry_delay_ms(&lp, 1, 0.5, class.retry_multiplier()).unwrap();
+        assert_eq!(got, expected, "{delay} {class}");
+    }
+    // A cap of the loop's own binds a throttled fixed delay too.
+    lp.retry_delay_ms = 60_000;
+    lp.policy.max_retry_delay_ms = Some(180_000);
+    assert_eq!(retry_delay_ms(&lp, 1, 0.5, 4).unwrap(), 180_000);
+    assert_eq!(retry_delay_ms(&lp, 1, 0.5, 1).unwrap(), 60_000);
+
+    // Exponential: multiplied before the cap, so a 10 min cap stays 10 min.
+    lp.policy.backoff = Backoff::Exponential;
+    lp.policy.max_retry_delay_ms = Some(600_000);
+    assert_eq!(retry_delay_ms(&lp, 1, 0.5, 4).unwrap(), 240_000);
+    assert_eq!(retry_delay_ms(&lp, 2, 0.5, 4).unwrap(), 480_000);
+    assert_eq!(retry_delay_ms(&lp, 2, 0.0, 4).unwrap(), 240_000);
+    assert_eq!(retry_delay_ms(&lp, 3, 0.5, 4).unwrap(), 600_000);
+    assert_eq!(retry_delay_ms(&lp, 3, 0.5, 1).unwrap(), 240_000);
+    assert_eq!(retry_delay_ms(&lp, u32::MAX, 0.99, 4).unwrap(), 600_000);
+    // 0 counts as 1.
+    assert_eq!(retry_delay_ms(&lp, 1, 0.5, 0).unwrap(), 60_000);
+    lp.policy.backoff = Backoff::Fixed;
+    assert_eq!(retry_delay_ms(&lp, 1, 0.5, 0).unwrap(), 60_000);
 }
 
 /// Issue 17: labels and policy fields are left out of the JSON at their

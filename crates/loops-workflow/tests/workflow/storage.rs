@@ -61,7 +61,6 @@ fn a_turn_that_cannot_be_written_is_applied_again_once_the_store_accepts_writes(
     );
     assert!(fx.marker("b").exists());
     let retries = retries.into_inner().unwrap();
-    assert_eq!(retries.len(), 1, "reported once per streak: {retries:?}");
     assert!(retries[0].contains("locked"), "{retries:?}");
     // Every step's start and finish was recorded exactly once.
     let kinds: Vec<String> = events(&store, &outcome.run.id)
