@@ -342,11 +342,16 @@ pub fn plan_advance_with(
     if run.status == RunStatus::Running || lp.status != LoopStatus::Active {
         return Ok(None);
     }
-    if !succeeded && run.attempt < lp.max_attempts {
-        let delay = retry_delay_ms(lp, run.attempt, random, 1)?;
+    // Issue 27: an agent that failed to log in is not retried.
+    let auth_pause = if succeeded {
+        None
+    } else {
+        by_class::auth_pause_reason(lp, run)
+    };
+    if !succeeded && auth_pause.is_none() && run.attempt < lp.max_attempts {
         return Ok(Some(LoopAdvance {
             status: LoopStatus::Active,
-            next_run_at: Some(add(finished_at, delay)?),
+            next_run_at: Some(by_class::retry_due(lp, run, finished_at, random)?),
             retry_scheduled_for: Some(run.scheduled_for),
             streak: Streak::Unchanged,
             paused_reason: None,
@@ -388,6 +393,12 @@ pub fn plan_advance_with(
         {
             plan.status = LoopStatus::Paused;
             plan.paused_reason = Some(breaker_reason(count, run.error.as_deref()));
+        }
+        if let Some(reason) = auth_pause
+            && plan.status == LoopStatus::Active
+        {
+            plan.status = LoopStatus::Paused;
+            plan.paused_reason = Some(reason);
         }
     }
     Ok(Some(plan))
@@ -493,5 +504,6 @@ fn out_of_range() -> ScheduleError {
     ScheduleError::OutOfRange
 }
 
+mod by_class;
 #[cfg(test)]
 mod tests;

@@ -659,3 +659,120 @@ fn policy_json_is_additive() {
     let back: Loop = serde_json::from_value(json).unwrap();
     assert_eq!(back, lp);
 }
+
+/// An agent loop with `max_attempts` and a run of it that failed with
+/// `stderr`, classified `class`.
+fn a_failed_agent_run(
+    max_attempts: u32,
+    stderr: &str,
+    class: crate::FailureClass,
+) -> (Loop, LoopRun) {
+    let mut lp = a_loop(every(3_600_000), "2026-01-01T01:00:00Z");
+    let mut agent = crate::model::AgentTarget::new(crate::AgentProvider::Claude, "hi");
+    agent.account = Some(crate::model::Account {
+        profile: "work".into(),
+        tool: None,
+    });
+    lp.target = Target::Agent(agent);
+    lp.max_attempts = max_attempts;
+    let mut run = a_run("2026-01-01T00:00:00Z", 1, RunStatus::Failed);
+    run.error = Some("process exited with code 1".into());
+    run.stderr = Some(stderr.into());
+    run.facts.failure_class = Some(class);
+    (lp, run)
+}
+
+#[test]
+fn a_throttled_retry_waits_four_times_as_long() {
+    use crate::FailureClass::{ProviderCapacity, RateLimit, Timeout};
+    let finished = at("2026-01-01T00:00:10Z");
+    for (class, wait_ms) in [
+        (RateLimit, 240_000),
+        (ProviderCapacity, 240_000),
+        (Timeout, 60_000),
+    ] {
+        let (lp, run) = a_failed_agent_run(3, "slow down", class);
+        let plan = plan_advance_with(&lp, &run, finished, false, 0.5)
+            .unwrap()
+            .unwrap();
+        assert_eq!(plan.status, LoopStatus::Active, "{class}");
+        assert_eq!(plan.next_run_at, Some(finished.add_ms(wait_ms)), "{class}");
+    }
+}
+
+#[test]
+fn a_named_reset_is_waited_for_exactly_plus_jitter() {
+    let finished = at("2026-01-01T00:00:10Z");
+    let (lp, run) = a_failed_agent_run(
+        3,
+        "Error: 429, retry after 120s",
+        crate::FailureClass::RateLimit,
+    );
+    let reset = finished.add_ms(120_000);
+    // The jitter is at most a tenth of the wait (12 s here), by the draw.
+    for (random, jitter) in [(0.0, 0), (0.5, 6_000), (1.0, 12_000)] {
+        let plan = plan_advance_with(&lp, &run, finished, false, random)
+            .unwrap()
+            .unwrap();
+        assert_eq!(plan.next_run_at, Some(reset.add_ms(jitter)), "{random}");
+    }
+    // A long wait's jitter stops at a minute; a short one's is a second.
+    let (lp, long) = a_failed_agent_run(3, "retry after 7200s", crate::FailureClass::RateLimit);
+    let plan = plan_advance_with(&lp, &long, finished, false, 1.0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(plan.next_run_at, Some(finished.add_ms(7_200_000 + 60_000)));
+    let (lp, short) = a_failed_agent_run(3, "retry after 2s", crate::FailureClass::RateLimit);
+    let plan = plan_advance_with(&lp, &short, finished, false, 1.0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(plan.next_run_at, Some(finished.add_ms(2_000 + 1_000)));
+    // Only a limit's class reads it: a timeout retries as always.
+    let (lp, timeout) = a_failed_agent_run(3, "retry after 120s", crate::FailureClass::Timeout);
+    let plan = plan_advance_with(&lp, &timeout, finished, false, 0.5)
+        .unwrap()
+        .unwrap();
+    assert_eq!(plan.next_run_at, Some(finished.add_ms(60_000)));
+}
+
+#[test]
+fn an_agent_that_failed_to_authenticate_is_paused_at_once() {
+    let finished = at("2026-01-01T00:00:10Z");
+    let (lp, run) = a_failed_agent_run(
+        3,
+        "\nInvalid API key · Please run /login\n",
+        crate::FailureClass::Auth,
+    );
+    let plan = plan_advance_with(&lp, &run, finished, false, 0.5)
+        .unwrap()
+        .unwrap();
+    assert_eq!(plan.status, LoopStatus::Paused);
+    assert_eq!(plan.streak, Streak::Failure);
+    assert_eq!(plan.retry_scheduled_for, None);
+    assert_eq!(
+        plan.paused_reason.as_deref(),
+        Some(
+            "claude (account work) failed to authenticate: Invalid API key · Please run \
+             /login; log in, then `loops resume nightly`"
+        )
+    );
+    // A command loop's auth failure retries as any failure does.
+    let (mut lp, run) = a_failed_agent_run(3, "401 Unauthorized", crate::FailureClass::Auth);
+    lp.target = Target::Command(CommandTarget::new("curl"));
+    let plan = plan_advance_with(&lp, &run, finished, false, 0.5)
+        .unwrap()
+        .unwrap();
+    assert_eq!(plan.status, LoopStatus::Active);
+    assert_eq!(plan.retry_scheduled_for, Some(run.scheduled_for));
+    // A long line is cut in the reason.
+    let (lp, run) = a_failed_agent_run(1, &"x".repeat(500), crate::FailureClass::Auth);
+    let reason = plan_advance_with(&lp, &run, finished, false, 0.5)
+        .unwrap()
+        .unwrap()
+        .paused_reason
+        .unwrap();
+    assert!(
+        reason.contains(&format!("{}…;", "x".repeat(200))),
+        "{reason}"
+    );
+}
