@@ -168,3 +168,56 @@ fn a_loops_cost_sums_its_runs_finished_since_an_instant() {
         Usd::ZERO
     );
 }
+
+/// An agent loop with three attempts.
+fn agent_loop(store: &loops_store::Store, name: &str) -> loops_core::Loop {
+    let mut new = interval_loop(name);
+    let mut agent = loops_core::AgentTarget::new(loops_core::AgentProvider::Claude, "fix it");
+    agent.cwd = Some("/tmp".into());
+    new.target = loops_core::Target::Agent(agent);
+    new.max_attempts = 3;
+    store.create_loop(&new, t0()).unwrap()
+}
+
+#[test]
+fn a_limit_that_names_its_reset_is_retried_then_plus_jitter() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let lp = agent_loop(&store, "limited");
+    let run = claimed(&store, &lp);
+    let at = t0().add_ms(3_000);
+    let mut failed = result(ExecutorStatus::Failed, at);
+    failed.stderr = "API Error: 429 rate_limit_error; retry after 120s".into();
+    let done = store
+        .finalize_and_advance(&run.id, &failed, &Fence::new(RUNNER_A), at)
+        .unwrap();
+    assert_eq!(done.run.facts.failure_class, Some(FailureClass::RateLimit));
+    let lp = done.loop_.unwrap();
+    assert_eq!(lp.retry_scheduled_for, Some(run.scheduled_for));
+    // A fixed backoff draws the middle of the jitter: 120 s + 6 s.
+    assert_eq!(lp.next_run_at, Some(at.add_ms(126_000)));
+}
+
+#[test]
+fn an_agent_that_failed_to_authenticate_pauses_its_loop() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let lp = agent_loop(&store, "logged-out");
+    let run = claimed(&store, &lp);
+    let at = t0().add_ms(3_000);
+    let mut failed = result(ExecutorStatus::Failed, at);
+    failed.stderr = "Invalid API key · Please run /login".into();
+    let done = store
+        .finalize_and_advance(&run.id, &failed, &Fence::new(RUNNER_A), at)
+        .unwrap();
+    assert_eq!(done.run.facts.failure_class, Some(FailureClass::Auth));
+    let lp = store.get_loop(&lp.id).unwrap().unwrap();
+    assert_eq!(lp.status, loops_core::LoopStatus::Paused);
+    let reason = lp.paused_reason.unwrap();
+    assert!(
+        reason.starts_with("claude failed to authenticate: Invalid API key"),
+        "{reason}"
+    );
+    // Not retried: the attempts left are not burnt on it.
+    assert_eq!(lp.retry_scheduled_for, None);
+}
