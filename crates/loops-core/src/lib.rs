@@ -20,6 +20,7 @@
 
 mod agent_output;
 mod clock;
+mod cost_cap;
 mod cron;
 mod duration;
 mod failure;
@@ -41,6 +42,7 @@ pub use crate::agent_output::{
     AgentReport, MAX_AGENT_RESULT_BYTES, TokenUsage, parse as parse_agent_output,
 };
 pub use crate::clock::{Clock, ManualClock};
+pub use crate::cost_cap::{cost_cap_reason, day_start};
 pub use crate::cron::{CronError, CronExpr, Zone, next_cron_run};
 pub use crate::duration::{
     DURATION_FORMS, DurationError, MAX_DURATION_MS, bare_milliseconds, parse_duration,

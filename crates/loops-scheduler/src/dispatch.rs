@@ -27,6 +27,7 @@
 //! - no run is left without a heartbeat: whoever drops the dispatcher with
 //!   runs in flight cancels them.
 
+mod cost_cap;
 mod hooks;
 mod lanes;
 mod overlap;
@@ -377,6 +378,9 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                     continue;
                 };
                 let now = self.opts.clock.now();
+                if self.paused_over_cost_cap(&work.lp, now)? {
+                    continue;
+                }
                 if work.lp.overlap == Overlap::Skip && self.store.has_running_run(&work.lp.id)? {
                     if self.skip(&work.lp, slot, now)? {
                         work.progressed = true;

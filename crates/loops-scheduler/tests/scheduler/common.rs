@@ -139,6 +139,8 @@ pub(crate) enum Outcome {
     Error(ExecError),
     /// Panic inside the executor.
     Panic,
+    /// Succeed, the agent reporting this cost in dollars (issue 27).
+    Costs(f64),
 }
 
 /// One call the fake executor received.
@@ -371,8 +373,12 @@ impl RunExecutor for FakeExecutor<'_> {
         };
         self.changed.notify_all();
         let finished = self.clock.now();
+        let cost = match outcome {
+            Outcome::Costs(dollars) => loops_core::Usd::from_dollars(dollars),
+            _ => None,
+        };
         let (status, code) = match outcome {
-            Outcome::Succeed => (ExecutorStatus::Succeeded, 0),
+            Outcome::Succeed | Outcome::Costs(_) => (ExecutorStatus::Succeeded, 0),
             Outcome::Fail(code) => (ExecutorStatus::Failed, code),
             Outcome::Error(error) => return Err(RunError::Exec(error)),
             Outcome::Panic => panic!("fake executor told to panic"),
@@ -387,7 +393,10 @@ impl RunExecutor for FakeExecutor<'_> {
             started_at: started,
             finished_at: finished,
             duration_ms: finished.millis_since(started),
-            facts: Default::default(),
+            facts: loops_core::RunFacts {
+                cost_usd: cost,
+                ..Default::default()
+            },
         })
     }
 }

@@ -862,3 +862,42 @@ fn a_finalize_that_fails_is_retried_until_it_lands() {
     assert_eq!(stored.status, RunStatus::Succeeded);
     assert_eq!(reload(&store, &lp).next_run_at, Some(at(120)));
 }
+
+#[test]
+fn a_loop_whose_runs_cost_its_daily_cap_is_paused_before_the_next() {
+    // Issue 27: `--max-cost-per-day` is checked before each run.
+    let fx = Fixture::new();
+    let store = fx.store();
+    let clock = ManualClock::new(at(60));
+    let fake = FakeExecutor::new(&clock);
+    let mut new = command_loop("spender", every(60_000));
+    new.policy.max_cost_per_day = loops_core::Usd::from_dollars(1.0);
+    let lp = store.create_loop(&new, t0()).unwrap();
+    fake.script("spender", [Outcome::Costs(0.6), Outcome::Costs(0.6)]);
+    let errors = RefCell::new(Vec::new());
+    let on_error = |lp: &loops_core::Loop, msg: &str| {
+        errors.borrow_mut().push((lp.name.clone(), msg.to_owned()));
+    };
+    let o = TickOptions {
+        on_error: Some(&on_error),
+        ..opts(&clock, &fake)
+    };
+    tick(&store, &o).unwrap();
+    clock.advance(60_000);
+    // $0.60 of $1 spent: it runs again.
+    tick(&store, &o).unwrap();
+    assert_eq!(fake.calls_for("spender").len(), 2);
+    assert!(errors.borrow().is_empty(), "{:?}", errors.borrow());
+    clock.advance(60_000);
+    let r = tick(&store, &o).unwrap();
+    assert!(r.completed.is_empty(), "{r:?}");
+    assert_eq!(fake.calls_for("spender").len(), 2, "no third run");
+    let paused = reload(&store, &lp);
+    assert_eq!(paused.status, LoopStatus::Paused);
+    let reason = paused.paused_reason.unwrap();
+    assert!(
+        reason.starts_with("daily cost cap reached: $1.20 spent today of maxCostPerDayUsd $1.00"),
+        "{reason}"
+    );
+    assert_eq!(errors.borrow().as_slice(), [("spender".to_owned(), reason)]);
+}
