@@ -2,6 +2,7 @@
 //! runs the built binary in its own temporary data directory.
 
 mod agent_options;
+mod agent_runs;
 mod backup;
 mod checklist;
 mod cli;

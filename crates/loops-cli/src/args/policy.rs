@@ -39,6 +39,12 @@ pub(crate) struct PolicyOptions {
     /// not counted (repeatable) [default: none].
     #[arg(long = "skip-exit-code", value_name = "CODE", help_heading = "Policy")]
     pub(crate) skip_exit_codes: Vec<String>,
+
+    /// Pause the loop once its runs of the current local day have cost USD
+    /// dollars, as its agents report costs; checked before each scheduled
+    /// run. `off` removes it on edit [default: no cap].
+    #[arg(long, value_name = "USD", help_heading = "Policy")]
+    pub(crate) max_cost_per_day: Option<String>,
 }
 
 impl PolicyOptions {
@@ -51,6 +57,7 @@ impl PolicyOptions {
                 &self.pause_after_failures,
                 &self.backoff,
                 &self.max_retry_delay,
+                &self.max_cost_per_day,
             ]
             .iter()
             .any(|o| o.is_some())

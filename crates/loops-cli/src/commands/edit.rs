@@ -455,6 +455,7 @@ const FIELDS: &[(&str, &str)] = &[
     ("backoff", "backoff"),
     ("max retry delay", "maxRetryDelayMs"),
     ("skip exit codes", "skipExitCodes"),
+    ("max cost per day", "maxCostPerDayUsd"),
     ("on-failure hook", "onFailure"),
     ("on-success hook", "onSuccess"),
     ("hook output", "hookShowOutput"),

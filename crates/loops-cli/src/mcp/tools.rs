@@ -422,6 +422,7 @@ fn loop_options(o: LoopOptions) -> args::LoopOptions {
             backoff: o.backoff,
             max_retry_delay: duration(o.max_retry_delay),
             skip_exit_codes: o.skip_exit_code.into_iter().map(|c| c.0).collect(),
+            max_cost_per_day: None,
         },
         hooks: HookOptions {
             on_failure: o.on_failure,

@@ -6,7 +6,7 @@
 use std::str::FromStr;
 
 use anyhow::{Result, anyhow};
-use loops_core::{Backoff, LoopPolicy, validate_label};
+use loops_core::{Backoff, LoopPolicy, Usd, validate_label};
 
 use crate::args::policy::PolicyOptions;
 use crate::request::Warnings;
@@ -28,6 +28,7 @@ pub(crate) struct PolicyChange {
     backoff: Option<Backoff>,
     max_retry_delay_ms: Option<u64>,
     skip_exit_codes: Option<Vec<i32>>,
+    max_cost_per_day: Option<Option<Usd>>,
 }
 
 /// Resolves the flags given. With `edit`, `off` removes a count
@@ -67,6 +68,13 @@ pub(crate) fn change(
     if !opts.skip_exit_codes.is_empty() {
         change.skip_exit_codes = Some(skip_exit_codes(&opts.skip_exit_codes)?);
     }
+    if let Some(v) = &opts.max_cost_per_day {
+        change.max_cost_per_day = Some(if edit && v.trim() == "off" {
+            None
+        } else {
+            Some(cost_cap(v)?)
+        });
+    }
     Ok(change)
 }
 
@@ -91,7 +99,24 @@ impl PolicyChange {
         if let Some(codes) = self.skip_exit_codes {
             policy.skip_exit_codes = codes;
         }
+        if let Some(cap) = self.max_cost_per_day {
+            policy.max_cost_per_day = cap;
+        }
     }
+}
+
+/// `--max-cost-per-day`: dollars above zero (a cap of nothing would pause
+/// the loop before its first run).
+fn cost_cap(v: &str) -> Result<Usd> {
+    v.parse::<Usd>()
+        .ok()
+        .filter(|cap| *cap > Usd::ZERO)
+        .ok_or_else(|| {
+            anyhow!(
+                "--max-cost-per-day must be an amount of US dollars above 0, such as 5 or \
+                 0.50, not {v:?}"
+            )
+        })
 }
 
 /// Labels from repeated and comma-separated values, checked, in order,
@@ -169,6 +194,32 @@ mod tests {
         // `off` is for edit only: a new loop has no count to remove.
         assert!(change(&mut warnings, &opts, false).is_err());
         assert!(warnings.into_vec().is_empty());
+    }
+
+    #[test]
+    fn a_cost_cap_is_dollars_above_zero_and_off_on_edit() {
+        let mut warnings = Warnings::default();
+        let opts = |v: &str| PolicyOptions {
+            max_cost_per_day: Some(v.into()),
+            ..PolicyOptions::default()
+        };
+        let mut policy = LoopPolicy::default();
+        change(&mut warnings, &opts("2.50"), false)
+            .unwrap()
+            .apply(&mut policy);
+        assert_eq!(policy.max_cost_per_day, Usd::from_dollars(2.5));
+        change(&mut warnings, &opts("off"), true)
+            .unwrap()
+            .apply(&mut policy);
+        assert_eq!(policy.max_cost_per_day, None);
+        for bad in ["0", "-1", "lots", "off"] {
+            let err = change(&mut warnings, &opts(bad), false).unwrap_err();
+            assert!(
+                err.to_string()
+                    .starts_with("--max-cost-per-day must be an amount of US dollars above 0"),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

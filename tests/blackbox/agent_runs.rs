@@ -1,0 +1,91 @@
+//! Issue 27, "Failure classes" and "What each run did and cost", end to
+//! end: a fake claude prints its JSON envelope, and what it said, cost and
+//! failed as reaches `runs`, the loop's policy and its pause.
+
+use loops_tests::TestEnv;
+
+/// A fake claude that reads its prompt and prints `body` on stdout.
+fn fake_claude(env: &TestEnv, body: &str) {
+    env.write_script(
+        "claude",
+        &format!("cat > /dev/null\nprintf '%s\\n' '{body}'"),
+    );
+}
+
+/// A claude envelope reporting `cost` dollars.
+fn envelope(cost: f64) -> String {
+    format!(
+        r#"{{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"sess-42","total_cost_usd":{cost},"usage":{{"input_tokens":10,"output_tokens":5,"cache_read_input_tokens":2,"cache_creation_input_tokens":1}}}}"#
+    )
+}
+
+#[test]
+fn a_run_shows_what_the_agent_said_and_cost() {
+    let env = TestEnv::new();
+    fake_claude(&env, &envelope(0.25));
+    env.loops(["create", "agent", "summer", "--provider", "claude"])
+        .args(["--prompt", "sum up", "--every", "1h"])
+        .run();
+    env.loops(["run-now", "summer"]).run();
+    let runs = env.loops(["--json", "runs", "summer"]).run().json();
+    let run = &runs[0];
+    assert_eq!(run["status"], "succeeded", "{run}");
+    assert_eq!(run["sessionId"], "sess-42");
+    assert_eq!(run["costUsd"], 0.25);
+    assert_eq!(run["usage"]["inputTokens"], 10);
+    assert_eq!(run["usage"]["cacheWriteTokens"], 1);
+    assert_eq!(run["isError"], false);
+    // The final message is output: redacted unless shown.
+    assert_eq!(run["result"], "[redacted 4 chars]");
+    assert!(run.get("failureClass").is_none(), "{run}");
+}
+
+#[test]
+fn a_claude_run_reporting_an_error_failed_and_is_classified() {
+    let env = TestEnv::new();
+    fake_claude(
+        &env,
+        r#"{"type":"result","subtype":"success","is_error":true,"result":"API Error: 429 rate_limit_error","session_id":"s"}"#,
+    );
+    env.loops(["create", "agent", "busy", "--provider", "claude"])
+        .args(["--prompt", "work", "--every", "1h"])
+        .run();
+    env.loops(["run-now", "busy"]).code(1).run();
+    let runs = env.loops(["--json", "runs", "busy"]).run().json();
+    assert_eq!(runs[0]["status"], "failed", "{}", runs[0]);
+    assert_eq!(runs[0]["isError"], true);
+    assert_eq!(runs[0]["failureClass"], "rate_limit", "{}", runs[0]);
+    let print = runs[0]["failureFingerprint"].as_str().unwrap();
+    assert_eq!(print.len(), 16, "{print}");
+}
+
+#[test]
+fn a_loop_over_its_daily_cost_cap_is_paused_before_its_next_run() {
+    let env = TestEnv::new();
+    fake_claude(&env, &envelope(0.6));
+    env.loops(["create", "agent", "spender", "--provider", "claude"])
+        .args(["--prompt", "spend", "--every", "1h"])
+        .args(["--max-cost-per-day", "1"])
+        .run();
+    let shown = env.loops(["--json", "show", "spender"]).run().json();
+    assert_eq!(shown["maxCostPerDayUsd"], 1.0);
+    // Two manual runs spend $1.20 today; run-now is not held back.
+    env.loops(["run-now", "spender"]).run();
+    env.loops(["run-now", "spender"]).run();
+    // A slot comes due; it is not run: the loop pauses first.
+    env.loops(["edit", "spender", "--at", "2020-01-01T00:00:00Z"]).run();
+    env.loops(["tick"]).run();
+    let shown = env.loops(["--json", "show", "spender"]).run().json();
+    assert_eq!(shown["status"], "paused", "{shown}");
+    let reason = shown["pausedReason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("daily cost cap reached: $1.20 spent today of maxCostPerDayUsd $1.00"),
+        "{reason}"
+    );
+    let runs = env.loops(["--json", "runs", "spender"]).run().json();
+    assert_eq!(runs.as_array().unwrap().len(), 2, "{runs}");
+    // `off` removes the cap.
+    env.loops(["edit", "spender", "--max-cost-per-day", "off"]).run();
+    let shown = env.loops(["--json", "show", "spender"]).run().json();
+    assert!(shown.get("maxCostPerDayUsd").is_none(), "{shown}");
+}
