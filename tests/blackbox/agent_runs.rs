@@ -38,6 +38,21 @@ fn a_run_shows_what_the_agent_said_and_cost() {
     // The final message is output: redacted unless shown.
     assert_eq!(run["result"], "[redacted 4 chars]");
     assert!(run.get("failureClass").is_none(), "{run}");
+    // The human views say it too.
+    let id = run["id"].as_str().unwrap();
+    let one = env.loops(["runs", id]).run().stdout;
+    assert!(one.contains("\nsession:   sess-42\n"), "{one}");
+    assert!(
+        one.contains("\ncost:      $0.25 (10 in, 5 out, 2 cache read, 1 cache write tokens)\n"),
+        "{one}"
+    );
+    let table = env.loops(["runs", "summer"]).run().stdout;
+    let mut lines = table.lines();
+    let header = lines.next().unwrap();
+    assert!(header.contains(" DURATION  COST  "), "{table}");
+    assert!(!header.contains("CLASS"), "{table}");
+    let row = lines.find(|l| l.contains("summer")).unwrap();
+    assert!(row.contains(" $0.25 "), "{table}");
 }
 
 #[test]
@@ -57,6 +72,15 @@ fn a_claude_run_reporting_an_error_failed_and_is_classified() {
     assert_eq!(runs[0]["failureClass"], "rate_limit", "{}", runs[0]);
     let print = runs[0]["failureFingerprint"].as_str().unwrap();
     assert_eq!(print.len(), 16, "{print}");
+    let table = env.loops(["runs", "busy"]).run().stdout;
+    assert!(table.lines().next().unwrap().contains(" STATUS  CLASS "), "{table}");
+    assert!(table.contains(" failed  rate_limit "), "{table}");
+    let one = env.loops(["runs", runs[0]["id"].as_str().unwrap()]).run().stdout;
+    assert!(
+        one.contains(&format!("\nclass:     rate_limit (fingerprint {print})\n")),
+        "{one}"
+    );
+    assert!(one.contains("\nreported:  the agent's output says the run failed\n"), "{one}");
 }
 
 #[test]

@@ -9,7 +9,7 @@
 
 use anstyle::Style;
 use anyhow::Result;
-use loops_core::{LoopId, LoopRun, RunId, RunStatus, Timestamp};
+use loops_core::{LoopId, LoopRun, RunFacts, RunId, RunStatus, Timestamp};
 use loops_store::{RunFilter, Store, StoreError};
 
 use crate::args::RunsArgs;
@@ -148,17 +148,30 @@ fn print_json(runs: &[LoopRun], output: Output, out: &mut Printer) -> Result<()>
 /// `--show-output`.
 fn print_table(ctx: &Context, runs: &[LoopRun], output: Output, out: &mut Printer) -> Result<()> {
     let now = human::display_now();
-    let mut table = Table::with_headers(&[
-        "RUN", "LOOP", "STATUS", "ATTEMPT", "EXIT", "DURATION", "WHEN", "ERROR",
-    ]);
+    // Issue 27: the class and the cost columns appear when a run listed
+    // has one, so a listing of plain commands reads as before.
+    let classes = runs.iter().any(|r| r.facts.failure_class.is_some());
+    let costs = runs.iter().any(|r| r.facts.cost_usd.is_some());
+    let mut headers = vec!["RUN", "LOOP", "STATUS"];
+    headers.extend(classes.then_some("CLASS"));
+    headers.extend(["ATTEMPT", "EXIT", "DURATION"]);
+    headers.extend(costs.then_some("COST"));
+    headers.extend(["WHEN", "ERROR"]);
+    let mut table = Table::with_headers(&headers);
     for run in runs {
-        table.styled_row(vec![
+        let mut row = vec![
             (run.id.to_string(), Style::new()),
             (run.loop_name.clone(), Style::new()),
             (
                 run.status.to_string(),
                 render::status_style(run.status.as_str()),
             ),
+        ];
+        if classes {
+            let class = run.facts.failure_class.map(|c| c.as_str());
+            row.push((class.unwrap_or("-").to_owned(), Style::new()));
+        }
+        row.extend([
             (run.attempt.to_string(), Style::new()),
             (
                 run.exit_code
@@ -170,6 +183,12 @@ fn print_table(ctx: &Context, runs: &[LoopRun], output: Output, out: &mut Printe
                     .map_or_else(|| "-".to_owned(), human::duration),
                 Style::new(),
             ),
+        ]);
+        if costs {
+            let cost = run.facts.cost_usd.map(|c| c.to_string());
+            row.push((cost.unwrap_or_else(|| "-".to_owned()), Style::new()));
+        }
+        row.extend([
             (human::when(human::run_instant(run), now), Style::new()),
             (
                 run.error
@@ -179,6 +198,7 @@ fn print_table(ctx: &Context, runs: &[LoopRun], output: Output, out: &mut Printe
                 render::status_style("failed"),
             ),
         ]);
+        table.styled_row(row);
     }
     out.table(&table, |i| match (output, runs.get(i)) {
         (Output::Shown, Some(run)) => render::output_blocks(run),
@@ -213,6 +233,7 @@ fn print_one(ctx: &Context, run: &LoopRun, output: Output, out: &mut Printer) ->
     if let Some(error) = &run.error {
         lines.push(format!("error:     {}", ctx.error_line(error)));
     }
+    lines.extend(fact_lines(&run.facts));
     match output {
         Output::Shown => lines.extend(render::output_blocks(run)),
         Output::Redacted => {
@@ -228,6 +249,38 @@ fn print_one(ctx: &Context, run: &LoopRun, output: Output, out: &mut Printer) ->
         out.line(&line)?;
     }
     Ok(())
+}
+
+/// What a run said and cost, and why it failed (issue 27), a line each
+/// for what is known. Stored text is escaped: an agent wrote it.
+fn fact_lines(facts: &RunFacts) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(class) = facts.failure_class {
+        let print = facts.failure_fingerprint.as_deref().unwrap_or("-");
+        lines.push(format!("class:     {class} (fingerprint {print})"));
+    }
+    if let Some(session) = &facts.session_id {
+        lines.push(format!(
+            "session:   {}",
+            render::escape_controls(session, &[])
+        ));
+    }
+    if facts.cost_usd.is_some() || facts.usage.is_some() {
+        let cost = facts
+            .cost_usd
+            .map_or_else(|| "cost not reported".to_owned(), |c| c.to_string());
+        let tokens = facts.usage.map_or_else(String::new, |u| {
+            format!(
+                " ({} in, {} out, {} cache read, {} cache write tokens)",
+                u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens
+            )
+        });
+        lines.push(format!("cost:      {cost}{tokens}"));
+    }
+    if facts.is_error == Some(true) {
+        lines.push("reported:  the agent's output says the run failed".to_owned());
+    }
+    lines
 }
 
 /// What `runs <target>` lists: a loop by id or name, the id of a removed
