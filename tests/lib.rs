@@ -568,8 +568,8 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Opt
     }
 }
 
-/// Insta settings that hide what changes between runs: ids, instants,
-/// durations, pids, runner ids and host names.
+/// Insta settings that hide what changes between runs: ids, failure
+/// fingerprints, instants, durations, pids, runner ids and host names.
 pub fn snapshot_settings() -> insta::Settings {
     let mut settings = insta::Settings::clone_current();
     for (pattern, replacement) in [
@@ -578,6 +578,8 @@ pub fn snapshot_settings() -> insta::Settings {
             "YYYY-MM-DDTHH:MM:SS.mmmZ",
         ),
         (r"\b[0-9a-f]{12}\b", "[id]"),
+        // A failure fingerprint hashes the loop's id (issue 27).
+        (r"\b[0-9a-f]{16}\b", "[fingerprint]"),
         (r#""durationMs": \d+"#, r#""durationMs": "[ms]""#),
         (r#""pid": \d+"#, r#""pid": "[pid]""#),
         (r"(manual(-tick)?):\d+", "$1:[pid]"),
