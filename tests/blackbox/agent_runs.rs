@@ -73,14 +73,23 @@ fn a_claude_run_reporting_an_error_failed_and_is_classified() {
     let print = runs[0]["failureFingerprint"].as_str().unwrap();
     assert_eq!(print.len(), 16, "{print}");
     let table = env.loops(["runs", "busy"]).run().stdout;
-    assert!(table.lines().next().unwrap().contains(" STATUS  CLASS "), "{table}");
+    assert!(
+        table.lines().next().unwrap().contains(" STATUS  CLASS "),
+        "{table}"
+    );
     assert!(table.contains(" failed  rate_limit "), "{table}");
-    let one = env.loops(["runs", runs[0]["id"].as_str().unwrap()]).run().stdout;
+    let one = env
+        .loops(["runs", runs[0]["id"].as_str().unwrap()])
+        .run()
+        .stdout;
     assert!(
         one.contains(&format!("\nclass:     rate_limit (fingerprint {print})\n")),
         "{one}"
     );
-    assert!(one.contains("\nreported:  the agent's output says the run failed\n"), "{one}");
+    assert!(
+        one.contains("\nreported:  the agent's output says the run failed\n"),
+        "{one}"
+    );
 }
 
 #[test]
@@ -97,7 +106,8 @@ fn a_loop_over_its_daily_cost_cap_is_paused_before_its_next_run() {
     env.loops(["run-now", "spender"]).run();
     env.loops(["run-now", "spender"]).run();
     // A slot comes due; it is not run: the loop pauses first.
-    env.loops(["edit", "spender", "--at", "2020-01-01T00:00:00Z"]).run();
+    env.loops(["edit", "spender", "--at", "2020-01-01T00:00:00Z"])
+        .run();
     env.loops(["tick"]).run();
     let shown = env.loops(["--json", "show", "spender"]).run().json();
     assert_eq!(shown["status"], "paused", "{shown}");
@@ -109,7 +119,42 @@ fn a_loop_over_its_daily_cost_cap_is_paused_before_its_next_run() {
     let runs = env.loops(["--json", "runs", "spender"]).run().json();
     assert_eq!(runs.as_array().unwrap().len(), 2, "{runs}");
     // `off` removes the cap.
-    env.loops(["edit", "spender", "--max-cost-per-day", "off"]).run();
+    env.loops(["edit", "spender", "--max-cost-per-day", "off"])
+        .run();
     let shown = env.loops(["--json", "show", "spender"]).run().json();
     assert!(shown.get("maxCostPerDayUsd").is_none(), "{shown}");
 }
+
+#[test]
+fn a_running_run_says_how_long_it_has_been_silent() {
+    // Issue 27: each heartbeat records when the run last printed; a 3 s
+    // lease beats every second.
+    let env = TestEnv::new();
+    let id = env.create_command(
+        "quiet",
+        "echo started; sleep 30",
+        &["--every", "1h", "--lease", "3s"],
+    );
+    let mut child = env.spawn(&["run-now", &id]);
+    let run = loops_tests::wait_for("a heartbeat to record the output", DEADLINE, || {
+        let runs = env.loops(["--json", "runs", "quiet"]).run().json();
+        let run = runs.get(0)?.clone();
+        run.get("lastOutputAt").is_some().then_some(run)
+    });
+    assert_eq!(run["status"], "running");
+    let shown = env.loops(["runs", run["id"].as_str().unwrap()]).run().stdout;
+    let line = shown
+        .lines()
+        .find(|l| l.starts_with("silent:    "))
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert!(line.contains("(last output "), "{line}");
+    // SIGINT cancels the run and kills its child.
+    let interrupted = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    assert_eq!(child.wait().unwrap().code(), Some(1));
+}
+
+const DEADLINE: std::time::Duration = std::time::Duration::from_secs(20);

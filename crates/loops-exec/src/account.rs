@@ -170,6 +170,7 @@ fn run_accounts(
         leak_timeout: opts.leak_timeout,
         max_output_bytes: opts.max_output_bytes,
         log: None,
+        seen: None,
     });
     match finished.cause {
         // No idle watchdog here: `Idle` cannot happen.

@@ -268,6 +268,7 @@ fn execute_with(
         leak_timeout: opts.leak_timeout,
         max_output_bytes: opts.max_output_bytes,
         log: ctx.log.map(|log| (log, &secrets)),
+        seen: ctx.output_seen,
     });
     // Issue 27: what the agent's machine output says of the run (agents
     // note §3), read once; its final message is scrubbed as stdout is.

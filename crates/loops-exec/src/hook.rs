@@ -82,6 +82,7 @@ pub fn run_hook(hook: &Hook, opts: &ExecOptions) -> Result<(), String> {
         leak_timeout: opts.leak_timeout,
         max_output_bytes: HOOK_OUTPUT_BYTES.min(opts.max_output_bytes.max(1)),
         log: None,
+        seen: None,
     });
     if let Some(Cause::TimedOut) = finished.cause {
         return Err(format!("timed out after {}ms", hook.timeout.as_millis()));

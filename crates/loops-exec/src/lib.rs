@@ -60,6 +60,7 @@ mod hook;
 mod liveness;
 mod options;
 mod output;
+mod output_seen;
 pub mod owner_only;
 mod path;
 mod pool;
@@ -84,6 +85,7 @@ pub use crate::options::{
     DEFAULT_ACCOUNTS_TIMEOUT, DEFAULT_KILL_GRACE, DEFAULT_LEAK_TIMEOUT, ExecOptions, RunContext,
 };
 pub use crate::output::DEFAULT_MAX_OUTPUT_BYTES;
+pub use crate::output_seen::OutputSeen;
 pub use crate::path::{dropped_path_entries, normalize_path};
 pub use crate::pool::Pool;
 pub use crate::process::{

@@ -15,6 +15,7 @@ use loops_core::Clock;
 use crate::cancel::CancelToken;
 use crate::clock::SystemClock;
 use crate::output::DEFAULT_MAX_OUTPUT_BYTES;
+use crate::output_seen::OutputSeen;
 use crate::runlog::RunLog;
 
 /// The default time between SIGTERM and SIGKILL: 2 s.
@@ -108,6 +109,9 @@ pub struct RunContext<'a> {
     /// The run's log file ([`RunLog`]), which gets the run's output, line by
     /// line and scrubbed, as it is produced; `None` keeps no log.
     pub log: Option<&'a RunLog>,
+    /// Marked whenever the run prints (issue 27), so the runner can record
+    /// how long it has been silent; `None` keeps no mark.
+    pub output_seen: Option<&'a OutputSeen>,
 }
 
 impl Default for RunContext<'_> {
@@ -117,6 +121,7 @@ impl Default for RunContext<'_> {
             cancel: None,
             spawn_id: None,
             log: None,
+            output_seen: None,
         }
     }
 }

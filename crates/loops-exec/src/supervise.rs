@@ -73,6 +73,7 @@ use nix::errno::Errno;
 
 use crate::cancel::CancelToken;
 use crate::cookie;
+use crate::output_seen::OutputSeen;
 use crate::runlog::RunLog;
 use crate::scrub::Secrets;
 
@@ -122,6 +123,8 @@ pub(crate) struct Limits<'a> {
     pub(crate) max_output_bytes: usize,
     /// The run's log file, and what to scrub from it (`runlog.rs`).
     pub(crate) log: Option<(&'a RunLog, &'a Secrets)>,
+    /// Marked at every read of output (issue 27); `None` keeps no mark.
+    pub(crate) seen: Option<&'a OutputSeen>,
 }
 
 /// Why the supervisor killed the group.

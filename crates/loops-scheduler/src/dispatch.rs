@@ -43,6 +43,7 @@ use self::state::{Mode, Phase};
 pub use self::tick_result::TickResult;
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread::Scope;
 use std::time::{Duration, Instant};
@@ -50,7 +51,7 @@ use std::time::{Duration, Instant};
 use loops_core::{
     Clock, ExecutorResult, Loop, LoopId, LoopRun, Overlap, ProcessRef, RunId, Timestamp, due_slots,
 };
-use loops_exec::{CancelToken, Pool, Subscription};
+use loops_exec::{CancelToken, OutputSeen, Pool, Subscription};
 use loops_store::{Claim, NotClaimed, Store, StoreError};
 
 use crate::executor::{RunControl, RunError, RunExecutor};
@@ -159,6 +160,8 @@ struct InFlight {
     /// The spawn id every process of the run carries, recorded with its pid
     /// so a later runner finds them after a crash.
     spawn_id: String,
+    /// When the run last printed, recorded by each heartbeat (issue 27).
+    output_seen: Arc<OutputSeen>,
 }
 
 /// A stop request held back from a batch of reports ([`Report::Stop`]).
@@ -460,11 +463,13 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
         // Runs claimed without a token (the original's) get a fresh one.
         let spawn_id = claim_spawn_id(&run).map_or_else(loops_exec::new_spawn_id, str::to_owned);
         let run_id = run.id;
-        let (lp, worker_run, worker_cancel, worker_spawn_id) = (
+        let output_seen = Arc::new(OutputSeen::new(self.opts.clock.now()));
+        let (lp, worker_run, worker_cancel, worker_spawn_id, worker_seen) = (
             work.lp.clone(),
             run.clone(),
             cancel.clone(),
             spawn_id.clone(),
+            Arc::clone(&output_seen),
         );
         let job = move || {
             let on_spawn = move |p: ProcessRef| {
@@ -479,6 +484,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                 on_spawn: &on_spawn,
                 spawn_id: Some(&worker_spawn_id),
                 on_retry: &on_retry,
+                output_seen: Some(&worker_seen),
             };
             Report::Done(
                 run_id,
@@ -523,6 +529,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                 lease_deadline: lease_deadline(Instant::now(), lease_ms),
                 phase: Phase::Running,
                 spawn_id,
+                output_seen,
             },
         );
     }

@@ -24,7 +24,7 @@ use loops_core::{
     loop_workflow_key,
 };
 use loops_exec::{
-    CancelToken, ExecError, ExecOptions, RunContext, RunLog, RunMetadata, SystemProbe,
+    CancelToken, ExecError, ExecOptions, OutputSeen, RunContext, RunLog, RunMetadata, SystemProbe,
     execute_target, prepare_logs_dir,
 };
 use loops_store::{Location, Store, StoreError};
@@ -47,6 +47,9 @@ pub struct RunControl<'a> {
     /// record its progress (a workflow run whose write failed on a
     /// transient store error, once per streak of failures, until it lands).
     pub on_retry: &'a (dyn Fn(&str) + Sync),
+    /// Marked whenever the run prints, for the heartbeat to record how long
+    /// it has been silent (issue 27); `None` keeps no mark.
+    pub output_seen: Option<&'a OutputSeen>,
 }
 
 /// Executes one claimed loop run.
@@ -281,6 +284,7 @@ impl RunExecutor for ProcessExecutor<'_> {
             cancel: Some(&control.cancel),
             spawn_id: control.spawn_id,
             log: log.as_ref(),
+            output_seen: control.output_seen,
         };
         let result = execute_target(
             &target,

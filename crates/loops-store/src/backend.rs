@@ -186,6 +186,7 @@ pub(crate) trait RunOps {
         fence: &Fence,
         lease_ms: u64,
         now: Timestamp,
+        last_output_at: Option<Timestamp>,
     ) -> Result<Option<LoopRun>>;
     /// [`Store::mark_run_spawn`](crate::Store::mark_run_spawn).
     fn mark_run_spawn(

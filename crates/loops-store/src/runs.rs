@@ -204,7 +204,22 @@ impl Store {
         now: Timestamp,
     ) -> Result<Option<LoopRun>> {
         self.backend()
-            .heartbeat_run_lease(run_id, fence, lease_ms, now)
+            .heartbeat_run_lease(run_id, fence, lease_ms, now, None)
+    }
+
+    /// [`Store::heartbeat_run_lease`] that also records when the run last
+    /// printed (issue 27), when it has: how long an agent has been silent,
+    /// as of this heartbeat. `None` leaves the recorded instant.
+    pub fn heartbeat_run_lease_with_output(
+        &self,
+        run_id: &RunId,
+        fence: &Fence,
+        lease_ms: u64,
+        now: Timestamp,
+        last_output_at: Option<Timestamp>,
+    ) -> Result<Option<LoopRun>> {
+        self.backend()
+            .heartbeat_run_lease(run_id, fence, lease_ms, now, last_output_at)
     }
 
     /// Records the child process of a running run: its pid and, in the

@@ -269,6 +269,8 @@ impl<'r> Runner<'r> {
             cancel: None,
             spawn_id: self.opts.spawn_id,
             log: None,
+            // A step's silence is not recorded (its run has no heartbeat).
+            output_seen: None,
         };
         std::thread::scope(|scope| {
             let mut pool = Pool::new(scope, tx.clone());

@@ -233,6 +233,7 @@ fn print_one(ctx: &Context, run: &LoopRun, output: Output, out: &mut Printer) ->
     if let Some(error) = &run.error {
         lines.push(format!("error:     {}", ctx.error_line(error)));
     }
+    lines.extend(silence_line(run, now));
     lines.extend(fact_lines(&run.facts));
     match output {
         Output::Shown => lines.extend(render::output_blocks(run)),
@@ -249,6 +250,20 @@ fn print_one(ctx: &Context, run: &LoopRun, output: Output, out: &mut Printer) ->
         out.line(&line)?;
     }
     Ok(())
+}
+
+/// How long a running run has printed nothing (issue 27), as of its last
+/// heartbeat: since its last output, else since it started.
+fn silence_line(run: &LoopRun, now: Timestamp) -> Option<String> {
+    if run.status != RunStatus::Running {
+        return None;
+    }
+    let (since, what) = match run.last_output_at {
+        Some(at) => (at, format!("last output {}", human::when(at, now))),
+        None => (run.started_at?, "no output yet".to_owned()),
+    };
+    let silent = now.millis_since(since).max(0);
+    Some(format!("silent:    {} ({what})", human::duration(silent)))
 }
 
 /// What a run said and cost, and why it failed (issue 27), a line each

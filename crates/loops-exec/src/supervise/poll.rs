@@ -171,6 +171,9 @@ impl Running {
             }
             if got_output {
                 last_output = Instant::now();
+                if let Some(seen) = limits.seen {
+                    seen.saw();
+                }
             }
         }
 

@@ -35,6 +35,7 @@ fn limits(timeout_ms: u64) -> Limits<'static> {
         leak_timeout: Duration::from_millis(200),
         max_output_bytes: 1024,
         log: None,
+        seen: Default::default(),
     }
 }
 

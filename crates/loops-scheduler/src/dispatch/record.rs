@@ -230,11 +230,12 @@ impl Dispatcher<'_, '_> {
             }
             f.next_heartbeat = now_instant + f.period;
             let now = self.opts.clock.now();
-            match self.store.heartbeat_run_lease(
+            match self.store.heartbeat_run_lease_with_output(
                 &f.run.id,
                 &Fence::of_claim(self.opts.runner_id, &f.run),
                 f.work.lp.lease_ms,
                 now,
+                f.output_seen.last(),
             ) {
                 Ok(Some(_)) => f.lease_deadline = lease_deadline(now_instant, f.work.lp.lease_ms),
                 Ok(None) => f.cancel.cancel(loops_workflow::RUN_LEASE_LOST),

@@ -367,12 +367,14 @@ impl<D: RunHost> RunOps for D {
         fence: &Fence,
         lease_ms: u64,
         now: Timestamp,
+        last_output_at: Option<Timestamp>,
     ) -> Result<Option<LoopRun>> {
         self.read(|c| {
             run_returning(
                 c,
                 concat!(
-                    "UPDATE loop_runs SET lease_expires_at = ?3, updated_at = ?4
+                    "UPDATE loop_runs SET lease_expires_at = ?3, updated_at = ?4,
+                       last_output_at = COALESCE(?6, last_output_at)
                      WHERE id = ?1 AND status = 'running' AND claimed_by = ?2
                        AND lease_expires_at > ?4
                        AND (CAST(?5 AS TEXT) IS NULL OR claim_token = ?5)
@@ -385,6 +387,7 @@ impl<D: RunHost> RunOps for D {
                     now.add_ms(offset_ms(lease_ms)).into(),
                     now.into(),
                     fence.claim_token.as_deref().into(),
+                    last_output_at.into(),
                 ],
                 "renewing a run lease",
             )

@@ -221,3 +221,31 @@ fn an_agent_that_failed_to_authenticate_pauses_its_loop() {
     // Not retried: the attempts left are not burnt on it.
     assert_eq!(lp.retry_scheduled_for, None);
 }
+
+#[test]
+fn a_heartbeat_records_when_the_run_last_printed() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let lp = create(&store, "chatty", 1);
+    let run = claimed(&store, &lp);
+    let fence = Fence::new(RUNNER_A);
+    let printed = t0().add_ms(500);
+    let beat = store
+        .heartbeat_run_lease_with_output(&run.id, &fence, 60_000, t0().add_ms(1_000), Some(printed))
+        .unwrap()
+        .unwrap();
+    assert_eq!(beat.last_output_at, Some(printed));
+    // A heartbeat that saw nothing new keeps it; a plain one too.
+    let again = store
+        .heartbeat_run_lease_with_output(&run.id, &fence, 60_000, t0().add_ms(2_000), None)
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.last_output_at, Some(printed));
+    let plain = store
+        .heartbeat_run_lease(&run.id, &fence, 60_000, t0().add_ms(3_000))
+        .unwrap()
+        .unwrap();
+    assert_eq!(plain.last_output_at, Some(printed));
+    let shown = run_json(&plain, false);
+    assert_eq!(shown["lastOutputAt"], "2026-01-01T00:00:00.500Z");
+}
