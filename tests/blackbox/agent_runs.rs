@@ -158,3 +158,33 @@ fn a_running_run_says_how_long_it_has_been_silent() {
 }
 
 const DEADLINE: std::time::Duration = std::time::Duration::from_secs(20);
+
+#[test]
+fn doctor_and_runs_never_show_the_prompt() {
+    // Issue 27: the prompt is the owner's text; it goes on stdin only.
+    let env = TestEnv::new();
+    fake_claude(&env, &envelope(0.01));
+    let prompt = "sekrit-prompt-4242";
+    env.loops(["create", "agent", "private", "--provider", "claude"])
+        .args(["--prompt", prompt, "--every", "1h"])
+        .run();
+    env.loops(["run-now", "private"]).run();
+    for args in [
+        &["doctor"][..],
+        &["--json", "doctor"],
+        &["runs"],
+        &["--json", "runs"],
+        &["runs", "private"],
+    ] {
+        let ran = env.run(args);
+        let (out, err) = (
+            String::from_utf8_lossy(&ran.stdout),
+            String::from_utf8_lossy(&ran.stderr),
+        );
+        assert!(!out.is_empty(), "{args:?} printed nothing: {err}");
+        assert!(
+            !out.contains(prompt) && !err.contains(prompt),
+            "{args:?}: {out}{err}"
+        );
+    }
+}
