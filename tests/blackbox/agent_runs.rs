@@ -188,3 +188,23 @@ fn doctor_and_runs_never_show_the_prompt() {
         );
     }
 }
+
+#[test]
+fn doctor_names_the_class_of_a_loop_that_keeps_failing() {
+    let env = TestEnv::new();
+    env.create_command(
+        "limited",
+        "echo 'Error: 429 Too Many Requests' >&2; exit 1",
+        &["--every", "1h"],
+    );
+    for _ in 0..5 {
+        env.loops(["run-now", "limited"]).code(1).run();
+    }
+    let ran = env.run(&["doctor"]);
+    let out = String::from_utf8_lossy(&ran.stdout);
+    let line = out
+        .lines()
+        .find(|l| l.contains("failed 5 or more times in a row: limited"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(line.contains(" (last: rate_limit, fingerprint "), "{line}");
+}

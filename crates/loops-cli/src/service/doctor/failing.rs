@@ -34,12 +34,21 @@ pub(super) fn failing_loop(store: &Store, lp: &Loop) -> Option<Check> {
     if runs.len() < FAILING_RUNS as usize || !runs.iter().all(failed) {
         return None;
     }
+    // Issue 27: what the newest failure was, by class and fingerprint.
+    let last = runs
+        .first()
+        .and_then(|r| {
+            let class = r.facts.failure_class?;
+            let print = r.facts.failure_fingerprint.as_deref().unwrap_or("-");
+            Some(format!(" (last: {class}, fingerprint {print})"))
+        })
+        .unwrap_or_default();
     Some(
         Check::new(
             format!("loop:{}:failing", lp.id),
             CheckStatus::Warn,
             format!(
-                "active loop has failed {FAILING_RUNS} or more times in a row: {}",
+                "active loop has failed {FAILING_RUNS} or more times in a row: {}{last}",
                 lp.name
             ),
         )
