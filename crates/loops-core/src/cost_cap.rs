@@ -18,13 +18,16 @@ pub fn day_start(now: Timestamp, zone: Zone) -> Timestamp {
     }
 }
 
+/// The minutes of a day.
+const MINUTES_PER_DAY: i64 = 24 * 60;
+
 fn day_start_in<Tz: TimeZone>(tz: &Tz, now: Timestamp) -> Timestamp {
     let local = now.to_datetime().with_timezone(tz).naive_local();
     let midnight = local.date().and_time(NaiveTime::MIN);
-    // No midnight that day (a skipped hour): step forward to the first
-    // wall time that exists; a gap is at most a few hours.
-    (0..=24 * 4)
-        .map(|quarter| midnight + chrono::TimeDelta::minutes(15 * quarter))
+    // No midnight that day (a skipped hour): step forward a minute at a
+    // time to the first wall time that exists, within the day.
+    (0..MINUTES_PER_DAY)
+        .map(|minute| midnight + chrono::TimeDelta::minutes(minute))
         .find_map(|wall| tz.from_local_datetime(&wall).earliest())
         .and_then(|start| Timestamp::from_datetime(&start))
         .filter(|start| *start <= now)
