@@ -19,7 +19,7 @@ pub fn day_start(now: Timestamp, zone: Zone) -> Timestamp {
 }
 
 /// The minutes of a day.
-const MINUTES_PER_DAY: i64 = 24 * 60;
+const MINUTES_PER_DAY: i64 = 1_440;
 
 fn day_start_in<Tz: TimeZone>(tz: &Tz, now: Timestamp) -> Timestamp {
     let local = now.to_datetime().with_timezone(tz).naive_local();
