@@ -196,7 +196,7 @@ const WRITE_FACTS: &str = "UPDATE loop_runs SET failure_class = ?2, failure_fing
 /// §7.1, §7.2): the classifier reads the status the finalize decided (a
 /// skip exit code makes it `skipped`). A run with nothing to say, as a
 /// command that succeeded, costs no statement.
-fn record_facts(c: &mut dyn Sql, mut run: LoopRun, facts: &RunFacts) -> Result<LoopRun> {
+pub(crate) fn record_facts(c: &mut dyn Sql, mut run: LoopRun, facts: &RunFacts) -> Result<LoopRun> {
     let mut facts = facts.clone();
     facts.classify(&run.loop_id, &FailureInput::from(&run));
     if facts.is_empty() {

@@ -47,6 +47,12 @@ fn recovery_abandons_dead_runs_and_leaves_live_ones_alone() {
     assert_eq!(r.finished_at, Some(now));
     assert_eq!(r.lease_expires_at, None);
     assert_eq!(r.pid, Some(11), "the pid is kept");
+    // Classified as every final failure is (issue 27).
+    assert_eq!(
+        r.facts.failure_class,
+        Some(loops_core::FailureClass::Unknown)
+    );
+    assert!(r.facts.failure_fingerprint.is_some());
     assert_eq!(
         r.claimed_by.as_deref(),
         Some(RUNNER_A),

@@ -89,6 +89,8 @@ impl<D: Db> RecoveryOps for D {
                 let Some(run) = abandon_expired(self, c, &id, &loop_id, now)? else {
                     return Ok(None);
                 };
+                // Classified as a finalized run is (issue 27).
+                let run = crate::runs::ops::record_facts(c, run, &Default::default())?;
                 let failed = crate::workflow_runs::ops::fail_linked_workflow_runs(
                     c,
                     &run.id,
