@@ -142,7 +142,10 @@ fn a_running_run_says_how_long_it_has_been_silent() {
         run.get("lastOutputAt").is_some().then_some(run)
     });
     assert_eq!(run["status"], "running");
-    let shown = env.loops(["runs", run["id"].as_str().unwrap()]).run().stdout;
+    let shown = env
+        .loops(["runs", run["id"].as_str().unwrap()])
+        .run()
+        .stdout;
     let line = shown
         .lines()
         .find(|l| l.starts_with("silent:    "))

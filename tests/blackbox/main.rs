@@ -28,6 +28,7 @@ mod mcp_python;
 mod path_entries;
 mod policies;
 mod prompt_files;
+mod reports;
 mod runners;
 mod runs;
 mod runtime;

@@ -29,10 +29,11 @@ use serde_json::Value;
 pub(crate) const ALLOW: &str = "LOOPS_MCP_ALLOW_MUTATIONS";
 
 /// The tools, in the order `tools/list` gives them.
-pub(crate) const TOOLS: [&str; 16] = [
+pub(crate) const TOOLS: [&str; 17] = [
     "loops_list",
     "loops_show",
     "loops_runs",
+    "loops_health",
     "loops_doctor",
     "loops_daemon_status",
     "loops_workflows_list",

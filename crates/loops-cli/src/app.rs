@@ -3,8 +3,8 @@
 use crate::args::{Cli, Command, Create};
 use crate::commands::daemon::Binary;
 use crate::commands::{
-    backup, create, daemon, docs, doctor, edit, execute, gc, labels, logs, manage, runs, transfer,
-    workflows,
+    backup, cost, create, daemon, docs, doctor, edit, execute, gc, health, labels, logs, manage,
+    runs, transfer, workflows,
 };
 use crate::context::Context;
 use crate::exit::Outcome;
@@ -110,6 +110,8 @@ fn dispatch(ctx: &Context, command: Command, out: &mut Printer) -> Result<Outcom
         Command::Runs(args) => runs::list(ctx, &args, out),
         Command::Labels(cmd) => labels::run(ctx, &cmd, out),
         Command::Logs(args) => logs::run(ctx, &args, out),
+        Command::Health(args) => health::run(ctx, &args, out),
+        Command::Cost(args) => cost::run(ctx, &args, out),
         Command::Pause(args) => manage::pause(ctx, &args, out),
         Command::Resume(args) => manage::resume(ctx, &args, out),
         Command::Stop(args) => manage::stop(ctx, &args, out),

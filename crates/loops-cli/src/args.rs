@@ -21,6 +21,7 @@ pub(crate) mod help;
 pub(crate) mod hook;
 mod maintenance;
 pub(crate) mod policy;
+pub(crate) mod report;
 pub(crate) mod workflow;
 
 pub(crate) use maintenance::{
@@ -98,6 +99,12 @@ pub(crate) enum Command {
     /// Print a run's output: a loop's latest run, or the run given; -f follows it live.
     #[command(after_help = LOGS_AFTER_HELP)]
     Logs(LogsArgs),
+    /// List failing loops, grouped by failure class and fingerprint.
+    #[command(after_help = report::HEALTH_AFTER_HELP)]
+    Health(report::HealthArgs),
+    /// Total what agent runs cost and the tokens they used, per loop, provider, day or label.
+    #[command(after_help = report::COST_AFTER_HELP)]
+    Cost(report::CostArgs),
     /// Pause an active loop; its next run is kept.
     #[command(after_help = crate::args::help::PAUSE)]
     Pause(LoopRef),

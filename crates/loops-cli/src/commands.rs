@@ -1,10 +1,11 @@
 //! The commands, one module per group: `create`, loop management
-//! (`manage`: list, show, pause, resume, stop, remove), `runs`, and the
-//! runners (`execute`: run-now, tick), `workflows`, `daemon`, `doctor`,
-//! `backup`, `gc`, `transfer`
-//! (export, import), and `docs` (completions, man pages).
+//! (`manage`: list, show, pause, resume, stop, remove), `runs`, the
+//! reports over runs (`health`, `cost`), and the runners (`execute`:
+//! run-now, tick), `workflows`, `daemon`, `doctor`, `backup`, `gc`,
+//! `transfer` (export, import), and `docs` (completions, man pages).
 
 pub(crate) mod backup;
+pub(crate) mod cost;
 pub(crate) mod create;
 pub(crate) mod daemon;
 pub(crate) mod docs;
@@ -12,6 +13,7 @@ pub(crate) mod doctor;
 pub(crate) mod edit;
 pub(crate) mod execute;
 pub(crate) mod gc;
+pub(crate) mod health;
 pub(crate) mod labels;
 pub(crate) mod logs;
 pub(crate) mod manage;

@@ -30,7 +30,9 @@ use crate::gc::{GcBatch, GcCounts, GcCursor, GcPolicy, SpaceUsage};
 use crate::lease::{LeaseAcquire, LeaseHeartbeat, LeaseRelease, LeaseRequest};
 use crate::loops::{DeleteHistory, DeleteOutcome, LoopChange, LoopFilter, LoopUpdate};
 use crate::members::DaemonMember;
-use crate::runs::{Claim, Fence, Finalized, Recovered, Released, RunFilter, SkipOutcome};
+use crate::runs::{
+    Claim, FailureGroup, Fence, Finalized, Recovered, Released, RunCost, RunFilter, SkipOutcome,
+};
 use crate::sql::Sql;
 use crate::steps::StepOutcome;
 use crate::transfer::{Record, Table};
@@ -45,6 +47,7 @@ pub(crate) trait Backend:
     Transactions
     + LoopOps
     + RunOps
+    + FactOps
     + ClaimOps
     + RecoveryOps
     + ReleaseOps
@@ -64,6 +67,7 @@ impl<T> Backend for T where
     T: Transactions
         + LoopOps
         + RunOps
+        + FactOps
         + ClaimOps
         + RecoveryOps
         + ReleaseOps
@@ -229,6 +233,19 @@ pub(crate) trait RunOps {
         reason: &str,
         now: Timestamp,
     ) -> Result<SkipOutcome>;
+}
+
+/// The `loop_runs` table: reports over what finished runs said and cost
+/// (issue 27), written once for both backends (`runs/facts.rs`).
+pub(crate) trait FactOps {
+    /// [`Store::failure_groups_since`](crate::Store::failure_groups_since).
+    fn failure_groups_since(&self, since: Timestamp) -> Result<Vec<FailureGroup>>;
+    /// [`Store::for_each_run_cost_since`](crate::Store::for_each_run_cost_since).
+    fn for_each_run_cost_since(
+        &self,
+        since: Timestamp,
+        each: &mut dyn FnMut(RunCost) -> ControlFlow<()>,
+    ) -> Result<()>;
 }
 
 /// The `loop_runs` table: claims.

@@ -5,7 +5,8 @@
 //! Claims live in `runs/claim.rs`, lease recovery in `runs/recover.rs`, the
 //! in-transaction loop advance in `runs/advance.rs`, releases in
 //! `runs/release.rs`. The operations of this module are written once for
-//! both backends in `runs/ops.rs`, the listings in `runs/list.rs`.
+//! both backends in `runs/ops.rs`, the listings in `runs/list.rs`, the
+//! reports over failures and costs in `runs/facts.rs`.
 //!
 //! Invariants: a run in a terminal state (succeeded, skipped) never changes;
 //! a finalize applies only to a running row, and under a [`Fence`] only for
@@ -14,6 +15,7 @@
 
 pub(crate) mod advance;
 mod claim;
+pub(crate) mod facts;
 pub(crate) mod linked;
 pub(crate) mod list;
 pub(crate) mod ops;
@@ -28,6 +30,7 @@ use loops_core::{
 pub use self::advance::Advance;
 pub(crate) use self::advance::advance_after;
 pub use self::claim::{Claim, NotClaimed};
+pub use self::facts::{FAILURE_SAMPLE_CHARS, FailureGroup, RunCost};
 #[cfg(test)]
 pub(crate) use self::recover::EXPIRED_LEASES;
 pub use self::recover::Recovered;

@@ -857,10 +857,18 @@ fn what_other_daemons_must_see_at_once_wakes_them_at_commit() -> TestResult {
 /// of the same calls compare equal when everything else is the same.
 fn as_run(pg: &LoopRun, sq: &LoopRun) -> LoopRun {
     assert_eq!(pg.claim_token.is_some(), sq.claim_token.is_some());
+    // A fingerprint hashes the loop's id, which differs between the two.
+    assert_eq!(
+        pg.facts.failure_fingerprint.is_some(),
+        sq.facts.failure_fingerprint.is_some()
+    );
+    let mut facts = pg.facts.clone();
+    facts.failure_fingerprint = sq.facts.failure_fingerprint.clone();
     LoopRun {
         id: sq.id,
         loop_id: sq.loop_id,
         claim_token: sq.claim_token.clone(),
+        facts,
         ..pg.clone()
     }
 }

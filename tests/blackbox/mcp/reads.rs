@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 use super::{ALLOW, TOOLS, block_on, cli_error, cli_json, read_only};
 use crate::workflows::{create_workflow, exec_step, workflow_file};
 
-/// The read tools (the first nine).
-const READ_TOOLS: usize = 9;
+/// The read tools (the first ten).
+const READ_TOOLS: usize = 10;
 
 /// What a test database holds: a loop with one run, a stored workflow and
 /// one run of it.
@@ -49,7 +49,7 @@ pub(crate) fn deploy() -> Value {
 }
 
 #[test]
-fn tools_list_names_sixteen_tools_with_their_schemas_and_gates() {
+fn tools_list_names_seventeen_tools_with_their_schemas_and_gates() {
     let env = TestEnv::new();
     block_on(async {
         let mcp = read_only(&env).await;
@@ -103,6 +103,8 @@ fn tools_list_names_sixteen_tools_with_their_schemas_and_gates() {
             properties("loops_runs"),
             ["label", "limit", "loop", "showOutput", "status"]
         );
+        assert_eq!(properties("loops_health"), ["since"]);
+        assert_eq!(required("loops_health"), json!([]));
         assert!(properties("loops_doctor").is_empty());
         assert!(properties("loops_daemon_status").is_empty());
         assert_eq!(

@@ -142,7 +142,7 @@ pub(crate) const MAN: &str = "Examples:
 
 /// `mcp`.
 pub(crate) const MCP: &str =
-    "Read tools: loops_list, loops_show, loops_runs, loops_doctor, loops_daemon_status,
+    "Read tools: loops_list, loops_show, loops_runs, loops_health, loops_doctor, loops_daemon_status,
 loops_workflows_list, loops_workflow_read, loops_workflow_run_inspect, loops_workflow_validate.
 Mutations, refused unless the server's environment has LOOPS_MCP_ALLOW_MUTATIONS=true:
 loops_create_command, loops_create_workflow, loops_pause, loops_resume, loops_stop,

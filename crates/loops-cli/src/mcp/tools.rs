@@ -33,13 +33,13 @@ pub(crate) struct ToolDef {
     /// Its name.
     pub(crate) name: &'static str,
     /// What it does, in a sentence or two.
-    description: &'static str,
+    pub(super) description: &'static str,
     /// Whether it changes loops (refused without [`ALLOW_MUTATIONS`]).
     pub(crate) mutation: bool,
     /// Its input schema.
-    schema: fn() -> Arc<JsonObject>,
+    pub(super) schema: fn() -> Arc<JsonObject>,
     /// Carries out a call: the arguments, and what the server allows.
-    call: fn(&Context, &JsonObject, Access) -> Result<Captured>,
+    pub(super) call: fn(&Context, &JsonObject, Access) -> Result<Captured>,
 }
 
 /// The tools, in the order `tools/list` gives them.
@@ -69,6 +69,7 @@ pub(crate) const TOOLS: &[ToolDef] = &[
         schema: schema::<RunsParams>,
         call: runs,
     },
+    super::health::TOOL,
     ToolDef {
         name: "loops_doctor",
         description: "Check the data directory, PATH, accounts, providers and daemon (loops doctor --json); \
@@ -240,13 +241,13 @@ pub(crate) fn call(
 }
 
 /// The input schema of `P`, the arguments' type.
-fn schema<P: JsonSchema + 'static>() -> Arc<JsonObject> {
+pub(super) fn schema<P: JsonSchema + 'static>() -> Arc<JsonObject> {
     rmcp::handler::server::common::schema_for_input::<P>()
         .unwrap_or_else(|_| rmcp::handler::server::common::schema_for_empty_input())
 }
 
 /// Reads a call's arguments into `P`.
-fn parse<P: DeserializeOwned>(name: &str, args: &JsonObject) -> Result<P> {
+pub(super) fn parse<P: DeserializeOwned>(name: &str, args: &JsonObject) -> Result<P> {
     serde_json::from_value(Value::Object(args.clone()))
         .map_err(|e| anyhow!("invalid arguments for {name}: {e}"))
 }
@@ -273,7 +274,7 @@ fn duration(value: Option<Duration>) -> Option<String> {
 }
 
 /// Runs `request`, keeping its document and warnings.
-fn run(ctx: &Context, request: Command) -> Result<Captured> {
+pub(super) fn run(ctx: &Context, request: Command) -> Result<Captured> {
     Ok(crate::app::run_request(ctx, request))
 }
 

@@ -16,3 +16,5 @@ CREATE INDEX IF NOT EXISTS idx_runs_failure ON loop_runs(finished_at)
   WHERE failure_class IS NOT NULL;
 CREATE INDEX IF NOT EXISTS idx_runs_cost ON loop_runs(finished_at)
   WHERE cost_usd_nanos IS NOT NULL;
+CREATE INDEX IF NOT EXISTS idx_runs_usage ON loop_runs(finished_at)
+  WHERE usage IS NOT NULL;

@@ -18,9 +18,12 @@ ALTER TABLE loop_runs ADD COLUMN worktree_branch TEXT;
 ALTER TABLE loop_runs ADD COLUMN last_output_at TEXT;
 -- A loop's daily cost cap, in billionths of a US dollar (NULL: none).
 ALTER TABLE loops ADD COLUMN max_cost_per_day_nanos INTEGER;
--- `loops health` and `loops cost` read only the runs that have a class or
--- a cost, newest first, so their cost follows those runs, not all runs.
+-- `loops health` and `loops cost` read only the runs that have a class, a
+-- cost or a token usage (codex and codewith report tokens, no cost), so
+-- their cost follows those runs, not all runs.
 CREATE INDEX IF NOT EXISTS idx_runs_failure ON loop_runs(finished_at)
   WHERE failure_class IS NOT NULL;
 CREATE INDEX IF NOT EXISTS idx_runs_cost ON loop_runs(finished_at)
   WHERE cost_usd_nanos IS NOT NULL;
+CREATE INDEX IF NOT EXISTS idx_runs_usage ON loop_runs(finished_at)
+  WHERE usage IS NOT NULL;

@@ -32,6 +32,7 @@ use crate::loops::statements::{
     COUNT_STATUS_PG, DUE_LOOPS_PG, EXPIRE_LOOPS_PG, HAS_RUNNING_RUN_PG,
 };
 use crate::runs::advance::ATTEMPT_CANCELLED_PG;
+use crate::runs::facts::{COSTED_RUNS, FAILURE_GROUPS};
 use crate::runs::list::list_statement;
 use crate::runs::{EXPIRED_LEASES, RunFilter};
 use crate::sql::{Dialect, dollar_placeholders};
@@ -176,6 +177,19 @@ fn each_run_listing_reads_its_index_newest_first() {
         Order::Range,
     );
     assert_plan(c, listing(&of_a_loop()), "idx_runs_loop", Order::Range);
+}
+
+#[test]
+fn health_and_cost_read_only_the_runs_that_carry_what_they_report() {
+    let Some((_db, mut c)) = migrated("health_and_cost") else {
+        return;
+    };
+    let c = &mut c;
+    // The failures since the instant are grouped (a sort or a hash of
+    // those only), and each group's newest run found by the same index.
+    assert_plan(c, FAILURE_GROUPS, "idx_runs_failure", Order::Range);
+    assert_plan(c, COSTED_RUNS, "idx_runs_cost", Order::Range);
+    assert_plan(c, COSTED_RUNS, "idx_runs_usage", Order::Range);
 }
 
 #[test]

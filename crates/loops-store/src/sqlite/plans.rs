@@ -19,6 +19,7 @@ use super::daemon::{NEXT_DUE, NEXT_EXPIRY, NEXT_LEASE_EXPIRY};
 use crate::loops::statements::{COUNT_STATUS, DUE_LOOPS, EXPIRE_LOOPS, HAS_RUNNING_RUN};
 use crate::runs::EXPIRED_LEASES;
 use crate::runs::advance::ATTEMPT_CANCELLED;
+use crate::runs::facts::{COSTED_RUNS, FAILURE_GROUPS};
 use crate::runs::list::{LIST_ALL_RUNS, LIST_LOOP_RUNS, LIST_RUNS_BY_STATUS};
 
 /// The query plan of `sql`, one line per step.
@@ -52,6 +53,21 @@ fn listing_the_newest_runs_reads_the_created_index() {
 #[test]
 fn listing_runs_of_one_status_reads_the_status_created_index() {
     assert_uses(LIST_RUNS_BY_STATUS, "idx_runs_status_created");
+}
+
+#[test]
+fn health_and_cost_read_only_the_runs_that_carry_what_they_report() {
+    // Counting the groups sorts the failures since the instant, which is
+    // what health reports; the newest run of each is found by the index.
+    let health = plan(FAILURE_GROUPS);
+    assert_eq!(health.matches("idx_runs_failure").count(), 2, "{health}");
+    assert!(!health.contains("SCAN loop_runs"), "{health}");
+    assert!(!health.contains("SCAN s"), "{health}");
+    let cost = plan(COSTED_RUNS);
+    for index in ["idx_runs_cost", "idx_runs_usage"] {
+        assert!(cost.contains(index), "{index} not used:\n{cost}");
+    }
+    assert!(!cost.contains("SCAN loop_runs"), "{cost}");
 }
 
 #[test]
@@ -215,6 +231,14 @@ fn measured(db: &Sqlite) -> Vec<(&'static str, i32)> {
         (
             "newest failed runs (runs --status)",
             steps(db, LIST_RUNS_BY_STATUS, params![None::<&str>, "failed", 20]),
+        ),
+        (
+            "failures since an instant (health)",
+            steps(db, FAILURE_GROUPS, params!["2024-01-01T00:00:00.000Z"]),
+        ),
+        (
+            "costed runs since an instant (cost)",
+            steps(db, COSTED_RUNS, params!["2024-01-01T00:00:00.000Z"]),
         ),
         (
             "newest runs of a loop (runs <loop>)",

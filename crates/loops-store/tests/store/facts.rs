@@ -249,3 +249,195 @@ fn a_heartbeat_records_when_the_run_last_printed() {
     let shown = run_json(&plain, false);
     assert_eq!(shown["lastOutputAt"], "2026-01-01T00:00:00.500Z");
 }
+
+/// Claims `lp`'s slot `slot` (a manual claim: any instant is a slot) and
+/// finalizes it with `result`, unfenced; returns the stored run.
+fn finish(
+    store: &loops_store::Store,
+    lp: &loops_core::Loop,
+    slot: loops_core::Timestamp,
+    result: &loops_core::ExecutorResult,
+) -> loops_core::LoopRun {
+    let run = match store.claim_manual_run(lp, slot, RUNNER_A, slot).unwrap() {
+        Claim::Claimed { run, .. } => run,
+        other => panic!("not claimed: {other:?}"),
+    };
+    store
+        .finalize_run(&run.id, result, None, result.finished_at)
+        .unwrap()
+}
+
+/// A result of `status` finished `ms` after t0, with `stderr` and `error`.
+fn ended(status: ExecutorStatus, ms: i64, stderr: &str, error: &str) -> loops_core::ExecutorResult {
+    let mut r = result(status, t0().add_ms(ms));
+    r.stderr = stderr.into();
+    r.error = Some(error.into());
+    r
+}
+
+#[test]
+fn failures_are_grouped_by_loop_class_and_fingerprint_newest_first() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let limited = create(&store, "limited", 1);
+    let broken = create(&store, "broken", 1);
+    let failed = ExecutorStatus::Failed;
+    // Three rate limits of one loop, one of them before the instant asked.
+    // Their errors differ only in an instant, which the fingerprint leaves
+    // out (§7.2): one group, whose sample is the newest run's error.
+    for (i, ms) in [1_000, 60_000, 120_000].into_iter().enumerate() {
+        let error = format!("gave up at 2026-01-01T00:0{i}:00Z");
+        let r = ended(failed, ms, "HTTP 429 Too Many Requests", &error);
+        finish(&store, &limited, t0().add_ms(ms - 500), &r);
+    }
+    // Another loop: two kinds of failure, a success and a skip.
+    finish(
+        &store,
+        &broken,
+        t0().add_ms(10_000),
+        &ended(failed, 10_500, "", "boom\nsecond line"),
+    );
+    finish(
+        &store,
+        &broken,
+        t0().add_ms(20_000),
+        &ended(ExecutorStatus::TimedOut, 20_500, "", "timed out after 1s"),
+    );
+    finish(
+        &store,
+        &broken,
+        t0().add_ms(30_000),
+        &result(ExecutorStatus::Succeeded, t0().add_ms(30_500)),
+    );
+    let long = "x".repeat(5_000);
+    finish(
+        &store,
+        &broken,
+        t0().add_ms(40_000),
+        &ended(failed, 40_500, "", &long),
+    );
+
+    let groups = store.failure_groups_since(t0().add_ms(2_000)).unwrap();
+    let shown: Vec<(&str, FailureClass, u64)> = groups
+        .iter()
+        .map(|g| (g.loop_name.as_str(), g.failure_class, g.count))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("limited", FailureClass::RateLimit, 2),
+            ("broken", FailureClass::Unknown, 1),
+            ("broken", FailureClass::Timeout, 1),
+            ("broken", FailureClass::Unknown, 1),
+        ]
+    );
+    let limits = &groups[0];
+    assert_eq!(limits.loop_id, limited.id);
+    assert_eq!(limits.first_seen, t0().add_ms(60_000));
+    assert_eq!(limits.last_seen, t0().add_ms(120_000));
+    assert_eq!(
+        limits.sample.as_deref(),
+        Some("gave up at 2026-01-01T00:02:00Z")
+    );
+    assert_eq!(limits.failure_fingerprint.len(), 16);
+    let stored = store
+        .list_runs(&loops_store::RunFilter {
+            loop_id: Some(limited.id),
+            ..Default::default()
+        })
+        .unwrap();
+    assert!(stored.iter().all(
+        |r| r.facts.failure_fingerprint.as_deref() == Some(limits.failure_fingerprint.as_str())
+    ));
+    // A long error is cut in the database.
+    let cut = groups[1].sample.as_deref().unwrap();
+    assert_eq!(cut.chars().count(), loops_store::FAILURE_SAMPLE_CHARS);
+    // Two errors of one loop and class are two fingerprints.
+    assert_ne!(groups[1].failure_fingerprint, groups[3].failure_fingerprint);
+    assert_eq!(groups[3].sample.as_deref(), Some("boom\nsecond line"));
+    // From t0, the oldest rate limit counts too; after the newest, nothing.
+    let all = store.failure_groups_since(t0()).unwrap();
+    assert_eq!((all[0].count, all[0].first_seen), (3, t0().add_ms(1_000)));
+    assert!(
+        store
+            .failure_groups_since(t0().add_ms(200_000))
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn skipped_runs_are_not_failures() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let mut new = interval_loop("skips");
+    new.policy.skip_exit_codes = vec![3];
+    let lp = store.create_loop(&new, t0()).unwrap();
+    let run = finish(
+        &store,
+        &lp,
+        t0(),
+        &result(ExecutorStatus::Failed, t0().add_ms(1_000)),
+    );
+    assert_eq!(run.status, RunStatus::Skipped);
+    assert!(store.failure_groups_since(t0()).unwrap().is_empty());
+}
+
+#[test]
+fn the_costed_runs_since_an_instant_are_those_that_reported_a_cost_or_usage() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let lp = create(&store, "agent", 1);
+    let usage = TokenUsage {
+        input_tokens: 10,
+        output_tokens: 5,
+        cache_read_tokens: 2,
+        cache_write_tokens: 1,
+    };
+    let ok = ExecutorStatus::Succeeded;
+    let mut reported = Vec::new();
+    for (ms, cost, usage) in [
+        (1_000, Some(0.25), Some(usage)),
+        (2_000, None, Some(usage)),
+        (3_000, Some(1.5), None),
+        (4_000, None, None),
+    ] {
+        let mut r = result(ok, t0().add_ms(ms));
+        r.facts = RunFacts::default().with_report(AgentReport {
+            cost_usd: cost,
+            usage,
+            ..AgentReport::default()
+        });
+        // A failed run's cost counts as much as a success's.
+        if ms == 3_000 {
+            r.status = ExecutorStatus::Failed;
+            r.error = Some("process exited with code 1".into());
+        }
+        finish(&store, &lp, t0().add_ms(ms - 500), &r);
+        reported.push((t0().add_ms(ms), cost.and_then(Usd::from_dollars), usage));
+    }
+    let read = |since| {
+        let mut runs = Vec::new();
+        store
+            .for_each_run_cost_since(since, |run| {
+                assert_eq!((run.loop_id, run.loop_name.as_str()), (lp.id, "agent"));
+                runs.push((run.finished_at, run.cost_usd, run.usage));
+                std::ops::ControlFlow::Continue(())
+            })
+            .unwrap();
+        runs.sort_by_key(|r| r.0);
+        runs
+    };
+    assert_eq!(read(t0()), reported[..3]);
+    assert_eq!(read(t0().add_ms(1_500)), reported[1..3]);
+    assert!(read(t0().add_ms(5_000)).is_empty());
+    // A break stops reading.
+    let mut seen = 0;
+    store
+        .for_each_run_cost_since(t0(), |_| {
+            seen += 1;
+            std::ops::ControlFlow::Break(())
+        })
+        .unwrap();
+    assert_eq!(seen, 1);
+}
