@@ -34,3 +34,4 @@ mod transfer;
 mod workflow_control;
 mod workflow_runs;
 mod workflows;
+mod worktrees;

@@ -213,6 +213,7 @@ fn print_one(ctx: &Context, run: &LoopRun, output: Output, out: &mut Printer) ->
     if let Some(error) = &run.error {
         lines.push(format!("error:     {}", ctx.error_line(error)));
     }
+    lines.extend(worktree_lines(run));
     match output {
         Output::Shown => lines.extend(render::output_blocks(run)),
         Output::Redacted => {
@@ -228,6 +229,31 @@ fn print_one(ctx: &Context, run: &LoopRun, output: Output, out: &mut Printer) ->
         out.line(&line)?;
     }
     Ok(())
+}
+
+/// The worktree a run worked in and its branch (issue 27; agents note §8),
+/// and whether the worktree is gone: a succeeded run's clean one is
+/// removed, while its branch keeps the commits.
+fn worktree_lines(run: &LoopRun) -> Vec<String> {
+    let Some(path) = &run.facts.worktree else {
+        return Vec::new();
+    };
+    let gone = if std::path::Path::new(path).exists() {
+        ""
+    } else {
+        " (removed)"
+    };
+    let mut lines = vec![format!(
+        "worktree:  {}{gone}",
+        render::escape_controls(path, &[])
+    )];
+    if let Some(branch) = &run.facts.worktree_branch {
+        lines.push(format!(
+            "branch:    {}",
+            render::escape_controls(branch, &[])
+        ));
+    }
+    lines
 }
 
 /// What `runs <target>` lists: a loop by id or name, the id of a removed
