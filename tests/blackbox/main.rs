@@ -36,3 +36,4 @@ mod transfer;
 mod workflow_control;
 mod workflow_runs;
 mod workflows;
+mod worktrees;

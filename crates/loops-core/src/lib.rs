@@ -75,7 +75,7 @@ pub use crate::schedule::{
 pub use crate::status::{
     AgentProvider, Anchor, Backoff, CatchUp, ConfigIsolation, EnumError, ExecutorStatus,
     LoopStatus, Overlap, PermissionMode, RunStatus, StepRunStatus, WorkflowRunStatus,
-    WorkflowStatus,
+    WorkflowStatus, WorktreeMode,
 };
 pub use crate::terminal::{escape_for_terminal, hides_on_terminal};
 pub use crate::time::{Timestamp, TimestampError};

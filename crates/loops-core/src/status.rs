@@ -247,6 +247,20 @@ string_enum!(
 );
 
 string_enum!(
+    /// Whether an agent runs in a git worktree of its own (agents note §8):
+    /// `worktree`, `off` when unset.
+    WorktreeMode, "worktree mode", "off, auto, required" {
+        /// In the target's cwd, as always.
+        Off => "off",
+        /// In a worktree; in the cwd, with a note, when one cannot be
+        /// prepared (§8.4).
+        Auto => "auto",
+        /// In a worktree, or not at all: the run fails (§8.4).
+        Required => "required",
+    }
+);
+
+string_enum!(
     /// Whether an agent runs with the provider's safe flags (SPEC §5.2).
     ConfigIsolation, "config isolation", "safe, none" {
         /// Add the provider's isolation flags.

@@ -322,3 +322,92 @@ fn workflow_steps_take_the_same_keys_and_rules() {
         "workflow.steps[0].target.permissionMode must be one of default, plan, auto, bypass"
     );
 }
+
+#[test]
+fn worktree_options_read_validate_and_round_trip() {
+    use loops_core::WorktreeMode;
+    // Loops and steps name them as upstream's workflow JSON does (§8).
+    let text = json!({
+        "type": "agent", "provider": "codex", "prompt": "fix",
+        "worktree": "required", "keepWorktree": true
+    });
+    let target: Target = serde_json::from_value(text.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&target).unwrap(), text);
+    assert!(validate_target(&target, "target").is_ok());
+    let Target::Agent(agent_target) = &target else {
+        panic!("an agent");
+    };
+    assert_eq!(agent_target.worktree_mode(), WorktreeMode::Required);
+    assert!(agent_target.keeps_worktree());
+    // Unset is off, and keeps nothing; a stored target without them reads
+    // and writes as before.
+    let plain = AgentTarget::new(AgentProvider::Claude, "fix");
+    assert_eq!(plain.worktree_mode(), WorktreeMode::Off);
+    assert!(!plain.keeps_worktree());
+    assert!(!serde_json::to_string(&plain).unwrap().contains("orktree"));
+    // Keeping a worktree needs one.
+    for mode in [None, Some(WorktreeMode::Off)] {
+        let keep_only = agent(AgentProvider::Claude, |t| {
+            t.worktree = mode;
+            t.keep_worktree = Some(true);
+        });
+        assert_eq!(
+            refused(&keep_only).as_deref(),
+            Some(
+                "target.keepWorktree needs worktree auto or required: without a worktree there \
+                 is nothing to keep"
+            )
+        );
+    }
+    let keep_false = agent(AgentProvider::Claude, |t| t.keep_worktree = Some(false));
+    assert_eq!(refused(&keep_false), None);
+
+    let file = |target: serde_json::Value| {
+        workflow_from_json(
+            &json!({"name": "w", "steps": [{"id": "a", "target": target}]}),
+            None,
+        )
+    };
+    let wf = file(json!({
+        "type": "agent", "provider": "claude", "prompt": "fix", "worktree": "auto",
+        "keepWorktree": false
+    }))
+    .unwrap();
+    let ProcessTarget::Agent(step) = &wf.steps[0].target else {
+        panic!("an agent step");
+    };
+    assert_eq!(
+        (step.worktree, step.keep_worktree),
+        (Some(WorktreeMode::Auto), Some(false))
+    );
+    for (bad, message) in [
+        (
+            json!({"worktree": "main"}),
+            "workflow.steps[0].target.worktree must be one of off, auto, required",
+        ),
+        (
+            json!({"worktree": true}),
+            "workflow.steps[0].target.worktree must be one of off, auto, required",
+        ),
+        (
+            json!({"worktree": "auto", "keepWorktree": "yes"}),
+            "workflow.steps[0].target.keepWorktree must be true or false",
+        ),
+        (
+            json!({"keepWorktree": true}),
+            "workflow.steps[0].target.keepWorktree needs worktree auto or required: without a \
+             worktree there is nothing to keep",
+        ),
+    ] {
+        let mut target = json!({"type": "agent", "provider": "claude", "prompt": "fix"});
+        for (key, value) in bad.as_object().unwrap() {
+            target[key] = value.clone();
+        }
+        assert_eq!(file(target).unwrap_err().to_string(), message);
+    }
+    // No unknown-key warning for either.
+    let warnings = loops_core::workflow_warnings(&json!({"name": "w", "steps": [{"id": "a",
+        "target": {"type": "agent", "provider": "claude", "prompt": "fix",
+                   "worktree": "auto", "keepWorktree": true}}]}));
+    assert!(warnings.is_empty(), "{warnings:?}");
+}

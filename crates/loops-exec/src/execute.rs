@@ -4,12 +4,17 @@
 //! The order of a run: record `startedAt`; read an agent's prompt file,
 //! within the run's timeout and until its cancel (`prompt_file.rs`); build
 //! the environment (which runs `accounts env` and raises its errors); check
-//! the working directory and the executable; spawn; report the process identity through `on_spawn`;
-//! supervise to the end; map the outcome to an [`ExecutorResult`], whose
-//! stdout, stderr and error are scrubbed of the run's secrets (`scrub.rs`).
+//! the working directory and the executable; enter an agent's git
+//! worktree when it asks for one (`worktree.rs`, agents note §8); spawn;
+//! report the process identity through `on_spawn`; supervise to the end;
+//! map the outcome to an [`ExecutorResult`], whose stdout, stderr and error
+//! are scrubbed of the run's secrets (`scrub.rs`); and last, remove a
+//! succeeded run's clean worktree. Loops' own notes about the run (a
+//! fallback program, the worktree) are `loops:` lines around its stderr.
 //!
 //! Job failures are data. Only the account errors of SPEC §5.4 are `Err`;
-//! a bad cwd, a missing executable, a spawn error, a non-zero exit, a
+//! a bad cwd, a missing executable, a worktree that `required` could not
+//! get, a spawn error, a non-zero exit, a
 //! timeout and a cancel are all an `Ok` result with status failed or
 //! timed_out and an `error`; so is a prompt file whose read outlived the
 //! run's timeout (timed_out) or was cancelled (failed). A result whose process never started has no
@@ -48,8 +53,10 @@ use crate::options::{ExecOptions, RunContext};
 use crate::path::{check_cwd, find_program};
 use crate::prompt_file::{Interrupted, PromptRead, Reader, file_reader};
 use crate::runlog::{LogTee, Stream};
+use crate::scrub::Secrets;
 use crate::spec::{ProcessSpec, Program};
 use crate::supervise::{self, Cause, Finished, Launch, Limits};
+use crate::worktree::{self, Entry};
 
 /// What [`preflight_target`] found (SPEC §5.6).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -206,7 +213,7 @@ fn execute_with(
         Err(e) => return Ok(not_started(e.to_string())),
     };
     let shell_args;
-    let mut note = None;
+    let mut notes = Vec::new();
     let (program, arg0, args) = match &spec.program {
         Program::Shell { script } => {
             shell_args = ["-c".to_owned(), script.clone()];
@@ -216,12 +223,35 @@ fn execute_with(
             let dir = lookup_dir(cwd.clone());
             match find_program(program, spec.fallback, path_of(&env), &dir) {
                 Ok(found) => {
-                    note = found.note;
+                    notes.extend(found.note);
                     (found.path, found.name, &args[..])
                 }
                 Err(e) => return Ok(not_started(e.to_string())),
             }
         }
+    };
+    // Issue 27: the agent's worktree, after the checks of its cwd and
+    // program, as 0.5.11 orders them (agents note §1 steps 5 and 6).
+    let entry = match target {
+        ProcessTarget::Agent(a) => worktree::enter(a, cwd.as_deref(), meta, &env, opts, ctx),
+        ProcessTarget::Command(_) => Entry::AsBuilt(None),
+    };
+    let rebuilt;
+    let (cwd, args, worktree) = match entry {
+        Entry::AsBuilt(fell_back) => {
+            notes.extend(fell_back);
+            (cwd, args, None)
+        }
+        Entry::Entered { worktree, args } => {
+            notes.push(format!(
+                "loops: entered worktree {} branch {}",
+                worktree.path.display(),
+                worktree.branch
+            ));
+            rebuilt = args;
+            (Some(worktree.cwd.clone()), &rebuilt[..], Some(worktree))
+        }
+        Entry::Failed(error) => return Ok(not_started(error)),
     };
     // A cancel that arrived during `accounts env` or the checks.
     if let Some(reason) = cancelled() {
@@ -251,10 +281,11 @@ fn execute_with(
             )));
         }
     };
-    if let (Some(note), Some(log)) = (&note, ctx.log) {
-        let mut tee = LogTee::new(log, &secrets, opts.max_output_bytes);
-        tee.chunk(Stream::Stderr, format!("{note}\n").as_bytes());
-    }
+    let notes: Vec<String> = notes
+        .iter()
+        .map(|n| secrets.mask_values(n).into_owned())
+        .collect();
+    note_in_log(ctx, &secrets, opts, &notes);
     let pid = running.pid();
     on_spawn(ProcessRef {
         pid,
@@ -275,25 +306,70 @@ fn execute_with(
     let provider = agent_provider(target);
     let report = provider.map(|p| parse_agent_output(p, &finished.stdout));
     let (status, error) = outcome(&finished, spec.timers, provider, report.as_ref());
-    let facts = report.map_or_else(RunFacts::default, |mut report| {
+    let mut facts = report.map_or_else(RunFacts::default, |mut report| {
         report.result = report.result.map(|text| secrets.scrub_output(text));
         RunFacts::default().with_report(report)
     });
+    let (finished_at, duration_ms) = (
+        ctx.clock.now(),
+        i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX),
+    );
+    // Beyond 0.5.11: a succeeded run's clean worktree goes (`worktree.rs`).
+    let mut after = Vec::new();
+    if let Some(worktree) = &worktree {
+        let keep = matches!(target, ProcessTarget::Agent(a) if a.keeps_worktree());
+        let succeeded = status == ExecutorStatus::Succeeded;
+        let note = worktree::finish(worktree, succeeded, keep, &env, opts, ctx);
+        after.extend(note.map(|n| secrets.mask_values(&n).into_owned()));
+        note_in_log(ctx, &secrets, opts, &after);
+        facts.worktree = Some(worktree.path.display().to_string());
+        facts.worktree_branch = Some(worktree.branch.clone());
+    }
     Ok(ExecutorResult {
         status,
         exit_code: finished.status.and_then(|s| s.code()),
         stdout: secrets.scrub_output(finished.stdout),
-        stderr: match note {
-            Some(note) => format!("{note}\n{}", secrets.scrub_output(finished.stderr)),
-            None => secrets.scrub_output(finished.stderr),
-        },
+        stderr: with_notes(&notes, secrets.scrub_output(finished.stderr), &after),
         error: error.map(|e| secrets.mask_values(&e).into_owned()),
         pid: Some(pid),
         started_at,
-        finished_at: ctx.clock.now(),
-        duration_ms: i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX),
+        finished_at,
+        duration_ms,
         facts,
     })
+}
+
+/// Writes loops' own `notes` to the run's log, as stderr lines.
+fn note_in_log(ctx: &RunContext<'_>, secrets: &Secrets, opts: &ExecOptions, notes: &[String]) {
+    if let (false, Some(log)) = (notes.is_empty(), ctx.log) {
+        let mut tee = LogTee::new(log, secrets, opts.max_output_bytes);
+        for note in notes {
+            tee.chunk(Stream::Stderr, format!("{note}\n").as_bytes());
+        }
+    }
+}
+
+/// The run's stderr between loops' own lines: those from before the spawn
+/// (a fallback program, the worktree entered or fallen back from) and
+/// those from after (what became of the worktree).
+fn with_notes(before: &[String], stderr: String, after: &[String]) -> String {
+    if before.is_empty() && after.is_empty() {
+        return stderr;
+    }
+    let mut text = String::new();
+    for note in before {
+        text.push_str(note);
+        text.push('\n');
+    }
+    text.push_str(&stderr);
+    for note in after {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(note);
+        text.push('\n');
+    }
+    text
 }
 
 /// The status and error of a finished run (SPEC §5.7 "Result"), after the
@@ -392,242 +468,4 @@ fn lookup_dir(cwd: Option<PathBuf>) -> PathBuf {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn finished(status: Option<ExitStatus>, cause: Option<Cause>) -> Finished {
-        Finished {
-            status,
-            cause,
-            stdout: String::new(),
-            stderr: String::new(),
-        }
-    }
-
-    #[test]
-    fn outcomes_record_the_cause_as_it_happened() {
-        let code = |c: i32| Some(ExitStatus::from_raw(c << 8));
-        let killed_by = |s: Signal| Some(ExitStatus::from_raw(s as i32));
-        let cases = [
-            (finished(code(0), None), ExecutorStatus::Succeeded, None),
-            (
-                finished(code(3), None),
-                ExecutorStatus::Failed,
-                Some("process exited with code 3"),
-            ),
-            (
-                finished(killed_by(Signal::SIGKILL), None),
-                ExecutorStatus::Failed,
-                Some("terminated by SIGKILL"),
-            ),
-            (
-                finished(None, None),
-                ExecutorStatus::Failed,
-                Some("process exited with code unknown"),
-            ),
-            // SPEC §9 item 15: the signal loops sent does not replace the cause.
-            (
-                finished(killed_by(Signal::SIGTERM), Some(Cause::TimedOut)),
-                ExecutorStatus::TimedOut,
-                Some("timed out after 50ms"),
-            ),
-            (
-                finished(
-                    killed_by(Signal::SIGKILL),
-                    Some(Cause::Cancelled("cancelled".into())),
-                ),
-                ExecutorStatus::Failed,
-                Some("cancelled"),
-            ),
-            (
-                finished(code(0), Some(Cause::TimedOut)),
-                ExecutorStatus::TimedOut,
-                Some("timed out after 50ms"),
-            ),
-        ];
-        let timers = Timers {
-            wall_ms: Some(50),
-            idle_ms: Some(20),
-        };
-        for (f, status, error) in cases {
-            let got = outcome(&f, timers, None, None);
-            assert_eq!(got, (status, error.map(str::to_owned)), "{f:?}");
-        }
-        // The idle watchdog's own message.
-        let idle = finished(killed_by(Signal::SIGTERM), Some(Cause::Idle));
-        assert_eq!(
-            outcome(&idle, timers, Some(AgentProvider::Codex), None),
-            (
-                ExecutorStatus::TimedOut,
-                Some("idle timed out after 20ms without stdout/stderr".to_owned())
-            )
-        );
-    }
-
-    #[test]
-    fn an_agent_that_exits_0_must_have_said_something_and_not_an_error() {
-        let code = |c: i32| Some(ExitStatus::from_raw(c << 8));
-        let with = |stdout: &str, stderr: &str, c: i32| Finished {
-            stdout: stdout.to_owned(),
-            stderr: stderr.to_owned(),
-            ..finished(code(c), None)
-        };
-        let is_error = r#"{"type":"result","subtype":"success","is_error":true,"result":"API Error: 529","session_id":"s"}"#;
-        let fine = r#"{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"s"}"#;
-        let ok = (ExecutorStatus::Succeeded, None);
-        let failed = |e: &str| (ExecutorStatus::Failed, Some(e.to_owned()));
-        let cases = [
-            (with("", "", 0), None, ok.clone()),
-            (with(" \n\t", "\n", 0), None, ok.clone()),
-            (
-                with("", "", 0),
-                Some(AgentProvider::Cursor),
-                failed(NO_OUTPUT),
-            ),
-            (
-                with(" \n", "\r\n ", 0),
-                Some(AgentProvider::Claude),
-                failed(NO_OUTPUT),
-            ),
-            (
-                with("", "warming up", 0),
-                Some(AgentProvider::Codex),
-                ok.clone(),
-            ),
-            (with(".", "", 0), Some(AgentProvider::Opencode), ok.clone()),
-            (
-                with("", "", 2),
-                Some(AgentProvider::Codex),
-                failed("process exited with code 2"),
-            ),
-            (
-                with(is_error, "", 0),
-                Some(AgentProvider::Claude),
-                failed(REPORTED_ERROR),
-            ),
-            (with(fine, "", 0), Some(AgentProvider::Claude), ok.clone()),
-            // Only claude's envelope counts, and a command's output is its own.
-            (with(is_error, "", 0), None, ok.clone()),
-            (
-                with(is_error, "", 0),
-                Some(AgentProvider::Codex),
-                ok.clone(),
-            ),
-            (
-                with(is_error, "", 1),
-                Some(AgentProvider::Claude),
-                failed("process exited with code 1"),
-            ),
-        ];
-        for (f, agent, want) in cases {
-            let report = agent.map(|p| parse_agent_output(p, &f.stdout));
-            assert_eq!(
-                outcome(&f, Timers::default(), agent, report.as_ref()),
-                want,
-                "{f:?} {agent:?}"
-            );
-        }
-        assert_eq!(
-            NO_OUTPUT,
-            "agent exited 0 with no output on stdout or stderr: the provider produced nothing, \
-             so the run did no work and is not reported as succeeded"
-        );
-    }
-
-    /// A reader that blocks until the test ends it, and says on the
-    /// returned receiver when it has started.
-    fn blocking_reader() -> (Reader, std::sync::mpsc::Receiver<()>) {
-        let (entered_tx, entered) = std::sync::mpsc::channel();
-        let entered_tx = std::sync::Mutex::new(entered_tx);
-        let reader: Reader = std::sync::Arc::new(move |_path| {
-            let _ = entered_tx.lock().expect("lock").send(());
-            // As a read on a hung mount: it never returns while the test
-            // runs (the thread is left behind, as the executor leaves it).
-            loop {
-                std::thread::park();
-            }
-        });
-        (reader, entered)
-    }
-
-    /// An agent whose prompt file is read by a blocking reader, run on a
-    /// thread with `timeout_ms` and `cancel`; the result arrives on the
-    /// returned receiver.
-    fn run_blocked(
-        timeout_ms: u64,
-        cancel: &CancelToken,
-    ) -> (
-        std::sync::mpsc::Receiver<Result<ExecutorResult, ExecError>>,
-        std::sync::mpsc::Receiver<()>,
-    ) {
-        let (reader, entered) = blocking_reader();
-        let mut agent =
-            loops_core::AgentTarget::new(loops_core::AgentProvider::Claude, "stored at create");
-        agent.prompt_file = Some("/mnt/hung/prompt.md".to_owned());
-        agent.timeout_ms = loops_core::WallClock::Ms(timeout_ms);
-        let target = ProcessTarget::Agent(agent);
-        let (tx, rx) = std::sync::mpsc::channel();
-        let cancel = cancel.clone();
-        std::thread::spawn(move || {
-            let ctx = RunContext {
-                cancel: Some(&cancel),
-                ..RunContext::default()
-            };
-            let result = execute_with(
-                &target,
-                &RunMetadata::default(),
-                &ExecOptions::default(),
-                &ctx,
-                &mut |_| panic!("nothing is spawned"),
-                &reader,
-            );
-            let _ = tx.send(result);
-        });
-        (rx, entered)
-    }
-
-    /// How long the tests wait before a run counts as hung.
-    const DEADLINE: Duration = Duration::from_secs(20);
-
-    #[test]
-    fn a_cancel_ends_a_run_whose_prompt_file_read_hangs() {
-        let cancel = CancelToken::new();
-        // An hour: only the cancel can end the run.
-        let (result, entered) = run_blocked(3_600_000, &cancel);
-        entered.recv_timeout(DEADLINE).expect("the read started");
-        cancel.cancel("daemon stopping");
-        let result = result
-            .recv_timeout(DEADLINE)
-            .expect("the cancel ends the run")
-            .expect("a cancel is a result");
-        assert_eq!(result.status, ExecutorStatus::Failed);
-        assert_eq!(result.error.as_deref(), Some("daemon stopping"));
-        assert_eq!((result.pid, result.exit_code), (None, None));
-    }
-
-    #[test]
-    fn the_timeout_ends_a_run_whose_prompt_file_read_hangs() {
-        let (result, _entered) = run_blocked(50, &CancelToken::new());
-        let result = result
-            .recv_timeout(DEADLINE)
-            .expect("the timeout ends the run")
-            .expect("a timeout is a result");
-        assert_eq!(result.status, ExecutorStatus::TimedOut);
-        assert_eq!(
-            result.error.as_deref(),
-            Some(
-                "reading prompt file /mnt/hung/prompt.md did not finish within 50ms, the run's \
-                 timeout; check the file system the file is on (a network mount that stopped \
-                 answering?)"
-            )
-        );
-        assert_eq!((result.pid, result.exit_code), (None, None));
-    }
-
-    #[test]
-    fn tokens_and_errors_can_cross_threads() {
-        fn send_sync<T: Send + Sync>() {}
-        send_sync::<CancelToken>();
-        send_sync::<ExecError>();
-    }
-}
+mod tests;

@@ -15,6 +15,9 @@
 //!   of `credentials.rs`); what the run stores (stdout, stderr, error) is
 //!   scrubbed of the values of its `env` and account variables, of the
 //!   database's password and of anything shaped like a token;
+//! - an agent that asks for a git worktree runs in one of its own, named
+//!   after the run, which a succeeded run removes when it is clean
+//!   ([`sweep_worktrees`] is `loops gc`'s part; agents note §8);
 //! - the child leads its own process group; its output is drained to EOF
 //!   and bounded by bytes, keeping the tail;
 //! - a timeout, a [`CancelToken`] or the end of the run tear the whole group
@@ -72,6 +75,7 @@ mod signals;
 mod spec;
 mod supervise;
 mod user_file;
+mod worktree;
 
 pub use crate::cancel::{CancelToken, Subscription};
 pub use crate::clock::SystemClock;
@@ -82,7 +86,8 @@ pub use crate::execute::{Preflight, execute_target, preflight_target};
 pub use crate::hook::{DEFAULT_HOOK_TIMEOUT, Hook, run_hook};
 pub use crate::liveness::{SystemProbe, process_start_ms};
 pub use crate::options::{
-    DEFAULT_ACCOUNTS_TIMEOUT, DEFAULT_KILL_GRACE, DEFAULT_LEAK_TIMEOUT, ExecOptions, RunContext,
+    DEFAULT_ACCOUNTS_TIMEOUT, DEFAULT_GIT_TIMEOUT, DEFAULT_KILL_GRACE, DEFAULT_LEAK_TIMEOUT,
+    ExecOptions, RunContext,
 };
 pub use crate::output::DEFAULT_MAX_OUTPUT_BYTES;
 pub use crate::output_seen::OutputSeen;
@@ -99,6 +104,7 @@ pub use crate::spec::agent_argv;
 pub use crate::user_file::{
     PROMPT_FILE_MAX_BYTES, UserFileError, UserFileReader, open_user_file, read_user_file,
 };
+pub use crate::worktree::{SweepWorktrees, SweptWorktree, WorktreeSweep, sweep_worktrees};
 
 /// The README's example, compiled and run as a doctest so it cannot rot.
 #[doc = include_str!("../README.md")]

@@ -24,6 +24,9 @@ pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
 pub const DEFAULT_LEAK_TIMEOUT: Duration = Duration::from_millis(500);
 /// The default timeout of one `accounts env` call: 30 s.
 pub const DEFAULT_ACCOUNTS_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default timeout of one `git` call that prepares, removes or sweeps a
+/// worktree: 5 minutes, as 0.5.11 (agents note §8.3).
+pub const DEFAULT_GIT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How a runner turns targets into processes: the same for every run, so a
 /// loop's command and a workflow's steps run under the same environment,
@@ -44,6 +47,8 @@ pub struct ExecOptions {
     pub leak_timeout: Duration,
     /// Timeout of the `accounts env` call.
     pub accounts_timeout: Duration,
+    /// Timeout of each `git` call around an agent's worktree (issue 27).
+    pub git_timeout: Duration,
     /// Values masked in what every run stores and logs and in what a hook
     /// reports, beside each run's own (issue 25 §2): the password of the
     /// database the runner uses, in each spelling its connection string
@@ -61,6 +66,7 @@ impl Default for ExecOptions {
             kill_grace: DEFAULT_KILL_GRACE,
             leak_timeout: DEFAULT_LEAK_TIMEOUT,
             accounts_timeout: DEFAULT_ACCOUNTS_TIMEOUT,
+            git_timeout: DEFAULT_GIT_TIMEOUT,
             secret_values: Vec::new(),
         }
     }
@@ -81,6 +87,7 @@ impl fmt::Debug for ExecOptions {
             .field("kill_grace", &self.kill_grace)
             .field("leak_timeout", &self.leak_timeout)
             .field("accounts_timeout", &self.accounts_timeout)
+            .field("git_timeout", &self.git_timeout)
             .field(
                 "secret_values",
                 &format!("{} values", self.secret_values.len()),

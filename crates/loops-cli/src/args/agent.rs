@@ -1,6 +1,7 @@
 //! The agent options 0.5.11 added (issue 27; agents note §2.2, §6, §12):
 //! permission mode, sandbox, extra directories, effort, the idle watchdog,
-//! and the allow-lists with their break-glass consent. `create agent`
+//! the allow-lists with their break-glass consent, and git worktrees
+//! (§8). `create agent`
 //! flattens [`AgentOptions`], `edit` [`EditAgentOptions`]; both resolve
 //! through `resolve::agent`, and core checks the result with 0.5.11's
 //! rules, in its order (§12.1).
@@ -72,6 +73,19 @@ pub(crate) struct AgentOptions {
     /// --sandbox disabled.
     #[arg(long, help_heading = "Agent options")]
     pub(crate) manual_break_glass: bool,
+
+    /// Give each run a git worktree of its own, on a branch of its own,
+    /// under ~/.hasna/repos/worktrees: auto runs in --cwd instead when one
+    /// cannot be made, and says so in the run's stderr; required fails the
+    /// run [default: off].
+    #[arg(long, value_name = "off|auto|required", help_heading = "Agent options")]
+    pub(crate) worktree: Option<String>,
+
+    /// Keep a succeeded run's worktree. Without it, a succeeded run's clean
+    /// worktree is removed (its branch stays); a failed run's, or one with
+    /// uncommitted changes, is kept until `loops gc --apply` removes it.
+    #[arg(long, help_heading = "Agent options")]
+    pub(crate) keep_worktree: bool,
 }
 
 // The agent options of `edit`: `create agent`'s, where '' removes a value
@@ -134,6 +148,19 @@ pub(crate) struct EditAgentOptions {
         help_heading = "Agent options"
     )]
     pub(crate) no_manual_break_glass: bool,
+
+    /// Agent loops: off, auto or required (as in create agent); off, or
+    /// '', also drops --keep-worktree.
+    #[arg(long, value_name = "off|auto|required", help_heading = "Agent options")]
+    pub(crate) worktree: Option<String>,
+
+    /// Agent loops: keep a succeeded run's worktree.
+    #[arg(long, help_heading = "Agent options")]
+    pub(crate) keep_worktree: bool,
+
+    /// Agent loops: remove a succeeded run's clean worktree again.
+    #[arg(long, conflicts_with = "keep_worktree", help_heading = "Agent options")]
+    pub(crate) no_keep_worktree: bool,
 }
 
 /// The agent options as given, whichever command took them.
@@ -148,6 +175,9 @@ pub(crate) struct AgentFlags<'a> {
     pub(crate) safety_reason: Option<&'a str>,
     /// `--manual-break-glass` (`Some(true)`) or `--no-manual-break-glass`.
     pub(crate) manual_break_glass: Option<bool>,
+    pub(crate) worktree: Option<&'a str>,
+    /// `--keep-worktree` (`Some(true)`) or `--no-keep-worktree`.
+    pub(crate) keep_worktree: Option<bool>,
 }
 
 impl AgentOptions {
@@ -163,6 +193,8 @@ impl AgentOptions {
             allow_commands: &self.allow_commands,
             safety_reason: self.safety_reason.as_deref(),
             manual_break_glass: self.manual_break_glass.then_some(true),
+            worktree: self.worktree.as_deref(),
+            keep_worktree: self.keep_worktree.then_some(true),
         }
     }
 }
@@ -181,6 +213,9 @@ impl EditAgentOptions {
             safety_reason: self.safety_reason.as_deref(),
             manual_break_glass: (self.manual_break_glass || self.no_manual_break_glass)
                 .then_some(self.manual_break_glass),
+            worktree: self.worktree.as_deref(),
+            keep_worktree: (self.keep_worktree || self.no_keep_worktree)
+                .then_some(self.keep_worktree),
         }
     }
 }
@@ -203,6 +238,14 @@ impl AgentFlags<'_> {
                     _ => "--manual-break-glass",
                 },
                 self.manual_break_glass.is_some(),
+            ),
+            ("--worktree", self.worktree.is_some()),
+            (
+                match self.keep_worktree {
+                    Some(false) => "--no-keep-worktree",
+                    _ => "--keep-worktree",
+                },
+                self.keep_worktree.is_some(),
             ),
         ]
         .into_iter()

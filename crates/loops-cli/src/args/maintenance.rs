@@ -97,7 +97,10 @@ pub(crate) struct ManArgs {
 #[derive(Debug, Args)]
 pub(crate) struct GcArgs {
     /// Delete finished runs created more than N days ago (a run's age counts
-    /// from its claim, `createdAt`).
+    /// from its claim, `createdAt`), and remove the agent worktrees under
+    /// ~/.hasna/repos/worktrees that runs kept and no run has entered for N
+    /// days: only clean, unlocked, registered git worktrees (git worktree
+    /// remove, then prune; their branches stay).
     #[arg(long, value_name = "N", default_value = "30")]
     pub(crate) max_age_days: String,
 
@@ -116,4 +119,10 @@ pub(crate) struct GcArgs {
     /// most one an hour; LOOPS_SKIP_BACKUP=1 skips it).
     #[arg(long)]
     pub(crate) apply: bool,
+
+    /// Remove old worktrees with uncommitted changes or untracked files
+    /// too, which loses those changes (git worktree remove --force). A
+    /// locked worktree, or one a run is in, stays even so.
+    #[arg(long)]
+    pub(crate) force: bool,
 }

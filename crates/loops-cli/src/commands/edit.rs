@@ -478,6 +478,8 @@ const TARGET_FIELDS: &[(&str, &str)] = &[
     ("idle timeout", "idleTimeoutMs"),
     ("allowlist", "allowlist"),
     ("break-glass", "manualBreakGlass"),
+    ("worktree", "worktree"),
+    ("keep worktree", "keepWorktree"),
     ("workflow", "workflowId"),
     ("cwd", "cwd"),
     ("env", "env"),

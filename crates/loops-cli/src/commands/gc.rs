@@ -1,6 +1,9 @@
-//! `loops gc [--max-age-days 30] [--keep-per-loop 20] [--dry-run | --apply]`
-//! (issue 14): delete finished runs older than the age, keeping the newest
-//! runs of each loop, with their workflow runs, steps and events.
+//! `loops gc [--max-age-days 30] [--keep-per-loop 20] [--dry-run | --apply]
+//! [--force]` (issue 14): delete finished runs older than the age, keeping
+//! the newest runs of each loop, with their workflow runs, steps and
+//! events; and (issue 27) remove the agent worktrees that runs kept and no
+//! run has entered for as long (`loops_exec::sweep_worktrees`): clean ones
+//! only, unless `--force`.
 //!
 //! New in loops; the flags follow later OpenLoops versions. A dry run is
 //! the default and writes nothing. `--apply` deletes in short batches
@@ -13,6 +16,7 @@
 use std::time::Duration;
 
 use anyhow::{Result, anyhow, bail};
+use loops_exec::{ExecOptions, SweepWorktrees, WorktreeSweep};
 use loops_scheduler::{DEFAULT_GC_KEEP_PER_LOOP, GcSettings};
 use loops_store::{GcCounts, GcLoopTally, GcPolicy};
 use serde::Serialize;
@@ -79,6 +83,7 @@ pub(crate) fn run(ctx: &Context, args: &GcArgs, out: &mut Printer) -> Result<Out
             max_age_days: whole(&args.max_age_days, "--max-age-days", "30")?,
             keep_per_loop: whole(&args.keep_per_loop, "--keep-per-loop", "20")?,
             apply: args.apply && !args.dry_run,
+            force: args.force,
         })
     })
 }
@@ -89,6 +94,8 @@ struct Gc {
     keep_per_loop: u32,
     /// `--apply` without `--dry-run`.
     apply: bool,
+    /// `--force`: dirty worktrees go too.
+    force: bool,
 }
 
 /// What `gc` returns: the summary `--json` prints, and what the notes
@@ -126,6 +133,15 @@ impl Request for Gc {
         } else {
             0
         };
+        // Issue 27: the worktrees runs kept, by the same age.
+        let worktrees = loops_exec::sweep_worktrees(
+            &SweepWorktrees {
+                older_than: policy.older_than,
+                apply,
+                force: self.force,
+            },
+            &ExecOptions::default(),
+        );
         let file_bytes = store
             .path()
             .and_then(|p| std::fs::metadata(p).ok())
@@ -156,6 +172,7 @@ impl Request for Gc {
                 free_bytes_after: report.after.free_bytes(),
                 vacuum_would_help: report.after.vacuum_would_help(),
             },
+            worktrees: Worktrees::from(&worktrees),
         };
         Ok(Collected {
             summary,
@@ -184,11 +201,24 @@ impl Document for Collected {
     }
 
     fn notes(&self, ctx: &Context) {
-        if !self.summary.applied && self.summary.total() > 0 {
-            ctx.note(
+        if self.summary.applied {
+            return;
+        }
+        let worktrees = self.summary.worktrees.removed > 0;
+        match (self.summary.total() > 0, worktrees) {
+            (true, false) => ctx.note(
                 "hint",
                 "nothing was deleted; run `loops gc --apply` to delete these runs",
-            );
+            ),
+            (true, true) => ctx.note(
+                "hint",
+                "nothing was deleted; run `loops gc --apply` to delete these runs and worktrees",
+            ),
+            (false, true) => ctx.note(
+                "hint",
+                "nothing was removed; run `loops gc --apply` to remove these worktrees",
+            ),
+            (false, false) => {}
         }
     }
 }
@@ -263,6 +293,8 @@ struct Summary {
     /// The loops with the most runs deleted, most first.
     top_loops: Vec<TopLoop>,
     space: Space,
+    /// The agent worktrees removed and kept (issue 27).
+    worktrees: Worktrees,
 }
 
 impl Summary {
@@ -303,6 +335,82 @@ struct Space {
     free_bytes_after: u64,
     /// More than a fifth of the pages are free.
     vacuum_would_help: bool,
+}
+
+/// What `gc` did with the worktrees runs kept (issue 27).
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Worktrees {
+    /// The root looked under; absent without a HOME.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    root: Option<String>,
+    /// Removed (in a dry run: to be removed).
+    removed: u64,
+    /// Old enough, but kept; each item says why.
+    kept: u64,
+    /// Each old worktree, removed ones first, in path order.
+    items: Vec<WorktreeItem>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WorktreeItem {
+    path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    branch: Option<String>,
+    removed: bool,
+    /// Why it was kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+}
+
+impl From<&WorktreeSweep> for Worktrees {
+    fn from(sweep: &WorktreeSweep) -> Worktrees {
+        let item = |removed: bool| {
+            move |w: &loops_exec::SweptWorktree| WorktreeItem {
+                path: w.path.display().to_string(),
+                branch: w.branch.clone(),
+                removed,
+                reason: w.reason.clone(),
+            }
+        };
+        Worktrees {
+            root: sweep.root.as_ref().map(|r| r.display().to_string()),
+            removed: sweep.removed.len() as u64,
+            kept: sweep.kept.len() as u64,
+            items: sweep
+                .removed
+                .iter()
+                .map(item(true))
+                .chain(sweep.kept.iter().map(item(false)))
+                .collect(),
+        }
+    }
+}
+
+/// The human lines about worktrees: none when no worktree is old enough.
+fn worktree_lines(s: &Summary) -> Vec<String> {
+    let w = &s.worktrees;
+    if w.removed == 0 && w.kept == 0 {
+        return Vec::new();
+    }
+    let (remove, keep) = if s.applied {
+        ("removed", "kept")
+    } else {
+        ("would remove", "would keep")
+    };
+    let mut lines = vec![format!(
+        "worktrees: {remove} {} and {keep} {} of those no run entered for {} days",
+        w.removed, w.kept, s.max_age_days
+    )];
+    for item in &w.items {
+        let path = render::escape_controls(&item.path, &[]);
+        lines.push(match &item.reason {
+            Some(reason) => format!("  {keep} {path}: {}", render::escape_controls(reason, &[])),
+            None => format!("  {remove} {path}"),
+        });
+    }
+    lines
 }
 
 /// The human report.
@@ -374,6 +482,7 @@ fn human(s: &Summary, db: Option<&std::path::Path>) -> Vec<String> {
     } else {
         "vacuum: not needed; new runs reuse the free pages".to_owned()
     });
+    lines.extend(worktree_lines(s));
     lines
 }
 
@@ -417,6 +526,7 @@ mod tests {
                 free_bytes_after: 0,
                 vacuum_would_help: false,
             },
+            worktrees: Worktrees::default(),
         };
         assert_eq!(summary.total(), 4321);
     }

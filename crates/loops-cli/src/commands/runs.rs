@@ -235,6 +235,7 @@ fn print_one(ctx: &Context, run: &LoopRun, output: Output, out: &mut Printer) ->
     }
     lines.extend(silence_line(run, now));
     lines.extend(fact_lines(&run.facts));
+    lines.extend(worktree_lines(run));
     match output {
         Output::Shown => lines.extend(render::output_blocks(run)),
         Output::Redacted => {
@@ -294,6 +295,31 @@ fn fact_lines(facts: &RunFacts) -> Vec<String> {
     }
     if facts.is_error == Some(true) {
         lines.push("reported:  the agent's output says the run failed".to_owned());
+    }
+    lines
+}
+
+/// The worktree a run worked in and its branch (issue 27; agents note §8),
+/// and whether the worktree is gone: a succeeded run's clean one is
+/// removed, while its branch keeps the commits.
+fn worktree_lines(run: &LoopRun) -> Vec<String> {
+    let Some(path) = &run.facts.worktree else {
+        return Vec::new();
+    };
+    let gone = if std::path::Path::new(path).exists() {
+        ""
+    } else {
+        " (removed)"
+    };
+    let mut lines = vec![format!(
+        "worktree:  {}{gone}",
+        render::escape_controls(path, &[])
+    )];
+    if let Some(branch) = &run.facts.worktree_branch {
+        lines.push(format!(
+            "branch:    {}",
+            render::escape_controls(branch, &[])
+        ));
     }
     lines
 }

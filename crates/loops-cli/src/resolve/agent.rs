@@ -18,7 +18,7 @@
 use std::str::FromStr;
 
 use anyhow::{Result, anyhow, bail};
-use loops_core::{AgentTarget, PermissionMode, ValidationError, WallClock};
+use loops_core::{AgentTarget, PermissionMode, ValidationError, WallClock, WorktreeMode};
 
 use crate::args::agent::AgentFlags;
 use crate::request::Warnings;
@@ -78,6 +78,9 @@ pub(crate) struct AgentChange {
     commands: Option<Vec<String>>,
     safety_reason: Option<Option<String>>,
     manual_break_glass: Option<bool>,
+    /// `Some(None)`: off (edit's `''` too), stored as unset.
+    worktree: Option<Option<WorktreeMode>>,
+    keep_worktree: Option<bool>,
 }
 
 impl AgentChange {
@@ -108,6 +111,15 @@ impl AgentChange {
                     .map_err(|_| anyhow!(IDLE_MESSAGE))?,
             )),
         };
+        let worktree = match flags.worktree {
+            None => None,
+            Some("") if edit => Some(None),
+            Some(mode) => match WorktreeMode::from_str(mode.trim()) {
+                Ok(WorktreeMode::Off) => Some(None),
+                Ok(mode) => Some(Some(mode)),
+                Err(_) => bail!("--worktree must be off, auto, or required"),
+            },
+        };
         let add_dirs = match list(flags.add_dirs) {
             Some(dirs) => Some(dirs.iter().map(|d| dir(d)).collect::<Result<_>>()?),
             None => None,
@@ -122,6 +134,8 @@ impl AgentChange {
             commands: list(flags.allow_commands),
             safety_reason: text(flags.safety_reason),
             manual_break_glass: flags.manual_break_glass,
+            worktree,
+            keep_worktree: flags.keep_worktree,
         })
     }
 
@@ -177,6 +191,18 @@ impl AgentChange {
             Some(false) => target.manual_break_glass = None,
             None => {}
         }
+        if let Some(mode) = self.worktree {
+            target.worktree = mode;
+            // Nothing is left to keep once the worktree is off.
+            if mode.is_none() && self.keep_worktree.is_none() {
+                target.keep_worktree = None;
+            }
+        }
+        match self.keep_worktree {
+            Some(true) => target.keep_worktree = Some(true),
+            Some(false) => target.keep_worktree = None,
+            None => {}
+        }
     }
 }
 
@@ -199,7 +225,7 @@ fn list(values: &[String]) -> Option<Vec<String>> {
 
 /// The flag of each agent field whose message core gives by its stored
 /// name.
-const FLAGS: [(&str, &str); 10] = [
+const FLAGS: [(&str, &str); 12] = [
     ("variant", "--effort"),
     ("addDirs", "--add-dir"),
     ("permissionMode", "--permission-mode"),
@@ -210,6 +236,8 @@ const FLAGS: [(&str, &str); 10] = [
     ("allowlist.commands", "--allow-command"),
     ("idleTimeoutMs", "--idle-timeout"),
     ("timeoutMs", "--timeout"),
+    ("worktree", "--worktree"),
+    ("keepWorktree", "--keep-worktree"),
 ];
 
 /// Core's message about an agent loop's option, said in flags: 0.5.11's
@@ -233,6 +261,10 @@ pub(crate) fn flag_message(e: &ValidationError) -> Option<String> {
         }
         ("sandbox", " must be one of enabled, disabled") => {
             "--sandbox must be enabled or disabled for cursor"
+        }
+        ("keepWorktree", _) => {
+            "--keep-worktree needs --worktree auto or required: without a worktree there is \
+             nothing to keep"
         }
         ("permissionMode", rest) => {
             return Some(format!("{flag}{}", rest.replace("for provider ", "for ")));

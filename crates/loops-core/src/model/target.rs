@@ -10,7 +10,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use super::DEFAULT_TIMEOUT_MS;
 use super::timers::WallClock;
 use crate::id::WorkflowId;
-use crate::status::{AgentProvider, ConfigIsolation, PermissionMode};
+use crate::status::{AgentProvider, ConfigIsolation, PermissionMode, WorktreeMode};
 use crate::tagged::{self, Tagged};
 
 /// An account profile to run under, resolved through `accounts env`.
@@ -151,6 +151,15 @@ pub struct AgentTarget {
     /// Tools and commands the agent is meant to keep to, and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowlist: Option<AgentAllowlist>,
+    /// Whether each run works in a git worktree of its own, named after
+    /// the run (agents note §8); `off` when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<WorktreeMode>,
+    /// Keep a run's worktree after it succeeded; false when unset, and a
+    /// succeeded run's clean worktree is removed (beyond 0.5.11, which
+    /// never removes one). A failed run's is always kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_worktree: Option<bool>,
 }
 
 /// What an agent is meant to keep to (agents note §12.1 rules 13–16):
@@ -206,6 +215,8 @@ impl AgentTarget {
             sandbox: None,
             manual_break_glass: None,
             allowlist: None,
+            worktree: None,
+            keep_worktree: None,
         }
     }
 
@@ -223,6 +234,16 @@ impl AgentTarget {
     /// The effective permission mode.
     pub fn permission_mode(&self) -> PermissionMode {
         self.permission_mode.unwrap_or(PermissionMode::Default)
+    }
+
+    /// The effective worktree mode.
+    pub fn worktree_mode(&self) -> WorktreeMode {
+        self.worktree.unwrap_or(WorktreeMode::Off)
+    }
+
+    /// Whether a succeeded run's worktree is kept.
+    pub fn keeps_worktree(&self) -> bool {
+        self.keep_worktree.unwrap_or(false)
     }
 
     /// The sandbox the agent runs in (agents note §2.1): codewith and codex

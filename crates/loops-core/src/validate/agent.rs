@@ -8,7 +8,7 @@
 //! `variant` for cursor (rule 6); `agent` for codex and codewith (rule 7);
 //! `extraArgs` (rule 8); `addDirs` (rule 9); `permissionMode` (rule 10);
 //! `sandbox` (rule 11); the allowlist (rules 13–15); break-glass (rule 16);
-//! then the cwd, values that read as options, `env`, the timeout and the
+//! `keepWorktree` without a worktree (§8, this port's); then the cwd, values that read as options, `env`, the timeout and the
 //! account. Rules 3, 4 and 12 are types here (`configIsolation` and
 //! `permissionMode` are enums, `manualBreakGlass` a bool); `authProfile`
 //! is not modeled.
@@ -30,7 +30,7 @@ use super::{
     validate_env_name, validate_optional_word,
 };
 use crate::model::AgentTarget;
-use crate::status::{AgentProvider, PermissionMode};
+use crate::status::{AgentProvider, PermissionMode, WorktreeMode};
 
 /// The sandboxes of codewith and codex (agents note §12.1 rule 11).
 const CODEWITH_SANDBOXES: [&str; 3] = ["read-only", "workspace-write", "danger-full-access"];
@@ -60,6 +60,16 @@ pub(super) fn validate_agent_target(target: &AgentTarget, label: &str) -> Result
         }
     }
     rules(target, label, Rules::All)?;
+    if target.keeps_worktree() && target.worktree_mode() == WorktreeMode::Off {
+        let field = format!("{label}.keepWorktree");
+        return Err(ValidationError::new(
+            &field,
+            format!(
+                "{field} needs worktree auto or required: without a worktree there is nothing \
+                 to keep"
+            ),
+        ));
+    }
     validate_cwd(target.cwd.as_deref(), label)?;
     if let Some(option) = agent_value_reads_as_option(target) {
         let field = format!("{label}.{}", option.key);

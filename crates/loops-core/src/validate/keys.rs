@@ -47,6 +47,8 @@ const AGENT_KEYS: &[&str] = &[
     "sandbox",
     "manualBreakGlass",
     "allowlist",
+    "worktree",
+    "keepWorktree",
 ];
 
 /// The keys of an account.

@@ -19,3 +19,4 @@ mod prompt;
 mod secrets;
 mod support;
 mod watchdog;
+mod worktree;

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use super::whole_number;
 use crate::model::{Account, AgentAllowlist, WallClock};
-use crate::status::{ConfigIsolation, PermissionMode};
+use crate::status::{ConfigIsolation, PermissionMode, WorktreeMode};
 use crate::validate::timers::{idle_message, wall_clock_message};
 use crate::validate::{Result, ValidationError, require_non_empty};
 
@@ -202,6 +202,28 @@ pub(super) fn opt_permission_mode(
                 ValidationError::new(
                     &field,
                     format!("{field} must be one of default, plan, auto, bypass"),
+                )
+            }),
+    }
+}
+
+/// `worktree`: one of off, auto, required (agents note §8; 0.5.11's
+/// `worktree.mode`, §12.2, without its `main`).
+pub(super) fn opt_worktree_mode(
+    map: &Map<String, Value>,
+    label: &str,
+) -> Result<Option<WorktreeMode>> {
+    match opt_field(map, "worktree") {
+        None => Ok(None),
+        Some(v) => v
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .map(Some)
+            .ok_or_else(|| {
+                let field = format!("{label}.worktree");
+                ValidationError::new(
+                    &field,
+                    format!("{field} must be one of off, auto, required"),
                 )
             }),
     }

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use super::fields::{
     opt_account, opt_allowlist, opt_bool, opt_env, opt_idle_ms, opt_isolation, opt_ms,
-    opt_permission_mode, opt_string, opt_strings, opt_wall_clock,
+    opt_permission_mode, opt_string, opt_strings, opt_wall_clock, opt_worktree_mode,
 };
 use super::order::read_depends_on;
 use super::{step_label, target_label};
@@ -188,6 +188,8 @@ fn read_process_target(map: Option<&Map<String, Value>>, label: &str) -> Result<
                 sandbox: opt_string(map, "sandbox", label)?,
                 manual_break_glass: opt_bool(map, "manualBreakGlass", label)?,
                 allowlist: opt_allowlist(map, label)?,
+                worktree: opt_worktree_mode(map, label)?,
+                keep_worktree: opt_bool(map, "keepWorktree", label)?,
             }))
         }
         _ => Err(ValidationError::new(
