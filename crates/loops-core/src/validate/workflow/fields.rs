@@ -152,15 +152,26 @@ pub(super) fn opt_isolation(
     map: &Map<String, Value>,
     label: &str,
 ) -> Result<Option<ConfigIsolation>> {
-    match opt_field(map, "configIsolation") {
+    opt_choice(map, "configIsolation", label, "safe or none")
+}
+
+/// An optional field that must be one of an enum's names, `expected`
+/// saying which in the message.
+fn opt_choice<T: std::str::FromStr>(
+    map: &Map<String, Value>,
+    key: &str,
+    label: &str,
+    expected: &str,
+) -> Result<Option<T>> {
+    match opt_field(map, key) {
         None => Ok(None),
         Some(v) => v
             .as_str()
             .and_then(|s| s.parse().ok())
             .map(Some)
             .ok_or_else(|| {
-                let field = format!("{label}.configIsolation");
-                ValidationError::new(&field, format!("{field} must be safe or none"))
+                let field = format!("{label}.{key}");
+                ValidationError::new(&field, format!("{field} must be {expected}"))
             }),
     }
 }
@@ -191,20 +202,12 @@ pub(super) fn opt_permission_mode(
     map: &Map<String, Value>,
     label: &str,
 ) -> Result<Option<PermissionMode>> {
-    match opt_field(map, "permissionMode") {
-        None => Ok(None),
-        Some(v) => v
-            .as_str()
-            .and_then(|s| s.parse().ok())
-            .map(Some)
-            .ok_or_else(|| {
-                let field = format!("{label}.permissionMode");
-                ValidationError::new(
-                    &field,
-                    format!("{field} must be one of default, plan, auto, bypass"),
-                )
-            }),
-    }
+    opt_choice(
+        map,
+        "permissionMode",
+        label,
+        "one of default, plan, auto, bypass",
+    )
 }
 
 /// `worktree`: one of off, auto, required (agents note §8; 0.5.11's
@@ -213,20 +216,7 @@ pub(super) fn opt_worktree_mode(
     map: &Map<String, Value>,
     label: &str,
 ) -> Result<Option<WorktreeMode>> {
-    match opt_field(map, "worktree") {
-        None => Ok(None),
-        Some(v) => v
-            .as_str()
-            .and_then(|s| s.parse().ok())
-            .map(Some)
-            .ok_or_else(|| {
-                let field = format!("{label}.worktree");
-                ValidationError::new(
-                    &field,
-                    format!("{field} must be one of off, auto, required"),
-                )
-            }),
-    }
+    opt_choice(map, "worktree", label, "one of off, auto, required")
 }
 
 /// `allowlist`: `{tools?, commands?, enforcement?, safetyReason?}`.
