@@ -151,6 +151,13 @@ fn a_running_run_says_how_long_it_has_been_silent() {
         .find(|l| l.starts_with("silent:    "))
         .unwrap_or_else(|| panic!("{shown}"));
     assert!(line.contains("(last output "), "{line}");
+    let status = env.loops(["daemon", "status"]).run().stdout;
+    let running = format!("running: {} quiet started ", run["id"].as_str().unwrap());
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(&running))
+        .unwrap_or_else(|| panic!("{status}"));
+    assert!(line.contains(", silent "), "{line}");
     // SIGINT cancels the run and kills its child.
     let interrupted = std::process::Command::new("kill")
         .args(["-INT", &child.id().to_string()])

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use loops_core::Timestamp;
+use loops_core::{LoopRun, RunStatus, Timestamp};
+use loops_store::RunFilter;
 
 use super::daemon_paths;
 use crate::commands::now;
@@ -23,8 +24,13 @@ const FOLLOW_POLL: Duration = Duration::from_millis(200);
 /// The typed request of `daemon status`.
 pub(super) struct DaemonStatus;
 
-/// What `daemon status` returns: the daemon, its lease, the counts.
-pub(super) struct StatusReport(control::DaemonStatus);
+/// What `daemon status` returns: the daemon, its lease, the counts, and
+/// for humans the runs in flight (`runs --status running --json` has them
+/// for scripts).
+pub(super) struct StatusReport(control::DaemonStatus, Vec<LoopRun>);
+
+/// The most runs in flight `daemon status` lists.
+const RUNNING_SHOWN: u32 = 20;
 
 impl Request for DaemonStatus {
     type Document = StatusReport;
@@ -33,7 +39,12 @@ impl Request for DaemonStatus {
         let paths = daemon_paths(ctx)?;
         let store = ctx.open_store()?;
         let status = control::daemon_status(&store, &paths, &loops_exec::hostname(), now())?;
-        Ok(StatusReport(status))
+        let running = store.list_runs(&RunFilter {
+            loop_id: None,
+            status: Some(RunStatus::Running),
+            limit: Some(RUNNING_SHOWN),
+        })?;
+        Ok(StatusReport(status, running))
     }
 }
 
@@ -43,7 +54,11 @@ impl Document for StatusReport {
     }
 
     fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
-        for line in status_lines(&self.0, human::display_now()) {
+        let now = human::display_now();
+        for line in status_lines(&self.0, now) {
+            out.line(&line)?;
+        }
+        for line in running_lines(&self.1, now) {
             out.line(&line)?;
         }
         Ok(())
@@ -120,6 +135,24 @@ fn status_lines(s: &control::DaemonStatus, now: Timestamp) -> Vec<String> {
         }
     }
     lines
+}
+
+/// The runs in flight, newest first, each with how long it has been
+/// silent as of its last heartbeat (issue 27).
+fn running_lines(runs: &[LoopRun], now: Timestamp) -> Vec<String> {
+    runs.iter()
+        .map(|run| {
+            let started = run.started_at.unwrap_or(run.created_at);
+            let since = run.last_output_at.unwrap_or(started);
+            let silent = human::duration(now.millis_since(since).max(0));
+            format!(
+                "running: {} {} started {}, silent {silent}",
+                run.id,
+                escape_controls(&run.loop_name, &[]),
+                human::when(started, now),
+            )
+        })
+        .collect()
 }
 
 /// The warning a clock skew above the daemon's limit gets.
