@@ -46,3 +46,32 @@ fn redact_stream(fields: &mut Map<String, Value>, stream: &str) {
         _ => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_is_redacted_to_its_length_unless_shown() {
+        let record = serde_json::json!({
+            "id": "r", "stdout": "héllo", "stderr": "", "result": "done", "error": "boom",
+        });
+        let redacted = streams_json(&record, false);
+        assert_eq!(
+            redacted,
+            serde_json::json!({
+                "id": "r", "stdout": "[redacted 5 chars]", "result": "[redacted 4 chars]",
+                "error": "boom",
+            })
+        );
+        // The empty stream is gone; the rest keep their order.
+        let keys: Vec<&str> = redacted
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys, ["id", "stdout", "result", "error"]);
+        assert_eq!(streams_json(&record, true), record);
+    }
+}

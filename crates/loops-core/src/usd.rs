@@ -143,6 +143,7 @@ mod tests {
         }
         assert_eq!(Usd::from_dollars(1e300).unwrap().nanos(), i64::MAX);
         assert_eq!(Usd::from_nanos(-5), Usd::ZERO);
+        assert_eq!(Usd::from_nanos(5).nanos(), 5);
         let max = Usd::from_nanos(i64::MAX);
         assert_eq!(max.saturating_add(Usd::from_nanos(1)), max);
     }

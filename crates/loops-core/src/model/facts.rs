@@ -128,6 +128,7 @@ mod tests {
             ..AgentReport::default()
         };
         let facts = RunFacts::default().with_report(report(0.25));
+        assert!(!facts.is_empty());
         assert_eq!(facts.cost_usd, Usd::from_dollars(0.25));
         assert_eq!(facts.session_id.as_deref(), Some("s-1"));
         for bad in [f64::NAN, f64::INFINITY, -1.0] {
