@@ -392,6 +392,51 @@ fn apply_prunes_workflow_runs_steps_and_events_with_their_runs() {
 }
 
 /// Succeeded runs of the loops whose name starts with `tick`.
+#[test]
+fn vacuum_shrinks_the_database_after_gc_deletes_many_runs() {
+    sqlite_only!("SQLite's VACUUM; on PostgreSQL --vacuum only says autovacuum does it");
+    let env = TestEnv::new();
+    let id = env.create_command("old", "true", &["--every", "1h"]);
+    insert_old_runs(&env, &id, "old", 20_000);
+    let file = || {
+        std::fs::metadata(env.db_path())
+            .expect("the database")
+            .len()
+    };
+    // Without --vacuum the deleted rows leave free pages, and gc says how
+    // to give them back.
+    env.loops(["gc", "--apply", "--keep-per-loop", "10000"])
+        .stdout_has("then run: loops gc --vacuum")
+        .run();
+    let grown = file();
+    let out = env
+        .loops([
+            "--json",
+            "gc",
+            "--apply",
+            "--keep-per-loop",
+            "1",
+            "--vacuum",
+        ])
+        .run()
+        .json();
+    assert_eq!(out["loopRuns"], 9_999, "{out}");
+    let before = out["vacuum"]["bytesBefore"].as_u64().expect("bytesBefore");
+    let after = out["vacuum"]["bytesAfter"].as_u64().expect("bytesAfter");
+    assert!(before >= grown, "{out}");
+    assert!(after * 4 < before, "{out}");
+    assert_eq!(file(), after, "the WAL is empty after the VACUUM");
+    assert_eq!(run_ids(&env, "old").len(), 1);
+    // Without --vacuum there is no such field; a dry run vacuums too, and
+    // says so in human output.
+    let dry = env.loops(["--json", "gc"]).run().json();
+    assert!(dry.get("vacuum").is_none(), "{dry}");
+    env.loops(["gc", "--vacuum"])
+        .stdout_has("vacuum: the database took ")
+        .stdout_has(" given back)")
+        .run();
+}
+
 fn busy_runs(env: &TestEnv) -> i64 {
     db(env)
         .int("SELECT COUNT(*) FROM loop_runs WHERE loop_name LIKE 'tick%' AND status = 'succeeded'")

@@ -29,6 +29,7 @@ mod path_entries;
 mod policies;
 mod prompt_files;
 mod reports;
+mod restore;
 mod runners;
 mod runs;
 mod runtime;

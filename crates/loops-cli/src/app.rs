@@ -4,7 +4,7 @@ use crate::args::{Cli, Command, Create};
 use crate::commands::daemon::Binary;
 use crate::commands::{
     backup, cost, create, daemon, docs, doctor, edit, execute, gc, health, labels, logs, manage,
-    runs, transfer, workflows,
+    restore, runs, transfer, workflows,
 };
 use crate::context::Context;
 use crate::exit::Outcome;
@@ -123,6 +123,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut Printer) -> Result<Outcom
         Command::Daemon(cmd) => daemon::run(ctx, cmd, out, Binary::Loops),
         Command::Doctor(args) => doctor::doctor(ctx, &args, out),
         Command::Backup(args) => backup::run(ctx, &args, out),
+        Command::Restore(args) => restore::run(ctx, &args, out),
         Command::Export(args) => transfer::export(ctx, &args, out),
         Command::Import(args) => transfer::import(ctx, &args, out),
         Command::Completions(args) => docs::completions(ctx, &args, out),

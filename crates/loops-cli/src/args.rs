@@ -25,7 +25,7 @@ pub(crate) mod report;
 pub(crate) mod workflow;
 
 pub(crate) use maintenance::{
-    BackupArgs, CompletionsArgs, ExportArgs, GcArgs, ImportArgs, ManArgs,
+    BackupArgs, CompletionsArgs, ExportArgs, GcArgs, ImportArgs, ManArgs, RestoreArgs,
 };
 
 /// The version `--version` prints: the original's, bare (SPEC §7.1).
@@ -138,6 +138,9 @@ pub(crate) enum Command {
     /// Back up the database into $LOOPS_DATA_DIR/backups, or list the backups.
     #[command(after_help = crate::args::help::BACKUP)]
     Backup(BackupArgs),
+    /// Put a backup back in place of the database, keeping the current one as a backup.
+    #[command(after_help = crate::args::help::RESTORE)]
+    Restore(RestoreArgs),
     /// Write every loop and workflow, and the run history, to one JSON file.
     #[command(after_help = maintenance::EXPORT_AFTER_HELP)]
     Export(ExportArgs),

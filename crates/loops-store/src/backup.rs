@@ -18,6 +18,8 @@
 //! that is a symbolic link, or that another user owns or can write, is
 //! refused.
 //!
+//! `loops restore` puts a backup back in place (`backup/restore.rs`).
+//!
 //! Nothing here reads a clock: every instant is the caller's `now`.
 
 use std::fs::{DirBuilder, File, OpenOptions};
@@ -30,6 +32,10 @@ use loops_core::Timestamp;
 use crate::error::{OpenError, Result};
 use crate::secure::{self, Found};
 use crate::sqlite::backup as sql;
+
+mod restore;
+
+pub use restore::{Kept, Restored, restore_backup};
 
 /// The directory of backups inside the data directory.
 pub const BACKUP_DIR: &str = "backups";

@@ -237,6 +237,16 @@ pub enum OpenError {
         /// What went wrong.
         reason: String,
     },
+    /// A backup cannot be restored (`loops restore`): it is not a loops
+    /// database, it is damaged, a newer loops wrote it, or it changed while
+    /// it was copied. The database in place was not changed.
+    #[error("cannot restore {path}: {reason}; the database in place was not changed")]
+    BadBackup {
+        /// The backup.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A PostgreSQL connection string did not parse. The string itself is
     /// not repeated: it may hold a password.
     #[error(

@@ -214,6 +214,16 @@ impl SpaceUsage {
     }
 }
 
+/// What [`Store::vacuum`] gave back: the size on disk of the database
+/// file and its WAL, before and after.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Vacuumed {
+    /// Bytes of `loops.db` and `loops.db-wal` before the `VACUUM`.
+    pub bytes_before: u64,
+    /// Bytes of the two after it.
+    pub bytes_after: u64,
+}
+
 impl Store {
     /// Reads the next batch of a gc pass (see the `gc` module docs for what
     /// may go): at most [`GcPolicy::batch_size`] runs, moving `cursor` past
@@ -267,5 +277,76 @@ impl Store {
     /// free.
     pub fn space_usage(&self) -> Result<SpaceUsage> {
         self.backend().space_usage()
+    }
+
+    /// Gives the free pages of a SQLite database file back to the file
+    /// system (`loops gc --vacuum`): SQLite's `VACUUM` rewrites the
+    /// database without them, then the WAL is checkpointed into the file
+    /// and emptied. Returns the size of the file and its WAL before and
+    /// after.
+    ///
+    /// It holds the write lock for as long as rewriting the whole file
+    /// takes, and needs as much free disk as the database takes, so run it
+    /// with no daemon on the database. `None`, and nothing done, on
+    /// PostgreSQL, where autovacuum makes the space deleted rows leave
+    /// reusable and giving it back (`VACUUM FULL`, which locks each table)
+    /// is the server administrator's call; and in memory.
+    pub fn vacuum(&self) -> Result<Option<Vacuumed>> {
+        let (crate::Db::Sqlite(sq), Some(path)) = (&self.conn, self.path.as_deref()) else {
+            return Ok(None);
+        };
+        let size = || {
+            let wal = {
+                let mut name = path.as_os_str().to_owned();
+                name.push("-wal");
+                std::path::PathBuf::from(name)
+            };
+            [path, wal.as_path()]
+                .iter()
+                .filter_map(|p| std::fs::metadata(p).ok())
+                .map(|m| m.len())
+                .sum::<u64>()
+        };
+        let bytes_before = size();
+        sq.vacuum()?;
+        Ok(Some(Vacuumed {
+            bytes_before,
+            bytes_after: size(),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::Store;
+    use crate::sqlite::open::testing::private_tempdir;
+
+    #[test]
+    fn vacuum_gives_free_pages_back_on_a_file_only() {
+        let dir = private_tempdir();
+        let db = dir.path().join(crate::DB_FILE);
+        let store = Store::open(&db, Arc::new(|_| false)).unwrap();
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE filler (x BLOB);
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
+             INSERT INTO filler SELECT randomblob(1000) FROM n;
+             DELETE FROM filler;",
+        )
+        .unwrap();
+        drop(conn);
+        let vacuumed = store.vacuum().unwrap().expect("a file to vacuum");
+        assert!(
+            vacuumed.bytes_after * 4 < vacuumed.bytes_before,
+            "{vacuumed:?}"
+        );
+        let on_disk = std::fs::metadata(&db).unwrap().len();
+        assert_eq!(vacuumed.bytes_after, on_disk, "the WAL is empty");
+        assert_eq!(store.space_usage().unwrap().freelist_count, 0);
+
+        let memory = Store::open_in_memory(Arc::new(|_| false)).unwrap();
+        assert_eq!(memory.vacuum().unwrap(), None);
     }
 }

@@ -98,7 +98,7 @@ pub use crate::workflow_runs::{
 pub use crate::steps::StepOutcome;
 // Retention across the run tables (`loops gc`).
 pub use crate::gc::{
-    DEFAULT_GC_BATCH, GcBatch, GcCounts, GcCursor, GcLoopTally, GcPolicy, SpaceUsage,
+    DEFAULT_GC_BATCH, GcBatch, GcCounts, GcCursor, GcLoopTally, GcPolicy, SpaceUsage, Vacuumed,
 };
 // Moving everything between databases (`loops export`, `loops import`).
 pub use crate::transfer::{
@@ -111,9 +111,9 @@ pub use crate::daemon::{DatabaseState, INTEGRITY_MAX_PROBLEMS, Integrity, integr
 pub use crate::secure::check_data_dir;
 // Backups of the database file, in `<data dir>/backups/`.
 pub use crate::backup::{
-    AUTO_BACKUP_INTERVAL_MS, AutoBackup, BACKUP_DIR, Backup, DEFAULT_BACKUP_KEEP, Taken,
-    auto_backup, auto_backup_due, backup_dir, list_backups, newest_backup, prune_backups,
-    take_backup,
+    AUTO_BACKUP_INTERVAL_MS, AutoBackup, BACKUP_DIR, Backup, DEFAULT_BACKUP_KEEP, Kept, Restored,
+    Taken, auto_backup, auto_backup_due, backup_dir, list_backups, newest_backup, prune_backups,
+    restore_backup, take_backup,
 };
 pub use crate::schema::{SCHEMA_VERSION, schema_version};
 pub use crate::sqlite::open::DB_FILE;

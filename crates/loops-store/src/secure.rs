@@ -35,12 +35,12 @@ use loops_core::{Ownership, ownership};
 use crate::error::{OpenError, Result};
 
 /// The effective uid this process runs as: the owner of what it creates.
-fn euid() -> u32 {
+pub(crate) fn euid() -> u32 {
     rustix::process::geteuid().as_raw()
 }
 
 /// The refusal of `path`, a `what` ("data directory", "database", ...).
-fn refuse(what: &'static str, path: &Path, problem: String, fix: String) -> OpenError {
+pub(crate) fn refuse(what: &'static str, path: &Path, problem: String, fix: String) -> OpenError {
     OpenError::Unsafe {
         what,
         path: path.to_owned(),
@@ -57,7 +57,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> OpenError + '_ {
 }
 
 /// The permission bits of `meta`, for messages.
-fn mode(meta: &Metadata) -> u32 {
+pub(crate) fn mode(meta: &Metadata) -> u32 {
     meta.permissions().mode() & 0o7777
 }
 

@@ -21,7 +21,7 @@ Environment:
   LOOPS_DATABASE_URL        use this PostgreSQL database instead of SQLite
   LOOPS_DAEMON_INTERVAL_MS  the daemon's longest sleep when nothing is due
   LOOPS_HOSTNAME            the host name this machine's daemon records runs under
-  LOOPS_SKIP_BACKUP=1       skip the automatic backup before a migration, gc or import
+  LOOPS_SKIP_BACKUP=1       skip the automatic backup before a migration, gc, import or restore
   NO_COLOR, CLICOLOR=0      no colour; CLICOLOR_FORCE=1 colour even when piped
   TZ                        the host time zone: cron without --tz, local --at times, output
 
@@ -118,7 +118,8 @@ pub(crate) const TICK: &str = "Examples:
 /// `gc`.
 pub(crate) const GC: &str = "Examples:
   loops gc                      # a dry run: what would go, per loop
-  loops gc --apply --max-age-days 7 --keep-per-loop 5";
+  loops gc --apply --max-age-days 7 --keep-per-loop 5
+  loops daemon stop && loops gc --apply --vacuum && loops daemon start   # and shrink loops.db";
 
 /// `doctor`.
 pub(crate) const DOCTOR: &str = "Examples:
@@ -128,7 +129,23 @@ pub(crate) const DOCTOR: &str = "Examples:
 /// `backup`.
 pub(crate) const BACKUP: &str = "Examples:
   loops backup                  # keeps the newest 3 (--keep N)
-  loops backup --list";
+  loops backup --list
+  loops restore loops-20261201T170512Z.db";
+
+/// `restore`.
+pub(crate) const RESTORE: &str =
+    "Only for the embedded SQLite database; on PostgreSQL use pg_restore. \
+    Refused while a daemon runs. The current database is kept in $LOOPS_DATA_DIR/backups first \
+    (LOOPS_SKIP_BACKUP=1 skips it; one too damaged to copy is moved there as \
+    loops-<time>-damaged.db). The backup is copied into the data directory and checked \
+    (PRAGMA integrity_check, a schema this loops knows) before it replaces loops.db; the old \
+    loops.db-wal and loops.db-shm are removed. It must be a file of yours that others cannot \
+    write. --json prints {restored, from, keptCurrentAs}.
+
+Examples:
+  loops backup --list                            # the names and times to choose from
+  loops daemon stop && loops restore loops-20261201T170512Z.db && loops daemon start
+  loops restore ~/loops-copy.db --yes            # a path; no question asked";
 
 /// `completions`.
 pub(crate) const COMPLETIONS: &str = "Examples:

@@ -1,6 +1,6 @@
 //! The command lines of the commands that look after the store and the
-//! installation rather than the loops: `backup`, `gc`, `export`, `import`,
-//! `completions` and `man`. As in the parent module, values stay strings
+//! installation rather than the loops: `backup`, `restore`, `gc`,
+//! `export`, `import`, `completions` and `man`. As in the parent module, values stay strings
 //! until `resolve` checks them.
 
 use clap::Args;
@@ -37,6 +37,20 @@ pub(crate) struct BackupArgs {
     /// List the backups, newest first, instead of taking one.
     #[arg(long)]
     pub(crate) list: bool,
+}
+
+// `loops restore` (issue 28).
+#[derive(Debug, Args)]
+pub(crate) struct RestoreArgs {
+    /// The backup: a name from `loops backup --list` (loops-20261201T170512Z.db)
+    /// or the path of a copy of a loops database.
+    #[arg(value_name = "BACKUP")]
+    pub(crate) backup: String,
+
+    /// Restore without asking [default: ask on a terminal, refuse
+    /// without one].
+    #[arg(short = 'y', long)]
+    pub(crate) yes: bool,
 }
 
 // `loops export` (issue 15).
@@ -119,6 +133,14 @@ pub(crate) struct GcArgs {
     /// most one an hour; LOOPS_SKIP_BACKUP=1 skips it).
     #[arg(long)]
     pub(crate) apply: bool,
+
+    /// Then give the database's free pages back to the file system:
+    /// SQLite's VACUUM rewrites the file, holding the database meanwhile,
+    /// so it is refused while a daemon runs. It runs after a dry run too
+    /// (it changes no row). On PostgreSQL it does nothing: autovacuum
+    /// reclaims the space there.
+    #[arg(long)]
+    pub(crate) vacuum: bool,
 
     /// Remove old worktrees with uncommitted changes or untracked files
     /// too, which loses those changes (git worktree remove --force). A

@@ -123,7 +123,7 @@ pub(crate) fn run(
     }
 }
 
-fn daemon_paths(ctx: &Context) -> Result<DaemonPaths> {
+pub(super) fn daemon_paths(ctx: &Context) -> Result<DaemonPaths> {
     Ok(DaemonPaths::new(absolute(ctx.data_dir()?)?))
 }
 

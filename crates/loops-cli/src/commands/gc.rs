@@ -1,17 +1,22 @@
 //! `loops gc [--max-age-days 30] [--keep-per-loop 20] [--dry-run | --apply]
-//! [--force]` (issue 14): delete finished runs older than the age, keeping
-//! the newest runs of each loop, with their workflow runs, steps and
-//! events; and (issue 27) remove the agent worktrees that runs kept and no
-//! run has entered for as long (`loops_exec::sweep_worktrees`): clean ones
-//! only, unless `--force`.
+//! [--vacuum] [--force]` (issue 14): delete finished runs older than the
+//! age, keeping the newest runs of each loop, with their workflow runs,
+//! steps and events; and (issue 27) remove the agent worktrees that runs
+//! kept and no run has entered for as long (`loops_exec::sweep_worktrees`):
+//! clean ones only, unless `--force`.
 //!
 //! New in loops; the flags follow later OpenLoops versions. A dry run is
 //! the default and writes nothing. `--apply` deletes in short batches
 //! (`loops_scheduler::collect_garbage`), so a daemon running alongside
 //! waits a few milliseconds at most for each. The report says how much of
-//! the file is free pages and whether a `VACUUM` would give them back;
-//! gc never runs one, because a `VACUUM` holds the database for as long as
-//! it takes to rewrite the whole file.
+//! the file is free pages and whether a `VACUUM` would give them back.
+//! gc runs one only when `--vacuum` asks (issue 28), because a `VACUUM`
+//! holds the database for as long as it takes to rewrite the whole file:
+//! it is refused while a daemon runs, and runs after the pass, whether or
+//! not the pass deleted anything. On PostgreSQL `--vacuum` does nothing
+//! but say so: autovacuum makes the space deleted rows leave reusable, and
+//! giving it back (`VACUUM FULL`, which locks each table against every
+//! host's daemon) is the server administrator's call.
 
 use std::time::Duration;
 
@@ -84,6 +89,7 @@ pub(crate) fn run(ctx: &Context, args: &GcArgs, out: &mut Printer) -> Result<Out
             keep_per_loop: whole(&args.keep_per_loop, "--keep-per-loop", "20")?,
             apply: args.apply && !args.dry_run,
             force: args.force,
+            vacuum: args.vacuum,
         })
     })
 }
@@ -96,16 +102,18 @@ struct Gc {
     apply: bool,
     /// `--force`: dirty worktrees go too.
     force: bool,
+    /// `--vacuum`: give the free pages back afterwards.
+    vacuum: bool,
 }
 
 /// What `gc` returns: the summary `--json` prints, and what the notes
 /// after it need.
 struct Collected {
     summary: Summary,
-    /// The database file, named in the vacuum advice.
-    db: Option<std::path::PathBuf>,
     /// Run logs removed with their runs.
     logs_removed: u64,
+    /// `--vacuum` was given on PostgreSQL, where it does nothing.
+    vacuum_skipped: bool,
 }
 
 impl Request for Gc {
@@ -113,6 +121,13 @@ impl Request for Gc {
 
     fn run(self, ctx: &Context, _: &mut Warnings) -> Result<Collected> {
         let (days, keep, apply) = (self.max_age_days, self.keep_per_loop, self.apply);
+        let on_sqlite = ctx.database_url()?.is_none();
+        if self.vacuum && on_sqlite {
+            super::refuse_while_daemon_runs(
+                ctx,
+                "running gc --vacuum, which holds the database while it rewrites it",
+            )?;
+        }
         let store = ctx.open_store()?;
         let policy = GcPolicy::new(u64::from(days) * DAY_MS, keep, now());
         if apply {
@@ -146,6 +161,7 @@ impl Request for Gc {
             .path()
             .and_then(|p| std::fs::metadata(p).ok())
             .map_or(0, |m| m.len());
+        let vacuumed = if self.vacuum { store.vacuum()? } else { None };
         let summary = Summary {
             applied: apply,
             max_age_days: days,
@@ -173,11 +189,15 @@ impl Request for Gc {
                 vacuum_would_help: report.after.vacuum_would_help(),
             },
             worktrees: Worktrees::from(&worktrees),
+            vacuum: vacuumed.map(|v| Vacuum {
+                bytes_before: v.bytes_before,
+                bytes_after: v.bytes_after,
+            }),
         };
         Ok(Collected {
             summary,
-            db: store.path().map(std::path::Path::to_path_buf),
             logs_removed,
+            vacuum_skipped: self.vacuum && !on_sqlite,
         })
     }
 }
@@ -188,7 +208,7 @@ impl Document for Collected {
     }
 
     fn human(&self, ctx: &Context, out: &mut Printer) -> Result<()> {
-        for line in human(&self.summary, self.db.as_deref()) {
+        for line in human(&self.summary) {
             out.line(&line)?;
         }
         if self.logs_removed > 0 {
@@ -201,6 +221,13 @@ impl Document for Collected {
     }
 
     fn notes(&self, ctx: &Context) {
+        if self.vacuum_skipped {
+            ctx.note(
+                "note",
+                "--vacuum does nothing on PostgreSQL: autovacuum makes the space of deleted rows \
+                 reusable, and giving it back (VACUUM FULL) is the server administrator's call",
+            );
+        }
         if self.summary.applied {
             return;
         }
@@ -295,6 +322,10 @@ struct Summary {
     space: Space,
     /// The agent worktrees removed and kept (issue 27).
     worktrees: Worktrees,
+    /// What `--vacuum` gave back (issue 28); absent without it, and on
+    /// PostgreSQL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    vacuum: Option<Vacuum>,
 }
 
 impl Summary {
@@ -335,6 +366,15 @@ struct Space {
     free_bytes_after: u64,
     /// More than a fifth of the pages are free.
     vacuum_would_help: bool,
+}
+
+/// What `gc --vacuum` did: the size on disk of the database file and its
+/// WAL before and after the `VACUUM`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Vacuum {
+    bytes_before: u64,
+    bytes_after: u64,
 }
 
 /// What `gc` did with the worktrees runs kept (issue 27).
@@ -414,7 +454,7 @@ fn worktree_lines(s: &Summary) -> Vec<String> {
 }
 
 /// The human report.
-fn human(s: &Summary, db: Option<&std::path::Path>) -> Vec<String> {
+fn human(s: &Summary) -> Vec<String> {
     let counts = format!(
         "{} loop run(s), {} workflow run(s), {} step run(s), {} event(s)",
         s.loop_runs, s.workflow_runs, s.step_runs, s.events
@@ -471,13 +511,18 @@ fn human(s: &Summary, db: Option<&std::path::Path>) -> Vec<String> {
             share(sp.free_bytes_after)
         )
     });
-    let shown = db.map_or_else(|| "loops.db".to_owned(), |p| p.display().to_string());
-    lines.push(if sp.vacuum_would_help {
+    lines.push(if let Some(v) = &s.vacuum {
+        format!(
+            "vacuum: the database took {} before and takes {} now ({} given back)",
+            render::bytes(v.bytes_before),
+            render::bytes(v.bytes_after),
+            render::bytes(v.bytes_before.saturating_sub(v.bytes_after))
+        )
+    } else if sp.vacuum_would_help {
         format!(
             "vacuum: would give about {} back to the file system; stop the daemon \
-             (loops daemon stop), then run: sqlite3 {} VACUUM",
+             (loops daemon stop), then run: loops gc --vacuum",
             render::bytes(sp.free_bytes_after),
-            render::escape_controls(&render::shell_word(&shown), &[])
         )
     } else {
         "vacuum: not needed; new runs reuse the free pages".to_owned()
@@ -527,6 +572,7 @@ mod tests {
                 vacuum_would_help: false,
             },
             worktrees: Worktrees::default(),
+            vacuum: None,
         };
         assert_eq!(summary.total(), 4321);
     }

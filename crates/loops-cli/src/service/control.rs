@@ -203,6 +203,17 @@ pub(crate) fn daemon_serves(
     Ok(store.is_shared() && store.list_daemons(now)?.iter().any(|d| d.live))
 }
 
+/// The pid of the daemon of the data directory of `paths`, from its pid
+/// file alone: a live process that started before the file was written,
+/// so not a reused pid. No database is read, so it answers for a database
+/// that cannot be opened; `restore` and `gc --vacuum` refuse to go on
+/// while it runs.
+pub(crate) fn running_daemon_pid(paths: &DaemonPaths) -> Option<u32> {
+    read_pid_record(&paths.pid_file())
+        .filter(|r| is_daemon(*r))
+        .map(|r| r.pid)
+}
+
 /// What `daemon start` did (SPEC §7.6: `{started, alreadyRunning, pid?}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -368,7 +368,7 @@ fn describe(report: &GcReport) -> String {
         after.total_bytes() / 1024
     ));
     if after.vacuum_would_help() {
-        line.push_str(" (a VACUUM, with the daemon stopped, would give it back)");
+        line.push_str(" (`loops gc --vacuum`, with the daemon stopped, would give it back)");
     }
     line
 }

@@ -1,6 +1,7 @@
 //! The SQLite side of [`crate::backup`]: opening a database to copy it,
-//! the copy (`VACUUM INTO`), and the backup `open.rs` takes before it
-//! migrates an existing database.
+//! the copy (`VACUUM INTO`), the backup `open.rs` takes before it
+//! migrates an existing database, and the checks of a backup's copy
+//! before `loops restore` puts it in place ([`check_copy`]).
 
 use std::path::Path;
 
@@ -8,6 +9,7 @@ use rusqlite::{Connection, OpenFlags};
 
 use crate::backup::{AutoBackup, BACKUP_DIR, Backup};
 use crate::error::{OpenError, Result};
+use crate::schema::SCHEMA_VERSION;
 use crate::secure::{self, Found};
 use crate::sqlite::open::BUSY_TIMEOUT_MS;
 
@@ -117,4 +119,72 @@ pub(crate) fn before_migrating(
         |tmp| vacuum_into(conn, tmp),
     )?;
     Ok(taken.map(|t| t.backup))
+}
+
+/// The most problems [`check_copy`] quotes from `PRAGMA integrity_check`.
+const COPY_PROBLEMS: usize = 5;
+
+/// Checks the copy of a backup at `copy` (a private file nobody else
+/// opens) before it is restored (`loops restore`): SQLite's full
+/// `PRAGMA integrity_check` finds nothing wrong, it holds the tables of a
+/// loops database (the `loops` table, which the original's databases have
+/// too), and its schema is not newer than this binary knows, so loops can
+/// open it. An older schema is fine: the next opening migrates it.
+///
+/// `Err` is what is wrong, for [`OpenError::BadBackup`].
+pub(crate) fn check_copy(copy: &Path) -> Result<(), String> {
+    use rusqlite::ErrorCode as C;
+    let said = |e: rusqlite::Error| match e.sqlite_error_code() {
+        Some(C::NotADatabase) => format!("it is not a SQLite database ({e})"),
+        Some(C::DatabaseCorrupt) => format!("it is damaged ({e})"),
+        _ => format!("SQLite cannot read it ({e})"),
+    };
+    let conn = Connection::open_with_flags(
+        copy,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW,
+    )
+    .map_err(said)?;
+    let problems: Vec<String> = conn
+        .prepare(&format!("PRAGMA integrity_check({COPY_PROBLEMS})"))
+        .and_then(|mut stmt| {
+            stmt.query_map([], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<String>>>()
+        })
+        .map_err(said)?;
+    if problems != ["ok"] {
+        return Err(format!(
+            "it is damaged (SQLite's integrity check: {})",
+            problems.join("; ")
+        ));
+    }
+    let has = |table: &str| -> Result<bool, String> {
+        conn.query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+            [table],
+            |r| r.get::<_, i64>(0),
+        )
+        .map(|n| n > 0)
+        .map_err(said)
+    };
+    if !has("loops")? {
+        return Err("it is not a loops database (it has no loops table)".to_owned());
+    }
+    if has("refinery_schema_history")? {
+        let version: Option<i64> = conn
+            .query_row(
+                "SELECT MAX(version) FROM refinery_schema_history",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(said)?;
+        if let Some(found) = version.filter(|v| *v > SCHEMA_VERSION) {
+            return Err(format!(
+                "it has schema version {found}, newer than the {SCHEMA_VERSION} this loops \
+                 knows; upgrade loops to restore it"
+            ));
+        }
+    }
+    Ok(())
 }

@@ -310,6 +310,21 @@ impl GcOps for Sqlite {
     }
 }
 
+impl Sqlite {
+    /// [`Store::vacuum`](crate::Store::vacuum) on SQLite: `VACUUM`, which
+    /// in WAL mode writes the rewritten database into the WAL, then a
+    /// `TRUNCATE` checkpoint, which copies it into the database file, cuts
+    /// the file to its new size and empties the WAL.
+    pub(crate) fn vacuum(&self) -> Result<()> {
+        self.conn
+            .execute_batch("VACUUM")
+            .map_err(StoreError::db("rewriting the database (VACUUM)"))?;
+        self.conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .map_err(StoreError::db("checkpointing the WAL after VACUUM"))
+    }
+}
+
 /// The ids `confirm` returns for the JSON array `ids`.
 fn confirmed(conn: &Connection, confirm: &str, ids: &str) -> Result<Vec<String>> {
     let context = "checking old runs again before deleting them";
