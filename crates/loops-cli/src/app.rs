@@ -139,6 +139,15 @@ fn changes_loops(command: &Command) -> bool {
     if let Command::Import(args) = command {
         return args.apply;
     }
+    // A dry run stores nothing (issue 28).
+    if let Command::Create(create) = command {
+        let options = match create {
+            Create::Command(args) => &args.options,
+            Create::Agent(args) => &args.options,
+            Create::Workflow(args) => &args.options,
+        };
+        return !options.dry_run;
+    }
     matches!(
         command,
         Command::Create(_)
