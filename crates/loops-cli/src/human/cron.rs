@@ -36,7 +36,9 @@ pub(crate) fn words(expression: &str) -> Option<String> {
     };
     let time = time_words(minute, hour)?;
     let days = day_words(dom, month, dow)?;
-    Some(match (days.is_empty(), time.starts_with("at ")) {
+    // `at 09:00 every day`, but not `every minute every day`.
+    let at_clock_times = time.starts_with("at ") && !time.starts_with("at minute");
+    Some(match (days.is_empty(), at_clock_times) {
         (true, true) => format!("{time} every day"),
         (true, false) => time,
         (false, _) => format!("{time} {days}"),
@@ -111,7 +113,7 @@ fn day_words(dom: &str, month: &str, dow: &str) -> Option<String> {
 /// `*/n` when `n` divides `size`, so the steps are even: `n`.
 fn step(field: &str, size: u32) -> Option<u32> {
     let n: u32 = field.strip_prefix("*/")?.parse().ok()?;
-    (n > 1 && size % n == 0).then_some(n)
+    (n > 1 && size.is_multiple_of(n)).then_some(n)
 }
 
 /// A plain number up to `max`.
