@@ -25,6 +25,7 @@ mod loops_daemon;
 mod manage;
 mod mcp;
 mod mcp_python;
+mod next;
 mod path_entries;
 mod policies;
 mod prompt_files;

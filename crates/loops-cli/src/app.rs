@@ -4,7 +4,7 @@ use crate::args::{Cli, Command, Create};
 use crate::commands::daemon::Binary;
 use crate::commands::{
     backup, cost, create, daemon, docs, doctor, edit, execute, gc, health, labels, logs, manage,
-    restore, runs, transfer, workflows,
+    next, restore, runs, transfer, workflows,
 };
 use crate::context::Context;
 use crate::exit::Outcome;
@@ -105,6 +105,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut Printer) -> Result<Outcom
         Command::Create(Create::Workflow(args)) => create::workflow(ctx, &args, out),
         Command::List(args) => manage::list(ctx, &args, out),
         Command::Show(args) => manage::show(ctx, &args, out),
+        Command::Next(args) => next::run(ctx, &args, out),
         Command::Edit(args) => edit::edit(ctx, &args, out),
         Command::Rename(args) => edit::rename(ctx, &args, out),
         Command::Runs(args) => runs::list(ctx, &args, out),
@@ -138,6 +139,15 @@ fn dispatch(ctx: &Context, command: Command, out: &mut Printer) -> Result<Outcom
 fn changes_loops(command: &Command) -> bool {
     if let Command::Import(args) = command {
         return args.apply;
+    }
+    // A dry run stores nothing (issue 28).
+    if let Command::Create(create) = command {
+        let options = match create {
+            Create::Command(args) => &args.options,
+            Create::Agent(args) => &args.options,
+            Create::Workflow(args) => &args.options,
+        };
+        return !options.dry_run;
     }
     matches!(
         command,

@@ -20,6 +20,7 @@ pub(crate) mod edit;
 pub(crate) mod help;
 pub(crate) mod hook;
 mod maintenance;
+pub(crate) mod next;
 pub(crate) mod policy;
 pub(crate) mod report;
 pub(crate) mod workflow;
@@ -85,6 +86,9 @@ pub(crate) enum Command {
     /// Print one loop as JSON.
     #[command(after_help = crate::args::help::SHOW)]
     Show(LoopRef),
+    /// List a loop's next fire times, or those of a --cron or --every schedule.
+    #[command(after_help = next::NEXT_AFTER_HELP)]
+    Next(next::NextArgs),
     /// Change a loop's schedule, target or options in place.
     Edit(crate::args::edit::EditArgs),
     /// Give a loop a new name.
@@ -293,6 +297,11 @@ pub(crate) struct LoopOptions {
     /// Free-text description.
     #[arg(short = 'd', long, value_name = "TEXT")]
     pub(crate) description: Option<String>,
+
+    /// Check the loop and print it with its next 3 fire times, storing
+    /// nothing (no data directory or database is created either).
+    #[arg(long)]
+    pub(crate) dry_run: bool,
 
     #[command(flatten)]
     pub(crate) policy: crate::args::policy::PolicyOptions,

@@ -1,5 +1,5 @@
 //! The commands, one module per group: `create`, loop management
-//! (`manage`: list, show, pause, resume, stop, remove), `runs`, the
+//! (`manage`: list, show, pause, resume, stop, remove), `next`, `runs`, the
 //! reports over runs (`health`, `cost`), and the runners (`execute`:
 //! run-now, tick), `workflows`, `daemon`, `doctor`, `backup`, `restore`,
 //! `gc`, `transfer` (export, import), and `docs` (completions, man pages).
@@ -17,6 +17,7 @@ pub(crate) mod health;
 pub(crate) mod labels;
 pub(crate) mod logs;
 pub(crate) mod manage;
+pub(crate) mod next;
 pub(crate) mod restore;
 pub(crate) mod runs;
 pub(crate) mod transfer;

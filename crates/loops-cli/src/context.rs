@@ -117,6 +117,25 @@ impl Context {
         self.open(role)
     }
 
+    /// The store when its database already exists, else `None`, creating
+    /// nothing: no data directory, no database file (`create --dry-run`,
+    /// issue 28). An existing SQLite database is opened as every command
+    /// opens it (an older schema is migrated); a PostgreSQL database is
+    /// connected to without preparing this host's data directory.
+    pub(crate) fn open_existing_store(&self) -> Result<Option<Store>> {
+        if let Some(url) = self.database_url()? {
+            let host = loops_exec::hostname();
+            return Store::open_postgres(&url, "cli", &host, Arc::new(SystemProbe))
+                .with_context(|| format!("opening the loops database {}", url.shown()))
+                .map(Some);
+        }
+        let dir = self.data_dir()?;
+        if !dir.join(loops_store::DB_FILE).is_file() {
+            return Ok(None);
+        }
+        self.open("cli").map(Some)
+    }
+
     /// Queues a request's warnings, printed once it has succeeded.
     pub(crate) fn queue_warnings(&self, warnings: Vec<String>) {
         self.warnings

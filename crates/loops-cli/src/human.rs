@@ -12,7 +12,9 @@
 //! is the host's (`TZ` decides, as everywhere in chrono).
 
 use chrono::{DateTime, Local};
-use loops_core::{Clock, LoopRun, RunStatus, Schedule, Timestamp};
+use loops_core::{Clock, CronExpr, LoopRun, RunStatus, Schedule, Timestamp, Zone};
+
+mod cron;
 
 /// The variable that freezes "now" for human output.
 pub(crate) const DISPLAY_NOW_ENV: &str = "LOOPS_DISPLAY_NOW";
@@ -157,6 +159,68 @@ pub(crate) fn schedule(s: &Schedule) -> String {
             period(min_interval_ms.unwrap_or(DYNAMIC_DEFAULT_MS))
         ),
     }
+}
+
+/// [`schedule`], with a cron expression also in words when it is a common
+/// form: `cron 0 9 * * 1-5 (Asia/Kolkata): at 09:00 on Mon–Fri`.
+pub(crate) fn schedule_in_words(s: &Schedule) -> String {
+    let said = schedule(s);
+    match s {
+        Schedule::Cron { expression, .. } => match cron::words(expression) {
+            Some(words) => format!("{said}: {words}"),
+            None => said,
+        },
+        _ => said,
+    }
+}
+
+/// The zone a schedule fires in when it is a named one (a cron `--tz`),
+/// else `None`: host local time.
+pub(crate) fn schedule_zone(s: &Schedule) -> Option<Zone> {
+    let Schedule::Cron {
+        expression,
+        timezone: Some(zone),
+    } = s
+    else {
+        return None;
+    };
+    CronExpr::parse(expression, Some(zone))
+        .ok()
+        .map(|c| c.zone())
+        .filter(|z| *z != Zone::Local)
+}
+
+/// One fire time as `next` lists it: the local date and time with its
+/// weekday, then the wall time in `zone` when that differs from the local
+/// one (`09:00 IST Asia/Kolkata`), then the relative form.
+pub(crate) fn fire_time(t: Timestamp, zone: Option<Zone>, now: Timestamp) -> String {
+    let at = local_time(t);
+    let mut line = at.format("%a %Y-%m-%d %H:%M:%S").to_string();
+    if let Some(Zone::Named(tz)) = zone {
+        let there = t.to_datetime().with_timezone(&tz);
+        if there.naive_local() != at.naive_local() {
+            let day = if there.date_naive() == at.date_naive() {
+                String::new()
+            } else {
+                there.format("%a ").to_string()
+            };
+            let abbreviation = there.format("%Z").to_string();
+            let name = match abbreviation == tz.name() {
+                true => String::new(),
+                false => format!(" {}", tz.name()),
+            };
+            line.push_str(&format!(
+                "  ({day}{} {abbreviation}{name})",
+                there.format("%H:%M:%S")
+            ));
+        }
+    }
+    let relative = if t <= now {
+        format!("due, {}", relative(t, now))
+    } else {
+        relative(t, now)
+    };
+    format!("{line}  {relative}")
 }
 
 /// The instant a run is dated by: its finish, else its start, else when

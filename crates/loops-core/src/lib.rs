@@ -68,9 +68,9 @@ pub use crate::model::{
 pub use crate::ownership::{Ownership, ownership};
 pub use crate::run_json::{redacted_len, run_json, streams_json};
 pub use crate::schedule::{
-    LoopAdvance, ScheduleError, Streak, compute_next_after, due_slots, initial_next_run,
-    is_expired, parse_schedule_at, plan_advance, plan_advance_with, retry_delay_ms,
-    validate_schedule,
+    LoopAdvance, ScheduleError, Streak, compute_next_after, due_slots, fire_times,
+    initial_next_run, is_expired, parse_schedule_at, plan_advance, plan_advance_with,
+    retry_delay_ms, validate_schedule,
 };
 pub use crate::status::{
     AgentProvider, Anchor, Backoff, CatchUp, ConfigIsolation, EnumError, ExecutorStatus,

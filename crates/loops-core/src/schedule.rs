@@ -201,6 +201,55 @@ pub fn compute_next_after(
     Ok(Some(next))
 }
 
+/// The next `count` fire times of a schedule whose next run is `first`,
+/// as the runners would take them (`loops next`, issue 28): each run is
+/// taken to finish at its slot, so the one after is
+/// [`compute_next_after`]`(slot, slot)`. A `first` already due (`<= now`)
+/// is listed once, as the run a runner starts at once, and the list goes
+/// on from `now`, as after that run. Slots at or after `until` (a loop's
+/// `expiresAt`) are left out, and the list ends early when the schedule
+/// does (a once) or runs out of representable instants.
+///
+/// ```
+/// use loops_core::{fire_times, Schedule, Timestamp};
+/// let at = |s: &str| s.parse::<Timestamp>().unwrap();
+/// let hourly = Schedule::Interval { every_ms: 3_600_000, anchor: None };
+/// let now = at("2026-01-01T00:30:00Z");
+/// let times = fire_times(&hourly, at("2026-01-01T01:00:00Z"), now, None, 3).unwrap();
+/// assert_eq!(times, [at("2026-01-01T01:00:00Z"), at("2026-01-01T02:00:00Z"), at("2026-01-01T03:00:00Z")]);
+/// // An overdue slot runs at once; the grid goes on after now.
+/// let times = fire_times(&hourly, at("2025-12-31T20:00:00Z"), now, None, 2).unwrap();
+/// assert_eq!(times, [at("2025-12-31T20:00:00Z"), at("2026-01-01T01:00:00Z")]);
+/// // Nothing at or after the expiry.
+/// let times = fire_times(&hourly, at("2026-01-01T01:00:00Z"), now, Some(at("2026-01-01T02:00:00Z")), 5).unwrap();
+/// assert_eq!(times, [at("2026-01-01T01:00:00Z")]);
+/// ```
+pub fn fire_times(
+    schedule: &Schedule,
+    first: Timestamp,
+    now: Timestamp,
+    until: Option<Timestamp>,
+    count: usize,
+) -> Result<Vec<Timestamp>, ScheduleError> {
+    let mut times = Vec::with_capacity(count.min(1024));
+    let mut next = Some(first);
+    while let Some(slot) = next {
+        if times.len() >= count || until.is_some_and(|u| slot >= u) {
+            break;
+        }
+        times.push(slot);
+        next = match compute_next_after(schedule, slot, slot.max(now)) {
+            Ok(next) => next,
+            // The end of the representable range ends the list.
+            Err(ScheduleError::OutOfRange | ScheduleError::Cron(CronError::Exhausted { .. })) => {
+                None
+            }
+            Err(e) => return Err(e),
+        };
+    }
+    Ok(times)
+}
+
 /// `dueSlots(loop, now)` (SPEC §2.5): the slots a tick runs for this loop,
 /// oldest first. The checks run in the SPEC's order:
 ///

@@ -71,7 +71,7 @@ pub use crate::error::{DbError, OpenError, Result, StoreError};
 // `loops`
 pub use crate::loops::{
     DEFAULT_LOOP_LIMIT, DeleteHistory, DeleteOutcome, LoopChange, LoopEdited, LoopFilter, Refusal,
-    loop_settings,
+    loop_settings, loop_to_create,
 };
 // `loop_runs`
 pub use crate::runs::{

@@ -114,6 +114,16 @@ pub(crate) struct LoopUpdate<'a> {
     pub(crate) now: Timestamp,
 }
 
+/// The loop [`Store::create_loop`] would store for `new` at `now`, with a
+/// fresh id, validated the same way, written nowhere: `create --dry-run`
+/// (issue 28). The id is one a create would not reuse.
+pub fn loop_to_create(new: &NewLoop, now: Timestamp) -> Result<Loop> {
+    validate_new_loop(new)?;
+    let next_run_at = initial_next_run(&new.schedule, now)?;
+    let id = LoopId::from_bytes(crate::random_id_bytes());
+    Ok(decide::new_loop(new, id, next_run_at, now))
+}
+
 /// The settings of a stored loop, as [`Store::edit_loop`] hands them to
 /// its caller to change.
 pub fn loop_settings(lp: &Loop) -> NewLoop {

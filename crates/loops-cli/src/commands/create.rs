@@ -7,13 +7,20 @@
 //! the current one when `--cwd` is not given (`cwd`), and a create that
 //! gives a second loop an existing name warns, since commands given that
 //! name then refuse it.
+//!
+//! Issue 28: `--dry-run` validates as create does and prints the loop it
+//! would store and its next 3 fire times, writing nothing: no data
+//! directory or database is created. The name check and a workflow's
+//! lookup read a database that already exists (`open_existing_store`);
+//! without one there is no loop to share the name and no workflow.
 
 pub(crate) mod cwd;
 pub(crate) mod prompt_file;
 
-use anyhow::Result;
-use loops_core::{Loop, NewLoop, Target};
+use anyhow::{Result, bail};
+use loops_core::{Loop, NewLoop, Target, Timestamp};
 use loops_store::{Store, StoreError};
+use serde_json::Value;
 
 use super::now;
 use crate::args;
@@ -21,7 +28,7 @@ use crate::context::Context;
 use crate::exit::Outcome;
 use crate::hint;
 use crate::redact;
-use crate::render::Printer;
+use crate::render::{self, Printer};
 use crate::request::{self, Document, Request, Warnings};
 use crate::resolve;
 
@@ -36,7 +43,10 @@ pub(crate) fn command(
         if let Target::Command(target) = &mut new.target {
             target.cwd = Some(cwd::resolve(args.cwd.as_deref())?);
         }
-        Ok(CreateLoop { new })
+        Ok(CreateLoop {
+            new,
+            dry_run: args.options.dry_run,
+        })
     })
 }
 
@@ -51,7 +61,10 @@ pub(crate) fn agent(ctx: &Context, args: &args::CreateAgent, out: &mut Printer) 
         if let Target::Agent(target) = &mut new.target {
             target.cwd = Some(cwd::resolve(args.cwd.as_deref())?);
         }
-        Ok(CreateLoop { new })
+        Ok(CreateLoop {
+            new,
+            dry_run: args.options.dry_run,
+        })
     })
 }
 
@@ -67,6 +80,7 @@ pub(crate) fn workflow(
         Ok(CreateWorkflow {
             new: resolve::workflow_loop(warnings, args)?,
             workflow: args.workflow.clone(),
+            dry_run: args.options.dry_run,
         })
     })
 }
@@ -76,6 +90,7 @@ pub(crate) fn workflow(
 /// absolute, the file's text as an agent's prompt.
 struct CreateLoop {
     new: NewLoop,
+    dry_run: bool,
 }
 
 /// The typed request of `create workflow`: the validated loop, whose
@@ -83,20 +98,43 @@ struct CreateLoop {
 struct CreateWorkflow {
     new: NewLoop,
     workflow: String,
+    dry_run: bool,
 }
 
-/// What `create` returns: the loop created, the name of its workflow (a
-/// workflow loop's), and the store, for the daemon hint.
+/// How many fire times `--dry-run` lists.
+const DRY_RUN_TIMES: usize = 3;
+
+/// What `create` returns: the loop created (or that a dry run would
+/// create), the name of its workflow (a workflow loop's), and how it was
+/// made.
 struct Created {
     lp: Loop,
     workflow: Option<String>,
-    store: Store,
+    made: Made,
+}
+
+/// Whether `create` stored the loop.
+enum Made {
+    /// Stored; the store is kept for the daemon hint.
+    Stored(Store),
+    /// A dry run: nothing stored; the loop's next fire times.
+    DryRun(Vec<Timestamp>),
 }
 
 impl Request for CreateLoop {
     type Document = Created;
 
     fn run(self, ctx: &Context, warnings: &mut Warnings) -> Result<Created> {
+        if self.dry_run {
+            let lp = loops_store::loop_to_create(&self.new, now())?;
+            if let Some(store) = ctx.open_existing_store()? {
+                warn_if_name_taken(warnings, &store, &lp);
+            }
+            if let Some(dir) = target_cwd(&lp.target) {
+                cwd::warn_if_missing(warnings, dir);
+            }
+            return dry_run(lp, None);
+        }
         let store = ctx.open_store()?;
         let lp = store.create_loop(&self.new, now())?;
         warn_if_name_shared(warnings, &store, &lp);
@@ -106,7 +144,7 @@ impl Request for CreateLoop {
         Ok(Created {
             lp,
             workflow: None,
-            store,
+            made: Made::Stored(store),
         })
     }
 }
@@ -116,30 +154,66 @@ impl Request for CreateWorkflow {
 
     fn run(self, ctx: &Context, warnings: &mut Warnings) -> Result<Created> {
         let mut new = self.new;
-        let store = ctx.open_store()?;
+        let store = match self.dry_run {
+            true => match ctx.open_existing_store()? {
+                Some(store) => store,
+                // As the store says it; without a database there is none.
+                None => bail!("workflow not found: {}", self.workflow),
+            },
+            false => ctx.open_store()?,
+        };
         let workflow = store.require_workflow(&self.workflow)?;
         if let Target::Workflow(target) = &mut new.target {
             target.workflow_id = workflow.id;
+        }
+        if self.dry_run {
+            let lp = loops_store::loop_to_create(&new, now())?;
+            warn_if_name_taken(warnings, &store, &lp);
+            return dry_run(lp, Some(workflow.name));
         }
         let lp = store.create_loop(&new, now())?;
         warn_if_name_shared(warnings, &store, &lp);
         Ok(Created {
             lp,
             workflow: Some(workflow.name),
-            store,
+            made: Made::Stored(store),
         })
     }
 }
 
+/// What a dry run returns: `lp` and its next fire times.
+fn dry_run(lp: Loop, workflow: Option<String>) -> Result<Created> {
+    let times = super::next::loop_times(&lp, lp.created_at, DRY_RUN_TIMES)?;
+    Ok(Created {
+        lp,
+        workflow,
+        made: Made::DryRun(times),
+    })
+}
+
 impl Document for Created {
+    /// The loop; a dry run's also has `dryRun: true` and `nextTimes`.
     fn json(&self, out: &mut Printer) -> Result<()> {
-        Ok(out.json_of(&redact::loop_json(&self.lp))?)
+        let Made::DryRun(times) = &self.made else {
+            return Ok(out.json_of(&redact::loop_json(&self.lp))?);
+        };
+        let mut doc = serde_json::to_value(redact::loop_json(&self.lp))?;
+        if let Value::Object(map) = &mut doc {
+            map.insert("dryRun".to_owned(), Value::Bool(true));
+            map.insert("nextTimes".to_owned(), serde_json::to_value(times)?);
+        }
+        Ok(out.json(&doc)?)
     }
 
     /// `created loop <id> (<name>) next=<nextRunAt>`, with the workflow's
-    /// name for a workflow loop, then the daemon hint.
+    /// name for a workflow loop, then the daemon hint; for a dry run, the
+    /// loop's target, schedule and next fire times.
     fn human(&self, ctx: &Context, out: &mut Printer) -> Result<()> {
         let lp = &self.lp;
+        let store = match &self.made {
+            Made::Stored(store) => store,
+            Made::DryRun(times) => return self.human_dry_run(times, out),
+        };
         out.line(&match &self.workflow {
             Some(workflow) => format!(
                 "created workflow loop {} ({}) workflow={workflow} next={}",
@@ -149,9 +223,48 @@ impl Document for Created {
             ),
             None => format!("created loop {} ({}) next={}", lp.id, lp.name, next_run(lp)),
         })?;
-        hint::no_daemon(ctx, &self.store, now());
+        hint::no_daemon(ctx, store, now());
         Ok(())
     }
+}
+
+impl Created {
+    /// A dry run for a human: what would be stored, and when it would run.
+    fn human_dry_run(&self, times: &[Timestamp], out: &mut Printer) -> Result<()> {
+        let lp = &self.lp;
+        out.line(&format!(
+            "would create loop {:?} (dry run: nothing was stored)",
+            lp.name
+        ))?;
+        out.line(&format!(
+            "target:   {}",
+            target_summary(lp, self.workflow.as_deref())
+        ))?;
+        if let Some(dir) = target_cwd(&lp.target) {
+            out.line(&format!("cwd:      {}", render::escape_controls(dir, &[])))?;
+        }
+        super::next::print_times(out, &lp.schedule, times, crate::human::display_now())
+    }
+}
+
+/// A loop's target on one line: the command, the agent's provider, or the
+/// workflow.
+fn target_summary(lp: &Loop, workflow: Option<&str>) -> String {
+    let text = match &lp.target {
+        Target::Command(t) => {
+            let mut words = vec![t.command.clone()];
+            let args = t.args.iter().flatten();
+            words.extend(args.map(|a| render::shell_word(a)));
+            format!("command {}", words.join(" "))
+        }
+        Target::Agent(t) => format!("agent {}", t.provider),
+        Target::Workflow(t) => format!(
+            "workflow {} ({})",
+            workflow.unwrap_or_default(),
+            t.workflow_id
+        ),
+    };
+    render::escape_controls(&text, &[]).into_owned()
 }
 
 /// The working directory of a command or agent target.
@@ -177,6 +290,22 @@ fn warn_if_name_shared(warnings: &mut Warnings, store: &Store, lp: &Loop) {
             lp.id
         ));
     }
+}
+
+/// Warns, before a dry run's loop is stored, when loops already have its
+/// name: as [`warn_if_name_shared`] would after the create. Best effort.
+fn warn_if_name_taken(warnings: &mut Warnings, store: &Store, lp: &Loop) {
+    let taken = match store.require_loop(&lp.name) {
+        Ok(found) if found.name == lp.name => 1,
+        Err(StoreError::AmbiguousName { matches, .. }) => matches.len(),
+        _ => return,
+    };
+    warnings.push(format!(
+        "{} loops would be named {:?}; commands given this name refuse it, so use the id, or \
+             give the loop another name",
+        taken + 1,
+        lp.name
+    ));
 }
 
 /// The loop's next run, or `-`.

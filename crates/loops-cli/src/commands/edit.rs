@@ -380,6 +380,7 @@ impl ScheduleChange {
             lease: String::new(),
             expires_at: None,
             description: None,
+            dry_run: false,
             policy: Default::default(),
             hooks: Default::default(),
         };

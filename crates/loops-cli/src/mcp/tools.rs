@@ -416,6 +416,7 @@ fn loop_options(o: LoopOptions) -> args::LoopOptions {
         lease: or(duration(o.lease), args::DEFAULT_LEASE),
         expires_at: o.expires_at,
         description: o.description,
+        dry_run: false,
         policy: PolicyOptions {
             labels: o.label.0,
             expires_after_runs: count(o.expires_after_runs),
