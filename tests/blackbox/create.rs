@@ -123,7 +123,7 @@ fn option_errors_use_the_spec_messages() {
         (
             &["--timeout", "1 h"],
             "invalid duration: 1 h (use a number and a unit: 500ms, 30s, 5m, 1h, 1d, or a sum \
-             such as 1h30m; a bare number is milliseconds)",
+             such as 1h30m; a bare number of 1000 or more is milliseconds)",
         ),
     ] {
         let args: Vec<&str> = base.iter().chain(extra).copied().collect();

@@ -57,7 +57,7 @@ pub(crate) fn edit(ctx: &Context, args: &EditArgs, out: &mut Printer) -> Result<
             target: args.target.clone(),
             workflow: args.workflow.clone(),
             settings,
-            target_change: target::TargetChange::of(warnings, args, outside)?,
+            target_change: target::TargetChange::of(args, outside)?,
         })
     })
 }
@@ -264,12 +264,12 @@ impl Settings {
         let retry_delay_ms = args
             .retry_delay
             .as_deref()
-            .map(|v| resolve::positive_duration(warnings, v, "--retry-delay"))
+            .map(|v| resolve::positive_duration(v, "--retry-delay"))
             .transpose()?;
         let lease_ms = args
             .lease
             .as_deref()
-            .map(|v| resolve::positive_duration(warnings, v, "--lease"))
+            .map(|v| resolve::positive_duration(v, "--lease"))
             .transpose()?;
         let expires_at = match args.expires_at.as_deref() {
             None => None,
@@ -289,7 +289,7 @@ impl Settings {
                 .description
                 .as_ref()
                 .map(|v| (!v.is_empty()).then(|| v.clone())),
-            policy: resolve::policy::change(warnings, &args.policy, true)?,
+            policy: resolve::policy::change(&args.policy, true)?,
             hooks: resolve::hooks::change(&args.hooks)?,
         })
     }

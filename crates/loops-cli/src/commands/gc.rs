@@ -225,14 +225,11 @@ impl Document for Collected {
 
 /// The daemon's gc from `--gc-max-age` and `--gc-keep-per-loop`: `None`
 /// without `--gc-max-age`.
-pub(crate) fn daemon_settings(
-    warnings: &mut Warnings,
-    flags: &GcFlags,
-) -> Result<Option<GcSettings>> {
+pub(crate) fn daemon_settings(flags: &GcFlags) -> Result<Option<GcSettings>> {
     let Some(age) = &flags.gc_max_age else {
         return Ok(None);
     };
-    let ms = resolve::duration(warnings, age, "--gc-max-age")?;
+    let ms = resolve::duration(age, "--gc-max-age")?;
     if ms == 0 {
         bail!("--gc-max-age must be greater than zero (such as 30d)");
     }

@@ -1,0 +1,141 @@
+//! No traps (issue 28): a bare number under a second is refused as a
+//! duration, repeated `pause`, `stop` and `resume` say so, `rename` onto a
+//! taken name warns, `gc`'s hint repeats its flags, a mistyped command gets
+//! a suggestion, and a provider missing at `create agent` warns.
+
+use loops_tests::TestEnv;
+use serde_json::json;
+
+use crate::mcp::{block_on, cli_json, mutable};
+
+#[test]
+fn a_bare_number_under_a_second_is_refused_for_every_duration_flag() {
+    let env = TestEnv::new();
+    for (command, flag) in [
+        (
+            &["create", "command", "x", "--cmd", "true", "--every"][..],
+            "--every",
+        ),
+        (
+            &[
+                "create",
+                "command",
+                "x",
+                "--cmd",
+                "true",
+                "--every",
+                "1m",
+                "--timeout",
+            ],
+            "--timeout",
+        ),
+        (
+            &[
+                "create",
+                "command",
+                "x",
+                "--cmd",
+                "true",
+                "--every",
+                "1m",
+                "--retry-delay",
+            ],
+            "--retry-delay",
+        ),
+        (
+            &[
+                "create",
+                "agent",
+                "x",
+                "--provider",
+                "claude",
+                "--prompt",
+                "hi",
+                "--every",
+                "1m",
+                "--timeout",
+            ],
+            "--timeout",
+        ),
+        (
+            &[
+                "create",
+                "agent",
+                "x",
+                "--provider",
+                "claude",
+                "--prompt",
+                "hi",
+                "--every",
+                "1m",
+                "--idle-timeout",
+            ],
+            "--idle-timeout",
+        ),
+        (&["health", "--since"], "--since"),
+        (&["daemon", "stop", "--grace"], "--grace"),
+    ] {
+        let ran = env.loops(command).args(["10"]).code(1).run();
+        assert_eq!(
+            ran.stderr,
+            format!("error: {flag} 10 is 10 ms; write 10s, or 10ms if you mean it\n"),
+            "{command:?}"
+        );
+    }
+    assert_eq!(cli_json(&env, &["list"]), json!([]));
+    // With a unit, or of a second and more, a number is what it says.
+    for (every, ms) in [
+        ("500ms", 500),
+        ("10s", 10_000),
+        ("1000", 1000),
+        ("2500", 2500),
+    ] {
+        let ran = env
+            .loops([
+                "--json", "create", "command", every, "--cmd", "true", "--every", every,
+            ])
+            .run();
+        assert_eq!(ran.json()["schedule"]["everyMs"], ms, "{every}");
+        assert!(ran.stderr.is_empty(), "{every}: {}", ran.stderr);
+    }
+    // `edit` refuses it too, and changes nothing.
+    for flag in ["--every", "--timeout", "--lease"] {
+        env.loops(["edit", "10s", flag, "5"])
+            .code(1)
+            .stderr_has(&format!(
+                "error: {flag} 5 is 5 ms; write 5s, or 5ms if you mean it"
+            ))
+            .run();
+    }
+    assert_eq!(
+        cli_json(&env, &["show", "10s"])["schedule"]["everyMs"],
+        10_000
+    );
+}
+
+#[test]
+fn a_json_number_of_milliseconds_still_works_over_mcp() {
+    let env = TestEnv::new();
+    block_on(async {
+        let mcp = mutable(&env).await;
+        let created = mcp
+            .ok(
+                "loops_create_command",
+                json!({"name": "fast", "cmd": "true", "every": 500}),
+            )
+            .await;
+        assert_eq!(created["schedule"]["everyMs"], 500, "{created}");
+        // A string is read as the command line reads it.
+        let refused = mcp
+            .err(
+                "loops_create_command",
+                json!({"name": "slow", "cmd": "true", "every": "500"}),
+            )
+            .await;
+        assert_eq!(
+            refused,
+            "--every 500 is 500 ms; write 500s, or 500ms if you mean it"
+        );
+        mcp.close().await;
+    });
+}
