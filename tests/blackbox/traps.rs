@@ -139,3 +139,32 @@ fn a_json_number_of_milliseconds_still_works_over_mcp() {
         mcp.close().await;
     });
 }
+
+#[test]
+fn repeated_pause_stop_and_resume_say_already_and_succeed() {
+    let env = TestEnv::new();
+    let id = env.create_command("a", "true", &["--every", "1h"]);
+    env.loops(["pause", "a"])
+        .stdout(&format!("{id} paused\n"))
+        .run();
+    env.loops(["pause", "a"])
+        .stdout(&format!("{id} already paused\n"))
+        .run();
+    env.loops(["resume", "a"]).run();
+    let ran = env.loops(["resume", "a"]).run();
+    assert!(
+        ran.stdout
+            .starts_with(&format!("{id} already active next=")),
+        "{}",
+        ran.stdout
+    );
+    env.loops(["stop", "a"])
+        .stdout(&format!("{id} stopped\n"))
+        .run();
+    env.loops(["stop", "a"])
+        .stdout(&format!("{id} already stopped\n"))
+        .run();
+    // `--json` prints the loop either way.
+    let lp = cli_json(&env, &["stop", "a"]);
+    assert_eq!(lp, cli_json(&env, &["show", "a"]));
+}
