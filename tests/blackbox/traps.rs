@@ -168,3 +168,26 @@ fn repeated_pause_stop_and_resume_say_already_and_succeed() {
     let lp = cli_json(&env, &["stop", "a"]);
     assert_eq!(lp, cli_json(&env, &["show", "a"]));
 }
+
+#[test]
+fn rename_onto_a_taken_name_warns_as_create_does() {
+    let env = TestEnv::new();
+    let first = env.create_command("build", "true", &["--every", "1h"]);
+    let second = env.create_command("test", "true", &["--every", "1h"]);
+    let ran = env
+        .loops(["rename", &second, "build"])
+        .stdout(&format!("renamed {second} test → build\n"))
+        .run();
+    assert_eq!(
+        ran.stderr,
+        format!(
+            "warning: 2 loops are now named \"build\"; commands given this name refuse it, so \
+             use the id {second}, or give one of them another name with `loops rename`\n"
+        )
+    );
+    // A free name, or the loop's own, says nothing.
+    let ran = env.loops(["rename", &first, "make"]).run();
+    assert!(ran.stderr.is_empty(), "{}", ran.stderr);
+    let ran = env.loops(["rename", &first, "make"]).run();
+    assert!(ran.stderr.is_empty(), "{}", ran.stderr);
+}

@@ -163,11 +163,11 @@ pub(crate) fn target_cwd(target: &Target) -> Option<&str> {
     }
 }
 
-/// Warns when another loop already had the new loop's name: commands
-/// given that name now refuse it (issue 16), so the user learns it here
-/// rather than at the next `pause`. Best effort: a failed lookup only
-/// skips the warning.
-fn warn_if_name_shared(warnings: &mut Warnings, store: &Store, lp: &Loop) {
+/// Warns when another loop already had the new loop's name, at `create`
+/// and at `rename` (issue 28): commands given that name now refuse it
+/// (issue 16), so the user learns it here rather than at the next `pause`.
+/// Best effort: a failed lookup only skips the warning.
+pub(super) fn warn_if_name_shared(warnings: &mut Warnings, store: &Store, lp: &Loop) {
     if let Err(StoreError::AmbiguousName { matches, .. }) = store.require_loop(&lp.name) {
         warnings.push(format!(
             "{} loops are now named {:?}; commands given this name refuse it, so use the id \

@@ -17,7 +17,7 @@ use loops_core::{CatchUp, Loop, NewLoop, Overlap, Schedule, Target, Timestamp};
 use loops_store::{LoopEdited, loop_settings};
 use serde_json::Value;
 
-use super::create::{cwd, target_cwd};
+use super::create::{cwd, target_cwd, warn_if_name_shared};
 use super::now;
 use crate::args::LoopOptions;
 use crate::args::edit::{EditArgs, RenameArgs};
@@ -155,7 +155,9 @@ struct Renamed(LoopEdited);
 impl Request for Rename {
     type Document = Renamed;
 
-    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<Renamed> {
+    /// Renames the loop, warning as `create` does when another loop has
+    /// the new name (issue 28).
+    fn run(self, ctx: &Context, warnings: &mut Warnings) -> Result<Renamed> {
         let store = ctx.open_store()?;
         let lp = store.require_loop(&self.target)?;
         let edited = store.edit_loop(&lp.id, now(), |stored| {
@@ -163,6 +165,7 @@ impl Request for Rename {
             settings.name = self.name;
             checked(settings)
         })?;
+        warn_if_name_shared(warnings, &store, &edited.after);
         Ok(Renamed(edited))
     }
 }
