@@ -191,3 +191,32 @@ fn rename_onto_a_taken_name_warns_as_create_does() {
     let ran = env.loops(["rename", &first, "make"]).run();
     assert!(ran.stderr.is_empty(), "{}", ran.stderr);
 }
+
+#[test]
+fn gcs_dry_run_hint_repeats_the_flags_it_was_given() {
+    let env = TestEnv::new();
+    env.create_command("a", "true", &["--every", "1h"]);
+    for _ in 0..3 {
+        env.loops(["run-now", "a"]).run();
+    }
+    let policy = ["--max-age-days", "0", "--keep-per-loop", "0"];
+    let ran = env.loops(["gc", "--dry-run"]).args(policy).run();
+    assert!(
+        ran.stderr.contains(
+            "hint: nothing was deleted; run `loops gc --max-age-days 0 --keep-per-loop 0 \
+             --apply` to delete these runs"
+        ),
+        "{}",
+        ran.stderr
+    );
+    // Defaults are left out; the hint's command deletes what was counted.
+    let ran = env.loops(["gc", "--max-age-days", "30"]).run();
+    assert!(!ran.stderr.contains("--max-age-days"), "{}", ran.stderr);
+    let applied = env
+        .loops(["--json", "gc", "--apply"])
+        .args(policy)
+        .env("LOOPS_SKIP_BACKUP", Some("1"))
+        .run()
+        .json();
+    assert_eq!(applied["loopRuns"], 2, "{applied}");
+}
