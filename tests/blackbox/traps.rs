@@ -220,3 +220,40 @@ fn gcs_dry_run_hint_repeats_the_flags_it_was_given() {
         .json();
     assert_eq!(applied["loopRuns"], 2, "{applied}");
 }
+
+#[test]
+fn a_mistyped_command_suggests_the_nearest_and_points_to_help() {
+    let env = TestEnv::new();
+    let ran = env.loops(["lsit"]).code(2).run();
+    assert!(
+        ran.stderr.starts_with(
+            "error: unrecognized subcommand 'lsit'\n\n  tip: some similar subcommands exist: \
+             'ls', 'list'\n"
+        ),
+        "{}",
+        ran.stderr
+    );
+    assert!(
+        ran.stderr
+            .ends_with("\nFor more information, try 'loops --help'.\n"),
+        "{}",
+        ran.stderr
+    );
+    let ran = env.loops(["daemon", "strat"]).code(2).run();
+    assert!(ran.stderr.contains("'start'"), "{}", ran.stderr);
+    assert!(
+        ran.stderr
+            .ends_with("\nFor more information, try 'loops daemon --help'.\n"),
+        "{}",
+        ran.stderr
+    );
+    // Nothing near: no tip, still the pointer; stdout stays empty.
+    let ran = env.loops(["zzzz"]).code(2).stdout("").run();
+    assert!(!ran.stderr.contains("tip:"), "{}", ran.stderr);
+    assert!(
+        ran.stderr
+            .ends_with("\nFor more information, try 'loops --help'.\n"),
+        "{}",
+        ran.stderr
+    );
+}
