@@ -612,7 +612,9 @@ fn codex_refuses_an_agent() {
         .code(1)
         .stderr_has("error: invalid duration: soon")
         .run();
-    // Other providers take it silently.
+    // Other providers take it silently (with the program on the PATH,
+    // or its absence would be warned about).
+    env.write_script("claude", "cat > /dev/null");
     let ran = env
         .loops(["create", "agent", "r2", "--provider", "claude"])
         .args(["--prompt", "review", "--agent", "reviewer", "--every", "1h"])

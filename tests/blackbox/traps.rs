@@ -257,3 +257,37 @@ fn a_mistyped_command_suggests_the_nearest_and_points_to_help() {
         ran.stderr
     );
 }
+
+#[test]
+fn a_provider_missing_at_create_warns_at_once() {
+    let env = TestEnv::new();
+    let path = format!("{}:/usr/bin:/bin", env.bin_dir().display());
+    let create = |name: &str, provider: &str| {
+        env.loops(["--json", "create", "agent", name, "--provider", provider])
+            .args(["--prompt", "hi", "--every", "1h"])
+            .env("PATH", Some(&path))
+            .run()
+    };
+    let ran = create("a", "cursor");
+    assert_eq!(ran.json()["target"]["provider"], "cursor");
+    assert_eq!(
+        ran.stderr,
+        "warning: provider cursor runs cursor-agent, which is not on the PATH; install it, or \
+         its runs will fail with \"Executable not found\"\n"
+    );
+    // Once the program is there, nothing is said.
+    env.write_script("cursor-agent", "cat > /dev/null");
+    let ran = create("b", "cursor");
+    assert!(ran.stderr.is_empty(), "{}", ran.stderr);
+    // The help names the ids the CLI accepts, not the programs.
+    let help = env.loops(["create", "agent", "--help"]).run().stdout;
+    assert!(
+        help.contains("--provider <PROVIDER>      The agent CLI: claude, cursor, codewith,"),
+        "{help}"
+    );
+    env.loops(["create", "agent", "c", "--provider", "cursor-agent"])
+        .args(["--prompt", "hi", "--every", "1h"])
+        .code(1)
+        .stderr_has("unsupported provider: cursor-agent (use one of claude, cursor,")
+        .run();
+}

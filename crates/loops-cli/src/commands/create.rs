@@ -7,12 +7,16 @@
 //! the current one when `--cwd` is not given (`cwd`), and a create that
 //! gives a second loop an existing name warns, since commands given that
 //! name then refuse it.
+//!
+//! Issue 28: an agent loop whose provider program is not on the PATH warns
+//! at once, rather than at its first run.
 
 pub(crate) mod cwd;
 pub(crate) mod prompt_file;
 
 use anyhow::Result;
-use loops_core::{Loop, NewLoop, Target};
+use loops_core::{CommandTarget, Loop, NewLoop, ProcessTarget, Target};
+use loops_exec::{ExecError, ExecOptions, RunMetadata, preflight_target};
 use loops_store::{Store, StoreError};
 
 use super::now;
@@ -103,6 +107,7 @@ impl Request for CreateLoop {
         if let Some(dir) = target_cwd(&lp.target) {
             cwd::warn_if_missing(warnings, dir);
         }
+        warn_if_provider_missing(warnings, &lp.target);
         Ok(Created {
             lp,
             workflow: None,
@@ -175,6 +180,27 @@ pub(super) fn warn_if_name_shared(warnings: &mut Warnings, store: &Store, lp: &L
             matches.len(),
             lp.name,
             lp.id
+        ));
+    }
+}
+
+/// Warns when an agent loop's provider program is not on the PATH its runs
+/// get, as `doctor` checks it: the run would fail with "Executable not
+/// found". Only the program is looked up; nothing runs (an account's
+/// `accounts env` is left to the run).
+fn warn_if_provider_missing(warnings: &mut Warnings, target: &Target) {
+    let Target::Agent(agent) = target else {
+        return;
+    };
+    let program = agent.provider.binary();
+    let probe = ProcessTarget::Command(CommandTarget::new(program));
+    if let Err(ExecError::ExecutableNotFound { .. }) =
+        preflight_target(&probe, &RunMetadata::default(), &ExecOptions::default())
+    {
+        warnings.push(format!(
+            "provider {} runs {program}, which is not on the PATH; install it, or its runs \
+             will fail with \"Executable not found\"",
+            agent.provider.as_str()
         ));
     }
 }
