@@ -123,7 +123,7 @@ fn option_errors_use_the_spec_messages() {
         (
             &["--timeout", "1 h"],
             "invalid duration: 1 h (use a number and a unit: 500ms, 30s, 5m, 1h, 1d, or a sum \
-             such as 1h30m; a bare number is milliseconds)",
+             such as 1h30m; a bare number of 1000 or more is milliseconds)",
         ),
     ] {
         let args: Vec<&str> = base.iter().chain(extra).copied().collect();
@@ -612,7 +612,9 @@ fn codex_refuses_an_agent() {
         .code(1)
         .stderr_has("error: invalid duration: soon")
         .run();
-    // Other providers take it silently.
+    // Other providers take it silently (with the program on the PATH,
+    // or its absence would be warned about).
+    env.write_script("claude", "cat > /dev/null");
     let ran = env
         .loops(["create", "agent", "r2", "--provider", "claude"])
         .args(["--prompt", "review", "--agent", "reviewer", "--every", "1h"])

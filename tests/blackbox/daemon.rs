@@ -977,39 +977,20 @@ fn install_carries_the_daemons_tuning_into_the_service() {
 }
 
 #[test]
-fn the_tunings_bare_milliseconds_warn_once_and_only_on_success() {
+fn the_tunings_refuse_a_bare_number_under_a_second() {
     let env = TestEnv::new();
     let ran = env
         .loops(["daemon", "install", "--platform", "linux"])
-        .args(["--grace", "500", "--gc-max-age", "900"])
-        .run();
-    let warnings: Vec<&str> = ran
-        .stderr
-        .lines()
-        .filter(|l| l.starts_with("warning: "))
-        .collect();
-    assert_eq!(
-        warnings,
-        [
-            "warning: --grace 500 means 500 milliseconds; write 500s or 500m if you meant \
-             seconds or minutes",
-            "warning: --gc-max-age 900 means 900 milliseconds; write 900s or 900m if you meant \
-             seconds or minutes",
-        ],
-        "{}",
-        ran.stderr
-    );
-    // `daemon stop` too, with no daemon to stop.
-    let ran = env.loops(["daemon", "stop", "--grace", "500"]).run();
-    assert_eq!(ran.stdout, "not running\n");
-    assert_eq!(ran.stderr.matches("warning: --grace 500 means").count(), 1);
-    // A request that fails after a warning says its error alone.
-    let ran = env
-        .loops(["daemon", "start", "--grace", "500", "--gc-max-age", "0"])
+        .args(["--grace", "5000", "--gc-max-age", "900"])
         .code(1)
         .run();
     assert_eq!(
         ran.stderr,
-        "error: --gc-max-age must be greater than zero (such as 30d)\n"
+        "error: --gc-max-age 900 is 900 ms; write 900s, or 900ms if you mean it\n"
     );
+    assert!(!env.systemd_unit_path().exists());
+    // A bare number of a second or more is milliseconds, and says nothing.
+    let ran = env.loops(["daemon", "stop", "--grace", "1500"]).run();
+    assert_eq!(ran.stdout, "not running\n");
+    assert!(ran.stderr.is_empty(), "{}", ran.stderr);
 }

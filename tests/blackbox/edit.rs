@@ -106,6 +106,8 @@ fn cwd_expands_home_makes_relative_paths_absolute_and_warns_when_missing() {
     ]);
     assert_eq!(lp["target"]["cwd"], home.to_str().unwrap());
     assert!(warned.is_empty(), "{warned}");
+    // The provider's program is there: only the directory is warned about.
+    env.write_script("claude", "cat > /dev/null");
     let (lp, warned) = create(&[
         "--json",
         "create",

@@ -269,7 +269,12 @@ fn a_dry_run_changes_nothing() {
         "{}",
         ran.stdout
     );
-    assert!(ran.stderr.contains("loops gc --apply"), "{}", ran.stderr);
+    assert!(
+        ran.stderr
+            .contains("run `loops gc --keep-per-loop 1 --apply`"),
+        "{}",
+        ran.stderr
+    );
     let json = env
         .loops(["--json", "gc", "--dry-run", "--keep-per-loop", "1"])
         .run()

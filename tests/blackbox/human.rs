@@ -216,7 +216,14 @@ fn quiet_prints_nothing_on_success_and_still_reports_errors() {
     let env = TestEnv::new();
     let ran = env
         .loops([
-            "-q", "create", "command", "a", "--cmd", "true", "--every", "10",
+            "-q",
+            "create",
+            "command",
+            "a",
+            "--cmd",
+            "true",
+            "--at",
+            "2001-01-01T00:00:00Z",
         ])
         .stdout("")
         .run();

@@ -1,5 +1,5 @@
 //! Input that forgives and explains (issue 16 §6): compound durations and
-//! their spellings, the warning for a bare number of milliseconds, relative
+//! their spellings (a bare number under a second: traps.rs), relative
 //! `--at` times and the warning for a past one, cron errors that name their
 //! field, and messages without stored field names.
 
@@ -47,7 +47,7 @@ fn what_the_original_rejects_stays_rejected_with_the_accepted_forms() {
             ran.stderr.lines().next().unwrap_or_default(),
             format!(
                 "error: invalid duration: {bad} (use a number and a unit: 500ms, 30s, 5m, 1h, \
-                 1d, or a sum such as 1h30m; a bare number is milliseconds)"
+                 1d, or a sum such as 1h30m; a bare number of 1000 or more is milliseconds)"
             )
         );
     }
@@ -60,28 +60,6 @@ fn what_the_original_rejects_stays_rejected_with_the_accepted_forms() {
         env.loops(["--json", "list"]).run().json(),
         serde_json::json!([])
     );
-}
-
-#[test]
-fn a_bare_number_under_a_second_warns_that_it_is_milliseconds() {
-    let env = TestEnv::new();
-    let (lp, stderr) = create(&env, &["--every", "10"]);
-    assert_eq!(lp["schedule"]["everyMs"], 10);
-    assert_eq!(
-        stderr,
-        "warning: --every 10 means 10 milliseconds; write 10s or 10m if you meant seconds or \
-         minutes\n"
-    );
-    let (_, stderr) = create(&env, &["--every", "1m", "--retry-delay", "500"]);
-    assert!(
-        stderr.contains("warning: --retry-delay 500 means 500 milliseconds"),
-        "{stderr}"
-    );
-    // A number of a second or more, or with a unit, says nothing.
-    for every in ["1000", "10ms", "10s"] {
-        let (_, stderr) = create(&env, &["--every", every]);
-        assert!(stderr.is_empty(), "{every}: {stderr}");
-    }
 }
 
 #[test]

@@ -35,6 +35,7 @@ mod runners;
 mod runs;
 mod runtime;
 mod transfer;
+mod traps;
 mod workflow_control;
 mod workflow_runs;
 mod workflows;

@@ -395,7 +395,7 @@ fn create_workflow_takes_the_loop_options_and_a_timeout() {
     rejects(
         &["--workflow", "deploy", "--every", "1m", "--timeout", "soon"],
         "invalid duration: soon (use a number and a unit: 500ms, 30s, 5m, 1h, 1d, or a sum \
-         such as 1h30m; a bare number is milliseconds)",
+         such as 1h30m; a bare number of 1000 or more is milliseconds)",
     );
     env.loops(["create", "workflow", "x", "--every", "1m"])
         .code(2)

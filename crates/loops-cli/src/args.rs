@@ -212,7 +212,7 @@ pub(crate) struct LoopOptions {
     pub(crate) at: Option<String>,
 
     /// Run every DURATION on a fixed-rate grid (500ms, 30s, 5m, 1h, 1d; a
-    /// bare number is milliseconds).
+    /// bare number of 1000 or more is milliseconds).
     #[arg(
         long,
         value_name = "DURATION",

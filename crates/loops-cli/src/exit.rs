@@ -39,6 +39,12 @@ pub(crate) fn code(result: anyhow::Result<Outcome>, verbose: bool) -> ExitCode {
             let _ = writeln!(std::io::stdout().lock(), "{}", crate::args::VERSION);
             return ExitCode::SUCCESS;
         }
+        if usage.kind() == clap::error::ErrorKind::InvalidSubcommand {
+            // clap's tip names the subcommands nearest by edit distance;
+            // its last line then points to the right `--help` (issue 28).
+            let _ = write!(anstream::stderr().lock(), "{}", point_to_help(usage));
+            return ExitCode::from(u8::try_from(usage.exit_code()).unwrap_or(2));
+        }
         // clap prints help to stdout (code 0) and usage errors to stderr
         // (code 2). A closed pipe while printing help is not worth
         // reporting.
@@ -56,6 +62,32 @@ pub(crate) fn code(result: anyhow::Result<Outcome>, verbose: bool) -> ExitCode {
         message(&err, verbose)
     );
     ExitCode::FAILURE
+}
+
+/// A mistyped subcommand's error as clap renders it (styled; anstream
+/// strips the styles where colour is off), its closing "For more
+/// information, try '--help'." naming the command whose help lists the
+/// real subcommands: `try 'loops --help'`, `try 'loops daemon --help'`.
+fn point_to_help(usage: &clap::Error) -> String {
+    let rendered = usage.render().ansi().to_string();
+    let path = match usage.get(clap::error::ContextKind::Usage) {
+        Some(clap::error::ContextValue::StyledStr(text)) => {
+            let text = text.to_string();
+            let words: Vec<&str> = text
+                .trim_start()
+                .trim_start_matches("Usage:")
+                .split_whitespace()
+                .take_while(|w| !w.starts_with(['[', '<']))
+                .collect();
+            words.join(" ")
+        }
+        _ => String::new(),
+    };
+    let path = if path.is_empty() { "loops" } else { &path };
+    match rendered.rfind("--help") {
+        Some(at) => format!("{}{path} {}", &rendered[..at], &rendered[at..]),
+        None => rendered,
+    }
 }
 
 /// What the command line prints of an error after `error: `: the message,

@@ -64,11 +64,11 @@ pub(crate) fn agent_loop(
     let timeout = args
         .timeout
         .as_deref()
-        .map(|t| agent::wall_clock(warnings, t))
+        .map(agent::wall_clock)
         .transpose()?
         .unwrap_or_default();
     let provider = provider(&args.provider)?;
-    let options = agent::AgentChange::of(warnings, &args.agent_options.flags(), false, dir)?;
+    let options = agent::AgentChange::of(&args.agent_options.flags(), false, dir)?;
     let isolation = isolation(&args.config_isolation)?;
     let (prompt, prompt_file) = match file {
         Some((path, text)) => (text, Some(path)),
@@ -159,7 +159,7 @@ pub(crate) fn workflow_loop(warnings: &mut Warnings, args: &CreateWorkflow) -> R
     let timeout_ms = args
         .timeout
         .as_deref()
-        .map(|t| duration(warnings, t, "--timeout"))
+        .map(|t| duration(t, "--timeout"))
         .transpose()?
         .filter(|ms| *ms > 0);
     new.target = Target::Workflow(WorkflowTarget {
@@ -196,18 +196,18 @@ fn loop_options(
     new.catch_up_limit = positive_int(&opts.catch_up_limit, "--catch-up-limit")?;
     new.overlap = overlap(&opts.overlap)?;
     new.max_attempts = positive_int(&opts.attempts, "--attempts")?;
-    new.retry_delay_ms = positive_duration(warnings, &opts.retry_delay, "--retry-delay")?;
-    new.lease_ms = positive_duration(warnings, &opts.lease, "--lease")?;
+    new.retry_delay_ms = positive_duration(&opts.retry_delay, "--retry-delay")?;
+    new.lease_ms = positive_duration(&opts.lease, "--lease")?;
     new.expires_at = opts
         .expires_at
         .as_deref()
         .map(|v| expires_at(warnings, v))
         .transpose()?;
-    new.policy = self::policy::policy(warnings, &opts.policy)?;
+    new.policy = self::policy::policy(&opts.policy)?;
     new.hooks = hooks::hooks(&opts.hooks)?;
     // SPEC §9 item 28: a zero timeout would time out at once.
     let timeout_ms = timeout
-        .map(|t| positive_duration(warnings, t, "--timeout"))
+        .map(|t| positive_duration(t, "--timeout"))
         .transpose()?;
     Ok((new, timeout_ms))
 }
@@ -231,28 +231,26 @@ pub(crate) fn expires_at(warnings: &mut Warnings, value: &str) -> Result<Timesta
 /// accepted forms. A value that would not show in that message (blank, or
 /// holding control characters that would break the line) is quoted
 /// instead, with the option it came from, so the message still says what
-/// to fix. A bare number under a second is accepted as milliseconds, with a
-/// warning (issue 16 §6): `--every 10` is rarely meant as 10 ms.
-pub(crate) fn duration(warnings: &mut Warnings, value: &str, flag: &str) -> Result<u64> {
-    let ms = parse_duration(value).map_err(|e| with_flag(e, value, flag))?;
-    warn_bare_milliseconds(warnings, value, flag);
-    Ok(ms)
+/// to fix. A bare number under a second is refused (issue 28): `--every 10`
+/// is rarely meant as 10 ms, so it needs its unit written out. A bare
+/// number of 1000 or more keeps the original's meaning, milliseconds.
+pub(crate) fn duration(value: &str, flag: &str) -> Result<u64> {
+    refuse_bare_milliseconds(value, flag)?;
+    parse_duration(value).map_err(|e| with_flag(e, value, flag))
 }
 
 /// [`duration`], which must also be greater than zero.
-pub(crate) fn positive_duration(warnings: &mut Warnings, value: &str, flag: &str) -> Result<u64> {
-    let ms = parse_positive_duration(value, flag).map_err(|e| with_flag(e, value, flag))?;
-    warn_bare_milliseconds(warnings, value, flag);
-    Ok(ms)
+pub(crate) fn positive_duration(value: &str, flag: &str) -> Result<u64> {
+    refuse_bare_milliseconds(value, flag)?;
+    parse_positive_duration(value, flag).map_err(|e| with_flag(e, value, flag))
 }
 
-fn warn_bare_milliseconds(warnings: &mut Warnings, value: &str, flag: &str) {
+pub(crate) fn refuse_bare_milliseconds(value: &str, flag: &str) -> Result<()> {
     if bare_milliseconds(value) {
         let n = value.trim();
-        warnings.push(format!(
-            "{flag} {n} means {n} milliseconds; write {n}s or {n}m if you meant seconds or minutes"
-        ));
+        bail!("{flag} {n} is {n} ms; write {n}s, or {n}ms if you mean it");
     }
+    Ok(())
 }
 
 fn with_flag(e: DurationError, value: &str, flag: &str) -> anyhow::Error {
@@ -316,7 +314,7 @@ pub(crate) fn schedule(warnings: &mut Warnings, opts: &LoopOptions) -> Result<Sc
         // The original says `interval everyMs must be > 0` (SPEC §10 item
         // 11); issue 16 §6 keeps stored field names out of messages.
         return Ok(Schedule::Interval {
-            every_ms: positive_duration(warnings, every, "--every")?,
+            every_ms: positive_duration(every, "--every")?,
             anchor: Some(Anchor::FixedRate),
         });
     }
@@ -455,29 +453,30 @@ mod tests {
     #[test]
     fn the_daemon_grace_default_is_the_schedulers() {
         // `daemon install` leaves the default out of the service.
-        let mut warnings = Warnings::default();
-        let ms = duration(
-            &mut warnings,
-            crate::args::daemon::DEFAULT_GRACE_FLAG,
-            "--grace",
-        )
-        .unwrap();
-        assert!(warnings.into_vec().is_empty());
+        let ms = duration(crate::args::daemon::DEFAULT_GRACE_FLAG, "--grace").unwrap();
         assert_eq!(u128::from(ms), loops_scheduler::DEFAULT_GRACE.as_millis());
     }
 
     #[test]
-    fn a_bare_number_and_a_past_time_are_warned_about_in_order() {
+    fn a_bare_number_under_a_second_is_refused_and_a_past_time_warned_about() {
+        assert_eq!(
+            duration("10", "--every").unwrap_err().to_string(),
+            "--every 10 is 10 ms; write 10s, or 10ms if you mean it"
+        );
+        assert_eq!(
+            positive_duration(" 999 ", "--lease")
+                .unwrap_err()
+                .to_string(),
+            "--lease 999 is 999 ms; write 999s, or 999ms if you mean it"
+        );
+        assert_eq!(duration("10ms", "--every").unwrap(), 10);
+        assert_eq!(duration("1000", "--every").unwrap(), 1000);
+        assert_eq!(duration("0", "--since").unwrap(), 0);
         let mut warnings = Warnings::default();
-        assert_eq!(duration(&mut warnings, "10", "--every").unwrap(), 10);
-        assert_eq!(duration(&mut warnings, "10s", "--every").unwrap(), 10_000);
         time_option(&mut warnings, "2001-01-01T00:00:00Z", "--at", "it runs now").unwrap();
         assert_eq!(
             warnings.into_vec(),
-            [
-                "--every 10 means 10 milliseconds; write 10s or 10m if you meant seconds or minutes",
-                "--at 2001-01-01T00:00:00.000Z is in the past; it runs now",
-            ]
+            ["--at 2001-01-01T00:00:00.000Z is in the past; it runs now"]
         );
     }
 

@@ -31,7 +31,7 @@
 pub const MAX_DURATION_MS: u64 = 100 * 365 * 86_400_000;
 
 /// The accepted forms, as the messages list them.
-pub const DURATION_FORMS: &str = "use a number and a unit: 500ms, 30s, 5m, 1h, 1d, or a sum such as 1h30m; a bare number is milliseconds";
+pub const DURATION_FORMS: &str = "use a number and a unit: 500ms, 30s, 5m, 1h, 1d, or a sum such as 1h30m; a bare number of 1000 or more is milliseconds";
 
 /// A duration string that does not parse, is too large, or is zero where zero
 /// is not allowed.
@@ -156,7 +156,7 @@ pub fn parse_positive_duration(input: &str, what: &str) -> Result<u64, DurationE
 
 /// Whether `input` is a bare number under one second, which the grammar
 /// reads as milliseconds: `--every 10` is ten milliseconds, which is rarely
-/// what was meant (issue 16 §6 warns about it).
+/// what was meant, so the command line refuses it (issue 28).
 ///
 /// ```
 /// use loops_core::bare_milliseconds;

@@ -70,9 +70,9 @@ impl GroupBy {
 
 /// `cost`.
 pub(crate) fn run(ctx: &Context, args: &CostArgs, out: &mut Printer) -> Result<Outcome> {
-    request::serve(ctx, out, |warnings| {
+    request::serve(ctx, out, |_| {
         Ok(Cost {
-            since_ms: resolve::duration(warnings, &args.since, "--since")?,
+            since_ms: resolve::duration(&args.since, "--since")?,
             by: GroupBy::parse(&args.by)?,
         })
     })

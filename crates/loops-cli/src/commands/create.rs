@@ -13,12 +13,16 @@
 //! directory or database is created. The name check and a workflow's
 //! lookup read a database that already exists (`open_existing_store`);
 //! without one there is no loop to share the name and no workflow.
+//!
+//! Issue 28: an agent loop whose provider program is not on the PATH warns
+//! at once, rather than at its first run.
 
 pub(crate) mod cwd;
 pub(crate) mod prompt_file;
 
 use anyhow::{Result, bail};
-use loops_core::{Loop, NewLoop, Target, Timestamp};
+use loops_core::{CommandTarget, Loop, NewLoop, ProcessTarget, Target, Timestamp};
+use loops_exec::{ExecError, ExecOptions, RunMetadata, preflight_target};
 use loops_store::{Store, StoreError};
 use serde_json::Value;
 
@@ -141,6 +145,7 @@ impl Request for CreateLoop {
         if let Some(dir) = target_cwd(&lp.target) {
             cwd::warn_if_missing(warnings, dir);
         }
+        warn_if_provider_missing(warnings, &lp.target);
         Ok(Created {
             lp,
             workflow: None,
@@ -276,11 +281,11 @@ pub(crate) fn target_cwd(target: &Target) -> Option<&str> {
     }
 }
 
-/// Warns when another loop already had the new loop's name: commands
-/// given that name now refuse it (issue 16), so the user learns it here
-/// rather than at the next `pause`. Best effort: a failed lookup only
-/// skips the warning.
-fn warn_if_name_shared(warnings: &mut Warnings, store: &Store, lp: &Loop) {
+/// Warns when another loop already had the new loop's name, at `create`
+/// and at `rename` (issue 28): commands given that name now refuse it
+/// (issue 16), so the user learns it here rather than at the next `pause`.
+/// Best effort: a failed lookup only skips the warning.
+pub(super) fn warn_if_name_shared(warnings: &mut Warnings, store: &Store, lp: &Loop) {
     if let Err(StoreError::AmbiguousName { matches, .. }) = store.require_loop(&lp.name) {
         warnings.push(format!(
             "{} loops are now named {:?}; commands given this name refuse it, so use the id \
@@ -306,6 +311,37 @@ fn warn_if_name_taken(warnings: &mut Warnings, store: &Store, lp: &Loop) {
         taken + 1,
         lp.name
     ));
+}
+
+/// Warns when an agent loop's provider program is not on the PATH its runs
+/// get, as `doctor` checks it: the run would fail with "Executable not
+/// found". Only the program is looked up; nothing runs (an account's
+/// `accounts env` is left to the run).
+fn warn_if_provider_missing(warnings: &mut Warnings, target: &Target) {
+    let Target::Agent(agent) = target else {
+        return;
+    };
+    let missing = |program: &str| {
+        let probe = ProcessTarget::Command(CommandTarget::new(program));
+        matches!(
+            preflight_target(&probe, &RunMetadata::default(), &ExecOptions::default()),
+            Err(ExecError::ExecutableNotFound { .. })
+        )
+    };
+    // Cursor runs `agent`, else `cursor-agent` (agents note §15 item 2).
+    let program = agent.provider.executable();
+    let fallback = agent.provider.fallback_executable();
+    if missing(program) && fallback.is_none_or(missing) {
+        let names = match fallback {
+            Some(other) => format!("{program} (or {other})"),
+            None => program.to_owned(),
+        };
+        warnings.push(format!(
+            "provider {} runs {names}, which is not on the PATH; install it, or its runs will \
+             fail with \"Executable not found\"",
+            agent.provider.as_str()
+        ));
+    }
 }
 
 /// The loop's next run, or `-`.

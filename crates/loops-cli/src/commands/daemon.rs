@@ -39,7 +39,7 @@ use crate::args::daemon::{DEFAULT_GRACE_FLAG, Daemon, RunArgs};
 use crate::context::Context;
 use crate::exit::Outcome;
 use crate::render::Printer;
-use crate::request::{self, Warnings};
+use crate::request;
 use crate::resolve;
 
 /// Which binary runs, which decides how an executable is told to run the
@@ -72,23 +72,23 @@ pub(crate) fn run(
     binary: Binary,
 ) -> Result<Outcome> {
     match cmd {
-        Daemon::Run(args) => request::serve(ctx, out, |warnings| {
+        Daemon::Run(args) => request::serve(ctx, out, |_| {
             Ok(foreground::DaemonRun {
-                tuning: tuning(warnings, &args)?,
+                tuning: tuning(&args)?,
                 poll_only: args.poll_only,
             })
         }),
-        Daemon::Start(args) => request::serve(ctx, out, |warnings| {
+        Daemon::Start(args) => request::serve(ctx, out, |_| {
             // Validated here, so a bad value fails now rather than in the
             // child, which gets the values as they were given.
-            tuning(warnings, &args)?;
+            tuning(&args)?;
             Ok(background::DaemonStart {
                 command_line: run_command_line(binary, &args),
             })
         }),
-        Daemon::Stop(args) => request::serve(ctx, out, |warnings| {
+        Daemon::Stop(args) => request::serve(ctx, out, |_| {
             Ok(background::DaemonStop {
-                grace: grace(warnings, &args.grace)?,
+                grace: grace(&args.grace)?,
             })
         }),
         Daemon::Status => request::serve(ctx, out, |_| Ok(status::DaemonStatus)),
@@ -102,11 +102,11 @@ pub(crate) fn run(
                 follow: args.follow,
             })
         }),
-        Daemon::Install(args) => request::serve(ctx, out, |warnings| {
+        Daemon::Install(args) => request::serve(ctx, out, |_| {
             let platform = install::platform(args.platform.as_deref())?;
             // Validated here, so a bad value fails now rather than in the
             // service.
-            let tuning = tuning(warnings, &args.run)?;
+            let tuning = tuning(&args.run)?;
             Ok(install::DaemonInstall {
                 platform,
                 command_line: run_command_line(binary, &args.run),
@@ -146,7 +146,7 @@ struct Tuning {
     hooks: loops_scheduler::HookSettings,
 }
 
-fn tuning(warnings: &mut Warnings, args: &RunArgs) -> Result<Tuning> {
+fn tuning(args: &RunArgs) -> Result<Tuning> {
     let interval = match &args.interval_ms {
         Some(v) => Some(u64::from(resolve::positive_int(v, "--interval-ms")?)),
         // SPEC §7.6: the variable counts only when it is a number > 0.
@@ -172,14 +172,14 @@ fn tuning(warnings: &mut Warnings, args: &RunArgs) -> Result<Tuning> {
             command: lane(&args.command_concurrency, "--command-concurrency")?,
             agent: lane(&args.agent_concurrency, "--agent-concurrency")?,
         },
-        grace: grace(warnings, &args.grace)?,
-        gc: super::gc::daemon_settings(warnings, &args.gc)?,
+        grace: grace(&args.grace)?,
+        gc: super::gc::daemon_settings(&args.gc)?,
         hooks: super::execute::hook_settings(args.on_failure.as_deref())?,
     })
 }
 
-fn grace(warnings: &mut Warnings, value: &str) -> Result<Duration> {
-    let ms = resolve::duration(warnings, value, "--grace")?;
+fn grace(value: &str) -> Result<Duration> {
+    let ms = resolve::duration(value, "--grace")?;
     Ok(Duration::from_millis(ms))
 }
 
@@ -227,12 +227,8 @@ mod tests {
 
     #[test]
     fn grace_takes_durations_including_zero() {
-        let mut warnings = Warnings::default();
-        assert_eq!(
-            grace(&mut warnings, "30s").unwrap(),
-            Duration::from_secs(30)
-        );
-        assert_eq!(grace(&mut warnings, "0").unwrap(), Duration::ZERO);
-        assert!(grace(&mut warnings, "soon").is_err());
+        assert_eq!(grace("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(grace("0").unwrap(), Duration::ZERO);
+        assert!(grace("soon").is_err());
     }
 }

@@ -17,7 +17,7 @@ use loops_core::{CatchUp, Loop, NewLoop, Overlap, Schedule, Target, Timestamp};
 use loops_store::{LoopEdited, loop_settings};
 use serde_json::Value;
 
-use super::create::{cwd, target_cwd};
+use super::create::{cwd, target_cwd, warn_if_name_shared};
 use super::now;
 use crate::args::LoopOptions;
 use crate::args::edit::{EditArgs, RenameArgs};
@@ -57,7 +57,7 @@ pub(crate) fn edit(ctx: &Context, args: &EditArgs, out: &mut Printer) -> Result<
             target: args.target.clone(),
             workflow: args.workflow.clone(),
             settings,
-            target_change: target::TargetChange::of(warnings, args, outside)?,
+            target_change: target::TargetChange::of(args, outside)?,
         })
     })
 }
@@ -155,7 +155,9 @@ struct Renamed(LoopEdited);
 impl Request for Rename {
     type Document = Renamed;
 
-    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<Renamed> {
+    /// Renames the loop, warning as `create` does when another loop has
+    /// the new name (issue 28).
+    fn run(self, ctx: &Context, warnings: &mut Warnings) -> Result<Renamed> {
         let store = ctx.open_store()?;
         let lp = store.require_loop(&self.target)?;
         let edited = store.edit_loop(&lp.id, now(), |stored| {
@@ -163,6 +165,7 @@ impl Request for Rename {
             settings.name = self.name;
             checked(settings)
         })?;
+        warn_if_name_shared(warnings, &store, &edited.after);
         Ok(Renamed(edited))
     }
 }
@@ -264,12 +267,12 @@ impl Settings {
         let retry_delay_ms = args
             .retry_delay
             .as_deref()
-            .map(|v| resolve::positive_duration(warnings, v, "--retry-delay"))
+            .map(|v| resolve::positive_duration(v, "--retry-delay"))
             .transpose()?;
         let lease_ms = args
             .lease
             .as_deref()
-            .map(|v| resolve::positive_duration(warnings, v, "--lease"))
+            .map(|v| resolve::positive_duration(v, "--lease"))
             .transpose()?;
         let expires_at = match args.expires_at.as_deref() {
             None => None,
@@ -289,7 +292,7 @@ impl Settings {
                 .description
                 .as_ref()
                 .map(|v| (!v.is_empty()).then(|| v.clone())),
-            policy: resolve::policy::change(warnings, &args.policy, true)?,
+            policy: resolve::policy::change(&args.policy, true)?,
             hooks: resolve::hooks::change(&args.hooks)?,
         })
     }

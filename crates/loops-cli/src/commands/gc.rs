@@ -80,6 +80,10 @@ impl Live {
 /// Loops named in the report, those with the most runs deleted.
 const TOP_LOOPS: usize = 5;
 const DAY_MS: u64 = 86_400_000;
+/// `--max-age-days`'s default in `GcArgs`.
+const DEFAULT_MAX_AGE_DAYS: u32 = 30;
+/// `--keep-per-loop`'s default.
+const DEFAULT_KEEP_PER_LOOP: u32 = 20;
 
 /// `gc`.
 pub(crate) fn run(ctx: &Context, args: &GcArgs, out: &mut Printer) -> Result<Outcome> {
@@ -114,6 +118,8 @@ struct Collected {
     logs_removed: u64,
     /// `--vacuum` was given on PostgreSQL, where it does nothing.
     vacuum_skipped: bool,
+    /// `--force` was given, for the hint that repeats the flags.
+    force: bool,
 }
 
 impl Request for Gc {
@@ -198,6 +204,7 @@ impl Request for Gc {
             summary,
             logs_removed,
             vacuum_skipped: self.vacuum && !on_sqlite,
+            force: self.force,
         })
     }
 }
@@ -232,34 +239,52 @@ impl Document for Collected {
             return;
         }
         let worktrees = self.summary.worktrees.removed > 0;
+        let apply = self.apply_command();
         match (self.summary.total() > 0, worktrees) {
             (true, false) => ctx.note(
                 "hint",
-                "nothing was deleted; run `loops gc --apply` to delete these runs",
+                &format!("nothing was deleted; run `{apply}` to delete these runs"),
             ),
             (true, true) => ctx.note(
                 "hint",
-                "nothing was deleted; run `loops gc --apply` to delete these runs and worktrees",
+                &format!("nothing was deleted; run `{apply}` to delete these runs and worktrees"),
             ),
             (false, true) => ctx.note(
                 "hint",
-                "nothing was removed; run `loops gc --apply` to remove these worktrees",
+                &format!("nothing was removed; run `{apply}` to remove these worktrees"),
             ),
             (false, false) => {}
         }
     }
 }
 
+impl Collected {
+    /// The command that deletes what this dry run counted: `loops gc` with
+    /// the policy it was given and `--apply` (issue 28). Defaults are left
+    /// out, and so is `--database-url`, which may hold a password.
+    fn apply_command(&self) -> String {
+        let mut line = String::from("loops gc");
+        if self.summary.max_age_days != DEFAULT_MAX_AGE_DAYS {
+            line.push_str(&format!(" --max-age-days {}", self.summary.max_age_days));
+        }
+        if self.summary.keep_per_loop != DEFAULT_KEEP_PER_LOOP {
+            line.push_str(&format!(" --keep-per-loop {}", self.summary.keep_per_loop));
+        }
+        if self.force {
+            line.push_str(" --force");
+        }
+        line.push_str(" --apply");
+        line
+    }
+}
+
 /// The daemon's gc from `--gc-max-age` and `--gc-keep-per-loop`: `None`
 /// without `--gc-max-age`.
-pub(crate) fn daemon_settings(
-    warnings: &mut Warnings,
-    flags: &GcFlags,
-) -> Result<Option<GcSettings>> {
+pub(crate) fn daemon_settings(flags: &GcFlags) -> Result<Option<GcSettings>> {
     let Some(age) = &flags.gc_max_age else {
         return Ok(None);
     };
-    let ms = resolve::duration(warnings, age, "--gc-max-age")?;
+    let ms = resolve::duration(age, "--gc-max-age")?;
     if ms == 0 {
         bail!("--gc-max-age must be greater than zero (such as 30d)");
     }
@@ -548,12 +573,11 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_total_counts_every_kind_of_record() {
-        let summary = Summary {
+    fn summary(max_age_days: u32, keep_per_loop: u32) -> Summary {
+        Summary {
             applied: false,
-            max_age_days: 30,
-            keep_per_loop: 20,
+            max_age_days,
+            keep_per_loop,
             older_than: String::new(),
             loop_runs: 1,
             workflow_runs: 20,
@@ -573,7 +597,26 @@ mod tests {
             },
             worktrees: Worktrees::default(),
             vacuum: None,
+        }
+    }
+
+    #[test]
+    fn the_total_counts_every_kind_of_record() {
+        assert_eq!(summary(30, 20).total(), 4321);
+    }
+
+    #[test]
+    fn the_hint_repeats_the_policy_given() {
+        let collected = |days, keep, force| Collected {
+            summary: summary(days, keep),
+            logs_removed: 0,
+            vacuum_skipped: false,
+            force,
         };
-        assert_eq!(summary.total(), 4321);
+        assert_eq!(collected(30, 20, false).apply_command(), "loops gc --apply");
+        assert_eq!(
+            collected(7, 0, true).apply_command(),
+            "loops gc --max-age-days 7 --keep-per-loop 0 --force --apply"
+        );
     }
 }

@@ -28,13 +28,13 @@ pub(crate) const SAMPLE_CHARS: usize = 200;
 
 /// `health`.
 pub(crate) fn run(ctx: &Context, args: &HealthArgs, out: &mut Printer) -> Result<Outcome> {
-    request::serve(ctx, out, |warnings| resolve_health(warnings, args))
+    request::serve(ctx, out, |_| resolve_health(args))
 }
 
 /// The typed request of `health` from its command line.
-fn resolve_health(warnings: &mut Warnings, args: &HealthArgs) -> Result<Health> {
+fn resolve_health(args: &HealthArgs) -> Result<Health> {
     Ok(Health {
-        since_ms: resolve::duration(warnings, &args.since, "--since")?,
+        since_ms: resolve::duration(&args.since, "--since")?,
     })
 }
 
@@ -170,15 +170,11 @@ mod tests {
 
     #[test]
     fn since_takes_the_duration_grammar_with_its_message() {
-        let mut w = Warnings::default();
-        let ok = resolve_health(&mut w, &HealthArgs { since: "7d".into() }).unwrap();
+        let ok = resolve_health(&HealthArgs { since: "7d".into() }).unwrap();
         assert_eq!(ok.since_ms, 7 * 86_400_000);
-        let err = resolve_health(
-            &mut w,
-            &HealthArgs {
-                since: "soon".into(),
-            },
-        )
+        let err = resolve_health(&HealthArgs {
+            since: "soon".into(),
+        })
         .err()
         .unwrap()
         .to_string();

@@ -313,6 +313,8 @@ struct ChangeStatus {
 struct StatusChanged {
     lp: Loop,
     change: Change,
+    /// The loop was already so, and nothing was written.
+    already: bool,
     store: Store,
 }
 
@@ -328,8 +330,9 @@ impl Request for ChangeStatus {
             Change::Resume => store.resume_loop(&lp.id, now())?,
             Change::Stop => store.stop_loop(&lp.id, now())?,
         };
-        let lp = match changed {
-            LoopChange::Changed(lp) | LoopChange::Already(lp) => lp,
+        let (lp, already) = match changed {
+            LoopChange::Changed(lp) => (lp, false),
+            LoopChange::Already(lp) => (lp, true),
             LoopChange::Refused { loop_, reason } => bail!(
                 "cannot {} {} ({}): it is {}, and {reason}",
                 self.change.verb(),
@@ -341,6 +344,7 @@ impl Request for ChangeStatus {
         Ok(StatusChanged {
             lp,
             change: self.change,
+            already,
             store,
         })
     }
@@ -351,10 +355,12 @@ impl Document for StatusChanged {
         Ok(out.json_of(&redact::loop_json(&self.lp))?)
     }
 
-    /// `<id> <status>`, plus `next=<nextRunAt>` after a resume.
+    /// `<id> <status>`, or `<id> already <status>` when nothing changed
+    /// (issue 28), plus `next=<nextRunAt>` after a resume.
     fn human(&self, ctx: &Context, out: &mut Printer) -> Result<()> {
         let lp = &self.lp;
-        let mut line = format!("{} {}", lp.id, lp.status);
+        let already = if self.already { "already " } else { "" };
+        let mut line = format!("{} {already}{}", lp.id, lp.status);
         if self.change == Change::Resume {
             let next = lp
                 .next_run_at

@@ -25,7 +25,7 @@ use crate::resolve;
 
 /// `next`.
 pub(crate) fn run(ctx: &Context, args: &NextArgs, out: &mut Printer) -> Result<Outcome> {
-    request::serve(ctx, out, |warnings| {
+    request::serve(ctx, out, |_| {
         let count = iterations(&args.iterations)?;
         let subject = match (&args.target, &args.cron, &args.every) {
             (_, Some(expression), _) => Subject::Schedule(Schedule::Cron {
@@ -33,7 +33,7 @@ pub(crate) fn run(ctx: &Context, args: &NextArgs, out: &mut Printer) -> Result<O
                 timezone: args.tz.as_ref().map(|tz| tz.trim().to_owned()),
             }),
             (_, None, Some(every)) => Subject::Schedule(Schedule::Interval {
-                every_ms: resolve::positive_duration(warnings, every, "--every")?,
+                every_ms: resolve::positive_duration(every, "--every")?,
                 anchor: Some(Anchor::FixedRate),
             }),
             (Some(target), None, None) => Subject::Loop(target.clone()),

@@ -68,6 +68,7 @@ mod tests {
         };
         assert_eq!(parsed(serde_json::json!({})), "7d");
         assert_eq!(parsed(serde_json::json!({"since": "--1d"})), "--1d");
-        assert_eq!(parsed(serde_json::json!({"since": 60000})), "60000");
+        assert_eq!(parsed(serde_json::json!({"since": 60000})), "60000ms");
+        assert_eq!(parsed(serde_json::json!({"since": "500"})), "500");
     }
 }

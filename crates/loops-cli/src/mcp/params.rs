@@ -6,7 +6,10 @@
 //! the request they become is resolved as the command line's is, so a bad
 //! value gets the CLI's message.
 //! Counts and durations are read as a JSON number or a string, so
-//! `"limit": "5"` and `"every": 300000` mean what they say.
+//! `"limit": "5"` and `"every": 300000` mean what they say. A duration given
+//! as a JSON number is milliseconds, as in the original, whatever its size;
+//! one given as a string follows the command line, which refuses a bare
+//! number under a second (issue 28).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -23,9 +26,10 @@ enum NumberOrText {
 }
 
 impl NumberOrText {
-    fn text(self) -> String {
+    /// The text a flag takes, with `unit` after a number.
+    fn text(self, unit: &str) -> String {
         match self {
-            NumberOrText::Number(n) => n.to_string(),
+            NumberOrText::Number(n) => format!("{n}{unit}"),
             NumberOrText::Text(t) => t,
         }
     }
@@ -34,14 +38,14 @@ impl NumberOrText {
 /// A flag's value read as a JSON number or string and kept as the text the
 /// flag takes, with the schema a client sees.
 macro_rules! number_or_text {
-    ($(#[$doc:meta])* $name:ident, $schema:tt) => {
+    ($(#[$doc:meta])* $name:ident, $unit:literal, $schema:tt) => {
         $(#[$doc])*
         #[derive(Debug, Clone)]
         pub(crate) struct $name(pub(crate) String);
 
         impl<'de> Deserialize<'de> for $name {
             fn deserialize<D: Deserializer<'de>>(d: D) -> Result<$name, D::Error> {
-                NumberOrText::deserialize(d).map(|v| $name(v.text()))
+                NumberOrText::deserialize(d).map(|v| $name(v.text($unit)))
             }
         }
 
@@ -65,6 +69,7 @@ number_or_text!(
     /// A count (`--limit`, `--attempts`): a positive integer, checked by
     /// the command line.
     Count,
+    "",
     { "type": "integer", "minimum": 1 }
 );
 
@@ -72,6 +77,7 @@ number_or_text!(
     /// A duration: `"500ms"`, `"30s"`, `"5m"`, `"1h30m"`, `"1d"`, or a
     /// number of milliseconds.
     Duration,
+    "ms",
     {
         "type": ["string", "integer"],
         "description": "A duration: 500ms, 30s, 5m, 1h30m, 1d, or a number of milliseconds."

@@ -567,7 +567,7 @@ mod tests {
         assert!(!c.no_shell);
         assert_eq!(c.args, ["--cwd", "-x"]);
         assert_eq!(c.options.policy.labels, ["--label"]);
-        assert_eq!(c.options.every.as_deref(), Some("300000"));
+        assert_eq!(c.options.every.as_deref(), Some("300000ms"));
         assert_eq!(c.options.attempts, "3");
         assert_eq!(c.env, ["K=--v=1"]);
         assert!(c.cwd.is_none());

@@ -21,7 +21,6 @@ use anyhow::{Result, anyhow, bail};
 use loops_core::{AgentTarget, PermissionMode, ValidationError, WallClock, WorktreeMode};
 
 use crate::args::agent::AgentFlags;
-use crate::request::Warnings;
 
 /// The words that mean "no limit" (agents note §12.3).
 const UNLIMITED: [&str; 6] = ["none", "unlimited", "null", "never", "off", "false"];
@@ -41,11 +40,12 @@ pub(crate) fn is_unlimited(value: &str) -> bool {
 
 /// An agent's `--timeout` at create: a positive duration, or a word for
 /// none (`timeoutMs: null`).
-pub(crate) fn wall_clock(warnings: &mut Warnings, value: &str) -> Result<WallClock> {
+pub(crate) fn wall_clock(value: &str) -> Result<WallClock> {
     if is_unlimited(value) {
         return Ok(WallClock::Unlimited);
     }
-    super::positive_duration(warnings, value, "--timeout")
+    super::refuse_bare_milliseconds(value, "--timeout")?;
+    super::positive_duration(value, "--timeout")
         .map(WallClock::Ms)
         .map_err(|_| anyhow!(TIMEOUT_MESSAGE))
 }
@@ -88,7 +88,6 @@ impl AgentChange {
     /// keeps it for core to refuse, as `--model ''`); `dir` makes an
     /// `--add-dir` absolute.
     pub(crate) fn of(
-        warnings: &mut Warnings,
         flags: &AgentFlags<'_>,
         edit: bool,
         dir: impl Fn(&str) -> Result<String>,
@@ -106,10 +105,13 @@ impl AgentChange {
             None => None,
             Some("") if edit => Some(Idle::Default),
             Some(value) if is_unlimited(value) => Some(Idle::Off),
-            Some(value) => Some(Idle::Ms(
-                super::positive_duration(warnings, value, "--idle-timeout")
-                    .map_err(|_| anyhow!(IDLE_MESSAGE))?,
-            )),
+            Some(value) => {
+                super::refuse_bare_milliseconds(value, "--idle-timeout")?;
+                Some(Idle::Ms(
+                    super::positive_duration(value, "--idle-timeout")
+                        .map_err(|_| anyhow!(IDLE_MESSAGE))?,
+                ))
+            }
         };
         let worktree = match flags.worktree {
             None => None,

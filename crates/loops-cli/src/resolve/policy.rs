@@ -9,12 +9,11 @@ use anyhow::{Result, anyhow};
 use loops_core::{Backoff, LoopPolicy, Usd, validate_label};
 
 use crate::args::policy::PolicyOptions;
-use crate::request::Warnings;
 
 /// The policy of a new loop from `create`'s flags.
-pub(crate) fn policy(warnings: &mut Warnings, opts: &PolicyOptions) -> Result<LoopPolicy> {
+pub(crate) fn policy(opts: &PolicyOptions) -> Result<LoopPolicy> {
     let mut policy = LoopPolicy::default();
-    change(warnings, opts, false)?.apply(&mut policy);
+    change(opts, false)?.apply(&mut policy);
     Ok(policy)
 }
 
@@ -34,11 +33,7 @@ pub(crate) struct PolicyChange {
 /// Resolves the flags given. With `edit`, `off` removes a count
 /// (`--expires-after-runs off`), `--label ''` and `--skip-exit-code ''`
 /// clear their lists, and a given list replaces the stored one.
-pub(crate) fn change(
-    warnings: &mut Warnings,
-    opts: &PolicyOptions,
-    edit: bool,
-) -> Result<PolicyChange> {
+pub(crate) fn change(opts: &PolicyOptions, edit: bool) -> Result<PolicyChange> {
     let mut change = PolicyChange::default();
     if !opts.labels.is_empty() {
         change.labels = Some(labels(&opts.labels)?);
@@ -62,8 +57,7 @@ pub(crate) fn change(
         );
     }
     if let Some(v) = &opts.max_retry_delay {
-        change.max_retry_delay_ms =
-            Some(super::positive_duration(warnings, v, "--max-retry-delay")?);
+        change.max_retry_delay_ms = Some(super::positive_duration(v, "--max-retry-delay")?);
     }
     if !opts.skip_exit_codes.is_empty() {
         change.skip_exit_codes = Some(skip_exit_codes(&opts.skip_exit_codes)?);
@@ -172,7 +166,6 @@ mod tests {
 
     #[test]
     fn an_edit_changes_only_the_policy_given() {
-        let mut warnings = Warnings::default();
         let mut policy = LoopPolicy {
             labels: vec!["a".into()],
             pause_after_failures: Some(3),
@@ -184,36 +177,28 @@ mod tests {
             max_retry_delay: Some("1m".into()),
             ..PolicyOptions::default()
         };
-        change(&mut warnings, &opts, true)
-            .unwrap()
-            .apply(&mut policy);
+        change(&opts, true).unwrap().apply(&mut policy);
         assert_eq!(policy.labels, ["a"]);
         assert_eq!(policy.pause_after_failures, Some(3));
         assert_eq!(policy.expires_after_runs, None);
         assert_eq!(policy.max_retry_delay_ms, Some(60_000));
         // `off` is for edit only: a new loop has no count to remove.
-        assert!(change(&mut warnings, &opts, false).is_err());
-        assert!(warnings.into_vec().is_empty());
+        assert!(change(&opts, false).is_err());
     }
 
     #[test]
     fn a_cost_cap_is_dollars_above_zero_and_off_on_edit() {
-        let mut warnings = Warnings::default();
         let opts = |v: &str| PolicyOptions {
             max_cost_per_day: Some(v.into()),
             ..PolicyOptions::default()
         };
         let mut policy = LoopPolicy::default();
-        change(&mut warnings, &opts("2.50"), false)
-            .unwrap()
-            .apply(&mut policy);
+        change(&opts("2.50"), false).unwrap().apply(&mut policy);
         assert_eq!(policy.max_cost_per_day, Usd::from_dollars(2.5));
-        change(&mut warnings, &opts("off"), true)
-            .unwrap()
-            .apply(&mut policy);
+        change(&opts("off"), true).unwrap().apply(&mut policy);
         assert_eq!(policy.max_cost_per_day, None);
         for bad in ["0", "-1", "lots", "off"] {
-            let err = change(&mut warnings, &opts(bad), false).unwrap_err();
+            let err = change(&opts(bad), false).unwrap_err();
             assert!(
                 err.to_string()
                     .starts_with("--max-cost-per-day must be an amount of US dollars above 0"),

@@ -12,7 +12,6 @@ use loops_core::{
 use crate::args::AccountOptions;
 use crate::args::edit::EditArgs;
 use crate::commands::create::{cwd, prompt_file};
-use crate::request::Warnings;
 use crate::resolve;
 use crate::resolve::agent::{self as agent_options, AgentChange};
 
@@ -88,11 +87,7 @@ pub(super) struct TargetChange {
 impl TargetChange {
     /// Resolves the target flags of `args`; `outside` is what they name
     /// outside the store.
-    pub(super) fn of(
-        warnings: &mut Warnings,
-        args: &EditArgs,
-        outside: Outside,
-    ) -> Result<TargetChange> {
+    pub(super) fn of(args: &EditArgs, outside: Outside) -> Result<TargetChange> {
         let env = if !args.env.is_empty() {
             Some(resolve::env_map(&args.env)?)
         } else {
@@ -111,13 +106,12 @@ impl TargetChange {
         let timeout = args.timeout.as_deref().map(|t| match t {
             "" => Timeout::Default,
             t if agent_options::is_unlimited(t) => Timeout::Unlimited,
-            t => match resolve::duration(warnings, t, "--timeout") {
+            t => match resolve::duration(t, "--timeout") {
                 Ok(ms) => Timeout::Ms(ms),
                 Err(e) => Timeout::Bad(e),
             },
         });
-        let agent_options =
-            AgentChange::of(warnings, &args.agent_options.flags(), true, cwd::add_dir)?;
+        let agent_options = AgentChange::of(&args.agent_options.flags(), true, cwd::add_dir)?;
         let set_or_clear =
             |v: &Option<String>| v.as_ref().map(|v| (!v.is_empty()).then(|| v.clone()));
         Ok(TargetChange {
