@@ -1,6 +1,7 @@
 //! Source hygiene: every Rust file under `crates/` opens with a `//!` module
 //! doc, no source file outside tests is longer than [`MAX_SOURCE_LINES`]
-//! lines, no file leaves a `dbg!` or `todo!` behind, modules are `foo.rs`
+//! lines, no file leaves a `dbg!` or `todo!` behind or silences a lint with
+//! `#[allow]` where `#[expect]` would say when it stops firing, modules are `foo.rs`
 //! beside `foo/` (never `mod.rs`), no line of a Rust, Markdown or TOML file
 //! ends in whitespace, every item of SPEC §10's checklist is cited by a
 //! test (`// SPEC §10 item N`), and `ARCHITECTURE.md` and `CHANGELOG.md`
@@ -75,6 +76,12 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
                 if code.contains(banned) {
                     problems.push(format!("{shown}:{}: remove `{banned}`", n + 1));
                 }
+            }
+            if code.trim_start().starts_with(concat!("#[", "allow(")) {
+                problems.push(format!(
+                    "{shown}:{}: write `#[expect(` instead of `#[allow(`, so a lint that stops firing is noticed",
+                    n + 1
+                ));
             }
         }
     }

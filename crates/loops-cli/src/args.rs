@@ -72,8 +72,6 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
-// Parsed once per process, so the size of the largest variant costs nothing.
-#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum Command {

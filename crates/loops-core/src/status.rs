@@ -92,7 +92,7 @@ string_enum!(
 );
 
 // string_enum! fixes the derives, so the default is written out.
-#[allow(clippy::derivable_impls)]
+#[expect(clippy::derivable_impls)]
 impl Default for Backoff {
     fn default() -> Backoff {
         Backoff::Fixed

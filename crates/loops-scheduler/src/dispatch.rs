@@ -100,7 +100,7 @@ pub(crate) struct DispatchOptions<'env> {
     pub(crate) stop: Option<&'env CancelToken>,
     pub(crate) on_run: Option<&'env dyn Fn(&LoopRun)>,
     // The callback's signature is the documentation.
-    #[allow(clippy::type_complexity)]
+    #[expect(clippy::type_complexity)]
     pub(crate) on_error: Option<&'env dyn Fn(&Loop, &str)>,
     /// The runner's hook settings, and where a hook's failure is reported.
     pub(crate) hooks: &'env HookSettings,

@@ -69,7 +69,7 @@ pub struct TickOptions<'a> {
     /// Called when a loop fails: a schedule error or an executor error.
     // The callback's signature is the documentation; an alias would only
     // hide it.
-    #[allow(clippy::type_complexity)]
+    #[expect(clippy::type_complexity)]
     pub on_error: Option<&'a dyn Fn(&Loop, &str)>,
     /// The runner's hook settings (issue 17).
     pub hooks: &'a HookSettings,

@@ -146,7 +146,7 @@ enum Db {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 // Made once per thread that opens a store; the size does not matter.
-#[allow(clippy::large_enum_variant)]
+#[expect(clippy::large_enum_variant)]
 pub enum Location {
     /// A SQLite database file.
     File(PathBuf),

@@ -73,7 +73,7 @@ pub fn with_dbname(base: &str, dbname: &str) -> String {
 /// # Panics
 /// When the variable is set but the server cannot be reached: a CI run
 /// that started a server must not pass by skipping.
-#[allow(clippy::expect_used)]
+#[expect(clippy::expect_used)]
 pub fn fresh_database(test: &str) -> Option<TestDatabase> {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let Ok(base) = std::env::var(TEST_DATABASE_URL) else {

@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../../../loops-workflow/tests/workflow/common.rs"]
-#[allow(dead_code)]
+#[expect(dead_code)]
 mod common;
 mod lease;
 mod loops;

@@ -21,7 +21,7 @@ use crate::error::Result;
 #[derive(Debug, Clone, PartialEq)]
 // One outcome per call, matched at once and never stored in bulk, so the
 // records are kept inline for easy matching.
-#[allow(clippy::large_enum_variant)]
+#[expect(clippy::large_enum_variant)]
 #[non_exhaustive]
 pub enum Claim {
     /// The caller now owns the run: running, claimed by the caller, with a
