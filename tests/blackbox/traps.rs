@@ -1,7 +1,8 @@
 //! No traps (issue 28): a bare number under a second is refused as a
 //! duration, repeated `pause`, `stop` and `resume` say so, `rename` onto a
 //! taken name warns, `gc`'s hint repeats its flags, a mistyped command gets
-//! a suggestion, and a provider missing at `create agent` warns.
+//! a suggestion, a provider missing at `create agent` warns, and a cron
+//! loop created without `--tz` records the creating shell's zone.
 
 use loops_tests::TestEnv;
 use serde_json::json;
@@ -290,4 +291,93 @@ fn a_provider_missing_at_create_warns_at_once() {
         .code(1)
         .stderr_has("unsupported provider: cursor-agent (use one of claude, cursor,")
         .run();
+}
+
+/// Creates cron loop `name` under `TZ=tz` and returns its stored schedule
+/// and what `create` said on stderr.
+fn cron_made_under(
+    env: &TestEnv,
+    name: &str,
+    tz: &str,
+    flags: &[&str],
+) -> (serde_json::Value, String) {
+    let mut args = vec![
+        "create",
+        "command",
+        name,
+        "--cmd",
+        "true",
+        "--cron",
+        "0 9 * * *",
+    ];
+    args.extend(flags);
+    let ran = env.loops(&args).env("TZ", Some(tz)).run();
+    let lp = cli_json(env, &["show", name]);
+    (lp["schedule"].clone(), ran.stderr)
+}
+
+#[test]
+fn a_cron_loop_made_without_tz_records_the_shells_zone() {
+    let env = TestEnv::new();
+    let (kolkata, said) = cron_made_under(&env, "kolkata", "Asia/Kolkata", &[]);
+    assert_eq!(
+        kolkata,
+        json!({"type": "cron", "expression": "0 9 * * *", "timezone": "Asia/Kolkata"})
+    );
+    assert!(!said.contains("warning"), "{said}");
+    // TZ's other spellings name the same zone; `--tz` wins over the shell.
+    let (colon, _) = cron_made_under(&env, "colon", ":Asia/Kolkata", &[]);
+    assert_eq!(colon["timezone"], "Asia/Kolkata");
+    let (path, _) = cron_made_under(&env, "path", "/usr/share/zoneinfo/America/New_York", &[]);
+    assert_eq!(path["timezone"], "America/New_York");
+    let (given, _) = cron_made_under(&env, "given", "Asia/Kolkata", &["--tz", "Europe/Berlin"]);
+    assert_eq!(given["timezone"], "Europe/Berlin");
+    // 09:00 in Kolkata is 03:30 UTC: the loop fires on its maker's clock,
+    // whatever zone the daemon or a later command runs in.
+    let lp = env
+        .loops(["--json", "show", "kolkata"])
+        .env("TZ", Some("UTC"))
+        .run()
+        .json();
+    let next = lp["nextRunAt"].as_str().unwrap();
+    assert!(next.ends_with("T03:30:00.000Z"), "{next}");
+    // The list shows the zone.
+    let listed = env.loops(["list"]).env("TZ", Some("UTC")).run().stdout;
+    assert!(listed.contains("Asia/Kolkata"), "{listed}");
+}
+
+#[test]
+fn a_tz_that_names_no_zone_warns_and_doctor_names_the_daemons_zone() {
+    let env = TestEnv::new();
+    // A POSIX rule names no zone: the loop keeps none, as the original's
+    // rows, and runs on the daemon's local time.
+    let (rule, said) = cron_made_under(&env, "rule", "IST-5:30", &[]);
+    assert_eq!(rule, json!({"type": "cron", "expression": "0 9 * * *"}));
+    assert!(
+        said.contains("warning: TZ=IST-5:30 names no zone such as Europe/Berlin; the loop runs on the daemon's local time; give --tz to choose its zone"),
+        "{said}"
+    );
+    let report = env
+        .loops(["--json", "doctor"])
+        .env("TZ", Some("Europe/Lisbon"))
+        .run()
+        .json();
+    let check = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "cron-zone")
+        .unwrap_or_else(|| panic!("no cron-zone check: {report}"));
+    let message = check["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "cron loop rule has no zone: it runs on the daemon's local time, Europe/Lisbon"
+        ),
+        "{message}"
+    );
+    // A loop with a zone is not named.
+    cron_made_under(&env, "zoned", "Asia/Kolkata", &[]);
+    let report = env.loops(["--json", "doctor"]).run().json();
+    let named = report["checks"].to_string();
+    assert!(!named.contains("cron loop zoned"), "{named}");
 }

@@ -26,6 +26,7 @@ mod render;
 mod request;
 mod resolve;
 mod service;
+mod zone;
 
 use std::process::ExitCode;
 

@@ -321,7 +321,10 @@ pub(crate) fn schedule(warnings: &mut Warnings, opts: &LoopOptions) -> Result<Sc
     if let Some(expression) = &opts.cron {
         return Ok(Schedule::Cron {
             expression: expression.clone(),
-            timezone: opts.tz.as_ref().map(|tz| tz.trim().to_owned()),
+            timezone: match &opts.tz {
+                Some(tz) => Some(tz.trim().to_owned()),
+                None => creating_zone(warnings),
+            },
         });
     }
     // SPEC §7.3: `--dynamic` stores its default interval, as the original
@@ -329,6 +332,24 @@ pub(crate) fn schedule(warnings: &mut Warnings, opts: &LoopOptions) -> Result<Sc
     Ok(Schedule::Dynamic {
         min_interval_ms: Some(DEFAULT_DYNAMIC_INTERVAL_MS),
     })
+}
+
+/// The zone a cron loop without `--tz` records (issue 28): the creating
+/// shell's, so that it fires on its maker's clock. Without one (a `TZ`
+/// that names no zone, an unnamed system zone) it runs on the daemon's
+/// local time, as the original's rows do.
+fn creating_zone(warnings: &mut Warnings) -> Option<String> {
+    let tz = std::env::var("TZ").ok();
+    match crate::zone::shell_zone(tz.as_deref()) {
+        Ok(zone) => zone,
+        Err(tz) => {
+            warnings.push(format!(
+                "TZ={} names no zone such as Europe/Berlin; the loop runs on the daemon's local time; give --tz to choose its zone",
+                tz.chars().take(64).collect::<String>()
+            ));
+            None
+        }
+    }
 }
 
 /// `--account`/`--account-tool`.

@@ -101,6 +101,23 @@ impl Zone {
     }
 }
 
+/// The IANA zone name a `TZ` value or an `/etc/localtime` link target
+/// gives: `Asia/Kolkata`, `:Asia/Kolkata` and
+/// `/usr/share/zoneinfo/Asia/Kolkata` all give `Asia/Kolkata`. A POSIX
+/// rule (`IST-5:30`) or an unknown name gives `None`.
+///
+/// ```
+/// use loops_core::zone_name;
+/// assert_eq!(zone_name(":Asia/Kolkata"), Some("Asia/Kolkata"));
+/// assert_eq!(zone_name("/usr/share/zoneinfo/Europe/Berlin"), Some("Europe/Berlin"));
+/// assert_eq!(zone_name("IST-5:30"), None);
+/// ```
+pub fn zone_name(value: &str) -> Option<&str> {
+    let name = value.trim().trim_start_matches(':');
+    let name = name.rsplit_once("zoneinfo/").map_or(name, |(_, name)| name);
+    name.parse::<chrono_tz::Tz>().is_ok().then_some(name)
+}
+
 impl fmt::Display for Zone {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -43,7 +43,7 @@ pub use crate::agent_output::{
 };
 pub use crate::clock::{Clock, ManualClock};
 pub use crate::cost_cap::{cost_cap_reason, day_start};
-pub use crate::cron::{CronError, CronExpr, Zone, next_cron_run};
+pub use crate::cron::{CronError, CronExpr, Zone, next_cron_run, zone_name};
 pub use crate::duration::{
     DURATION_FORMS, DurationError, MAX_DURATION_MS, bare_milliseconds, parse_duration,
     parse_positive_duration,

@@ -213,7 +213,11 @@ fn finish(
         Some(store) => {
             let (daemon, daemon_pid) = check_daemon(store, paths, opts);
             checks.push(daemon);
-            checks.extend(check_loops(store, &exec));
+            checks.extend(check_loops(
+                store,
+                &exec,
+                opts.env.get("TZ").map(String::as_str),
+            ));
             let home = opts.env.get("HOME").map(Path::new);
             checks.push(gc::check_retention(store, daemon_pid, home));
         }

@@ -318,6 +318,20 @@ fn unknown_zone() {
     assert_eq!(Zone::parse(Some("Etc/UTC")).unwrap().to_string(), "Etc/UTC");
 }
 
+#[test]
+fn zone_names_from_tz_values_and_links() {
+    assert_eq!(zone_name("Asia/Kolkata"), Some("Asia/Kolkata"));
+    assert_eq!(zone_name(" :Asia/Kolkata "), Some("Asia/Kolkata"));
+    assert_eq!(
+        zone_name("../usr/share/zoneinfo/America/Argentina/Buenos_Aires"),
+        Some("America/Argentina/Buenos_Aires")
+    );
+    assert_eq!(zone_name("/var/db/timezone/zoneinfo/UTC"), Some("UTC"));
+    for nonsense in ["", ":", "IST-5:30", "Mars/Base", "/etc/localtime"] {
+        assert_eq!(zone_name(nonsense), None, "{nonsense:?}");
+    }
+}
+
 fn check_err_zone(zone: &str, expected: &str) {
     let err = CronExpr::parse("* * * * *", Some(zone)).unwrap_err();
     assert_eq!(err.to_string(), expected);

@@ -1,14 +1,16 @@
 //! Doctor's checks of the stored loops: a preflight of each active loop's
-//! target, and the warning about loops that keep failing (`failing`).
+//! target, the warning about loops that keep failing (`failing`), and the
+//! zone that cron loops without one run on.
 
-use loops_core::{Loop, LoopStatus, RunStatus, Target};
+use loops_core::{Loop, LoopStatus, RunStatus, Schedule, Target};
 use loops_exec::{ExecOptions, RunMetadata, preflight_target};
 use loops_store::{LoopFilter, Store};
 use loops_workflow::preflight_workflow;
 
 use super::*;
 
-pub(super) fn check_loops(store: &Store, exec: &ExecOptions) -> Vec<Check> {
+/// `tz` is the `TZ` the daemon would start with.
+pub(super) fn check_loops(store: &Store, exec: &ExecOptions, tz: Option<&str>) -> Vec<Check> {
     let mut checks = Vec::new();
     // The counts below (and `daemon status`'s) are kept by triggers; one
     // that drifted, which only a write bypassing them can cause, is
@@ -55,6 +57,7 @@ pub(super) fn check_loops(store: &Store, exec: &ExecOptions) -> Vec<Check> {
                     .iter()
                     .filter_map(|lp| failing::failing_loop(store, lp)),
             );
+            checks.extend(zoneless_cron(&loops, tz));
         }
         Err(e) => checks.push(
             Check::new("loops", CheckStatus::Warn, "active loops cannot be listed")
@@ -104,4 +107,27 @@ pub(super) fn preflight_loop(store: &Store, lp: &Loop, exec: &ExecOptions) -> Ch
         Ok(_) => ready(),
         Err(e) => failed(e.to_string()),
     }
+}
+
+/// Issue 28: the original's cron rows have no zone and run on the daemon's
+/// local time; say which zone that is. Loops made here record one.
+fn zoneless_cron(loops: &[Loop], tz: Option<&str>) -> Option<Check> {
+    let names: Vec<&str> = loops
+        .iter()
+        .filter(|lp| matches!(&lp.schedule, Schedule::Cron { timezone: None, .. }))
+        .map(|lp| lp.name.as_str())
+        .collect();
+    let first = names.first()?;
+    let more = match names.len() {
+        1 => String::new(),
+        n => format!(" and {} more", n - 1),
+    };
+    Some(Check::new(
+        "cron-zone",
+        CheckStatus::Ok,
+        format!(
+            "cron loop {first}{more} has no zone: it runs on the daemon's local time, {}; `loops edit <loop> --tz <zone>` fixes one",
+            crate::zone::local_time_in_words(tz)
+        ),
+    ))
 }
