@@ -1,7 +1,7 @@
 //! A run's output, live (issue 16 §4): each run's log file under
 //! `$LOOPS_DATA_DIR/logs/`, `loops logs [-f]`, gc and `remove --purge`
-//! deleting it, planted links never followed, and the daemon's finish
-//! line.
+//! deleting it, planted links never followed, the daemon's finish line,
+//! and `logs -f <loop>` following a loop across its runs (issue 28).
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
@@ -59,9 +59,10 @@ fn logs_follows_a_running_run_and_sees_its_first_line_before_it_ends() {
         (run["status"] == "running").then(|| run["id"].as_str().unwrap().to_owned())
     });
 
+    // `-f` on a run follows that run and returns when it ends.
     let mut follower = env
         .cmd()
-        .args(["logs", "-f", "slow"])
+        .args(["logs", "-f", &run_id])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -309,4 +310,130 @@ fn on_terminal(env: &TestEnv, args: &str) -> std::process::Command {
     let line = format!("{} {args}", loops_tests::loops_bin().display());
     cmd.args(["-qfec", &line, "/dev/null"]).stdin(Stdio::null());
     cmd
+}
+
+/// Lines of a child's pipe, as they come.
+fn lines_of(pipe: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits until `seen` has brought a line containing `text` into `lines`.
+fn wait_line(what: &str, seen: &mpsc::Receiver<String>, lines: &mut Vec<String>, text: &str) {
+    wait_for(what, DEADLINE, || {
+        lines.extend(seen.try_iter());
+        lines.iter().any(|l| l.contains(text)).then_some(())
+    });
+}
+
+#[test]
+fn logs_follow_on_a_loop_goes_on_across_runs_until_interrupted() {
+    let env = TestEnv::new();
+    let count = env.home().join("count");
+    env.write_script(
+        "count",
+        &format!(
+            "echo x >> '{0}'\necho \"run $(wc -l < '{0}')\"",
+            count.display()
+        ),
+    );
+    env.create_command("counter", "count", &["--every", "1h"]);
+    let first = env.loops(["--json", "run-now", "counter"]).run().json();
+    let first = first["id"].as_str().unwrap().to_owned();
+
+    let mut follower = env
+        .cmd()
+        .args(["logs", "-f", "counter"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = lines_of(follower.stdout.take().unwrap());
+    let err = lines_of(follower.stderr.take().unwrap());
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    // The latest run first, with its header and end line, then the wait.
+    wait_line("the first run", &out, &mut stdout, "run 1");
+    wait_line(
+        "the wait",
+        &err,
+        &mut stderr,
+        "-- waiting for the next run of counter",
+    );
+    assert!(
+        stderr
+            .iter()
+            .any(|l| l.starts_with(&format!("-- run {first} of counter, attempt 1, started "))),
+        "{stderr:?}"
+    );
+    assert!(
+        stderr.contains(&format!("-- run {first} succeeded, exit code 0 --")),
+        "{stderr:?}"
+    );
+    // Two more runs: each gets its header, output and end line.
+    for n in [2, 3] {
+        let run = env.loops(["--json", "run-now", "counter"]).run().json();
+        let id = run["id"].as_str().unwrap().to_owned();
+        wait_line(
+            "the next run's output",
+            &out,
+            &mut stdout,
+            &format!("run {n}"),
+        );
+        wait_line(
+            "the next run's end",
+            &err,
+            &mut stderr,
+            &format!("-- run {id} succeeded"),
+        );
+        assert!(
+            stderr
+                .iter()
+                .any(|l| l.starts_with(&format!("-- run {id} of counter, attempt 1"))),
+            "{stderr:?}"
+        );
+    }
+    assert_eq!(stdout, ["run 1", "run 2", "run 3"]);
+    // Still following: Ctrl-C ends it quietly.
+    assert!(follower.try_wait().unwrap().is_none());
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &follower.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    assert!(follower.wait().unwrap().success());
+}
+
+#[test]
+fn logs_follow_on_a_loop_waits_for_its_first_run_and_ends_when_it_is_removed() {
+    let env = TestEnv::new();
+    env.create_command("later", "echo hi", &["--every", "1h"]);
+    let mut follower = env
+        .cmd()
+        .args(["--json", "logs", "-f", "later"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = lines_of(follower.stdout.take().unwrap());
+    let mut stdout = Vec::new();
+    env.loops(["run-now", "later"]).run();
+    // `--json` prints each ended run as one line.
+    wait_line("the run's object", &out, &mut stdout, "\"runId\"");
+    let run: serde_json::Value = serde_json::from_str(&stdout[0]).unwrap();
+    assert_eq!(run["loopName"], "later");
+    assert_eq!(run["status"], "succeeded");
+    assert_eq!(run["log"], "hi\n");
+    env.loops(["remove", "later"]).run();
+    let status = wait_for("the follower to end", DEADLINE, || {
+        follower.try_wait().unwrap()
+    });
+    assert!(status.success());
 }

@@ -537,12 +537,13 @@ Each run's output is kept, as it is produced, in $LOOPS_DATA_DIR/logs/<run-id>.l
 (stdout and stderr interleaved, at most 256 KiB of each; gc deletes it with its run).
 Without that file (a run of another host, a workflow run) the stored output is printed.
 --json prints {runId, loopId, loopName, status, attempt, exitCode, error, stdout,
-stderr, log} once the run has ended.
+stderr, log} once the run has ended; with -f on a loop, one such line per run.
 
 Examples:
   loops logs nightly-backup        the latest run of a loop, by name or id
   loops logs 3f2a9c0d1e4b          one run, by its id (see loops runs)
-  loops logs -f nightly-backup     follow the latest run live until it ends";
+  loops logs -f nightly-backup     follow a loop across its runs until Ctrl-C
+  loops logs -f 3f2a9c0d1e4b       follow one run live until it ends";
 
 #[derive(Debug, Args)]
 pub(crate) struct LogsArgs {
@@ -550,7 +551,7 @@ pub(crate) struct LogsArgs {
     #[arg(value_name = "LOOP|RUN")]
     pub(crate) target: String,
 
-    /// Follow a running run live until it ends (Ctrl-C stops following) [default: print and exit].
+    /// Follow live: a run until it ends, a loop across its runs until Ctrl-C [default: print and exit].
     #[arg(short = 'f', long)]
     pub(crate) follow: bool,
 }

@@ -16,6 +16,13 @@
 //! goes on with it. Ctrl-C ends it quietly. On a finished run `-f` prints
 //! the run and exits.
 //!
+//! `-f` on a loop follows the loop across its runs until Ctrl-C (issue 28):
+//! each run gets a header line on stderr, its output as it comes and its
+//! end line, then the follower waits for the loop's next run (a retry of
+//! the same run included). It ends by itself only when the loop is
+//! removed. With `--json` it prints each run's object on one line as the
+//! run ends.
+//!
 //! Output reaches the terminal with its control characters escaped, tabs
 //! and line breaks aside (`render::escape_controls`): it is whatever a
 //! process printed. How the run ended goes to stderr.
@@ -34,8 +41,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use loops_core::{LoopRun, RunId, RunStatus};
-use loops_exec::SignalCancel;
+use loops_core::{Loop, LoopId, LoopRun, RunId, RunStatus};
+use loops_exec::{CancelToken, SignalCancel};
 use loops_store::{RunFilter, Store};
 use serde_json::json;
 
@@ -65,6 +72,25 @@ struct Logs {
     follow: bool,
 }
 
+/// What `logs -f <loop>` returns: the loop to follow across its runs, in
+/// the store.
+struct LoopLogs {
+    loop_id: LoopId,
+    name: String,
+    store: Store,
+    logs: PathBuf,
+}
+
+/// What `logs` returns: one run, or a loop followed across its runs.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per command, matched at once"
+)]
+enum Followed {
+    Run(RunLog),
+    Loop(LoopLogs),
+}
+
 /// What `logs` returns: the run and where its log is on this host. With
 /// `-f` on a running run, the store too: the render step follows the run
 /// until it ends, printing its log as it grows (`--json` waits for the end
@@ -77,18 +103,44 @@ struct RunLog {
 }
 
 impl Request for Logs {
-    type Document = RunLog;
+    type Document = Followed;
 
-    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<RunLog> {
+    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<Followed> {
         let store = ctx.open_store()?;
+        if self.follow
+            && let Some(lp) = loop_target(&store, &self.target)?
+        {
+            return Ok(Followed::Loop(LoopLogs {
+                loop_id: lp.id,
+                name: lp.name,
+                store,
+                logs: ctx.data_dir()?.join(loops_exec::LOGS_DIR),
+            }));
+        }
         let run = find_run(&store, &self.target)?;
         let path = log_path(ctx, &run)?;
         let follow = (self.follow && run.status == RunStatus::Running).then_some(store);
-        Ok(RunLog { run, path, follow })
+        Ok(Followed::Run(RunLog { run, path, follow }))
     }
 }
 
-impl Document for RunLog {
+impl Document for Followed {
+    fn json(&self, out: &mut Printer) -> Result<()> {
+        match self {
+            Followed::Run(run) => run.json(out),
+            Followed::Loop(lp) => lp.follow(None, out),
+        }
+    }
+
+    fn human(&self, ctx: &Context, out: &mut Printer) -> Result<()> {
+        match self {
+            Followed::Run(run) => run.human(ctx, out),
+            Followed::Loop(lp) => lp.follow(Some(ctx), out),
+        }
+    }
+}
+
+impl RunLog {
     fn json(&self, out: &mut Printer) -> Result<()> {
         let run = match &self.follow {
             None => Cow::Borrowed(&self.run),
@@ -98,18 +150,7 @@ impl Document for RunLog {
                 None => return Ok(()),
             },
         };
-        out.json(&json!({
-            "runId": run.id,
-            "loopId": run.loop_id,
-            "loopName": run.loop_name,
-            "status": run.status,
-            "attempt": run.attempt,
-            "exitCode": run.exit_code,
-            "error": run.error,
-            "stdout": run.stdout.as_deref().unwrap_or(""),
-            "stderr": run.stderr.as_deref().unwrap_or(""),
-            "log": read_log(&self.path),
-        }))?;
+        out.json(&run_json(&run, &self.path))?;
         Ok(())
     }
 
@@ -134,63 +175,179 @@ impl Document for RunLog {
 }
 
 impl RunLog {
-    /// Follows the running run in `store` until it ends: with `print`, its
-    /// log is printed as it grows, then the stored output when no log was
-    /// found; without, it waits quietly. Returns the ended run, or `None`
-    /// when Ctrl-C ended the wait.
+    /// Follows the running run in `store` until it ends, as [`follow_run`]
+    /// does, until Ctrl-C.
     fn follow(
         &self,
         store: &Store,
-        mut print: Option<(&Context, &mut Printer)>,
+        print: Option<(&Context, &mut Printer)>,
     ) -> Result<Option<LoopRun>> {
         let signals = SignalCancel::install()?;
-        let mut run = self.run.clone();
-        let mut tail = Tail::new(self.path.clone());
-        let mut said_missing = false;
-        loop {
-            if signals.token().is_cancelled() {
-                if let Some((ctx, out)) = &mut print {
-                    tail.finish(ctx, *out)?;
-                }
-                return Ok(None);
-            }
-            // The status first: a run seen finished has written its log.
-            let current = store.get_run(&run.id)?;
-            let finished = current
-                .as_ref()
-                .is_none_or(|r| r.status != RunStatus::Running);
+        follow_run(store, &self.run, &self.path, signals.token(), print)
+    }
+}
+
+/// What `logs --json` prints of `run`, whose log is at `path`.
+fn run_json(run: &LoopRun, path: &Path) -> serde_json::Value {
+    json!({
+        "runId": run.id,
+        "loopId": run.loop_id,
+        "loopName": run.loop_name,
+        "status": run.status,
+        "attempt": run.attempt,
+        "exitCode": run.exit_code,
+        "error": run.error,
+        "stdout": run.stdout.as_deref().unwrap_or(""),
+        "stderr": run.stderr.as_deref().unwrap_or(""),
+        "log": read_log(path),
+    })
+}
+
+/// Follows `run` in `store` until it ends: with `print`, its log (at
+/// `path`) is printed as it grows, then the stored output when no log was
+/// found; without, it waits quietly. Returns the ended run, or `None` when
+/// `stop` (Ctrl-C) ended the wait.
+fn follow_run(
+    store: &Store,
+    run: &LoopRun,
+    path: &Path,
+    stop: &CancelToken,
+    mut print: Option<(&Context, &mut Printer)>,
+) -> Result<Option<LoopRun>> {
+    let mut run = run.clone();
+    let mut tail = Tail::new(path.to_owned());
+    let mut said_missing = false;
+    loop {
+        if stop.is_cancelled() {
             if let Some((ctx, out)) = &mut print {
-                tail.pump(ctx, *out)?;
+                tail.finish(ctx, *out)?;
             }
-            if let Some(current) = current {
-                run = current;
-            }
-            if finished {
-                break;
-            }
-            if let Some((ctx, _)) = &print
-                && !said_missing
-                && !tail.seen_file()
-            {
-                said_missing = true;
-                ctx.note(
-                    "note",
-                    &format!(
-                        "no log for run {} here yet (it may run on another host); \
-                         waiting for it to end",
-                        run.id
-                    ),
-                );
-            }
-            std::thread::sleep(POLL);
+            return Ok(None);
         }
-        if let Some((ctx, out)) = print {
-            tail.finish(ctx, out)?;
-            if !tail.seen_file() {
-                print_stored(&run, out)?;
-            }
+        // The status first: a run seen finished has written its log.
+        let current = store.get_run(&run.id)?;
+        let finished = current
+            .as_ref()
+            .is_none_or(|r| r.status != RunStatus::Running);
+        if let Some((ctx, out)) = &mut print {
+            tail.pump(ctx, *out)?;
         }
-        Ok(Some(run))
+        if let Some(current) = current {
+            run = current;
+        }
+        if finished {
+            break;
+        }
+        if let Some((ctx, _)) = &print
+            && !said_missing
+            && !tail.seen_file()
+        {
+            said_missing = true;
+            ctx.note(
+                "note",
+                &format!(
+                    "no log for run {} here yet (it may run on another host); \
+                     waiting for it to end",
+                    run.id
+                ),
+            );
+        }
+        std::thread::sleep(POLL);
+    }
+    if let Some((ctx, out)) = print {
+        tail.finish(ctx, out)?;
+        if !tail.seen_file() {
+            print_stored(&run, out)?;
+        }
+    }
+    Ok(Some(run))
+}
+
+impl LoopLogs {
+    /// Follows the loop across its runs until Ctrl-C or its removal. For a
+    /// human (`ctx` given) each run gets a header, its output as it comes
+    /// and its end line; for `--json` each ended run's object is one line.
+    fn follow(&self, ctx: Option<&Context>, out: &mut Printer) -> Result<()> {
+        let signals = SignalCancel::install()?;
+        let stop = signals.token();
+        // The run last shown and its attempt: a retry of it is shown anew.
+        let mut shown: Option<(RunId, u32)> = None;
+        let mut waiting = false;
+        let mut polls: u32 = 0;
+        let filter = RunFilter {
+            loop_id: Some(self.loop_id),
+            status: None,
+            limit: Some(1),
+        };
+        while !stop.is_cancelled() {
+            let latest = self.store.list_runs(&filter)?.into_iter().next();
+            let Some(run) = latest.filter(|r| shown != Some((r.id, r.attempt))) else {
+                if !waiting && let Some(ctx) = ctx {
+                    ctx.hint(&format!(
+                        "-- waiting for the next run of {}; Ctrl-C stops --",
+                        render::escape_controls(&self.name, &[])
+                    ));
+                }
+                waiting = true;
+                polls = polls.wrapping_add(1);
+                // Once a second: a removed loop has no more runs to wait for.
+                if polls.is_multiple_of(10) && self.store.get_loop(&self.loop_id)?.is_none() {
+                    if let Some(ctx) = ctx {
+                        ctx.hint("-- the loop was removed; nothing more to follow --");
+                    }
+                    return Ok(());
+                }
+                std::thread::sleep(POLL);
+                continue;
+            };
+            waiting = false;
+            let path = loops_exec::run_log_path(&self.logs, &run.id.to_string());
+            if let Some(ctx) = ctx {
+                ctx.hint(&format!(
+                    "-- run {} of {}, attempt {}, started {} --",
+                    run.id,
+                    render::escape_controls(&run.loop_name, &[]),
+                    run.attempt,
+                    crate::human::local(run.started_at.unwrap_or(run.created_at)),
+                ));
+            }
+            let ended = if run.status == RunStatus::Running {
+                let print = ctx.map(|ctx| (ctx, &mut *out));
+                match follow_run(&self.store, &run, &path, stop, print)? {
+                    Some(ended) => ended,
+                    None => return Ok(()),
+                }
+            } else {
+                if ctx.is_some() {
+                    match read_log(&path) {
+                        Some(text) => print_text(&text, out)?,
+                        None => print_stored(&run, out)?,
+                    }
+                }
+                run
+            };
+            shown = Some((ended.id, ended.attempt));
+            match ctx {
+                Some(ctx) => say_end(ctx, &ended),
+                None => out.line(&serde_json::to_string(&run_json(&ended, &path))?)?,
+            }
+            out.flush()?;
+        }
+        Ok(())
+    }
+}
+
+/// The loop `target` names when it names no run: what `logs -f` follows
+/// across its runs.
+fn loop_target(store: &Store, target: &str) -> Result<Option<Loop>> {
+    if let Ok(id) = RunId::parse(target.trim())
+        && store.get_run(&id)?.is_some()
+    {
+        return Ok(None);
+    }
+    match store.require_loop(target) {
+        Ok(lp) => Ok(Some(lp)),
+        Err(e) => bail!("{e} (loops logs takes a loop id or name, or a run id)"),
     }
 }
 
