@@ -312,6 +312,17 @@ fn on_terminal(env: &TestEnv, args: &str) -> std::process::Command {
     cmd
 }
 
+/// A follower that is killed when the test ends, passed or not, so that a
+/// failed test leaves no process holding the harness's pipes.
+struct Follower(std::process::Child);
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Lines of a child's pipe, as they come.
 fn lines_of(pipe: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel();
@@ -349,15 +360,16 @@ fn logs_follow_on_a_loop_goes_on_across_runs_until_interrupted() {
     let first = env.loops(["--json", "run-now", "counter"]).run().json();
     let first = first["id"].as_str().unwrap().to_owned();
 
-    let mut follower = env
-        .cmd()
-        .args(["logs", "-f", "counter"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = lines_of(follower.stdout.take().unwrap());
-    let err = lines_of(follower.stderr.take().unwrap());
+    let mut follower = Follower(
+        env.cmd()
+            .args(["logs", "-f", "counter"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let out = lines_of(follower.0.stdout.take().unwrap());
+    let err = lines_of(follower.0.stderr.take().unwrap());
     let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
     // The latest run first, with its header and end line, then the wait.
     wait_line("the first run", &out, &mut stdout, "run 1");
@@ -402,27 +414,28 @@ fn logs_follow_on_a_loop_goes_on_across_runs_until_interrupted() {
     }
     assert_eq!(stdout, ["run 1", "run 2", "run 3"]);
     // Still following: Ctrl-C ends it quietly.
-    assert!(follower.try_wait().unwrap().is_none());
+    assert!(follower.0.try_wait().unwrap().is_none());
     let kill = std::process::Command::new("kill")
-        .args(["-INT", &follower.id().to_string()])
+        .args(["-INT", &follower.0.id().to_string()])
         .status()
         .unwrap();
     assert!(kill.success());
-    assert!(follower.wait().unwrap().success());
+    assert!(follower.0.wait().unwrap().success());
 }
 
 #[test]
 fn logs_follow_on_a_loop_waits_for_its_first_run_and_ends_when_it_is_removed() {
     let env = TestEnv::new();
     env.create_command("later", "echo hi", &["--every", "1h"]);
-    let mut follower = env
-        .cmd()
-        .args(["--json", "logs", "-f", "later"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = lines_of(follower.stdout.take().unwrap());
+    let mut follower = Follower(
+        env.cmd()
+            .args(["--json", "logs", "-f", "later"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let out = lines_of(follower.0.stdout.take().unwrap());
     let mut stdout = Vec::new();
     env.loops(["run-now", "later"]).run();
     // `--json` prints each ended run as one line.
@@ -433,7 +446,87 @@ fn logs_follow_on_a_loop_waits_for_its_first_run_and_ends_when_it_is_removed() {
     assert_eq!(run["log"], "hi\n");
     env.loops(["remove", "later"]).run();
     let status = wait_for("the follower to end", DEADLINE, || {
-        follower.try_wait().unwrap()
+        follower.0.try_wait().unwrap()
     });
     assert!(status.success());
+}
+
+#[test]
+fn daemon_logs_loop_keeps_only_that_loops_lines() {
+    let env = TestEnv::new();
+    let ours = env.create_command("ours", "true", &["--every", "1s"]);
+    env.create_command("theirs", "true", &["--every", "1s"]);
+    let daemon = Daemon::start(&env, &[]);
+    let read_log =
+        || std::fs::read_to_string(env.data_dir().join("daemon.log")).unwrap_or_default();
+    wait_for("both loops' runs", DEADLINE, || {
+        let log = read_log();
+        (log.contains(" succeeded: ours ") && log.contains(" succeeded: theirs ")).then_some(())
+    });
+    // Paused and idle, the log stops growing.
+    env.loops(["pause", "ours"]).run();
+    env.loops(["pause", "theirs"]).run();
+    wait_for("no run in flight", DEADLINE, || {
+        let running = env
+            .loops(["--json", "runs", "--status", "running"])
+            .run()
+            .json();
+        running.as_array().unwrap().is_empty().then_some(())
+    });
+    // Renamed since: its lines are found by id.
+    env.loops(["rename", "ours", "renamed"]).run();
+    let ran = env.loops(["daemon", "logs", "--loop", "renamed"]).run();
+    let lines: Vec<&str> = ran.stdout.lines().collect();
+    assert!(
+        lines.iter().any(|l| l.contains(" started: ours ")),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        lines.iter().any(|l| l.contains(" succeeded: ours ")),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        lines.iter().all(|l| l.contains(&format!(" loop={ours}"))),
+        "{}",
+        ran.stdout
+    );
+    assert!(read_log().contains(" succeeded: theirs "));
+    // -n counts the loop's lines.
+    let last = env
+        .loops(["daemon", "logs", "--loop", &ours, "-n", "1"])
+        .run();
+    assert_eq!(last.stdout.trim_end(), *lines.last().unwrap());
+    // Following keeps to the loop too.
+    let mut follower = Follower(
+        env.cmd()
+            .args(["daemon", "logs", "-f", "-n", "0", "--loop", "renamed"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let seen = lines_of(follower.0.stdout.take().unwrap());
+    env.loops(["resume", "theirs"]).run();
+    env.loops(["resume", "renamed"]).run();
+    let mut followed = Vec::new();
+    wait_line(
+        "the renamed loop's new run",
+        &seen,
+        &mut followed,
+        " succeeded: renamed ",
+    );
+    assert!(
+        followed
+            .iter()
+            .all(|l| l.contains(&format!(" loop={ours}"))),
+        "{followed:?}"
+    );
+    drop(follower);
+    drop(daemon);
+    // An unknown loop is an error.
+    env.loops(["daemon", "logs", "--loop", "nope"])
+        .code(1)
+        .stderr_has("loop not found: nope")
+        .run();
 }

@@ -114,6 +114,10 @@ pub(crate) struct LogsArgs {
     /// Keep printing new lines as they are written, across log rotation.
     #[arg(short = 'f', long)]
     pub(crate) follow: bool,
+
+    /// Only the lines of this loop's runs (by id or name).
+    #[arg(long = "loop", value_name = "LOOP")]
+    pub(crate) loop_ref: Option<String>,
 }
 
 #[derive(Debug, Args)]

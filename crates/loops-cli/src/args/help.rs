@@ -259,7 +259,8 @@ pub(crate) const DAEMON_STATUS: &str = "Examples:
 /// `daemon logs`.
 pub(crate) const DAEMON_LOGS: &str = "Examples:
   loops daemon logs -n 100
-  loops daemon logs -f";
+  loops daemon logs -f
+  loops daemon logs -f --loop nightly-backup   # only that loop's runs";
 
 /// `daemon install`.
 pub(crate) const DAEMON_INSTALL: &str = "Examples:

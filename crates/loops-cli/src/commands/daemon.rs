@@ -100,6 +100,7 @@ pub(crate) fn run(
                     .parse()
                     .map_err(|_| anyhow::anyhow!("--lines must be a non-negative integer"))?,
                 follow: args.follow,
+                loop_ref: args.loop_ref.clone(),
             })
         }),
         Daemon::Install(args) => request::serve(ctx, out, |_| {

@@ -1,5 +1,6 @@
-//! The daemon's log line for a run: `run <id> started: …` when it is
-//! claimed and `run <id> <status>: … in <ms>ms exit=<code> (<error>)` when
+//! The daemon's log line for a run: `run <id> started: <name> slot=…
+//! attempt=… loop=<loop id>` when it is claimed and `run <id> <status>: …
+//! in <ms>ms exit=<code> (<error>)` when
 //! it ends (issue 16 §4), so `loops daemon logs -f` says how each run
 //! ended without a second command.
 //!
@@ -20,11 +21,14 @@ pub(super) fn describe_run(run: &LoopRun) -> String {
         RunStatus::Running => format!("run {} started", run.id),
         status => format!("run {} {status}", run.id),
     };
+    // `loop=` lets `daemon logs --loop` find a loop's lines whatever its
+    // name was then (issue 28).
     line.push_str(&format!(
-        ": {} slot={} attempt={}",
+        ": {} slot={} attempt={} loop={}",
         escape(&run.loop_name),
         run.scheduled_for,
-        run.attempt
+        run.attempt,
+        run.loop_id
     ));
     if run.status != RunStatus::Running {
         if let Some(ms) = run.duration_ms {
@@ -90,12 +94,13 @@ mod tests {
         assert_eq!(
             line,
             "run 0123456789ab failed: nightly\\u{1b}[2J slot=2026-01-02T03:04:05.000Z \
-             attempt=1 in 12ms exit=3 (process exited with code 3…)"
+             attempt=1 loop=ba9876543210 in 12ms exit=3 (process exited with code 3…)"
         );
         let started = describe_run(&run(RunStatus::Running, None, None));
         assert_eq!(
             started,
-            "run 0123456789ab started: nightly\\u{1b}[2J slot=2026-01-02T03:04:05.000Z attempt=1"
+            "run 0123456789ab started: nightly\\u{1b}[2J slot=2026-01-02T03:04:05.000Z attempt=1 \
+             loop=ba9876543210"
         );
     }
 

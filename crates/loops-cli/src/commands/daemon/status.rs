@@ -170,6 +170,33 @@ pub(super) struct DaemonLogs {
     pub(super) lines: usize,
     /// `-f`: then follow the log.
     pub(super) follow: bool,
+    /// `--loop`: only the lines of this loop's runs.
+    pub(super) loop_ref: Option<String>,
+}
+
+/// The lines of one loop's runs in the daemon log (`daemon logs --loop`):
+/// those that name its id (`loop=<id>`), and the older ones, written
+/// before lines named the id, that name it as it is called now.
+struct LoopLines {
+    id: String,
+    name: String,
+}
+
+impl LoopLines {
+    fn matches(&self, line: &str) -> bool {
+        line.contains(&self.id) || line.contains(&self.name)
+    }
+
+    /// The last `lines` matching lines of `text` (all with 0).
+    fn tail(&self, text: &str, lines: usize) -> String {
+        let kept: Vec<&str> = text.lines().filter(|l| self.matches(l)).collect();
+        let from = if lines == 0 {
+            0
+        } else {
+            kept.len().saturating_sub(lines)
+        };
+        kept[from..].join("\n")
+    }
 }
 
 /// What `daemon logs` returns: the tail, and where to follow from. The
@@ -180,6 +207,7 @@ pub(super) struct LogTail {
     /// The offset the tail ends at, where following starts.
     read: u64,
     follow: bool,
+    only: Option<LoopLines>,
 }
 
 impl Request for DaemonLogs {
@@ -187,13 +215,31 @@ impl Request for DaemonLogs {
 
     fn run(self, ctx: &Context, _: &mut Warnings) -> Result<LogTail> {
         let path = daemon_paths(ctx)?.log_file();
-        let (text, read) = log::tail_lines(&path, self.lines)
-            .with_context(|| format!("reading {}", path.display()))?;
+        let only = match &self.loop_ref {
+            Some(loop_ref) => {
+                let lp = ctx.open_store()?.require_loop(loop_ref)?;
+                Some(LoopLines {
+                    id: format!(" loop={}", lp.id),
+                    name: format!(": {} slot=", escape_controls(&lp.name, &[])),
+                })
+            }
+            None => None,
+        };
+        // A filtered tail looks through the whole log (it is rotated, so
+        // bounded) for the last lines that match.
+        let whole = if only.is_some() { 0 } else { self.lines };
+        let (text, read) =
+            log::tail_lines(&path, whole).with_context(|| format!("reading {}", path.display()))?;
+        let text = match &only {
+            Some(only) => only.tail(&text, self.lines),
+            None => text,
+        };
         Ok(LogTail {
             path,
             text,
             read,
             follow: self.follow,
+            only,
         })
     }
 }
@@ -210,8 +256,22 @@ impl Document for LogTail {
         // Ends only when stdout closes (a broken pipe exits quietly) or on
         // Ctrl-C, which ends the process.
         let mut stdout = std::io::stdout().lock();
+        // Filtered, the chunks are cut into lines; a line is printed whole
+        // once its end has come.
+        let mut partial = String::new();
         log::follow(&self.path, self.read, FOLLOW_POLL, &mut |chunk| {
-            stdout.write_all(chunk.as_bytes())?;
+            let Some(only) = &self.only else {
+                stdout.write_all(chunk.as_bytes())?;
+                return stdout.flush();
+            };
+            partial.push_str(chunk);
+            let Some(end) = partial.rfind('\n') else {
+                return Ok(());
+            };
+            let complete: String = partial.drain(..=end).collect();
+            for line in complete.lines().filter(|l| only.matches(l)) {
+                writeln!(stdout, "{line}")?;
+            }
             stdout.flush()
         })?;
         Ok(())
