@@ -10,9 +10,10 @@
 //!   dropped first, one at a time in each table's documented order, until
 //!   the table fits; then the widest free-text column ([`Fit::Shrink`]:
 //!   names, labels, schedules, errors, messages) is cut, one character at a
-//!   time, down to its header's width, each cut cell ending in `…`. Ids and
-//!   statuses ([`Fit::Keep`]) are never cut: a table of only those may stay
-//!   wider than the terminal.
+//!   time, down to its header's width, each cut cell ending in `…`. When
+//!   that is not enough, at any width, the next optional column goes too.
+//!   Ids and statuses ([`Fit::Keep`]) are never cut: a table of only those
+//!   may stay wider than the terminal.
 //! - **Piped** output is never cut: every value whole, no rule, and (by
 //!   anstream's rules) no colour. What a script or `less` reads is the whole
 //!   text; scripts that need a contract read `--json`.
@@ -274,29 +275,48 @@ impl Table {
 /// The columns shown and each column's width to fit `width` (module doc):
 /// below [`NARROW`], optional columns dropped in rank order until the
 /// natural widths fit; then the widest cuttable column narrowed, one cell
-/// at a time, down to its header's width.
-fn fit(columns: &[Column], mut widths: Vec<usize>, width: usize) -> (Vec<usize>, Vec<usize>) {
+/// at a time, down to its header's width; and if that is not enough, at
+/// any width, the next optional column dropped and the cutting redone.
+fn fit(columns: &[Column], natural: Vec<usize>, width: usize) -> (Vec<usize>, Vec<usize>) {
     let mut shown: Vec<usize> = (0..columns.len()).collect();
-    let total = |shown: &[usize], widths: &[usize]| {
-        shown.iter().map(|&i| widths[i]).sum::<usize>() + 2 * shown.len().saturating_sub(1)
-    };
+    let mut optional: Vec<usize> = shown
+        .iter()
+        .copied()
+        .filter(|&i| columns[i].drop_rank.is_some())
+        .collect();
+    optional.sort_by_key(|&i| columns[i].drop_rank);
+    let mut optional = optional.into_iter();
     if width < NARROW {
-        let mut optional: Vec<usize> = shown
-            .iter()
-            .copied()
-            .filter(|&i| columns[i].drop_rank.is_some())
-            .collect();
-        optional.sort_by_key(|&i| columns[i].drop_rank);
-        for drop in optional {
-            if total(&shown, &widths) <= width {
-                break;
-            }
+        while total(&shown, &natural) > width {
+            let Some(drop) = optional.next() else { break };
             shown.retain(|&i| i != drop);
         }
     }
-    let floor = |i: usize| columns[i].header.width().max(4).min(widths[i]);
-    let floors: Vec<usize> = (0..columns.len()).map(floor).collect();
-    let mut over = total(&shown, &widths).saturating_sub(width);
+    loop {
+        let widths = shrink(columns, &shown, natural.clone(), width);
+        if total(&shown, &widths) <= width {
+            return (shown, widths);
+        }
+        match optional.next() {
+            Some(drop) => shown.retain(|&i| i != drop),
+            None => return (shown, widths),
+        }
+    }
+}
+
+/// The width of the shown columns, two spaces apart.
+fn total(shown: &[usize], widths: &[usize]) -> usize {
+    shown.iter().map(|&i| widths[i]).sum::<usize>() + 2 * shown.len().saturating_sub(1)
+}
+
+/// `widths` with the widest cuttable shown column narrowed, one cell at a
+/// time, until the table fits `width` or each is down to its header's
+/// width (at least 4).
+fn shrink(columns: &[Column], shown: &[usize], mut widths: Vec<usize>, width: usize) -> Vec<usize> {
+    let floors: Vec<usize> = (0..columns.len())
+        .map(|i| columns[i].header.width().max(4).min(widths[i]))
+        .collect();
+    let mut over = total(shown, &widths).saturating_sub(width);
     while over > 0 {
         let widest = shown
             .iter()
@@ -307,7 +327,7 @@ fn fit(columns: &[Column], mut widths: Vec<usize>, width: usize) -> (Vec<usize>,
         widths[i] -= 1;
         over -= 1;
     }
-    (shown, widths)
+    widths
 }
 
 /// `text` cut to `width` display cells with `…` (at its end, or at its
