@@ -30,10 +30,12 @@ fn human_create_prints_id_name_and_next_run() {
             "--at",
             "2030-01-02T03:04:05Z",
         ])
+        .env("TZ", Some("Europe/Berlin"))
         .run();
     let line = ran.stdout.trim_end();
+    // Local time with its offset (issue 28); `--json` keeps UTC.
     let (head, next) = line.split_once(" next=").unwrap();
-    assert_eq!(next, "2030-01-02T03:04:05.000Z");
+    assert_eq!(next, "2030-01-02T04:04:05+01:00");
     let id = head
         .strip_prefix("created loop ")
         .unwrap()

@@ -107,10 +107,22 @@ fn start_status_logs_and_stop() {
     );
     assert!(human.contains("\nloops: 0 total, 0 active"), "{human}");
 
-    // SPEC §10 item 102, with timestamps (SPEC §9 item 37).
-    let logs = env.loops(["daemon", "logs", "-n", "1"]).run().stdout;
+    // SPEC §10 item 102, with timestamps (SPEC §9 item 37): the log's
+    // UTC instants as written under `--json`, local ones for people
+    // (issue 28).
+    let logs = env
+        .loops(["--json", "daemon", "logs", "-n", "1"])
+        .run()
+        .stdout;
     let (stamp, rest) = logs.split_once(' ').unwrap();
     assert_eq!(stamp.len(), "2026-11-30T09:00:00.000Z".len(), "{logs}");
+    assert!(
+        rest.starts_with(&format!("[loops-daemon] started pid={pid} ")),
+        "{logs}"
+    );
+    let logs = env.loops(["daemon", "logs", "-n", "1"]).run().stdout;
+    let rest = &logs["2026-11-30 09:00:00 ".len()..];
+    assert!(!logs[..19].contains(['T', 'Z']), "{logs}");
     assert!(
         rest.starts_with(&format!("[loops-daemon] started pid={pid} ")),
         "{logs}"

@@ -130,13 +130,13 @@ fn runs_say_on_stderr_when_the_limit_cut_the_listing() {
     let env = TestEnv::new();
     history(&env);
     let ran = env.loops(["runs", "--limit", "1"]).run();
-    assert_eq!(ran.stdout.lines().count(), 3, "{}", ran.stdout);
+    assert_eq!(ran.stdout.lines().count(), 2, "{}", ran.stdout);
     assert_eq!(
         ran.stderr,
         "showing the newest 1 run; raise --limit to see more\n"
     );
     let ran = env.loops(["runs", "--limit", "2"]).run();
-    assert_eq!(ran.stdout.lines().count(), 4, "{}", ran.stdout);
+    assert_eq!(ran.stdout.lines().count(), 3, "{}", ran.stdout);
     assert_eq!(ran.stderr, "");
     let json = env.loops(["--json", "runs", "--limit", "1"]).run();
     assert_eq!(json.stderr, "");

@@ -51,7 +51,7 @@ fn a_stored_name_with_control_characters_is_escaped_in_tables() {
          60000, 1800000, NULL, '2025-12-01T10:00:00.000Z', '2025-12-01T10:00:00.000Z');",
     );
     let ran = env.loops(["list"]).run();
-    let row = ran.stdout.lines().nth(2).unwrap_or_default();
+    let row = ran.stdout.lines().nth(1).unwrap_or_default();
     assert!(
         row.starts_with("a1b2c3d4e5f6  bad\\u{1b}]0;pwned\\u{7}\\r\\nname  paused  every 1m  "),
         "{}",

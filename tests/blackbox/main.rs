@@ -15,6 +15,7 @@ mod docs;
 mod doctor;
 mod edit;
 mod escape;
+mod fit;
 mod gc;
 mod hooks;
 mod human;

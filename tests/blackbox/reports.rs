@@ -343,7 +343,7 @@ fn health_groups_failing_loops_by_class_and_fingerprint() {
         ran.stdout
     );
     assert!(
-        lines[2].starts_with(&format!("limited  rate_limit  {print}  3")),
+        lines[1].starts_with(&format!("limited  rate_limit  {print}  3")),
         "{}",
         ran.stdout
     );

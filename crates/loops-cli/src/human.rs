@@ -41,6 +41,51 @@ pub(crate) fn local(t: Timestamp) -> String {
     local_time(t).format("%Y-%m-%d %H:%M").to_string()
 }
 
+/// The instant in host local time, to the second: `2026-01-05 09:00:07`.
+pub(crate) fn local_seconds(t: Timestamp) -> String {
+    local_time(t).format("%Y-%m-%d %H:%M:%S").to_string()
+}
+
+/// The instant in host local time as RFC 3339, to the second, with its
+/// offset: `2026-01-05T09:00:07+01:00`. For `key=value` words a script may
+/// still read (`create`'s `next=`); `--json` keeps the SPEC's UTC.
+pub(crate) fn local_iso(t: Timestamp) -> String {
+    local_time(t).format("%Y-%m-%dT%H:%M:%S%:z").to_string()
+}
+
+/// `text` with each SPEC instant in it (`2026-01-05T08:00:07.000Z`)
+/// written as [`local_seconds`]: for messages built once for `--json` and
+/// humans alike (`doctor`'s details, the daemon's log lines).
+pub(crate) fn localize_instants(text: &str) -> std::borrow::Cow<'_, str> {
+    const LEN: usize = "2026-01-05T08:00:07.000Z".len();
+    let bytes = text.as_bytes();
+    let looks = |at: usize| {
+        bytes.get(at..at + LEN).is_some_and(|b| {
+            b[4] == b'-' && b[10] == b'T' && b[19] == b'.' && b[23] == b'Z' && b[0].is_ascii_digit()
+        })
+    };
+    if !(0..bytes.len()).any(looks) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    let mut copied = 0;
+    while at < bytes.len() {
+        if looks(at)
+            && let Ok(t) = Timestamp::parse(&text[at..at + LEN])
+        {
+            out.push_str(&text[copied..at]);
+            out.push_str(&local_seconds(t));
+            at += LEN;
+            copied = at;
+        } else {
+            at += 1;
+        }
+    }
+    out.push_str(&text[copied..]);
+    std::borrow::Cow::Owned(out)
+}
+
 /// The instant in host local time, as short as is clear next to `now`:
 /// `09:00` today, `Jan 05 09:00` this year, else the full date.
 pub(crate) fn local_short(t: Timestamp, now: Timestamp) -> String {
@@ -325,6 +370,30 @@ mod tests {
             min_interval_ms: None,
         };
         assert_eq!(schedule(&dynamic), "dynamic (≥1m after each run)");
+    }
+
+    #[test]
+    fn instants_in_text_are_localized() {
+        // Local time is the host's; compare with what chrono says it is.
+        let t = at("2026-01-05T08:00:07.000Z");
+        let text = "lease abc since 2026-01-05T08:00:07.000Z, expires 2026-01-05T08:00:07.000Z";
+        let shown = localize_instants(text);
+        assert_eq!(
+            shown,
+            format!(
+                "lease abc since {}, expires {}",
+                local_seconds(t),
+                local_seconds(t)
+            )
+        );
+        assert!(matches!(
+            localize_instants("no instant 2026-01-05 here"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(
+            localize_instants("é 2026-13-45T99:00:00.000Z"),
+            "é 2026-13-45T99:00:00.000Z"
+        );
     }
 
     #[test]

@@ -4,15 +4,13 @@
 //! Every write returns its `io::Error`, so a closed pipe ends the command
 //! quietly through `exit` instead of panicking as `println!` would.
 //!
-//! Tables have one layout wherever stdout goes: a header row, a rule
-//! under it, and columns aligned two spaces apart. Piped output keeps the
-//! header (issue 16): what a file or `less` shows is what the terminal
-//! shows, and scripts read `--json`, whose shapes do not change. Colour is
-//! separate from the layout: statuses and overdue marks are coloured only
-//! when anstream's rules say so (`NO_COLOR` off; `CLICOLOR_FORCE` on; else
-//! `CLICOLOR` and whether stdout is a terminal). Colour is added after
-//! comfy-table has laid the cells out, so escape codes never count toward
-//! a column's width.
+//! Tables are laid out in [`table`]: a header row and columns two spaces
+//! apart, fitted to a terminal's width with a rule under the header, or
+//! whole and without the rule when piped (issue 28); scripts read
+//! `--json`, whose shapes do not change. Colour is separate from the
+//! layout: statuses and overdue marks are coloured only when anstream's
+//! rules say so (`NO_COLOR` off; `CLICOLOR_FORCE` on; else `CLICOLOR` and
+//! whether stdout is a terminal), around each cell after the layout.
 //!
 //! `-q/--quiet` makes the printer write nothing on stdout, and
 //! `Context::note` and `Context::hint` nothing on stderr but errors.
@@ -30,9 +28,12 @@ use std::borrow::Cow;
 use std::io::{BufWriter, StdoutLock, Write};
 
 use anstyle::{AnsiColor, Style};
-use comfy_table::{ContentArrangement, LineStyle, Table as Grid, TableStyle};
 use loops_core::LoopRun;
 use serde_json::Value;
+
+mod table;
+
+pub(crate) use table::{Column, Layout, Table, fit_line};
 
 /// Output text is cut at this many characters (SPEC §7.2).
 const BLOCK_MAX_CHARS: usize = 32_768;
@@ -75,6 +76,8 @@ pub(crate) struct Printer {
     pub(crate) json: bool,
     /// Tables are coloured.
     color: bool,
+    /// Whether tables fit a terminal or print whole.
+    layout: Layout,
 }
 
 impl Printer {
@@ -92,6 +95,7 @@ impl Printer {
             out: BufWriter::with_capacity(BUFFER, sink),
             json,
             color,
+            layout: Layout::of_stdout(),
         }
     }
 
@@ -103,6 +107,7 @@ impl Printer {
             out: BufWriter::with_capacity(BUFFER, Sink::Memory(Vec::new())),
             json,
             color: false,
+            layout: Layout::Piped,
         }
     }
 
@@ -152,6 +157,20 @@ impl Printer {
         writeln!(self.out, "{text}")
     }
 
+    /// A line cut to the terminal's width with `…`, whole when piped
+    /// (`daemon logs`), its control characters escaped as [`Printer::line`]
+    /// escapes them.
+    pub(crate) fn fitted_line(&mut self, text: &str) -> std::io::Result<()> {
+        let text = escape_controls(text, &['\t']);
+        let text = table::fit_line(&text, self.layout);
+        writeln!(self.out, "{text}")
+    }
+
+    /// Whether tables fit a terminal or print whole.
+    pub(crate) fn layout(&self) -> Layout {
+        self.layout
+    }
+
     /// Writes out everything printed so far; for progress that should show
     /// before a long wait.
     pub(crate) fn flush(&mut self) -> std::io::Result<()> {
@@ -166,7 +185,7 @@ impl Printer {
         table: &Table,
         after: impl Fn(usize) -> Vec<String>,
     ) -> std::io::Result<()> {
-        let rendered = table.render(self.color);
+        let rendered = table.render(self.layout, self.color);
         // Cells were escaped when added, so the lines (with their colour
         // codes) are written as they are.
         for line in &rendered.head {
@@ -206,7 +225,7 @@ pub(crate) fn status_style(status: &str) -> Style {
         "failed" | "timed_out" | "fail" => AnsiColor::Red,
         "running" | "active" => AnsiColor::Cyan,
         "paused" | "skipped" | "pending" | "warn" => AnsiColor::Yellow,
-        "stopped" | "expired" | "abandoned" | "cancelled" => return Style::new().dimmed(),
+        "stopped" | "done" | "expired" | "abandoned" | "cancelled" => return Style::new().dimmed(),
         _ => return Style::new(),
     };
     Style::new().fg_color(Some(color.into()))
@@ -236,116 +255,6 @@ pub(crate) fn escape_controls<'a>(text: &'a str, keep: &[char]) -> Cow<'a, str> 
         Some(escaped) => Cow::Owned(escaped),
         None => Cow::Borrowed(text),
     }
-}
-
-/// A column and its header.
-pub(crate) struct Column {
-    pub(crate) header: &'static str,
-}
-
-/// Rows of cells under [`Column`]s, each cell with its colour.
-pub(crate) struct Table {
-    columns: Vec<Column>,
-    rows: Vec<Vec<(String, Style)>>,
-}
-
-struct Rendered {
-    head: Vec<String>,
-    rows: Vec<String>,
-}
-
-impl Table {
-    pub(crate) fn new(columns: Vec<Column>) -> Table {
-        Table {
-            columns,
-            rows: Vec::new(),
-        }
-    }
-
-    /// A table whose columns are these headers.
-    pub(crate) fn with_headers(headers: &[&'static str]) -> Table {
-        Table::new(headers.iter().map(|&header| Column { header }).collect())
-    }
-
-    /// A row of uncoloured cells.
-    pub(crate) fn row(&mut self, cells: Vec<String>) {
-        self.styled_row(cells.into_iter().map(|c| (c, Style::new())).collect());
-    }
-
-    /// A row of cells, each with its colour; a control character in a
-    /// cell is escaped, so a stored name with a line break still takes one
-    /// line.
-    pub(crate) fn styled_row(&mut self, cells: Vec<(String, Style)>) {
-        let cells = cells
-            .into_iter()
-            .map(|(cell, style)| match escape_controls(&cell, &[]) {
-                Cow::Borrowed(_) => (cell, style),
-                Cow::Owned(escaped) => (escaped, style),
-            })
-            .collect();
-        self.rows.push(cells);
-    }
-
-    fn render(&self, color: bool) -> Rendered {
-        if self.rows.is_empty() {
-            return Rendered {
-                head: Vec::new(),
-                rows: Vec::new(),
-            };
-        }
-        let mut grid = Grid::new();
-        grid.load_style(
-            TableStyle::new().header_separator(LineStyle::none().fill('─').junction('─')),
-        )
-        .set_content_arrangement(ContentArrangement::Disabled);
-        grid.set_header(self.columns.iter().map(|c| c.header));
-        for cells in &self.rows {
-            grid.add_row(cells.iter().map(|(cell, _)| cell.as_str()));
-        }
-        // Two spaces between columns. The rule under the header puts a
-        // one-character junction between columns, which counts as one of
-        // the two.
-        let last = self.columns.len().saturating_sub(1);
-        for (i, column) in grid.column_iter_mut().enumerate() {
-            column.set_padding((0, if i == last { 0 } else { 1 }));
-        }
-        // Cells never contain newlines (they are escaped), so each line is
-        // one row; the last column is padded to its width, which is trimmed
-        // away.
-        let mut lines: Vec<String> = grid.lines().map(|l| l.trim_end().to_owned()).collect();
-        let mut head: Vec<String> = lines.drain(..2.min(lines.len())).collect();
-        if color {
-            if let Some(header) = head.first_mut() {
-                *header = paint(header, Style::new().bold(), true);
-            }
-            for (line, cells) in lines.iter_mut().zip(&self.rows) {
-                *line = paint_cells(line, cells);
-            }
-        }
-        Rendered { head, rows: lines }
-    }
-}
-
-/// A laid-out row with each styled cell wrapped in its colour. Cells are
-/// left-aligned and in order, with only spaces between them, so each one
-/// is the first match of its text after the previous one.
-fn paint_cells(line: &str, cells: &[(String, Style)]) -> String {
-    let mut out = String::with_capacity(line.len() + 16 * cells.len());
-    let mut at = 0;
-    for (cell, style) in cells {
-        if cell.is_empty() {
-            continue;
-        }
-        let Some(found) = line[at..].find(cell.as_str()) else {
-            continue;
-        };
-        let end = at + found + cell.len();
-        out.push_str(&line[at..at + found]);
-        out.push_str(&paint(cell, *style, true));
-        at = end;
-    }
-    out.push_str(&line[at..]);
-    out
 }
 
 /// The output blocks of a run (SPEC §7.2): `  stdout:` then the text
@@ -420,47 +329,6 @@ pub(crate) fn bytes(bytes: u64) -> String {
 mod tests {
     use super::*;
 
-    fn table() -> Table {
-        let mut t = Table::with_headers(&["ID", "NEXT", "NAME"]);
-        t.row(vec!["a".into(), "-".into(), "first".into()]);
-        t.styled_row(vec![
-            ("bbb".into(), Style::new()),
-            ("2026".into(), status_style("failed")),
-            ("second".into(), Style::new()),
-        ]);
-        t
-    }
-
-    #[test]
-    fn tables_have_a_header_and_a_rule_wherever_they_go() {
-        let r = table().render(false);
-        assert_eq!(r.head[0], "ID   NEXT  NAME");
-        assert!(r.head[1].starts_with('─'), "{:?}", r.head);
-        assert_eq!(r.rows, ["a    -     first", "bbb  2026  second"]);
-        assert!(Table::with_headers(&["ID"]).render(false).head.is_empty());
-    }
-
-    #[test]
-    fn colour_comes_after_the_layout() {
-        let r = table().render(true);
-        assert_eq!(r.head[0], "\u{1b}[1mID   NEXT  NAME\u{1b}[0m");
-        assert_eq!(r.rows[0], "a    -     first");
-        // The coloured cell keeps its place: the padding is outside the
-        // escape codes.
-        assert_eq!(r.rows[1], "bbb  \u{1b}[31m2026\u{1b}[0m  second");
-        // A styled cell is found after the cells before it, even when an
-        // earlier cell holds the same text.
-        let mut t = Table::with_headers(&["NAME", "STATUS"]);
-        t.styled_row(vec![
-            ("failed job".into(), Style::new()),
-            ("failed".into(), status_style("failed")),
-        ]);
-        assert_eq!(
-            t.render(true).rows[0],
-            "failed job  \u{1b}[31mfailed\u{1b}[0m"
-        );
-    }
-
     #[test]
     fn control_characters_are_escaped() {
         assert!(matches!(
@@ -470,21 +338,6 @@ mod tests {
         assert_eq!(
             escape_controls("a\u{1b}[2Jb\rc\u{7f}\u{9b}d\ne\tf", &['\n']),
             "a\\u{1b}[2Jb\\rc\\u{7f}\\u{9b}d\ne\\tf"
-        );
-        let mut t = Table::with_headers(&["NAME"]);
-        t.row(vec!["two\nlines\u{1b}]0;x\u{7}".into()]);
-        assert_eq!(t.render(false).rows, ["two\\nlines\\u{1b}]0;x\\u{7}"]);
-        // Issue 25 item 7: bidi and zero-width characters are escaped too,
-        // so a name cannot read backwards and columns stay aligned.
-        let mut t = Table::with_headers(&["NAME", "STATUS"]);
-        t.row(vec!["safe\u{202e}txt.exe".into(), "active".into()]);
-        t.row(vec!["a\u{200b}\u{2066}b".into(), "paused".into()]);
-        assert_eq!(
-            t.render(false).rows,
-            [
-                "safe\\u{202e}txt.exe  active",
-                "a\\u{200b}\\u{2066}b   paused"
-            ]
         );
         assert_eq!(
             stream_blocks(Some("ok\r\n\u{1b}[31mred\tx\r\n"), None),

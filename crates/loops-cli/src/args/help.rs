@@ -23,6 +23,8 @@ Environment:
   LOOPS_HOSTNAME            the host name this machine's daemon records runs under
   LOOPS_SKIP_BACKUP=1       skip the automatic backup before a migration, gc, import or restore
   NO_COLOR, CLICOLOR=0      no colour; CLICOLOR_FORCE=1 colour even when piped
+  COLUMNS                   the width tables fit on a terminal (else the terminal's)
+  LOOPS_FORCE_TTY=1         lay tables out as on a terminal even when piped (tests)
   TZ                        the host time zone: cron without --tz, local --at times, output
 
 A run receives LOOPS_LOOP_ID, LOOPS_LOOP_NAME, LOOPS_RUN_ID and LOOPS_SCHEDULED_FOR (the slot, \

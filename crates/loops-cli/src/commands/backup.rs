@@ -167,14 +167,17 @@ impl Document for Backups {
             );
             return Ok(());
         }
+        // On a terminal the table fits its width (issue 28): PATH is cut
+        // at its start with `…`, so the file name stays. Times are local
+        // (`--json` keeps UTC).
         let mut table = Table::new(vec![
-            Column { header: "TAKEN" },
-            Column { header: "SIZE" },
-            Column { header: "PATH" },
+            Column::keep("TAKEN"),
+            Column::keep("SIZE"),
+            Column::shrink_start("PATH"),
         ]);
         for b in &self.backups {
             table.row(vec![
-                b.taken_at.to_string(),
+                crate::human::local_seconds(b.taken_at),
                 render::bytes(b.size_bytes),
                 b.path.display().to_string(),
             ]);

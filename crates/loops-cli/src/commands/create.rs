@@ -344,8 +344,8 @@ fn warn_if_provider_missing(warnings: &mut Warnings, target: &Target) {
     }
 }
 
-/// The loop's next run, or `-`.
+/// The loop's next run in local time with its offset (issue 28), or `-`.
 fn next_run(lp: &Loop) -> String {
     lp.next_run_at
-        .map_or_else(|| "-".to_owned(), |t| t.to_string())
+        .map_or_else(|| "-".to_owned(), crate::human::local_iso)
 }

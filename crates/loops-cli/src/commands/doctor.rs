@@ -11,7 +11,8 @@ use super::now;
 use crate::args::daemon::DoctorArgs;
 use crate::context::Context;
 use crate::exit::Outcome;
-use crate::render::Printer;
+use crate::human;
+use crate::render::{Column, Printer, Table};
 use crate::request::{self, Document, Request, Warnings};
 use crate::service::doctor::{self, CheckStatus, DoctorOptions, DoctorReport};
 
@@ -46,11 +47,22 @@ impl Document for DoctorReport {
         Ok(out.json(&serde_json::to_value(self)?)?)
     }
 
+    /// A line per check, as a table without a header: on a terminal the
+    /// message is cut with `…` to fit its width (issue 28); the status and
+    /// the check's id never are. Instants are local (`--json` keeps UTC).
     fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
-        for line in doctor_lines(self) {
-            out.line(&line)?;
+        let mut table = Table::new(vec![
+            Column::keep("STATUS"),
+            Column::keep("CHECK"),
+            Column::shrink("MESSAGE"),
+        ])
+        .headless();
+        for (status, id, message) in doctor_rows(self) {
+            let message = human::localize_instants(&message).into_owned();
+            // Padded, so the messages line up whatever the statuses.
+            table.row(vec![format!("{:<4}", status.as_str()), id, message]);
         }
-        Ok(())
+        Ok(out.table(&table, |_| Vec::new())?)
     }
 
     /// SPEC §9 item 31: the exit code does not depend on the output mode.
@@ -63,18 +75,23 @@ impl Document for DoctorReport {
     }
 }
 
-/// The human report: a line per check, with the providers no loop uses
-/// folded into one line where the first of them stands.
-fn doctor_lines(report: &DoctorReport) -> Vec<String> {
+/// The human report: a row per check (status, id, message), with the
+/// providers no loop uses folded into one row where the first of them
+/// stands.
+fn doctor_rows(report: &DoctorReport) -> Vec<(CheckStatus, String, String)> {
     let folded: Vec<&doctor::Check> = report.checks.iter().filter(|c| c.folded).collect();
     let folded_line = doctor::providers::folded_line(&folded);
-    let mut rows: Vec<(CheckStatus, &str, String)> = Vec::new();
+    let mut rows: Vec<(CheckStatus, String, String)> = Vec::new();
     for check in &report.checks {
         if check.folded {
             if let Some((status, message)) = &folded_line
                 && !rows.iter().any(|r| r.1 == doctor::providers::FOLDED_ID)
             {
-                rows.push((*status, doctor::providers::FOLDED_ID, message.clone()));
+                rows.push((
+                    *status,
+                    doctor::providers::FOLDED_ID.to_owned(),
+                    message.clone(),
+                ));
             }
             continue;
         }
@@ -84,12 +101,7 @@ fn doctor_lines(report: &DoctorReport) -> Vec<String> {
             // which the `path` check already shows (`--json` keeps it).
             message.push_str(&format!(" ({})", crate::brief::without_path(detail)));
         }
-        rows.push((check.status, &check.id, message));
+        rows.push((check.status, check.id.clone(), message));
     }
-    // The id column is as wide as the longest id (a loop's preflight id
-    // is 27 characters), so the messages line up.
-    let width = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
-    rows.iter()
-        .map(|(status, id, message)| format!("{:<4}  {id:<width$}  {message}", status.as_str()))
-        .collect()
+    rows
 }

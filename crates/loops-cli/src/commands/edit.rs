@@ -134,7 +134,7 @@ impl Document for Edited {
             words.join(", ")
         };
         let next = match lp.next_run_at {
-            Some(t) => format!("next {t}"),
+            Some(t) => format!("next {}", crate::human::local_iso(t)),
             None => format!("no next run ({})", lp.status),
         };
         let name = crate::render::escape_controls(&lp.name, &[]);

@@ -16,7 +16,7 @@ use std::ops::ControlFlow;
 
 use anstyle::Style;
 use anyhow::{Result, bail};
-use loops_core::{Loop, LoopId, LoopRun, LoopStatus, Target};
+use loops_core::{Loop, LoopId, LoopRun, LoopStatus, RunStatus, Schedule, Target};
 use loops_store::{DeleteHistory, DeleteOutcome, LoopChange, LoopFilter, RunFilter, Store};
 use serde_json::json;
 
@@ -27,7 +27,7 @@ use crate::exit::Outcome;
 use crate::hint;
 use crate::human;
 use crate::redact;
-use crate::render::{self, Printer, Table};
+use crate::render::{self, Column, Printer, Table};
 use crate::request::{self, Document, Request, Warnings};
 use crate::resolve;
 
@@ -143,19 +143,18 @@ impl Document for Listed {
             return Ok(());
         }
         let now = human::display_now();
-        let mut table =
-            Table::with_headers(&["ID", "NAME", "STATUS", "SCHEDULE", "NEXT RUN", "LAST RUN"]);
+        let mut table = list_table();
         for lp in &loops {
-            let active = lp.status == LoopStatus::Active;
-            let (next, overdue) = human::next_run(lp.next_run_at, active, now);
             let last = last_run(store, &lp.id)?;
+            let status = shown_status(lp, last.as_ref());
+            let (next, overdue) = match lp.status {
+                LoopStatus::Paused => ("paused".to_owned(), false),
+                status => human::next_run(lp.next_run_at, status == LoopStatus::Active, now),
+            };
             table.styled_row(vec![
                 (lp.id.to_string(), Style::new()),
                 (name_with_labels(lp), Style::new()),
-                (
-                    lp.status.to_string(),
-                    render::status_style(lp.status.as_str()),
-                ),
+                (status.to_owned(), render::status_style(status)),
                 (human::schedule(&lp.schedule), Style::new()),
                 (
                     next,
@@ -192,6 +191,31 @@ impl Document for Listed {
             hint::no_daemon(ctx, store, super::now());
         }
         Ok(())
+    }
+}
+
+/// `list`'s columns. On a terminal the table fits its width (issue 28):
+/// below 80 columns LAST RUN is dropped first, then SCHEDULE; then NAME
+/// (with its labels), SCHEDULE and LAST RUN are cut with `…`. ID, STATUS
+/// and NEXT RUN are never cut.
+fn list_table() -> Table {
+    Table::new(vec![
+        Column::keep("ID"),
+        Column::shrink("NAME"),
+        Column::keep("STATUS"),
+        Column::shrink("SCHEDULE").optional(1),
+        Column::keep("NEXT RUN"),
+        Column::shrink("LAST RUN").optional(0),
+    ])
+}
+
+/// A loop's status as `list` shows it: `done` for a once-loop that ran and
+/// so stopped (issue 28), else its stored status (`--json` keeps that).
+fn shown_status(lp: &Loop, last: Option<&LoopRun>) -> &'static str {
+    let ran = last.is_some_and(|run| run.status != RunStatus::Running);
+    match (&lp.schedule, lp.status) {
+        (Schedule::Once { .. }, LoopStatus::Stopped) if ran => "done",
+        _ => lp.status.as_str(),
     }
 }
 
@@ -356,7 +380,8 @@ impl Document for StatusChanged {
     }
 
     /// `<id> <status>`, or `<id> already <status>` when nothing changed
-    /// (issue 28), plus `next=<nextRunAt>` after a resume.
+    /// (issue 28), plus `next=<nextRunAt>` after a resume, in local time
+    /// with its offset (`--json` keeps UTC).
     fn human(&self, ctx: &Context, out: &mut Printer) -> Result<()> {
         let lp = &self.lp;
         let already = if self.already { "already " } else { "" };
@@ -364,7 +389,7 @@ impl Document for StatusChanged {
         if self.change == Change::Resume {
             let next = lp
                 .next_run_at
-                .map_or_else(|| "-".to_owned(), |t| t.to_string());
+                .map_or_else(|| "-".to_owned(), human::local_iso);
             line.push_str(&format!(" next={next}"));
         }
         out.line(&line)?;

@@ -6,6 +6,11 @@
 //! error; when `--limit` cut the listing, a note on stderr says so (as
 //! `list --limit` does); no runs is said on stderr with an empty stdout;
 //! and a run id prints that one run (JSON: the same array, one element).
+//!
+//! Issue 28: the human table is sorted by start, newest first, and shows
+//! the start; each run shows its loop's current name (a run keeps the name
+//! it ran under, which a rename leaves behind), and a removed loop's runs
+//! say `(removed)`. `--json` keeps the stored rows and their order.
 
 use anstyle::Style;
 use anyhow::Result;
@@ -17,12 +22,9 @@ use crate::context::Context;
 use crate::exit::Outcome;
 use crate::human;
 use crate::redact::{self, Output};
-use crate::render::{self, Printer, Table};
+use crate::render::{self, Column, Printer, Table};
 use crate::request::{self, Document, Request, Warnings};
 use crate::resolve;
-
-/// How much of an error's first line the table shows.
-const ERROR_WIDTH: usize = 60;
 
 /// What the argument of `runs` names.
 enum Subject {
@@ -64,6 +66,9 @@ struct Runs {
     labels: Vec<String>,
 }
 
+/// Loops by id: the current name, or `None` for a removed loop.
+type Names = std::collections::HashMap<LoopId, Option<String>>;
+
 /// What `runs` returns.
 enum RunsListed {
     /// The run a run id named.
@@ -73,6 +78,8 @@ enum RunsListed {
         runs: Vec<LoopRun>,
         output: Output,
         cut: bool,
+        /// Each run's loop's current name, `None` for a removed loop.
+        names: Names,
     },
 }
 
@@ -100,10 +107,17 @@ impl Request for Runs {
         )?;
         let cut = runs.len() > self.limit as usize;
         runs.truncate(self.limit as usize);
+        let mut names = Names::new();
+        for run in &runs {
+            if let std::collections::hash_map::Entry::Vacant(name) = names.entry(run.loop_id) {
+                name.insert(store.get_loop(&run.loop_id)?.map(|lp| lp.name));
+            }
+        }
         Ok(RunsListed::Many {
             runs,
             output: self.output,
             cut,
+            names,
         })
     }
 }
@@ -118,11 +132,16 @@ impl Document for RunsListed {
     }
 
     fn human(&self, ctx: &Context, out: &mut Printer) -> Result<()> {
-        let (runs, output, cut) = match self {
+        let (runs, output, cut, names) = match self {
             RunsListed::One(run, output) => return print_one(ctx, run, *output, out),
-            RunsListed::Many { runs, output, cut } => (runs, *output, *cut),
+            RunsListed::Many {
+                runs,
+                output,
+                cut,
+                names,
+            } => (runs, *output, *cut, names),
         };
-        print_table(ctx, runs, output, out)?;
+        print_table(ctx, runs, names, output, out)?;
         if runs.is_empty() {
             ctx.hint("no runs yet");
         } else if cut {
@@ -144,24 +163,64 @@ fn print_json(runs: &[LoopRun], output: Output, out: &mut Printer) -> Result<()>
     Ok(())
 }
 
-/// Prints runs as a table, each row followed by its output blocks with
-/// `--show-output`.
-fn print_table(ctx: &Context, runs: &[LoopRun], output: Output, out: &mut Printer) -> Result<()> {
+/// `runs`' columns. On a terminal the table fits its width (issue 28):
+/// below 80 columns ATTEMPT is dropped first, then COST, CLASS, DURATION
+/// and EXIT; then LOOP and ERROR are cut with `…`. RUN, STATUS and
+/// STARTED are never cut.
+fn runs_table(classes: bool, costs: bool) -> Table {
+    let mut columns = vec![
+        Column::keep("RUN"),
+        Column::shrink("LOOP"),
+        Column::keep("STATUS"),
+    ];
+    columns.extend(classes.then_some(Column::keep("CLASS").optional(2)));
+    columns.extend([
+        Column::keep("ATTEMPT").optional(0),
+        Column::keep("EXIT").optional(4),
+        Column::keep("DURATION").optional(3),
+    ]);
+    columns.extend(costs.then_some(Column::keep("COST").optional(1)));
+    columns.extend([Column::keep("STARTED"), Column::shrink("ERROR")]);
+    Table::new(columns)
+}
+
+/// When a run started, else when its row was written (a run that never
+/// started).
+fn start(run: &LoopRun) -> Timestamp {
+    run.started_at.unwrap_or(run.created_at)
+}
+
+/// The name a run's row shows: its loop's current name, or the name it
+/// ran under and `(removed)` when the loop is gone.
+fn loop_cell(run: &LoopRun, names: &Names) -> String {
+    match names.get(&run.loop_id) {
+        Some(Some(name)) => name.clone(),
+        Some(None) => format!("{} (removed)", run.loop_name),
+        None => run.loop_name.clone(),
+    }
+}
+
+/// Prints runs as a table, newest start first, each row followed by its
+/// output blocks with `--show-output`.
+fn print_table(
+    ctx: &Context,
+    runs: &[LoopRun],
+    names: &Names,
+    output: Output,
+    out: &mut Printer,
+) -> Result<()> {
     let now = human::display_now();
+    let mut runs: Vec<&LoopRun> = runs.iter().collect();
+    runs.sort_by_key(|run| std::cmp::Reverse(start(run)));
     // Issue 27: the class and the cost columns appear when a run listed
     // has one, so a listing of plain commands reads as before.
     let classes = runs.iter().any(|r| r.facts.failure_class.is_some());
     let costs = runs.iter().any(|r| r.facts.cost_usd.is_some());
-    let mut headers = vec!["RUN", "LOOP", "STATUS"];
-    headers.extend(classes.then_some("CLASS"));
-    headers.extend(["ATTEMPT", "EXIT", "DURATION"]);
-    headers.extend(costs.then_some("COST"));
-    headers.extend(["WHEN", "ERROR"]);
-    let mut table = Table::with_headers(&headers);
-    for run in runs {
+    let mut table = runs_table(classes, costs);
+    for run in &runs {
         let mut row = vec![
             (run.id.to_string(), Style::new()),
-            (run.loop_name.clone(), Style::new()),
+            (loop_cell(run, names), Style::new()),
             (
                 run.status.to_string(),
                 render::status_style(run.status.as_str()),
@@ -189,11 +248,11 @@ fn print_table(ctx: &Context, runs: &[LoopRun], output: Output, out: &mut Printe
             row.push((cost.unwrap_or_else(|| "-".to_owned()), Style::new()));
         }
         row.extend([
-            (human::when(human::run_instant(run), now), Style::new()),
+            (human::when(start(run), now), Style::new()),
             (
                 run.error
                     .as_deref()
-                    .map(|e| human::first_line(&ctx.error_text(e), ERROR_WIDTH))
+                    .map(|e| human::first_line(&ctx.error_text(e), usize::MAX))
                     .unwrap_or_default(),
                 render::status_style("failed"),
             ),

@@ -13,7 +13,7 @@ use super::daemon_paths;
 use crate::commands::now;
 use crate::context::Context;
 use crate::human;
-use crate::render::{Printer, escape_controls};
+use crate::render::{self, Printer, escape_controls};
 use crate::request::{Document, Request, Warnings};
 use crate::service::control;
 use crate::service::log;
@@ -277,7 +277,40 @@ impl Document for LogTail {
         Ok(())
     }
 
+    /// The same lines, their instants in local time (issue 28), each cut
+    /// to a terminal's width with `…` (whole when piped).
     fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
-        self.json(out)
+        if self.text.is_empty() {
+            out.line("")?;
+        }
+        for line in self.text.lines() {
+            out.fitted_line(&human::localize_instants(line))?;
+        }
+        if !self.follow {
+            return Ok(());
+        }
+        out.flush()?;
+        let layout = out.layout();
+        let mut stdout = std::io::stdout().lock();
+        // A line is rewritten from its start; the rest of a line the
+        // writer had not finished when it was read goes out as it comes.
+        let mut at_start = true;
+        log::follow(&self.path, self.read, FOLLOW_POLL, &mut |chunk| {
+            for piece in chunk.split_inclusive('\n') {
+                let (body, end) = match piece.strip_suffix('\n') {
+                    Some(body) => (body, "\n"),
+                    None => (piece, ""),
+                };
+                if at_start {
+                    let local = human::localize_instants(body);
+                    write!(stdout, "{}{end}", render::fit_line(&local, layout))?;
+                } else {
+                    write!(stdout, "{body}{end}")?;
+                }
+                at_start = !end.is_empty();
+            }
+            stdout.flush()
+        })?;
+        Ok(())
     }
 }

@@ -142,30 +142,25 @@ fn human(ctx: &Context, file: &str, report: &ImportReport, out: &mut Printer) ->
         report.schema_version
     ))?;
     let mut columns = vec![
-        Column { header: "TABLE" },
-        Column { header: "IN FILE" },
-        Column { header: "NEW" },
-        Column { header: "EXISTING" },
-        Column { header: "DIFFER" },
-        Column { header: "SKIPPED" },
+        Column::keep("TABLE"),
+        Column::keep("IN FILE"),
+        Column::keep("NEW"),
+        Column::keep("EXISTING"),
+        Column::keep("DIFFER"),
+        Column::keep("SKIPPED"),
     ];
     if report.replace {
-        columns.push(Column { header: "REPLACED" });
+        columns.push(Column::keep("REPLACED"));
     }
-    columns.extend([
-        Column {
-            header: "CONFLICTS",
-        },
-        Column { header: "RUNNING" },
-    ]);
+    columns.extend([Column::keep("CONFLICTS"), Column::keep("RUNNING")]);
     // Issue 25: shown when there is something to count.
     let kept = report.kept_count() > 0;
     let invalid = report.invalid_count() > 0;
     if kept {
-        columns.push(Column { header: "KEPT" });
+        columns.push(Column::keep("KEPT"));
     }
     if invalid {
-        columns.push(Column { header: "INVALID" });
+        columns.push(Column::keep("INVALID"));
     }
     let mut table = render::Table::new(columns);
     for t in &report.tables {

@@ -21,6 +21,7 @@ use crate::args::workflow::{CancelArgs, EventsArgs, InspectArgs, RecoverArgs, Ru
 use crate::commands::now;
 use crate::context::Context;
 use crate::exit::Outcome;
+use crate::human;
 use crate::redact::{self, Output};
 use crate::render::{Column, Printer, Table};
 use crate::request::{self, Document, Request, Warnings};
@@ -75,11 +76,15 @@ impl Document for WorkflowRunsListed {
     }
 
     fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
+        // On a terminal the table fits its width (issue 28): WORKFLOW is
+        // cut with `…`; nothing is dropped. Times are local (`--json`
+        // keeps UTC).
+        let now = human::display_now();
         let mut table = Table::new(vec![
-            Column { header: "RUN" },
-            Column { header: "STATUS" },
-            Column { header: "WORKFLOW" },
-            Column { header: "STARTED" },
+            Column::keep("RUN"),
+            Column::keep("STATUS"),
+            Column::shrink("WORKFLOW"),
+            Column::keep("STARTED"),
         ]);
         for run in &self.0 {
             table.row(vec![
@@ -87,7 +92,7 @@ impl Document for WorkflowRunsListed {
                 run.status.to_string(),
                 run.workflow_name.clone(),
                 run.started_at
-                    .map_or_else(|| "-".to_owned(), |t| t.to_string()),
+                    .map_or_else(|| "-".to_owned(), |t| human::when(t, now)),
             ]);
         }
         out.table(&table, |_| Vec::new())?;
@@ -202,20 +207,21 @@ impl Document for Events {
         Ok(())
     }
 
-    /// `<seq padStart 3 "0">  <type>  <stepId or ->  <createdAt>`, aligned.
+    /// `<seq padStart 3 "0">  <type>  <stepId or ->  <createdAt>`, aligned,
+    /// the instant in local time (issue 28).
     fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
         let mut table = Table::new(vec![
-            Column { header: "SEQ" },
-            Column { header: "EVENT" },
-            Column { header: "STEP" },
-            Column { header: "AT" },
+            Column::keep("SEQ"),
+            Column::keep("EVENT"),
+            Column::keep("STEP"),
+            Column::keep("AT"),
         ]);
         for event in &self.0 {
             table.row(vec![
                 format!("{:03}", event.sequence),
                 event.event_type.clone(),
                 event.step_id.clone().unwrap_or_else(|| "-".to_owned()),
-                event.created_at.to_string(),
+                human::local_seconds(event.created_at),
             ]);
         }
         out.table(&table, |_| Vec::new())?;

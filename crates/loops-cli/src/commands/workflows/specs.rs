@@ -384,11 +384,13 @@ impl Document for WorkflowsListed {
     }
 
     fn human(&self, ctx: &Context, out: &mut Printer) -> Result<()> {
+        // On a terminal the table fits its width (issue 28): NAME is cut
+        // with `…`; nothing is dropped.
         let mut table = Table::new(vec![
-            Column { header: "ID" },
-            Column { header: "STATUS" },
-            Column { header: "STEPS" },
-            Column { header: "NAME" },
+            Column::keep("ID"),
+            Column::keep("STATUS"),
+            Column::keep("STEPS"),
+            Column::shrink("NAME"),
         ]);
         for spec in &self.workflows {
             table.row(vec![
