@@ -76,6 +76,8 @@ fn a_run(slot: &str, attempt: u32, status: RunStatus) -> LoopRun {
         claim_token: None,
         facts: Default::default(),
         last_output_at: Default::default(),
+        cancel_requested_at: Default::default(),
+        cancelled_by: Default::default(),
     }
 }
 
