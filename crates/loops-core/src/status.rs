@@ -414,6 +414,7 @@ mod tests {
     #[test]
     fn state_machine_predicates() {
         assert!(RunStatus::Succeeded.is_terminal() && RunStatus::Skipped.is_terminal());
+        assert!(RunStatus::Cancelled.is_terminal() && !RunStatus::Cancelled.is_retryable());
         assert!(!RunStatus::Failed.is_terminal() && RunStatus::Abandoned.is_retryable());
         assert!(WorkflowRunStatus::Cancelled.is_terminal());
         assert!(!WorkflowRunStatus::Running.is_terminal());

@@ -182,6 +182,19 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[test]
+    fn a_cancel_may_name_its_grace_and_the_first_cancel_decides_it() {
+        let token = CancelToken::new();
+        assert_eq!(token.grace(), None);
+        token.cancel_with_grace("cancelled by ann@box", Duration::from_secs(7));
+        token.cancel_with_grace("later", Duration::from_secs(1));
+        assert_eq!(token.grace(), Some(Duration::from_secs(7)));
+        let plain = CancelToken::new();
+        plain.cancel("shutdown");
+        plain.cancel_with_grace("later", Duration::from_secs(1));
+        assert_eq!(plain.grace(), None);
+    }
+
+    #[test]
     fn first_reason_wins_and_wakers_run_once() {
         let token = CancelToken::new();
         let calls = Arc::new(AtomicUsize::new(0));

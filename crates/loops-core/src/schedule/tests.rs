@@ -521,6 +521,20 @@ fn plan_advance_counts_streaks() {
         (LoopStatus::Active, Streak::Unchanged)
     );
 
+    // Issue 28: a cancelled run is neutral too, and never retried, even
+    // when the caller says it did not succeed.
+    let mut lp = a_loop(every(60_000), "2026-01-01T00:00:00Z");
+    lp.max_attempts = 3;
+    lp.policy.pause_after_failures = Some(1);
+    let cancelled = a_run("2026-01-01T00:00:00Z", 1, RunStatus::Cancelled);
+    let plan = plan_advance(&lp, &cancelled, finished, false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (plan.status, plan.streak, plan.retry_scheduled_for),
+        (LoopStatus::Active, Streak::Unchanged, None)
+    );
+
     let mut lp = a_loop(every(60_000), "2026-01-01T00:00:00Z");
     lp.max_attempts = 2;
     lp.policy.pause_after_failures = Some(2);
