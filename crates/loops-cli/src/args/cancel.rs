@@ -37,7 +37,8 @@ pub(crate) struct CancelArgs {
     pub(crate) by: Option<String>,
 }
 
-/// `--cancel` of `stop` and `remove`.
+// `--cancel` of `stop` and `remove` (a `//` comment: a doc comment here
+// would replace the command's summary, see the parent module).
 #[derive(Debug, Clone, Args)]
 pub(crate) struct CancelFlags {
     /// Cancel the loop's running runs first (see loops cancel) [default:
