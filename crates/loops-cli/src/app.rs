@@ -3,8 +3,8 @@
 use crate::args::{Cli, Command, Create};
 use crate::commands::daemon::Binary;
 use crate::commands::{
-    backup, cost, create, daemon, docs, doctor, edit, execute, gc, health, labels, logs, manage,
-    next, restore, runs, transfer, workflows,
+    backup, cancel, cost, create, daemon, docs, doctor, edit, execute, gc, health, labels, logs,
+    manage, next, restore, runs, transfer, workflows,
 };
 use crate::context::Context;
 use crate::exit::Outcome;
@@ -117,6 +117,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut Printer) -> Result<Outcom
         Command::Resume(args) => manage::resume(ctx, &args, out),
         Command::Stop(args) => manage::stop(ctx, &args, out),
         Command::Remove(args) => manage::remove(ctx, &args, out),
+        Command::Cancel(args) => cancel::run(ctx, &args, out),
         Command::RunNow(args) => execute::run_now(ctx, &args, out),
         Command::Tick(args) => execute::tick(ctx, &args, out),
         Command::Gc(args) => gc::run(ctx, &args, out),
@@ -158,6 +159,7 @@ fn changes_loops(command: &Command) -> bool {
             | Command::Resume(_)
             | Command::Stop(_)
             | Command::Remove(_)
+            | Command::Cancel(_)
             | Command::RunNow(_)
             | Command::Tick(_)
     )

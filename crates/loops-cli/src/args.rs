@@ -15,6 +15,7 @@
 use clap::{Args, Parser, Subcommand};
 
 pub(crate) mod agent;
+pub(crate) mod cancel;
 pub(crate) mod daemon;
 pub(crate) mod edit;
 pub(crate) mod help;
@@ -115,10 +116,13 @@ pub(crate) enum Command {
     Resume(LoopRef),
     /// Stop a loop and clear its next run.
     #[command(after_help = crate::args::help::STOP)]
-    Stop(LoopRef),
+    Stop(cancel::StopArgs),
     /// Remove a loop; its run history is kept unless --purge is given.
     #[command(visible_alias = "rm", after_help = crate::args::help::REMOVE)]
     Remove(RemoveArgs),
+    /// Cancel a running run, or a loop's running runs.
+    #[command(after_help = cancel::CANCEL_AFTER_HELP)]
+    Cancel(cancel::CancelArgs),
     /// Run a loop now, whatever its status, and wait for the result.
     #[command(after_help = crate::args::help::RUN_NOW)]
     RunNow(RunNowArgs),
@@ -519,6 +523,9 @@ pub(crate) struct RemoveArgs {
     /// Also delete the loop's run history [default: keep it].
     #[arg(long)]
     pub(crate) purge: bool,
+
+    #[command(flatten)]
+    pub(crate) cancel: cancel::CancelFlags,
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,7 @@
 //! `gc`, `transfer` (export, import), and `docs` (completions, man pages).
 
 pub(crate) mod backup;
+pub(crate) mod cancel;
 pub(crate) mod cost;
 pub(crate) mod create;
 pub(crate) mod daemon;

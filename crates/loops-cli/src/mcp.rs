@@ -23,6 +23,7 @@
 //! other commands start as before; each tool call runs its command on a
 //! blocking thread of its own (`server`).
 
+mod cancel;
 mod health;
 mod mask;
 mod params;

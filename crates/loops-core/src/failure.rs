@@ -286,7 +286,7 @@ static SIGSEGV: LazyLock<Regex> = LazyLock::new(|| pattern("sigsegv|segmentation
 /// ```
 pub fn classify(input: &FailureInput<'_>) -> Option<Classified> {
     match input.status {
-        RunStatus::Succeeded | RunStatus::Running => return None,
+        RunStatus::Succeeded | RunStatus::Running | RunStatus::Cancelled => return None,
         RunStatus::Skipped if input.exit_code == Some(75) => return None,
         _ => {}
     }

@@ -375,7 +375,8 @@ pub fn plan_advance(
 ///   `None`, and the pending retry cleared; a success counts toward
 ///   `expiresAfterRuns` (expired when reached) and a final failure toward
 ///   `pauseAfterFailures` (paused, with the reason, when reached); a
-///   skipped run counts toward neither.
+///   skipped or cancelled run counts toward neither, and a cancelled run
+///   is never retried (issue 28).
 ///
 /// `random` is the caller's draw in `[0, 1)` for the backoff's jitter:
 /// core reads no randomness itself. The caller re-reads the loop and writes
@@ -397,7 +398,9 @@ pub fn plan_advance_with(
     } else {
         by_class::auth_pause_reason(lp, run)
     };
-    if !succeeded && auth_pause.is_none() && run.attempt < lp.max_attempts {
+    // Issue 28: a cancelled run is never retried.
+    let retry = !succeeded && run.status != RunStatus::Cancelled;
+    if retry && auth_pause.is_none() && run.attempt < lp.max_attempts {
         return Ok(Some(LoopAdvance {
             status: LoopStatus::Active,
             next_run_at: Some(by_class::retry_due(lp, run, finished_at, random)?),
@@ -418,7 +421,7 @@ pub fn plan_advance_with(
         streak: Streak::Unchanged,
         paused_reason: None,
     };
-    if run.status == RunStatus::Skipped {
+    if matches!(run.status, RunStatus::Skipped | RunStatus::Cancelled) {
         return Ok(Some(plan));
     }
     // A run that may not be retried (a cancelled workflow) advances as a

@@ -108,7 +108,7 @@ impl Backoff {
 
 string_enum!(
     /// Loop run status (SPEC §1.5).
-    RunStatus, "run status", "running, succeeded, failed, timed_out, abandoned, skipped" {
+    RunStatus, "run status", "running, succeeded, failed, timed_out, abandoned, skipped, cancelled" {
         /// Claimed and executing under a lease.
         Running => "running",
         /// Exited 0. Terminal.
@@ -121,13 +121,20 @@ string_enum!(
         Abandoned => "abandoned",
         /// Not run because of the overlap policy. Terminal.
         Skipped => "skipped",
+        /// Stopped by `loops cancel` (issue 28). Terminal: never retried,
+        /// and counted toward neither streak.
+        Cancelled => "cancelled",
     }
 );
 
 impl RunStatus {
-    /// Succeeded or skipped: the slot can never be claimed again.
+    /// Succeeded, skipped or cancelled: the slot can never be claimed
+    /// again.
     pub fn is_terminal(self) -> bool {
-        matches!(self, RunStatus::Succeeded | RunStatus::Skipped)
+        matches!(
+            self,
+            RunStatus::Succeeded | RunStatus::Skipped | RunStatus::Cancelled
+        )
     }
 
     /// Failed, timed out or abandoned: re-claimable while attempts remain.
@@ -407,6 +414,7 @@ mod tests {
     #[test]
     fn state_machine_predicates() {
         assert!(RunStatus::Succeeded.is_terminal() && RunStatus::Skipped.is_terminal());
+        assert!(RunStatus::Cancelled.is_terminal() && !RunStatus::Cancelled.is_retryable());
         assert!(!RunStatus::Failed.is_terminal() && RunStatus::Abandoned.is_retryable());
         assert!(WorkflowRunStatus::Cancelled.is_terminal());
         assert!(!WorkflowRunStatus::Running.is_terminal());

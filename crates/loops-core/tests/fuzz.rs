@@ -1647,7 +1647,8 @@ fn schedule_math_never_panics_on_valid_input() {
             error: None,
             created_at: slot,
             updated_at: finished,
-            claim_token: None, facts: Default::default(), last_output_at: Default::default(), };
+            claim_token: None, facts: Default::default(), last_output_at: Default::default(),
+            cancel_requested_at: Default::default(), cancelled_by: Default::default(), };
         match plan_advance(&lp, &loop_run, finished, succeeded) {
             Ok(None) => prop_assert!(run_status == RunStatus::Running || status != LoopStatus::Active),
             Ok(Some(advance)) => {

@@ -43,6 +43,9 @@ type Waker = Box<dyn Fn() + Send>;
 #[derive(Default)]
 struct State {
     reason: Option<String>,
+    /// The grace between SIGTERM and SIGKILL the cancel asks for, when it
+    /// names one (`loops cancel --grace`).
+    grace: Option<Duration>,
     next_id: u64,
     wakers: BTreeMap<u64, Waker>,
 }
@@ -56,11 +59,26 @@ impl CancelToken {
     /// Cancels the token. The first reason wins; later calls do nothing.
     /// An empty reason is recorded as `cancelled`.
     pub fn cancel(&self, reason: impl Into<String>) {
+        self.cancel_inner(reason.into(), None);
+    }
+
+    /// [`CancelToken::cancel`] that also asks for `grace` between SIGTERM
+    /// and SIGKILL in place of the runner's own (`loops cancel --grace`).
+    pub fn cancel_with_grace(&self, reason: impl Into<String>, grace: Duration) {
+        self.cancel_inner(reason.into(), Some(grace));
+    }
+
+    /// The grace the first cancel asked for, if it named one.
+    pub fn grace(&self) -> Option<Duration> {
+        self.lock().grace
+    }
+
+    fn cancel_inner(&self, reason: String, grace: Option<Duration>) {
         let mut state = self.lock();
         if state.reason.is_some() {
             return;
         }
-        let reason = reason.into();
+        state.grace = grace;
         state.reason = Some(if reason.is_empty() {
             "cancelled".to_owned()
         } else {
@@ -162,6 +180,19 @@ impl Drop for Subscription {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn a_cancel_may_name_its_grace_and_the_first_cancel_decides_it() {
+        let token = CancelToken::new();
+        assert_eq!(token.grace(), None);
+        token.cancel_with_grace("cancelled by ann@box", Duration::from_secs(7));
+        token.cancel_with_grace("later", Duration::from_secs(1));
+        assert_eq!(token.grace(), Some(Duration::from_secs(7)));
+        let plain = CancelToken::new();
+        plain.cancel("shutdown");
+        plain.cancel_with_grace("later", Duration::from_secs(1));
+        assert_eq!(plain.grace(), None);
+    }
 
     #[test]
     fn first_reason_wins_and_wakers_run_once() {

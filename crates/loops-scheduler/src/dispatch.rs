@@ -27,6 +27,7 @@
 //! - no run is left without a heartbeat: whoever drops the dispatcher with
 //!   runs in flight cancels them.
 
+mod cancel;
 mod cost_cap;
 mod hooks;
 mod lanes;

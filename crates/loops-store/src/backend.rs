@@ -31,7 +31,8 @@ use crate::lease::{LeaseAcquire, LeaseHeartbeat, LeaseRelease, LeaseRequest};
 use crate::loops::{DeleteHistory, DeleteOutcome, LoopChange, LoopFilter, LoopUpdate};
 use crate::members::DaemonMember;
 use crate::runs::{
-    Claim, FailureGroup, Fence, Finalized, Recovered, Released, RunCost, RunFilter, SkipOutcome,
+    CancelOutcome, CancelRequest, Claim, FailureGroup, Fence, Finalized, Recovered, Released,
+    RunCost, RunFilter, SkipOutcome,
 };
 use crate::sql::Sql;
 use crate::steps::StepOutcome;
@@ -50,6 +51,7 @@ pub(crate) trait Backend:
     + FactOps
     + ClaimOps
     + RecoveryOps
+    + CancelOps
     + ReleaseOps
     + LeaseOps
     + MemberOps
@@ -70,6 +72,7 @@ impl<T> Backend for T where
         + FactOps
         + ClaimOps
         + RecoveryOps
+        + CancelOps
         + ReleaseOps
         + LeaseOps
         + MemberOps
@@ -274,6 +277,29 @@ pub(crate) trait ClaimOps {
 pub(crate) trait RecoveryOps {
     /// [`Store::recover_expired_run_leases`](crate::Store::recover_expired_run_leases).
     fn recover_expired_run_leases(&self, now: Timestamp) -> Result<Vec<Recovered>>;
+}
+
+/// The `loop_runs` table: cancel requests (issue 28), written once over
+/// [`Db`](crate::sql::Db) in `runs/cancel.rs`.
+pub(crate) trait CancelOps {
+    /// [`Store::request_cancel`](crate::Store::request_cancel).
+    fn request_cancel(
+        &self,
+        id: &RunId,
+        by: &str,
+        grace_ms: u64,
+        now: Timestamp,
+    ) -> Result<Option<CancelOutcome>>;
+    /// [`Store::request_cancel_loop`](crate::Store::request_cancel_loop).
+    fn request_cancel_loop(
+        &self,
+        loop_id: &LoopId,
+        by: &str,
+        grace_ms: u64,
+        now: Timestamp,
+    ) -> Result<Vec<LoopRun>>;
+    /// [`Store::cancel_requests`](crate::Store::cancel_requests).
+    fn cancel_requests(&self, claimed_by: &str) -> Result<Vec<CancelRequest>>;
 }
 
 /// The part of [`ClaimOps`] that differs per backend: the transaction the

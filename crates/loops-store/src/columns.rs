@@ -244,7 +244,7 @@ columns!(
         "stdout", "stderr", "error", "created_at", "updated_at", "pid_start_ms", "spawn_id",
         "claim_token", "claimed_host", "failure_class", "failure_fingerprint", "session_id",
         "result", "cost_usd_nanos", "usage", "is_error", "worktree", "worktree_branch",
-        "last_output_at",
+        "last_output_at", "cancel_requested_at", "cancelled_by", "cancel_grace_ms",
     ]
 );
 
@@ -273,6 +273,8 @@ pub(crate) fn run_row(row: &dyn Fields) -> Col<LoopRun> {
         updated_at: instant(row, n, 17)?,
         claim_token: text_opt(row, n, 20)?,
         last_output_at: instant_opt(row, n, 31)?,
+        cancel_requested_at: instant_opt(row, n, 32)?,
+        cancelled_by: text_opt(row, n, 33)?,
         facts: RunFacts {
             failure_class: parsed_opt(row, n, 22)?,
             failure_fingerprint: text_opt(row, n, 23)?,
@@ -295,6 +297,12 @@ pub(crate) fn run_process(row: &dyn Fields) -> Col<Option<ProcessRef>> {
 /// The spawn id of a [`run_columns!`] row.
 pub(crate) fn run_spawn_id(row: &dyn Fields) -> Col<Option<String>> {
     text_opt(row, RUN_COLUMNS, 19)
+}
+
+/// The grace between SIGTERM and SIGKILL a cancel request of a
+/// [`run_columns!`] row asks for, in milliseconds.
+pub(crate) fn run_cancel_grace_ms(row: &dyn Fields) -> Col<Option<u64>> {
+    int_opt(row, RUN_COLUMNS, 34)
 }
 
 /// A [`run_columns!`] row with its recorded process.

@@ -75,9 +75,9 @@ pub use crate::loops::{
 };
 // `loop_runs`
 pub use crate::runs::{
-    Advance, Claim, DEFAULT_RUN_LIMIT, FAILURE_SAMPLE_CHARS, FailureGroup, Fence, Finalized,
-    INTERRUPTED_BY_SHUTDOWN, NotClaimed, OVERLAP_SKIP_REASON, Recovered, Released, RunCost,
-    RunFilter, SkipOutcome,
+    Advance, CancelOutcome, CancelRequest, Claim, DEFAULT_RUN_LIMIT, FAILURE_SAMPLE_CHARS,
+    FailureGroup, Fence, Finalized, INTERRUPTED_BY_SHUTDOWN, NotClaimed, OVERLAP_SKIP_REASON,
+    Recovered, Released, RunCost, RunFilter, SkipOutcome,
 };
 // `daemon_lease`
 pub use crate::lease::{LeaseAcquire, LeaseHeartbeat, LeaseRelease, LeaseRequest};

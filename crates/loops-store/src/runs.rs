@@ -14,6 +14,7 @@
 //! in the same transaction as the write that finished its run.
 
 pub(crate) mod advance;
+mod cancel;
 mod claim;
 pub(crate) mod facts;
 pub(crate) mod linked;
@@ -29,6 +30,7 @@ use loops_core::{
 
 pub use self::advance::Advance;
 pub(crate) use self::advance::advance_after;
+pub use self::cancel::{CancelOutcome, CancelRequest};
 pub use self::claim::{Claim, NotClaimed};
 pub use self::facts::{FAILURE_SAMPLE_CHARS, FailureGroup, RunCost};
 #[cfg(test)]

@@ -416,6 +416,8 @@ fn for_loop_run_links_the_run_and_its_slot() {
         claim_token: None,
         facts: Default::default(),
         last_output_at: Default::default(),
+        cancel_requested_at: Default::default(),
+        cancelled_by: Default::default(),
     };
     let input = NewWorkflowRun::new(&spec)
         .for_loop_run(&loop_run)

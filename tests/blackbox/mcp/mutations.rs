@@ -48,6 +48,7 @@ fn mutations_are_refused_without_the_variable_and_change_nothing() {
                 ("loops_pause", json!({"loop": "tick"})),
                 ("loops_resume", json!({"loop": "tick"})),
                 ("loops_stop", json!({"loop": f.loop_id})),
+                ("loops_cancel", json!({"target": f.loop_id})),
                 ("loops_run_now", json!({"loop": "tick"})),
                 (
                     "loops_labels_update",

@@ -101,13 +101,17 @@ pub(crate) const RESUME: &str = "Examples:
   loops resume backup";
 
 /// `stop`.
-pub(crate) const STOP: &str = "Examples:
-  loops stop backup";
+pub(crate) const STOP: &str = "A run still running goes on unless --cancel is given.
+
+Examples:
+  loops stop backup
+  loops stop backup --cancel    # also cancels its running run";
 
 /// `remove`.
 pub(crate) const REMOVE: &str = "Examples:
   loops remove backup           # keeps its run history
-  loops remove backup --purge   # deletes it too";
+  loops remove backup --purge   # deletes it too
+  loops remove backup --purge --cancel   # cancels its running run first";
 
 /// `run-now`.
 pub(crate) const RUN_NOW: &str = "Examples:
@@ -164,7 +168,7 @@ pub(crate) const MCP: &str =
     "Read tools: loops_list, loops_show, loops_runs, loops_health, loops_doctor, loops_daemon_status,
 loops_workflows_list, loops_workflow_read, loops_workflow_run_inspect, loops_workflow_validate.
 Mutations, refused unless the server's environment has LOOPS_MCP_ALLOW_MUTATIONS=true:
-loops_create_command, loops_create_workflow, loops_pause, loops_resume, loops_stop,
+loops_create_command, loops_create_workflow, loops_pause, loops_resume, loops_stop, loops_cancel,
 loops_run_now, loops_labels_update; the same goes for showOutput, and for preflight and
 promptFile in loops_workflow_validate. Each tool returns what its command's --json prints.
 The server runs until the client closes its stdin, or SIGINT/SIGTERM; a run it started

@@ -21,6 +21,7 @@ use loops_store::{DeleteHistory, DeleteOutcome, LoopChange, LoopFilter, RunFilte
 use serde_json::json;
 
 use super::now;
+use crate::args::cancel::{CancelFlags, StopArgs};
 use crate::args::{ListArgs, LoopRef, RemoveArgs};
 use crate::context::Context;
 use crate::exit::Outcome;
@@ -291,9 +292,16 @@ pub(crate) fn resume(ctx: &Context, args: &LoopRef, out: &mut Printer) -> Result
     change(ctx, args, out, Change::Resume)
 }
 
-/// `stop`: stopped, next run cleared.
-pub(crate) fn stop(ctx: &Context, args: &LoopRef, out: &mut Printer) -> Result<Outcome> {
-    change(ctx, args, out, Change::Stop)
+/// `stop`: stopped, next run cleared; with `--cancel`, its running runs
+/// cancelled (issue 28).
+pub(crate) fn stop(ctx: &Context, args: &StopArgs, out: &mut Printer) -> Result<Outcome> {
+    request::serve(ctx, out, |_| {
+        Ok(ChangeStatus {
+            target: args.target.target.clone(),
+            change: Change::Stop,
+            cancel: args.cancel.clone(),
+        })
+    })
 }
 
 fn change(ctx: &Context, args: &LoopRef, out: &mut Printer, change: Change) -> Result<Outcome> {
@@ -301,6 +309,7 @@ fn change(ctx: &Context, args: &LoopRef, out: &mut Printer, change: Change) -> R
         Ok(ChangeStatus {
             target: args.target.clone(),
             change,
+            cancel: CancelFlags::none(),
         })
     })
 }
@@ -330,6 +339,8 @@ struct ChangeStatus {
     /// The loop, by id or name.
     target: String,
     change: Change,
+    /// `stop --cancel` (issue 28).
+    cancel: CancelFlags,
 }
 
 /// What a status change returns: the changed loop, and the store, for the
@@ -346,7 +357,7 @@ impl Request for ChangeStatus {
     type Document = StatusChanged;
 
     /// Applies the change; a loop already so is no error.
-    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<StatusChanged> {
+    fn run(self, ctx: &Context, warnings: &mut Warnings) -> Result<StatusChanged> {
         let store = ctx.open_store()?;
         let lp = store.require_loop(&self.target)?;
         let changed = match self.change {
@@ -365,6 +376,10 @@ impl Request for ChangeStatus {
                 loop_.status
             ),
         };
+        if self.change == Change::Stop {
+            // Stopped first, so no new run starts while these end.
+            super::cancel::settle_running(ctx, &store, &lp, &self.cancel, false, warnings)?;
+        }
         Ok(StatusChanged {
             lp,
             change: self.change,
@@ -410,6 +425,7 @@ pub(crate) fn remove(ctx: &Context, args: &RemoveArgs, out: &mut Printer) -> Res
             } else {
                 DeleteHistory::Keep
             },
+            cancel: args.cancel.clone(),
         })
     })
 }
@@ -418,6 +434,8 @@ pub(crate) fn remove(ctx: &Context, args: &RemoveArgs, out: &mut Printer) -> Res
 struct Remove {
     target: String,
     history: DeleteHistory,
+    /// `--cancel` (issue 28).
+    cancel: CancelFlags,
 }
 
 /// What `remove` returns: the loop removed and its runs kept or deleted,
@@ -435,9 +453,15 @@ struct RemovedLoop {
 impl Request for Remove {
     type Document = Removed;
 
-    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<Removed> {
+    fn run(self, ctx: &Context, warnings: &mut Warnings) -> Result<Removed> {
         let store = ctx.open_store()?;
         let lp = store.require_loop(&self.target)?;
+        if self.cancel.cancel {
+            // Stopped first, so no new run starts while these end.
+            store.stop_loop(&lp.id, now())?;
+        }
+        let purge = self.history == DeleteHistory::Purge;
+        super::cancel::settle_running(ctx, &store, &lp, &self.cancel, purge, warnings)?;
         let kept = match self.history {
             DeleteHistory::Keep => count_runs(&store, &lp.id)?,
             DeleteHistory::Purge => 0,

@@ -155,8 +155,9 @@ pub(crate) const TOOLS: &[ToolDef] = &[
                       Needs LOOPS_MCP_ALLOW_MUTATIONS=true.",
         mutation: true,
         schema: schema::<LoopParams>,
-        call: stop,
+        call: super::cancel::stop,
     },
+    super::cancel::TOOL,
     ToolDef {
         name: "loops_run_now",
         description: "Run a loop now, wait for it, and return the finished run (loops run-now --json). \
@@ -291,7 +292,7 @@ fn list(ctx: &Context, args: &JsonObject, access: Access) -> Result<Captured> {
     )
 }
 
-fn one_loop(tool: &str, args: &JsonObject) -> Result<LoopRef> {
+pub(super) fn one_loop(tool: &str, args: &JsonObject) -> Result<LoopRef> {
     let p: LoopParams = parse(tool, args)?;
     Ok(LoopRef { target: p.target })
 }
@@ -483,10 +484,6 @@ fn pause(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
 
 fn resume(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
     run(ctx, Command::Resume(one_loop("loops_resume", args)?))
-}
-
-fn stop(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
-    run(ctx, Command::Stop(one_loop("loops_stop", args)?))
 }
 
 fn run_now(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {

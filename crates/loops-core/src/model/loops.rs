@@ -216,6 +216,13 @@ pub struct LoopRun {
     /// (issue 27); flattened into the run's JSON.
     #[serde(flatten)]
     pub facts: RunFacts,
+    /// When `loops cancel` asked for the run to stop (issue 28): the
+    /// runner holding it stops it and records it cancelled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_requested_at: Option<Timestamp>,
+    /// Who asked for the cancel: `user@host`, or `mcp` (issue 28).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled_by: Option<String>,
     /// The token of the claim that holds the run: a heartbeat or finalize
     /// fenced on it must carry the same (issue 15). Never serialized: it is
     /// a fencing value, not part of the run's record.

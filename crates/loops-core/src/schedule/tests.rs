@@ -76,6 +76,8 @@ fn a_run(slot: &str, attempt: u32, status: RunStatus) -> LoopRun {
         claim_token: None,
         facts: Default::default(),
         last_output_at: Default::default(),
+        cancel_requested_at: Default::default(),
+        cancelled_by: Default::default(),
     }
 }
 
@@ -517,6 +519,20 @@ fn plan_advance_counts_streaks() {
     assert_eq!(
         (plan.status, plan.streak),
         (LoopStatus::Active, Streak::Unchanged)
+    );
+
+    // Issue 28: a cancelled run is neutral too, and never retried, even
+    // when the caller says it did not succeed.
+    let mut lp = a_loop(every(60_000), "2026-01-01T00:00:00Z");
+    lp.max_attempts = 3;
+    lp.policy.pause_after_failures = Some(1);
+    let cancelled = a_run("2026-01-01T00:00:00Z", 1, RunStatus::Cancelled);
+    let plan = plan_advance(&lp, &cancelled, finished, false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (plan.status, plan.streak, plan.retry_scheduled_for),
+        (LoopStatus::Active, Streak::Unchanged, None)
     );
 
     let mut lp = a_loop(every(60_000), "2026-01-01T00:00:00Z");

@@ -133,7 +133,9 @@ impl Running {
                 }
             }
             if let Phase::Terminating(Teardown { since, .. }) = sup.phase {
-                let kill_due = since.checked_add(limits.kill_grace);
+                // A cancel may name its own grace (`loops cancel --grace`).
+                let grace = limits.cancel.and_then(CancelToken::grace);
+                let kill_due = since.checked_add(grace.unwrap_or(limits.kill_grace));
                 if reached(now, kill_due) {
                     sup.kill(now);
                 } else {

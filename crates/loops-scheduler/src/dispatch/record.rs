@@ -219,9 +219,11 @@ impl Dispatcher<'_, '_> {
     /// could no longer be recorded, and its slot may already run elsewhere.
     ///
     /// Finalizes that failed on a transient store error are tried again
-    /// here first, when due.
+    /// here first, when due, and the cancel requests on the runs in flight
+    /// are applied (issue 28).
     pub(crate) fn heartbeat(&mut self) -> Result<(), StoreError> {
         self.retry_unrecorded()?;
+        self.apply_cancel_requests()?;
         let now_instant = Instant::now();
         let mut failed = None;
         for f in self.inflight.values_mut() {
@@ -395,11 +397,14 @@ impl Dispatcher<'_, '_> {
                 return Ok(());
             }
             self.cancel_if_stopped();
+            // Cancel requests (issue 28) are looked for at least this
+            // often: nothing wakes a tick or a run-now for them.
             let wait = self
                 .next_heartbeat()
                 .map_or(Duration::from_millis(10), |t| {
                     t.saturating_duration_since(Instant::now())
-                });
+                })
+                .min(super::cancel::CANCEL_POLL);
             let report = self.wait(wait);
             // Renew due leases whatever woke us: a steady stream of reports
             // must not starve the heartbeats.

@@ -115,7 +115,9 @@ pub(crate) fn lock_loop_of_run(c: &mut dyn Sql, id: &RunId) -> Result<()> {
 
 /// The finalize `UPDATE`, with the test of whether the loop's
 /// `skip_exit_codes` (issue 17) hold the exit code `?5` spliced in: a
-/// failure with such a code is recorded skipped. `?10` is the fence's
+/// failure with such a code is recorded skipped. A run with a cancel
+/// request (issue 28) is recorded cancelled, however it ended: the user
+/// asked for it to stop, and it is then neither retried nor counted. `?10` is the fence's
 /// claimant, or NULL for an unfenced finalize, and `?12` its claim token,
 /// when it carries one; either way only a running row changes, so a
 /// terminal row never does. `pid_start_ms` survives only when the pid is
@@ -124,7 +126,8 @@ macro_rules! finalize_sql {
     ($skip_exit_code:literal) => {
         concat!(
             "UPDATE loop_runs SET
-               status = CASE WHEN CAST(?2 AS TEXT) = 'failed' AND CAST(?5 AS BIGINT) IS NOT NULL
+               status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'
+                 WHEN CAST(?2 AS TEXT) = 'failed' AND CAST(?5 AS BIGINT) IS NOT NULL
                  AND EXISTS (SELECT 1 FROM ",
             $skip_exit_code,
             ") THEN 'skipped' ELSE ?2 END,

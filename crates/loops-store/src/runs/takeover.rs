@@ -246,6 +246,8 @@ pub(crate) mod tests {
             claim_token: None,
             facts: Default::default(),
             last_output_at: Default::default(),
+            cancel_requested_at: Default::default(),
+            cancelled_by: Default::default(),
         }
     }
 

@@ -261,6 +261,10 @@ pub(crate) fn cells(record: &Record) -> Result<(Vec<&'static str>, Vec<Cell>)> {
                     text_opt(run.facts.worktree.as_deref()),
                     text_opt(run.facts.worktree_branch.as_deref()),
                     instant_opt(run.last_output_at),
+                    // The cancel request (V12); its grace is spent.
+                    instant_opt(run.cancel_requested_at),
+                    text_opt(run.cancelled_by.as_deref()),
+                    Cell::Int(None),
                 ],
             )
         }

@@ -71,6 +71,8 @@ pub(crate) fn a_run(attempt: u32, status: RunStatus) -> LoopRun {
         claim_token: None,
         facts: Default::default(),
         last_output_at: Default::default(),
+        cancel_requested_at: Default::default(),
+        cancelled_by: Default::default(),
     }
 }
 

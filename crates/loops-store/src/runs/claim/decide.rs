@@ -53,7 +53,7 @@ pub(crate) trait ClaimFacts: Alive {
 /// | none | [`Decision::Insert`] |
 /// | running, not to be taken ([`takeover`]) | `LeaseHeld` (also in another host's grace), `ProcessAlive`, `StepProcessAlive` |
 /// | running, to be taken | [`Decision::Reclaim`] |
-/// | succeeded, skipped | `Finished` |
+/// | succeeded, skipped, cancelled | `Finished` |
 /// | failed, timed out, abandoned | [`Decision::Retry`] while it may run again, else `AttemptsExhausted` |
 ///
 /// A decision that would start a run (insert, reclaim, retry) is refused
@@ -77,7 +77,7 @@ pub(crate) fn decide(
                 Takeover::ProcessAlive => Decision::Refuse(NotClaimed::ProcessAlive(run)),
                 Takeover::StepProcessAlive => Decision::Refuse(NotClaimed::StepProcessAlive(run)),
             },
-            RunStatus::Succeeded | RunStatus::Skipped => {
+            RunStatus::Succeeded | RunStatus::Skipped | RunStatus::Cancelled => {
                 Decision::Refuse(NotClaimed::Finished(run))
             }
             RunStatus::Failed | RunStatus::TimedOut | RunStatus::Abandoned => {

@@ -61,8 +61,12 @@ const EXPIRED_RUN: (&str, &str) = (
 /// Abandons a run the takeover rule gave up: still running under the
 /// claimant it was judged by (`?5`), with a lease that expired at or
 /// before the cutoff (`?4`). The pid and claimant are kept for the record.
+/// A run with a cancel request (issue 28) is recorded cancelled instead,
+/// and is not retried.
 const ABANDON: &str = concat!(
-    "UPDATE loop_runs SET status = 'abandoned', finished_at = ?2, lease_expires_at = NULL,
+    "UPDATE loop_runs SET
+       status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled' ELSE 'abandoned' END,
+       finished_at = ?2, lease_expires_at = NULL,
        error = ?3, updated_at = ?2
      WHERE id = ?1 AND status = 'running' AND lease_expires_at <= ?4
        AND claimed_by IS NOT DISTINCT FROM ?5
