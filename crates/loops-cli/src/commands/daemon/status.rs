@@ -255,26 +255,7 @@ impl Document for LogTail {
         out.flush()?;
         // Ends only when stdout closes (a broken pipe exits quietly) or on
         // Ctrl-C, which ends the process.
-        let mut stdout = std::io::stdout().lock();
-        // Filtered, the chunks are cut into lines; a line is printed whole
-        // once its end has come.
-        let mut partial = String::new();
-        log::follow(&self.path, self.read, FOLLOW_POLL, &mut |chunk| {
-            let Some(only) = &self.only else {
-                stdout.write_all(chunk.as_bytes())?;
-                return stdout.flush();
-            };
-            partial.push_str(chunk);
-            let Some(end) = partial.rfind('\n') else {
-                return Ok(());
-            };
-            let complete: String = partial.drain(..=end).collect();
-            for line in complete.lines().filter(|l| only.matches(l)) {
-                writeln!(stdout, "{line}")?;
-            }
-            stdout.flush()
-        })?;
-        Ok(())
+        self.follow_lines(&|line| line.to_owned())
     }
 
     /// The same lines, their instants in local time (issue 28), each cut
@@ -291,9 +272,22 @@ impl Document for LogTail {
         }
         out.flush()?;
         let layout = out.layout();
+        self.follow_lines(&|line| {
+            render::fit_line(&human::localize_instants(line), layout).into_owned()
+        })
+    }
+}
+
+impl LogTail {
+    /// Follows the log from where the tail ended, printing what comes as
+    /// `shown` writes a line. Unfiltered, text goes out as it comes (the
+    /// rest of a line the writer had not finished when it was read
+    /// included); with `--loop`, a line waits for its end, then shows if
+    /// it is the loop's. Ends only when stdout closes (a broken pipe exits
+    /// quietly) or on Ctrl-C, which ends the process.
+    fn follow_lines(&self, shown: &dyn Fn(&str) -> String) -> Result<()> {
         let mut stdout = std::io::stdout().lock();
-        // A line is rewritten from its start; the rest of a line the
-        // writer had not finished when it was read goes out as it comes.
+        let mut partial = String::new();
         let mut at_start = true;
         log::follow(&self.path, self.read, FOLLOW_POLL, &mut |chunk| {
             for piece in chunk.split_inclusive('\n') {
@@ -301,11 +295,18 @@ impl Document for LogTail {
                     Some(body) => (body, "\n"),
                     None => (piece, ""),
                 };
-                if at_start {
-                    let local = human::localize_instants(body);
-                    write!(stdout, "{}{end}", render::fit_line(&local, layout))?;
-                } else {
-                    write!(stdout, "{body}{end}")?;
+                match &self.only {
+                    Some(only) => {
+                        partial.push_str(body);
+                        if !end.is_empty() {
+                            let line = std::mem::take(&mut partial);
+                            if only.matches(&line) {
+                                writeln!(stdout, "{}", shown(&line))?;
+                            }
+                        }
+                    }
+                    None if at_start => write!(stdout, "{}{end}", shown(body))?,
+                    None => write!(stdout, "{body}{end}")?,
                 }
                 at_start = !end.is_empty();
             }
