@@ -39,6 +39,7 @@ mod runtime;
 mod transfer;
 mod traps;
 mod workflow_control;
+mod workflow_paths;
 mod workflow_runs;
 mod workflows;
 mod worktrees;

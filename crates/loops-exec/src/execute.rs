@@ -74,7 +74,8 @@ pub struct Preflight {
 
 /// Checks that `target` could start, without starting it: builds its
 /// environment (this really runs `accounts env`), then checks its working
-/// directory and, unless it is a shell command, its executable.
+/// directory and its executable: a shell command's only when it starts
+/// with a plain path.
 pub fn preflight_target(
     target: &ProcessTarget,
     meta: &RunMetadata,
@@ -100,8 +101,18 @@ pub fn preflight_target(
     let (env, _) = build_env(&spec, meta, opts, &RunContext::default())?;
     let cwd = spec.cwd.map(check_cwd).transpose()?;
     let mut command = spec.command;
-    if let Program::Exec { program, .. } = &spec.program {
-        command = find_program(program, spec.fallback, path_of(&env), &lookup_dir(cwd))?.name;
+    match &spec.program {
+        Program::Exec { program, .. } => {
+            command = find_program(program, spec.fallback, path_of(&env), &lookup_dir(cwd))?.name;
+        }
+        // A shell command that starts with a plain path (`./build.sh`)
+        // gets that path checked too (issue 28); other scripts are the
+        // shell's to read.
+        Program::Shell { script } => {
+            if let Some(program) = loops_core::CommandTarget::shell_program(script) {
+                find_program(program, None, path_of(&env), &lookup_dir(cwd))?;
+            }
+        }
     }
     Ok(Preflight {
         command: command.to_owned(),

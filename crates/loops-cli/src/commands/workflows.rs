@@ -14,6 +14,7 @@
 
 mod history;
 mod prompt_files;
+mod relative_paths;
 mod run;
 mod specs;
 

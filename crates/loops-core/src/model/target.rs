@@ -76,6 +76,26 @@ impl CommandTarget {
         self.shell.unwrap_or(false)
     }
 
+    /// The program a shell command starts with, when its first word is
+    /// plain (no quotes, expansions or operators) and a path (`./build.sh`,
+    /// `/opt/bin/tool`): what a preflight can check, and what a workflow
+    /// file's directory resolves (issue 28). `None` otherwise.
+    ///
+    /// ```
+    /// use loops_core::CommandTarget;
+    /// assert_eq!(CommandTarget::shell_program("./go.sh --fast && ok"), Some("./go.sh"));
+    /// assert_eq!(CommandTarget::shell_program("make all"), None);
+    /// assert_eq!(CommandTarget::shell_program("\"./a b\""), None);
+    /// ```
+    pub fn shell_program(script: &str) -> Option<&str> {
+        let script = script.trim_start();
+        let first = &script[..script.find(char::is_whitespace).unwrap_or(script.len())];
+        let plain = first
+            .chars()
+            .all(|c| c.is_alphanumeric() || "/._-+@%,:".contains(c));
+        (plain && first.contains('/')).then_some(first)
+    }
+
     /// The effective timeout.
     pub fn timeout_ms(&self) -> u64 {
         self.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)

@@ -66,8 +66,9 @@ fn read_workflow(args: &FileArgs, warnings: &mut Warnings) -> Result<NewWorkflow
 }
 
 /// [`read_workflow`] of a workflow's text: `what` names it in errors,
-/// `prompt_dir` gives the directory its `promptFile` paths are relative
-/// to, or why none may be read.
+/// `prompt_dir` gives the directory its `promptFile` paths, a step's
+/// relative `cwd` and a command's `./program` are relative to
+/// (`relative_paths`), or why no file may be read.
 fn parse_workflow(
     text: &str,
     what: &str,
@@ -83,7 +84,12 @@ fn parse_workflow(
         };
         anyhow::Error::new(e).context(context)
     })?;
-    super::prompt_files::resolve(&mut value, prompt_dir)?;
+    // Asked once: the prompt files and the relative paths share it.
+    let dir = prompt_dir().map_err(|e| format!("{e:#}"));
+    super::prompt_files::resolve(&mut value, || dir.clone().map_err(anyhow::Error::msg))?;
+    if let Ok(dir) = &dir {
+        super::relative_paths::resolve(&mut value, dir);
+    }
     let found = loops_core::workflow_warnings(&value);
     match loops_core::workflow_from_json(&value, name) {
         Ok(new) => {
