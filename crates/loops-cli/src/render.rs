@@ -319,10 +319,9 @@ pub(crate) fn stream_blocks(stdout: Option<&str>, stderr: Option<&str>) -> Vec<S
 }
 
 /// The last `n` lines of `text` (a CRLF ending is a line ending; trailing
-/// blank lines are left out), each with its tabs expanded to the next
-/// multiple of 8 so that widths can be counted; control characters are
-/// left for the printer to escape. For a failed run's stderr tail and
-/// `status`'s output tail.
+/// blank lines are left out), as they are: a printer expands their tabs
+/// ([`expand_tabs`]) and escapes the rest. For a failed run's stderr tail
+/// and `status`'s output tail.
 pub(crate) fn last_lines(text: &str, n: usize) -> Vec<String> {
     let lines: Vec<&str> = text
         .trim_end_matches(['\n', '\r', ' ', '\t'])
@@ -333,7 +332,7 @@ pub(crate) fn last_lines(text: &str, n: usize) -> Vec<String> {
         return Vec::new();
     }
     let skip = lines.len().saturating_sub(n);
-    lines[skip..].iter().map(|l| expand_tabs(l)).collect()
+    lines[skip..].iter().map(|l| (*l).to_owned()).collect()
 }
 
 /// How many lines of a failed run's stderr its error shows.
@@ -353,8 +352,8 @@ pub(crate) fn stderr_tail(run: &LoopRun) -> Vec<String> {
 }
 
 /// `line` with each tab replaced by the spaces up to the next multiple of
-/// 8 columns.
-fn expand_tabs(line: &str) -> String {
+/// 8 columns, so that its width can be counted to fit a terminal.
+pub(crate) fn expand_tabs(line: &str) -> String {
     if !line.contains('\t') {
         return line.to_owned();
     }
@@ -439,7 +438,8 @@ mod tests {
         assert_eq!(last_lines("a\nb\r\nc\n\n", 2), ["b", "c"]);
         assert_eq!(last_lines("one", 5), ["one"]);
         assert!(last_lines("\n \n", 5).is_empty());
-        assert_eq!(last_lines("ab\tc", 1), ["ab      c"]);
+        assert_eq!(last_lines("ab\tc", 1), ["ab\tc"]);
+        assert_eq!(expand_tabs("ab\tc\t"), "ab      c       ");
     }
 
     #[test]

@@ -231,7 +231,7 @@ pub(crate) fn print_stderr_tail(
     let lines = if tail.len() == 1 { "line" } else { "lines" };
     out.fitted_line(&format!("{key}last {} {lines}:", tail.len()))?;
     for line in &tail {
-        out.fitted_line(&format!("{indent}{line}"))?;
+        out.fitted_line(&format!("{indent}{}", render::expand_tabs(line)))?;
     }
     Ok(())
 }
