@@ -82,10 +82,10 @@ pub(crate) enum Command {
     /// List loops, grouped by status, soonest next run first.
     #[command(visible_alias = "ls", after_help = crate::args::help::LIST)]
     List(ListArgs),
-    /// Show one loop: status's card on a terminal, else its JSON.
+    /// Show one loop: its status card on a terminal, else its JSON.
     #[command(after_help = crate::args::help::SHOW)]
     Show(LoopRef),
-    /// One loop at a glance: state, schedule, next runs, last runs, output.
+    /// Show a loop at a glance: state, schedule, next and last runs, output.
     #[command(after_help = crate::args::help::STATUS)]
     Status(LoopRef),
     /// List a loop's next fire times, or those of a --cron or --every schedule.
