@@ -387,3 +387,37 @@ fn the_stderr_tail_is_scrubbed_as_stored() {
     );
     assert!(!ran.stdout.contains("sk-abcdef"), "{}", ran.stdout);
 }
+
+#[test]
+fn the_card_reads_as_a_status_card() {
+    let env = TestEnv::new();
+    let id = env.create_command(
+        "backup",
+        "echo saved; echo 'disk nearly full' >&2",
+        &[
+            "--every",
+            "1h",
+            "--cwd",
+            "/",
+            "--label",
+            "prod",
+            "--attempts",
+            "3",
+        ],
+    );
+    env.loops(["run-now", "backup"]).run();
+    env.set_run_times(
+        "backup",
+        "2026-01-05T10:59:58.000Z",
+        "2026-01-05T11:00:00.000Z",
+        1500,
+    );
+    env.raw().exec(&format!(
+        "UPDATE loops SET next_run_at = {} WHERE id = {}",
+        lit("2026-01-05T13:00:00.000Z"),
+        lit(&id)
+    ));
+    let ran = on_terminal(&env, 80, ["status", "backup"]).run();
+    let _guard = loops_tests::snapshot_settings().bind_to_scope();
+    insta::assert_snapshot!("status_card_frozen", ran.stdout);
+}
