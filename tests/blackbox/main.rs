@@ -36,6 +36,7 @@ mod restore;
 mod runners;
 mod runs;
 mod runtime;
+mod status;
 mod transfer;
 mod traps;
 mod workflow_control;

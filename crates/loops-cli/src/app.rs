@@ -4,7 +4,7 @@ use crate::args::{Cli, Command, Create};
 use crate::commands::daemon::Binary;
 use crate::commands::{
     backup, cancel, cost, create, daemon, docs, doctor, edit, execute, gc, health, labels, logs,
-    manage, next, restore, runs, transfer, workflows,
+    manage, next, restore, runs, status, transfer, workflows,
 };
 use crate::context::Context;
 use crate::exit::Outcome;
@@ -106,6 +106,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut Printer) -> Result<Outcom
         Command::List(args) => manage::list(ctx, &args, out),
         Command::Show(args) => manage::show(ctx, &args, out),
         Command::Next(args) => next::run(ctx, &args, out),
+        Command::Status(args) => status::run(ctx, &args, out),
         Command::Edit(args) => edit::edit(ctx, &args, out),
         Command::Rename(args) => edit::rename(ctx, &args, out),
         Command::Runs(args) => runs::list(ctx, &args, out),

@@ -82,9 +82,12 @@ pub(crate) enum Command {
     /// List loops, grouped by status, soonest next run first.
     #[command(visible_alias = "ls", after_help = crate::args::help::LIST)]
     List(ListArgs),
-    /// Print one loop as JSON.
+    /// Show one loop: its status card on a terminal, else its JSON.
     #[command(after_help = crate::args::help::SHOW)]
     Show(LoopRef),
+    /// Show a loop at a glance: state, schedule, next and last runs, output.
+    #[command(after_help = crate::args::help::STATUS)]
+    Status(LoopRef),
     /// List a loop's next fire times, or those of a --cron or --every schedule.
     #[command(after_help = next::NEXT_AFTER_HELP)]
     Next(next::NextArgs),

@@ -1,5 +1,6 @@
 //! The commands, one module per group: `create`, loop management
-//! (`manage`: list, show, pause, resume, stop, remove), `next`, `runs`, the
+//! (`manage`: list, show, pause, resume, stop, remove), `status` (one
+//! loop's card, which `show` prints on a terminal), `next`, `runs`, the
 //! reports over runs (`health`, `cost`), and the runners (`execute`:
 //! run-now, tick), `workflows`, `daemon`, `doctor`, `backup`, `restore`,
 //! `gc`, `transfer` (export, import), and `docs` (completions, man pages).
@@ -21,6 +22,7 @@ pub(crate) mod manage;
 pub(crate) mod next;
 pub(crate) mod restore;
 pub(crate) mod runs;
+pub(crate) mod status;
 pub(crate) mod transfer;
 pub(crate) mod workflows;
 

@@ -166,6 +166,40 @@ impl Printer {
         writeln!(self.out, "{text}")
     }
 
+    /// `mark` in `style` (when colour is on), a space, then `text` cut to
+    /// what is left of the terminal's width with `…` (whole when piped),
+    /// its control characters escaped: a card's header line (`status`).
+    pub(crate) fn marked_line(
+        &mut self,
+        mark: &str,
+        style: Style,
+        text: &str,
+    ) -> std::io::Result<()> {
+        let text = escape_controls(text, &[]);
+        let used = unicode_width::UnicodeWidthStr::width(mark) + 1;
+        let layout = match self.layout {
+            Layout::Terminal(width) => Layout::Terminal(width.saturating_sub(used).max(1)),
+            Layout::Piped => Layout::Piped,
+        };
+        let text = table::fit_line(&text, layout);
+        writeln!(self.out, "{} {text}", paint(mark, style, self.color))
+    }
+
+    /// A table whose lines start `indent` columns in, fitted to what is
+    /// left of the terminal's width: a card's list (`status`'s runs).
+    pub(crate) fn indented_table(&mut self, table: &Table, indent: usize) -> std::io::Result<()> {
+        let layout = match self.layout {
+            Layout::Terminal(width) => Layout::Terminal(width.saturating_sub(indent).max(1)),
+            Layout::Piped => Layout::Piped,
+        };
+        let rendered = table.render(layout, self.color);
+        let pad = " ".repeat(indent);
+        for line in rendered.head.iter().chain(&rendered.rows) {
+            writeln!(self.out, "{pad}{line}")?;
+        }
+        Ok(())
+    }
+
     /// Whether tables fit a terminal or print whole.
     pub(crate) fn layout(&self) -> Layout {
         self.layout
@@ -284,6 +318,60 @@ pub(crate) fn stream_blocks(stdout: Option<&str>, stderr: Option<&str>) -> Vec<S
     lines
 }
 
+/// The last `n` lines of `text` (a CRLF ending is a line ending; trailing
+/// blank lines are left out), as they are: a printer expands their tabs
+/// ([`expand_tabs`]) and escapes the rest. For a failed run's stderr tail
+/// and `status`'s output tail.
+pub(crate) fn last_lines(text: &str, n: usize) -> Vec<String> {
+    let lines: Vec<&str> = text
+        .trim_end_matches(['\n', '\r', ' ', '\t'])
+        .split('\n')
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+        .collect();
+    if lines.len() == 1 && lines[0].is_empty() {
+        return Vec::new();
+    }
+    let skip = lines.len().saturating_sub(n);
+    lines[skip..].iter().map(|l| (*l).to_owned()).collect()
+}
+
+/// How many lines of a failed run's stderr its error shows.
+pub(crate) const STDERR_TAIL_LINES: usize = 5;
+
+/// The last lines of a failed run's stderr (issue 28), as stored, so
+/// scrubbed of the run's secrets by the runner: nothing for a run that did
+/// not fail or printed nothing on stderr.
+pub(crate) fn stderr_tail(run: &LoopRun) -> Vec<String> {
+    if run.error.is_none() || !run.status.is_retryable() {
+        return Vec::new();
+    }
+    run.stderr
+        .as_deref()
+        .map(|text| last_lines(text, STDERR_TAIL_LINES))
+        .unwrap_or_default()
+}
+
+/// `line` with each tab replaced by the spaces up to the next multiple of
+/// 8 columns, so that its width can be counted to fit a terminal.
+pub(crate) fn expand_tabs(line: &str) -> String {
+    if !line.contains('\t') {
+        return line.to_owned();
+    }
+    let mut out = String::with_capacity(line.len() + 8);
+    let mut column = 0;
+    for c in line.chars() {
+        if c == '\t' {
+            let spaces = 8 - column % 8;
+            out.push_str(&" ".repeat(spaces));
+            column += spaces;
+        } else {
+            out.push(c);
+            column += unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+        }
+    }
+    out
+}
+
 /// The text cut at 32768 characters, with `\n[truncated <n> chars]` when
 /// something was cut.
 fn cut(text: &str) -> String {
@@ -343,6 +431,15 @@ mod tests {
             stream_blocks(Some("ok\r\n\u{1b}[31mred\tx\r\n"), None),
             ["  stdout:", "    ok", "    \\u{1b}[31mred\tx"]
         );
+    }
+
+    #[test]
+    fn last_lines_keep_the_end_with_tabs_expanded() {
+        assert_eq!(last_lines("a\nb\r\nc\n\n", 2), ["b", "c"]);
+        assert_eq!(last_lines("one", 5), ["one"]);
+        assert!(last_lines("\n \n", 5).is_empty());
+        assert_eq!(last_lines("ab\tc", 1), ["ab\tc"]);
+        assert_eq!(expand_tabs("ab\tc\t"), "ab      c       ");
     }
 
     #[test]

@@ -76,8 +76,24 @@ pub(crate) const LIST: &str = "Examples:
   loops --json list | jq -r '.[].name'";
 
 /// `show`.
-pub(crate) const SHOW: &str = "Examples:
-  loops show backup";
+pub(crate) const SHOW: &str = "On a terminal (or with LOOPS_FORCE_TTY=1) it prints the card of \
+loops status; piped, or with --json, the loop's JSON, as scripts expect.
+
+Examples:
+  loops show backup
+  loops show backup | jq .nextRunAt";
+
+/// `status` (issue 28).
+pub(crate) const STATUS: &str = "The card of one loop, as systemctl status shows a unit: its \
+state and why (a pause's reason, the circuit breaker), the schedule in words with its zone, the \
+next 3 fire times, what it runs, labels and policies, the last 5 runs with their exit codes, and \
+the last 10 lines of the latest run's output. On a terminal it fits the width. --json prints the \
+loop as show --json does, plus nextRuns (UTC ISO-8601), recentRuns (as runs --json), outputRunId \
+and outputTail.
+
+Examples:
+  loops status backup
+  loops --json status backup | jq '.recentRuns[].exitCode'";
 
 /// `runs`.
 pub(crate) const RUNS: &str = "Examples:

@@ -180,6 +180,11 @@ impl Document for RanNow {
             // One line, whatever the error holds (a cwd with a line break).
             out.line(&format!("  error: {}", ctx.error_line(error)))?;
         }
+        // Issue 28: the end of a failed run's stderr, unless the whole of
+        // it is printed (below, or live already).
+        if self.output == Some(Output::Redacted) {
+            print_stderr_tail(run, "  stderr, ", "    ", out)?;
+        }
         match self.output {
             None => {}
             Some(Output::Shown) => {
@@ -209,6 +214,26 @@ impl Document for RanNow {
             Outcome::Failure
         }
     }
+}
+
+/// The last lines of a failed run's stderr: `<key>last <n> lines:`, then
+/// the lines `indent` in, each cut to the terminal's width.
+pub(crate) fn print_stderr_tail(
+    run: &LoopRun,
+    key: &str,
+    indent: &str,
+    out: &mut Printer,
+) -> Result<()> {
+    let tail = render::stderr_tail(run);
+    if tail.is_empty() {
+        return Ok(());
+    }
+    let lines = if tail.len() == 1 { "line" } else { "lines" };
+    out.fitted_line(&format!("{key}last {} {lines}:", tail.len()))?;
+    for line in &tail {
+        out.fitted_line(&format!("{indent}{}", render::expand_tabs(line)))?;
+    }
+    Ok(())
 }
 
 /// Follows the log of the run `claimed` names until `done`; returns

@@ -392,6 +392,22 @@ fn read_log(path: &Path) -> Option<String> {
     Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
+/// A run's output as `logs` prints it (for `status`'s tail): its log file
+/// on this host when there is one, else the stored stdout then stderr.
+pub(crate) fn output_text(ctx: &Context, run: &LoopRun) -> Result<String> {
+    if let Some(text) = read_log(&log_path(ctx, run)?) {
+        return Ok(text);
+    }
+    let mut text = String::new();
+    for part in [&run.stdout, &run.stderr].into_iter().flatten() {
+        text.push_str(part);
+        if !part.ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    Ok(text)
+}
+
 /// The stored stdout, then the stored stderr.
 fn print_stored(run: &LoopRun, out: &mut dyn Lines) -> io::Result<()> {
     for text in [&run.stdout, &run.stderr].into_iter().flatten() {

@@ -212,7 +212,7 @@ fn list_table() -> Table {
 
 /// A loop's status as `list` shows it: `done` for a once-loop that ran and
 /// so stopped (issue 28), else its stored status (`--json` keeps that).
-fn shown_status(lp: &Loop, last: Option<&LoopRun>) -> &'static str {
+pub(crate) fn shown_status(lp: &Loop, last: Option<&LoopRun>) -> &'static str {
     let ran = last.is_some_and(|run| run.status != RunStatus::Running);
     match (&lp.schedule, lp.status) {
         (Schedule::Once { .. }, LoopStatus::Stopped) if ran => "done",
@@ -237,30 +237,34 @@ struct Show {
 }
 
 /// `show`'s document: the loop, its prompt as the next run sends it.
-/// Always JSON (SPEC §7.1), for humans too.
+/// JSON (SPEC §7.1), for humans too when stdout is not a terminal.
 struct Shown(Loop);
 
 impl Request for Show {
     type Document = Shown;
 
     fn run(self, ctx: &Context, _: &mut Warnings) -> Result<Shown> {
-        let store = ctx.open_store()?;
-        let mut lp = store.require_loop(&self.target)?;
-        // Issue 17: with a prompt file, `prompt` shows what the next run
-        // sends, the file's text now (redacted as any prompt), not the text
-        // at create; read as a run reads it (issue 25 §1): bounded, never
-        // waiting on a pipe.
-        if let Target::Agent(a) = &mut lp.target
-            && let Some(text) = a.prompt_file.as_deref().and_then(|path| {
-                let path = std::path::Path::new(path);
-                loops_exec::read_user_file(path, "prompt file", loops_exec::PROMPT_FILE_MAX_BYTES)
-                    .ok()
-            })
-        {
-            a.prompt = text;
-        }
-        Ok(Shown(lp))
+        Ok(Shown(shown_loop(&ctx.open_store()?, &self.target)?))
     }
+}
+
+/// The loop `target` names as `show` prints it: with a prompt file, its
+/// prompt is what the next run sends.
+pub(crate) fn shown_loop(store: &Store, target: &str) -> Result<Loop> {
+    let mut lp = store.require_loop(target)?;
+    // Issue 17: with a prompt file, `prompt` shows what the next run
+    // sends, the file's text now (redacted as any prompt), not the text
+    // at create; read as a run reads it (issue 25 §1): bounded, never
+    // waiting on a pipe.
+    if let Target::Agent(a) = &mut lp.target
+        && let Some(text) = a.prompt_file.as_deref().and_then(|path| {
+            let path = std::path::Path::new(path);
+            loops_exec::read_user_file(path, "prompt file", loops_exec::PROMPT_FILE_MAX_BYTES).ok()
+        })
+    {
+        a.prompt = text;
+    }
+    Ok(lp)
 }
 
 impl Document for Shown {
@@ -273,8 +277,12 @@ impl Document for Shown {
     }
 }
 
-/// `show`.
+/// `show`: on a terminal, `status`'s card (issue 28); else, and with
+/// `--json`, the loop's JSON, as the original prints it.
 pub(crate) fn show(ctx: &Context, args: &LoopRef, out: &mut Printer) -> Result<Outcome> {
+    if !out.json && out.layout().width().is_some() {
+        return super::status::run(ctx, args, out);
+    }
     request::serve(ctx, out, |_| {
         Ok(Show {
             target: args.target.clone(),

@@ -180,20 +180,42 @@ pub(crate) fn print_times(
     times: &[Timestamp],
     now: Timestamp,
 ) -> Result<()> {
-    out.line(&format!("schedule: {}", human::schedule_in_words(schedule)))?;
-    if matches!(schedule, Schedule::Dynamic { .. }) && !times.is_empty() {
-        out.line("          (the earliest times: each run starts the wait when it ends)")?;
-    }
-    let zone = human::schedule_zone(schedule);
-    let mut label = "next:    ";
-    if times.is_empty() {
-        out.line("next:     none")?;
-    }
-    for t in times {
-        out.line(&format!("{label} {}", human::fire_time(*t, zone, now)))?;
-        label = "         ";
+    for (key, value) in time_lines(schedule, times, now) {
+        let key = if key.is_empty() {
+            String::new()
+        } else {
+            format!("{key}:")
+        };
+        out.line(&format!("{key:<10}{value}"))?;
     }
     Ok(())
+}
+
+/// What [`print_times`] prints, as `(key, value)` lines for a card to lay
+/// out its own way (`status`): `schedule` in words, then `next` and its
+/// times, each further line with an empty key.
+pub(crate) fn time_lines(
+    schedule: &Schedule,
+    times: &[Timestamp],
+    now: Timestamp,
+) -> Vec<(&'static str, String)> {
+    let mut lines = vec![("schedule", human::schedule_in_words(schedule))];
+    if matches!(schedule, Schedule::Dynamic { .. }) && !times.is_empty() {
+        lines.push((
+            "",
+            "(the earliest times: each run starts the wait when it ends)".to_owned(),
+        ));
+    }
+    let zone = human::schedule_zone(schedule);
+    if times.is_empty() {
+        lines.push(("next", "none".to_owned()));
+    }
+    let mut key = "next";
+    for t in times {
+        lines.push((key, human::fire_time(*t, zone, now)));
+        key = "";
+    }
+    lines
 }
 
 #[cfg(test)]

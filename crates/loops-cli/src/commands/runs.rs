@@ -292,6 +292,14 @@ fn print_one(ctx: &Context, run: &LoopRun, output: Output, out: &mut Printer) ->
     if let Some(error) = &run.error {
         lines.push(format!("error:     {}", ctx.error_line(error)));
     }
+    for line in lines.drain(..) {
+        out.line(&line)?;
+    }
+    // Issue 28: the end of a failed run's stderr, unless --show-output
+    // prints the whole of it below.
+    if output == Output::Redacted {
+        super::execute::print_stderr_tail(run, "stderr:    ", "           ", out)?;
+    }
     lines.extend(silence_line(run, now));
     lines.extend(fact_lines(&run.facts));
     lines.extend(worktree_lines(run));
