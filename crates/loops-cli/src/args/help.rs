@@ -154,7 +154,17 @@ Examples:
   loops restore ~/loops-copy.db --yes            # a path; no question asked";
 
 /// `completions`.
-pub(crate) const COMPLETIONS: &str = "Examples:
+pub(crate) const COMPLETIONS: &str =
+    "The script asks loops itself on each Tab (it runs COMPLETE=<shell> \
+loops -- <words>), so loop names and ids, run ids, workflow names, labels and every fixed value \
+(--status, --catch-up, --provider, --tz, ...) complete from the data directory as it is now. It \
+is the script COMPLETE=<shell> loops prints; --static prints clap's static script instead. On \
+PostgreSQL only commands, flags and fixed values complete.
+
+Examples:
+  source <(COMPLETE=bash loops)          # in ~/.bashrc
+  source <(COMPLETE=zsh loops)           # in ~/.zshrc
+  COMPLETE=fish loops | source           # in ~/.config/fish/config.fish
   loops completions bash > ~/.local/share/bash-completion/completions/loops
   loops completions zsh > ~/.zfunc/_loops
   loops completions fish > ~/.config/fish/completions/loops.fish";
