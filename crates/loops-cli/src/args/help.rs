@@ -162,12 +162,11 @@ is the script COMPLETE=<shell> loops prints; --static prints clap's static scrip
 PostgreSQL only commands, flags and fixed values complete.
 
 Examples:
-  source <(COMPLETE=bash loops)          # in ~/.bashrc
-  source <(COMPLETE=zsh loops)           # in ~/.zshrc
-  COMPLETE=fish loops | source           # in ~/.config/fish/config.fish
   loops completions bash > ~/.local/share/bash-completion/completions/loops
   loops completions zsh > ~/.zfunc/_loops
-  loops completions fish > ~/.config/fish/completions/loops.fish";
+  loops completions fish > ~/.config/fish/completions/loops.fish
+  source <(COMPLETE=bash loops)          # or this line in ~/.bashrc
+  source <(COMPLETE=zsh loops)           # or this line in ~/.zshrc";
 
 /// `man`.
 pub(crate) const MAN: &str = "Examples:
