@@ -4,7 +4,52 @@
 use loops_tests::TestEnv;
 
 #[test]
-fn completions_cover_every_shell_and_the_subcommands() {
+fn completions_print_the_dynamic_registration_for_every_shell() {
+    let env = TestEnv::new();
+    for (shell, marker) in [
+        ("bash", "-F _clap_complete_loops loops"),
+        ("zsh", "compdef _clap_dynamic_completer_loops loops"),
+        ("fish", "complete --keep-order --exclusive --command loops"),
+        ("elvish", "edit:completion:arg-completer[loops]"),
+        (
+            "powershell",
+            "Register-ArgumentCompleter -Native -CommandName loops",
+        ),
+    ] {
+        let ran = env.loops(["completions", shell]).run();
+        assert!(ran.stdout.contains(marker), "{shell}: {}", ran.stdout);
+        // The script asks `loops` itself, with COMPLETE set.
+        assert!(ran.stdout.contains("COMPLETE"), "{shell}: {}", ran.stdout);
+        // It is the script `COMPLETE=<shell> loops` prints, zsh's with the
+        // line that completes the first Tab when autoloaded from $fpath.
+        let registered = env
+            .loops(Vec::<&str>::new())
+            .env("COMPLETE", Some(shell))
+            .run();
+        let expected = registered
+            .stdout
+            .replace(&loops_tests::loops_bin().display().to_string(), "loops");
+        if shell == "zsh" {
+            assert!(
+                ran.stdout.starts_with(expected.trim_end()),
+                "{}",
+                ran.stdout
+            );
+            assert!(ran.stdout.contains("_clap_dynamic_completer_loops \"$@\""));
+        } else {
+            assert_eq!(ran.stdout.trim_end(), expected.trim_end(), "{shell}");
+        }
+        // Nothing from the data directory is touched.
+        assert!(!env.data_dir().exists(), "{shell}");
+    }
+    env.loops(["completions", "tcsh"])
+        .code(2)
+        .stderr_has("invalid value 'tcsh'")
+        .run();
+}
+
+#[test]
+fn static_completions_cover_every_shell_and_the_subcommands() {
     let env = TestEnv::new();
     for (shell, marker) in [
         ("bash", "complete -F _loops"),
@@ -13,7 +58,7 @@ fn completions_cover_every_shell_and_the_subcommands() {
         ("elvish", "edit:completion:arg-completer[loops]"),
         ("powershell", "Register-ArgumentCompleter"),
     ] {
-        let ran = env.loops(["completions", shell]).run();
+        let ran = env.loops(["completions", shell, "--static"]).run();
         assert!(
             ran.stdout.contains(marker),
             "{shell}: {}",
@@ -23,13 +68,8 @@ fn completions_cover_every_shell_and_the_subcommands() {
         for word in ["run-now", "show-output", "workflows", "catch-up"] {
             assert!(ran.stdout.contains(word), "{shell} lacks {word}");
         }
-        // Nothing from the data directory is touched.
         assert!(!env.data_dir().exists(), "{shell}");
     }
-    env.loops(["completions", "tcsh"])
-        .code(2)
-        .stderr_has("invalid value 'tcsh'")
-        .run();
 }
 
 #[test]

@@ -8,6 +8,7 @@ mod cancel;
 mod checklist;
 mod cli;
 mod compat;
+mod complete;
 mod create;
 mod daemon;
 mod datadir;

@@ -31,6 +31,7 @@ mod dist;
 mod mcp_python;
 mod postgres;
 mod reliability;
+mod shells;
 mod tidy;
 
 fn main() -> ExitCode {
@@ -166,6 +167,9 @@ fn ci() -> Result<(), String> {
     run("cargo clippy -D warnings", clippy)?;
 
     tidy::check(&root()).map_err(|problems| problems.join("\n"))?;
+
+    // The shells the completion tests drive (issue 28).
+    shells::install_missing();
 
     // A throwaway PostgreSQL for the tests that need one (issue 15); it
     // stops when `cluster` drops. Without one they skip, saying so.

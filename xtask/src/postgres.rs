@@ -257,7 +257,7 @@ fn user_exists(name: &str) -> bool {
 
 /// Whether this process runs as root (`id -u` prints 0): xtask takes no
 /// libc dependency for one call.
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()

@@ -243,7 +243,8 @@ pub(crate) struct LoopOptions {
     #[arg(
         long,
         value_name = "ZONE",
-        help_heading = "Schedule (choose exactly one)"
+        help_heading = "Schedule (choose exactly one)",
+        add = crate::complete::zones()
     )]
     pub(crate) tz: Option<String>,
 
@@ -253,7 +254,8 @@ pub(crate) struct LoopOptions {
         long,
         value_name = "POLICY",
         default_value = DEFAULT_CATCH_UP,
-        help_heading = "Policy"
+        help_heading = "Policy",
+        add = crate::complete::one_of(loops_core::CatchUp::ALL)
     )]
     pub(crate) catch_up: String,
 
@@ -267,7 +269,8 @@ pub(crate) struct LoopOptions {
         long,
         value_name = "POLICY",
         default_value = DEFAULT_OVERLAP,
-        help_heading = "Policy"
+        help_heading = "Policy",
+        add = crate::complete::one_of(loops_core::Overlap::ALL)
     )]
     pub(crate) overlap: String,
 
@@ -358,7 +361,7 @@ pub(crate) struct CreateCommand {
 
     /// Working directory of the run; ~ and a relative path are made
     /// absolute [default: the directory create runs in].
-    #[arg(long, value_name = "DIR", help_heading = "Target")]
+    #[arg(long, value_name = "DIR", help_heading = "Target", value_hint = clap::ValueHint::DirPath)]
     pub(crate) cwd: Option<String>,
 
     /// Environment variables of the run. The help text is an attribute
@@ -386,7 +389,12 @@ pub(crate) struct CreateAgent {
     pub(crate) options: LoopOptions,
 
     /// The agent CLI: claude, cursor, codewith, aicopilot, opencode or codex.
-    #[arg(long, value_name = "PROVIDER", help_heading = "Target")]
+    #[arg(
+        long,
+        value_name = "PROVIDER",
+        help_heading = "Target",
+        add = crate::complete::one_of(loops_core::AgentProvider::ALL)
+    )]
     pub(crate) provider: String,
 
     /// The prompt, written to the agent's stdin (never on its command
@@ -404,12 +412,12 @@ pub(crate) struct CreateAgent {
     /// A file whose text is the prompt, read again at each run (so editing
     /// it changes the next run); stored as an absolute path. Instead of
     /// --prompt.
-    #[arg(long, value_name = "PATH", help_heading = "Target")]
+    #[arg(long, value_name = "PATH", help_heading = "Target", value_hint = clap::ValueHint::FilePath)]
     pub(crate) prompt_file: Option<String>,
 
     /// Working directory of the run; ~ and a relative path are made
     /// absolute [default: the directory create runs in].
-    #[arg(long, value_name = "DIR", help_heading = "Target")]
+    #[arg(long, value_name = "DIR", help_heading = "Target", value_hint = clap::ValueHint::DirPath)]
     pub(crate) cwd: Option<String>,
 
     /// The model to ask the provider for [default: the provider's].
@@ -442,7 +450,8 @@ pub(crate) struct CreateAgent {
         long,
         value_name = "MODE",
         default_value = "safe",
-        help_heading = "Target"
+        help_heading = "Target",
+        add = crate::complete::one_of(loops_core::ConfigIsolation::ALL)
     )]
     pub(crate) config_isolation: String,
 
@@ -461,7 +470,7 @@ pub(crate) struct CreateWorkflow {
     /// The workflow to run: its id, or the name of an active workflow. The
     /// id is stored, so renaming or archiving the workflow does not change
     /// what the loop runs.
-    #[arg(long, value_name = "WORKFLOW", help_heading = "Target")]
+    #[arg(long, value_name = "WORKFLOW", help_heading = "Target", add = crate::complete::workflows())]
     pub(crate) workflow: String,
 
     /// Stop the whole workflow run after DURATION; 0 means no limit
@@ -474,14 +483,14 @@ pub(crate) struct CreateWorkflow {
 #[derive(Debug, Args)]
 pub(crate) struct LoopRef {
     /// Loop id, or name (refused when several loops have it).
-    #[arg(value_name = "LOOP")]
+    #[arg(value_name = "LOOP", add = crate::complete::loops())]
     pub(crate) target: String,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct ListArgs {
     /// Only loops with this status: active, paused, stopped or expired.
-    #[arg(long, value_name = "STATUS")]
+    #[arg(long, value_name = "STATUS", add = crate::complete::one_of(loops_core::LoopStatus::ALL))]
     pub(crate) status: Option<String>,
 
     /// Show at most N loops [default: all].
@@ -489,7 +498,7 @@ pub(crate) struct ListArgs {
     pub(crate) limit: Option<String>,
 
     /// Only loops with this label; repeated, with all of them [default: any].
-    #[arg(long = "label", value_name = "LABEL")]
+    #[arg(long = "label", value_name = "LABEL", add = crate::complete::labels())]
     pub(crate) labels: Vec<String>,
 }
 
@@ -497,7 +506,7 @@ pub(crate) struct ListArgs {
 pub(crate) struct RunsArgs {
     /// Only runs of this loop (id or name; the id of a removed loop whose
     /// history was kept works too) [default: every loop].
-    #[arg(value_name = "LOOP")]
+    #[arg(value_name = "LOOP", add = crate::complete::loops_and_runs())]
     pub(crate) target: Option<String>,
 
     /// Show at most N runs.
@@ -506,7 +515,7 @@ pub(crate) struct RunsArgs {
 
     /// Only runs with this status: running, succeeded, failed, timed_out,
     /// abandoned or skipped.
-    #[arg(long, value_name = "STATUS")]
+    #[arg(long, value_name = "STATUS", add = crate::complete::one_of(loops_core::RunStatus::ALL))]
     pub(crate) status: Option<String>,
 
     /// Print the runs' stdout and stderr instead of their lengths.
@@ -514,7 +523,7 @@ pub(crate) struct RunsArgs {
     pub(crate) show_output: bool,
 
     /// Only runs of loops with this label; repeated, with all [default: any].
-    #[arg(long = "label", value_name = "LABEL")]
+    #[arg(long = "label", value_name = "LABEL", add = crate::complete::labels())]
     pub(crate) labels: Vec<String>,
 }
 
@@ -558,7 +567,7 @@ Examples:
 #[derive(Debug, Args)]
 pub(crate) struct LogsArgs {
     /// A loop's id or name (its latest run), or a run id.
-    #[arg(value_name = "LOOP|RUN")]
+    #[arg(value_name = "LOOP|RUN", add = crate::complete::loops_and_runs())]
     pub(crate) target: String,
 
     /// Follow live: a run until it ends, a loop across its runs until Ctrl-C [default: print and exit].

@@ -4,7 +4,8 @@
 //! code as `loops daemon …`.
 //!
 //! The modules: `args` (clap), `resolve` (raw values to core types), `app`
-//! and `commands` (the work), `render`, `human` and `redact` (output), `hint` (the daemon hint), `exit`
+//! and `commands` (the work), `render`, `human` and `redact` (output),
+//! `hint` (the daemon hint), `complete` (shell completion), `exit`
 //! (codes), `daemon_bin` (the `loops-daemon` command line) and `service`
 //! (daemon start, stop, status, logs, install, and doctor).
 
@@ -13,6 +14,7 @@ mod args;
 mod auto_backup;
 mod brief;
 mod commands;
+mod complete;
 mod context;
 mod daemon_bin;
 mod exit;
@@ -35,6 +37,9 @@ use clap::Parser;
 /// The `loops` binary: parses the command line, runs the command, and maps
 /// the outcome to an exit code.
 pub fn loops_main() -> ExitCode {
+    // `COMPLETE=<shell> loops …` is the shell asking for completions
+    // (`complete.rs`): answered first, and the process exits.
+    complete::serve(<args::Cli as clap::CommandFactory>::command);
     loops_exec::survive_file_size_limit();
     let cli = match args::Cli::try_parse() {
         Ok(cli) => cli,

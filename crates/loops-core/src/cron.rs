@@ -99,6 +99,18 @@ impl Zone {
                 }),
         }
     }
+
+    /// Every IANA zone name [`Zone::parse`] accepts (shell completion
+    /// offers them).
+    ///
+    /// ```
+    /// use loops_core::Zone;
+    /// assert!(Zone::names().any(|name| name == "Asia/Kolkata"));
+    /// assert!(Zone::names().all(|name| Zone::parse(Some(name)).is_ok()));
+    /// ```
+    pub fn names() -> impl Iterator<Item = &'static str> {
+        chrono_tz::TZ_VARIANTS.iter().map(|tz| tz.name())
+    }
 }
 
 /// The IANA zone name a `TZ` value or an `/etc/localtime` link target

@@ -82,7 +82,7 @@ pub use crate::time::{Timestamp, TimestampError};
 pub use crate::usd::{Usd, UsdError};
 pub use crate::validate::{
     AgentOption, ValidationError, agent_value_reads_as_option, prompt_option_message,
-    prompt_reads_as_option, validate_account, validate_agent_options, validate_env_name,
+    prompt_reads_as_option, sandboxes, validate_account, validate_agent_options, validate_env_name,
     validate_label, validate_name, validate_new_loop, validate_process_target, validate_target,
     workflow_execution_order, workflow_from_json, workflow_warnings,
 };

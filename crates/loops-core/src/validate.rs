@@ -497,8 +497,8 @@ mod options;
 mod timers;
 mod workflow;
 
-pub use self::agent::validate_agent_options;
 use self::agent::validate_agent_target;
+pub use self::agent::{sandboxes, validate_agent_options};
 pub use self::keys::workflow_warnings;
 pub use self::options::{AgentOption, agent_value_reads_as_option};
 pub use self::workflow::{workflow_execution_order, workflow_from_json};

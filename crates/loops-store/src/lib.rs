@@ -38,6 +38,7 @@
 mod backend;
 mod backup;
 mod columns;
+mod complete;
 mod daemon;
 mod error;
 mod gc;
@@ -116,6 +117,10 @@ pub use crate::backup::{
     restore_backup, take_backup,
 };
 pub use crate::schema::{SCHEMA_VERSION, schema_version};
+// Shell completion's read-only look at the database.
+pub use crate::complete::{
+    COMPLETION_BUDGET, COMPLETION_LIMIT, Candidate, CompletionKind, complete_sqlite,
+};
 pub use crate::sqlite::open::DB_FILE;
 // PostgreSQL connection strings.
 pub use crate::postgres::listen::Listener;

@@ -10,6 +10,7 @@
 //! crate that knows SQL.
 
 pub(crate) mod backup;
+pub(crate) mod complete;
 mod daemon;
 mod gc;
 pub(crate) mod open;

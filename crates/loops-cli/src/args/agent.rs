@@ -15,20 +15,35 @@ pub(crate) struct AgentOptions {
     /// default, plan (claude, cursor), auto (claude) or bypass, which
     /// skips the agent's permission prompts and needs --manual-break-glass
     /// and --safety-reason [default: default].
-    #[arg(long, value_name = "MODE", help_heading = "Agent options")]
+    #[arg(
+        long,
+        value_name = "MODE",
+        help_heading = "Agent options",
+        add = crate::complete::one_of(loops_core::PermissionMode::ALL)
+    )]
     pub(crate) permission_mode: Option<String>,
 
     /// codewith and codex: read-only, workspace-write or danger-full-access
     /// [default: workspace-write; danger-full-access with --permission-mode
     /// bypass]. cursor: enabled or disabled [default: enabled with
     /// --config-isolation safe].
-    #[arg(long, value_name = "SANDBOX", help_heading = "Agent options")]
+    #[arg(
+        long,
+        value_name = "SANDBOX",
+        help_heading = "Agent options",
+        add = crate::complete::sandboxes()
+    )]
     pub(crate) sandbox: Option<String>,
 
     /// codewith and codex: another directory the agent may write, passed as
     /// --add-dir (repeatable, or comma-separated); ~ and relative paths are
     /// made absolute.
-    #[arg(long = "add-dir", value_name = "DIR", help_heading = "Agent options")]
+    #[arg(
+        long = "add-dir",
+        value_name = "DIR",
+        help_heading = "Agent options",
+        value_hint = clap::ValueHint::DirPath
+    )]
     pub(crate) add_dirs: Vec<String>,
 
     /// The reasoning effort, e.g. high: claude --effort, codewith and codex
@@ -78,7 +93,12 @@ pub(crate) struct AgentOptions {
     /// under ~/.hasna/repos/worktrees: auto runs in --cwd instead when one
     /// cannot be made, and says so in the run's stderr; required fails the
     /// run [default: off].
-    #[arg(long, value_name = "off|auto|required", help_heading = "Agent options")]
+    #[arg(
+        long,
+        value_name = "off|auto|required",
+        help_heading = "Agent options",
+        add = crate::complete::one_of(loops_core::WorktreeMode::ALL)
+    )]
     pub(crate) worktree: Option<String>,
 
     /// Keep a succeeded run's worktree. Without it, a succeeded run's clean
@@ -93,17 +113,32 @@ pub(crate) struct AgentOptions {
 #[derive(Debug, Default, Args)]
 pub(crate) struct EditAgentOptions {
     /// Agent loops: default, plan, auto or bypass [default: as stored].
-    #[arg(long, value_name = "MODE", help_heading = "Agent options")]
+    #[arg(
+        long,
+        value_name = "MODE",
+        help_heading = "Agent options",
+        add = crate::complete::one_of(loops_core::PermissionMode::ALL)
+    )]
     pub(crate) permission_mode: Option<String>,
 
     /// Agent loops: the sandbox (as in create agent); '' returns to the
     /// provider's.
-    #[arg(long, value_name = "SANDBOX", help_heading = "Agent options")]
+    #[arg(
+        long,
+        value_name = "SANDBOX",
+        help_heading = "Agent options",
+        add = crate::complete::sandboxes()
+    )]
     pub(crate) sandbox: Option<String>,
 
     /// Agent loops: the extra directories, replacing the stored ones
     /// (repeatable, or comma-separated); '' removes them.
-    #[arg(long = "add-dir", value_name = "DIR", help_heading = "Agent options")]
+    #[arg(
+        long = "add-dir",
+        value_name = "DIR",
+        help_heading = "Agent options",
+        value_hint = clap::ValueHint::DirPath
+    )]
     pub(crate) add_dirs: Vec<String>,
 
     /// Agent loops: the reasoning effort; '' returns to the provider's.
@@ -151,7 +186,12 @@ pub(crate) struct EditAgentOptions {
 
     /// Agent loops: off, auto or required (as in create agent); off, or
     /// '', also drops --keep-worktree.
-    #[arg(long, value_name = "off|auto|required", help_heading = "Agent options")]
+    #[arg(
+        long,
+        value_name = "off|auto|required",
+        help_heading = "Agent options",
+        add = crate::complete::one_of(loops_core::WorktreeMode::ALL)
+    )]
     pub(crate) worktree: Option<String>,
 
     /// Agent loops: keep a succeeded run's worktree.

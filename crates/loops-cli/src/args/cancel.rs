@@ -25,7 +25,7 @@ Examples:
 #[derive(Debug, Args)]
 pub(crate) struct CancelArgs {
     /// A run id, or a loop's id or name (its running runs).
-    #[arg(value_name = "RUN|LOOP")]
+    #[arg(value_name = "RUN|LOOP", add = crate::complete::loops_and_runs())]
     pub(crate) target: String,
 
     /// Between SIGTERM and SIGKILL.

@@ -116,7 +116,7 @@ pub(crate) struct LogsArgs {
     pub(crate) follow: bool,
 
     /// Only the lines of this loop's runs (by id or name).
-    #[arg(long = "loop", value_name = "LOOP")]
+    #[arg(long = "loop", value_name = "LOOP", add = crate::complete::loops())]
     pub(crate) loop_ref: Option<String>,
 }
 
@@ -129,7 +129,12 @@ pub(crate) struct InstallArgs {
 
     /// Write the file of this platform (linux or macos) instead of this
     /// machine's; for tests and packaging.
-    #[arg(long, value_name = "PLATFORM", hide = true)]
+    #[arg(
+        long,
+        value_name = "PLATFORM",
+        hide = true,
+        add = crate::complete::one_of(crate::service::install::Platform::ALL)
+    )]
     pub(crate) platform: Option<String>,
 
     // The same tuning as `daemon run` and `daemon start`, written into the
@@ -145,7 +150,12 @@ pub(crate) struct UninstallArgs {
     pub(crate) disable: bool,
 
     /// Remove the file of this platform (linux or macos); for tests.
-    #[arg(long, value_name = "PLATFORM", hide = true)]
+    #[arg(
+        long,
+        value_name = "PLATFORM",
+        hide = true,
+        add = crate::complete::one_of(crate::service::install::Platform::ALL)
+    )]
     pub(crate) platform: Option<String>,
 }
 

@@ -13,7 +13,7 @@ use clap::Args;
 #[command(after_help = EDIT_AFTER_HELP)]
 pub(crate) struct EditArgs {
     /// Loop id, or name (refused when several loops have it).
-    #[arg(value_name = "LOOP")]
+    #[arg(value_name = "LOOP", add = crate::complete::loops())]
     pub(crate) target: String,
 
     /// Run once, at TIME (as in create).
@@ -34,11 +34,21 @@ pub(crate) struct EditArgs {
 
     /// Evaluate the cron schedule in this IANA time zone; alone, it changes
     /// the zone of a cron loop and keeps its expression [default: as stored].
-    #[arg(long, value_name = "ZONE", help_heading = "Schedule (at most one)")]
+    #[arg(
+        long,
+        value_name = "ZONE",
+        help_heading = "Schedule (at most one)",
+        add = crate::complete::zones()
+    )]
     pub(crate) tz: Option<String>,
 
     /// Missed-slot policy: none, latest or all [default: as stored].
-    #[arg(long, value_name = "POLICY", help_heading = "Policy")]
+    #[arg(
+        long,
+        value_name = "POLICY",
+        help_heading = "Policy",
+        add = crate::complete::one_of(loops_core::CatchUp::ALL)
+    )]
     pub(crate) catch_up: Option<String>,
 
     /// Most missed slots one tick runs under --catch-up all [default: as
@@ -47,7 +57,12 @@ pub(crate) struct EditArgs {
     pub(crate) catch_up_limit: Option<String>,
 
     /// Overlap policy: skip or allow [default: as stored].
-    #[arg(long, value_name = "POLICY", help_heading = "Policy")]
+    #[arg(
+        long,
+        value_name = "POLICY",
+        help_heading = "Policy",
+        add = crate::complete::one_of(loops_core::Overlap::ALL)
+    )]
     pub(crate) overlap: Option<String>,
 
     /// Attempts per slot [default: as stored].
@@ -117,7 +132,12 @@ pub(crate) struct EditArgs {
 
     /// Agent loops: the agent CLI (claude, cursor, codewith, aicopilot,
     /// opencode or codex).
-    #[arg(long, value_name = "PROVIDER", help_heading = "Agent target")]
+    #[arg(
+        long,
+        value_name = "PROVIDER",
+        help_heading = "Agent target",
+        add = crate::complete::one_of(loops_core::AgentProvider::ALL)
+    )]
     pub(crate) provider: Option<String>,
 
     /// Agent loops: the prompt.
@@ -135,7 +155,8 @@ pub(crate) struct EditArgs {
         long,
         value_name = "PATH",
         conflicts_with = "prompt",
-        help_heading = "Agent target"
+        help_heading = "Agent target",
+        value_hint = clap::ValueHint::FilePath
     )]
     pub(crate) prompt_file: Option<String>,
 
@@ -148,19 +169,34 @@ pub(crate) struct EditArgs {
     pub(crate) agent: Option<String>,
 
     /// Agent loops: safe or none.
-    #[arg(long, value_name = "MODE", help_heading = "Agent target")]
+    #[arg(
+        long,
+        value_name = "MODE",
+        help_heading = "Agent target",
+        add = crate::complete::one_of(loops_core::ConfigIsolation::ALL)
+    )]
     pub(crate) config_isolation: Option<String>,
 
     #[command(flatten)]
     pub(crate) agent_options: crate::args::agent::EditAgentOptions,
 
     /// Workflow loops: the workflow to run, by id or active name.
-    #[arg(long, value_name = "WORKFLOW", help_heading = "Workflow target")]
+    #[arg(
+        long,
+        value_name = "WORKFLOW",
+        help_heading = "Workflow target",
+        add = crate::complete::workflows()
+    )]
     pub(crate) workflow: Option<String>,
 
     /// Command and agent loops: the working directory (~ and relative
     /// paths are made absolute).
-    #[arg(long, value_name = "DIR", help_heading = "Any target")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        help_heading = "Any target",
+        value_hint = clap::ValueHint::DirPath
+    )]
     pub(crate) cwd: Option<String>,
 
     /// Kill the run after DURATION; '' returns to the default (workflow
@@ -195,7 +231,7 @@ const EDIT_AFTER_HELP: &str = "Only what is given changes; the loop keeps its id
 #[derive(Debug, Args)]
 pub(crate) struct RenameArgs {
     /// Loop id, or name (refused when several loops have it).
-    #[arg(value_name = "LOOP")]
+    #[arg(value_name = "LOOP", add = crate::complete::loops())]
     pub(crate) target: String,
 
     /// The new name.

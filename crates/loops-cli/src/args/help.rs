@@ -170,10 +170,19 @@ Examples:
   loops restore ~/loops-copy.db --yes            # a path; no question asked";
 
 /// `completions`.
-pub(crate) const COMPLETIONS: &str = "Examples:
+pub(crate) const COMPLETIONS: &str =
+    "The script asks loops itself on each Tab (it runs COMPLETE=<shell> \
+loops -- <words>), so loop names and ids, run ids, workflow names, labels and every fixed value \
+(--status, --catch-up, --provider, --tz, ...) complete from the data directory as it is now. It \
+is the script COMPLETE=<shell> loops prints; --static prints clap's static script instead. On \
+PostgreSQL only commands, flags and fixed values complete.
+
+Examples:
   loops completions bash > ~/.local/share/bash-completion/completions/loops
   loops completions zsh > ~/.zfunc/_loops
-  loops completions fish > ~/.config/fish/completions/loops.fish";
+  loops completions fish > ~/.config/fish/completions/loops.fish
+  source <(COMPLETE=bash loops)          # or this line in ~/.bashrc
+  source <(COMPLETE=zsh loops)           # or this line in ~/.zshrc";
 
 /// `man`.
 pub(crate) const MAN: &str = "Examples:

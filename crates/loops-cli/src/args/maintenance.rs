@@ -44,7 +44,7 @@ pub(crate) struct BackupArgs {
 pub(crate) struct RestoreArgs {
     /// The backup: a name from `loops backup --list` (loops-20261201T170512Z.db)
     /// or the path of a copy of a loops database.
-    #[arg(value_name = "BACKUP")]
+    #[arg(value_name = "BACKUP", add = crate::complete::backups())]
     pub(crate) backup: String,
 
     /// Restore without asking [default: ask on a terminal, refuse
@@ -58,7 +58,7 @@ pub(crate) struct RestoreArgs {
 pub(crate) struct ExportArgs {
     /// The file to write, or - for stdout. It must not exist yet unless
     /// --force is given; a symbolic link is never written through.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", value_hint = clap::ValueHint::FilePath)]
     pub(crate) file: String,
 
     /// Leave out the run history (runs, workflow runs, step runs and
@@ -76,7 +76,7 @@ pub(crate) struct ExportArgs {
 #[derive(Debug, Args)]
 pub(crate) struct ImportArgs {
     /// The file `loops export` wrote, or - for stdin.
-    #[arg(value_name = "FILE")]
+    #[arg(value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub(crate) file: String,
 
     /// Write the records; without it, only say per table what would be
@@ -97,13 +97,18 @@ pub(crate) struct CompletionsArgs {
     /// The shell to complete for.
     #[arg(value_name = "SHELL")]
     pub(crate) shell: clap_complete::Shell,
+
+    /// Print the static script instead: commands and flags only, no loop,
+    /// run, workflow or label names, and no `loops` process on each Tab.
+    #[arg(long = "static")]
+    pub(crate) static_script: bool,
 }
 
 // `loops man` (issue 16 §7).
 #[derive(Debug, Args)]
 pub(crate) struct ManArgs {
     /// Where to write the pages; created if missing, pages in it replaced.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
     pub(crate) dir: String,
 }
 

@@ -30,6 +30,7 @@ pub(crate) struct NextArgs {
     /// Loop id, or name (refused when several loops have it).
     #[arg(
         value_name = "LOOP",
+        add = crate::complete::loops(),
         required_unless_present_any = ["cron", "every"],
         conflicts_with_all = ["cron", "every"]
     )]
@@ -45,7 +46,7 @@ pub(crate) struct NextArgs {
 
     /// Evaluate --cron in this IANA time zone, e.g. Europe/Berlin [default:
     /// host local time].
-    #[arg(long, value_name = "ZONE", requires = "cron")]
+    #[arg(long, value_name = "ZONE", requires = "cron", add = crate::complete::zones())]
     pub(crate) tz: Option<String>,
 
     /// The fire times of an interval of DURATION from now instead of a

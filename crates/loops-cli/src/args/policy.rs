@@ -13,7 +13,12 @@ pub(crate) struct PolicyOptions {
     /// A label for `list --label` and `runs --label` (repeatable, or
     /// comma-separated): up to 64 characters of A-Z a-z 0-9 . _ : = / -
     /// [default: none].
-    #[arg(long = "label", value_name = "LABEL", help_heading = "Labels")]
+    #[arg(
+        long = "label",
+        value_name = "LABEL",
+        help_heading = "Labels",
+        add = crate::complete::labels()
+    )]
     pub(crate) labels: Vec<String>,
 
     /// Expire the loop after N successful runs in a row; a final failure
@@ -28,7 +33,12 @@ pub(crate) struct PolicyOptions {
 
     /// How retries wait: fixed (--retry-delay each time) or exponential
     /// (--retry-delay × 2^(attempt−1) × a random 0.5–1.5) [default: fixed].
-    #[arg(long, value_name = "POLICY", help_heading = "Policy")]
+    #[arg(
+        long,
+        value_name = "POLICY",
+        help_heading = "Policy",
+        add = crate::complete::one_of(loops_core::Backoff::ALL)
+    )]
     pub(crate) backoff: Option<String>,
 
     /// The longest an exponential retry waits [default: 6h].
@@ -85,11 +95,11 @@ pub(crate) enum LabelsCommand {
 #[derive(Debug, Args)]
 pub(crate) struct LabelsArgs {
     /// Loop id, or name (refused when several loops have it).
-    #[arg(value_name = "LOOP")]
+    #[arg(value_name = "LOOP", add = crate::complete::loops())]
     pub(crate) target: String,
 
     /// Labels (repeatable, or comma-separated): up to 64 characters of
     /// A-Z a-z 0-9 . _ : = / -.
-    #[arg(value_name = "LABEL", required = true)]
+    #[arg(value_name = "LABEL", required = true, add = crate::complete::labels())]
     pub(crate) labels: Vec<String>,
 }

@@ -3,7 +3,9 @@
 //! `cost`, what agent runs cost and used. As in the parent module, values
 //! stay strings until `resolve` checks them.
 
+use anyhow::{Result, bail};
 use clap::Args;
+use serde::Serialize;
 
 // The defaults of `--since`, for `loops mcp` too.
 pub(crate) const DEFAULT_HEALTH_SINCE: &str = "7d";
@@ -54,6 +56,56 @@ pub(crate) struct CostArgs {
 
     /// Total per loop, provider (the loop's agent), day (local calendar
     /// day the run finished) or label.
-    #[arg(long, value_name = "GROUP", default_value = DEFAULT_COST_BY)]
+    #[arg(
+        long,
+        value_name = "GROUP",
+        default_value = DEFAULT_COST_BY,
+        add = crate::complete::one_of(GroupBy::ALL)
+    )]
     pub(crate) by: String,
+}
+
+/// What `cost --by` groups the runs by (`commands::cost` names it in the
+/// output).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum GroupBy {
+    Loop,
+    Provider,
+    Day,
+    Label,
+}
+
+impl GroupBy {
+    /// Every group, as `--by` lists them (shell completion offers them).
+    pub(crate) const ALL: &'static [GroupBy] = &[
+        GroupBy::Loop,
+        GroupBy::Provider,
+        GroupBy::Day,
+        GroupBy::Label,
+    ];
+
+    /// The group `--by` names.
+    pub(crate) fn parse(value: &str) -> Result<GroupBy> {
+        match GroupBy::ALL.iter().find(|by| by.name() == value.trim()) {
+            Some(by) => Ok(*by),
+            None => bail!("invalid --by {value:?}: use loop, provider, day or label"),
+        }
+    }
+
+    /// The `--by` spelling.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            GroupBy::Loop => "loop",
+            GroupBy::Provider => "provider",
+            GroupBy::Day => "day",
+            GroupBy::Label => "label",
+        }
+    }
+}
+
+impl std::fmt::Display for GroupBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }

@@ -56,7 +56,7 @@ pub(crate) enum Workflows {
 #[derive(Debug, Args)]
 pub(crate) struct FileArgs {
     /// The workflow file: JSON with name, description, maxParallel and steps.
-    #[arg(value_name = "FILE")]
+    #[arg(value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub(crate) file: String,
 
     /// Use this name instead of the file's `name`.
@@ -93,7 +93,12 @@ pub(crate) struct CreateArgs {
 #[derive(Debug, Args)]
 pub(crate) struct ListArgs {
     /// Only workflows with this status: active or archived.
-    #[arg(long, value_name = "STATUS", default_value = DEFAULT_LIST_STATUS)]
+    #[arg(
+        long,
+        value_name = "STATUS",
+        default_value = DEFAULT_LIST_STATUS,
+        add = crate::complete::one_of(loops_core::WorkflowStatus::ALL)
+    )]
     pub(crate) status: String,
 
     /// Show at most N workflows [default: all].
@@ -105,7 +110,7 @@ pub(crate) struct ListArgs {
 #[derive(Debug, Args)]
 pub(crate) struct WorkflowRef {
     /// Workflow id (any status), or the name of an active workflow.
-    #[arg(value_name = "WORKFLOW")]
+    #[arg(value_name = "WORKFLOW", add = crate::complete::workflows())]
     pub(crate) target: String,
 }
 
@@ -113,7 +118,7 @@ pub(crate) struct WorkflowRef {
 #[derive(Debug, Args)]
 pub(crate) struct RunRef {
     /// Workflow run id (see `loops workflows runs`).
-    #[arg(value_name = "RUN")]
+    #[arg(value_name = "RUN", add = crate::complete::workflow_runs())]
     pub(crate) run: String,
 }
 
@@ -130,7 +135,7 @@ pub(crate) struct RunArgs {
 
     /// Continue this run of the workflow from its first unfinished step
     /// instead of starting a new run (after `loops workflows recover`).
-    #[arg(long, value_name = "RUN")]
+    #[arg(long, value_name = "RUN", add = crate::complete::workflow_runs())]
     pub(crate) resume: Option<String>,
 }
 
@@ -139,7 +144,7 @@ pub(crate) struct RunArgs {
 pub(crate) struct RunsArgs {
     /// Only runs of this workflow (id, or name of an active workflow)
     /// [default: every workflow].
-    #[arg(value_name = "WORKFLOW")]
+    #[arg(value_name = "WORKFLOW", add = crate::complete::workflows())]
     pub(crate) target: Option<String>,
 
     /// Show at most N runs.

@@ -15,14 +15,14 @@ use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::ControlFlow;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use chrono::Local;
 use loops_core::{Loop, LoopId, Target, Timestamp, Usd};
 use loops_store::RunCost;
 use serde::Serialize;
 
 use super::now;
-use crate::args::report::CostArgs;
+use crate::args::report::{CostArgs, GroupBy};
 use crate::context::Context;
 use crate::exit::Outcome;
 use crate::human;
@@ -36,27 +36,8 @@ const NO_LABEL: &str = "(none)";
 /// The provider of a loop removed since its runs.
 const UNKNOWN_PROVIDER: &str = "unknown";
 
-/// What `--by` groups the runs by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-enum GroupBy {
-    Loop,
-    Provider,
-    Day,
-    Label,
-}
-
+// The name of `--by`'s value in the output.
 impl GroupBy {
-    fn parse(value: &str) -> Result<GroupBy> {
-        Ok(match value.trim() {
-            "loop" => GroupBy::Loop,
-            "provider" => GroupBy::Provider,
-            "day" => GroupBy::Day,
-            "label" => GroupBy::Label,
-            _ => bail!("invalid --by {value:?}: use loop, provider, day or label"),
-        })
-    }
-
     /// The JSON key and the table header of a group's name.
     fn key(self) -> (&'static str, &'static str) {
         match self {

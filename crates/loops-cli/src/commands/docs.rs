@@ -1,6 +1,8 @@
 //! `loops completions <shell>` and `loops man --dir <dir>` (issue 16 §7):
 //! shell completions and man pages, generated from the same clap
-//! definitions the parser uses, so they cannot drift from it.
+//! definitions the parser uses, so they cannot drift from it. The
+//! completion script is the dynamic one of `complete.rs` (issue 28), or
+//! clap's static one with `--static`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -21,12 +23,19 @@ pub(crate) fn completions(
     args: &CompletionsArgs,
     out: &mut Printer,
 ) -> Result<Outcome> {
-    request::serve(ctx, out, |_| Ok(Completions { shell: args.shell }))
+    request::serve(ctx, out, |_| {
+        Ok(Completions {
+            shell: args.shell,
+            static_script: args.static_script,
+        })
+    })
 }
 
-/// The typed request of `completions`: the script for one shell.
+/// The typed request of `completions`: the script for one shell, the
+/// dynamic registration (`complete.rs`) or clap's static script.
 struct Completions {
     shell: Shell,
+    static_script: bool,
 }
 
 /// What `completions` returns: the script, printed as it is in either
@@ -37,8 +46,13 @@ impl Request for Completions {
     type Document = Script;
 
     fn run(self, _: &Context, _: &mut Warnings) -> Result<Script> {
-        let mut buf = Vec::new();
-        clap_complete::generate(self.shell, &mut Cli::command(), "loops", &mut buf);
+        let buf = if self.static_script {
+            let mut buf = Vec::new();
+            clap_complete::generate(self.shell, &mut Cli::command(), "loops", &mut buf);
+            buf
+        } else {
+            crate::complete::registration(self.shell).context("writing the completion script")?
+        };
         let script = String::from_utf8(buf).context("the completion script is not UTF-8")?;
         Ok(Script(script))
     }

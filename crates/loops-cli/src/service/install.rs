@@ -43,6 +43,10 @@ pub(crate) enum Platform {
 }
 
 impl Platform {
+    /// Every platform, as `--platform` names them (shell completion offers
+    /// them).
+    pub(crate) const ALL: &'static [Platform] = &[Platform::Linux, Platform::Macos];
+
     /// This machine's, if loops can install there.
     pub(crate) fn current() -> Option<Platform> {
         match std::env::consts::OS {
@@ -55,10 +59,23 @@ impl Platform {
     /// `linux` or `macos` (`darwin` is accepted too).
     pub(crate) fn parse(name: &str) -> Option<Platform> {
         match name {
-            "linux" => Some(Platform::Linux),
-            "macos" | "darwin" => Some(Platform::Macos),
-            _ => None,
+            "darwin" => Some(Platform::Macos),
+            _ => Platform::ALL.iter().copied().find(|p| p.name() == name),
         }
+    }
+
+    /// The `--platform` spelling.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Platform::Linux => "linux",
+            Platform::Macos => "macos",
+        }
+    }
+}
+
+impl std::fmt::Display for Platform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 

@@ -38,6 +38,22 @@ const CODEWITH_SANDBOXES: [&str; 3] = ["read-only", "workspace-write", "danger-f
 /// The sandboxes of cursor.
 const CURSOR_SANDBOXES: [&str; 2] = ["enabled", "disabled"];
 
+/// The sandboxes `provider` accepts (agents note §12.1 rule 11); none for
+/// a provider without one.
+///
+/// ```
+/// use loops_core::{AgentProvider, sandboxes};
+/// assert_eq!(sandboxes(AgentProvider::Cursor), ["enabled", "disabled"]);
+/// assert!(sandboxes(AgentProvider::Claude).is_empty());
+/// ```
+pub fn sandboxes(provider: AgentProvider) -> &'static [&'static str] {
+    match provider {
+        AgentProvider::Codewith | AgentProvider::Codex => &CODEWITH_SANDBOXES,
+        AgentProvider::Cursor => &CURSOR_SANDBOXES,
+        AgentProvider::Claude | AgentProvider::Opencode | AgentProvider::Aicopilot => &[],
+    }
+}
+
 /// Checks an agent target as it is created, edited or imported.
 pub(super) fn validate_agent_target(target: &AgentTarget, label: &str) -> Result<()> {
     let field = format!("{label}.prompt");
@@ -120,7 +136,7 @@ enum Rules {
 
 /// §12.1 rules 2 and 5 to 16, in order.
 fn rules(target: &AgentTarget, label: &str, which: Rules) -> Result<()> {
-    use AgentProvider::{Aicopilot, Claude, Codewith, Codex, Cursor, Opencode};
+    use AgentProvider::{Claude, Codewith, Codex, Cursor, Opencode};
     let provider = target.provider;
     let error = |key: &str, rule: &str| {
         let field = format!("{label}.{key}");
@@ -204,16 +220,13 @@ fn rules(target: &AgentTarget, label: &str, which: Rules) -> Result<()> {
     }
     // Rule 11.
     if let Some(sandbox) = &target.sandbox {
-        let allowed: &[&str] = match provider {
-            Codewith | Codex => &CODEWITH_SANDBOXES,
-            Cursor => &CURSOR_SANDBOXES,
-            Claude | Opencode | Aicopilot => {
-                return error(
-                    "sandbox",
-                    "is currently supported only for provider codewith, codex, or cursor",
-                );
-            }
-        };
+        let allowed = sandboxes(provider);
+        if allowed.is_empty() {
+            return error(
+                "sandbox",
+                "is currently supported only for provider codewith, codex, or cursor",
+            );
+        }
         if !allowed.contains(&sandbox.as_str()) {
             return error("sandbox", &format!("must be one of {}", allowed.join(", ")));
         }
