@@ -127,3 +127,26 @@ fn doctor_fails_a_data_dir_others_can_write() {
         "{check}"
     );
 }
+
+#[test]
+fn cursor_passes_the_provider_check_with_the_agent_program_a_run_starts() {
+    let env = TestEnv::new();
+    let check = |env: &TestEnv| {
+        let report = env.loops(["--json", "doctor"]).run().json();
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == "provider:cursor-agent")
+            .cloned()
+            .unwrap()
+    };
+    let missing = check(&env);
+    assert_eq!(missing["status"], "warn");
+    assert_eq!(missing["message"], "agent or cursor-agent is not on PATH");
+    // A run of a cursor loop starts `agent`; the check keeps its id.
+    env.write_script("agent", "exit 0");
+    let found = check(&env);
+    assert_eq!(found["status"], "ok");
+    assert_eq!(found["message"], "agent is available");
+}

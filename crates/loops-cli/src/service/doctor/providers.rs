@@ -11,7 +11,7 @@
 use std::collections::BTreeSet;
 use std::ops::ControlFlow;
 
-use loops_core::{CommandTarget, ProcessTarget, Target};
+use loops_core::{AgentProvider, CommandTarget, ProcessTarget, Target};
 use loops_exec::{ExecOptions, RunMetadata, preflight_target};
 use loops_store::{LoopFilter, Store, WorkflowFilter};
 
@@ -77,12 +77,27 @@ fn used_providers(store: Option<&Store>) -> Option<BTreeSet<&'static str>> {
     Some(used)
 }
 
+/// The check of provider CLI `bin`. Cursor's keeps the original's id,
+/// `provider:cursor-agent`, but a run starts `agent` first and falls back
+/// to `cursor-agent` (issue 27), so either one passes it.
 fn check_provider(bin: &str, exec: &ExecOptions) -> Check {
     let id = format!("provider:{bin}");
-    let target = ProcessTarget::Command(CommandTarget::new(bin));
-    match preflight_target(&target, &RunMetadata::default(), exec) {
-        Ok(_) => Check::new(id, CheckStatus::Ok, format!("{bin} is available")),
-        Err(_) => Check::new(id, CheckStatus::Warn, format!("{bin} is not on PATH")),
+    let cursor = AgentProvider::Cursor;
+    let programs = match cursor.fallback_executable() {
+        Some(fallback) if bin == cursor.binary() => vec![cursor.executable(), fallback],
+        _ => vec![bin],
+    };
+    let found = programs.iter().find(|program| {
+        let target = ProcessTarget::Command(CommandTarget::new(**program));
+        preflight_target(&target, &RunMetadata::default(), exec).is_ok()
+    });
+    match found {
+        Some(program) => Check::new(id, CheckStatus::Ok, format!("{program} is available")),
+        None => Check::new(
+            id,
+            CheckStatus::Warn,
+            format!("{} is not on PATH", programs.join(" or ")),
+        ),
     }
 }
 
