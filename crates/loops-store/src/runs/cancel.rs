@@ -52,21 +52,26 @@ pub(crate) fn outcome(written: Option<LoopRun>, stored: Option<LoopRun>) -> Opti
     }
 }
 
+/// The `SET` of a request: `?2` now, `?3` who asks, `?4` the grace; a
+/// second request keeps the first one's time and author.
+macro_rules! request_set {
+    () => {
+        "UPDATE loop_runs SET cancel_requested_at = COALESCE(cancel_requested_at, ?2),
+           cancelled_by = COALESCE(cancelled_by, ?3), cancel_grace_ms = ?4, updated_at = ?2"
+    };
+}
+
 /// Records a request on running run `?1`.
 const REQUEST_RUN: &str = concat!(
-    "UPDATE loop_runs SET cancel_requested_at = COALESCE(cancel_requested_at, ?2),
-       cancelled_by = COALESCE(cancelled_by, ?3), cancel_grace_ms = ?4, updated_at = ?2
-     WHERE id = ?1 AND status = 'running'
-     RETURNING ",
+    request_set!(),
+    " WHERE id = ?1 AND status = 'running' RETURNING ",
     run_columns!()
 );
 
 /// Records a request on every running run of loop `?1`.
 const REQUEST_LOOP: &str = concat!(
-    "UPDATE loop_runs SET cancel_requested_at = COALESCE(cancel_requested_at, ?2),
-       cancelled_by = COALESCE(cancelled_by, ?3), cancel_grace_ms = ?4, updated_at = ?2
-     WHERE loop_id = ?1 AND status = 'running'
-     RETURNING ",
+    request_set!(),
+    " WHERE loop_id = ?1 AND status = 'running' RETURNING ",
     run_columns!()
 );
 
