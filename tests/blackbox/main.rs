@@ -41,6 +41,7 @@ mod status;
 mod transfer;
 mod traps;
 mod workflow_control;
+mod workflow_output;
 mod workflow_paths;
 mod workflow_runs;
 mod workflows;

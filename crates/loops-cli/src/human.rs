@@ -15,6 +15,7 @@ use chrono::{DateTime, Local};
 use loops_core::{Clock, CronExpr, LoopRun, RunStatus, Schedule, Timestamp, Zone};
 
 mod cron;
+pub(crate) mod steps;
 
 /// The variable that freezes "now" for human output.
 pub(crate) const DISPLAY_NOW_ENV: &str = "LOOPS_DISPLAY_NOW";

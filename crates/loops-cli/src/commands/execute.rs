@@ -188,7 +188,7 @@ impl Document for RanNow {
         match self.output {
             None => {}
             Some(Output::Shown) => {
-                for line in render::output_blocks(run) {
+                for line in crate::human::steps::output_blocks(ctx, run) {
                     out.line(&line)?;
                 }
             }
@@ -339,7 +339,7 @@ impl Document for Ticked {
         Ok(())
     }
 
-    fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
+    fn human(&self, ctx: &Context, out: &mut Printer) -> Result<()> {
         let result = &self.result;
         out.line(&format!(
             "completed={} skipped={} recovered={} expired={}",
@@ -351,7 +351,7 @@ impl Document for Ticked {
         if self.output == Output::Shown {
             for run in &result.completed {
                 out.line(&format!("{} {} {}", run.id, run.status, run.loop_name))?;
-                for line in render::output_blocks(run) {
+                for line in crate::human::steps::output_blocks(ctx, run) {
                     out.line(&line)?;
                 }
             }

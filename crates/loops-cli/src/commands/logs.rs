@@ -4,7 +4,8 @@
 //! It prints the run's log file (`logs/<run-id>.log`, stdout and stderr
 //! interleaved as they arrived, written by the runner as the run goes;
 //! see `loops_exec::RunLog`) when there is one, else the stored stdout
-//! then stderr. The log is opened without following links, and only when
+//! then stderr (a workflow loop's run, which has no log, as its steps:
+//! `human::steps`). The log is opened without following links, and only when
 //! it is this user's regular file. On a shared PostgreSQL database a run's
 //! log lives on the host that ran it; elsewhere the stored output is
 //! printed.
@@ -49,6 +50,7 @@ use serde_json::json;
 use crate::args::LogsArgs;
 use crate::context::Context;
 use crate::exit::Outcome;
+use crate::human::steps;
 use crate::render::{self, Printer};
 use crate::request::{self, Document, Request, Warnings};
 
@@ -159,7 +161,7 @@ impl RunLog {
             None => {
                 match read_log(&self.path) {
                     Some(text) => print_text(&text, out)?,
-                    None => print_stored(&self.run, out)?,
+                    None => print_stored(ctx, &self.run, out)?,
                 }
                 Cow::Borrowed(&self.run)
             }
@@ -257,7 +259,7 @@ fn follow_run(
     if let Some((ctx, out)) = print {
         tail.finish(ctx, out)?;
         if !tail.seen_file() {
-            print_stored(&run, out)?;
+            print_stored(ctx, &run, out)?;
         }
     }
     Ok(Some(run))
@@ -318,10 +320,10 @@ impl LoopLogs {
                     None => return Ok(()),
                 }
             } else {
-                if ctx.is_some() {
+                if let Some(ctx) = ctx {
                     match read_log(&path) {
                         Some(text) => print_text(&text, out)?,
-                        None => print_stored(&run, out)?,
+                        None => print_stored(ctx, &run, out)?,
                     }
                 }
                 run
@@ -393,27 +395,18 @@ fn read_log(path: &Path) -> Option<String> {
 }
 
 /// A run's output as `logs` prints it (for `status`'s tail): its log file
-/// on this host when there is one, else the stored stdout then stderr.
+/// on this host when there is one, else the stored stdout then stderr (a
+/// workflow loop's steps, `human::steps`).
 pub(crate) fn output_text(ctx: &Context, run: &LoopRun) -> Result<String> {
     if let Some(text) = read_log(&log_path(ctx, run)?) {
         return Ok(text);
     }
-    let mut text = String::new();
-    for part in [&run.stdout, &run.stderr].into_iter().flatten() {
-        text.push_str(part);
-        if !part.ends_with('\n') {
-            text.push('\n');
-        }
-    }
-    Ok(text)
+    Ok(steps::stored_text(ctx, run))
 }
 
-/// The stored stdout, then the stored stderr.
-fn print_stored(run: &LoopRun, out: &mut dyn Lines) -> io::Result<()> {
-    for text in [&run.stdout, &run.stderr].into_iter().flatten() {
-        print_text(text, out)?;
-    }
-    Ok(())
+/// The stored stdout, then the stored stderr; a workflow loop's steps.
+fn print_stored(ctx: &Context, run: &LoopRun, out: &mut dyn Lines) -> io::Result<()> {
+    print_text(&steps::stored_text(ctx, run), out)
 }
 
 /// Where followed lines go: the command's [`Printer`], or (for `run-now`,

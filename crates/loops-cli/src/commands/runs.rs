@@ -260,7 +260,7 @@ fn print_table(
         table.styled_row(row);
     }
     out.table(&table, |i| match (output, runs.get(i)) {
-        (Output::Shown, Some(run)) => render::output_blocks(run),
+        (Output::Shown, Some(run)) => human::steps::output_blocks(ctx, run),
         _ => Vec::new(),
     })?;
     Ok(())
@@ -304,7 +304,7 @@ fn print_one(ctx: &Context, run: &LoopRun, output: Output, out: &mut Printer) ->
     lines.extend(fact_lines(&run.facts));
     lines.extend(worktree_lines(run));
     match output {
-        Output::Shown => lines.extend(render::output_blocks(run)),
+        Output::Shown => lines.extend(human::steps::output_blocks(ctx, run)),
         Output::Redacted => {
             let len = |s: &Option<String>| s.as_deref().map_or(0, str::len);
             lines.push(format!(
