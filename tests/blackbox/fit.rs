@@ -380,4 +380,15 @@ fn runs_are_sorted_by_start_and_name_loops_as_they_are_now() {
     let json = env.loops(["--json", "runs"]).run().json();
     assert_eq!(json[0]["loopName"], "second");
     assert_eq!(json[1]["loopName"], "first");
+    // One run by id names its loop the same way.
+    for (run, name) in [
+        (&json[1], "loop:      renamed ("),
+        (&json[0], "loop:      second (removed) ("),
+    ] {
+        let one = env
+            .loops(["runs", run["id"].as_str().unwrap()])
+            .run()
+            .stdout;
+        assert!(one.contains(name), "{one}");
+    }
 }

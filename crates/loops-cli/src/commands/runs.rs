@@ -71,8 +71,9 @@ type Names = std::collections::HashMap<LoopId, Option<String>>;
 
 /// What `runs` returns.
 enum RunsListed {
-    /// The run a run id named.
-    One(Box<LoopRun>, Output),
+    /// The run a run id named, and its loop's current name (`None` when
+    /// the loop was removed).
+    One(Box<LoopRun>, Output, Option<String>),
     /// The newest runs, newest first; `cut` when the limit hid older ones.
     Many {
         runs: Vec<LoopRun>,
@@ -92,7 +93,10 @@ impl Request for Runs {
             None => None,
             Some(target) => match subject(&store, target)? {
                 Subject::Loop(id) => Some(id),
-                Subject::Run(run) => return Ok(RunsListed::One(run, self.output)),
+                Subject::Run(run) => {
+                    let name = store.get_loop(&run.loop_id)?.map(|lp| lp.name);
+                    return Ok(RunsListed::One(run, self.output, name));
+                }
             },
         };
         // One row more than shown tells whether the limit cut the listing,
@@ -126,14 +130,17 @@ impl Document for RunsListed {
     /// The runs' array; one run is an array of one.
     fn json(&self, out: &mut Printer) -> Result<()> {
         match self {
-            RunsListed::One(run, output) => print_json(std::slice::from_ref(run), *output, out),
+            RunsListed::One(run, output, _) => print_json(std::slice::from_ref(run), *output, out),
             RunsListed::Many { runs, output, .. } => print_json(runs, *output, out),
         }
     }
 
     fn human(&self, ctx: &Context, out: &mut Printer) -> Result<()> {
         let (runs, output, cut, names) = match self {
-            RunsListed::One(run, output) => return print_one(ctx, run, *output, out),
+            RunsListed::One(run, output, name) => {
+                let names = Names::from([(run.loop_id, name.clone())]);
+                return print_one(ctx, run, &names, *output, out);
+            }
             RunsListed::Many {
                 runs,
                 output,
@@ -267,7 +274,13 @@ fn print_table(
 }
 
 /// One run, field by field, then its output blocks with `--show-output`.
-fn print_one(ctx: &Context, run: &LoopRun, output: Output, out: &mut Printer) -> Result<()> {
+fn print_one(
+    ctx: &Context,
+    run: &LoopRun,
+    names: &Names,
+    output: Output,
+    out: &mut Printer,
+) -> Result<()> {
     let now = human::display_now();
     let at = |t: Option<Timestamp>| t.map_or_else(|| "-".to_owned(), |t| human::when(t, now));
     let mut lines = vec![
@@ -275,7 +288,7 @@ fn print_one(ctx: &Context, run: &LoopRun, output: Output, out: &mut Printer) ->
         // One line each, whatever the stored name or error holds.
         format!(
             "loop:      {} ({})",
-            render::escape_controls(&run.loop_name, &[]),
+            render::escape_controls(&loop_cell(run, names), &[]),
             run.loop_id
         ),
         format!("status:    {}", human::run_result(run)),
