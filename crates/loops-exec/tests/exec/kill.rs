@@ -93,6 +93,11 @@ fn a_child_that_exits_on_sigterm_is_not_sent_sigkill() {
 fn an_external_signal_is_recorded_by_name() {
     // SPEC §10 item 69, second half.
     let fx = Fixture::new();
+    // Tests started as a background job of a shell without job control
+    // inherit an ignored SIGINT, which `sh` then cannot un-ignore. loops
+    // itself runs with handlers (`SignalCancel`), which `exec` resets to
+    // the default in a run; so does this test.
+    let _signals = loops_exec::SignalCancel::install().unwrap();
     for (signal, name) in [("KILL", "SIGKILL"), ("TERM", "SIGTERM"), ("INT", "SIGINT")] {
         let r = run(
             &shell(&format!("echo before; kill -{signal} $$; sleep 5")),
