@@ -15,21 +15,16 @@
 //!   (`--database-url` or `$LOOPS_DATABASE_URL`) no stored value is
 //!   offered: a Tab would wait on the network.
 
-use std::ffi::OsStr;
-use std::fmt::Display;
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use clap_complete::engine::{
     ArgValueCandidates, ArgValueCompleter, CompletionCandidate, PathCompleter, ValueCompleter,
 };
 use clap_complete::env::{CompleteEnv, EnvCompleter};
 use loops_store::{COMPLETION_BUDGET, COMPLETION_LIMIT, CompletionKind};
+use std::ffi::OsStr;
+use std::fmt::Display;
 
 /// The variable that asks for completions, as clap_complete names it.
 pub(crate) const VAR: &str = "COMPLETE";
-
-/// Whether the words being completed choose PostgreSQL (`--database-url`).
-static POSTGRES_FLAG: AtomicBool = AtomicBool::new(false);
 
 /// Answers a completion request (`COMPLETE=<shell>` in the environment)
 /// for the command line `cli` builds, and exits; returns at once, touching
@@ -38,11 +33,6 @@ pub(crate) fn serve(cli: fn() -> clap::Command) {
     if std::env::var_os(VAR).is_none_or(|v| v.is_empty() || v == "0") {
         return;
     }
-    let flag = std::env::args_os().any(|a| {
-        a.to_str()
-            .is_some_and(|a| a == "--database-url" || a.starts_with("--database-url="))
-    });
-    POSTGRES_FLAG.store(flag, Ordering::Relaxed);
     CompleteEnv::with_factory(cli)
         .var(VAR)
         .bin("loops")
@@ -184,7 +174,14 @@ fn stored(kinds: &'static [CompletionKind]) -> ArgValueCompleter {
 /// The stored values of `kinds` that start with `prefix`, at most
 /// [`COMPLETION_LIMIT`] in all.
 fn lookup(kinds: &[CompletionKind], prefix: &str) -> Vec<CompletionCandidate> {
-    let postgres = POSTGRES_FLAG.load(Ordering::Relaxed)
+    // The words being completed are this process's arguments: one that
+    // chooses PostgreSQL (`--database-url`) or the variable means no
+    // stored values here.
+    let flag = std::env::args_os().any(|a| {
+        a.to_str()
+            .is_some_and(|a| a == "--database-url" || a.starts_with("--database-url="))
+    });
+    let postgres = flag
         || std::env::var_os(crate::paths::DATABASE_URL_VAR)
             .is_some_and(|v| !v.to_string_lossy().trim().is_empty());
     let Ok(dir) = crate::paths::data_dir() else {
