@@ -40,6 +40,7 @@ mod runtime;
 mod status;
 mod transfer;
 mod traps;
+mod ui;
 mod workflow_control;
 mod workflow_output;
 mod workflow_paths;

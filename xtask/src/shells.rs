@@ -1,12 +1,14 @@
-//! The shells the completion tests drive (issue 28): bash, zsh and fish.
-//! CI installs zsh and fish with `apt-get` when they are missing and this
+//! The shells the completion tests drive (issue 28): bash, zsh and fish;
+//! and tmux, the terminal `loops ui`'s tests drive (issue 29).
+//! CI installs zsh, fish and tmux with `apt-get` when they are missing and this
 //! is a root shell, as it installs PostgreSQL; the tests fail in CI (where
 //! `CI` is set) without them, and skip, saying so, elsewhere.
 
 use std::process::{Command, Stdio};
 
-/// The shells `tests/blackbox/complete.rs` needs beyond bash.
-const SHELLS: [&str; 2] = ["zsh", "fish"];
+/// The shells `tests/blackbox/complete.rs` needs beyond bash, and the
+/// terminal `tests/blackbox/ui.rs` runs `loops ui` in.
+const SHELLS: [&str; 3] = ["zsh", "fish", "tmux"];
 
 /// Installs the missing shells, or says why it cannot.
 pub(crate) fn install_missing() {

@@ -133,6 +133,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut Printer) -> Result<Outcom
         Command::Man(args) => docs::man(ctx, &args, out),
         // `loops_main` serves it before any printer locks stdout.
         Command::Mcp(_) => anyhow::bail!("loops mcp runs only as a command of its own"),
+        Command::Ui => anyhow::bail!("loops ui runs only as a command of its own"),
     }
 }
 

@@ -165,6 +165,9 @@ pub(crate) enum Command {
     /// Serve the Model Context Protocol on stdin and stdout, for coding agents.
     #[command(after_help = crate::args::help::MCP)]
     Mcp(McpArgs),
+    /// A live dashboard of every loop in this terminal.
+    #[command(after_help = crate::args::help::UI)]
+    Ui,
 }
 
 // `loops mcp`: the server has no options of its own; the environment

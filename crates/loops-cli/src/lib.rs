@@ -28,6 +28,7 @@ mod render;
 mod request;
 mod resolve;
 mod service;
+mod ui;
 mod zone;
 
 use std::process::ExitCode;
@@ -49,6 +50,8 @@ pub fn loops_main() -> ExitCode {
     let result = match cli.command {
         // The protocol owns stdout: no printer may lock it.
         args::Command::Mcp(mcp_args) => mcp::run(&ctx, &mcp_args),
+        // The dashboard owns the terminal: no printer may lock stdout.
+        args::Command::Ui => ui::run(&ctx),
         command => app::run(&ctx, command),
     };
     exit::code(result, ctx.verbose)

@@ -189,6 +189,16 @@ pub(crate) const MAN: &str = "Examples:
   loops man --dir ~/.local/share/man/man1 && man loops-create-command";
 
 /// `mcp`.
+/// `ui`.
+pub(crate) const UI: &str =
+    "Keys: arrows or j/k move, Enter opens a loop's status card, p pauses and
+r resume (each asks first), / filters by name or label, f cycles the status
+filter, ? shows the keys, q or Esc goes back or quits.
+
+Examples:
+  loops ui
+  NO_COLOR=1 loops ui          # statuses as words only";
+
 pub(crate) const MCP: &str =
     "Read tools: loops_list, loops_show, loops_runs, loops_health, loops_doctor, loops_daemon_status,
 loops_workflows_list, loops_workflow_read, loops_workflow_run_inspect, loops_workflow_validate.

@@ -1,0 +1,324 @@
+//! What `loops ui` shows, read from the store, and what its keys change:
+//! the rows of the loops table, the filters, the open loop, and a pending
+//! confirmation.
+
+use std::collections::HashMap;
+
+use anyhow::Result;
+use loops_core::{LoopId, LoopRun, LoopStatus, RunStatus};
+use loops_store::{LoopFilter, RunFilter, Store};
+
+use crate::args::{Command, LoopRef};
+use crate::context::Context;
+use crate::human;
+use crate::render::Printer;
+
+/// The most loops the table reads.
+const MOST_LOOPS: u32 = 1_000;
+
+/// The runs a row's sparkline shows.
+pub(super) const SPARK_RUNS: u32 = 20;
+
+/// The most runs in flight read for the counts.
+const MOST_RUNNING: u32 = 1_000;
+
+/// The status filters `f` cycles through, `None` for every loop.
+const STATUS_FILTERS: [Option<LoopStatus>; 4] = [
+    None,
+    Some(LoopStatus::Active),
+    Some(LoopStatus::Paused),
+    Some(LoopStatus::Stopped),
+];
+
+/// One loop of the table, as shown.
+#[derive(Debug, Clone)]
+pub(super) struct Row {
+    pub(super) id: LoopId,
+    pub(super) name: String,
+    pub(super) labels: Vec<String>,
+    /// `active`, `paused`, `done`…, as `list` says it.
+    pub(super) status: &'static str,
+    pub(super) loop_status: LoopStatus,
+    pub(super) schedule: String,
+    pub(super) next: String,
+    pub(super) last: String,
+    /// The last runs' statuses, oldest first.
+    pub(super) spark: Vec<RunStatus>,
+    pub(super) running: usize,
+}
+
+/// What the screen shows besides the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum View {
+    Table,
+    /// A loop's status card, scrolled down this many lines.
+    Loop {
+        name: String,
+        lines: Vec<String>,
+        scroll: u16,
+    },
+    Help,
+}
+
+/// A change that waits for `y`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Pending {
+    Pause,
+    Resume,
+}
+
+/// A confirmed change, on the loop it was asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Asked {
+    pub(super) what: Pending,
+    pub(super) id: LoopId,
+    pub(super) name: String,
+}
+
+impl Asked {
+    /// `pause` or `resume`.
+    pub(super) fn verb(&self) -> &'static str {
+        match self.what {
+            Pending::Pause => "pause",
+            Pending::Resume => "resume",
+        }
+    }
+}
+
+/// The dashboard's state.
+pub(super) struct Board {
+    /// Every loop read, in `list`'s order.
+    pub(super) rows: Vec<Row>,
+    /// The line about the daemon and the counts.
+    pub(super) header: String,
+    /// The selected row among the shown ones.
+    pub(super) selected: usize,
+    pub(super) filter: String,
+    /// Whether keys go into the filter (after `/`).
+    pub(super) typing: bool,
+    status_filter: usize,
+    pub(super) view: View,
+    pub(super) pending: Option<Asked>,
+    /// What the last change did, or why it failed.
+    pub(super) message: Option<String>,
+}
+
+impl Board {
+    /// Reads the store for the first time; an error here ends `loops ui`
+    /// before the terminal changes.
+    pub(super) fn load(ctx: &Context) -> Result<Board> {
+        let store = ctx.open_store()?;
+        let (header, rows) = read(ctx, &store)?;
+        Ok(Board {
+            rows,
+            header,
+            selected: 0,
+            filter: String::new(),
+            typing: false,
+            status_filter: 0,
+            view: View::Table,
+            pending: None,
+            message: None,
+        })
+    }
+
+    /// Reads the store again; a failure is said on the message line and the
+    /// screen keeps what it had.
+    pub(super) fn reload(&mut self, ctx: &Context) {
+        match ctx.open_store().and_then(|store| read(ctx, &store)) {
+            Ok((header, rows)) => {
+                self.header = header;
+                self.rows = rows;
+                self.clamp();
+            }
+            Err(e) => self.message = Some(format!("cannot read the store: {e}")),
+        }
+    }
+
+    /// The status the table is filtered to, if any.
+    pub(super) fn status_filter(&self) -> Option<LoopStatus> {
+        STATUS_FILTERS[self.status_filter % STATUS_FILTERS.len()]
+    }
+
+    /// The rows the filters keep.
+    pub(super) fn shown(&self) -> Vec<&Row> {
+        let needle = self.filter.to_lowercase();
+        self.rows
+            .iter()
+            .filter(|row| self.status_filter().is_none_or(|s| row.loop_status == s))
+            .filter(|row| {
+                needle.is_empty()
+                    || row.name.to_lowercase().contains(&needle)
+                    || row
+                        .labels
+                        .iter()
+                        .any(|l| l.to_lowercase().contains(&needle))
+            })
+            .collect()
+    }
+
+    /// Keeps the selection on a shown row.
+    pub(super) fn clamp(&mut self) {
+        let shown = self.shown().len();
+        self.selected = self.selected.min(shown.saturating_sub(1));
+    }
+
+    pub(super) fn move_by(&mut self, delta: isize) {
+        self.selected = self.selected.saturating_add_signed(delta);
+        self.clamp();
+    }
+
+    pub(super) fn cycle_status(&mut self) {
+        self.status_filter = (self.status_filter + 1) % STATUS_FILTERS.len();
+        self.selected = 0;
+    }
+
+    pub(super) fn scroll(&mut self, delta: i32) {
+        if let View::Loop { scroll, lines, .. } = &mut self.view {
+            let most = u16::try_from(lines.len()).unwrap_or(u16::MAX);
+            *scroll = scroll.saturating_add_signed(delta as i16).min(most);
+        }
+    }
+
+    /// The selected loop: the open one, else the table's selected row.
+    fn target(&self) -> Option<(LoopId, String)> {
+        let shown = self.shown();
+        let row = shown.get(self.selected)?;
+        Some((row.id, row.name.clone()))
+    }
+
+    /// Asks to confirm `what` on the selected loop.
+    pub(super) fn ask(&mut self, what: Pending) {
+        if let Some((id, name)) = self.target() {
+            self.pending = Some(Asked { what, id, name });
+        }
+    }
+
+    /// Carries out a confirmed change through the command's own request,
+    /// then reads the store again.
+    pub(super) fn apply(&mut self, ctx: &Context, asked: &Asked) {
+        let target = LoopRef {
+            target: asked.id.to_string(),
+        };
+        let command = match asked.what {
+            Pending::Pause => Command::Pause(target),
+            Pending::Resume => Command::Resume(target),
+        };
+        let done = crate::app::run_request(ctx, command);
+        self.message = Some(match done.error {
+            None => format!("{}d {}", asked.verb(), asked.name),
+            Some(error) => format!("{} {}: {error}", asked.verb(), asked.name),
+        });
+        self.reload(ctx);
+        if let View::Loop { .. } = self.view {
+            self.open(ctx);
+        }
+    }
+
+    /// Opens the selected loop's card: the text `loops status` prints.
+    pub(super) fn open(&mut self, ctx: &Context) {
+        let Some((id, name)) = self.target() else {
+            return;
+        };
+        let mut out = Printer::memory(false);
+        let args = LoopRef {
+            target: id.to_string(),
+        };
+        let lines = match crate::commands::status::run(&ctx.for_call(), &args, &mut out)
+            .and_then(|_| Ok(out.text()?))
+        {
+            Ok(text) => text.lines().map(str::to_owned).collect(),
+            Err(e) => vec![format!("cannot show {name}: {e}")],
+        };
+        let scroll = match &self.view {
+            View::Loop { scroll, .. } => *scroll,
+            _ => 0,
+        };
+        self.view = View::Loop {
+            name,
+            lines,
+            scroll,
+        };
+    }
+}
+
+/// The header and the rows, from `store`.
+fn read(ctx: &Context, store: &Store) -> Result<(String, Vec<Row>)> {
+    let now = human::display_now();
+    let loops = store.list_loops(&LoopFilter {
+        status: None,
+        limit: Some(MOST_LOOPS),
+    })?;
+    let running = store.list_runs(&RunFilter {
+        loop_id: None,
+        status: Some(RunStatus::Running),
+        limit: Some(MOST_RUNNING),
+    })?;
+    let mut in_flight: HashMap<LoopId, usize> = HashMap::new();
+    for run in &running {
+        *in_flight.entry(run.loop_id).or_default() += 1;
+    }
+    let mut rows = Vec::with_capacity(loops.len());
+    for lp in &loops {
+        let runs = store.list_runs(&RunFilter {
+            loop_id: Some(lp.id),
+            status: None,
+            limit: Some(SPARK_RUNS),
+        })?;
+        let last = runs.iter().find(|r| r.status != RunStatus::Running);
+        let active = lp.status == LoopStatus::Active;
+        let (next, _) = human::next_run(lp.next_run_at, active, now);
+        rows.push(Row {
+            id: lp.id,
+            name: lp.name.clone(),
+            labels: lp.policy.labels.clone(),
+            status: crate::commands::manage::shown_status(lp, runs.first()),
+            loop_status: lp.status,
+            schedule: human::schedule(&lp.schedule),
+            next: if lp.status == LoopStatus::Paused {
+                "paused".to_owned()
+            } else {
+                next
+            },
+            last: last.map_or_else(|| "-".to_owned(), |r: &LoopRun| human::last_run(r, now)),
+            spark: runs.iter().rev().map(|r| r.status).collect(),
+            running: in_flight.get(&lp.id).copied().unwrap_or(0),
+        });
+    }
+    Ok((header(ctx, store, &loops, running.len()), rows))
+}
+
+/// `daemon: running pid 123 · 12 loops, 9 active, 2 paused · 1 run in flight`.
+fn header(ctx: &Context, store: &Store, loops: &[loops_core::Loop], running: usize) -> String {
+    let daemon = match ctx.data_dir() {
+        Ok(dir) => {
+            let paths = loops_scheduler::DaemonPaths::new(&dir);
+            match crate::service::control::daemon_status(
+                store,
+                &paths,
+                &loops_exec::hostname(),
+                human::display_now(),
+            ) {
+                Ok(s) if s.running => match &s.lease {
+                    Some(lease) => format!(
+                        "daemon: running pid {} on {}",
+                        s.pid.unwrap_or_default(),
+                        crate::render::escape_controls(&lease.hostname, &[])
+                    ),
+                    None => format!("daemon: running pid {}", s.pid.unwrap_or_default()),
+                },
+                Ok(_) => "daemon: not running".to_owned(),
+                Err(e) => format!("daemon: unknown ({e})"),
+            }
+        }
+        Err(_) => "daemon: unknown".to_owned(),
+    };
+    let count = |status: LoopStatus| loops.iter().filter(|l| l.status == status).count();
+    let plural = if running == 1 { "run" } else { "runs" };
+    format!(
+        "{daemon} · {} loops, {} active, {} paused · {running} {plural} in flight",
+        loops.len(),
+        count(LoopStatus::Active),
+        count(LoopStatus::Paused),
+    )
+}

@@ -1,0 +1,174 @@
+//! `loops ui` (issue 29), as a person uses it: in tmux, reading the screen
+//! with `capture-pane` and typing with `send-keys`. It shows the loops,
+//! filters them, pauses one after asking (the store changes), opens its
+//! card, and gives the terminal back on quit. Without tmux the test skips,
+//! saying so, unless `CI` is set (CI installs it).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use loops_tests::{TestEnv, wait_for};
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// A tmux server of the test's own, on a socket in its temp dir, killed
+/// when the test ends.
+struct Tmux {
+    socket: PathBuf,
+}
+
+impl Tmux {
+    /// Starts a 100×30 session running `sh` in `env`'s environment, or
+    /// `None` (saying why) without tmux.
+    fn start(env: &TestEnv) -> Option<Tmux> {
+        let found = std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join("tmux"))
+                .find(|p| p.is_file())
+        });
+        if found.is_none() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI is set and tmux is not installed (xtask ci installs it)"
+            );
+            eprintln!("skipped ui: tmux is not installed");
+            return None;
+        }
+        let tmux = Tmux {
+            socket: env.home().join("tmux.sock"),
+        };
+        let base = env.cmd();
+        let mut cmd = tmux.command();
+        for (key, value) in base.get_envs() {
+            match value {
+                Some(v) => cmd.env(key, v),
+                None => cmd.env_remove(key),
+            };
+        }
+        cmd.env("TERM", "xterm-256color").env_remove("TMUX");
+        let out = cmd
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                "t",
+                "-x",
+                "100",
+                "-y",
+                "30",
+                "sh",
+            ])
+            .output()
+            .expect("tmux runs");
+        assert!(out.status.success(), "{out:?}");
+        Some(tmux)
+    }
+
+    fn command(&self) -> Command {
+        let mut cmd = Command::new("tmux");
+        cmd.arg("-S").arg(&self.socket);
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let out = self.command().args(args).output().expect("tmux runs");
+        assert!(out.status.success(), "tmux {args:?}: {out:?}");
+        out
+    }
+
+    /// Types `keys` (tmux key names) into the pane.
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "t"];
+        args.extend(keys);
+        self.run(&args);
+    }
+
+    /// What the pane shows now.
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "t"]).stdout).into_owned()
+    }
+
+    /// Waits until the screen shows `text`, and returns it.
+    fn wait_for(&self, what: &str, text: &str) -> String {
+        wait_for(what, DEADLINE, || {
+            let screen = self.screen();
+            screen.contains(text).then_some(screen)
+        })
+    }
+
+    /// Whether the pane shows the alternate screen (a full-screen program).
+    fn alternate(&self) -> bool {
+        let out = self.run(&["display-message", "-p", "-t", "t", "#{alternate_on}"]);
+        String::from_utf8_lossy(&out.stdout).trim() == "1"
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.command().arg("kill-server").output();
+    }
+}
+
+fn status_of(env: &TestEnv, name: &str) -> String {
+    let lp = env.loops(["--json", "show", name]).run().json();
+    lp["status"].as_str().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn the_dashboard_shows_filters_pauses_opens_and_gives_the_terminal_back() {
+    let env = TestEnv::new();
+    env.create_command("alpha-job", "true", &["--every", "1h"]);
+    env.create_command("beta-job", "true", &["--every", "1h", "--label", "nightly"]);
+    env.loops(["run-now", "beta-job"]).run();
+    let Some(tmux) = Tmux::start(&env) else {
+        return;
+    };
+    let bin: &Path = &loops_tests::loops_bin();
+    tmux.keys(&[&format!("'{}' ui", bin.display()), "Enter"]);
+    let screen = tmux.wait_for("the loops table", "beta-job [nightly]");
+    assert!(screen.contains("alpha-job"), "{screen}");
+    assert!(screen.contains("daemon: not running"), "{screen}");
+    assert!(screen.contains("LAST 20"), "{screen}");
+    assert!(tmux.alternate());
+
+    // `/` filters by label: only beta is left.
+    tmux.keys(&["/", "night", "Enter"]);
+    wait_for("the filter", DEADLINE, || {
+        let screen = tmux.screen();
+        (!screen.contains("alpha-job") && screen.contains("beta-job")).then_some(())
+    });
+
+    // `p` asks first; `y` pauses it in the store.
+    tmux.keys(&["p"]);
+    tmux.wait_for("the question", "pause beta-job? y to confirm");
+    assert_eq!(status_of(&env, "beta-job"), "active");
+    tmux.keys(&["y"]);
+    tmux.wait_for("the answer", "paused beta-job");
+    assert_eq!(status_of(&env, "beta-job"), "paused");
+    // Any other key says no.
+    tmux.keys(&["r"]);
+    tmux.wait_for("the question", "resume beta-job? y to confirm");
+    tmux.keys(&["n"]);
+    tmux.wait_for("the refusal", "resume cancelled");
+    assert_eq!(status_of(&env, "beta-job"), "paused");
+
+    // Enter opens its card, as `loops status` prints it.
+    tmux.keys(&["Enter"]);
+    let card = tmux.wait_for("the card", "State: paused");
+    assert!(card.contains("● beta-job"), "{card}");
+    assert!(card.contains("Labels: nightly"), "{card}");
+
+    // q goes back, then quits, and the terminal is the shell's again.
+    tmux.keys(&["q"]);
+    tmux.wait_for("the table again", "LAST 20");
+    tmux.keys(&["q"]);
+    wait_for("the terminal back", DEADLINE, || {
+        (!tmux.alternate()).then_some(())
+    });
+    let screen = tmux.screen();
+    assert!(!screen.contains("LAST 20"), "{screen}");
+    // The shell reads keys again, echoed as typed: the raw mode is gone.
+    tmux.keys(&["echo back-$((40+2))", "Enter"]);
+    tmux.wait_for("the shell", "back-42");
+}
