@@ -172,3 +172,46 @@ fn the_dashboard_shows_filters_pauses_opens_and_gives_the_terminal_back() {
     tmux.keys(&["echo back-$((40+2))", "Enter"]);
     tmux.wait_for("the shell", "back-42");
 }
+
+#[test]
+fn run_now_and_cancel_from_the_dashboard_reach_the_store() {
+    let env = TestEnv::new();
+    env.write_script("slow", "sleep 300");
+    env.create_command("slow-job", "slow", &["--every", "1h"]);
+    let Some(tmux) = Tmux::start(&env) else {
+        return;
+    };
+    let bin: &Path = &loops_tests::loops_bin();
+    tmux.keys(&[&format!("'{}' ui", bin.display()), "Enter"]);
+    tmux.wait_for("the loops table", "slow-job");
+    let runs = |status: &str| {
+        let runs = env.loops(["--json", "runs", "slow-job"]).run().json();
+        runs.as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["status"] == status)
+            .count()
+    };
+    // `n` asks, then starts a run beside the dashboard; the table counts it.
+    tmux.keys(&["n"]);
+    tmux.wait_for("the question", "run now slow-job? y to confirm");
+    tmux.keys(&["y"]);
+    wait_for("the run", DEADLINE, || (runs("running") == 1).then_some(()));
+    tmux.wait_for("the run in flight", "1 run in flight");
+    // `c` asks, then cancels it: recorded cancelled, the process gone.
+    tmux.keys(&["c"]);
+    tmux.wait_for(
+        "the question",
+        "cancel the running runs of slow-job? y to confirm",
+    );
+    tmux.keys(&["y"]);
+    wait_for("the cancel", DEADLINE, || {
+        (runs("cancelled") == 1).then_some(())
+    });
+    assert_eq!(runs("running"), 0);
+    tmux.wait_for("no run in flight", "0 runs in flight");
+    tmux.keys(&["q"]);
+    wait_for("the terminal back", DEADLINE, || {
+        (!tmux.alternate()).then_some(())
+    });
+}

@@ -4,8 +4,9 @@
 //! The main screen is a table of loops (name and labels, status in colour,
 //! schedule, next run, last run, a sparkline of the last 20 runs, runs in
 //! flight) under a header about the daemon. `Enter` opens a loop's status
-//! card (the same text `loops status` prints); `p` pauses and `r` resumes
-//! after a confirmation; `/` filters by name or label; `f` cycles the
+//! card (the same text `loops status` prints); `p` pauses, `r` resumes,
+//! `n` runs now and `c` cancels its running runs, each after a
+//! confirmation; `/` filters by name or label; `f` cycles the
 //! status filter; `?` shows the keys; `q` or `Esc` goes back or quits.
 //!
 //! What it shows comes from the same store and the same requests as the
@@ -123,6 +124,8 @@ fn handle(ctx: &Context, board: &mut Board, key: KeyEvent) -> Step {
         (View::Table, KeyCode::Char('f')) => board.cycle_status(),
         (View::Table | View::Loop { .. }, KeyCode::Char('p')) => board.ask(Pending::Pause),
         (View::Table | View::Loop { .. }, KeyCode::Char('r')) => board.ask(Pending::Resume),
+        (View::Table | View::Loop { .. }, KeyCode::Char('n')) => board.ask(Pending::RunNow),
+        (View::Table | View::Loop { .. }, KeyCode::Char('c')) => board.ask(Pending::Cancel),
         (View::Loop { .. }, KeyCode::Down | KeyCode::Char('j')) => board.scroll(1),
         (View::Loop { .. }, KeyCode::Up | KeyCode::Char('k')) => board.scroll(-1),
         (_, KeyCode::Char('?')) => board.view = View::Help,

@@ -24,6 +24,8 @@ const HELP: &[&str] = &[
     "  Enter       open the loop: its status card",
     "  p           pause the loop (asks first)",
     "  r           resume the loop (asks first)",
+    "  n           run the loop now, beside the dashboard (asks first)",
+    "  c           cancel the loop's running runs (asks first)",
     "  /           filter by name or label (Enter keeps it, Esc ends typing)",
     "  f           cycle the status filter: all, active, paused, stopped",
     "  ?           this help",
@@ -83,7 +85,7 @@ fn status_line(board: &Board) -> String {
         format!(" · filter {}", escape_controls(&board.filter, &[]))
     };
     format!(
-        "showing {status}{filter} · Enter open · p pause · r resume · / filter · f status · ? help · q quit"
+        "showing {status}{filter} · Enter open · p pause · r resume · n run · c cancel · / filter · f status · ? help · q quit"
     )
 }
 

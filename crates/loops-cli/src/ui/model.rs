@@ -65,6 +65,10 @@ pub(super) enum View {
 pub(super) enum Pending {
     Pause,
     Resume,
+    /// `loops run-now`, started beside the dashboard.
+    RunNow,
+    /// `loops cancel` of the loop's running runs, started beside it.
+    Cancel,
 }
 
 /// A confirmed change, on the loop it was asked for.
@@ -76,11 +80,13 @@ pub(super) struct Asked {
 }
 
 impl Asked {
-    /// `pause` or `resume`.
+    /// `pause`, `resume`, `run now` or `cancel the running run of`.
     pub(super) fn verb(&self) -> &'static str {
         match self.what {
             Pending::Pause => "pause",
             Pending::Resume => "resume",
+            Pending::RunNow => "run now",
+            Pending::Cancel => "cancel the running runs of",
         }
     }
 }
@@ -203,6 +209,10 @@ impl Board {
         let command = match asked.what {
             Pending::Pause => Command::Pause(target),
             Pending::Resume => Command::Resume(target),
+            // A run or a cancel takes as long as it takes: each goes on in
+            // a `loops` process of its own, and the table shows it.
+            Pending::RunNow => return self.beside(ctx, asked, "run-now"),
+            Pending::Cancel => return self.beside(ctx, asked, "cancel"),
         };
         let done = crate::app::run_request(ctx, command);
         self.message = Some(match done.error {
@@ -213,6 +223,29 @@ impl Board {
         if let View::Loop { .. } = self.view {
             self.open(ctx);
         }
+    }
+
+    /// Starts `loops <verb> <loop>` beside the dashboard, quietly, with
+    /// this dashboard's database; the table shows what it does.
+    fn beside(&mut self, ctx: &Context, asked: &Asked, verb: &str) {
+        let started = std::env::current_exe().and_then(|exe| {
+            let mut cmd = std::process::Command::new(exe);
+            // Through the environment, never the command line, where `ps`
+            // would show a password.
+            if let Some(url) = ctx.database_url_flag() {
+                cmd.env(crate::paths::DATABASE_URL_VAR, url);
+            }
+            cmd.args(["--quiet", verb, &asked.id.to_string()])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+        });
+        self.message = Some(match started {
+            Ok(_) => format!("{verb} {}: started", asked.name),
+            Err(e) => format!("{verb} {}: cannot start loops: {e}", asked.name),
+        });
+        self.reload(ctx);
     }
 
     /// Opens the selected loop's card: the text `loops status` prints.
