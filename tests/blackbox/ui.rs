@@ -131,6 +131,19 @@ fn the_dashboard_shows_filters_pauses_opens_and_gives_the_terminal_back() {
     assert!(screen.contains("daemon: not running"), "{screen}");
     assert!(screen.contains("LAST 20"), "{screen}");
     assert!(tmux.alternate());
+    // A change made elsewhere shows without a key: alpha's first run.
+    let row = |screen: &str| {
+        screen
+            .lines()
+            .find(|l| l.starts_with("alpha-job"))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(!row(&screen).contains("succeeded"), "{screen}");
+    env.loops(["run-now", "alpha-job"]).run();
+    wait_for("alpha's run on the screen", DEADLINE, || {
+        row(&tmux.screen()).contains("succeeded").then_some(())
+    });
 
     // `/` filters by label: only beta is left.
     tmux.keys(&["/", "night", "Enter"]);

@@ -11,15 +11,17 @@
 //!
 //! What it shows comes from the same store and the same requests as the
 //! commands: a pause is `loops pause`'s request. It reads the store again
-//! after each change it makes, and at most every [`REFRESH`] otherwise.
+//! when the store changed (`watch.rs`: the SQLite files, PostgreSQL's
+//! `LISTEN`), after each key, and on a slow fallback.
 //!
 //! The terminal is restored on quit, on a panic (ratatui's hook) and on
 //! SIGTERM or SIGHUP; Ctrl-C is a key in raw mode and quits too.
 
 mod draw;
 mod model;
+mod watch;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Result;
 use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
@@ -29,9 +31,6 @@ use crate::context::Context;
 use crate::exit::Outcome;
 use model::{Board, Pending, View};
 
-/// How often the screen reads the store when nothing happened here.
-const REFRESH: Duration = Duration::from_secs(1);
-
 /// How long one wait for a key lasts, so a signal is seen promptly.
 const KEY_WAIT: Duration = Duration::from_millis(100);
 
@@ -39,9 +38,10 @@ const KEY_WAIT: Duration = Duration::from_millis(100);
 pub(crate) fn run(ctx: &Context) -> Result<Outcome> {
     // Fails before the terminal changes when the store cannot be opened.
     let mut board = Board::load(ctx)?;
+    let mut watch = watch::Watch::new(&ctx.open_store()?);
     let signals = loops_exec::SignalCancel::install()?;
     let mut terminal = ratatui::init();
-    let result = serve(ctx, &mut board, &mut terminal, signals.token());
+    let result = serve(ctx, &mut board, &mut watch, &mut terminal, signals.token());
     ratatui::restore();
     result.map(|()| Outcome::Success)
 }
@@ -49,17 +49,16 @@ pub(crate) fn run(ctx: &Context) -> Result<Outcome> {
 fn serve(
     ctx: &Context,
     board: &mut Board,
+    watch: &mut watch::Watch,
     terminal: &mut ratatui::DefaultTerminal,
     stop: &loops_exec::CancelToken,
 ) -> Result<()> {
-    let mut loaded = Instant::now();
     loop {
         if stop.is_cancelled() {
             return Ok(());
         }
-        if loaded.elapsed() >= REFRESH {
+        if watch.due() {
             board.reload(ctx);
-            loaded = Instant::now();
         }
         terminal.draw(|frame| draw::draw(frame, board))?;
         if !event::poll(KEY_WAIT)? {
@@ -70,7 +69,7 @@ fn serve(
                 if handle(ctx, board, key) == Step::Quit {
                     return Ok(());
                 }
-                loaded = Instant::now() - REFRESH;
+                watch.poke();
             }
             // A resize is drawn at once, at the new size.
             _ => {}

@@ -136,6 +136,10 @@ impl Board {
                 self.header = header;
                 self.rows = rows;
                 self.clamp();
+                // An open card follows the store too.
+                if let View::Loop { .. } = self.view {
+                    self.open(ctx);
+                }
             }
             Err(e) => self.message = Some(format!("cannot read the store: {e}")),
         }
@@ -220,9 +224,6 @@ impl Board {
             Some(error) => format!("{} {}: {error}", asked.verb(), asked.name),
         });
         self.reload(ctx);
-        if let View::Loop { .. } = self.view {
-            self.open(ctx);
-        }
     }
 
     /// Starts `loops <verb> <loop>` beside the dashboard, quietly, with

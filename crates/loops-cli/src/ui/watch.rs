@@ -1,0 +1,106 @@
+//! When `loops ui` reads the store again: when it changed, not on a fixed
+//! beat (issue 29).
+//!
+//! - On SQLite, every commit of any process writes the database's WAL (or
+//!   the file itself), so a change of either file's size or modification
+//!   time is a change of the store; looking costs two `stat` calls.
+//! - On PostgreSQL, `LISTEN` wakes it when any host changes what is due
+//!   ([`Store::listen`]); a run's end notifies nobody, so a slower look
+//!   covers it.
+//!
+//! Either way a slow fallback keeps relative times (`in 4m`) current.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use loops_store::{Listener, Location, Store};
+
+/// The longest the screen goes without reading the store on SQLite.
+const SQLITE_FALLBACK: Duration = Duration::from_secs(5);
+
+/// The same on PostgreSQL, where a run's end wakes nobody.
+const POSTGRES_FALLBACK: Duration = Duration::from_secs(2);
+
+/// What a file looked like: its size and modification time.
+type Seen = Option<(u64, SystemTime)>;
+
+/// The watch over one store.
+pub(super) struct Watch {
+    files: Vec<(PathBuf, Seen)>,
+    woken: Arc<AtomicBool>,
+    _listener: Option<Listener>,
+    fallback: Duration,
+    last: Instant,
+}
+
+impl Watch {
+    /// Watches `store`: its files on SQLite, its notifications on
+    /// PostgreSQL (without them, the fallback alone).
+    pub(super) fn new(store: &Store) -> Watch {
+        let woken = Arc::new(AtomicBool::new(false));
+        let (files, listener, fallback) = match store.location() {
+            Some(Location::File(db)) => {
+                let mut wal = db.clone().into_os_string();
+                wal.push("-wal");
+                let files = [db, PathBuf::from(wal)]
+                    .into_iter()
+                    .map(|path| {
+                        let seen = look(&path);
+                        (path, seen)
+                    })
+                    .collect();
+                (files, None, SQLITE_FALLBACK)
+            }
+            _ => {
+                let flag = Arc::clone(&woken);
+                let listener = store
+                    .listen(
+                        "ui",
+                        Box::new(move || flag.store(true, Ordering::Relaxed)),
+                        Box::new(|_| {}),
+                    )
+                    .ok()
+                    .flatten();
+                (Vec::new(), listener, POSTGRES_FALLBACK)
+            }
+        };
+        Watch {
+            files,
+            woken,
+            _listener: listener,
+            fallback,
+            last: Instant::now(),
+        }
+    }
+
+    /// Whether the store should be read again now: it changed, or the
+    /// fallback's time has come. Either way the clock starts over.
+    pub(super) fn due(&mut self) -> bool {
+        let mut changed = self.woken.swap(false, Ordering::Relaxed);
+        for (path, seen) in &mut self.files {
+            let now = look(path);
+            if now != *seen {
+                *seen = now;
+                changed = true;
+            }
+        }
+        if changed || self.last.elapsed() >= self.fallback {
+            self.last = Instant::now();
+            return true;
+        }
+        false
+    }
+
+    /// Asks for a read at the next look (after a change made here).
+    pub(super) fn poke(&mut self) {
+        self.woken.store(true, Ordering::Relaxed);
+    }
+}
+
+/// `path`'s size and modification time, `None` when it is missing.
+fn look(path: &std::path::Path) -> Seen {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.len(), meta.modified().ok()?))
+}
