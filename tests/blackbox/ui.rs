@@ -91,8 +91,12 @@ impl Tmux {
 
     /// Waits until the screen shows `text`, and returns it.
     fn wait_for(&self, what: &str, text: &str) -> String {
+        let started = std::time::Instant::now();
         wait_for(what, DEADLINE, || {
             let screen = self.screen();
+            if started.elapsed() > DEADLINE - Duration::from_millis(500) {
+                eprintln!("waiting for {what}: the screen shows\n{screen}");
+            }
             screen.contains(text).then_some(screen)
         })
     }
@@ -189,7 +193,10 @@ fn the_dashboard_shows_filters_pauses_opens_and_gives_the_terminal_back() {
 #[test]
 fn run_now_and_cancel_from_the_dashboard_reach_the_store() {
     let env = TestEnv::new();
-    env.write_script("slow", "sleep 300");
+    env.write_script(
+        "slow",
+        "i=0; while [ $i -lt 3000 ]; do i=$((i+1)); echo line-$i; sleep 0.1; done",
+    );
     env.create_command("slow-job", "slow", &["--every", "1h"]);
     let Some(tmux) = Tmux::start(&env) else {
         return;
@@ -211,6 +218,30 @@ fn run_now_and_cancel_from_the_dashboard_reach_the_store() {
     tmux.keys(&["y"]);
     wait_for("the run", DEADLINE, || (runs("running") == 1).then_some(()));
     tmux.wait_for("the run in flight", "1 run in flight");
+    // Enter opens the card, Enter there follows the run: new lines come.
+    tmux.keys(&["Enter"]);
+    let card = tmux.wait_for("the card", "● slow-job");
+    // Nothing but the screen reaches the terminal: no "no daemon" hint.
+    assert!(!card.contains("hint:"), "{card}");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the output", "output of run ");
+    let last = |screen: &str| -> u32 {
+        screen
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("line-")?.parse().ok())
+            .max()
+            .unwrap_or(0)
+    };
+    let first = wait_for("a first line", DEADLINE, || {
+        let n = last(&tmux.screen());
+        (n > 0).then_some(n)
+    });
+    wait_for("later lines, live", DEADLINE, || {
+        (last(&tmux.screen()) > first + 3).then_some(())
+    });
+    // q goes back to the card, where c cancels as in the table.
+    tmux.keys(&["q"]);
+    tmux.wait_for("the card", "● slow-job");
     // `c` asks, then cancels it: recorded cancelled, the process gone.
     tmux.keys(&["c"]);
     tmux.wait_for(
@@ -223,7 +254,7 @@ fn run_now_and_cancel_from_the_dashboard_reach_the_store() {
     });
     assert_eq!(runs("running"), 0);
     tmux.wait_for("no run in flight", "0 runs in flight");
-    tmux.keys(&["q"]);
+    tmux.keys(&["q", "q"]);
     wait_for("the terminal back", DEADLINE, || {
         (!tmux.alternate()).then_some(())
     });

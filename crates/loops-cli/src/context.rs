@@ -68,6 +68,15 @@ impl Context {
         call
     }
 
+    /// The same settings under `--quiet`, for a full-screen program
+    /// (`loops ui`): a hint or a note written to the terminal it draws on
+    /// would break its screen.
+    pub(crate) fn quieted(&self) -> Context {
+        let mut quiet = Context::new(self.database_url.clone(), self.json, self.verbose, true);
+        quiet.stop.clone_from(&self.stop);
+        quiet
+    }
+
     /// This context, its runs stopped by `stop` (a `loops mcp` call's: the
     /// client cancelled it, or the server stops) instead of by signals.
     pub(crate) fn with_stop(mut self, stop: CancelToken) -> Context {

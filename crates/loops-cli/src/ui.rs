@@ -4,7 +4,8 @@
 //! The main screen is a table of loops (name and labels, status in colour,
 //! schedule, next run, last run, a sparkline of the last 20 runs, runs in
 //! flight) under a header about the daemon. `Enter` opens a loop's status
-//! card (the same text `loops status` prints); `p` pauses, `r` resumes,
+//! card (the same text `loops status` prints), and `Enter` there follows
+//! its latest run's output live; `p` pauses, `r` resumes,
 //! `n` runs now and `c` cancels its running runs, each after a
 //! confirmation; `/` filters by name or label; `f` cycles the
 //! status filter; `?` shows the keys; `q` or `Esc` goes back or quits.
@@ -36,6 +37,9 @@ const KEY_WAIT: Duration = Duration::from_millis(100);
 
 /// `loops ui`: runs the dashboard until `q`, Ctrl-C or a signal.
 pub(crate) fn run(ctx: &Context) -> Result<Outcome> {
+    // Nothing may write to the terminal the screen is drawn on: the hints
+    // and notes the requests give are left out.
+    let ctx = &ctx.quieted();
     // Fails before the terminal changes when the store cannot be opened.
     let mut board = Board::load(ctx)?;
     let mut watch = watch::Watch::new(&ctx.open_store()?);
@@ -59,6 +63,11 @@ fn serve(
         }
         if watch.due() {
             board.reload(ctx);
+        }
+        // A run's log grows without a commit: a followed run is read at
+        // each turn.
+        if board.following() {
+            board.follow(ctx);
         }
         terminal.draw(|frame| draw::draw(frame, board))?;
         if !event::poll(KEY_WAIT)? {
@@ -112,6 +121,8 @@ fn handle(ctx: &Context, board: &mut Board, key: KeyEvent) -> Step {
     }
     match (&board.view, key.code) {
         (View::Table, KeyCode::Char('q') | KeyCode::Esc) => return Step::Quit,
+        (View::Output { .. }, KeyCode::Char('q') | KeyCode::Esc) => board.open(ctx),
+        (View::Loop { .. }, KeyCode::Enter) => board.open_output(ctx),
         (_, KeyCode::Char('q') | KeyCode::Esc) => board.view = View::Table,
         (View::Table, KeyCode::Down | KeyCode::Char('j')) => board.move_by(1),
         (View::Table, KeyCode::Up | KeyCode::Char('k')) => board.move_by(-1),

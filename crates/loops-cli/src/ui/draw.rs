@@ -21,7 +21,7 @@ const HELP: &[&str] = &[
     "loops ui: every loop, live",
     "",
     "  ↑ ↓ / j k   move",
-    "  Enter       open the loop: its status card",
+    "  Enter       open the loop: its status card; there, follow its latest run",
     "  p           pause the loop (asks first)",
     "  r           resume the loop (asks first)",
     "  n           run the loop now, beside the dashboard (asks first)",
@@ -51,6 +51,17 @@ pub(super) fn draw(frame: &mut Frame<'_>, board: &Board) {
         View::Loop { lines, scroll, .. } => {
             let text: Vec<Line<'_>> = lines.iter().map(|l| Line::raw(l.clone())).collect();
             frame.render_widget(Paragraph::new(text).scroll((*scroll, 0)), body);
+        }
+        View::Output { title, lines, .. } => {
+            // The newest lines, as `tail -f` shows them.
+            let room = usize::from(body.height.saturating_sub(1));
+            let from = lines.len().saturating_sub(room);
+            let mut text = vec![Line::styled(
+                title.clone(),
+                Style::default().add_modifier(Modifier::BOLD),
+            )];
+            text.extend(lines[from..].iter().map(|l| Line::raw(l.clone())));
+            frame.render_widget(Paragraph::new(text), body);
         }
         View::Help => {
             let text: Vec<Line<'_>> = HELP.iter().map(|l| Line::raw(*l)).collect();

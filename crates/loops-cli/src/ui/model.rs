@@ -11,7 +11,7 @@ use loops_store::{LoopFilter, RunFilter, Store};
 use crate::args::{Command, LoopRef};
 use crate::context::Context;
 use crate::human;
-use crate::render::Printer;
+use crate::render::{Printer, escape_controls};
 
 /// The most loops the table reads.
 const MOST_LOOPS: u32 = 1_000;
@@ -58,6 +58,13 @@ pub(super) enum View {
         scroll: u16,
     },
     Help,
+    /// A run's output, followed while it runs: `title` says which run and
+    /// how it stands.
+    Output {
+        run: Box<LoopRun>,
+        title: String,
+        lines: Vec<String>,
+    },
 }
 
 /// A change that waits for `y`.
@@ -247,6 +254,66 @@ impl Board {
             Err(e) => format!("{verb} {}: cannot start loops: {e}", asked.name),
         });
         self.reload(ctx);
+    }
+
+    /// Opens the output of the selected loop's latest run, followed live
+    /// while it runs ([`Board::follow`]).
+    pub(super) fn open_output(&mut self, ctx: &Context) {
+        let Some((id, name)) = self.target() else {
+            return;
+        };
+        let latest = ctx.open_store().and_then(|store| {
+            Ok(store
+                .list_runs(&RunFilter {
+                    loop_id: Some(id),
+                    status: None,
+                    limit: Some(1),
+                })?
+                .into_iter()
+                .next())
+        });
+        match latest {
+            Ok(Some(run)) => {
+                self.view = View::Output {
+                    run: Box::new(run),
+                    title: String::new(),
+                    lines: Vec::new(),
+                };
+                self.follow(ctx);
+            }
+            Ok(None) => self.message = Some(format!("{name} has no runs yet; n runs it now")),
+            Err(e) => self.message = Some(format!("cannot read {name}'s runs: {e}")),
+        }
+    }
+
+    /// Reads the open run and its output again: its log file as it grows,
+    /// else its stored output, as `loops logs` prints it.
+    pub(super) fn follow(&mut self, ctx: &Context) {
+        let View::Output { run, title, lines } = &mut self.view else {
+            return;
+        };
+        if let Ok(Some(now)) = ctx.open_store().and_then(|s| Ok(s.get_run(&run.id)?)) {
+            **run = now;
+        }
+        *title = format!(
+            "output of run {} of {}, attempt {}: {}",
+            run.id,
+            escape_controls(&run.loop_name, &[]),
+            run.attempt,
+            human::run_result(run)
+        );
+        *lines = match crate::commands::logs::output_text(ctx, run) {
+            Ok(text) => text
+                .lines()
+                .map(|l| escape_controls(l.trim_end_matches('\r'), &['\t']).into_owned())
+                .collect(),
+            Err(e) => vec![format!("cannot read the output: {e}")],
+        };
+    }
+
+    /// Whether the open view follows a run that is still going.
+    pub(super) fn following(&self) -> bool {
+        matches!(&self.view, View::Output { run, .. } if run.status == RunStatus::Running)
     }
 
     /// Opens the selected loop's card: the text `loops status` prints.
