@@ -259,3 +259,27 @@ fn run_now_and_cancel_from_the_dashboard_reach_the_store() {
         (!tmux.alternate()).then_some(())
     });
 }
+
+#[test]
+fn the_header_names_the_running_daemons() {
+    let env = TestEnv::new();
+    env.create_command("watched", "true", &["--every", "1h"]);
+    let _daemon = loops_tests::Daemon::start(&env, &[]);
+    let Some(tmux) = Tmux::start(&env) else {
+        return;
+    };
+    let bin: &Path = &loops_tests::loops_bin();
+    tmux.keys(&[&format!("'{}' ui", bin.display()), "Enter"]);
+    let screen = tmux.wait_for("the header", "daemon: running pid ");
+    // On PostgreSQL, every live daemon of the database, with its host.
+    if env.on_postgres() {
+        let screen = tmux.wait_for("the daemons", "daemons: ");
+        assert!(screen.contains(" up "), "{screen}");
+    } else {
+        assert!(!screen.contains("daemons: "), "{screen}");
+    }
+    tmux.keys(&["q"]);
+    wait_for("the terminal back", DEADLINE, || {
+        (!tmux.alternate()).then_some(())
+    });
+}

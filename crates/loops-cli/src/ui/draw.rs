@@ -37,15 +37,13 @@ pub(super) fn draw(frame: &mut Frame<'_>, board: &Board) {
     let color = anstream::ColorChoice::global() != anstream::ColorChoice::Never
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let [top, body, bottom] = Layout::vertical([
-        Constraint::Length(1),
+        Constraint::Length(u16::try_from(board.header.len()).unwrap_or(1)),
         Constraint::Min(1),
         Constraint::Length(1),
     ])
     .areas(frame.area());
-    frame.render_widget(
-        Paragraph::new(escape_controls(&board.header, &[]).into_owned()),
-        top,
-    );
+    let header: Vec<Line<'_>> = board.header.iter().map(|l| Line::raw(l.clone())).collect();
+    frame.render_widget(Paragraph::new(header), top);
     match &board.view {
         View::Table => table(frame, board, body, color),
         View::Loop { lines, scroll, .. } => {

@@ -102,8 +102,8 @@ impl Asked {
 pub(super) struct Board {
     /// Every loop read, in `list`'s order.
     pub(super) rows: Vec<Row>,
-    /// The line about the daemon and the counts.
-    pub(super) header: String,
+    /// The lines about the daemons and the counts.
+    pub(super) header: Vec<String>,
     /// The selected row among the shown ones.
     pub(super) selected: usize,
     pub(super) filter: String,
@@ -344,7 +344,7 @@ impl Board {
 }
 
 /// The header and the rows, from `store`.
-fn read(ctx: &Context, store: &Store) -> Result<(String, Vec<Row>)> {
+fn read(ctx: &Context, store: &Store) -> Result<(Vec<String>, Vec<Row>)> {
     let now = human::display_now();
     let loops = store.list_loops(&LoopFilter {
         status: None,
@@ -389,8 +389,12 @@ fn read(ctx: &Context, store: &Store) -> Result<(String, Vec<Row>)> {
     Ok((header(ctx, store, &loops, running.len()), rows))
 }
 
-/// `daemon: running pid 123 · 12 loops, 9 active, 2 paused · 1 run in flight`.
-fn header(ctx: &Context, store: &Store, loops: &[loops_core::Loop], running: usize) -> String {
+/// `daemon: running pid 123 · 12 loops, 9 active, 2 paused · 1 run in
+/// flight`, then on PostgreSQL a line naming every live daemon with its
+/// uptime, runs in flight and clock skew.
+fn header(ctx: &Context, store: &Store, loops: &[loops_core::Loop], running: usize) -> Vec<String> {
+    let now = human::display_now();
+    let mut members = None;
     let daemon = match ctx.data_dir() {
         Ok(dir) => {
             let paths = loops_scheduler::DaemonPaths::new(&dir);
@@ -400,6 +404,20 @@ fn header(ctx: &Context, store: &Store, loops: &[loops_core::Loop], running: usi
                 &loops_exec::hostname(),
                 human::display_now(),
             ) {
+                Ok(s) if s.running || s.daemons.iter().flatten().any(|d| d.live) => {
+                    members = s.daemons.clone();
+                    match &s.lease {
+                        Some(lease) if s.running => format!(
+                            "daemon: running pid {} on {}",
+                            s.pid.unwrap_or_default(),
+                            crate::render::escape_controls(&lease.hostname, &[])
+                        ),
+                        _ if s.running => {
+                            format!("daemon: running pid {}", s.pid.unwrap_or_default())
+                        }
+                        _ => "daemon: none on this host".to_owned(),
+                    }
+                }
                 Ok(s) if s.running => match &s.lease {
                     Some(lease) => format!(
                         "daemon: running pid {} on {}",
@@ -416,10 +434,30 @@ fn header(ctx: &Context, store: &Store, loops: &[loops_core::Loop], running: usi
     };
     let count = |status: LoopStatus| loops.iter().filter(|l| l.status == status).count();
     let plural = if running == 1 { "run" } else { "runs" };
-    format!(
+    let mut lines = vec![format!(
         "{daemon} · {} loops, {} active, {} paused · {running} {plural} in flight",
         loops.len(),
         count(LoopStatus::Active),
         count(LoopStatus::Paused),
-    )
+    )];
+    let live: Vec<String> = members
+        .unwrap_or_default()
+        .iter()
+        .filter(|d| d.live)
+        .map(|d| {
+            let skew = d
+                .clock_skew_ms
+                .map_or_else(String::new, |ms| format!(", skew {ms} ms"));
+            format!(
+                "{} up {}, {} in flight{skew}",
+                crate::render::escape_controls(&d.hostname, &[]),
+                human::relative(d.started_at, now).trim_end_matches(" ago"),
+                d.running_runs
+            )
+        })
+        .collect();
+    if !live.is_empty() {
+        lines.push(format!("daemons: {}", live.join(" · ")));
+    }
+    lines
 }
