@@ -461,3 +461,100 @@ fn header(ctx: &Context, store: &Store, loops: &[loops_core::Loop], running: usi
     }
     lines
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, labels: &[&str], status: LoopStatus) -> Row {
+        Row {
+            id: LoopId::from_bytes([name.len() as u8; 6]),
+            name: name.to_owned(),
+            labels: labels.iter().map(|l| (*l).to_owned()).collect(),
+            status: "active",
+            loop_status: status,
+            schedule: String::new(),
+            next: String::new(),
+            last: String::new(),
+            spark: Vec::new(),
+            running: 0,
+        }
+    }
+
+    fn board(rows: Vec<Row>) -> Board {
+        Board {
+            rows,
+            header: Vec::new(),
+            selected: 0,
+            filter: String::new(),
+            typing: false,
+            status_filter: 0,
+            view: View::Table,
+            pending: None,
+            message: None,
+        }
+    }
+
+    fn names(board: &Board) -> Vec<&str> {
+        board.shown().iter().map(|r| r.name.as_str()).collect()
+    }
+
+    #[test]
+    fn the_filter_matches_names_and_labels_whatever_their_case() {
+        let mut b = board(vec![
+            row("Backup", &["prod"], LoopStatus::Active),
+            row("report", &["Nightly"], LoopStatus::Paused),
+        ]);
+        assert_eq!(names(&b), ["Backup", "report"]);
+        b.filter = "back".to_owned();
+        assert_eq!(names(&b), ["Backup"]);
+        b.filter = "NIGHT".to_owned();
+        assert_eq!(names(&b), ["report"]);
+        b.filter = "nothing".to_owned();
+        assert!(names(&b).is_empty());
+    }
+
+    #[test]
+    fn f_cycles_all_active_paused_stopped_and_back() {
+        let mut b = board(vec![
+            row("a", &[], LoopStatus::Active),
+            row("p", &[], LoopStatus::Paused),
+            row("s", &[], LoopStatus::Stopped),
+        ]);
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            seen.push(names(&b).join(","));
+            b.cycle_status();
+        }
+        assert_eq!(seen, ["a,p,s", "a", "p", "s"]);
+        assert_eq!(names(&b), ["a", "p", "s"]);
+    }
+
+    #[test]
+    fn the_selection_stays_on_a_shown_row() {
+        let mut b = board(vec![
+            row("a", &[], LoopStatus::Active),
+            row("bb", &[], LoopStatus::Active),
+            row("ccc", &[], LoopStatus::Active),
+        ]);
+        b.move_by(5);
+        assert_eq!(b.selected, 2);
+        b.move_by(-1);
+        assert_eq!(b.selected, 1);
+        b.move_by(-7);
+        assert_eq!(b.selected, 0);
+        b.selected = 2;
+        b.filter = "bb".to_owned();
+        b.clamp();
+        assert_eq!(b.selected, 0);
+        // A change asked for goes to the selected, shown loop.
+        b.ask(Pending::Pause);
+        let asked = b.pending.clone().unwrap();
+        assert_eq!((asked.name.as_str(), asked.verb()), ("bb", "pause"));
+        // Nothing shown, nothing asked.
+        b.pending = None;
+        b.filter = "zzz".to_owned();
+        b.ask(Pending::Resume);
+        assert_eq!(b.pending, None);
+    }
+}
