@@ -149,6 +149,14 @@ fn the_dashboard_shows_filters_pauses_opens_and_gives_the_terminal_back() {
         row(&tmux.screen()).contains("succeeded").then_some(())
     });
 
+    // Resized to 80×24, it redraws at once: the sparkline keeps 10 runs.
+    tmux.run(&["resize-window", "-t", "t", "-x", "80", "-y", "24"]);
+    let narrow = tmux.wait_for("the narrow table", "LAST 10");
+    assert!(narrow.contains("beta-job"), "{narrow}");
+    assert!(narrow.lines().all(|l| l.chars().count() <= 80), "{narrow}");
+    tmux.run(&["resize-window", "-t", "t", "-x", "100", "-y", "30"]);
+    tmux.wait_for("the wide table", "LAST 20");
+
     // `/` filters by label: only beta is left.
     tmux.keys(&["/", "night", "Enter"]);
     wait_for("the filter", DEADLINE, || {

@@ -32,6 +32,9 @@ const HELP: &[&str] = &[
     "  q, Esc      back, or quit",
 ];
 
+/// The runs the sparkline shows on a narrow screen.
+const NARROW_SPARK: usize = 10;
+
 /// Draws the whole screen.
 pub(super) fn draw(frame: &mut Frame<'_>, board: &Board) {
     let color = anstream::ColorChoice::global() != anstream::ColorChoice::Never
@@ -109,6 +112,12 @@ fn table(frame: &mut Frame<'_>, board: &Board, area: ratatui::layout::Rect, colo
         frame.render_widget(Paragraph::new(text), area);
         return;
     }
+    // Below 100 columns the sparkline keeps the last 10 runs, for the text.
+    let spark = if area.width < 100 {
+        NARROW_SPARK
+    } else {
+        super::model::SPARK_RUNS as usize
+    };
     let rows: Vec<Row<'_>> = shown
         .iter()
         .map(|row| {
@@ -130,7 +139,10 @@ fn table(frame: &mut Frame<'_>, board: &Board, area: ratatui::layout::Rect, colo
                 Cell::from(escape_controls(&row.schedule, &[]).into_owned()),
                 Cell::from(row.next.clone()),
                 Cell::from(escape_controls(&row.last, &[]).into_owned()),
-                Cell::from(sparkline(&row.spark, color)),
+                Cell::from(sparkline(
+                    &row.spark[row.spark.len().saturating_sub(spark)..],
+                    color,
+                )),
                 Cell::from(if row.running == 0 {
                     "-".to_owned()
                 } else {
@@ -140,7 +152,17 @@ fn table(frame: &mut Frame<'_>, board: &Board, area: ratatui::layout::Rect, colo
         })
         .collect();
     let header = Row::new([
-        "NAME", "STATUS", "SCHEDULE", "NEXT RUN", "LAST RUN", "LAST 20", "RUNNING",
+        "NAME",
+        "STATUS",
+        "SCHEDULE",
+        "NEXT RUN",
+        "LAST RUN",
+        if spark == NARROW_SPARK {
+            "LAST 10"
+        } else {
+            "LAST 20"
+        },
+        "RUNNING",
     ])
     .style(Style::default().add_modifier(Modifier::BOLD));
     let widths = [
@@ -149,7 +171,7 @@ fn table(frame: &mut Frame<'_>, board: &Board, area: ratatui::layout::Rect, colo
         Constraint::Fill(2),
         Constraint::Fill(2),
         Constraint::Fill(2),
-        Constraint::Length(super::model::SPARK_RUNS as u16),
+        Constraint::Length(u16::try_from(spark).unwrap_or(20)),
         Constraint::Length(7),
     ];
     let table = Table::new(rows, widths)
