@@ -1,0 +1,323 @@
+//! `loops serve` (issue 29): the HTTP API, black-box. Each test starts the
+//! built binary on a free loopback port, reads the login URL it prints on
+//! stderr, and speaks HTTP/1.1 to it over a plain `TcpStream`: the reads
+//! equal what the CLI prints with `--json`, a write changes the store, and
+//! each security rule refuses what it must.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::Child;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use loops_tests::TestEnv;
+use serde_json::Value;
+
+use crate::mcp::{cli_error, cli_json};
+
+/// The longest the server may take to start.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// A running `loops serve`, killed when dropped.
+struct Server {
+    child: Child,
+    /// `127.0.0.1:<port>`.
+    addr: String,
+    /// The access token from the login URL.
+    token: String,
+}
+
+impl Server {
+    fn start(env: &TestEnv) -> Server {
+        let mut child = env.spawn(&["serve", "--listen", "127.0.0.1:0"]);
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut server = Server {
+            child,
+            addr: String::new(),
+            token: String::new(),
+        };
+        while server.token.is_empty() {
+            let line = rx
+                .recv_timeout(DEADLINE)
+                .expect("loops serve prints its login URL");
+            if let Some(url) = line.strip_prefix("loops serve: log in at http://") {
+                let (addr, token) = url.split_once("/login?token=").expect("a login URL");
+                server.addr = addr.to_owned();
+                server.token = token.to_owned();
+            }
+        }
+        server
+    }
+
+    /// One request with `headers` (a `Host` naming the server unless they
+    /// give one): the status, the headers (names lowercased) and the body.
+    fn send(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
+        let mut stream = TcpStream::connect(&self.addr).expect("the server accepts");
+        stream
+            .set_read_timeout(Some(DEADLINE))
+            .expect("a read timeout");
+        let mut request = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+        if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+            request.push_str(&format!("Host: {}\r\n", self.addr));
+        }
+        for (name, value) in headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        if method == "POST" {
+            request.push_str("Content-Length: 0\r\n");
+        }
+        request.push_str("\r\n");
+        stream
+            .write_all(request.as_bytes())
+            .expect("the request is sent");
+        let mut raw = String::new();
+        stream
+            .read_to_string(&mut raw)
+            .expect("the response is read");
+        let (head, body) = raw.split_once("\r\n\r\n").expect("a response head");
+        let mut lines = head.lines();
+        let status = lines
+            .next()
+            .and_then(|l| l.split(' ').nth(1))
+            .and_then(|code| code.parse().ok())
+            .expect("a status line");
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(n, v)| (n.to_ascii_lowercase(), v.trim().to_owned()))
+            .collect();
+        Reply {
+            status,
+            headers,
+            body: body.to_owned(),
+        }
+    }
+
+    /// A request carrying the token as a bearer.
+    fn authed(&self, method: &str, path: &str) -> Reply {
+        let bearer = format!("Bearer {}", self.token);
+        self.send(method, path, &[("Authorization", &bearer)])
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+
+    /// The error document's code and message.
+    fn error(&self) -> (String, String) {
+        let doc = self.json();
+        (
+            doc["error"]["code"].as_str().expect("a code").to_owned(),
+            doc["error"]["message"]
+                .as_str()
+                .expect("a message")
+                .to_owned(),
+        )
+    }
+}
+
+#[test]
+fn reads_are_the_clis_json_documents() {
+    let env = TestEnv::new();
+    let id = env.create_command("nightly", "true", &["--every", "1h"]);
+    env.loops(["run-now", "nightly"]).run();
+    let server = Server::start(&env);
+    let list = server.authed("GET", "/api/v1/loops");
+    assert_eq!(list.status, 200, "{}", list.body);
+    assert_eq!(list.header("content-type"), Some("application/json"));
+    assert_eq!(list.json(), cli_json(&env, &["list"]));
+    let shown = server.authed("GET", "/api/v1/loops/nightly");
+    assert_eq!(shown.json(), cli_json(&env, &["show", &id]));
+    let runs = server.authed("GET", "/api/v1/runs?loop=nightly&limit=5");
+    assert_eq!(
+        runs.json(),
+        cli_json(&env, &["runs", "nightly", "--limit", "5"])
+    );
+    let run_id = runs.json()[0]["id"].as_str().unwrap().to_owned();
+    let run = server.authed("GET", &format!("/api/v1/runs/{run_id}"));
+    assert_eq!(run.json(), cli_json(&env, &["runs", &run_id]));
+    let output = server.authed("GET", &format!("/api/v1/runs/{run_id}/output?showOutput=1"));
+    assert_eq!(
+        output.json(),
+        cli_json(&env, &["runs", &run_id, "--show-output"])
+    );
+    // Output only on request, as --show-output.
+    let refused = server.authed("GET", &format!("/api/v1/runs/{run_id}/output"));
+    assert_eq!(refused.status, 400);
+    let workflows = server.authed("GET", "/api/v1/workflows");
+    assert_eq!(workflows.json(), cli_json(&env, &["workflows", "list"]));
+    let next = server.authed("GET", "/api/v1/loops/nightly/next?n=3");
+    assert_eq!(next.status, 200, "{}", next.body);
+    assert_eq!(next.json()["times"].as_array().map(Vec::len), Some(3));
+    for path in ["/api/v1/daemons", "/api/v1/doctor"] {
+        let reply = server.authed("GET", path);
+        assert!(reply.json().is_object(), "{path}: {}", reply.body);
+    }
+    // The CLI's error, with a status that says whose fault it was.
+    let missing = server.authed("GET", "/api/v1/loops/nope");
+    assert_eq!(missing.status, 404);
+    assert_eq!(
+        missing.error(),
+        ("not_found".to_owned(), cli_error(&env, &["show", "nope"]))
+    );
+    let bad = server.authed("GET", "/api/v1/loops?limit=many");
+    assert_eq!((bad.status, bad.error().0.as_str()), (400, "bad_request"));
+}
+
+#[test]
+fn a_pause_through_the_api_changes_the_store() {
+    let env = TestEnv::new();
+    let id = env.create_command("backup", "true", &["--every", "1h"]);
+    let server = Server::start(&env);
+    let own = format!("http://{}", server.addr);
+    let bearer = format!("Bearer {}", server.token);
+    let paused = server.send(
+        "POST",
+        &format!("/api/v1/loops/{id}/pause"),
+        &[("Authorization", &bearer), ("Origin", &own)],
+    );
+    assert_eq!(paused.status, 200, "{}", paused.body);
+    assert_eq!(cli_json(&env, &["show", &id])["status"], "paused");
+    let resumed = server.authed("POST", "/api/v1/loops/backup/resume");
+    assert_eq!(resumed.status, 200, "{}", resumed.body);
+    assert_eq!(cli_json(&env, &["show", &id])["status"], "active");
+}
+
+#[test]
+fn the_login_url_sets_a_strict_cookie_that_opens_the_api() {
+    let env = TestEnv::new();
+    let server = Server::start(&env);
+    let login = server.send("GET", &format!("/login?token={}", server.token), &[]);
+    assert_eq!(login.status, 303);
+    assert_eq!(login.header("location"), Some("/"));
+    let cookie = login.header("set-cookie").expect("a cookie");
+    for part in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(cookie.contains(part), "{cookie}");
+    }
+    let pair = cookie.split(';').next().unwrap();
+    let list = server.send("GET", "/api/v1/loops", &[("Cookie", pair)]);
+    assert_eq!(list.status, 200, "{}", list.body);
+    let wrong = server.send("GET", "/login?token=00", &[]);
+    assert_eq!(wrong.status, 401);
+    assert!(wrong.header("set-cookie").is_none());
+}
+
+#[test]
+fn an_api_call_without_the_token_is_refused() {
+    let env = TestEnv::new();
+    let server = Server::start(&env);
+    for headers in [
+        vec![],
+        vec![("Authorization", "Bearer 0123")],
+        vec![("Cookie", "loops_token=0123")],
+    ] {
+        let reply = server.send("GET", "/api/v1/loops", &headers);
+        assert_eq!(reply.status, 401, "{headers:?}");
+        assert_eq!(reply.error().0, "unauthorized");
+        // Security headers on every response, refusals too.
+        assert_eq!(
+            reply.header("content-security-policy"),
+            Some("default-src 'self'; script-src 'self'")
+        );
+        assert_eq!(reply.header("x-content-type-options"), Some("nosniff"));
+        assert_eq!(reply.header("referrer-policy"), Some("no-referrer"));
+    }
+    let index = server.send("GET", "/", &[]);
+    assert_eq!(index.status, 200);
+    assert_eq!(index.header("x-content-type-options"), Some("nosniff"));
+}
+
+#[test]
+fn a_write_from_another_origin_is_refused() {
+    let env = TestEnv::new();
+    let id = env.create_command("backup", "true", &["--every", "1h"]);
+    let server = Server::start(&env);
+    let bearer = format!("Bearer {}", server.token);
+    let reply = server.send(
+        "POST",
+        &format!("/api/v1/loops/{id}/pause"),
+        &[
+            ("Authorization", &bearer),
+            ("Origin", "http://evil.example"),
+        ],
+    );
+    assert_eq!(reply.status, 403, "{}", reply.body);
+    assert_eq!(cli_json(&env, &["show", &id])["status"], "active");
+}
+
+#[test]
+fn a_foreign_host_is_refused() {
+    let env = TestEnv::new();
+    let server = Server::start(&env);
+    let bearer = format!("Bearer {}", server.token);
+    let reply = server.send(
+        "GET",
+        "/api/v1/loops",
+        &[("Authorization", &bearer), ("Host", "evil.example:80")],
+    );
+    assert_eq!(reply.status, 421, "{}", reply.body);
+    let port = server.addr.rsplit(':').next().unwrap();
+    let local = format!("localhost:{port}");
+    let reply = server.send(
+        "GET",
+        "/api/v1/loops",
+        &[("Authorization", &bearer), ("Host", &local)],
+    );
+    assert_eq!(reply.status, 200, "{}", reply.body);
+}
+
+#[test]
+fn a_non_loopback_listen_without_tls_refuses_to_start() {
+    let env = TestEnv::new();
+    let ran = env.loops(["serve", "--listen", "0.0.0.0:0"]).code(1).run();
+    assert_eq!(ran.stderr.lines().count(), 1, "{}", ran.stderr);
+    assert!(
+        ran.stderr.starts_with("error: ") && ran.stderr.contains("TLS"),
+        "{}",
+        ran.stderr
+    );
+}
+
+#[test]
+fn the_token_file_is_the_owners_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    let server = Server::start(&env);
+    let path = env.data_dir().join("serve.token");
+    let meta = std::fs::metadata(&path).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert_eq!(std::fs::read_to_string(&path).unwrap().trim(), server.token);
+    drop(server);
+    // A restarted server keeps it.
+    let again = Server::start(&env);
+    assert_eq!(std::fs::read_to_string(&path).unwrap().trim(), again.token);
+}
