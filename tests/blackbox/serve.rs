@@ -6,11 +6,13 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
 use std::process::Child;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use loops_tests::TestEnv;
+use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
 use serde_json::Value;
 
 use crate::mcp::{cli_error, cli_json};
@@ -25,11 +27,18 @@ struct Server {
     addr: String,
     /// The access token from the login URL.
     token: String,
+    /// Whether it serves HTTPS.
+    tls: bool,
 }
 
 impl Server {
     fn start(env: &TestEnv) -> Server {
-        let mut child = env.spawn(&["serve", "--listen", "127.0.0.1:0"]);
+        Server::start_with(env, &["serve", "--listen", "127.0.0.1:0"])
+    }
+
+    /// `loops <args>`, which must print a login URL.
+    fn start_with(env: &TestEnv, args: &[&str]) -> Server {
+        let mut child = env.spawn(args);
         let stderr = child.stderr.take().expect("piped stderr");
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
@@ -43,12 +52,15 @@ impl Server {
             child,
             addr: String::new(),
             token: String::new(),
+            tls: false,
         };
         while server.token.is_empty() {
             let line = rx
                 .recv_timeout(DEADLINE)
                 .expect("loops serve prints its login URL");
-            if let Some(url) = line.strip_prefix("loops serve: log in at http://") {
+            let url = line.strip_prefix("loops serve: log in at ");
+            if let Some((scheme, url)) = url.and_then(|u| u.split_once("://")) {
+                server.tls = scheme == "https";
                 let (addr, token) = url.split_once("/login?token=").expect("a login URL");
                 server.addr = addr.to_owned();
                 server.token = token.to_owned();
@@ -60,50 +72,72 @@ impl Server {
     /// One request with `headers` (a `Host` naming the server unless they
     /// give one): the status, the headers (names lowercased) and the body.
     fn send(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
-        let mut stream = TcpStream::connect(&self.addr).expect("the server accepts");
+        let stream = TcpStream::connect(&self.addr).expect("the server accepts");
         stream
             .set_read_timeout(Some(DEADLINE))
             .expect("a read timeout");
-        let mut request = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
-        if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
-            request.push_str(&format!("Host: {}\r\n", self.addr));
+        if self.tls {
+            let mut connector =
+                SslConnector::builder(SslMethod::tls_client()).expect("a TLS client");
+            // The test's own self-signed certificate.
+            connector.set_verify(SslVerifyMode::NONE);
+            let stream = connector
+                .build()
+                .connect("localhost", stream)
+                .expect("a TLS handshake");
+            return exchange(stream, &self.addr, method, path, headers);
         }
-        for (name, value) in headers {
-            request.push_str(&format!("{name}: {value}\r\n"));
-        }
-        if method == "POST" {
-            request.push_str("Content-Length: 0\r\n");
-        }
-        request.push_str("\r\n");
-        stream
-            .write_all(request.as_bytes())
-            .expect("the request is sent");
-        let mut raw = String::new();
-        stream
-            .read_to_string(&mut raw)
-            .expect("the response is read");
-        let (head, body) = raw.split_once("\r\n\r\n").expect("a response head");
-        let mut lines = head.lines();
-        let status = lines
-            .next()
-            .and_then(|l| l.split(' ').nth(1))
-            .and_then(|code| code.parse().ok())
-            .expect("a status line");
-        let headers = lines
-            .filter_map(|l| l.split_once(':'))
-            .map(|(n, v)| (n.to_ascii_lowercase(), v.trim().to_owned()))
-            .collect();
-        Reply {
-            status,
-            headers,
-            body: body.to_owned(),
-        }
+        exchange(stream, &self.addr, method, path, headers)
     }
 
     /// A request carrying the token as a bearer.
     fn authed(&self, method: &str, path: &str) -> Reply {
         let bearer = format!("Bearer {}", self.token);
         self.send(method, path, &[("Authorization", &bearer)])
+    }
+}
+
+/// Sends one request on `stream` and reads the whole response.
+fn exchange(
+    mut stream: impl Read + Write,
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Reply {
+    let mut request = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+        request.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if method == "POST" {
+        request.push_str("Content-Length: 0\r\n");
+    }
+    request.push_str("\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .expect("the request is sent");
+    let mut raw = Vec::new();
+    // A TLS peer may close without close_notify once it has answered.
+    let _ = stream.read_to_end(&mut raw);
+    let raw = String::from_utf8(raw).expect("a UTF-8 response");
+    let (head, body) = raw.split_once("\r\n\r\n").expect("a response head");
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|code| code.parse().ok())
+        .expect("a status line");
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    Reply {
+        status,
+        headers,
+        body: body.to_owned(),
     }
 }
 
@@ -320,4 +354,103 @@ fn the_token_file_is_the_owners_alone() {
     // A restarted server keeps it.
     let again = Server::start(&env);
     assert_eq!(std::fs::read_to_string(&path).unwrap().trim(), again.token);
+}
+
+/// Writes a self-signed certificate for `localhost` and its key (PEM) into
+/// `dir`; their paths.
+#[expect(clippy::unwrap_used, reason = "test setup: any failure is the test's")]
+fn self_signed(dir: &Path) -> (String, String) {
+    use openssl::asn1::Asn1Time;
+    use openssl::hash::MessageDigest;
+    use openssl::pkey::PKey;
+    use openssl::rsa::Rsa;
+    use openssl::x509::{X509, X509NameBuilder};
+    let key = PKey::from_rsa(Rsa::generate(2048).unwrap()).unwrap();
+    let mut name = X509NameBuilder::new().unwrap();
+    name.append_entry_by_text("CN", "localhost").unwrap();
+    let name = name.build();
+    let mut cert = X509::builder().unwrap();
+    cert.set_version(2).unwrap();
+    cert.set_subject_name(&name).unwrap();
+    cert.set_issuer_name(&name).unwrap();
+    cert.set_pubkey(&key).unwrap();
+    cert.set_not_before(&Asn1Time::days_from_now(0).unwrap())
+        .unwrap();
+    cert.set_not_after(&Asn1Time::days_from_now(2).unwrap())
+        .unwrap();
+    cert.sign(&key, MessageDigest::sha256()).unwrap();
+    let cert = cert.build();
+    let cert_path = dir.join("cert.pem");
+    let key_path = dir.join("key.pem");
+    std::fs::write(&cert_path, cert.to_pem().unwrap()).unwrap();
+    std::fs::write(&key_path, key.private_key_to_pem_pkcs8().unwrap()).unwrap();
+    (
+        cert_path.display().to_string(),
+        key_path.display().to_string(),
+    )
+}
+
+#[test]
+fn with_a_certificate_the_api_is_served_over_tls() {
+    let env = TestEnv::new();
+    env.create_command("backup", "true", &["--every", "1h"]);
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = self_signed(dir.path());
+    let server = Server::start_with(
+        &env,
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+        ],
+    );
+    assert!(server.tls, "the login URL is https");
+    let list = server.authed("GET", "/api/v1/loops");
+    assert_eq!(list.status, 200, "{}", list.body);
+    assert_eq!(list.json(), cli_json(&env, &["list"]));
+    let login = server.send("GET", &format!("/login?token={}", server.token), &[]);
+    let cookie = login.header("set-cookie").expect("a cookie");
+    assert!(cookie.ends_with("; Secure"), "{cookie}");
+    // A write from this server's own https origin passes the Origin check.
+    let own = format!("https://{}", server.addr);
+    let bearer = format!("Bearer {}", server.token);
+    let paused = server.send(
+        "POST",
+        "/api/v1/loops/backup/pause",
+        &[("Authorization", &bearer), ("Origin", &own)],
+    );
+    assert_eq!(paused.status, 200, "{}", paused.body);
+}
+
+#[test]
+fn a_bad_certificate_or_a_wildcard_tls_bind_refuses_to_start() {
+    let env = TestEnv::new();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = self_signed(dir.path());
+    let ran = env
+        .loops([
+            "serve",
+            "--listen",
+            "0.0.0.0:0",
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+        ])
+        .code(1)
+        .run();
+    assert!(ran.stderr.contains("every address"), "{}", ran.stderr);
+    let ran = env
+        .loops(["serve", "--tls-cert", &key, "--tls-key", &key])
+        .code(1)
+        .run();
+    assert!(
+        ran.stderr.contains("reading the TLS certificate"),
+        "{}",
+        ran.stderr
+    );
 }

@@ -9,8 +9,9 @@
 //! message, and an HTTP status from what kind of error it was (`fault`).
 //!
 //! The server holds the owner's power, so (`guard`):
-//! - it binds loopback only; a non-loopback `--listen` is refused, since
-//!   it needs TLS, which is not served yet;
+//! - it binds loopback by default; a non-loopback `--listen` needs
+//!   `--tls-cert` and `--tls-key` (`tls`), and one address, since the
+//!   `Host` check needs the one clients use;
 //! - every API call needs the access token (`token`), as the cookie that
 //!   the printed login URL sets, or as `Authorization: Bearer`;
 //! - a write whose `Origin` is not this server's is refused, and so is any
@@ -23,6 +24,7 @@
 
 mod guard;
 mod routes;
+mod tls;
 mod token;
 
 use std::io::Write;
@@ -45,6 +47,8 @@ pub(crate) struct Shared {
     /// The `Host` values accepted: the bound address, and for a loopback
     /// bind `localhost:<port>`.
     hosts: Vec<String>,
+    /// `https` with TLS, else `http`.
+    scheme: &'static str,
 }
 
 /// `loops serve`: serves until SIGINT or SIGTERM.
@@ -55,7 +59,11 @@ pub(crate) fn run(ctx: &Context, args: &ServeArgs) -> Result<Outcome> {
             args.listen
         )
     })?;
-    check_bind(wanted, args.tls_cert.is_some())?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
+        _ => None,
+    };
+    check_bind(wanted, tls.is_some())?;
     // Opening the store first reports a bad data directory or database URL
     // at once, and makes the data directory the token lives in.
     drop(ctx.open_store()?);
@@ -69,15 +77,17 @@ pub(crate) fn run(ctx: &Context, args: &ServeArgs) -> Result<Outcome> {
         ctx: Arc::new(ctx.for_call()),
         token,
         hosts: hosts(bound),
+        scheme: if tls.is_some() { "https" } else { "http" },
     });
     {
         // Not through `ctx.note`: `--quiet` must not hide the way in. The
         // token is printed here and nowhere else.
         let mut err = std::io::stderr().lock();
-        writeln!(err, "loops serve: listening on http://{bound}")?;
+        let scheme = shared.scheme;
+        writeln!(err, "loops serve: listening on {scheme}://{bound}")?;
         writeln!(
             err,
-            "loops serve: log in at http://{bound}/login?token={}",
+            "loops serve: log in at {scheme}://{bound}/login?token={}",
             shared.token
         )?;
     }
@@ -97,9 +107,18 @@ pub(crate) fn run(ctx: &Context, args: &ServeArgs) -> Result<Outcome> {
     }
     let served = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener)?;
-        axum::serve(listener, routes::router(shared))
-            .with_graceful_shutdown(async move { stop.notified().await })
-            .await
+        let router = routes::router(shared);
+        match tls {
+            Some(acceptor) => {
+                tls::serve(listener, acceptor, router, stop).await;
+                Ok(())
+            }
+            None => {
+                axum::serve(listener, router)
+                    .with_graceful_shutdown(async move { stop.notified().await })
+                    .await
+            }
+        }
     });
     // A request still running on a blocking thread is not waited for.
     runtime.shutdown_background();
@@ -109,22 +128,25 @@ pub(crate) fn run(ctx: &Context, args: &ServeArgs) -> Result<Outcome> {
 }
 
 /// Refuses a bind the server cannot make safe: anything but loopback needs
-/// TLS, which is not served yet.
+/// TLS, and one address, which the `Host` check compares with.
 fn check_bind(addr: SocketAddr, tls: bool) -> Result<()> {
     if addr.ip().is_loopback() {
         return Ok(());
     }
-    if tls {
+    if !tls {
         bail!(
-            "--listen {addr} is not a loopback address, and TLS serving is not available yet; \
-             listen on 127.0.0.1 (the default) and reach it through an SSH tunnel"
+            "--listen {addr} is not a loopback address: serving the API beyond this machine needs \
+             TLS; give --tls-cert and --tls-key, or listen on 127.0.0.1 (the default)"
         );
     }
-    bail!(
-        "--listen {addr} is not a loopback address: serving the API beyond this machine needs \
-         TLS (--tls-cert and --tls-key), which is not available yet; listen on 127.0.0.1 (the \
-         default) and reach it through an SSH tunnel"
-    );
+    if addr.ip().is_unspecified() {
+        bail!(
+            "--listen {addr} is every address of this machine, but requests must name the one \
+             they came to (against DNS rebinding): give that address, such as 192.0.2.10:{}",
+            addr.port()
+        );
+    }
+    Ok(())
 }
 
 /// The `Host` values that name this server at `bound`.
@@ -144,10 +166,11 @@ mod tests {
     fn only_loopback_binds_are_served() {
         assert!(check_bind("127.0.0.1:0".parse().unwrap(), false).is_ok());
         assert!(check_bind("[::1]:8470".parse().unwrap(), false).is_ok());
-        let err = check_bind("0.0.0.0:8470".parse().unwrap(), false).unwrap_err();
+        let err = check_bind("192.0.2.1:8470".parse().unwrap(), false).unwrap_err();
         assert!(err.to_string().contains("--tls-cert"), "{err}");
-        let err = check_bind("192.0.2.1:8470".parse().unwrap(), true).unwrap_err();
-        assert!(err.to_string().contains("not available yet"), "{err}");
+        assert!(check_bind("192.0.2.1:8470".parse().unwrap(), true).is_ok());
+        let err = check_bind("0.0.0.0:8470".parse().unwrap(), true).unwrap_err();
+        assert!(err.to_string().contains("every address"), "{err}");
     }
 
     #[test]

@@ -16,7 +16,8 @@ pub(super) const SERVE_AFTER_HELP: &str = "The JSON API lives under /api/v1; eac
     $LOOPS_DATA_DIR/serve.token (0600): open the login URL printed on stderr at start, which \
     sets a cookie, or send `Authorization: Bearer <token>`. Writes (POST) from a page of \
     another origin are refused, and so is a Host header that does not name this server. A \
-    non-loopback --listen needs TLS, which is not available yet. Runs until SIGINT or SIGTERM.
+    non-loopback --listen needs TLS (--tls-cert and --tls-key, PEM files) and one address, not \
+    0.0.0.0. Runs until SIGINT or SIGTERM.
 
 Routes:
   GET  /api/v1/loops[?status=&limit=&label=]     GET /api/v1/loops/{loop}
@@ -28,6 +29,7 @@ Routes:
 Examples:
   loops serve                                     # http://127.0.0.1:8470, login URL on stderr
   loops serve --listen 127.0.0.1:9000
+  loops serve --listen 192.0.2.10:8470 --tls-cert cert.pem --tls-key key.pem
   curl -H \"Authorization: Bearer $(cat ~/.hasna/loops/serve.token)\" \\
        http://127.0.0.1:8470/api/v1/loops";
 

@@ -80,7 +80,8 @@ pub(super) async fn api(
             let own = origin
                 .to_str()
                 .ok()
-                .and_then(|o| o.strip_prefix("http://"))
+                .and_then(|o| o.strip_prefix(shared.scheme))
+                .and_then(|o| o.strip_prefix("://"))
                 .is_some_and(|o| shared.hosts.iter().any(|h| h.eq_ignore_ascii_case(o)));
             if !own {
                 return error(

@@ -149,8 +149,14 @@ async fn login(State(shared): State<Arc<Shared>>, params: Params) -> Response {
     *response.status_mut() = StatusCode::SEE_OTHER;
     let set = response.headers_mut();
     set.insert(header::LOCATION, HeaderValue::from_static("/"));
+    // Over HTTPS the cookie is never sent in the clear.
+    let secure = if shared.scheme == "https" {
+        "; Secure"
+    } else {
+        ""
+    };
     if let Ok(cookie) = HeaderValue::from_str(&format!(
-        "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
+        "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/{secure}",
         shared.token
     )) {
         set.insert(header::SET_COOKIE, cookie);
