@@ -112,7 +112,7 @@ fn exchange(
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }
-    if method == "POST" {
+    if method == "POST" || method == "DELETE" {
         request.push_str("Content-Length: 0\r\n");
     }
     request.push_str("\r\n");
@@ -244,6 +244,27 @@ fn a_pause_through_the_api_changes_the_store() {
     let resumed = server.authed("POST", "/api/v1/loops/backup/resume");
     assert_eq!(resumed.status, 200, "{}", resumed.body);
     assert_eq!(cli_json(&env, &["show", &id])["status"], "active");
+}
+
+#[test]
+fn labels_and_remove_through_the_api_change_the_store() {
+    let env = TestEnv::new();
+    let id = env.create_command("backup", "true", &["--every", "1h"]);
+    let server = Server::start(&env);
+    let added = server.authed(
+        "POST",
+        "/api/v1/loops/backup/labels/add?labels=team:ops,nightly",
+    );
+    assert_eq!(added.status, 200, "{}", added.body);
+    let labels = &cli_json(&env, &["show", &id])["labels"];
+    assert_eq!(labels, &serde_json::json!(["team:ops", "nightly"]));
+    let bad = server.authed("POST", "/api/v1/loops/backup/labels/drop?labels=x");
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    let removed = server.authed("DELETE", &format!("/api/v1/loops/{id}"));
+    assert_eq!(removed.status, 200, "{}", removed.body);
+    let gone = server.authed("GET", &format!("/api/v1/loops/{id}"));
+    assert_eq!(gone.status, 404, "{}", gone.body);
+    assert_eq!(gone.error().1, cli_error(&env, &["show", &id]));
 }
 
 #[test]

@@ -14,17 +14,18 @@ pub(super) const SERVE_AFTER_HELP: &str = "The JSON API lives under /api/v1; eac
     what the matching command prints with --json, and an error is {\"error\": {\"code\", \
     \"message\"}} with the command's message. Every API call needs the access token, kept in \
     $LOOPS_DATA_DIR/serve.token (0600): open the login URL printed on stderr at start, which \
-    sets a cookie, or send `Authorization: Bearer <token>`. Writes (POST) from a page of \
+    sets a cookie, or send `Authorization: Bearer <token>`. Writes (POST, DELETE) from a page of \
     another origin are refused, and so is a Host header that does not name this server. A \
     non-loopback --listen needs TLS (--tls-cert and --tls-key, PEM files) and one address, not \
     0.0.0.0. Runs until SIGINT or SIGTERM.
 
-Routes:
-  GET  /api/v1/loops[?status=&limit=&label=]     GET /api/v1/loops/{loop}
-  GET  /api/v1/loops/{loop}/next[?n=]            POST /api/v1/loops/{loop}/pause|resume|stop|run-now|cancel
-  GET  /api/v1/runs[?loop=&status=&limit=]       GET /api/v1/runs/{run}
-  GET  /api/v1/runs/{run}/output?showOutput=1    GET /api/v1/workflows
-  GET  /api/v1/workflow-runs/{run}               GET /api/v1/daemons, /api/v1/doctor
+Routes (under /api/v1):
+  GET    /loops[?status=&limit=&label=]  /loops/{loop}  /loops/{loop}/next[?n=]
+  POST   /loops/{loop}/pause, resume, stop, run-now, cancel
+  POST   /loops/{loop}/labels/set, add, remove, clear [?labels=a,b]
+  DELETE /loops/{loop}[?purge=1]
+  GET    /runs[?loop=&status=&limit=]  /runs/{run}  /runs/{run}/output?showOutput=1
+  GET    /workflows  /workflow-runs/{run}  /daemons  /doctor
 
 Examples:
   loops serve                                     # http://127.0.0.1:8470, login URL on stderr

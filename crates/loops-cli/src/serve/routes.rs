@@ -16,9 +16,10 @@ use axum::routing::{get, post};
 use super::Shared;
 use super::guard::{self, COOKIE};
 use super::token::matches;
-use crate::args::cancel::{CancelArgs, DEFAULT_CANCEL_GRACE, StopArgs};
+use crate::args::cancel::{CancelArgs, CancelFlags, DEFAULT_CANCEL_GRACE, StopArgs};
 use crate::args::daemon::{Daemon, DoctorArgs};
 use crate::args::next::{DEFAULT_ITERATIONS, NextArgs};
+use crate::args::policy::{LabelsArgs, LabelsCommand};
 use crate::args::workflow::{self, Workflows};
 use crate::args::{self, Command, LoopRef};
 
@@ -32,7 +33,8 @@ type Params = Query<HashMap<String, String>>;
 pub(super) fn router(shared: Arc<Shared>) -> Router {
     let api = Router::new()
         .route("/loops", get(list))
-        .route("/loops/{id}", get(show))
+        .route("/loops/{id}", get(show).delete(remove))
+        .route("/loops/{id}/labels/{action}", post(labels))
         .route("/loops/{id}/next", get(next))
         .route("/loops/{id}/pause", post(pause))
         .route("/loops/{id}/resume", post(resume))
@@ -230,6 +232,55 @@ async fn cancel(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Re
         by: Some(BY.to_owned()),
     });
     call(&shared, request).await
+}
+
+/// `loops remove`, with `?purge=1` as `--purge`.
+async fn remove(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    params: Params,
+) -> Response {
+    let mut p = match known(params, &["purge"]) {
+        Ok(p) => p,
+        Err(message) => return error(StatusCode::BAD_REQUEST, "bad_request", &message),
+    };
+    let request = Command::Remove(args::RemoveArgs {
+        target: LoopRef { target: id },
+        purge: p.remove("purge").as_deref() == Some("1"),
+        cancel: CancelFlags::none(),
+    });
+    call(&shared, request).await
+}
+
+/// `loops labels set|add|remove|clear`, the labels comma-separated in
+/// `?labels=` as on the command line.
+async fn labels(
+    State(shared): State<Arc<Shared>>,
+    Path((id, action)): Path<(String, String)>,
+    params: Params,
+) -> Response {
+    let mut p = match known(params, &["labels"]) {
+        Ok(p) => p,
+        Err(message) => return error(StatusCode::BAD_REQUEST, "bad_request", &message),
+    };
+    let given: Vec<String> = p.remove("labels").into_iter().collect();
+    let refuse = |message: &str| error(StatusCode::BAD_REQUEST, "bad_request", message);
+    let labels = LabelsArgs {
+        target: id.clone(),
+        labels: given,
+    };
+    let command = match action.as_str() {
+        "clear" if labels.labels.is_empty() => LabelsCommand::Clear(LoopRef { target: id }),
+        "clear" => return refuse("clear removes every label; give no labels with it"),
+        _ if labels.labels.is_empty() => {
+            return refuse("give the labels in ?labels=, comma-separated");
+        }
+        "set" => LabelsCommand::Set(labels),
+        "add" => LabelsCommand::Add(labels),
+        "remove" => LabelsCommand::Remove(labels),
+        _ => return refuse("the action must be set, add, remove or clear"),
+    };
+    call(&shared, Command::Labels(command)).await
 }
 
 /// `loops runs` of `target` (every loop when `None`).
