@@ -475,3 +475,43 @@ fn a_bad_certificate_or_a_wildcard_tls_bind_refuses_to_start() {
         ran.stderr
     );
 }
+
+#[test]
+fn the_openapi_document_lists_only_routes_the_server_has() {
+    let env = TestEnv::new();
+    let server = Server::start(&env);
+    let doc = server.authed("GET", "/api/v1/openapi.json").json();
+    assert_eq!(doc["openapi"], "3.1.0");
+    let paths = doc["paths"].as_object().expect("paths");
+    assert!(paths.len() >= 12, "{paths:?}");
+    for (path, operations) in paths {
+        for method in operations.as_object().expect("operations").keys() {
+            // A loop or run that does not exist: the command's own 404,
+            // never the router's.
+            let path = path
+                .replace("{loop}", "nope")
+                .replace("{run}", "nope")
+                .replace("{action}", "add");
+            let query = match path.as_str() {
+                "/runs/nope/output" => "?showOutput=1",
+                "/loops/nope/labels/add" => "?labels=x",
+                _ => "",
+            };
+            let reply = server.authed(
+                &method.to_ascii_uppercase(),
+                &format!("/api/v1{path}{query}"),
+            );
+            assert_ne!(reply.status, 405, "{method} {path}");
+            if reply.status == 404 {
+                let (_, message) = reply.error();
+                assert!(
+                    !message.starts_with("no such route"),
+                    "{method} {path}: {message}"
+                );
+            }
+        }
+    }
+    let unknown = server.authed("GET", "/api/v1/nothing");
+    assert_eq!(unknown.status, 404);
+    assert!(unknown.error().1.starts_with("no such route"));
+}

@@ -23,6 +23,7 @@
 //! `loops mcp`.
 
 mod guard;
+mod openapi;
 mod routes;
 mod tls;
 mod token;

@@ -25,7 +25,7 @@ Routes (under /api/v1):
   POST   /loops/{loop}/labels/set, add, remove, clear [?labels=a,b]
   DELETE /loops/{loop}[?purge=1]
   GET    /runs[?loop=&status=&limit=]  /runs/{run}  /runs/{run}/output?showOutput=1
-  GET    /workflows  /workflow-runs/{run}  /daemons  /doctor
+  GET    /workflows  /workflow-runs/{run}  /daemons  /doctor  /openapi.json
 
 Examples:
   loops serve                                     # http://127.0.0.1:8470, login URL on stderr

@@ -48,6 +48,7 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/workflow-runs/{id}", get(workflow_run))
         .route("/daemons", get(daemons))
         .route("/doctor", get(doctor))
+        .route("/openapi.json", get(openapi))
         .fallback(no_route)
         .layer(from_fn_with_state(Arc::clone(&shared), guard::api));
     Router::new()
@@ -359,6 +360,13 @@ async fn workflow_run(State(shared): State<Arc<Shared>>, Path(id): Path<String>)
         show_output: false,
     }));
     call(&shared, request).await
+}
+
+async fn openapi() -> Response {
+    json(
+        StatusCode::OK,
+        format!("{:#}\n", super::openapi::document()),
+    )
 }
 
 async fn daemons(State(shared): State<Arc<Shared>>) -> Response {
