@@ -72,6 +72,11 @@ impl Server {
     /// One request with `headers` (a `Host` naming the server unless they
     /// give one): the status, the headers (names lowercased) and the body.
     fn send(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
+        self.send_body(method, path, headers, "")
+    }
+
+    /// [`Server::send`] with a body.
+    fn send_body(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
         let stream = TcpStream::connect(&self.addr).expect("the server accepts");
         stream
             .set_read_timeout(Some(DEADLINE))
@@ -85,9 +90,9 @@ impl Server {
                 .build()
                 .connect("localhost", stream)
                 .expect("a TLS handshake");
-            return exchange(stream, &self.addr, method, path, headers);
+            return exchange(stream, &self.addr, (method, path, headers, body));
         }
-        exchange(stream, &self.addr, method, path, headers)
+        exchange(stream, &self.addr, (method, path, headers, body))
     }
 
     /// A request carrying the token as a bearer.
@@ -101,9 +106,7 @@ impl Server {
 fn exchange(
     mut stream: impl Read + Write,
     addr: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
+    (method, path, headers, body): (&str, &str, &[(&str, &str)], &str),
 ) -> Reply {
     let mut request = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
     if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
@@ -113,9 +116,10 @@ fn exchange(
         request.push_str(&format!("{name}: {value}\r\n"));
     }
     if method == "POST" || method == "DELETE" {
-        request.push_str("Content-Length: 0\r\n");
+        request.push_str(&format!("Content-Length: {}\r\n", body.len()));
     }
     request.push_str("\r\n");
+    request.push_str(body);
     stream
         .write_all(request.as_bytes())
         .expect("the request is sent");
@@ -265,6 +269,43 @@ fn labels_and_remove_through_the_api_change_the_store() {
     let gone = server.authed("GET", &format!("/api/v1/loops/{id}"));
     assert_eq!(gone.status, 404, "{}", gone.body);
     assert_eq!(gone.error().1, cli_error(&env, &["show", &id]));
+}
+
+#[test]
+fn a_loop_created_through_the_api_is_the_clis() {
+    let env = TestEnv::new();
+    let server = Server::start(&env);
+    let bearer = format!("Bearer {}", server.token);
+    let json = [
+        ("Authorization", bearer.as_str()),
+        ("Content-Type", "application/json"),
+    ];
+    let body = r#"{"name": "made", "cmd": "echo hi", "every": "5m", "label": ["web"]}"#;
+    let made = server.send_body("POST", "/api/v1/loops", &json, body);
+    assert_eq!(made.status, 200, "{}", made.body);
+    let id = made.json()["id"].as_str().expect("an id").to_owned();
+    let shown = cli_json(&env, &["show", &id]);
+    assert_eq!(shown["name"], "made");
+    assert_eq!(shown["labels"], serde_json::json!(["web"]));
+    // What the CLI refuses, the API refuses with the same message.
+    let bad = r#"{"name": "bad", "cmd": "true", "every": "soon"}"#;
+    let refused = server.send_body("POST", "/api/v1/loops", &json, bad);
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    let cli = cli_error(
+        &env,
+        &[
+            "create", "command", "bad", "--cmd", "true", "--every", "soon",
+        ],
+    );
+    assert_eq!(refused.error().1, cli);
+    // Not JSON: a form another site could post is refused.
+    let form = [
+        ("Authorization", bearer.as_str()),
+        ("Content-Type", "text/plain"),
+    ];
+    let refused = server.send_body("POST", "/api/v1/loops", &form, body);
+    assert_eq!(refused.status, 415, "{}", refused.body);
+    assert_eq!(cli_json(&env, &["list"]).as_array().map(Vec::len), Some(1));
 }
 
 #[test]

@@ -22,6 +22,7 @@
 //! The async runtime (tokio, current-thread) is built only here, as for
 //! `loops mcp`.
 
+mod create;
 mod guard;
 mod openapi;
 mod routes;

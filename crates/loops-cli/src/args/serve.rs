@@ -21,6 +21,7 @@ pub(super) const SERVE_AFTER_HELP: &str = "The JSON API lives under /api/v1; eac
 
 Routes (under /api/v1):
   GET    /loops[?status=&limit=&label=]  /loops/{loop}  /loops/{loop}/next[?n=]
+  POST   /loops (JSON: the arguments of the MCP tool loops_create_command)
   POST   /loops/{loop}/pause, resume, stop, run-now, cancel
   POST   /loops/{loop}/labels/set, add, remove, clear [?labels=a,b]
   DELETE /loops/{loop}[?purge=1]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{from_fn, from_fn_with_state};
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -32,7 +32,7 @@ type Params = Query<HashMap<String, String>>;
 /// The server's routes, behind its guards.
 pub(super) fn router(shared: Arc<Shared>) -> Router {
     let api = Router::new()
-        .route("/loops", get(list))
+        .route("/loops", get(list).post(create))
         .route("/loops/{id}", get(show).delete(remove))
         .route("/loops/{id}/labels/{action}", post(labels))
         .route("/loops/{id}/next", get(next))
@@ -178,6 +178,34 @@ async fn list(State(shared): State<Arc<Shared>>, params: Params) -> Response {
         labels: p.remove("label").into_iter().collect(),
     });
     call(&shared, request).await
+}
+
+/// `POST /loops`: the body is JSON (`Content-Type: application/json`,
+/// which a page of another site cannot send without asking first).
+async fn create(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let json_body = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|t| t.trim() == "application/json")
+        });
+    if !json_body {
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "the body must be JSON, sent with Content-Type: application/json",
+        );
+    }
+    match super::create::request(&body) {
+        Ok(request) => call(&shared, request).await,
+        Err(e) => error(StatusCode::BAD_REQUEST, "bad_request", &e.to_string()),
+    }
 }
 
 async fn show(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
