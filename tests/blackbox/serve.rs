@@ -556,3 +556,15 @@ fn the_openapi_document_lists_only_routes_the_server_has() {
     assert_eq!(unknown.status, 404);
     assert!(unknown.error().1.starts_with("no such route"));
 }
+
+#[test]
+fn sigterm_ends_the_server_cleanly() {
+    let env = TestEnv::new();
+    let mut server = Server::start(&env);
+    assert_eq!(server.authed("GET", "/api/v1/loops").status, 200);
+    assert!(loops_tests::kill("-TERM", server.child.id()));
+    let status = loops_tests::wait_for("loops serve to exit", DEADLINE, || {
+        server.child.try_wait().expect("its status")
+    });
+    assert!(status.success(), "{status:?}");
+}
