@@ -101,7 +101,10 @@ fn authorized(token: &str, headers: &HeaderMap) -> bool {
         .get_all(header::AUTHORIZATION)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .filter_map(|v| v.strip_prefix("Bearer "))
+        // The scheme's name is case-insensitive (RFC 9110 §11.1).
+        .filter_map(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, given)| given)
         .any(|given| matches(token, given.trim()));
     bearer
         || headers
@@ -126,6 +129,8 @@ mod tests {
         };
         assert!(authorized("t0", &with(header::AUTHORIZATION, "Bearer t0")));
         assert!(!authorized("t0", &with(header::AUTHORIZATION, "Bearer t1")));
+        assert!(authorized("t0", &with(header::AUTHORIZATION, "bearer t0")));
+        assert!(!authorized("t0", &with(header::AUTHORIZATION, "Basic t0")));
         assert!(authorized(
             "t0",
             &with(header::COOKIE, "a=b; loops_token=t0")
