@@ -37,6 +37,7 @@ mod restore;
 mod runners;
 mod runs;
 mod runtime;
+mod serve;
 mod status;
 mod transfer;
 mod traps;

@@ -98,6 +98,19 @@ pub(crate) fn run_request(ctx: &Context, request: Command) -> Captured {
     capture(ctx, |call, out| execute(call, request, out))
 }
 
+/// [`run_request`] for `loops serve`, which also needs to know what kind
+/// of error a failed request met, for its HTTP status.
+pub(crate) fn run_request_classified(
+    ctx: &Context,
+    request: Command,
+) -> (Captured, Option<crate::fault::Fault>) {
+    let mut fault = None;
+    let captured = capture(ctx, |call, out| {
+        execute(call, request, out).inspect_err(|err| fault = Some(crate::fault::Fault::of(err)))
+    });
+    (captured, fault)
+}
+
 fn dispatch(ctx: &Context, command: Command, out: &mut Printer) -> Result<Outcome> {
     match command {
         Command::Create(Create::Command(args)) => create::command(ctx, &args, out),
@@ -134,6 +147,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut Printer) -> Result<Outcom
         // `loops_main` serves it before any printer locks stdout.
         Command::Mcp(_) => anyhow::bail!("loops mcp runs only as a command of its own"),
         Command::Ui => anyhow::bail!("loops ui runs only as a command of its own"),
+        Command::Serve(_) => anyhow::bail!("loops serve runs only as a command of its own"),
     }
 }
 

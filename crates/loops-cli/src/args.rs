@@ -24,6 +24,7 @@ mod maintenance;
 pub(crate) mod next;
 pub(crate) mod policy;
 pub(crate) mod report;
+pub(crate) mod serve;
 pub(crate) mod workflow;
 
 pub(crate) use maintenance::{
@@ -168,6 +169,9 @@ pub(crate) enum Command {
     /// A live dashboard of every loop in this terminal.
     #[command(after_help = crate::args::help::UI)]
     Ui,
+    /// Serve the JSON API over HTTP on this machine, with an access token.
+    #[command(after_help = serve::SERVE_AFTER_HELP)]
+    Serve(serve::ServeArgs),
 }
 
 // `loops mcp`: the server has no options of its own; the environment

@@ -6,8 +6,9 @@
 //! The modules: `args` (clap), `resolve` (raw values to core types), `app`
 //! and `commands` (the work), `render`, `human` and `redact` (output),
 //! `hint` (the daemon hint), `complete` (shell completion), `exit`
-//! (codes), `daemon_bin` (the `loops-daemon` command line) and `service`
-//! (daemon start, stop, status, logs, install, and doctor).
+//! (codes), `daemon_bin` (the `loops-daemon` command line), `service`
+//! (daemon start, stop, status, logs, install, and doctor), and the
+//! servers `mcp` and `serve` (the HTTP API, with `fault` for its statuses).
 
 mod app;
 mod args;
@@ -18,6 +19,7 @@ mod complete;
 mod context;
 mod daemon_bin;
 mod exit;
+mod fault;
 mod hint;
 mod human;
 mod mcp;
@@ -27,6 +29,7 @@ mod redact;
 mod render;
 mod request;
 mod resolve;
+mod serve;
 mod service;
 mod ui;
 mod zone;
@@ -52,6 +55,8 @@ pub fn loops_main() -> ExitCode {
         args::Command::Mcp(mcp_args) => mcp::run(&ctx, &mcp_args),
         // The dashboard owns the terminal: no printer may lock stdout.
         args::Command::Ui => ui::run(&ctx),
+        // A server of its own, until SIGINT or SIGTERM.
+        args::Command::Serve(serve_args) => serve::run(&ctx, &serve_args),
         command => app::run(&ctx, command),
     };
     exit::code(result, ctx.verbose)

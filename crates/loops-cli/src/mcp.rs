@@ -26,10 +26,10 @@
 mod cancel;
 mod health;
 mod mask;
-mod params;
+pub(crate) mod params;
 mod quote;
 mod server;
-mod tools;
+pub(crate) mod tools;
 mod transport;
 
 use std::io::IsTerminal;

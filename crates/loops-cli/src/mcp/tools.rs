@@ -242,13 +242,13 @@ pub(crate) fn call(
 }
 
 /// The input schema of `P`, the arguments' type.
-pub(super) fn schema<P: JsonSchema + 'static>() -> Arc<JsonObject> {
+pub(crate) fn schema<P: JsonSchema + 'static>() -> Arc<JsonObject> {
     rmcp::handler::server::common::schema_for_input::<P>()
         .unwrap_or_else(|_| rmcp::handler::server::common::schema_for_empty_input())
 }
 
 /// Reads a call's arguments into `P`.
-pub(super) fn parse<P: DeserializeOwned>(name: &str, args: &JsonObject) -> Result<P> {
+pub(crate) fn parse<P: DeserializeOwned>(name: &str, args: &JsonObject) -> Result<P> {
     serde_json::from_value(Value::Object(args.clone()))
         .map_err(|e| anyhow!("invalid arguments for {name}: {e}"))
 }
@@ -400,7 +400,7 @@ fn workflow_validate(ctx: &Context, args: &JsonObject, access: Access) -> Result
 
 /// The options every create command shares; what is not given takes the
 /// command line's default.
-fn loop_options(o: LoopOptions) -> args::LoopOptions {
+pub(crate) fn loop_options(o: LoopOptions) -> args::LoopOptions {
     let or = |value: Option<String>, default: &str| value.unwrap_or_else(|| default.to_owned());
     args::LoopOptions {
         name: o.name,
@@ -436,7 +436,7 @@ fn loop_options(o: LoopOptions) -> args::LoopOptions {
 }
 
 /// The request of `loops_create_command`.
-fn create_command_request(p: CreateCommandParams) -> Result<Command> {
+pub(crate) fn create_command_request(p: CreateCommandParams) -> Result<Command> {
     // `--env NAME=value` cannot carry such a name: `A=B` would come back
     // as `A` with the value `B=value`. The message is create's, which
     // names `--env` (`resolve::checked`).
