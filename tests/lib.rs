@@ -556,6 +556,25 @@ pub fn instant_ago(ms: i64) -> String {
     store_testing::lit(&at.to_string())
 }
 
+/// The path of program `name` on `PATH`, or `None` after saying why test
+/// `test` skips; in CI (`CI` set), where `xtask ci` installs it, a missing
+/// program fails the test instead.
+pub fn program_on_path(test: &str, name: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set and {name} is not installed (xtask ci installs it)"
+        );
+        eprintln!("skipped {test}: {name} is not installed");
+    }
+    found
+}
+
 /// Polls `check` until it returns `Some`, failing after `timeout`.
 pub fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;

@@ -340,19 +340,7 @@ fn a_missing_database_offers_no_values_and_is_not_created() {
 /// The path of `shell`, or `None` after saying why the test skips; in CI a
 /// missing shell fails the test.
 fn shell(test: &str, name: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|dir| dir.join(name))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set and {name} is not installed (xtask ci installs it)"
-        );
-        eprintln!("skipped complete::{test}: {name} is not installed");
-    }
-    found
+    loops_tests::program_on_path(&format!("complete::{test}"), name)
 }
 
 /// Runs `script` with `shell` in `env`, with `loops` first on its PATH,

@@ -22,19 +22,7 @@ impl Tmux {
     /// Starts a 100×30 session running `sh` in `env`'s environment, or
     /// `None` (saying why) without tmux.
     fn start(env: &TestEnv) -> Option<Tmux> {
-        let found = std::env::var_os("PATH").and_then(|path| {
-            std::env::split_paths(&path)
-                .map(|dir| dir.join("tmux"))
-                .find(|p| p.is_file())
-        });
-        if found.is_none() {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI is set and tmux is not installed (xtask ci installs it)"
-            );
-            eprintln!("skipped ui: tmux is not installed");
-            return None;
-        }
+        loops_tests::program_on_path("ui", "tmux")?;
         let tmux = Tmux {
             socket: env.home().join("tmux.sock"),
         };

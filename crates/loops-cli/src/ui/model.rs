@@ -122,7 +122,12 @@ impl Board {
     pub(super) fn load(ctx: &Context) -> Result<Board> {
         let store = ctx.open_store()?;
         let (header, rows) = read(ctx, &store)?;
-        Ok(Board {
+        Ok(Board::of(header, rows))
+    }
+
+    /// A board of these rows, on the table, nothing filtered or asked.
+    fn of(header: Vec<String>, rows: Vec<Row>) -> Board {
+        Board {
             rows,
             header,
             selected: 0,
@@ -132,7 +137,7 @@ impl Board {
             view: View::Table,
             pending: None,
             message: None,
-        })
+        }
     }
 
     /// Reads the store again; a failure is said on the message line and the
@@ -482,17 +487,7 @@ mod tests {
     }
 
     fn board(rows: Vec<Row>) -> Board {
-        Board {
-            rows,
-            header: Vec::new(),
-            selected: 0,
-            filter: String::new(),
-            typing: false,
-            status_filter: 0,
-            view: View::Table,
-            pending: None,
-            message: None,
-        }
+        Board::of(Vec::new(), rows)
     }
 
     fn names(board: &Board) -> Vec<&str> {
