@@ -18,26 +18,27 @@ use serde_json::Value;
 use crate::mcp::{cli_error, cli_json};
 
 /// The longest the server may take to start.
-const DEADLINE: Duration = Duration::from_secs(60);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(60);
 
 /// A running `loops serve`, killed when dropped.
-struct Server {
-    child: Child,
+pub(crate) struct Server {
+    pub(crate) child: Child,
     /// `127.0.0.1:<port>`.
-    addr: String,
+    pub(crate) addr: String,
     /// The access token from the login URL.
-    token: String,
+    pub(crate) token: String,
     /// Whether it serves HTTPS.
     tls: bool,
 }
 
 impl Server {
-    fn start(env: &TestEnv) -> Server {
+    pub(crate) fn start(env: &TestEnv) -> Server {
         Server::start_with(env, &["serve", "--listen", "127.0.0.1:0"])
     }
 
-    /// `loops <args>`, which must print a login URL.
-    fn start_with(env: &TestEnv, args: &[&str]) -> Server {
+    /// `loops <args>`, which must print a login URL (on a line of its own,
+    /// or of the daemon's log).
+    pub(crate) fn start_with(env: &TestEnv, args: &[&str]) -> Server {
         let mut child = env.spawn(args);
         let stderr = child.stderr.take().expect("piped stderr");
         let (tx, rx) = mpsc::channel();
@@ -58,7 +59,9 @@ impl Server {
             let line = rx
                 .recv_timeout(DEADLINE)
                 .expect("loops serve prints its login URL");
-            let url = line.strip_prefix("loops serve: log in at ");
+            let url = line
+                .split_once("loops serve: log in at ")
+                .map(|(_, url)| url);
             if let Some((scheme, url)) = url.and_then(|u| u.split_once("://")) {
                 server.tls = scheme == "https";
                 let (addr, token) = url.split_once("/login?token=").expect("a login URL");
@@ -71,12 +74,18 @@ impl Server {
 
     /// One request with `headers` (a `Host` naming the server unless they
     /// give one): the status, the headers (names lowercased) and the body.
-    fn send(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
+    pub(crate) fn send(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
         self.send_body(method, path, headers, "")
     }
 
     /// [`Server::send`] with a body.
-    fn send_body(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+    pub(crate) fn send_body(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Reply {
         let stream = TcpStream::connect(&self.addr).expect("the server accepts");
         stream
             .set_read_timeout(Some(DEADLINE))
@@ -96,7 +105,7 @@ impl Server {
     }
 
     /// A request carrying the token as a bearer.
-    fn authed(&self, method: &str, path: &str) -> Reply {
+    pub(crate) fn authed(&self, method: &str, path: &str) -> Reply {
         let bearer = format!("Bearer {}", self.token);
         self.send(method, path, &[("Authorization", &bearer)])
     }
@@ -152,26 +161,26 @@ impl Drop for Server {
     }
 }
 
-struct Reply {
-    status: u16,
+pub(crate) struct Reply {
+    pub(crate) status: u16,
     headers: Vec<(String, String)>,
-    body: String,
+    pub(crate) body: String,
 }
 
 impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.as_str())
     }
 
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
     }
 
     /// The error document's code and message.
-    fn error(&self) -> (String, String) {
+    pub(crate) fn error(&self) -> (String, String) {
         let doc = self.json();
         (
             doc["error"]["code"].as_str().expect("a code").to_owned(),

@@ -19,6 +19,7 @@ use loops_core::Timestamp;
 use loops_exec::{CancelToken, SystemProbe};
 use loops_store::{Backup, DatabaseUrl, Store};
 
+use crate::args::daemon::DaemonServeFlags;
 use crate::render::{self, Printer};
 
 /// Where the store is, how to print, and the warnings so far.
@@ -40,7 +41,21 @@ pub(crate) struct Context {
     /// handlers of its own: set for a `loops mcp` call, whose process is
     /// the server's ([`Context::with_stop`]).
     pub(crate) stop: Option<CancelToken>,
+    /// What starts the HTTP server of `loops daemon run --serve`
+    /// (`serve::in_daemon`), set by the binary's entry point: the server
+    /// runs commands through `app`, which runs the daemon's, so the
+    /// commands cannot name it.
+    pub(crate) start_server: Option<StartServer>,
 }
+
+/// Starts the HTTP server as `--serve`, `--tls-cert` and `--tls-key` say,
+/// writing its lines (the login URL) through the given function, and
+/// returns the function that stops it.
+pub(crate) type StartServer = fn(
+    &Context,
+    &DaemonServeFlags,
+    &mut dyn FnMut(&str) -> Result<()>,
+) -> Result<Box<dyn FnOnce() -> Result<()> + Send>>;
 
 impl Context {
     /// The context of the global options.
@@ -57,6 +72,7 @@ impl Context {
             quiet,
             warnings: Mutex::default(),
             stop: None,
+            start_server: None,
         }
     }
 

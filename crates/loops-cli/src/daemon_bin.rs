@@ -63,7 +63,9 @@ impl From<Command> for Daemon {
 /// Runs the command; the outcome becomes the exit code in `exit`.
 pub(crate) fn run(cli: Cli) -> Result<Outcome> {
     // SPEC §7.6: `loops-daemon` always prints JSON.
-    let ctx = &Context::new(None, true, false, false);
+    let mut ctx = Context::new(None, true, false, false);
+    ctx.start_server = Some(crate::serve::in_daemon);
+    let ctx = &ctx;
     let mut out = ctx.printer();
     let outcome = daemon::run(ctx, cli.command.into(), &mut out, Binary::LoopsDaemon);
     let flushed = out.flush();

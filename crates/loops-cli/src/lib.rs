@@ -49,7 +49,8 @@ pub fn loops_main() -> ExitCode {
         Ok(cli) => cli,
         Err(err) => return exit::code(Err(err.into()), false),
     };
-    let ctx = app::context(&cli);
+    let mut ctx = app::context(&cli);
+    ctx.start_server = Some(serve::in_daemon);
     let result = match cli.command {
         // The protocol owns stdout: no printer may lock it.
         args::Command::Mcp(mcp_args) => mcp::run(&ctx, &mcp_args),

@@ -29,6 +29,7 @@ use crate::request::Warnings;
 
 pub(crate) mod agent;
 pub(crate) mod hooks;
+pub(crate) mod listen;
 pub(crate) mod policy;
 
 /// `create command`: the validated loop.

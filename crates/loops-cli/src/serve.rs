@@ -19,8 +19,11 @@
 //! - every response carries a CSP without inline script, `nosniff` and
 //!   `no-referrer`.
 //!
-//! The async runtime (tokio, current-thread) is built only here, as for
-//! `loops mcp`.
+//! [`start`] runs the server on a thread of its own, with its own async
+//! runtime (tokio, current-thread), built only here as for `loops mcp`:
+//! `loops serve` starts it and waits for a signal, `loops daemon run
+//! --serve` starts it beside the scheduler and stops it when the scheduler
+//! stops.
 
 mod create;
 mod guard;
@@ -29,15 +32,23 @@ mod routes;
 mod tls;
 mod token;
 
-use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
 use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
+use tokio::sync::watch;
 
-use crate::args::serve::ServeArgs;
+use crate::args::daemon::DaemonServeFlags;
+use crate::args::serve::{DEFAULT_LISTEN, ServeArgs};
 use crate::context::Context;
 use crate::exit::Outcome;
+
+/// How long requests still open when the server stops (a follower of a
+/// run's output) may take to finish before they are cut.
+const DRAIN: Duration = Duration::from_secs(2);
 
 /// What every handler shares: the settings commands run with, the token,
 /// and the names this server answers to.
@@ -53,19 +64,70 @@ pub(crate) struct Shared {
     scheme: &'static str,
 }
 
-/// `loops serve`: serves until SIGINT or SIGTERM.
-pub(crate) fn run(ctx: &Context, args: &ServeArgs) -> Result<Outcome> {
-    let wanted: SocketAddr = args.listen.trim().parse().map_err(|_| {
-        anyhow::anyhow!(
-            "--listen must be an address and port such as 127.0.0.1:8470 or [::1]:8470, not {:?}",
-            args.listen
-        )
-    })?;
-    let tls = match (&args.tls_cert, &args.tls_key) {
+/// Where and how to serve: the flags of `loops serve`, or of
+/// `loops daemon run --serve`.
+pub(crate) struct Options<'a> {
+    /// The flag that gave the address, for messages (`--listen`,
+    /// `--serve`).
+    pub(crate) flag: &'static str,
+    /// The address and port, as given.
+    pub(crate) listen: &'a str,
+    /// `--tls-cert`, PEM.
+    pub(crate) tls_cert: Option<&'a Path>,
+    /// `--tls-key`, PEM.
+    pub(crate) tls_key: Option<&'a Path>,
+}
+
+impl Options<'_> {
+    /// The address to bind, refused when the server could not make it safe
+    /// (`resolve::listen`).
+    pub(crate) fn address(&self) -> Result<SocketAddr> {
+        crate::resolve::listen::address(self.flag, self.listen, self.tls_cert.is_some())
+    }
+}
+
+/// A server running on a thread of its own, with its own runtime; stopped
+/// by [`Server::stop`] or when dropped.
+pub(crate) struct Server {
+    /// Set to `true` to stop it.
+    stop: watch::Sender<bool>,
+    /// The thread serving, which returns how serving ended.
+    thread: Option<JoinHandle<Result<()>>>,
+}
+
+impl Server {
+    /// Stops serving: no new connection is taken, and requests still open
+    /// get [`DRAIN`] to finish. Returns once the port is closed.
+    pub(crate) fn stop(mut self) -> Result<()> {
+        self.stop.send_replace(true);
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(served)) => served,
+            Some(Err(_)) => bail!("the HTTP server's thread panicked"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+    }
+}
+
+/// Starts serving the store of `ctx` as `opts` say, on a thread of its
+/// own; `say` gets the address and the login URL, the one place the token
+/// is shown. Bad flags, a bad data directory and a taken port are errors
+/// here, before anything serves.
+pub(crate) fn start(
+    ctx: &Context,
+    opts: &Options<'_>,
+    say: &mut dyn FnMut(&str) -> Result<()>,
+) -> Result<Server> {
+    let wanted = opts.address()?;
+    let tls = match (opts.tls_cert, opts.tls_key) {
         (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
         _ => None,
     };
-    check_bind(wanted, tls.is_some())?;
     // Opening the store first reports a bad data directory or database URL
     // at once, and makes the data directory the token lives in.
     drop(ctx.open_store()?);
@@ -81,74 +143,111 @@ pub(crate) fn run(ctx: &Context, args: &ServeArgs) -> Result<Outcome> {
         hosts: hosts(bound),
         scheme: if tls.is_some() { "https" } else { "http" },
     });
-    {
-        // Not through `ctx.note`: `--quiet` must not hide the way in. The
-        // token is printed here and nowhere else.
-        let mut err = std::io::stderr().lock();
-        let scheme = shared.scheme;
-        writeln!(err, "loops serve: listening on {scheme}://{bound}")?;
-        writeln!(
-            err,
-            "loops serve: log in at {scheme}://{bound}/login?token={}",
-            shared.token
-        )?;
-    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the server's runtime")?;
-    let signals =
-        loops_exec::SignalCancel::install().context("installing the SIGINT/SIGTERM handlers")?;
-    let stop = Arc::new(tokio::sync::Notify::new());
-    let _subscription = {
-        let stop = Arc::clone(&stop);
-        signals.token().subscribe(move || stop.notify_one())
-    };
-    if signals.token().is_cancelled() {
-        return Ok(Outcome::Success);
-    }
+    let scheme = shared.scheme;
+    say(&format!("loops serve: listening on {scheme}://{bound}"))?;
+    say(&format!(
+        "loops serve: log in at {scheme}://{bound}/login?token={}",
+        shared.token
+    ))?;
+    let (stop, stopped) = watch::channel(false);
+    let thread = std::thread::Builder::new()
+        .name("loops-serve".to_owned())
+        .spawn(move || serve_on(runtime, listener, tls, shared, stopped))
+        .context("starting the server's thread")?;
+    Ok(Server {
+        stop,
+        thread: Some(thread),
+    })
+}
+
+/// Serves on `listener` until `stop` turns `true` (or its sender goes).
+fn serve_on(
+    runtime: tokio::runtime::Runtime,
+    listener: TcpListener,
+    tls: Option<openssl::ssl::SslAcceptor>,
+    shared: Arc<Shared>,
+    stop: watch::Receiver<bool>,
+) -> Result<()> {
     let served = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let router = routes::router(shared);
-        match tls {
-            Some(acceptor) => {
-                tls::serve(listener, acceptor, router, stop).await;
-                Ok(())
+        let until = stopped(stop.clone());
+        let serving = async move {
+            match tls {
+                Some(acceptor) => {
+                    tls::serve(listener, acceptor, router, until).await;
+                    Ok(())
+                }
+                None => {
+                    axum::serve(listener, router)
+                        .with_graceful_shutdown(until)
+                        .await
+                }
             }
-            None => {
-                axum::serve(listener, router)
-                    .with_graceful_shutdown(async move { stop.notified().await })
-                    .await
-            }
+        };
+        tokio::select! {
+            served = serving => served,
+            () = async {
+                stopped(stop).await;
+                tokio::time::sleep(DRAIN).await;
+            } => Ok(()),
         }
     });
     // A request still running on a blocking thread is not waited for.
     runtime.shutdown_background();
-    drop(signals);
-    served.context("serving HTTP")?;
-    Ok(Outcome::Success)
+    served.context("serving HTTP")
 }
 
-/// Refuses a bind the server cannot make safe: anything but loopback needs
-/// TLS, and one address, which the `Host` check compares with.
-fn check_bind(addr: SocketAddr, tls: bool) -> Result<()> {
-    if addr.ip().is_loopback() {
-        return Ok(());
-    }
-    if !tls {
-        bail!(
-            "--listen {addr} is not a loopback address: serving the API beyond this machine needs \
-             TLS; give --tls-cert and --tls-key, or listen on 127.0.0.1 (the default)"
-        );
-    }
-    if addr.ip().is_unspecified() {
-        bail!(
-            "--listen {addr} is every address of this machine, but requests must name the one \
-             they came to (against DNS rebinding): give that address, such as 192.0.2.10:{}",
-            addr.port()
-        );
-    }
-    Ok(())
+/// Resolves once `stop` turns `true`, or its sender is dropped.
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _changed = stop.wait_for(|stop| *stop).await;
+}
+
+/// `loops daemon run --serve`: starts the server as `flags` say, `say`
+/// writing to the daemon's log; the returned function stops it (see
+/// `context::StartServer`).
+pub(crate) fn in_daemon(
+    ctx: &Context,
+    flags: &DaemonServeFlags,
+    say: &mut dyn FnMut(&str) -> Result<()>,
+) -> Result<Box<dyn FnOnce() -> Result<()> + Send>> {
+    let listen = flags.serve.as_deref().unwrap_or(DEFAULT_LISTEN);
+    let opts = Options {
+        flag: "--serve",
+        listen,
+        tls_cert: flags.tls_cert.as_deref(),
+        tls_key: flags.tls_key.as_deref(),
+    };
+    let server = start(ctx, &opts, say)?;
+    Ok(Box::new(move || server.stop()))
+}
+
+/// `loops serve`: serves until SIGINT or SIGTERM.
+pub(crate) fn run(ctx: &Context, args: &ServeArgs) -> Result<Outcome> {
+    let opts = Options {
+        flag: "--listen",
+        listen: &args.listen,
+        tls_cert: args.tls_cert.as_deref(),
+        tls_key: args.tls_key.as_deref(),
+    };
+    // Not through `ctx.note`: `--quiet` must not hide the way in.
+    let mut say = |line: &str| -> Result<()> {
+        use std::io::Write;
+        writeln!(std::io::stderr().lock(), "{line}")?;
+        Ok(())
+    };
+    let signals =
+        loops_exec::SignalCancel::install().context("installing the SIGINT/SIGTERM handlers")?;
+    let server = start(ctx, &opts, &mut say)?;
+    // The wait returns at once on a signal; the hour only bounds one wait.
+    while !signals.token().wait_timeout(Duration::from_secs(3600)) {}
+    server.stop()?;
+    drop(signals);
+    Ok(Outcome::Success)
 }
 
 /// The `Host` values that name this server at `bound`.
@@ -163,17 +262,6 @@ fn hosts(bound: SocketAddr) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_loopback_binds_are_served() {
-        assert!(check_bind("127.0.0.1:0".parse().unwrap(), false).is_ok());
-        assert!(check_bind("[::1]:8470".parse().unwrap(), false).is_ok());
-        let err = check_bind("192.0.2.1:8470".parse().unwrap(), false).unwrap_err();
-        assert!(err.to_string().contains("--tls-cert"), "{err}");
-        assert!(check_bind("192.0.2.1:8470".parse().unwrap(), true).is_ok());
-        let err = check_bind("0.0.0.0:8470".parse().unwrap(), true).unwrap_err();
-        assert!(err.to_string().contains("every address"), "{err}");
-    }
 
     #[test]
     fn a_loopback_server_answers_to_localhost_too() {

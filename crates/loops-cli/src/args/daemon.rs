@@ -79,6 +79,29 @@ pub(crate) struct RunArgs {
 
     #[command(flatten)]
     pub(crate) gc: GcFlags,
+
+    #[command(flatten)]
+    pub(crate) serve: DaemonServeFlags,
+}
+
+// `loops serve` inside the daemon (issue 29), for `daemon run`, `daemon
+// start` and `daemon install`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct DaemonServeFlags {
+    /// Also serve the dashboard and HTTP API, as `loops serve --listen
+    /// ADDR` does, on a thread of the daemon, until the daemon stops. The
+    /// login URL goes to the daemon's log [default: not served].
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub(crate) serve: Option<String>,
+
+    /// With --serve: the TLS certificate (PEM), needed for a non-loopback
+    /// address.
+    #[arg(long, value_name = "FILE", requires = "serve", requires = "tls_key")]
+    pub(crate) tls_cert: Option<std::path::PathBuf>,
+
+    /// With --serve: the TLS certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "serve", requires = "tls_cert")]
+    pub(crate) tls_key: Option<std::path::PathBuf>,
 }
 
 // The daemon's periodic gc, for `daemon run`, `daemon start` and

@@ -281,7 +281,8 @@ pub(crate) const DAEMON: &str = "Examples:
 
 /// `daemon run`.
 pub(crate) const DAEMON_RUN: &str = "Examples:
-  loops daemon run --max-parallel 8   # in the foreground, for a terminal or a service manager";
+  loops daemon run --max-parallel 8   # in the foreground, for a terminal or a service manager
+  loops daemon run --serve 127.0.0.1:8470   # with the dashboard and API (see loops serve --help)";
 
 /// `daemon start`.
 pub(crate) const DAEMON_START: &str = "Examples:

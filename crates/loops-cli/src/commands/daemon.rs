@@ -76,6 +76,7 @@ pub(crate) fn run(
             Ok(foreground::DaemonRun {
                 tuning: tuning(&args)?,
                 poll_only: args.poll_only,
+                serve: args.serve.serve.is_some().then(|| args.serve.clone()),
             })
         }),
         Daemon::Start(args) => request::serve(ctx, out, |_| {
@@ -177,6 +178,13 @@ fn tuning(args: &RunArgs) -> Result<Tuning> {
         gc: super::gc::daemon_settings(&args.gc)?,
         hooks: super::execute::hook_settings(args.on_failure.as_deref())?,
     })
+    .and_then(|tuning| {
+        if let Some(listen) = &args.serve.serve {
+            // The address only: the certificate is read when serving.
+            resolve::listen::address("--serve", listen, args.serve.tls_cert.is_some())?;
+        }
+        Ok(tuning)
+    })
 }
 
 fn grace(value: &str) -> Result<Duration> {
@@ -219,6 +227,19 @@ fn run_command_line(binary: Binary, args: &RunArgs) -> Vec<String> {
         line.push(format!("--on-failure={command}"));
     }
     line.extend(super::gc::daemon_args(&args.gc));
+    if let Some(listen) = &args.serve.serve {
+        line.extend(["--serve".to_owned(), listen.clone()]);
+    }
+    for (flag, path) in [
+        ("--tls-cert", &args.serve.tls_cert),
+        ("--tls-key", &args.serve.tls_key),
+    ] {
+        if let Some(path) = path {
+            // Absolute, for a child or a service that runs elsewhere.
+            let path = std::path::absolute(path).unwrap_or_else(|_| path.clone());
+            line.extend([flag.to_owned(), path.display().to_string()]);
+        }
+    }
     line
 }
 

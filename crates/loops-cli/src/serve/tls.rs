@@ -3,6 +3,7 @@
 //! (TLS 1.2 and 1.3). Each connection's handshake and HTTP/1.1 exchange run
 //! in a task of their own, so a slow client holds up no other.
 
+use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -13,7 +14,6 @@ use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use openssl::ssl::{Ssl, SslAcceptor, SslFiletype, SslMethod};
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
 use tokio_openssl::SslStream;
 
 /// The acceptor of the certificate chain in `cert` and the key in `key`
@@ -37,18 +37,19 @@ pub(super) fn acceptor(cert: &Path, key: &Path) -> Result<SslAcceptor> {
     Ok(builder.build())
 }
 
-/// Serves `router` over TLS on `listener` until `stop` is notified.
+/// Serves `router` over TLS on `listener` until `stop` resolves.
 pub(super) async fn serve(
     listener: TcpListener,
     acceptor: SslAcceptor,
     router: Router,
-    stop: Arc<Notify>,
+    stop: impl Future<Output = ()>,
 ) {
     let acceptor = Arc::new(acceptor);
+    let mut stop = std::pin::pin!(stop);
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
-            () = stop.notified() => return,
+            () = &mut stop => return,
         };
         // A failed accept (a connection reset before it was taken, too
         // many open files) loses that one connection only.

@@ -16,6 +16,7 @@ use loops_scheduler::{
 };
 
 use super::{Tuning, daemon_paths};
+use crate::args::daemon::DaemonServeFlags;
 use crate::context::Context;
 use crate::render::Printer;
 use crate::request::{Document, Request, Warnings};
@@ -29,6 +30,8 @@ pub(super) struct DaemonRun {
     pub(super) tuning: Tuning,
     /// `--poll-only`: no wake-ups through the socket.
     pub(super) poll_only: bool,
+    /// `--serve`: the HTTP server to run beside the scheduler.
+    pub(super) serve: Option<DaemonServeFlags>,
 }
 
 /// What `daemon run` returns once the daemon has stopped: nothing to
@@ -90,7 +93,28 @@ impl Request for DaemonRun {
             clock_sync: store.is_shared().then_some(&clock as &dyn ClockSync),
             poll_only: self.poll_only,
         };
-        match loops_scheduler::run_daemon(&store, &opts) {
+        // Started before the scheduler, so a taken port fails the start;
+        // stopped once the scheduler has, and only then.
+        let server = match &self.serve {
+            Some(flags) => {
+                let start = ctx
+                    .start_server
+                    .context("this program cannot serve HTTP: run loops daemon run --serve")?;
+                let mut say = |line: &str| {
+                    write(line);
+                    Ok(())
+                };
+                Some(start(ctx, flags, &mut say)?)
+            }
+            None => None,
+        };
+        let ran = loops_scheduler::run_daemon(&store, &opts);
+        if let Some(stop) = server
+            && let Err(e) = stop()
+        {
+            write(&format!("warning: the HTTP server: {e:#}"));
+        }
+        match ran {
             Ok(_) => Ok(Served),
             Err(e) => {
                 // Whoever started us in the background reads the log; stderr
