@@ -6,7 +6,9 @@ use std::net::TcpStream;
 
 use loops_tests::TestEnv;
 
-use crate::mcp::cli_json;
+use serde_json::Value;
+
+use crate::mcp::{cli_error, cli_json};
 use crate::serve::{DEADLINE, Server};
 
 #[test]
@@ -60,4 +62,85 @@ fn the_daemon_refuses_a_serve_address_it_cannot_make_safe() {
         ran.stderr
     );
     assert_eq!(env.daemon_pid(), None);
+}
+
+#[test]
+fn lists_come_a_page_at_a_time_with_a_link_to_the_next() {
+    let env = TestEnv::new();
+    for name in ["a", "b", "c", "d", "e"] {
+        env.create_command(name, "true", &["--every", "1h", "--label", "team"]);
+    }
+    let server = Server::start(&env);
+    let mut pages = Vec::new();
+    let mut next = Some("/api/v1/loops?label=team&limit=2".to_owned());
+    while let Some(path) = next.take() {
+        let page = server.authed("GET", &path);
+        assert_eq!(page.status, 200, "{path}: {}", page.body);
+        next = page.header("link").map(|link| {
+            let url = link.strip_prefix('<').and_then(|l| l.split_once('>'));
+            let (url, rel) = url.unwrap_or_else(|| panic!("a Link: {link}"));
+            assert_eq!(rel, "; rel=\"next\"");
+            url.to_owned()
+        });
+        pages.push((path, page.json()));
+        assert!(pages.len() < 5, "the pages end: {pages:?}");
+    }
+    // Three pages, the last short; each is `loops list --limit --offset`.
+    let paths: Vec<&str> = pages.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "/api/v1/loops?label=team&limit=2",
+            "/api/v1/loops?label=team&limit=2&offset=2",
+            "/api/v1/loops?label=team&limit=2&offset=4",
+        ]
+    );
+    for (i, (_, page)) in pages.iter().enumerate() {
+        let offset = (2 * i).to_string();
+        let cli = cli_json(
+            &env,
+            &[
+                "list", "--label", "team", "--limit", "2", "--offset", &offset,
+            ],
+        );
+        assert_eq!(page, &cli, "page {i}");
+    }
+    let all: Vec<Value> = pages
+        .into_iter()
+        .flat_map(|(_, p)| p.as_array().cloned().unwrap_or_default())
+        .collect();
+    assert_eq!(Value::Array(all), cli_json(&env, &["list"]));
+    // Too big a page, or a bad offset: the command line's words.
+    let big = server.authed("GET", "/api/v1/loops?limit=1001");
+    assert_eq!(big.status, 400, "{}", big.body);
+    assert!(big.error().1.contains("at most 1000"), "{}", big.body);
+    let bad = server.authed("GET", "/api/v1/loops?offset=-1");
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    assert_eq!(
+        bad.error().1,
+        cli_error(&env, &["list", "--offset=-1"]),
+        "{}",
+        bad.body
+    );
+}
+
+#[test]
+fn runs_page_as_loops_runs_offset_does() {
+    let env = TestEnv::new();
+    env.create_command("job", "true", &["--every", "1h"]);
+    for _ in 0..3 {
+        env.loops(["run-now", "job"]).run();
+    }
+    let server = Server::start(&env);
+    let page = server.authed("GET", "/api/v1/runs?loop=job&limit=2&offset=1");
+    assert_eq!(page.status, 200, "{}", page.body);
+    let cli = cli_json(&env, &["runs", "job", "--limit", "2", "--offset", "1"]);
+    assert_eq!(page.json(), cli);
+    assert_eq!(
+        page.header("link"),
+        Some("</api/v1/runs?loop=job&limit=2&offset=3>; rel=\"next\"")
+    );
+    let last = server.authed("GET", "/api/v1/runs?loop=job&limit=2&offset=2");
+    assert_eq!(last.json().as_array().map(Vec::len), Some(1));
+    assert_eq!(last.header("link"), None);
 }

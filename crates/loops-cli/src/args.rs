@@ -20,6 +20,7 @@ pub(crate) mod daemon;
 pub(crate) mod edit;
 pub(crate) mod help;
 pub(crate) mod hook;
+mod lists;
 mod maintenance;
 pub(crate) mod next;
 pub(crate) mod policy;
@@ -27,6 +28,7 @@ pub(crate) mod report;
 pub(crate) mod serve;
 pub(crate) mod workflow;
 
+pub(crate) use lists::{ListArgs, RunsArgs};
 pub(crate) use maintenance::{
     BackupArgs, CompletionsArgs, ExportArgs, GcArgs, ImportArgs, ManArgs, RestoreArgs,
 };
@@ -492,46 +494,6 @@ pub(crate) struct LoopRef {
     /// Loop id, or name (refused when several loops have it).
     #[arg(value_name = "LOOP", add = crate::complete::loops())]
     pub(crate) target: String,
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct ListArgs {
-    /// Only loops with this status: active, paused, stopped or expired.
-    #[arg(long, value_name = "STATUS", add = crate::complete::one_of(loops_core::LoopStatus::ALL))]
-    pub(crate) status: Option<String>,
-
-    /// Show at most N loops [default: all].
-    #[arg(long, value_name = "N")]
-    pub(crate) limit: Option<String>,
-
-    /// Only loops with this label; repeated, with all of them [default: any].
-    #[arg(long = "label", value_name = "LABEL", add = crate::complete::labels())]
-    pub(crate) labels: Vec<String>,
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct RunsArgs {
-    /// Only runs of this loop (id or name; the id of a removed loop whose
-    /// history was kept works too) [default: every loop].
-    #[arg(value_name = "LOOP", add = crate::complete::loops_and_runs())]
-    pub(crate) target: Option<String>,
-
-    /// Show at most N runs.
-    #[arg(long, value_name = "N", default_value = DEFAULT_RUNS_LIMIT)]
-    pub(crate) limit: String,
-
-    /// Only runs with this status: running, succeeded, failed, timed_out,
-    /// abandoned or skipped.
-    #[arg(long, value_name = "STATUS", add = crate::complete::one_of(loops_core::RunStatus::ALL))]
-    pub(crate) status: Option<String>,
-
-    /// Print the runs' stdout and stderr instead of their lengths.
-    #[arg(long)]
-    pub(crate) show_output: bool,
-
-    /// Only runs of loops with this label; repeated, with all [default: any].
-    #[arg(long = "label", value_name = "LABEL", add = crate::complete::labels())]
-    pub(crate) labels: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -455,6 +455,17 @@ pub(crate) fn positive_int(value: &str, flag: &str) -> Result<u32> {
         .ok_or_else(|| anyhow!("{flag} must be a positive integer"))
 }
 
+/// `--offset` of `list` and `runs`: how many to skip, 0 or more.
+pub(crate) fn offset(value: Option<&str>) -> Result<Option<u32>> {
+    value
+        .map(|v| {
+            v.trim()
+                .parse::<u32>()
+                .map_err(|_| anyhow!("--offset must be a whole number, 0 or more, not {v:?}"))
+        })
+        .transpose()
+}
+
 /// `--status` of `list`.
 pub(crate) fn loop_status(value: &str) -> Result<LoopStatus> {
     LoopStatus::from_str(value)

@@ -28,6 +28,7 @@
 mod create;
 mod guard;
 mod openapi;
+mod paging;
 mod routes;
 mod tls;
 mod token;

@@ -32,6 +32,8 @@ pub struct LoopFilter {
     pub status: Option<LoopStatus>,
     /// At most this many loops; [`DEFAULT_LOOP_LIMIT`] when unset.
     pub limit: Option<u32>,
+    /// Skip this many loops first (paging); none when unset.
+    pub offset: Option<u32>,
 }
 
 /// The result of a guarded status change (pause, resume, stop).

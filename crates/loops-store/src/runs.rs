@@ -54,6 +54,8 @@ pub struct RunFilter {
     pub status: Option<RunStatus>,
     /// At most this many runs; [`DEFAULT_RUN_LIMIT`] when unset.
     pub limit: Option<u32>,
+    /// Skip this many runs first (paging); none when unset.
+    pub offset: Option<u32>,
 }
 
 /// The claim a finalize must still hold to apply (SPEC §4.3 `finalizeRun`

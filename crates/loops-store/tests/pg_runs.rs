@@ -965,6 +965,7 @@ fn the_everyday_operations_store_what_sqlite_stores() -> TestResult {
         LoopFilter {
             status: Some(LoopStatus::Active),
             limit: Some(3),
+            offset: None,
         },
     ] {
         same_loops(&both.pg.list_loops(&filter)?, &both.sq.list_loops(&filter)?);
@@ -1162,11 +1163,13 @@ fn the_everyday_operations_store_what_sqlite_stores() -> TestResult {
                 loop_id: Some(pf),
                 status: Some(RunStatus::Running),
                 limit: Some(1),
+                offset: None,
             },
             RunFilter {
                 loop_id: Some(flaky.id),
                 status: Some(RunStatus::Running),
                 limit: Some(1),
+                offset: None,
             },
         ),
     ] {

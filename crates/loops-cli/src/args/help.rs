@@ -73,6 +73,7 @@ pub(crate) const RENAME: &str = "Examples:
 pub(crate) const LIST: &str = "Examples:
   loops list
   loops list --status paused
+  loops list --limit 100 --offset 100   # the second page of 100
   loops --json list | jq -r '.[].name'";
 
 /// `show`.
@@ -99,6 +100,7 @@ Examples:
 pub(crate) const RUNS: &str = "Examples:
   loops runs backup
   loops runs --status failed --limit 20
+  loops runs --limit 20 --offset 20   # the 20 runs before those
   loops runs backup --show-output";
 
 /// `labels` and its subcommands (issue 17).

@@ -17,15 +17,17 @@ pub(super) const SERVE_AFTER_HELP: &str = "The JSON API lives under /api/v1; eac
     sets a cookie, or send `Authorization: Bearer <token>`. Writes (POST, DELETE) from a page of \
     another origin are refused, and so is a Host header that does not name this server. A \
     non-loopback --listen needs TLS (--tls-cert and --tls-key, PEM files) and one address, not \
-    0.0.0.0. Runs until SIGINT or SIGTERM.
+    0.0.0.0. Lists come a page at a time: /loops gives 100 loops unless ?limit= says (1000 at \
+    most), and a full page has a Link header (rel=\"next\") to the next one. Runs until SIGINT or \
+    SIGTERM; `loops daemon run --serve ADDR` serves the same inside the daemon.
 
 Routes (under /api/v1):
-  GET    /loops[?status=&limit=&label=]  /loops/{loop}  /loops/{loop}/next[?n=]
+  GET    /loops[?status=&label=&limit=&offset=]  /loops/{loop}  /loops/{loop}/next[?n=]
   POST   /loops (JSON: the arguments of the MCP tool loops_create_command)
   POST   /loops/{loop}/pause, resume, stop, run-now, cancel
   POST   /loops/{loop}/labels/set, add, remove, clear [?labels=a,b]
   DELETE /loops/{loop}[?purge=1]
-  GET    /runs[?loop=&status=&limit=]  /runs/{run}  /runs/{run}/output?showOutput=1
+  GET    /runs[?loop=&status=&limit=&offset=]  /runs/{run}  /runs/{run}/output?showOutput=1
   GET    /workflows  /workflow-runs/{run}  /daemons  /doctor  /openapi.json
 
 Examples:

@@ -208,6 +208,7 @@ fn running_runs(store: &Store, lp: &Loop) -> Result<Vec<LoopRun>> {
         loop_id: Some(lp.id),
         status: Some(RunStatus::Running),
         limit: Some(u32::MAX),
+        offset: None,
     })?)
 }
 

@@ -280,6 +280,7 @@ impl LoopLogs {
             loop_id: Some(self.loop_id),
             status: None,
             limit: Some(1),
+            offset: None,
         };
         while !stop.is_cancelled() {
             let latest = self.store.list_runs(&filter)?.into_iter().next();
@@ -369,6 +370,7 @@ fn find_run(store: &Store, target: &str) -> Result<LoopRun> {
         loop_id: Some(lp.id),
         status: None,
         limit: Some(1),
+        offset: None,
     };
     match store.list_runs(&filter)?.into_iter().next() {
         Some(run) => Ok(run),

@@ -58,16 +58,18 @@ pub(crate) fn list(ctx: &Context, args: &ListArgs, out: &mut Printer) -> Result<
         Ok(List {
             status,
             limit,
+            offset: resolve::offset(args.offset.as_deref())?,
             labels,
         })
     })
 }
 
 /// The typed request of `list`: the loops of a status and labels, at most
-/// `limit` of them.
+/// `limit` of them after the first `offset`.
 struct List {
     status: Option<LoopStatus>,
     limit: Option<u32>,
+    offset: Option<u32>,
     /// Every one of them, when any (issue 17).
     labels: Vec<String>,
 }
@@ -96,6 +98,7 @@ impl Listed {
         LoopFilter {
             status: self.request.status,
             limit: Some(self.request.limit.unwrap_or(u32::MAX)),
+            offset: self.request.offset,
         }
     }
 }
@@ -128,6 +131,7 @@ impl Document for Listed {
             status,
             limit,
             labels,
+            offset: _,
         } = &self.request;
         let store = &self.store;
         let mut loops = Vec::new();
@@ -227,6 +231,7 @@ fn last_run(store: &Store, id: &LoopId) -> Result<Option<LoopRun>> {
         loop_id: Some(*id),
         status: None,
         limit: Some(1),
+        offset: None,
     })?;
     Ok(runs.pop())
 }
@@ -547,6 +552,7 @@ fn count_runs(store: &Store, id: &LoopId) -> Result<u64> {
         loop_id: Some(*id),
         status: None,
         limit: Some(u32::MAX),
+        offset: None,
     })?;
     Ok(runs.len() as u64)
 }

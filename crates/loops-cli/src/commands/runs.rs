@@ -46,6 +46,7 @@ pub(crate) fn list(ctx: &Context, args: &RunsArgs, out: &mut Printer) -> Result<
         Ok(Runs {
             target: args.target.clone(),
             limit,
+            offset: resolve::offset(args.offset.as_deref())?,
             status,
             output: Output::from_flag(args.show_output),
             labels: crate::resolve::policy::labels(&args.labels)?,
@@ -60,6 +61,8 @@ struct Runs {
     /// or a run id; `None` for every loop.
     target: Option<String>,
     limit: u32,
+    /// How many of the newest to skip (paging).
+    offset: Option<u32>,
     status: Option<RunStatus>,
     output: Output,
     /// The runs of loops with every one of these labels (issue 17).
@@ -106,6 +109,7 @@ impl Request for Runs {
                 loop_id,
                 status: self.status,
                 limit: Some(self.limit.saturating_add(1)),
+                offset: self.offset,
             },
             &self.labels,
         )?;
@@ -418,6 +422,7 @@ fn subject(store: &Store, target: &str) -> Result<Subject> {
             loop_id: Some(id),
             status: None,
             limit: Some(1),
+            offset: None,
         })?;
         if !kept.is_empty() {
             return Ok(Subject::Loop(id));

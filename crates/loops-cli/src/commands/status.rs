@@ -90,6 +90,7 @@ impl Request for Status {
             loop_id: Some(lp.id),
             status: None,
             limit: Some(RECENT_RUNS),
+            offset: None,
         })?;
         let shown = manage::shown_status(&lp, runs.first());
         runs.sort_by_key(|run| std::cmp::Reverse(start(run)));

@@ -287,6 +287,7 @@ fn list(ctx: &Context, args: &JsonObject, access: Access) -> Result<Captured> {
         Command::List(args::ListArgs {
             status: p.status,
             limit: count(p.limit),
+            offset: None,
             labels: p.label.0,
         }),
     )
@@ -311,6 +312,7 @@ fn runs(ctx: &Context, args: &JsonObject, access: Access) -> Result<Captured> {
         Command::Runs(args::RunsArgs {
             target: p.target,
             limit: count(p.limit).unwrap_or_else(|| args::DEFAULT_RUNS_LIMIT.to_owned()),
+            offset: None,
             status: p.status,
             show_output: p.show_output,
             labels: p.label.0,

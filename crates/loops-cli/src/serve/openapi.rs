@@ -37,10 +37,14 @@ pub(super) const OPERATIONS: &[Operation] = &[
         "get",
         "/loops",
         "loops list",
-        "List loops",
+        "List loops, a page at a time: a full page has a `Link` header to the next (rel=\"next\")",
         &[
             ("status", "only loops with this status"),
-            ("limit", "at most N loops"),
+            ("limit", "at most N loops: 100 unless given, 1000 at most"),
+            (
+                "offset",
+                "skip the first N loops (the next page: offset + limit)",
+            ),
             ("label", "only loops with this label"),
         ],
     ),
@@ -111,11 +115,16 @@ pub(super) const OPERATIONS: &[Operation] = &[
         "get",
         "/runs",
         "loops runs",
-        "List runs, newest first",
+        "List runs, newest first, a page at a time: a full page has a `Link` header to the \
+         next (rel=\"next\")",
         &[
             ("loop", "only this loop's runs"),
             ("status", "only runs with this status"),
-            ("limit", "at most N runs"),
+            ("limit", "at most N runs (default 50)"),
+            (
+                "offset",
+                "skip the N newest runs (the next page: offset + limit)",
+            ),
         ],
     ),
     op("get", "/runs/{run}", "loops runs", "Show one run", &[]),

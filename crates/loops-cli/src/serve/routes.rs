@@ -15,6 +15,7 @@ use axum::routing::{get, post};
 
 use super::Shared;
 use super::guard::{self, COOKIE};
+use super::paging::Page;
 use super::token::matches;
 use crate::args::cancel::{CancelArgs, CancelFlags, DEFAULT_CANCEL_GRACE, StopArgs};
 use crate::args::daemon::{Daemon, DoctorArgs};
@@ -167,17 +168,26 @@ async fn login(State(shared): State<Arc<Shared>>, params: Params) -> Response {
     response
 }
 
+/// `loops list`, a page at a time (`paging`).
 async fn list(State(shared): State<Arc<Shared>>, params: Params) -> Response {
-    let mut p = match known(params, &["status", "limit", "label"]) {
+    let mut p = match known(params, &["status", "limit", "offset", "label"]) {
         Ok(p) => p,
         Err(message) => return error(StatusCode::BAD_REQUEST, "bad_request", &message),
     };
+    let page = match Page::of_loops(&mut p) {
+        Ok(page) => page,
+        Err(message) => return error(StatusCode::BAD_REQUEST, "bad_request", &message),
+    };
+    let (status, label) = (p.remove("status"), p.remove("label"));
     let request = Command::List(args::ListArgs {
-        status: p.remove("status"),
-        limit: p.remove("limit"),
-        labels: p.remove("label").into_iter().collect(),
+        status: status.clone(),
+        limit: Some(page.limit.clone()),
+        offset: page.offset.clone(),
+        labels: label.clone().into_iter().collect(),
     });
-    call(&shared, request).await
+    let response = call(&shared, request).await;
+    let filters = [("status", status), ("label", label)];
+    page.link_next(response, "/api/v1/loops", &filters).await
 }
 
 /// `POST /loops`: the body is JSON (`Content-Type: application/json`,
@@ -314,24 +324,33 @@ async fn labels(
 
 /// `loops runs` of `target` (every loop when `None`).
 fn runs_request(target: Option<String>, p: &mut HashMap<String, String>, show: bool) -> Command {
+    let page = Page::of_runs(p, args::DEFAULT_RUNS_LIMIT);
     Command::Runs(args::RunsArgs {
         target,
-        limit: p
-            .remove("limit")
-            .unwrap_or_else(|| args::DEFAULT_RUNS_LIMIT.to_owned()),
+        limit: page.limit,
+        offset: page.offset,
         status: p.remove("status"),
         show_output: show,
         labels: Vec::new(),
     })
 }
 
+/// `loops runs`, a page at a time (`paging`).
 async fn runs(State(shared): State<Arc<Shared>>, params: Params) -> Response {
-    let mut p = match known(params, &["loop", "status", "limit"]) {
+    let mut p = match known(params, &["loop", "status", "limit", "offset"]) {
         Ok(p) => p,
         Err(message) => return error(StatusCode::BAD_REQUEST, "bad_request", &message),
     };
     let target = p.remove("loop");
-    call(&shared, runs_request(target, &mut p, false)).await
+    let page = Page::of_runs(&mut p, args::DEFAULT_RUNS_LIMIT);
+    let status = p.get("status").cloned();
+    p.insert("limit".to_owned(), page.limit.clone());
+    if let Some(offset) = &page.offset {
+        p.insert("offset".to_owned(), offset.clone());
+    }
+    let response = call(&shared, runs_request(target.clone(), &mut p, false)).await;
+    let filters = [("loop", target), ("status", status)];
+    page.link_next(response, "/api/v1/runs", &filters).await
 }
 
 async fn run(

@@ -273,6 +273,7 @@ impl Board {
                     loop_id: Some(id),
                     status: None,
                     limit: Some(1),
+                    offset: None,
                 })?
                 .into_iter()
                 .next())
@@ -354,11 +355,13 @@ fn read(ctx: &Context, store: &Store) -> Result<(Vec<String>, Vec<Row>)> {
     let loops = store.list_loops(&LoopFilter {
         status: None,
         limit: Some(MOST_LOOPS),
+        offset: None,
     })?;
     let running = store.list_runs(&RunFilter {
         loop_id: None,
         status: Some(RunStatus::Running),
         limit: Some(MOST_RUNNING),
+        offset: None,
     })?;
     let mut in_flight: HashMap<LoopId, usize> = HashMap::new();
     for run in &running {
@@ -370,6 +373,7 @@ fn read(ctx: &Context, store: &Store) -> Result<(Vec<String>, Vec<Row>)> {
             loop_id: Some(lp.id),
             status: None,
             limit: Some(SPARK_RUNS),
+            offset: None,
         })?;
         let last = runs.iter().find(|r| r.status != RunStatus::Running);
         let active = lp.status == LoopStatus::Active;

@@ -306,16 +306,23 @@ impl<D: Db + Transactions> LoopOps for D {
         each: &mut dyn FnMut(Loop) -> ControlFlow<()>,
     ) -> Result<()> {
         let limit = filter.limit.unwrap_or(DEFAULT_LOOP_LIMIT);
+        let offset = filter.offset.unwrap_or(0);
         let what = ("loops", "listing loops");
         self.read(|c| match filter.status {
             Some(status) => c.query_each(
                 on(c, LIST_BY_STATUS),
-                &[status.as_str().into(), limit.into()],
+                &[status.as_str().into(), limit.into(), offset.into()],
                 what,
                 loop_row,
                 each,
             ),
-            None => c.query_each(on(c, LIST_ALL), &[limit.into()], what, loop_row, each),
+            None => c.query_each(
+                on(c, LIST_ALL),
+                &[limit.into(), offset.into()],
+                what,
+                loop_row,
+                each,
+            ),
         })
     }
 
@@ -329,6 +336,7 @@ impl<D: Db + Transactions> LoopOps for D {
             filter.status.map(LoopStatus::as_str).into(),
             filter.limit.unwrap_or(DEFAULT_LOOP_LIMIT).into(),
             labels.into(),
+            filter.offset.unwrap_or(0).into(),
         ];
         self.read(|c| {
             let sql = on(c, LIST_LABELED);

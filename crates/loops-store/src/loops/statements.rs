@@ -98,50 +98,51 @@ pub(super) const UPDATE_LOOP: &str = concat!(
     loop_columns!()
 );
 
-/// The loops with status `?1`, by next run, at most `?2`.
+/// The loops with status `?1`, by next run, at most `?2`, after skipping
+/// `?3`.
 pub(super) const LIST_BY_STATUS: [&str; 2] = [
     concat!(
         "SELECT ",
         loop_columns!(),
-        " FROM loops WHERE status = ?1 ORDER BY next_run_at, rowid LIMIT ?2"
+        " FROM loops WHERE status = ?1 ORDER BY next_run_at, rowid LIMIT ?2 OFFSET ?3"
     ),
     concat!(
         "SELECT ",
         loop_columns!(),
-        " FROM loops WHERE status = ?1 ORDER BY next_run_at NULLS FIRST, id LIMIT ?2"
+        " FROM loops WHERE status = ?1 ORDER BY next_run_at NULLS FIRST, id LIMIT ?2 OFFSET ?3"
     ),
 ];
 
-/// Every loop, by status then next run, at most `?1`.
+/// Every loop, by status then next run, at most `?1`, after skipping `?2`.
 pub(super) const LIST_ALL: [&str; 2] = [
     concat!(
         "SELECT ",
         loop_columns!(),
-        " FROM loops ORDER BY status, next_run_at, rowid LIMIT ?1"
+        " FROM loops ORDER BY status, next_run_at, rowid LIMIT ?1 OFFSET ?2"
     ),
     concat!(
         "SELECT ",
         loop_columns!(),
-        " FROM loops ORDER BY status, next_run_at NULLS FIRST, id LIMIT ?1"
+        " FROM loops ORDER BY status, next_run_at NULLS FIRST, id LIMIT ?1 OFFSET ?2"
     ),
 ];
 
 /// The loops (with status `?1`, or any) carrying every label of the JSON
-/// array `?3`, at most `?2`.
+/// array `?3`, at most `?2`, after skipping `?4`.
 pub(super) const LIST_LABELED: [&str; 2] = [
     concat!(
         "SELECT ",
         loop_columns!(),
         " FROM loops WHERE (?1 IS NULL OR status = ?1) AND ",
         has_labels!("loops.labels", "?3"),
-        " ORDER BY status, next_run_at, rowid LIMIT ?2"
+        " ORDER BY status, next_run_at, rowid LIMIT ?2 OFFSET ?4"
     ),
     concat!(
         "SELECT ",
         loop_columns!(),
         " FROM loops WHERE (?1::text IS NULL OR status = ?1)
            AND labels::jsonb @> ?3::text::jsonb
-         ORDER BY status, next_run_at NULLS FIRST, id LIMIT ?2"
+         ORDER BY status, next_run_at NULLS FIRST, id LIMIT ?2 OFFSET ?4"
     ),
 ];
 

@@ -358,16 +358,16 @@ fn measured(c: &mut Client) -> Vec<(&'static str, (u64, u64))> {
             COUNT_STATUS_PG,
             &["'loops'", "'active'"],
         ),
-        ("newest runs", listing(&RunFilter::default()), &["20"]),
+        ("newest runs", listing(&RunFilter::default()), &["20", "0"]),
         (
             "newest failed runs",
             listing(&failed()),
-            &["'failed'", "20"],
+            &["'failed'", "20", "0"],
         ),
         (
             "newest runs of a loop",
             listing(&of_a_loop()),
-            &["'l00000000003'", "20"],
+            &["'l00000000003'", "20", "0"],
         ),
     ];
     hot.into_iter()

@@ -1,10 +1,11 @@
 //! The listings of `loop_runs` (SPEC §4.3 `listRuns`): newest first, each
 //! filter read down its own index in order, so the cost is the limit, not
 //! the number of runs stored (issue 14; SQLite's plans are tested in
-//! `sqlite/plans.rs`).
+//! `sqlite/plans.rs`); a page further down (`offset`, issue 29) costs the
+//! rows it skips too.
 //!
 //! The dialects tie-break rows created in the same millisecond differently
-//! (SQLite by `rowid`, PostgreSQL by `id`), and SQLite binds the same three
+//! (SQLite by `rowid`, PostgreSQL by `id`), and SQLite binds the same four
 //! parameters to every statement (a filter not given is `NULL` and its
 //! test `?n IS NULL` is constant), so each filter has one statement per
 //! dialect; [`list_statement`] picks it with its parameters.
@@ -21,7 +22,7 @@ pub(crate) const LIST_ALL_RUNS: &str = concat!(
     "SELECT ",
     run_columns!(),
     " FROM loop_runs WHERE ?1 IS NULL AND ?2 IS NULL
-     ORDER BY created_at DESC, rowid DESC LIMIT ?3"
+     ORDER BY created_at DESC, rowid DESC LIMIT ?3 OFFSET ?4"
 );
 
 /// The newest runs of one loop: `idx_runs_loop` gives them in order.
@@ -29,7 +30,7 @@ pub(crate) const LIST_LOOP_RUNS: &str = concat!(
     "SELECT ",
     run_columns!(),
     " FROM loop_runs WHERE loop_id = ?1 AND ?2 IS NULL
-     ORDER BY created_at DESC, rowid DESC LIMIT ?3"
+     ORDER BY created_at DESC, rowid DESC LIMIT ?3 OFFSET ?4"
 );
 
 /// The newest runs of one status: `idx_runs_status_created` (V6) gives
@@ -38,7 +39,7 @@ pub(crate) const LIST_RUNS_BY_STATUS: &str = concat!(
     "SELECT ",
     run_columns!(),
     " FROM loop_runs WHERE ?1 IS NULL AND status = ?2
-     ORDER BY created_at DESC, rowid DESC LIMIT ?3"
+     ORDER BY created_at DESC, rowid DESC LIMIT ?3 OFFSET ?4"
 );
 
 /// The newest runs of one status of one loop.
@@ -46,35 +47,35 @@ const LIST_LOOP_RUNS_BY_STATUS: &str = concat!(
     "SELECT ",
     run_columns!(),
     " FROM loop_runs WHERE loop_id = ?1 AND status = ?2
-     ORDER BY created_at DESC, rowid DESC LIMIT ?3"
+     ORDER BY created_at DESC, rowid DESC LIMIT ?3 OFFSET ?4"
 );
 
 /// The PostgreSQL statements, indexed by the filters given (1 for the
 /// loop, plus 2 for the status): each binds only the filters it tests,
-/// then the limit.
+/// then the limit and the offset.
 const PG_LISTS: [&str; 4] = [
     concat!(
         "SELECT ",
         run_columns!(),
-        " FROM loop_runs ORDER BY created_at DESC, id DESC LIMIT ?1"
+        " FROM loop_runs ORDER BY created_at DESC, id DESC LIMIT ?1 OFFSET ?2"
     ),
     concat!(
         "SELECT ",
         run_columns!(),
         " FROM loop_runs WHERE loop_id = ?1
-         ORDER BY created_at DESC, id DESC LIMIT ?2"
+         ORDER BY created_at DESC, id DESC LIMIT ?2 OFFSET ?3"
     ),
     concat!(
         "SELECT ",
         run_columns!(),
         " FROM loop_runs WHERE status = ?1
-         ORDER BY created_at DESC, id DESC LIMIT ?2"
+         ORDER BY created_at DESC, id DESC LIMIT ?2 OFFSET ?3"
     ),
     concat!(
         "SELECT ",
         run_columns!(),
         " FROM loop_runs WHERE loop_id = ?1 AND status = ?2
-         ORDER BY created_at DESC, id DESC LIMIT ?3"
+         ORDER BY created_at DESC, id DESC LIMIT ?3 OFFSET ?4"
     ),
 ];
 
@@ -89,7 +90,7 @@ const LIST_LABELED_RUNS: [&str; 2] = [
          WHERE loop_id IN (SELECT id FROM loops WHERE NOT EXISTS (SELECT 1 FROM json_each(?4) w
              WHERE NOT EXISTS (SELECT 1 FROM json_each(loops.labels) h WHERE h.value = w.value)))
            AND (?1 IS NULL OR loop_id = ?1) AND (?2 IS NULL OR status = ?2)
-         ORDER BY created_at DESC, rowid DESC LIMIT ?3"
+         ORDER BY created_at DESC, rowid DESC LIMIT ?3 OFFSET ?5"
     ),
     concat!(
         "SELECT ",
@@ -97,7 +98,7 @@ const LIST_LABELED_RUNS: [&str; 2] = [
         " FROM loop_runs
          WHERE loop_id IN (SELECT id FROM loops WHERE labels::jsonb @> ?4::text::jsonb)
            AND (?1::text IS NULL OR loop_id = ?1) AND (?2::text IS NULL OR status = ?2)
-         ORDER BY created_at DESC, id DESC LIMIT ?3"
+         ORDER BY created_at DESC, id DESC LIMIT ?3 OFFSET ?5"
     ),
 ];
 
@@ -109,6 +110,7 @@ pub(crate) fn list_statement(
     let loop_id = filter.loop_id.as_ref().map(LoopId::as_str);
     let status = filter.status.map(RunStatus::as_str);
     let limit = Value::from(filter.limit.unwrap_or(DEFAULT_RUN_LIMIT));
+    let offset = Value::from(filter.offset.unwrap_or(0));
     match dialect {
         Dialect::Sqlite => {
             let sql = match (loop_id.is_some(), status.is_some()) {
@@ -117,7 +119,7 @@ pub(crate) fn list_statement(
                 (false, true) => LIST_RUNS_BY_STATUS,
                 (true, true) => LIST_LOOP_RUNS_BY_STATUS,
             };
-            (sql, vec![loop_id.into(), status.into(), limit])
+            (sql, vec![loop_id.into(), status.into(), limit, offset])
         }
         Dialect::Postgres => {
             let which = usize::from(loop_id.is_some()) + 2 * usize::from(status.is_some());
@@ -126,7 +128,7 @@ pub(crate) fn list_statement(
                 .flatten()
                 .map(Value::from)
                 .collect();
-            params.push(limit);
+            params.extend([limit, offset]);
             (PG_LISTS[which], params)
         }
     }
@@ -138,7 +140,7 @@ pub(crate) fn labeled_statement<'a>(
     dialect: Dialect,
     filter: &'a RunFilter,
     labels: &'a str,
-) -> (&'static str, [Value<'a>; 4]) {
+) -> (&'static str, [Value<'a>; 5]) {
     (
         dialect.pick(LIST_LABELED_RUNS[0], LIST_LABELED_RUNS[1]),
         [
@@ -146,6 +148,7 @@ pub(crate) fn labeled_statement<'a>(
             filter.status.map(RunStatus::as_str).into(),
             filter.limit.unwrap_or(DEFAULT_RUN_LIMIT).into(),
             labels.into(),
+            filter.offset.unwrap_or(0).into(),
         ],
     )
 }
@@ -187,6 +190,7 @@ mod tests {
                 loop_id,
                 status,
                 limit: None,
+                offset: Some(40),
             },
         ]
     }
@@ -221,7 +225,10 @@ mod tests {
         let f = &filters()[2];
         let (sql, params) = list_statement(Dialect::Postgres, f);
         assert!(sql.contains("WHERE status = ?1"), "{sql}");
-        assert_eq!(params, vec![Value::Text("failed"), Value::Int(5)]);
+        assert_eq!(
+            params,
+            vec![Value::Text("failed"), Value::Int(5), Value::Int(0)]
+        );
         let f = &filters()[1];
         assert_eq!(list_statement(Dialect::Sqlite, f).0, LIST_LOOP_RUNS);
         assert_eq!(

@@ -226,11 +226,19 @@ fn measured(db: &Sqlite) -> Vec<(&'static str, i32)> {
         ),
         (
             "newest runs (runs)",
-            steps(db, LIST_ALL_RUNS, params![None::<&str>, None::<&str>, 20]),
+            steps(
+                db,
+                LIST_ALL_RUNS,
+                params![None::<&str>, None::<&str>, 20, 0],
+            ),
         ),
         (
             "newest failed runs (runs --status)",
-            steps(db, LIST_RUNS_BY_STATUS, params![None::<&str>, "failed", 20]),
+            steps(
+                db,
+                LIST_RUNS_BY_STATUS,
+                params![None::<&str>, "failed", 20, 0],
+            ),
         ),
         (
             "failures since an instant (health)",
@@ -245,7 +253,7 @@ fn measured(db: &Sqlite) -> Vec<(&'static str, i32)> {
             steps(
                 db,
                 LIST_LOOP_RUNS,
-                params!["l00000000003", None::<&str>, 20],
+                params!["l00000000003", None::<&str>, 20, 0],
             ),
         ),
     ]

@@ -84,17 +84,39 @@ fn list_loops_sorts_nulls_first_and_honours_filters_and_limits() {
     assert_eq!(
         names(LoopFilter {
             status: Some(LoopStatus::Active),
-            limit: None
+            limit: None,
+            offset: None,
         }),
         ["b", "a"]
     );
     assert_eq!(
         names(LoopFilter {
             status: None,
-            limit: Some(1)
+            limit: Some(1),
+            offset: None,
         }),
         ["b"]
     );
+    // Paging: the same order, a window of it.
+    let page = |limit, offset| LoopFilter {
+        status: None,
+        limit: Some(limit),
+        offset: Some(offset),
+    };
+    assert_eq!(names(page(1, 1)), ["a"]);
+    assert_eq!(names(page(5, 2)), ["c"]);
+    assert!(names(page(5, 3)).is_empty());
+    let labeled = |f: LoopFilter| -> Vec<String> {
+        let mut seen = Vec::new();
+        store
+            .for_each_labeled_loop(&f, &[], |l| {
+                seen.push(l.name);
+                std::ops::ControlFlow::Continue(())
+            })
+            .unwrap();
+        seen
+    };
+    assert_eq!(labeled(page(2, 1)), ["a", "c"]);
     for i in 0..205 {
         store
             .create_loop(&interval_loop(&format!("bulk{i}")), t0())
@@ -105,7 +127,8 @@ fn list_loops_sorts_nulls_first_and_honours_filters_and_limits() {
         store
             .list_loops(&LoopFilter {
                 status: None,
-                limit: Some(1000)
+                limit: Some(1000),
+                offset: None,
             })
             .unwrap()
             .len(),
@@ -400,8 +423,26 @@ fn runs_are_counted_listed_newest_first_and_filtered() {
         loop_id: Some(a.id),
         status: Some(RunStatus::Succeeded),
         limit: Some(1),
+        offset: None,
     };
     assert_eq!(store.list_runs(&done_a).unwrap().len(), 1);
+    // Paging: the same order, a window of it, through either entry point.
+    let second = RunFilter {
+        limit: Some(2),
+        offset: Some(1),
+        ..RunFilter::default()
+    };
+    let ids = |runs: Vec<loops_core::LoopRun>| runs.into_iter().map(|r| r.id).collect::<Vec<_>>();
+    let all_ids = ids(all.clone());
+    assert_eq!(ids(store.list_runs(&second).unwrap()), all_ids[1..3]);
+    let labeled = store.list_labeled_runs(&second, &[]).unwrap();
+    assert_eq!(ids(labeled), all_ids[1..3]);
+    let of_a_later = RunFilter {
+        loop_id: Some(a.id),
+        offset: Some(2),
+        ..RunFilter::default()
+    };
+    assert_eq!(store.list_runs(&of_a_later).unwrap().len(), 1);
     let skipped = RunFilter {
         status: Some(RunStatus::Skipped),
         ..RunFilter::default()

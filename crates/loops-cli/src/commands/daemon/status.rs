@@ -43,6 +43,7 @@ impl Request for DaemonStatus {
             loop_id: None,
             status: Some(RunStatus::Running),
             limit: Some(RUNNING_SHOWN),
+            offset: None,
         })?;
         Ok(StatusReport(status, running))
     }

@@ -21,6 +21,7 @@ pub(super) fn failing_loop(store: &Store, lp: &Loop) -> Option<Check> {
             loop_id: Some(lp.id),
             status: None,
             limit: Some(FAILING_RUNS),
+            offset: None,
         })
         .ok()?;
     // A failed run with a retry pending is not final yet; one whose slot

@@ -48,6 +48,7 @@ pub(super) fn check_loops(store: &Store, exec: &ExecOptions, tz: Option<&str>) -
     let active = store.list_loops(&LoopFilter {
         status: Some(LoopStatus::Active),
         limit: Some(200),
+        offset: None,
     });
     match active {
         Ok(loops) => {

@@ -54,6 +54,7 @@ fn used_providers(store: Option<&Store>) -> Option<BTreeSet<&'static str>> {
             &LoopFilter {
                 status: None,
                 limit: Some(u32::MAX),
+                offset: None,
             },
             |lp| {
                 if let Target::Agent(a) = &lp.target {
