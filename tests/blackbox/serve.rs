@@ -124,7 +124,7 @@ fn exchange(
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }
-    if method == "POST" || method == "DELETE" {
+    if ["POST", "PATCH", "DELETE"].contains(&method) {
         request.push_str(&format!("Content-Length: {}\r\n", body.len()));
     }
     request.push_str("\r\n");

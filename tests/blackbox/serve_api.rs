@@ -144,3 +144,61 @@ fn runs_page_as_loops_runs_offset_does() {
     assert_eq!(last.json().as_array().map(Vec::len), Some(1));
     assert_eq!(last.header("link"), None);
 }
+
+#[test]
+fn a_patch_is_loops_edit_with_the_flags_as_json() {
+    let env = TestEnv::new();
+    let id = env.create_command("nightly", "true", &["--every", "1h"]);
+    let server = Server::start(&env);
+    let bearer = format!("Bearer {}", server.token);
+    let own = format!("http://{}", server.addr);
+    let json = [
+        ("Authorization", bearer.as_str()),
+        ("Content-Type", "application/json"),
+        ("Origin", own.as_str()),
+    ];
+    let path = format!("/api/v1/loops/{id}");
+    let body = r#"{"every": "2h", "catchUp": "all", "label": ["ops", "web"], "attempts": 3}"#;
+    let edited = server.send_body("PATCH", &path, &json, body);
+    assert_eq!(edited.status, 200, "{}", edited.body);
+    let shown = cli_json(&env, &["show", &id]);
+    assert_eq!(shown["schedule"]["everyMs"], 7_200_000, "{shown}");
+    assert_eq!(shown["catchUp"], "all");
+    assert_eq!(shown["labels"], serde_json::json!(["ops", "web"]));
+    assert_eq!(shown["maxAttempts"], 3);
+    // The document is the one `loops --json edit` prints: the loop after.
+    let again = r#"{"every": "3h"}"#;
+    let edited = server.send_body("PATCH", "/api/v1/loops/nightly", &json, again);
+    assert_eq!(edited.status, 200, "{}", edited.body);
+    assert_eq!(edited.json(), cli_json(&env, &["show", &id]));
+    // What the command line refuses, the API refuses in its words.
+    let bad = server.send_body("PATCH", &path, &json, r#"{"every": "soon"}"#);
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    assert_eq!(
+        bad.error().1,
+        cli_error(&env, &["edit", &id, "--every", "soon"])
+    );
+    let unknown = server.send_body("PATCH", &path, &json, r#"{"evry": "2h"}"#);
+    assert_eq!(unknown.status, 400, "{}", unknown.body);
+    assert!(unknown.error().1.contains("catchUp"), "{}", unknown.body);
+    let missing = server.send_body("PATCH", "/api/v1/loops/nope", &json, again);
+    assert_eq!(missing.status, 404, "{}", missing.body);
+    // A write: another origin, or a body a form could send, is refused.
+    let evil = [
+        ("Authorization", bearer.as_str()),
+        ("Content-Type", "application/json"),
+        ("Origin", "http://evil.example"),
+    ];
+    let refused = server.send_body("PATCH", &path, &evil, r#"{"every": "5m"}"#);
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    let form = [
+        ("Authorization", bearer.as_str()),
+        ("Content-Type", "text/plain"),
+    ];
+    let refused = server.send_body("PATCH", &path, &form, r#"{"every": "5m"}"#);
+    assert_eq!(refused.status, 415, "{}", refused.body);
+    assert_eq!(
+        cli_json(&env, &["show", &id])["schedule"]["everyMs"],
+        10_800_000
+    );
+}

@@ -26,6 +26,7 @@
 //! stops.
 
 mod create;
+mod edit;
 mod guard;
 mod openapi;
 mod paging;

@@ -238,3 +238,83 @@ pub(crate) struct RenameArgs {
     #[arg(value_name = "NEW_NAME")]
     pub(crate) name: String,
 }
+
+/// A long flag of `loops edit`, as [`edit_flags`] lists them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EditFlag {
+    /// Its name without the dashes: `catch-up`.
+    pub(crate) long: String,
+    /// Whether it takes a value (`--every 5m`), or is a switch (`--shell`).
+    pub(crate) takes_value: bool,
+}
+
+/// Every long flag `loops edit` takes, but the global ones, in the order
+/// of `loops edit --help`.
+pub(crate) fn edit_flags() -> Vec<EditFlag> {
+    use clap::Args as _;
+    EditArgs::augment_args(clap::Command::new("edit").disable_help_flag(true))
+        .get_arguments()
+        .filter_map(|arg| {
+            Some(EditFlag {
+                long: arg.get_long()?.to_owned(),
+                takes_value: arg.get_action().takes_values(),
+            })
+        })
+        .collect()
+}
+
+/// `loops edit <target> <flags>`, parsed as the command line parses it,
+/// for the edits that do not come from a command line (`PATCH` of
+/// `loops serve`, `e` in `loops ui`). The error is clap's first line,
+/// without its `error: `.
+pub(crate) fn parse_edit(target: &str, flags: &[String]) -> Result<EditArgs, String> {
+    use clap::{Args as _, FromArgMatches as _};
+    let command = EditArgs::augment_args(
+        clap::Command::new("loops edit")
+            .no_binary_name(true)
+            .disable_help_flag(true),
+    );
+    // `--` first keeps a target that begins with `-` the loop.
+    let argv = flags
+        .iter()
+        .map(String::as_str)
+        .chain(["--", target])
+        .collect::<Vec<_>>();
+    let matches = command.try_get_matches_from(argv).map_err(clap_message)?;
+    EditArgs::from_arg_matches(&matches).map_err(clap_message)
+}
+
+/// The first line of clap's message, without its `error: `.
+fn clap_message(err: clap::Error) -> String {
+    let text = err.to_string();
+    let line = text.lines().next().unwrap_or_default();
+    line.strip_prefix("error: ").unwrap_or(line).to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edit_flags_parse_as_the_command_line_does() {
+        let flags = ["--every", "5m", "--label=a", "--label=b", "--shell"].map(String::from);
+        let args = parse_edit("-odd", &flags).unwrap();
+        assert_eq!(args.target, "-odd");
+        assert_eq!(args.every.as_deref(), Some("5m"));
+        assert_eq!(args.policy.labels, ["a", "b"]);
+        assert!(args.shell);
+        let err = parse_edit("x", &["--evry=5m".to_owned()]).unwrap_err();
+        assert!(err.contains("--evry"), "{err}");
+        assert!(!err.starts_with("error"), "{err}");
+    }
+
+    #[test]
+    fn the_flag_list_knows_values_from_switches() {
+        let flags = edit_flags();
+        let find = |long: &str| flags.iter().find(|f| f.long == long).cloned();
+        assert_eq!(find("catch-up").map(|f| f.takes_value), Some(true));
+        assert_eq!(find("no-args").map(|f| f.takes_value), Some(false));
+        assert_eq!(find("json"), None);
+        assert!(find("on-failure").is_some() && find("effort").is_some());
+    }
+}

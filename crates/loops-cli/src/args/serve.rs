@@ -14,7 +14,7 @@ pub(super) const SERVE_AFTER_HELP: &str = "The JSON API lives under /api/v1; eac
     what the matching command prints with --json, and an error is {\"error\": {\"code\", \
     \"message\"}} with the command's message. Every API call needs the access token, kept in \
     $LOOPS_DATA_DIR/serve.token (0600): open the login URL printed on stderr at start, which \
-    sets a cookie, or send `Authorization: Bearer <token>`. Writes (POST, DELETE) from a page of \
+    sets a cookie, or send `Authorization: Bearer <token>`. Writes (POST, PATCH, DELETE) from a page of \
     another origin are refused, and so is a Host header that does not name this server. A \
     non-loopback --listen needs TLS (--tls-cert and --tls-key, PEM files) and one address, not \
     0.0.0.0. Lists come a page at a time: /loops gives 100 loops unless ?limit= says (1000 at \
@@ -24,6 +24,7 @@ pub(super) const SERVE_AFTER_HELP: &str = "The JSON API lives under /api/v1; eac
 Routes (under /api/v1):
   GET    /loops[?status=&label=&limit=&offset=]  /loops/{loop}  /loops/{loop}/next[?n=]
   POST   /loops (JSON: the arguments of the MCP tool loops_create_command)
+  PATCH  /loops/{loop} (JSON: the flags of loops edit, camelCase: {\"every\": \"2h\"})
   POST   /loops/{loop}/pause, resume, stop, run-now, cancel
   POST   /loops/{loop}/labels/set, add, remove, clear [?labels=a,b]
   DELETE /loops/{loop}[?purge=1]

@@ -56,6 +56,15 @@ pub(super) const OPERATIONS: &[Operation] = &[
         &[],
     ),
     op(
+        "patch",
+        "/loops/{loop}",
+        "loops edit",
+        "Edit a loop: the JSON body's fields are the flags of loops edit in camelCase \
+         (catchUp for --catch-up); a string or number is the value, a list repeats the flag, \
+         true gives a switch",
+        &[],
+    ),
+    op(
         "delete",
         "/loops/{loop}",
         "loops remove",

@@ -34,7 +34,7 @@ type Params = Query<HashMap<String, String>>;
 pub(super) fn router(shared: Arc<Shared>) -> Router {
     let api = Router::new()
         .route("/loops", get(list).post(create))
-        .route("/loops/{id}", get(show).delete(remove))
+        .route("/loops/{id}", get(show).delete(remove).patch(edit))
         .route("/loops/{id}/labels/{action}", post(labels))
         .route("/loops/{id}/next", get(next))
         .route("/loops/{id}/pause", post(pause))
@@ -197,6 +197,19 @@ async fn create(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
+    if let Some(refused) = not_json(&headers) {
+        return refused;
+    }
+    match super::create::request(&body) {
+        Ok(request) => call(&shared, request).await,
+        Err(e) => error(StatusCode::BAD_REQUEST, "bad_request", &e.to_string()),
+    }
+}
+
+/// The refusal of a body not sent as JSON (`Content-Type:
+/// application/json`, which a page of another site cannot send without
+/// asking first), or `None`.
+fn not_json(headers: &HeaderMap) -> Option<Response> {
     let json_body = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -205,14 +218,27 @@ async fn create(
                 .next()
                 .is_some_and(|t| t.trim() == "application/json")
         });
-    if !json_body {
-        return error(
+    (!json_body).then(|| {
+        error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported_media_type",
             "the body must be JSON, sent with Content-Type: application/json",
-        );
+        )
+    })
+}
+
+/// `PATCH /loops/{id}`: `loops edit`, the flags as a JSON body
+/// (`serve::edit`).
+async fn edit(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Some(refused) = not_json(&headers) {
+        return refused;
     }
-    match super::create::request(&body) {
+    match super::edit::request(&id, &body) {
         Ok(request) => call(&shared, request).await,
         Err(e) => error(StatusCode::BAD_REQUEST, "bad_request", &e.to_string()),
     }
