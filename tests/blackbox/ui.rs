@@ -279,3 +279,39 @@ fn the_header_names_the_running_daemons() {
         (!tmux.alternate()).then_some(())
     });
 }
+
+#[test]
+fn e_edits_the_loops_flags_in_the_editor_and_applies_what_changed() {
+    let env = TestEnv::new();
+    env.create_command("edited-job", "true", &["--every", "1h", "--label", "ops"]);
+    // The editor: rewrites one flag, and does nothing once it is done.
+    let editor = env.write_script(
+        "rewrite-flags",
+        "sed 's/^--every 1h$/--every 2h/' \"$1\" > \"$1.new\" && mv \"$1.new\" \"$1\"",
+    );
+    let Some(tmux) = Tmux::start(&env) else {
+        return;
+    };
+    let bin: &Path = &loops_tests::loops_bin();
+    let line = format!("EDITOR='{}' '{}' ui", editor.display(), bin.display());
+    tmux.keys(&[&line, "Enter"]);
+    tmux.wait_for("the loops table", "edited-job [ops]");
+    tmux.keys(&["e"]);
+    let screen = tmux.wait_for("what changed", "edited edited-job: --every=2h");
+    // The dashboard has the terminal again, redrawn.
+    assert!(screen.contains("LAST 20"), "{screen}");
+    assert!(tmux.alternate());
+    let lp = env.loops(["--json", "show", "edited-job"]).run().json();
+    assert_eq!(lp["schedule"]["everyMs"], 7_200_000, "{lp}");
+    assert_eq!(lp["labels"], serde_json::json!(["ops"]), "{lp}");
+    let updated = lp["updatedAt"].clone();
+    // Saved as it was: nothing is done.
+    tmux.keys(&["e"]);
+    tmux.wait_for("no change", "edit edited-job: no change");
+    let lp = env.loops(["--json", "show", "edited-job"]).run().json();
+    assert_eq!(lp["updatedAt"], updated, "{lp}");
+    tmux.keys(&["q"]);
+    wait_for("the terminal back", DEADLINE, || {
+        (!tmux.alternate()).then_some(())
+    });
+}

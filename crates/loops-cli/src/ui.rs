@@ -7,7 +7,7 @@
 //! card (the same text `loops status` prints), and `Enter` there follows
 //! its latest run's output live; `p` pauses, `r` resumes,
 //! `n` runs now and `c` cancels its running runs, each after a
-//! confirmation; `/` filters by name or label; `f` cycles the
+//! confirmation; `e` edits its flags in `$EDITOR` (`edit.rs`); `/` filters by name or label; `f` cycles the
 //! status filter; `?` shows the keys; `q` or `Esc` goes back or quits.
 //!
 //! What it shows comes from the same store and the same requests as the
@@ -19,6 +19,7 @@
 //! SIGTERM or SIGHUP; Ctrl-C is a key in raw mode and quits too.
 
 mod draw;
+mod edit;
 mod model;
 mod watch;
 
@@ -75,8 +76,10 @@ fn serve(
         }
         match event::read()? {
             Event::Key(key) if key.kind == KeyEventKind::Press => {
-                if handle(ctx, board, key) == Step::Quit {
-                    return Ok(());
+                match handle(ctx, board, key) {
+                    Step::Quit => return Ok(()),
+                    Step::Edit => edit::edit(ctx, board, terminal),
+                    Step::Stay => {}
                 }
                 watch.poke();
             }
@@ -91,6 +94,9 @@ fn serve(
 enum Step {
     Stay,
     Quit,
+    /// `e`: the selected loop's flags in the editor, which needs the
+    /// terminal.
+    Edit,
 }
 
 /// Carries out one key press.
@@ -136,6 +142,7 @@ fn handle(ctx: &Context, board: &mut Board, key: KeyEvent) -> Step {
         (View::Table | View::Loop { .. }, KeyCode::Char('r')) => board.ask(Pending::Resume),
         (View::Table | View::Loop { .. }, KeyCode::Char('n')) => board.ask(Pending::RunNow),
         (View::Table | View::Loop { .. }, KeyCode::Char('c')) => board.ask(Pending::Cancel),
+        (View::Table | View::Loop { .. }, KeyCode::Char('e')) => return Step::Edit,
         (View::Loop { .. }, KeyCode::Down | KeyCode::Char('j')) => board.scroll(1),
         (View::Loop { .. }, KeyCode::Up | KeyCode::Char('k')) => board.scroll(-1),
         (_, KeyCode::Char('?')) => board.view = View::Help,

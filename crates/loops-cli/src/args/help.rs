@@ -194,8 +194,10 @@ pub(crate) const MAN: &str = "Examples:
 /// `ui`.
 pub(crate) const UI: &str =
     "Keys: arrows or j/k move, Enter opens a loop's status card, p pauses and
-r resume (each asks first), / filters by name or label, f cycles the status
-filter, ? shows the keys, q or Esc goes back or quits.
+r resume (each asks first), e opens the loop's flags in $EDITOR (else vi), one
+per line as loops edit takes them, and applies what changed on save, / filters
+by name or label, f cycles the status filter, ? shows the keys, q or Esc goes
+back or quits.
 
 Examples:
   loops ui

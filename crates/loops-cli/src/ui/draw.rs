@@ -26,6 +26,7 @@ const HELP: &[&str] = &[
     "  r           resume the loop (asks first)",
     "  n           run the loop now, beside the dashboard (asks first)",
     "  c           cancel the loop's running runs (asks first)",
+    "  e           edit the loop's flags in $EDITOR; saving applies what changed",
     "  /           filter by name or label (Enter keeps it, Esc ends typing)",
     "  f           cycle the status filter: all, active, paused, stopped",
     "  ?           this help",

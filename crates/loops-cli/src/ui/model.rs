@@ -203,7 +203,7 @@ impl Board {
     }
 
     /// The selected loop: the open one, else the table's selected row.
-    fn target(&self) -> Option<(LoopId, String)> {
+    pub(super) fn target(&self) -> Option<(LoopId, String)> {
         let shown = self.shown();
         let row = shown.get(self.selected)?;
         Some((row.id, row.name.clone()))
