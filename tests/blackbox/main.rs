@@ -38,6 +38,7 @@ mod runners;
 mod runs;
 mod runtime;
 mod serve;
+mod serve_pages;
 mod status;
 mod transfer;
 mod traps;

@@ -21,18 +21,18 @@ use crate::mcp::{cli_error, cli_json};
 const DEADLINE: Duration = Duration::from_secs(60);
 
 /// A running `loops serve`, killed when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     /// `127.0.0.1:<port>`.
-    addr: String,
+    pub(crate) addr: String,
     /// The access token from the login URL.
-    token: String,
+    pub(crate) token: String,
     /// Whether it serves HTTPS.
     tls: bool,
 }
 
 impl Server {
-    fn start(env: &TestEnv) -> Server {
+    pub(crate) fn start(env: &TestEnv) -> Server {
         Server::start_with(env, &["serve", "--listen", "127.0.0.1:0"])
     }
 
@@ -71,7 +71,7 @@ impl Server {
 
     /// One request with `headers` (a `Host` naming the server unless they
     /// give one): the status, the headers (names lowercased) and the body.
-    fn send(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
+    pub(crate) fn send(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
         self.send_body(method, path, headers, "")
     }
 
@@ -96,7 +96,7 @@ impl Server {
     }
 
     /// A request carrying the token as a bearer.
-    fn authed(&self, method: &str, path: &str) -> Reply {
+    pub(crate) fn authed(&self, method: &str, path: &str) -> Reply {
         let bearer = format!("Bearer {}", self.token);
         self.send(method, path, &[("Authorization", &bearer)])
     }
@@ -152,14 +152,14 @@ impl Drop for Server {
     }
 }
 
-struct Reply {
-    status: u16,
+pub(crate) struct Reply {
+    pub(crate) status: u16,
     headers: Vec<(String, String)>,
-    body: String,
+    pub(crate) body: String,
 }
 
 impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n == name)
@@ -533,6 +533,10 @@ fn the_openapi_document_lists_only_routes_the_server_has() {
                 .replace("{loop}", "nope")
                 .replace("{run}", "nope")
                 .replace("{action}", "add");
+            // A stream that does not end: `serve_pages.rs` reads it.
+            if path == "/events" {
+                continue;
+            }
             let query = match path.as_str() {
                 "/runs/nope/output" => "?showOutput=1",
                 "/loops/nope/labels/add" => "?labels=x",

@@ -23,6 +23,18 @@ const SQLITE_FALLBACK: Duration = Duration::from_secs(5);
 /// The same on PostgreSQL, where a run's end wakes nobody.
 const POSTGRES_FALLBACK: Duration = Duration::from_secs(2);
 
+/// What a look at the store found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Look {
+    /// Nothing to read again yet.
+    Quiet,
+    /// The store changed.
+    Changed,
+    /// Nothing changed, but the fallback's time came: relative times
+    /// (`in 4m`) moved on.
+    Stale,
+}
+
 /// What a file looked like: its size and modification time.
 type Seen = Option<(u64, SystemTime)>;
 
@@ -79,6 +91,11 @@ impl Watch {
     /// Whether the store should be read again now: it changed, or the
     /// fallback's time has come. Either way the clock starts over.
     pub(crate) fn due(&mut self) -> bool {
+        self.look() != Look::Quiet
+    }
+
+    /// Why the store should be read again now, if it should.
+    pub(crate) fn look(&mut self) -> Look {
         let mut changed = self.woken.swap(false, Ordering::Relaxed);
         for (path, seen) in &mut self.files {
             let now = look(path);
@@ -87,11 +104,15 @@ impl Watch {
                 changed = true;
             }
         }
-        if changed || self.last.elapsed() >= self.fallback {
-            self.last = Instant::now();
-            return true;
-        }
-        false
+        let why = if changed {
+            Look::Changed
+        } else if self.last.elapsed() >= self.fallback {
+            Look::Stale
+        } else {
+            return Look::Quiet;
+        };
+        self.last = Instant::now();
+        why
     }
 
     /// Asks for a read at the next look (after a change made here).

@@ -126,7 +126,8 @@ async fn no_route() -> Response {
     )
 }
 
-/// `/login?token=…`: sets the cookie and goes to `/`.
+/// `/login?token=…[&next=/path]`: sets the cookie and goes to `/`, or to
+/// `next` when it is a path of this server.
 async fn login(State(shared): State<Arc<Shared>>, params: Params) -> Response {
     let Query(params) = params;
     let given = params.get("token").map_or("", String::as_str);
@@ -140,7 +141,12 @@ async fn login(State(shared): State<Arc<Shared>>, params: Params) -> Response {
     let mut response = Response::new(Body::empty());
     *response.status_mut() = StatusCode::SEE_OTHER;
     let set = response.headers_mut();
-    set.insert(header::LOCATION, HeaderValue::from_static("/"));
+    let next = params
+        .get("next")
+        .filter(|n| own_path(n))
+        .and_then(|n| HeaderValue::from_str(n).ok())
+        .unwrap_or_else(|| HeaderValue::from_static("/"));
+    set.insert(header::LOCATION, next);
     // Over HTTPS the cookie is never sent in the clear.
     let secure = if shared.scheme == "https" {
         "; Secure"
@@ -154,6 +160,15 @@ async fn login(State(shared): State<Arc<Shared>>, params: Params) -> Response {
         set.insert(header::SET_COOKIE, cookie);
     }
     response
+}
+
+/// Whether `path` is a path of this server, not another site (`//host`,
+/// `/\\host` and `https://…` are not).
+fn own_path(path: &str) -> bool {
+    path.starts_with('/')
+        && !path.starts_with("//")
+        && !path.contains('\\')
+        && !path.chars().any(char::is_control)
 }
 
 async fn list(State(shared): State<Arc<Shared>>, params: Params) -> Response {
@@ -401,4 +416,25 @@ async fn daemons(State(shared): State<Arc<Shared>>) -> Response {
 
 async fn doctor(State(shared): State<Arc<Shared>>) -> Response {
     call(&shared, Command::Doctor(DoctorArgs {})).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::own_path;
+
+    #[test]
+    fn login_goes_on_only_to_a_path_of_this_server() {
+        assert!(own_path("/"));
+        assert!(own_path("/loops/abc?x=1"));
+        for foreign in [
+            "",
+            "loops",
+            "//evil.example/",
+            "/\\evil.example",
+            "https://evil.example/",
+            "/a\nb",
+        ] {
+            assert!(!own_path(foreign), "{foreign:?}");
+        }
+    }
 }

@@ -12,8 +12,8 @@
 //!   when the run has, or when the client has gone.
 //! - **Changes** come from one [`Watch`] per server, whatever the number
 //!   of listeners: its thread looks every 100 ms and sends a `change`
-//!   event to every listener when the store changed (and, as a fallback,
-//!   every few seconds, which keeps relative times current).
+//!   event to every listener when the store changed, and a `tick` event
+//!   when nothing did for a few seconds (relative times moved on).
 //!
 //! Both streams start with a `ready` event and carry keep-alive comments,
 //! so a proxy does not close an idle stream.
@@ -35,7 +35,7 @@ use crate::commands::logs::{self, Lines, Tail};
 use crate::context::Context;
 use crate::redact::{self, Output};
 use crate::render::escape_controls;
-use crate::watch::Watch;
+use crate::watch::{Look, Watch};
 
 /// How often the change feed looks at the store.
 const LOOK: Duration = Duration::from_millis(100);
@@ -48,13 +48,13 @@ const RETRY: Duration = Duration::from_secs(5);
 /// the first listener.
 #[derive(Default)]
 pub(super) struct Hub {
-    changes: OnceLock<broadcast::Sender<()>>,
+    changes: OnceLock<broadcast::Sender<Look>>,
 }
 
 impl Hub {
     /// A receiver of the store's changes; the first call starts the
     /// thread that watches it.
-    fn subscribe(&self, ctx: &Arc<Context>) -> broadcast::Receiver<()> {
+    fn subscribe(&self, ctx: &Arc<Context>) -> broadcast::Receiver<Look> {
         self.changes
             .get_or_init(|| {
                 let (tx, _) = broadcast::channel(16);
@@ -81,7 +81,7 @@ fn tracing_line(line: &str) {
 
 /// Watches the store and sends a change to every listener, for as long as
 /// the process lives.
-fn watch(ctx: &Context, changes: &broadcast::Sender<()>) {
+fn watch(ctx: &Context, changes: &broadcast::Sender<Look>) {
     loop {
         let store = match ctx.open_store() {
             Ok(store) => store,
@@ -94,21 +94,30 @@ fn watch(ctx: &Context, changes: &broadcast::Sender<()>) {
         let mut watch = Watch::new(&store, "serve");
         loop {
             std::thread::sleep(LOOK);
-            if watch.due() {
+            let look = watch.look();
+            if look != Look::Quiet {
                 // No listener is no error: the next one subscribes anew.
-                let _ = changes.send(());
+                let _ = changes.send(look);
             }
         }
     }
 }
 
-/// `GET /api/v1/events`: a `change` event each time the store changed.
+/// `GET /api/v1/events`: a `change` event each time the store changed, a
+/// `tick` when it did not for a while.
 pub(super) async fn events(shared: Arc<Shared>) -> Response {
     let changes = shared.hub.subscribe(&shared.ctx);
     let stream = stream::unfold(changes, |mut changes| async move {
         loop {
             match changes.recv().await {
-                Ok(()) => return Some((Event::default().event("change").data("{}"), changes)),
+                Ok(look) => {
+                    let name = if look == Look::Changed {
+                        "change"
+                    } else {
+                        "tick"
+                    };
+                    return Some((Event::default().event(name).data("{}"), changes));
+                }
                 // A slow listener missed some: one event says as much.
                 Err(broadcast::error::RecvError::Lagged(_)) => {}
                 Err(broadcast::error::RecvError::Closed) => return None,

@@ -32,6 +32,8 @@
     var events = new EventSource("/api/v1/events");
     events.addEventListener("ready", function () { document.body.classList.add("connected"); });
     events.addEventListener("change", refresh);
+    // Nothing changed, but "3m ago" has become "4m ago".
+    events.addEventListener("tick", refresh);
     events.addEventListener("error", function () { document.body.classList.remove("connected"); });
   }
 
