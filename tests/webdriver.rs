@@ -32,6 +32,9 @@ use serde_json::{Value, json};
 /// The key under which the protocol passes an element reference.
 const ELEMENT_KEY: &str = "element-6066-11e4-a52e-4f735466cecf";
 
+/// The Enter key, for [`Element::send_keys`].
+pub const ENTER: &str = "\u{E007}";
+
 /// The longest chromedriver may take to start, and one command to answer.
 const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -279,6 +282,11 @@ impl Element<'_> {
     /// Clicks it (a link or a button: the browser follows it).
     pub fn click(&self) {
         self.command("POST", "/click", Some(&json!({})));
+    }
+
+    /// Types `text` into it, as keys ([`ENTER`] submits a form).
+    pub fn send_keys(&self, text: &str) {
+        self.command("POST", "/value", Some(&json!({ "text": text })));
     }
 
     /// Its rendered text.

@@ -20,20 +20,28 @@ use crate::mcp::{cli_error, cli_json};
 /// The longest the server may take to start.
 const DEADLINE: Duration = Duration::from_secs(60);
 
-/// A running `loops serve`, killed when dropped.
-struct Server {
+/// A running `loops serve`, killed when dropped; the browser tests
+/// (`browser.rs`) start theirs with it too.
+pub(crate) struct Server {
     child: Child,
     /// `127.0.0.1:<port>`.
-    addr: String,
+    pub(crate) addr: String,
     /// The access token from the login URL.
-    token: String,
+    pub(crate) token: String,
     /// Whether it serves HTTPS.
     tls: bool,
 }
 
 impl Server {
-    fn start(env: &TestEnv) -> Server {
+    /// `loops serve` on a free loopback port of `env`.
+    pub(crate) fn start(env: &TestEnv) -> Server {
         Server::start_with(env, &["serve", "--listen", "127.0.0.1:0"])
+    }
+
+    /// The login URL it printed.
+    pub(crate) fn login_url(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}/login?token={}", self.addr, self.token)
     }
 
     /// `loops <args>`, which must print a login URL.
