@@ -25,7 +25,9 @@
 mod create;
 mod guard;
 mod openapi;
+mod pages;
 mod routes;
+mod sse;
 mod tls;
 mod token;
 
@@ -51,6 +53,8 @@ pub(crate) struct Shared {
     hosts: Vec<String>,
     /// `https` with TLS, else `http`.
     scheme: &'static str,
+    /// The change feed of `/api/v1/events`.
+    hub: sse::Hub,
 }
 
 /// `loops serve`: serves until SIGINT or SIGTERM.
@@ -80,6 +84,7 @@ pub(crate) fn run(ctx: &Context, args: &ServeArgs) -> Result<Outcome> {
         token,
         hosts: hosts(bound),
         scheme: if tls.is_some() { "https" } else { "http" },
+        hub: sse::Hub::default(),
     });
     {
         // Not through `ctx.note`: `--quiet` must not hide the way in. The

@@ -48,12 +48,13 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/workflow-runs/{id}", get(workflow_run))
         .route("/daemons", get(daemons))
         .route("/doctor", get(doctor))
+        .route("/events", get(events))
         .route("/openapi.json", get(openapi))
         .fallback(no_route)
         .layer(from_fn_with_state(Arc::clone(&shared), guard::api));
     Router::new()
-        .route("/", get(index))
         .route("/login", get(login))
+        .merge(super::pages::router(&shared))
         .nest("/api/v1", api)
         .fallback(no_route)
         .layer(from_fn_with_state(Arc::clone(&shared), guard::host))
@@ -123,18 +124,6 @@ async fn no_route() -> Response {
         "not_found",
         "no such route; the API lives under /api/v1 (see loops serve --help)",
     )
-}
-
-async fn index() -> Response {
-    let mut response = Response::new(Body::from(
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>loops</title></head>\n\
-         <body><p>loops dashboard: coming. The JSON API lives under /api/v1.</p></body></html>\n",
-    ));
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
-    response
 }
 
 /// `/login?token=…`: sets the cookie and goes to `/`.
@@ -347,13 +336,14 @@ async fn run(
 }
 
 /// A run with its output, only on request (`--show-output`): output may
-/// hold secrets.
+/// hold secrets. With `?follow=1`, the output as it is written, as events
+/// (`sse`).
 async fn output(
     State(shared): State<Arc<Shared>>,
     Path(id): Path<String>,
     params: Params,
 ) -> Response {
-    let mut p = match known(params, &["showOutput"]) {
+    let mut p = match known(params, &["showOutput", "follow"]) {
         Ok(p) => p,
         Err(message) => return error(StatusCode::BAD_REQUEST, "bad_request", &message),
     };
@@ -364,6 +354,9 @@ async fn output(
             "output may hold secrets and is shown only on request: add ?showOutput=1, as \
              loops runs --show-output",
         );
+    }
+    if p.remove("follow").as_deref() == Some("1") {
+        return super::sse::follow(shared, id).await;
     }
     call(&shared, runs_request(Some(id), &mut p, true)).await
 }
@@ -395,6 +388,11 @@ async fn openapi() -> Response {
         StatusCode::OK,
         format!("{:#}\n", super::openapi::document()),
     )
+}
+
+/// The store's change feed (`sse`).
+async fn events(State(shared): State<Arc<Shared>>) -> Response {
+    super::sse::events(shared).await
 }
 
 async fn daemons(State(shared): State<Arc<Shared>>) -> Response {
