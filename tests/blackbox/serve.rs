@@ -353,7 +353,7 @@ fn an_api_call_without_the_token_is_refused() {
             Some("default-src 'self'; script-src 'self'")
         );
         assert_eq!(reply.header("x-content-type-options"), Some("nosniff"));
-        assert_eq!(reply.header("referrer-policy"), Some("no-referrer"));
+        assert_eq!(reply.header("referrer-policy"), Some("same-origin"));
     }
     let index = server.send("GET", "/", &[]);
     assert_eq!(index.status, 200);
