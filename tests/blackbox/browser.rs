@@ -263,8 +263,12 @@ fn a_running_runs_output_arrives_live() {
         "the page reloaded instead of following the output"
     );
     web.shoot("run-live");
-    let still = env.loops(["--json", "runs", &run_id]).run().json();
-    assert_eq!(still["status"], "running", "the run ended before the test");
+    let still = cli_json(&env, &["runs", "ticker"]);
+    assert_eq!(still[0]["id"], run_id.as_str());
+    assert_eq!(
+        still[0]["status"], "running",
+        "the run ended before the test"
+    );
 }
 
 #[test]

@@ -355,8 +355,11 @@ fn an_api_call_without_the_token_is_refused() {
         assert_eq!(reply.header("x-content-type-options"), Some("nosniff"));
         assert_eq!(reply.header("referrer-policy"), Some("same-origin"));
     }
+    // A page without the cookie: a refusal, as HTML.
     let index = server.send("GET", "/", &[]);
-    assert_eq!(index.status, 200);
+    assert_eq!(index.status, 401);
+    let kind = index.header("content-type").unwrap_or_default();
+    assert!(kind.starts_with("text/html"), "{kind}");
     assert_eq!(index.header("x-content-type-options"), Some("nosniff"));
 }
 
