@@ -81,7 +81,10 @@ fn the_loops_page_lists_the_loops_and_a_loop_is_paused_from_its_page() {
     let backup = env.create_command("backup", "true", &["--every", "5m"]);
     let reports = env.create_command("reports", "true", &["--cron", "0 9 * * 1"]);
     env.loops(["run-now", "nightly"]).run();
-    let Some(web) = Dashboard::open(&env, "the_loops_page_lists_the_loops") else {
+    let Some(web) = Dashboard::open(
+        &env,
+        "the_loops_page_lists_the_loops_and_a_loop_is_paused_from_its_page",
+    ) else {
         return;
     };
     let browser = &web.browser;
@@ -165,7 +168,8 @@ fn the_loops_page_lists_the_loops_and_a_loop_is_paused_from_its_page() {
 fn a_page_without_the_cookie_is_an_html_refusal() {
     let env = TestEnv::new();
     env.create_command("nightly", "true", &["--every", "1h"]);
-    let Some(browser) = Browser::start("browser::a_page_without_the_cookie") else {
+    let Some(browser) = Browser::start("browser::a_page_without_the_cookie_is_an_html_refusal")
+    else {
         return;
     };
     let server = Server::start(&env);
