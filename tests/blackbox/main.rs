@@ -4,6 +4,7 @@
 mod agent_options;
 mod agent_runs;
 mod backup;
+mod browser;
 mod cancel;
 mod checklist;
 mod cli;

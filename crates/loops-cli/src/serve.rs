@@ -17,7 +17,7 @@
 //! - a write whose `Origin` is not this server's is refused, and so is any
 //!   request whose `Host` does not name this server (DNS rebinding);
 //! - every response carries a CSP without inline script, `nosniff` and
-//!   `no-referrer`.
+//!   a `same-origin` referrer policy.
 //!
 //! The async runtime (tokio, current-thread) is built only here, as for
 //! `loops mcp`.
