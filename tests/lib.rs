@@ -18,6 +18,8 @@
 //! about the SQLite file itself starts with [`sqlite_only!`], which skips
 //! it there, saying why.
 
+pub mod webdriver;
+
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -4,6 +4,7 @@
 mod agent_options;
 mod agent_runs;
 mod backup;
+mod browser;
 mod cancel;
 mod checklist;
 mod cli;
@@ -39,6 +40,7 @@ mod runs;
 mod runtime;
 mod serve;
 mod serve_api;
+mod serve_pages;
 mod status;
 mod transfer;
 mod traps;

@@ -90,9 +90,10 @@ fn two_agent_loops_on_one_repository_never_share_a_working_directory() {
     let marks = env.home().join("marks");
     std::fs::create_dir(&marks).expect("a marks dir");
     // The fake claude says where it runs, writes a file named after its
-    // loop there, and waits (for at most 10 s) until the other loop's agent
-    // has started too, so the two run at the same time; `clean` writes
-    // nothing and does not wait.
+    // loop there, and waits (for at most 60 s: a loaded CI machine may
+    // start the other one late) until the other loop's agent has started
+    // too, so the two run at the same time; `clean` writes nothing and
+    // does not wait.
     env.write_script(
         "claude",
         &format!(
@@ -101,7 +102,7 @@ fn two_agent_loops_on_one_repository_never_share_a_working_directory() {
              echo \"$LOOPS_LOOP_NAME\" > \"$LOOPS_LOOP_NAME.txt\"\n\
              touch \"$marks/$LOOPS_LOOP_NAME\"\n\
              other=a; [ \"$LOOPS_LOOP_NAME\" = a ] && other=b\n\
-             i=0; while [ ! -e \"$marks/$other\" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done\n\
+             i=0; while [ ! -e \"$marks/$other\" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done\n\
              [ -e \"$marks/$other\" ] && echo \"saw $other\"",
             marks.display()
         ),
@@ -116,7 +117,8 @@ fn two_agent_loops_on_one_repository_never_share_a_working_directory() {
         let out = child.wait_with_output().expect("run-now ends");
         assert!(
             out.status.success(),
-            "{}",
+            "stdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
     }

@@ -168,7 +168,8 @@ fn ci() -> Result<(), String> {
 
     tidy::check(&root()).map_err(|problems| problems.join("\n"))?;
 
-    // The shells the completion tests drive (issue 28).
+    // The shells, terminal and browser the black-box tests drive (issues
+    // 28 and 29).
     shells::install_missing();
 
     // A throwaway PostgreSQL for the tests that need one (issue 15); it

@@ -1,34 +1,80 @@
-//! The shells the completion tests drive (issue 28): bash, zsh and fish;
-//! and tmux, the terminal `loops ui`'s tests drive (issue 29).
-//! CI installs zsh, fish and tmux with `apt-get` when they are missing and this
-//! is a root shell, as it installs PostgreSQL; the tests fail in CI (where
-//! `CI` is set) without them, and skip, saying so, elsewhere.
+//! The programs the black-box tests drive beyond the workspace: the shells
+//! the completion tests run (issue 28), bash aside, zsh and fish; tmux, the
+//! terminal `loops ui`'s tests run in; and Chromium with its WebDriver,
+//! the browser the dashboard's tests drive (issue 29).
+//! CI installs the missing ones with `apt-get` when this is a root shell, as
+//! it installs PostgreSQL; the tests fail in CI (where `CI` is set) without
+//! them, and skip, saying so, elsewhere.
 
 use std::process::{Command, Stdio};
 
-/// The shells `tests/blackbox/complete.rs` needs beyond bash, and the
-/// terminal `tests/blackbox/ui.rs` runs `loops ui` in.
-const SHELLS: [&str; 3] = ["zsh", "fish", "tmux"];
+/// A Debian package, the program it installs, and the arguments that make
+/// that program show it runs.
+struct Package {
+    /// The package's name for `apt-get install`.
+    name: &'static str,
+    /// The program the tests run.
+    program: &'static str,
+    /// Arguments with which `program` exits 0 when it works.
+    probe: &'static [&'static str],
+}
 
-/// Installs the missing shells, or says why it cannot.
+/// What `tests/blackbox/complete.rs` (zsh, fish), `tests/blackbox/ui.rs`
+/// (tmux) and `tests/blackbox/browser.rs` (chromium, chromedriver) need.
+const PACKAGES: [Package; 5] = [
+    Package {
+        name: "zsh",
+        program: "zsh",
+        probe: &["-c", "true"],
+    },
+    Package {
+        name: "fish",
+        program: "fish",
+        probe: &["-c", "true"],
+    },
+    Package {
+        name: "tmux",
+        program: "tmux",
+        probe: &["-c", "true"],
+    },
+    Package {
+        name: "chromium",
+        program: "/usr/bin/chromium",
+        probe: &["--version"],
+    },
+    Package {
+        name: "chromium-driver",
+        program: "/usr/bin/chromedriver",
+        probe: &["--version"],
+    },
+];
+
+/// Installs the missing packages, or says why it cannot.
 pub(crate) fn install_missing() {
-    let missing: Vec<&str> = SHELLS.into_iter().filter(|s| !installed(s)).collect();
+    let missing: Vec<&str> = PACKAGES
+        .iter()
+        .filter(|p| !installed(p))
+        .map(|p| p.name)
+        .collect();
     if missing.is_empty() {
         return;
     }
     if !crate::postgres::is_root() || Command::new("apt-get").arg("--version").output().is_err() {
         eprintln!(
-            "shells: {} missing and cannot be installed here",
+            "test programs: {} missing and cannot be installed here",
             missing.join(", ")
         );
         return;
     }
-    eprintln!("shells: apt-get install -y {}", missing.join(" "));
+    eprintln!("test programs: apt-get install -y {}", missing.join(" "));
     // Without package lists (a fresh machine), once more after an update.
     let install = || apt_get(&["install", "-y", "--no-install-recommends"], &missing);
     let installed = install() || (apt_get(&["update"], &[]) && install());
     if !installed {
-        eprintln!("shells: apt-get install {} failed", missing.join(" "));
+        eprintln!(
+            "test programs: apt-get install {} failed",
+            missing.join(" ")
+        );
     }
 }
 
@@ -44,10 +90,10 @@ fn apt_get(args: &[&str], packages: &[&str]) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Whether `shell` runs.
-fn installed(shell: &str) -> bool {
-    Command::new(shell)
-        .args(["-c", "true"])
+/// Whether `package`'s program runs.
+fn installed(package: &Package) -> bool {
+    Command::new(package.program)
+        .args(package.probe)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()

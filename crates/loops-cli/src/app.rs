@@ -180,3 +180,26 @@ fn changes_loops(command: &Command) -> bool {
             | Command::Tick(_)
     )
 }
+
+/// Starts `loops --quiet <verb> <target>` beside this process, with its
+/// database, for a change that takes as long as it takes (`run-now`,
+/// `cancel`) asked from `loops ui` or a `loops serve` page; a thread reaps
+/// it when it ends.
+pub(crate) fn start_beside(ctx: &Context, verb: &str, target: &str) -> std::io::Result<()> {
+    let mut cmd = std::process::Command::new(std::env::current_exe()?);
+    // Through the environment, never the command line, where `ps` would
+    // show a password.
+    if let Some(url) = ctx.database_url_flag() {
+        cmd.env(crate::paths::DATABASE_URL_VAR, url);
+    }
+    let mut child = cmd
+        .args(["--quiet", verb, target])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    std::thread::Builder::new()
+        .name("loops-beside".to_owned())
+        .spawn(move || child.wait())?;
+    Ok(())
+}

@@ -32,6 +32,7 @@ mod resolve;
 mod serve;
 mod service;
 mod ui;
+mod watch;
 mod zone;
 
 use std::process::ExitCode;

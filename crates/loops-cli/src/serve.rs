@@ -17,7 +17,7 @@
 //! - a write whose `Origin` is not this server's is refused, and so is any
 //!   request whose `Host` does not name this server (DNS rebinding);
 //! - every response carries a CSP without inline script, `nosniff` and
-//!   `no-referrer`.
+//!   a `same-origin` referrer policy.
 //!
 //! [`start`] runs the server on a thread of its own, with its own async
 //! runtime (tokio, current-thread), built only here as for `loops mcp`:
@@ -29,8 +29,10 @@ mod create;
 mod edit;
 mod guard;
 mod openapi;
+mod pages;
 mod paging;
 mod routes;
+mod sse;
 mod tls;
 mod token;
 
@@ -64,6 +66,8 @@ pub(crate) struct Shared {
     hosts: Vec<String>,
     /// `https` with TLS, else `http`.
     scheme: &'static str,
+    /// The change feed of `/api/v1/events`.
+    hub: sse::Hub,
 }
 
 /// Where and how to serve: the flags of `loops serve`, or of
@@ -144,6 +148,7 @@ pub(crate) fn start(
         token,
         hosts: hosts(bound),
         scheme: if tls.is_some() { "https" } else { "http" },
+        hub: sse::Hub::default(),
     });
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -12,7 +12,7 @@
 //!
 //! What it shows comes from the same store and the same requests as the
 //! commands: a pause is `loops pause`'s request. It reads the store again
-//! when the store changed (`watch.rs`: the SQLite files, PostgreSQL's
+//! when the store changed (`crate::watch`: the SQLite files, PostgreSQL's
 //! `LISTEN`), after each key, and on a slow fallback.
 //!
 //! The terminal is restored on quit, on a panic (ratatui's hook) and on
@@ -20,8 +20,7 @@
 
 mod draw;
 mod edit;
-mod model;
-mod watch;
+pub(crate) mod model;
 
 use std::time::Duration;
 
@@ -43,7 +42,7 @@ pub(crate) fn run(ctx: &Context) -> Result<Outcome> {
     let ctx = &ctx.quieted();
     // Fails before the terminal changes when the store cannot be opened.
     let mut board = Board::load(ctx)?;
-    let mut watch = watch::Watch::new(&ctx.open_store()?);
+    let mut watch = crate::watch::Watch::new(&ctx.open_store()?, "ui");
     let signals = loops_exec::SignalCancel::install()?;
     let mut terminal = ratatui::init();
     let result = serve(ctx, &mut board, &mut watch, &mut terminal, signals.token());
@@ -54,7 +53,7 @@ pub(crate) fn run(ctx: &Context) -> Result<Outcome> {
 fn serve(
     ctx: &Context,
     board: &mut Board,
-    watch: &mut watch::Watch,
+    watch: &mut crate::watch::Watch,
     terminal: &mut ratatui::DefaultTerminal,
     stop: &loops_exec::CancelToken,
 ) -> Result<()> {

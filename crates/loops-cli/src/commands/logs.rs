@@ -356,7 +356,7 @@ fn loop_target(store: &Store, target: &str) -> Result<Option<Loop>> {
 
 /// The run `target` names: a run id, else the latest run of a loop (by id
 /// or name).
-fn find_run(store: &Store, target: &str) -> Result<LoopRun> {
+pub(crate) fn find_run(store: &Store, target: &str) -> Result<LoopRun> {
     if let Ok(id) = RunId::parse(target.trim())
         && let Some(run) = store.get_run(&id)?
     {

@@ -27,9 +27,12 @@ pub(super) async fn headers(request: Request, next: Next) -> Response {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
+    // Not `no-referrer`: under it a browser sends `Origin: null` with the
+    // pages' own form posts, which the Origin check must then refuse.
+    // `same-origin` still tells other sites nothing.
     set.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     response
 }
@@ -76,27 +79,31 @@ pub(super) async fn api(
     }
     if request.method() != Method::GET && request.method() != Method::HEAD {
         let origin = request.headers().get(header::ORIGIN);
-        if let Some(origin) = origin {
-            let own = origin
-                .to_str()
-                .ok()
-                .and_then(|o| o.strip_prefix(shared.scheme))
-                .and_then(|o| o.strip_prefix("://"))
-                .is_some_and(|o| shared.hosts.iter().any(|h| h.eq_ignore_ascii_case(o)));
-            if !own {
-                return error(
-                    StatusCode::FORBIDDEN,
-                    "forbidden",
-                    "a write must come from this server's own pages: its Origin is another site's",
-                );
-            }
+        if let Some(origin) = origin
+            && !own_origin(&shared, origin)
+        {
+            return error(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "a write must come from this server's own pages: its Origin is another site's",
+            );
         }
     }
     next.run(request).await
 }
 
+/// Whether `origin` is this server's own.
+pub(super) fn own_origin(shared: &Shared, origin: &HeaderValue) -> bool {
+    origin
+        .to_str()
+        .ok()
+        .and_then(|o| o.strip_prefix(shared.scheme))
+        .and_then(|o| o.strip_prefix("://"))
+        .is_some_and(|o| shared.hosts.iter().any(|h| h.eq_ignore_ascii_case(o)))
+}
+
 /// Whether `headers` carry `token`, as the cookie or as a bearer token.
-fn authorized(token: &str, headers: &HeaderMap) -> bool {
+pub(super) fn authorized(token: &str, headers: &HeaderMap) -> bool {
     let bearer = headers
         .get_all(header::AUTHORIZATION)
         .iter()

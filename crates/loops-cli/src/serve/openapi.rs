@@ -142,7 +142,14 @@ pub(super) const OPERATIONS: &[Operation] = &[
         "/runs/{run}/output",
         "loops runs --show-output",
         "Show one run with its output",
-        &[("showOutput", "must be 1: output is shown only on request")],
+        &[
+            ("showOutput", "must be 1: output is shown only on request"),
+            (
+                "follow",
+                "1: server-sent events as loops logs -f follows: output events of lines, then \
+                 an end event with the run",
+            ),
+        ],
     ),
     op(
         "get",
@@ -150,7 +157,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
         "loops workflows list",
         "List workflows",
         &[
-            ("status", "active (default), archived or all"),
+            ("status", "active (default) or archived"),
             ("limit", "at most N workflows"),
         ],
     ),
@@ -169,6 +176,13 @@ pub(super) const OPERATIONS: &[Operation] = &[
         &[],
     ),
     op("get", "/doctor", "loops doctor", "Check the setup", &[]),
+    op(
+        "get",
+        "/events",
+        "loops ui's refresh",
+        "Server-sent events: a change event each time the store changed",
+        &[],
+    ),
 ];
 
 /// The document.

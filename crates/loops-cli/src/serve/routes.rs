@@ -49,12 +49,13 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/workflow-runs/{id}", get(workflow_run))
         .route("/daemons", get(daemons))
         .route("/doctor", get(doctor))
+        .route("/events", get(events))
         .route("/openapi.json", get(openapi))
         .fallback(no_route)
         .layer(from_fn_with_state(Arc::clone(&shared), guard::api));
     Router::new()
-        .route("/", get(index))
         .route("/login", get(login))
+        .merge(super::pages::router(&shared))
         .nest("/api/v1", api)
         .fallback(no_route)
         .layer(from_fn_with_state(Arc::clone(&shared), guard::host))
@@ -126,19 +127,8 @@ async fn no_route() -> Response {
     )
 }
 
-async fn index() -> Response {
-    let mut response = Response::new(Body::from(
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>loops</title></head>\n\
-         <body><p>loops dashboard: coming. The JSON API lives under /api/v1.</p></body></html>\n",
-    ));
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
-    response
-}
-
-/// `/login?token=…`: sets the cookie and goes to `/`.
+/// `/login?token=…[&next=/path]`: sets the cookie and goes to `/`, or to
+/// `next` when it is a path of this server.
 async fn login(State(shared): State<Arc<Shared>>, params: Params) -> Response {
     let Query(params) = params;
     let given = params.get("token").map_or("", String::as_str);
@@ -152,7 +142,12 @@ async fn login(State(shared): State<Arc<Shared>>, params: Params) -> Response {
     let mut response = Response::new(Body::empty());
     *response.status_mut() = StatusCode::SEE_OTHER;
     let set = response.headers_mut();
-    set.insert(header::LOCATION, HeaderValue::from_static("/"));
+    let next = params
+        .get("next")
+        .filter(|n| own_path(n))
+        .and_then(|n| HeaderValue::from_str(n).ok())
+        .unwrap_or_else(|| HeaderValue::from_static("/"));
+    set.insert(header::LOCATION, next);
     // Over HTTPS the cookie is never sent in the clear.
     let secure = if shared.scheme == "https" {
         "; Secure"
@@ -166,6 +161,15 @@ async fn login(State(shared): State<Arc<Shared>>, params: Params) -> Response {
         set.insert(header::SET_COOKIE, cookie);
     }
     response
+}
+
+/// Whether `path` is a path of this server, not another site (`//host`,
+/// `/\\host` and `https://…` are not).
+fn own_path(path: &str) -> bool {
+    path.starts_with('/')
+        && !path.starts_with("//")
+        && !path.contains('\\')
+        && !path.chars().any(char::is_control)
 }
 
 /// `loops list`, a page at a time (`paging`).
@@ -392,13 +396,14 @@ async fn run(
 }
 
 /// A run with its output, only on request (`--show-output`): output may
-/// hold secrets.
+/// hold secrets. With `?follow=1`, the output as it is written, as events
+/// (`sse`).
 async fn output(
     State(shared): State<Arc<Shared>>,
     Path(id): Path<String>,
     params: Params,
 ) -> Response {
-    let mut p = match known(params, &["showOutput"]) {
+    let mut p = match known(params, &["showOutput", "follow"]) {
         Ok(p) => p,
         Err(message) => return error(StatusCode::BAD_REQUEST, "bad_request", &message),
     };
@@ -409,6 +414,9 @@ async fn output(
             "output may hold secrets and is shown only on request: add ?showOutput=1, as \
              loops runs --show-output",
         );
+    }
+    if p.remove("follow").as_deref() == Some("1") {
+        return super::sse::follow(shared, id).await;
     }
     call(&shared, runs_request(Some(id), &mut p, true)).await
 }
@@ -442,10 +450,36 @@ async fn openapi() -> Response {
     )
 }
 
+/// The store's change feed (`sse`).
+async fn events(State(shared): State<Arc<Shared>>) -> Response {
+    super::sse::events(shared).await
+}
+
 async fn daemons(State(shared): State<Arc<Shared>>) -> Response {
     call(&shared, Command::Daemon(Daemon::Status)).await
 }
 
 async fn doctor(State(shared): State<Arc<Shared>>) -> Response {
     call(&shared, Command::Doctor(DoctorArgs {})).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::own_path;
+
+    #[test]
+    fn login_goes_on_only_to_a_path_of_this_server() {
+        assert!(own_path("/"));
+        assert!(own_path("/loops/abc?x=1"));
+        for foreign in [
+            "",
+            "loops",
+            "//evil.example/",
+            "/\\evil.example",
+            "https://evil.example/",
+            "/a\nb",
+        ] {
+            assert!(!own_path(foreign), "{foreign:?}");
+        }
+    }
 }

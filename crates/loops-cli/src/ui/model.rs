@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use anyhow::Result;
-use loops_core::{LoopId, LoopRun, LoopStatus, RunStatus};
+use loops_core::{Loop, LoopId, LoopRun, LoopStatus, RunStatus};
 use loops_store::{LoopFilter, RunFilter, Store};
 
 use crate::args::{Command, LoopRef};
@@ -17,7 +17,7 @@ use crate::render::{Printer, escape_controls};
 const MOST_LOOPS: u32 = 1_000;
 
 /// The runs a row's sparkline shows.
-pub(super) const SPARK_RUNS: u32 = 20;
+pub(crate) const SPARK_RUNS: u32 = 20;
 
 /// The most runs in flight read for the counts.
 const MOST_RUNNING: u32 = 1_000;
@@ -32,19 +32,21 @@ const STATUS_FILTERS: [Option<LoopStatus>; 4] = [
 
 /// One loop of the table, as shown.
 #[derive(Debug, Clone)]
-pub(super) struct Row {
-    pub(super) id: LoopId,
-    pub(super) name: String,
-    pub(super) labels: Vec<String>,
+pub(crate) struct Row {
+    pub(crate) id: LoopId,
+    pub(crate) name: String,
+    pub(crate) labels: Vec<String>,
     /// `active`, `paused`, `done`…, as `list` says it.
-    pub(super) status: &'static str,
-    pub(super) loop_status: LoopStatus,
-    pub(super) schedule: String,
-    pub(super) next: String,
-    pub(super) last: String,
+    pub(crate) status: &'static str,
+    pub(crate) loop_status: LoopStatus,
+    pub(crate) schedule: String,
+    pub(crate) next: String,
+    pub(crate) last: String,
+    /// How the last finished run ended.
+    pub(crate) last_status: Option<RunStatus>,
     /// The last runs' statuses, oldest first.
-    pub(super) spark: Vec<RunStatus>,
-    pub(super) running: usize,
+    pub(crate) spark: Vec<RunStatus>,
+    pub(crate) running: usize,
 }
 
 /// What the screen shows besides the table.
@@ -241,21 +243,9 @@ impl Board {
     /// Starts `loops <verb> <loop>` beside the dashboard, quietly, with
     /// this dashboard's database; the table shows what it does.
     fn beside(&mut self, ctx: &Context, asked: &Asked, verb: &str) {
-        let started = std::env::current_exe().and_then(|exe| {
-            let mut cmd = std::process::Command::new(exe);
-            // Through the environment, never the command line, where `ps`
-            // would show a password.
-            if let Some(url) = ctx.database_url_flag() {
-                cmd.env(crate::paths::DATABASE_URL_VAR, url);
-            }
-            cmd.args(["--quiet", verb, &asked.id.to_string()])
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-        });
+        let started = crate::app::start_beside(ctx, verb, &asked.id.to_string());
         self.message = Some(match started {
-            Ok(_) => format!("{verb} {}: started", asked.name),
+            Ok(()) => format!("{verb} {}: started", asked.name),
             Err(e) => format!("{verb} {}: cannot start loops: {e}", asked.name),
         });
         self.reload(ctx);
@@ -351,24 +341,37 @@ impl Board {
 
 /// The header and the rows, from `store`.
 fn read(ctx: &Context, store: &Store) -> Result<(Vec<String>, Vec<Row>)> {
-    let now = human::display_now();
     let loops = store.list_loops(&LoopFilter {
         status: None,
         limit: Some(MOST_LOOPS),
         offset: None,
     })?;
-    let running = store.list_runs(&RunFilter {
+    let running = running(store)?;
+    let rows = rows(store, &loops, &running)?;
+    Ok((header(ctx, store, &loops, running.len()), rows))
+}
+
+/// The runs in flight, on every host.
+pub(crate) fn running(store: &Store) -> Result<Vec<LoopRun>> {
+    Ok(store.list_runs(&RunFilter {
         loop_id: None,
         status: Some(RunStatus::Running),
         limit: Some(MOST_RUNNING),
         offset: None,
-    })?;
+    })?)
+}
+
+/// The rows of `loops` (the `loops ui` table, and the loops page of
+/// `loops serve`), given the runs in flight: one read of each loop's last
+/// runs.
+pub(crate) fn rows(store: &Store, loops: &[Loop], running: &[LoopRun]) -> Result<Vec<Row>> {
+    let now = human::display_now();
     let mut in_flight: HashMap<LoopId, usize> = HashMap::new();
-    for run in &running {
+    for run in running {
         *in_flight.entry(run.loop_id).or_default() += 1;
     }
     let mut rows = Vec::with_capacity(loops.len());
-    for lp in &loops {
+    for lp in loops {
         let runs = store.list_runs(&RunFilter {
             loop_id: Some(lp.id),
             status: None,
@@ -391,17 +394,18 @@ fn read(ctx: &Context, store: &Store) -> Result<(Vec<String>, Vec<Row>)> {
                 next
             },
             last: last.map_or_else(|| "-".to_owned(), |r: &LoopRun| human::last_run(r, now)),
+            last_status: last.map(|r| r.status),
             spark: runs.iter().rev().map(|r| r.status).collect(),
             running: in_flight.get(&lp.id).copied().unwrap_or(0),
         });
     }
-    Ok((header(ctx, store, &loops, running.len()), rows))
+    Ok(rows)
 }
 
 /// `daemon: running pid 123 · 12 loops, 9 active, 2 paused · 1 run in
 /// flight`, then on PostgreSQL a line naming every live daemon with its
 /// uptime, runs in flight and clock skew.
-fn header(ctx: &Context, store: &Store, loops: &[loops_core::Loop], running: usize) -> Vec<String> {
+pub(crate) fn header(ctx: &Context, store: &Store, loops: &[Loop], running: usize) -> Vec<String> {
     let now = human::display_now();
     let mut members = None;
     let daemon = match ctx.data_dir() {
@@ -485,6 +489,7 @@ mod tests {
             schedule: String::new(),
             next: String::new(),
             last: String::new(),
+            last_status: None,
             spark: Vec::new(),
             running: 0,
         }

@@ -1,5 +1,5 @@
-//! When `loops ui` reads the store again: when it changed, not on a fixed
-//! beat (issue 29).
+//! When `loops ui` reads the store again, and when `loops serve` tells its
+//! pages to: when it changed, not on a fixed beat (issue 29).
 //!
 //! - On SQLite, every commit of any process writes the database's WAL (or
 //!   the file itself), so a change of either file's size or modification
@@ -17,17 +17,29 @@ use std::time::{Duration, Instant, SystemTime};
 
 use loops_store::{Listener, Location, Store};
 
-/// The longest the screen goes without reading the store on SQLite.
+/// The longest a view goes without reading the store on SQLite.
 const SQLITE_FALLBACK: Duration = Duration::from_secs(5);
 
 /// The same on PostgreSQL, where a run's end wakes nobody.
 const POSTGRES_FALLBACK: Duration = Duration::from_secs(2);
 
+/// What a look at the store found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Look {
+    /// Nothing to read again yet.
+    Quiet,
+    /// The store changed.
+    Changed,
+    /// Nothing changed, but the fallback's time came: relative times
+    /// (`in 4m`) moved on.
+    Stale,
+}
+
 /// What a file looked like: its size and modification time.
 type Seen = Option<(u64, SystemTime)>;
 
 /// The watch over one store.
-pub(super) struct Watch {
+pub(crate) struct Watch {
     files: Vec<(PathBuf, Seen)>,
     woken: Arc<AtomicBool>,
     _listener: Option<Listener>,
@@ -37,8 +49,9 @@ pub(super) struct Watch {
 
 impl Watch {
     /// Watches `store`: its files on SQLite, its notifications on
-    /// PostgreSQL (without them, the fallback alone).
-    pub(super) fn new(store: &Store) -> Watch {
+    /// PostgreSQL (without them, the fallback alone). `who` names the
+    /// listening connection (`ui`, `serve`).
+    pub(crate) fn new(store: &Store, who: &str) -> Watch {
         let woken = Arc::new(AtomicBool::new(false));
         let (files, listener, fallback) = match store.location() {
             Some(Location::File(db)) => {
@@ -57,7 +70,7 @@ impl Watch {
                 let flag = Arc::clone(&woken);
                 let listener = store
                     .listen(
-                        "ui",
+                        who,
                         Box::new(move || flag.store(true, Ordering::Relaxed)),
                         Box::new(|_| {}),
                     )
@@ -77,7 +90,12 @@ impl Watch {
 
     /// Whether the store should be read again now: it changed, or the
     /// fallback's time has come. Either way the clock starts over.
-    pub(super) fn due(&mut self) -> bool {
+    pub(crate) fn due(&mut self) -> bool {
+        self.look() != Look::Quiet
+    }
+
+    /// Why the store should be read again now, if it should.
+    pub(crate) fn look(&mut self) -> Look {
         let mut changed = self.woken.swap(false, Ordering::Relaxed);
         for (path, seen) in &mut self.files {
             let now = look(path);
@@ -86,15 +104,19 @@ impl Watch {
                 changed = true;
             }
         }
-        if changed || self.last.elapsed() >= self.fallback {
-            self.last = Instant::now();
-            return true;
-        }
-        false
+        let why = if changed {
+            Look::Changed
+        } else if self.last.elapsed() >= self.fallback {
+            Look::Stale
+        } else {
+            return Look::Quiet;
+        };
+        self.last = Instant::now();
+        why
     }
 
     /// Asks for a read at the next look (after a change made here).
-    pub(super) fn poke(&mut self) {
+    pub(crate) fn poke(&mut self) {
         self.woken.store(true, Ordering::Relaxed);
     }
 }
