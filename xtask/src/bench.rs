@@ -17,7 +17,8 @@
 //!   CPU, and the time from SIGTERM to exit.
 //!
 //! `--scale` measures instead what the frequent commands and the daemon
-//! cost on a small and a large database (`bench_scale.rs`).
+//! cost on a small and a large database (`bench_scale.rs`), and `--serve`
+//! what `loops serve` costs (`bench_serve.rs`).
 //!
 //! `--workflows` measures only the workflow runs, `--daemon` only the daemon,
 //! `--cli` only the create, list and tick figures. `--bin <path>` measures
@@ -44,7 +45,9 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
     let bin = binary(args)?;
 
     let scratch = scratch_dir("loops-bench")?;
-    let result = if args.iter().any(|a| a == "--postgres") {
+    let result = if args.iter().any(|a| a == "--serve") {
+        crate::bench_serve::bench(&bin, &scratch)
+    } else if args.iter().any(|a| a == "--postgres") {
         crate::bench_pg::figures(&bin, &scratch)
     } else if args.iter().any(|a| a == "--workflows") {
         workflow_figures(&bin, &scratch)

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use crate::bench::loops;
 use crate::bench_daemon::now_ms;
 
-mod daemon;
+pub(crate) mod daemon;
 mod seed;
 
 /// What `--scale` accepts; printed on a bad flag.
@@ -58,9 +58,9 @@ const LATENESS_P99_GOAL_MS: i64 = 10;
 
 /// How many loops and runs one database holds.
 #[derive(Clone, Copy)]
-struct Size {
-    loops: u64,
-    runs: u64,
+pub(crate) struct Size {
+    pub(crate) loops: u64,
+    pub(crate) runs: u64,
 }
 
 /// The options of `--scale`.
@@ -239,7 +239,7 @@ pub(crate) fn scale(bin: &Path, opts: &Options) -> Result<(), String> {
 }
 
 /// Seeds `data`, made private first, with `size` and checks the result.
-fn seed_one(bin: &Path, data: &Path, label: &str, size: Size) -> Result<(), String> {
+pub(crate) fn seed_one(bin: &Path, data: &Path, label: &str, size: Size) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(data, std::fs::Permissions::from_mode(0o700))
         .map_err(|e| format!("chmod 700 {}: {e}", data.display()))?;

@@ -7,7 +7,8 @@
 //! - `bench`: end-to-end figures of the built binary (or of `--bin <path>`);
 //!   `--criterion` adds the Criterion micro-benchmarks; `--scale` compares
 //!   a small and a large database instead; `--postgres` measures the
-//!   PostgreSQL backend on a throwaway server.
+//!   PostgreSQL backend on a throwaway server; `--serve` measures
+//!   `loops serve`.
 //! - `reliability`: the reliability suite's long variants (`--short` for
 //!   the ones CI runs), then, in long mode, `chaos`.
 //! - `chaos`: three daemons sharing one throwaway PostgreSQL while faults
@@ -25,6 +26,7 @@ mod bench;
 mod bench_daemon;
 mod bench_pg;
 mod bench_scale;
+mod bench_serve;
 mod chaos;
 mod demo;
 mod dist;
@@ -69,7 +71,8 @@ fn main() -> ExitCode {
                  bench   end-to-end CLI figures; --cli only create/list/tick, --workflows only the workflow runs,\n          \
                  --daemon only the daemon, --bin PATH measures PATH instead of building, --criterion adds Criterion;\n          \
                  --scale compares 1,000 loops / 10,000 runs with 100,000 / 1,000,000 (`bench --scale --help`);\n          \
-                 --postgres drains 1,000 due loops with 1 and 3 daemons, lateness at 20/s, CLI latency side by side\n  \
+                 --postgres drains 1,000 due loops with 1 and 3 daemons, lateness at 20/s, CLI latency side by side;\n          \
+                 --serve: loops serve's API list against the CLI's, the loops page, paging 100,000 loops, 50 followers' CPU\n  \
                  mcp-python  make (once) target/mcp-python/venv-<key> with the MCP Python SDK pinned in\n               \
                  tests/mcp/requirements.txt, for the black-box test mcp_python; prints its python\n               \
                  (LOOPS_MCP_PYTHON names the base interpreter, python3 by default)\n  \

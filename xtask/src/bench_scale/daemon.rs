@@ -126,7 +126,7 @@ fn sleep_until(ms: i64) {
 }
 
 /// `getconf CLK_TCK`: the unit of `utime` and `stime`; 100 if unknown.
-fn clock_ticks_per_s() -> f64 {
+pub(crate) fn clock_ticks_per_s() -> f64 {
     Command::new("getconf")
         .arg("CLK_TCK")
         .output()
