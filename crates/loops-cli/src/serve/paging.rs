@@ -52,12 +52,15 @@ impl Page {
         })
     }
 
-    /// The page of the runs list in `params` (taken out of them): the
-    /// command line's default limit when none is given.
-    pub(super) fn of_runs(params: &mut HashMap<String, String>, default: &str) -> Page {
+    /// The page of the runs list in `params`: the command line's default
+    /// limit when none is given.
+    pub(super) fn of_runs(params: &HashMap<String, String>, default: &str) -> Page {
         Page {
-            limit: params.remove("limit").unwrap_or_else(|| default.to_owned()),
-            offset: params.remove("offset"),
+            limit: params
+                .get("limit")
+                .cloned()
+                .unwrap_or_else(|| default.to_owned()),
+            offset: params.get("offset").cloned(),
         }
     }
 

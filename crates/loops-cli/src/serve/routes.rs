@@ -352,14 +352,15 @@ async fn labels(
     call(&shared, Command::Labels(command)).await
 }
 
-/// `loops runs` of `target` (every loop when `None`).
-fn runs_request(target: Option<String>, p: &mut HashMap<String, String>, show: bool) -> Command {
+/// `loops runs` of `target` (every loop when `None`), with the status
+/// and page in `p`.
+fn runs_request(target: Option<String>, p: &HashMap<String, String>, show: bool) -> Command {
     let page = Page::of_runs(p, args::DEFAULT_RUNS_LIMIT);
     Command::Runs(args::RunsArgs {
         target,
         limit: page.limit,
         offset: page.offset,
-        status: p.remove("status"),
+        status: p.get("status").cloned(),
         show_output: show,
         labels: Vec::new(),
     })
@@ -372,14 +373,9 @@ async fn runs(State(shared): State<Arc<Shared>>, params: Params) -> Response {
         Err(message) => return error(StatusCode::BAD_REQUEST, "bad_request", &message),
     };
     let target = p.remove("loop");
-    let page = Page::of_runs(&mut p, args::DEFAULT_RUNS_LIMIT);
-    let status = p.get("status").cloned();
-    p.insert("limit".to_owned(), page.limit.clone());
-    if let Some(offset) = &page.offset {
-        p.insert("offset".to_owned(), offset.clone());
-    }
-    let response = call(&shared, runs_request(target.clone(), &mut p, false)).await;
-    let filters = [("loop", target), ("status", status)];
+    let response = call(&shared, runs_request(target.clone(), &p, false)).await;
+    let page = Page::of_runs(&p, args::DEFAULT_RUNS_LIMIT);
+    let filters = [("loop", target), ("status", p.remove("status"))];
     page.link_next(response, "/api/v1/runs", &filters).await
 }
 
@@ -388,11 +384,11 @@ async fn run(
     Path(id): Path<String>,
     params: Params,
 ) -> Response {
-    let mut p = match known(params, &[]) {
+    let p = match known(params, &[]) {
         Ok(p) => p,
         Err(message) => return error(StatusCode::BAD_REQUEST, "bad_request", &message),
     };
-    call(&shared, runs_request(Some(id), &mut p, false)).await
+    call(&shared, runs_request(Some(id), &p, false)).await
 }
 
 /// A run with its output, only on request (`--show-output`): output may
@@ -418,7 +414,7 @@ async fn output(
     if p.remove("follow").as_deref() == Some("1") {
         return super::sse::follow(shared, id).await;
     }
-    call(&shared, runs_request(Some(id), &mut p, true)).await
+    call(&shared, runs_request(Some(id), &p, true)).await
 }
 
 async fn workflows(State(shared): State<Arc<Shared>>, params: Params) -> Response {
