@@ -238,12 +238,40 @@ fn loop_row(row: &Row) -> Markup {
     }
 }
 
-/// The last runs as a row of small bars, oldest first.
+/// The last runs as a row of small bars, oldest first, their counts on
+/// hover. A bar is one letter of class (`k` succeeded, `f` failed or
+/// timed out, `s`
+/// skipped, `c` cancelled, `r` running, `a` abandoned): 100 rows of 20
+/// bars stay light.
 fn spark(runs: &[RunStatus]) -> Markup {
-    html! {
-        span.spark {
-            @for status in runs { i class={ "s-" (status) } title=(status) {} }
+    let mut counts: Vec<(RunStatus, usize)> = Vec::new();
+    for status in runs {
+        match counts.iter_mut().find(|(s, _)| s == status) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((*status, 1)),
         }
+    }
+    let title = counts
+        .iter()
+        .map(|(s, n)| format!("{n} {s}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    html! {
+        span.spark title=(title) {
+            @for status in runs { i class=(bar(*status)) {} }
+        }
+    }
+}
+
+/// The one-letter class of a sparkline bar.
+fn bar(status: RunStatus) -> &'static str {
+    match status {
+        RunStatus::Succeeded => "k",
+        RunStatus::Failed | RunStatus::TimedOut => "f",
+        RunStatus::Skipped => "s",
+        RunStatus::Cancelled => "c",
+        RunStatus::Running => "r",
+        RunStatus::Abandoned => "a",
     }
 }
 
