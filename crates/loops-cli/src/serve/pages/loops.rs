@@ -46,6 +46,8 @@ const SORTS: [(&str, &str); 4] = [
 #[derive(Debug, Clone, Default)]
 struct Asked {
     status: Option<LoopStatus>,
+    /// Only loops with this label.
+    label: String,
     search: String,
     sort: String,
     page: usize,
@@ -56,6 +58,7 @@ impl Asked {
         let given = |key: &str| params.get(key).map(|v| v.trim()).filter(|v| !v.is_empty());
         Asked {
             status: given("status").and_then(|s| crate::resolve::loop_status(s).ok()),
+            label: given("label").unwrap_or_default().to_owned(),
             search: given("q").unwrap_or_default().to_owned(),
             sort: given("sort")
                 .filter(|s| SORTS.iter().any(|(k, _)| k == s))
@@ -74,6 +77,9 @@ impl Asked {
         if let Some(status) = self.status {
             query.push_str(&format!("&status={status}"));
         }
+        if !self.label.is_empty() {
+            query.push_str(&format!("&label={}", query_value(&self.label)));
+        }
         if !self.search.is_empty() {
             query.push_str(&format!("&q={}", query_value(&self.search)));
         }
@@ -83,17 +89,18 @@ impl Asked {
         query
     }
 
-    /// Whether `lp` matches the search, by name or label, whatever the
-    /// case.
+    /// Whether `lp` has the label asked for and matches the search, by
+    /// name or label, whatever the case.
     fn matches(&self, lp: &Loop) -> bool {
         let needle = self.search.to_lowercase();
-        needle.is_empty()
-            || lp.name.to_lowercase().contains(&needle)
-            || lp
-                .policy
-                .labels
-                .iter()
-                .any(|l| l.to_lowercase().contains(&needle))
+        (self.label.is_empty() || lp.policy.labels.contains(&self.label))
+            && (needle.is_empty()
+                || lp.name.to_lowercase().contains(&needle)
+                || lp
+                    .policy
+                    .labels
+                    .iter()
+                    .any(|l| l.to_lowercase().contains(&needle)))
     }
 }
 
@@ -116,7 +123,8 @@ pub(in crate::serve) async fn index(
     let wanted = asked.clone();
     let read = gather(&shared, move |ctx| {
         let store = ctx.open_store()?;
-        let searching = !wanted.search.is_empty() || !wanted.sort.is_empty();
+        let searching =
+            !wanted.search.is_empty() || !wanted.label.is_empty() || !wanted.sort.is_empty();
         // Without a search or a sort, only the pages up to this one are
         // read; with one, a bounded number of loops.
         let most = if searching {
@@ -175,6 +183,11 @@ fn loops_page(asked: &Asked, table: &Table) -> Markup {
                     }
                 }
             }
+            @if !asked.label.is_empty() {
+                label { "Label "
+                    input type="text" name="label" value=(asked.label);
+                }
+            }
             label { "Search "
                 input type="search" name="q" value=(asked.search) placeholder="name or label";
             }
@@ -223,7 +236,9 @@ fn loop_row(row: &Row) -> Markup {
         tr.loop data-id=(id) data-status=(row.status) {
             td {
                 a href={ "/loops/" (id) } { (row.name) }
-                @for label in &row.labels { " " span.label { (label) } }
+                @for label in &row.labels {
+                    " " a.label href={ "/?label=" (query_value(label)) } { (label) }
+                }
             }
             td { (badge(row.status)) }
             td { (row.schedule) }
