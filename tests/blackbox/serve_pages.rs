@@ -124,6 +124,14 @@ fn the_loops_page_lists_the_store_escaped() {
     assert!(paused.body.contains("weekly") && !paused.body.contains(">nightly<"));
     let searched = server.authed("GET", "/?q=PROD");
     assert!(searched.body.contains(">nightly<") && !searched.body.contains(">weekly<"));
+    let labelled = server.authed("GET", "/?label=prod");
+    assert!(labelled.body.contains(">nightly<") && !labelled.body.contains(">weekly<"));
+    assert!(
+        server
+            .authed("GET", "/?label=PROD")
+            .body
+            .contains("No loops here")
+    );
     // Every page sends the security headers.
     assert_eq!(
         page.header("content-security-policy"),

@@ -44,11 +44,26 @@ const LOOK: Duration = Duration::from_millis(100);
 /// it could not.
 const RETRY: Duration = Duration::from_secs(5);
 
+/// The longest a listener waits for the watch to start before `ready`.
+const READY_WAIT: Duration = Duration::from_secs(10);
+
 /// The change feed's sender, made (and its watching thread started) by
 /// the first listener.
-#[derive(Default)]
 pub(super) struct Hub {
     changes: OnceLock<broadcast::Sender<Look>>,
+    /// Whether the thread watches the store yet (on PostgreSQL, whether
+    /// it `LISTEN`s): a listener's `ready` waits for it, so no change
+    /// made after `ready` goes unheard.
+    watching: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+impl Default for Hub {
+    fn default() -> Hub {
+        Hub {
+            changes: OnceLock::new(),
+            watching: Arc::new(tokio::sync::watch::Sender::new(false)),
+        }
+    }
 }
 
 impl Hub {
@@ -60,11 +75,12 @@ impl Hub {
                 let (tx, _) = broadcast::channel(16);
                 let sender = tx.clone();
                 let ctx = Arc::clone(ctx);
+                let watching = Arc::clone(&self.watching);
                 // Not on tokio's blocking pool: it runs as long as the
                 // server does.
                 let spawned = std::thread::Builder::new()
                     .name("loops-serve-watch".to_owned())
-                    .spawn(move || watch(&ctx, &sender));
+                    .spawn(move || watch(&ctx, &sender, &watching));
                 if let Err(e) = spawned {
                     tracing_line(&format!("cannot watch the store for changes: {e}"));
                 }
@@ -81,7 +97,11 @@ fn tracing_line(line: &str) {
 
 /// Watches the store and sends a change to every listener, for as long as
 /// the process lives.
-fn watch(ctx: &Context, changes: &broadcast::Sender<Look>) {
+fn watch(
+    ctx: &Context,
+    changes: &broadcast::Sender<Look>,
+    watching: &tokio::sync::watch::Sender<bool>,
+) {
     loop {
         let store = match ctx.open_store() {
             Ok(store) => store,
@@ -92,6 +112,7 @@ fn watch(ctx: &Context, changes: &broadcast::Sender<Look>) {
             }
         };
         let mut watch = Watch::new(&store, "serve");
+        watching.send_replace(true);
         loop {
             std::thread::sleep(LOOK);
             let look = watch.look();
@@ -107,6 +128,10 @@ fn watch(ctx: &Context, changes: &broadcast::Sender<Look>) {
 /// `tick` when it did not for a while.
 pub(super) async fn events(shared: Arc<Shared>) -> Response {
     let changes = shared.hub.subscribe(&shared.ctx);
+    // At most a few seconds: a store that cannot be opened still gets its
+    // ticks once it can.
+    let mut watching = shared.hub.watching.subscribe();
+    let _ = tokio::time::timeout(READY_WAIT, watching.wait_for(|w| *w)).await;
     let stream = stream::unfold(changes, |mut changes| async move {
         loop {
             match changes.recv().await {

@@ -175,12 +175,17 @@ fn pause_active<D: Db>(
     now: Timestamp,
 ) -> Result<Option<Loop>> {
     db.read(|c| {
-        c.query_opt(
+        let paused = c.query_opt(
             PAUSE,
             &[id.as_str().into(), reason.into(), now.into()],
             ("loops", "pausing a loop"),
             loop_row,
-        )
+        )?;
+        // Listeners (daemons, dashboards) hear of it once it is committed.
+        if paused.is_some() {
+            c.notify(id.as_str())?;
+        }
+        Ok(paused)
     })
 }
 
@@ -440,12 +445,16 @@ impl<D: Db + Transactions> LoopOps for D {
 
     fn stop_loop(&self, id: &LoopId, now: Timestamp) -> Result<LoopChange> {
         let changed = self.read(|c| {
-            c.query_opt(
+            let stopped = c.query_opt(
                 STOP,
                 &[id.as_str().into(), now.into()],
                 ("loops", "stopping a loop"),
                 loop_row,
-            )
+            )?;
+            if stopped.is_some() {
+                c.notify(id.as_str())?;
+            }
+            Ok(stopped)
         })?;
         if let Some(lp) = changed {
             return Ok(LoopChange::Changed(lp));
@@ -484,6 +493,7 @@ impl<D: Db + Transactions> LoopOps for D {
                 ),
             };
             c.execute(DELETE_LOOP, &key, "deleting a loop")?;
+            c.notify(id.as_str())?;
             Ok(DeleteOutcome::Deleted {
                 runs_deleted: runs,
                 workflow_runs_unlinked: unlinked,

@@ -1,6 +1,7 @@
 //! Wake-ups across hosts: a thread with a connection of its own that
 //! `LISTEN`s on `loops_wake`, which the table operations `pg_notify` in the
-//! transactions that change what is due (create, resume, finalize, …).
+//! transactions that change what is due (create, resume, finalize, …) or
+//! what a dashboard shows (pause, stop, remove).
 //!
 //! A notification only wakes a daemon early; its deadline-driven sleep
 //! stays the source of truth, so a lost notification costs latency, never

@@ -46,6 +46,8 @@ const SORTS: [(&str, &str); 4] = [
 #[derive(Debug, Clone, Default)]
 struct Asked {
     status: Option<LoopStatus>,
+    /// Only loops with this label.
+    label: String,
     search: String,
     sort: String,
     page: usize,
@@ -56,6 +58,7 @@ impl Asked {
         let given = |key: &str| params.get(key).map(|v| v.trim()).filter(|v| !v.is_empty());
         Asked {
             status: given("status").and_then(|s| crate::resolve::loop_status(s).ok()),
+            label: given("label").unwrap_or_default().to_owned(),
             search: given("q").unwrap_or_default().to_owned(),
             sort: given("sort")
                 .filter(|s| SORTS.iter().any(|(k, _)| k == s))
@@ -74,6 +77,9 @@ impl Asked {
         if let Some(status) = self.status {
             query.push_str(&format!("&status={status}"));
         }
+        if !self.label.is_empty() {
+            query.push_str(&format!("&label={}", query_value(&self.label)));
+        }
         if !self.search.is_empty() {
             query.push_str(&format!("&q={}", query_value(&self.search)));
         }
@@ -83,17 +89,18 @@ impl Asked {
         query
     }
 
-    /// Whether `lp` matches the search, by name or label, whatever the
-    /// case.
+    /// Whether `lp` has the label asked for and matches the search, by
+    /// name or label, whatever the case.
     fn matches(&self, lp: &Loop) -> bool {
         let needle = self.search.to_lowercase();
-        needle.is_empty()
-            || lp.name.to_lowercase().contains(&needle)
-            || lp
-                .policy
-                .labels
-                .iter()
-                .any(|l| l.to_lowercase().contains(&needle))
+        (self.label.is_empty() || lp.policy.labels.contains(&self.label))
+            && (needle.is_empty()
+                || lp.name.to_lowercase().contains(&needle)
+                || lp
+                    .policy
+                    .labels
+                    .iter()
+                    .any(|l| l.to_lowercase().contains(&needle)))
     }
 }
 
@@ -116,11 +123,12 @@ pub(in crate::serve) async fn index(
     let wanted = asked.clone();
     let read = gather(&shared, move |ctx| {
         let store = ctx.open_store()?;
-        let searching = !wanted.search.is_empty() || !wanted.sort.is_empty();
+        let searching =
+            !wanted.search.is_empty() || !wanted.label.is_empty() || !wanted.sort.is_empty();
         let first = (wanted.page - 1) * PAGE;
-        // Without a search or a sort, the store reads this page only, and
-        // one loop more to know whether another follows; with one, a
-        // bounded number of loops, paged here.
+        // Without a search, a label or a sort, the store reads this page
+        // only, and one loop more to know whether another follows; with
+        // one, a bounded number of loops, paged here.
         let (most, offset, skip) = if searching {
             (MOST_SEARCHED, None, first)
         } else {
@@ -178,6 +186,11 @@ fn loops_page(asked: &Asked, table: &Table) -> Markup {
                     }
                 }
             }
+            @if !asked.label.is_empty() {
+                label { "Label "
+                    input type="text" name="label" value=(asked.label);
+                }
+            }
             label { "Search "
                 input type="search" name="q" value=(asked.search) placeholder="name or label";
             }
@@ -226,7 +239,9 @@ fn loop_row(row: &Row) -> Markup {
         tr.loop data-id=(id) data-status=(row.status) {
             td {
                 a href={ "/loops/" (id) } { (row.name) }
-                @for label in &row.labels { " " span.label { (label) } }
+                @for label in &row.labels {
+                    " " a.label href={ "/?label=" (query_value(label)) } { (label) }
+                }
             }
             td { (badge(row.status)) }
             td { (row.schedule) }
@@ -241,12 +256,40 @@ fn loop_row(row: &Row) -> Markup {
     }
 }
 
-/// The last runs as a row of small bars, oldest first.
+/// The last runs as a row of small bars, oldest first, their counts on
+/// hover. A bar is one letter of class (`k` succeeded, `f` failed or
+/// timed out, `s`
+/// skipped, `c` cancelled, `r` running, `a` abandoned): 100 rows of 20
+/// bars stay light.
 fn spark(runs: &[RunStatus]) -> Markup {
-    html! {
-        span.spark {
-            @for status in runs { i class={ "s-" (status) } title=(status) {} }
+    let mut counts: Vec<(RunStatus, usize)> = Vec::new();
+    for status in runs {
+        match counts.iter_mut().find(|(s, _)| s == status) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((*status, 1)),
         }
+    }
+    let title = counts
+        .iter()
+        .map(|(s, n)| format!("{n} {s}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    html! {
+        span.spark title=(title) {
+            @for status in runs { i class=(bar(*status)) {} }
+        }
+    }
+}
+
+/// The one-letter class of a sparkline bar.
+fn bar(status: RunStatus) -> &'static str {
+    match status {
+        RunStatus::Succeeded => "k",
+        RunStatus::Failed | RunStatus::TimedOut => "f",
+        RunStatus::Skipped => "s",
+        RunStatus::Cancelled => "c",
+        RunStatus::Running => "r",
+        RunStatus::Abandoned => "a",
     }
 }
 
