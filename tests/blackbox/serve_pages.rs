@@ -208,9 +208,21 @@ fn a_runs_output_streams_as_it_is_written_then_its_end() {
     stream.until("data: first");
     // Not ended yet: the run waits for the gate.
     assert!(!stream.seen.iter().any(|l| l.contains("event: end")));
+    // A second follower shares the run's tail, and gets its output from
+    // the start.
+    let follow = format!("/api/v1/runs/{run_id}/output?follow=1&showOutput=1");
+    let mut late = Stream::open(&server, &follow);
+    late.until("data: first");
     std::fs::write(&gate, "").expect("the gate opens");
     stream.until("data: second");
     stream.until("event: end");
+    late.until("data: second");
+    late.until("event: end");
+    let once = |s: &Stream, line: &str| s.seen.iter().filter(|l| *l == line).count();
+    assert_eq!(
+        (once(&stream, "data: first"), once(&late, "data: first")),
+        (1, 1)
+    );
     let end = stream.until("");
     let doc = end
         .iter()

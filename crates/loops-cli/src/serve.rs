@@ -27,6 +27,7 @@
 
 mod create;
 mod edit;
+mod follow;
 mod guard;
 mod openapi;
 mod pages;

@@ -2,14 +2,13 @@
 //! (`/api/v1/runs/{id}/output?follow=1&showOutput=1`) and the store's
 //! change feed (`/api/v1/events`), which the pages' script listens to.
 //!
-//! - **Output** is followed as `loops logs -f` follows it, by the same
-//!   [`Tail`]: a thread per follower polls the run's log file and status
-//!   every [`logs::POLL`], sends each batch of complete lines as an
-//!   `output` event (control characters escaped, as on a terminal), and
-//!   ends with an `end` event holding the run's `--json` object (output
-//!   redacted). A run without a log on this host (another host's, a
-//!   workflow's) sends its stored output once it ends. The thread ends
-//!   when the run has, or when the client has gone.
+//! - **Output** is followed as `loops logs -f` follows it, by one tail
+//!   per run shared by all its followers (`follow`): each batch of
+//!   complete lines is an `output` event (control characters escaped, as
+//!   on a terminal), and the stream ends with an `end` event holding the
+//!   run's `--json` object (output redacted). A run without a log on this
+//!   host (another host's, a workflow's) sends its stored output once it
+//!   ends.
 //! - **Changes** come from one [`Watch`] per server, whatever the number
 //!   of listeners: its thread looks every 100 ms and sends a `change`
 //!   event to every listener when the store changed, and a `tick` event
@@ -25,16 +24,15 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt as _;
 use futures_util::stream::{self, Stream};
-use loops_core::{LoopRun, RunStatus};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::broadcast;
 
 use super::Shared;
+use super::follow::{Follows, Part};
 use super::routes::error;
-use crate::commands::logs::{self, Lines, Tail};
+use crate::commands::logs;
 use crate::context::Context;
-use crate::redact::{self, Output};
-use crate::render::escape_controls;
 use crate::watch::{Look, Watch};
 
 /// How often the change feed looks at the store.
@@ -55,6 +53,8 @@ pub(super) struct Hub {
     /// it `LISTEN`s): a listener's `ready` waits for it, so no change
     /// made after `ready` goes unheard.
     watching: Arc<tokio::sync::watch::Sender<bool>>,
+    /// The runs whose output is followed now.
+    follows: Arc<Follows>,
 }
 
 impl Default for Hub {
@@ -62,6 +62,7 @@ impl Default for Hub {
         Hub {
             changes: OnceLock::new(),
             watching: Arc::new(tokio::sync::watch::Sender::new(false)),
+            follows: Arc::default(),
         }
     }
 }
@@ -177,120 +178,52 @@ pub(super) async fn follow(shared: Arc<Shared>, target: String) -> Response {
             );
         }
     };
-    let (tx, rx) = mpsc::channel(64);
-    let ctx = Arc::clone(&shared.ctx);
-    let spawned = std::thread::Builder::new()
-        .name("loops-serve-follow".to_owned())
-        .spawn(move || follow_run(&ctx, run, &tx));
-    if let Err(e) = spawned {
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
-            &format!("cannot follow the run: {e}"),
-        );
-    }
-    let stream = stream::unfold(rx, |mut rx| async move {
-        let event = rx.recv().await?;
-        Some((event, rx))
+    let joined = match shared.hub.follows.join(&shared.ctx, run) {
+        Ok(joined) => joined,
+        Err(e) => {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                &format!("cannot follow the run: {e}"),
+            );
+        }
+    };
+    let before = stream::iter(joined.before);
+    let live = stream::unfold(joined.live, |mut live| async move {
+        let part = match live.recv().await {
+            Ok(part) => part,
+            Err(broadcast::error::RecvError::Lagged(n)) => Part::Output(Arc::from(format!(
+                "[… {n} batches of output skipped: this follower fell behind …]"
+            ))),
+            Err(broadcast::error::RecvError::Closed) => return None,
+        };
+        Some((part, live))
     });
-    streamed(stream)
+    // The stream ends with the run's end, or with an error.
+    let parts = before.chain(live).scan(false, |over, part| {
+        let next = (!*over).then(|| {
+            *over = !matches!(part, Part::Output(_));
+            event(&part)
+        });
+        std::future::ready(next)
+    });
+    streamed(parts)
+}
+
+/// The event of a part of a run's stream.
+fn event(part: &Part) -> Event {
+    match part {
+        Part::Output(text) => Event::default().event("output").data(&**text),
+        Part::End(doc) => Event::default().event("end").data(&**doc),
+        Part::Error(why) => Event::default().event("error").data(&**why),
+    }
 }
 
 /// The response of an event stream: a `ready` event, then `events`.
 fn streamed(events: impl Stream<Item = Event> + Send + 'static) -> Response {
-    use futures_util::StreamExt as _;
     let ready = stream::once(async { Event::default().event("ready").data("{}") });
     let all = ready.chain(events).map(Ok::<Event, Infallible>);
     Sse::new(all)
         .keep_alive(KeepAlive::default())
         .into_response()
-}
-
-/// The lines one look at the log found.
-#[derive(Default)]
-struct Batch(Vec<String>);
-
-impl Lines for Batch {
-    fn line(&mut self, text: &str) -> std::io::Result<()> {
-        self.0.push(escape_controls(text, &['\t']).into_owned());
-        Ok(())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Batch {
-    /// Sends the lines gathered as one `output` event; whether the client
-    /// is still there.
-    fn send(&mut self, tx: &mpsc::Sender<Event>) -> bool {
-        if self.0.is_empty() {
-            return !tx.is_closed();
-        }
-        let text = std::mem::take(&mut self.0).join("\n");
-        tx.blocking_send(Event::default().event("output").data(text))
-            .is_ok()
-    }
-}
-
-/// Follows `run` until it ends or the client goes, sending its output and
-/// then its end.
-fn follow_run(ctx: &Context, mut run: LoopRun, tx: &mpsc::Sender<Event>) {
-    let ended = |message: String| Event::default().event("error").data(message);
-    let store = match ctx.open_store() {
-        Ok(store) => store,
-        Err(e) => {
-            let _ = tx.blocking_send(ended(format!("cannot open the store: {e}")));
-            return;
-        }
-    };
-    let path = match logs::log_path(ctx, &run) {
-        Ok(path) => path,
-        Err(e) => {
-            let _ = tx.blocking_send(ended(format!("cannot find the run's log: {e}")));
-            return;
-        }
-    };
-    let mut tail = Tail::new(path);
-    let mut batch = Batch::default();
-    loop {
-        // The status first: a run seen finished has written its log.
-        let current = match store.get_run(&run.id) {
-            Ok(current) => current,
-            Err(e) => {
-                let _ = tx.blocking_send(ended(format!("cannot read the run: {e}")));
-                return;
-            }
-        };
-        let finished = current
-            .as_ref()
-            .is_none_or(|r| r.status != RunStatus::Running);
-        if let Some(current) = current {
-            run = current;
-        }
-        if finished {
-            break;
-        }
-        if tail.pump(ctx, &mut batch).is_err() || !batch.send(tx) {
-            return;
-        }
-        std::thread::sleep(logs::POLL);
-    }
-    if tail.finish(ctx, &mut batch).is_err() {
-        return;
-    }
-    if !tail.seen_file() {
-        let stored = crate::human::steps::stored_text(ctx, &run);
-        let text = stored.strip_suffix('\n').unwrap_or(&stored);
-        if !text.is_empty() {
-            for line in text.split('\n') {
-                let _ = batch.line(line.strip_suffix('\r').unwrap_or(line));
-            }
-        }
-    }
-    if !batch.send(tx) {
-        return;
-    }
-    let doc = redact::run_json(&run, Output::Redacted);
-    let _ = tx.blocking_send(Event::default().event("end").data(doc.to_string()));
 }
