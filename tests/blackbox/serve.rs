@@ -230,6 +230,24 @@ fn reads_are_the_clis_json_documents() {
     assert_eq!(refused.status, 400);
     let workflows = server.authed("GET", "/api/v1/workflows");
     assert_eq!(workflows.json(), cli_json(&env, &["workflows", "list"]));
+    let none = server.authed("GET", "/api/v1/workflow-runs?limit=5");
+    assert_eq!(
+        none.json(),
+        cli_json(&env, &["workflows", "runs", "--limit", "5"])
+    );
+    let wf = crate::workflows::create_workflow(
+        &env,
+        &serde_json::json!({"name": "ship", "steps": [crate::workflows::exec_step("a", "true", &[])]}),
+    );
+    env.loops(["workflows", "run", "ship"]).run();
+    let shown = server.authed("GET", &format!("/api/v1/workflows/{wf}"));
+    assert_eq!(shown.json(), cli_json(&env, &["workflows", "show", "ship"]));
+    let of_ship = server.authed("GET", "/api/v1/workflow-runs?workflow=ship");
+    assert_eq!(
+        of_ship.json(),
+        cli_json(&env, &["workflows", "runs", "ship"])
+    );
+    assert_eq!(of_ship.json().as_array().map(Vec::len), Some(1));
     let next = server.authed("GET", "/api/v1/loops/nightly/next?n=3");
     assert_eq!(next.status, 200, "{}", next.body);
     assert_eq!(next.json()["times"].as_array().map(Vec::len), Some(3));
@@ -552,6 +570,7 @@ fn the_openapi_document_lists_only_routes_the_server_has() {
             let path = path
                 .replace("{loop}", "nope")
                 .replace("{run}", "nope")
+                .replace("{workflow}", "nope")
                 .replace("{action}", "add");
             // A stream that does not end: `serve_pages.rs` reads it.
             if path == "/events" {

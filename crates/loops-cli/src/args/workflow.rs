@@ -10,6 +10,9 @@ use clap::{Args, Subcommand};
 // `workflows list --status`'s default, for `loops mcp` too.
 pub(crate) const DEFAULT_LIST_STATUS: &str = "active";
 
+/// `workflows runs --limit`'s default, for `loops serve` too.
+pub(crate) const DEFAULT_RUNS_LIMIT: &str = "50";
+
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum Workflows {
@@ -148,7 +151,7 @@ pub(crate) struct RunsArgs {
     pub(crate) target: Option<String>,
 
     /// Show at most N runs.
-    #[arg(long, value_name = "N", default_value = "50")]
+    #[arg(long, value_name = "N", default_value = DEFAULT_RUNS_LIMIT)]
     pub(crate) limit: String,
 }
 

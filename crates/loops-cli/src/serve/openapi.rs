@@ -163,6 +163,26 @@ pub(super) const OPERATIONS: &[Operation] = &[
     ),
     op(
         "get",
+        "/workflows/{workflow}",
+        "loops workflows show",
+        "Show one workflow with its steps",
+        &[],
+    ),
+    op(
+        "get",
+        "/workflow-runs",
+        "loops workflows runs",
+        "List workflow runs, newest first",
+        &[
+            (
+                "workflow",
+                "only this workflow's runs (id, or name of an active one)",
+            ),
+            ("limit", "at most N runs (default 50)"),
+        ],
+    ),
+    op(
+        "get",
         "/workflow-runs/{run}",
         "loops workflows inspect",
         "Show a workflow run with its steps",

@@ -46,6 +46,8 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/runs/{id}", get(run))
         .route("/runs/{id}/output", get(output))
         .route("/workflows", get(workflows))
+        .route("/workflows/{id}", get(workflow))
+        .route("/workflow-runs", get(workflow_runs))
         .route("/workflow-runs/{id}", get(workflow_run))
         .route("/daemons", get(daemons))
         .route("/doctor", get(doctor))
@@ -427,6 +429,27 @@ async fn workflows(State(shared): State<Arc<Shared>>, params: Params) -> Respons
             .remove("status")
             .unwrap_or_else(|| workflow::DEFAULT_LIST_STATUS.to_owned()),
         limit: p.remove("limit"),
+    }));
+    call(&shared, request).await
+}
+
+/// `loops workflows show`: one workflow, by id or active name.
+async fn workflow(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
+    let request = Command::Workflows(Workflows::Show(workflow::WorkflowRef { target: id }));
+    call(&shared, request).await
+}
+
+/// `loops workflows runs`, of one workflow with `?workflow=`.
+async fn workflow_runs(State(shared): State<Arc<Shared>>, params: Params) -> Response {
+    let mut p = match known(params, &["workflow", "limit"]) {
+        Ok(p) => p,
+        Err(message) => return error(StatusCode::BAD_REQUEST, "bad_request", &message),
+    };
+    let request = Command::Workflows(Workflows::Runs(workflow::RunsArgs {
+        target: p.remove("workflow"),
+        limit: p
+            .remove("limit")
+            .unwrap_or_else(|| workflow::DEFAULT_RUNS_LIMIT.to_owned()),
     }));
     call(&shared, request).await
 }
