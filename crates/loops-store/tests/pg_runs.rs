@@ -25,7 +25,9 @@ use loops_core::{
     RunId, RunStatus, Schedule, Target, Timestamp,
 };
 use loops_store::testing::{TestDatabase, fresh_database};
-use loops_store::{Advance, Claim, DatabaseUrl, Fence, NotClaimed, Store, StoreError};
+use loops_store::{
+    Advance, Claim, DatabaseUrl, DeleteHistory, Fence, NotClaimed, Store, StoreError,
+};
 
 type TestResult = Result<(), Box<dyn Error>>;
 
@@ -847,8 +849,16 @@ fn what_other_daemons_must_see_at_once_wakes_them_at_commit() -> TestResult {
     )?;
     // The finalize woke the listeners, with the loop's id.
     assert_eq!(heard(1), [lp.id.as_str()]);
+    // A pause and a resume each wake them: dashboards show both (issue
+    // 29), and a resume changes what is due.
     store.pause_loop(&lp.id, slot)?;
+    assert_eq!(heard(1), [lp.id.as_str()]);
     store.resume_loop(&lp.id, slot)?;
+    assert_eq!(heard(1), [lp.id.as_str()]);
+    // So do a stop and a removal.
+    store.stop_loop(&lp.id, slot)?;
+    assert_eq!(heard(1), [lp.id.as_str()]);
+    store.delete_loop(&lp.id, DeleteHistory::Keep)?;
     assert_eq!(heard(1), [lp.id.as_str()]);
     Ok(())
 }
