@@ -19,6 +19,7 @@
 //! ```
 
 mod agent_output;
+mod chain;
 mod clock;
 mod cost_cap;
 mod cron;
@@ -41,6 +42,7 @@ mod workflow_file;
 pub use crate::agent_output::{
     AgentReport, MAX_AGENT_RESULT_BYTES, TokenUsage, parse as parse_agent_output,
 };
+pub use crate::chain::{after_cycle, cycle_text};
 pub use crate::clock::{Clock, ManualClock};
 pub use crate::cost_cap::{cost_cap_reason, day_start};
 pub use crate::cron::{CronError, CronExpr, Zone, next_cron_run, zone_name};
