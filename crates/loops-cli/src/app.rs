@@ -193,7 +193,8 @@ pub(crate) fn start_beside(ctx: &Context, verb: &str, target: &str) -> std::io::
         cmd.env(crate::paths::DATABASE_URL_VAR, url);
     }
     let mut child = cmd
-        .args(["--quiet", verb, target])
+        // `--`: a target is never taken for a flag.
+        .args(["--quiet", verb, "--", target])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

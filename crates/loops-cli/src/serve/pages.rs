@@ -210,7 +210,12 @@ async fn act(
     let loop_id = id.clone();
     let done = gather(&shared, move |ctx| match request {
         Some(request) => doc(ctx, request).map(drop),
-        None => Ok(crate::app::start_beside(ctx, &action, &loop_id)?),
+        None => {
+            // The loop by id, so a name or id that names none is said
+            // here, not lost in the process started beside.
+            let lp = ctx.open_store()?.require_loop(&loop_id)?;
+            Ok(crate::app::start_beside(ctx, &action, &lp.id.to_string())?)
+        }
     })
     .await;
     if let Err(page) = done {
