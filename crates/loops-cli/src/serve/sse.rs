@@ -83,7 +83,7 @@ impl Hub {
                     .name("loops-serve-watch".to_owned())
                     .spawn(move || watch(&ctx, &sender, &watching));
                 if let Err(e) = spawned {
-                    tracing_line(&format!("cannot watch the store for changes: {e}"));
+                    say(&format!("cannot watch the store for changes: {e}"));
                 }
                 tx
             })
@@ -92,7 +92,7 @@ impl Hub {
 }
 
 /// Says a line about the server on its stderr.
-fn tracing_line(line: &str) {
+fn say(line: &str) {
     eprintln!("loops serve: {line}");
 }
 
@@ -107,7 +107,7 @@ fn watch(
         let store = match ctx.open_store() {
             Ok(store) => store,
             Err(e) => {
-                tracing_line(&format!("the change feed cannot open the store: {e}"));
+                say(&format!("the change feed cannot open the store: {e}"));
                 std::thread::sleep(RETRY);
                 continue;
             }

@@ -348,7 +348,7 @@ fn read(ctx: &Context, store: &Store) -> Result<(Vec<String>, Vec<Row>)> {
     })?;
     let running = running(store)?;
     let rows = rows(store, &loops, &running)?;
-    Ok((header(ctx, store, &loops, running.len()), rows))
+    Ok((header(ctx, store, running.len()), rows))
 }
 
 /// The runs in flight, on every host.
@@ -405,7 +405,7 @@ pub(crate) fn rows(store: &Store, loops: &[Loop], running: &[LoopRun]) -> Result
 /// `daemon: running pid 123 · 12 loops, 9 active, 2 paused · 1 run in
 /// flight`, then on PostgreSQL a line naming every live daemon with its
 /// uptime, runs in flight and clock skew.
-pub(crate) fn header(ctx: &Context, store: &Store, loops: &[Loop], running: usize) -> Vec<String> {
+pub(crate) fn header(ctx: &Context, store: &Store, running: usize) -> Vec<String> {
     let now = human::display_now();
     let mut members = None;
     let daemon = match ctx.data_dir() {
@@ -431,27 +431,25 @@ pub(crate) fn header(ctx: &Context, store: &Store, loops: &[Loop], running: usiz
                         _ => "daemon: none on this host".to_owned(),
                     }
                 }
-                Ok(s) if s.running => match &s.lease {
-                    Some(lease) => format!(
-                        "daemon: running pid {} on {}",
-                        s.pid.unwrap_or_default(),
-                        crate::render::escape_controls(&lease.hostname, &[])
-                    ),
-                    None => format!("daemon: running pid {}", s.pid.unwrap_or_default()),
-                },
                 Ok(_) => "daemon: not running".to_owned(),
                 Err(e) => format!("daemon: unknown ({e})"),
             }
         }
         Err(_) => "daemon: unknown".to_owned(),
     };
-    let count = |status: LoopStatus| loops.iter().filter(|l| l.status == status).count();
+    // Every loop of the store, not only those read: the status counts
+    // are kept by the store, so this costs three lookups.
+    let count = |status| {
+        store
+            .count_loops(status)
+            .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+    };
     let plural = if running == 1 { "run" } else { "runs" };
     let mut lines = vec![format!(
         "{daemon} · {} loops, {} active, {} paused · {running} {plural} in flight",
-        loops.len(),
-        count(LoopStatus::Active),
-        count(LoopStatus::Paused),
+        count(None),
+        count(Some(LoopStatus::Active)),
+        count(Some(LoopStatus::Paused)),
     )];
     let live: Vec<String> = members
         .unwrap_or_default()

@@ -22,6 +22,10 @@ use crate::ui::model::{self, Row};
 /// Loops on one page of the table.
 const PAGE: usize = 100;
 
+/// The highest page number taken: beyond it, page 1 (the arithmetic of
+/// offsets stays far from overflow).
+const MOST_PAGES: usize = 10_000_000;
+
 /// The most loops a search or a sort reads.
 const MOST_SEARCHED: u32 = 10_000;
 
@@ -66,7 +70,7 @@ impl Asked {
                 .to_owned(),
             page: given("page")
                 .and_then(|p| p.parse().ok())
-                .filter(|p| *p >= 1)
+                .filter(|p| (1..=MOST_PAGES).contains(p))
                 .unwrap_or(1),
         }
     }
@@ -147,7 +151,7 @@ pub(in crate::serve) async fn index(
         let shown: Vec<Loop> = loops.into_iter().skip(skip).take(PAGE).collect();
         let running = model::running(&store)?;
         let rows = model::rows(&store, &shown, &running)?;
-        let header = model::header(ctx, &store, &shown, running.len());
+        let header = model::header(ctx, &store, running.len());
         Ok(Table {
             header,
             rows,
