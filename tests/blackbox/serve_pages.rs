@@ -118,6 +118,14 @@ fn the_loops_page_lists_the_store_escaped() {
     let one = server.authed("GET", &format!("/loops/{id}"));
     assert!(one.body.contains("&lt;b&gt;hi&lt;/b&gt;"), "{}", one.body);
     assert!(!one.body.contains("<b>hi"), "{}", one.body);
+    // The header counts every loop, whatever the page shows.
+    assert!(
+        page.body.contains("2 loops, 1 active, 1 paused"),
+        "{}",
+        page.body
+    );
+    let paused_only = server.authed("GET", "/?status=paused");
+    assert!(paused_only.body.contains("2 loops, 1 active, 1 paused"));
     // The status filter keeps the paused loop only; the search by label
     // the other.
     let paused = server.authed("GET", "/?status=paused");
