@@ -29,6 +29,7 @@ mod id;
 mod liveness;
 mod model;
 mod ownership;
+mod placement;
 mod run_json;
 mod schedule;
 mod status;
@@ -68,6 +69,7 @@ pub use crate::model::{
     WorkflowTarget, agent_timers, default_agent_idle_ms, effective_timers, loop_workflow_key,
 };
 pub use crate::ownership::{Ownership, ownership};
+pub use crate::placement::{ANY_PLACEMENT, host_label, missing_labels, placement_matches};
 pub use crate::run_json::{redacted_len, run_json, streams_json};
 pub use crate::schedule::{
     LoopAdvance, ScheduleError, Streak, compute_next_after, due_slots, fire_times,
@@ -85,7 +87,7 @@ pub use crate::usd::{Usd, UsdError};
 pub use crate::validate::{
     AgentOption, ValidationError, agent_value_reads_as_option, prompt_option_message,
     prompt_reads_as_option, sandboxes, validate_account, validate_agent_options, validate_env_name,
-    validate_label, validate_name, validate_new_loop, validate_process_target, validate_target,
+    validate_label, validate_name, validate_pool_name, validate_new_loop, validate_process_target, validate_target,
     workflow_execution_order, workflow_from_json, workflow_warnings,
 };
 pub use crate::workflow_file::{

@@ -445,6 +445,12 @@ fn validate_policy(policy: &crate::LoopPolicy) -> Result<()> {
     for label in &policy.labels {
         validate_label(label)?;
     }
+    for label in &policy.runs_on {
+        validate_label(label).map_err(|e| ValidationError::new("--runs-on", e.message))?;
+    }
+    if let Some(pool) = &policy.pool {
+        validate_pool_name(pool)?;
+    }
     if policy.expires_after_runs == Some(0) {
         return option("--expires-after-runs", "must be a positive integer");
     }
@@ -484,6 +490,32 @@ pub fn validate_label(label: &str) -> Result<()> {
             "--label",
             format!(
                 "invalid label {label:?}: a label is 1 to {} characters of A-Z a-z 0-9 . _ : = / -",
+                crate::MAX_LABEL_LEN
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a pool's name (issue 30, Q1): 1 to 64 characters of
+/// `A-Z a-z 0-9 . _ -`, starting with a letter or digit.
+///
+/// ```
+/// use loops_core::validate_pool_name;
+/// assert!(validate_pool_name("agents").is_ok());
+/// assert!(validate_pool_name("-x").is_err());
+/// ```
+pub fn validate_pool_name(name: &str) -> Result<()> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "._-".contains(c);
+    if !name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        || name.chars().count() > crate::MAX_LABEL_LEN
+        || !name.chars().all(allowed)
+    {
+        return Err(ValidationError::new(
+            "--pool",
+            format!(
+                "invalid pool name {name:?}: a pool name is 1 to {} characters of A-Z a-z 0-9 . _ -, \
+                 starting with a letter or digit",
                 crate::MAX_LABEL_LEN
             ),
         ));

@@ -51,6 +51,7 @@ use std::time::{Duration, Instant};
 
 use loops_core::{
     Clock, ExecutorResult, Loop, LoopId, LoopRun, Overlap, ProcessRef, RunId, Timestamp, due_slots,
+    missing_labels, placement_matches,
 };
 use loops_exec::{CancelToken, OutputSeen, Pool, Subscription};
 use loops_store::{Claim, NotClaimed, Store, StoreError};
@@ -115,6 +116,9 @@ pub(crate) struct DispatchOptions<'env> {
     /// daemon); tick and run-now give up after
     /// [`MANUAL_FINALIZE_ATTEMPTS`], so a command never waits forever.
     pub(crate) finalize_attempts: Option<u32>,
+    /// Report each due loop placed on labels this runner lacks through
+    /// `on_error` (a tick); a daemon leaves them to the daemons that match.
+    pub(crate) report_misplaced: bool,
 }
 
 /// The attempts a tick or run-now gives a finalize that keeps failing on a
@@ -294,8 +298,25 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
         }
         self.parked.clear();
         let active: HashSet<LoopId> = self.working_loops().collect();
+        let labels = self.store.labels();
         for lp in self.store.due_loops(now, u32::MAX)? {
             if active.contains(&lp.id) {
+                continue;
+            }
+            // Issue 30, P4: a loop placed elsewhere is left to the runners
+            // that match it (the claim refuses it here in any case).
+            if !placement_matches(&lp.policy.runs_on, &labels) {
+                if self.opts.report_misplaced {
+                    let missing = missing_labels(&lp.policy.runs_on, &labels).join(", ");
+                    self.report_error(
+                        &lp,
+                        &format!(
+                            "not run: it runs on {missing}, which this host lacks; \
+                             run it there, or pass --anywhere"
+                        ),
+                    );
+                }
+                self.parked.insert(lp.id);
                 continue;
             }
             match due_slots(&lp, now) {

@@ -62,7 +62,7 @@ pub use crate::executor::{
     ProcessExecutor, RunControl, RunError, RunExecutor, mask_database_password,
 };
 pub use crate::scheduler::{
-    DEFAULT_MAX_PARALLEL, SchedulerError, TickOptions, manual_run_scheduled_for, run_now,
+    DEFAULT_MAX_PARALLEL, SchedulerError, TickOptions, manual_run_scheduled_for, run_now, run_now_with,
     should_advance_manual_run, tick,
 };
 

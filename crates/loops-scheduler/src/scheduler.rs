@@ -26,7 +26,7 @@
 
 use loops_core::{Clock, Loop, LoopRun, Timestamp};
 use loops_exec::CancelToken;
-use loops_store::{Claim, Store, StoreError};
+use loops_store::{Claim, ManualClaim, NotClaimed, Store, StoreError};
 
 use crate::dispatch::{DispatchOptions, Dispatcher, FinalizeMode, HookSettings, TickResult};
 use crate::executor::RunExecutor;
@@ -49,6 +49,18 @@ pub enum SchedulerError {
     /// (SPEC §3.5).
     #[error("could not claim manual run")]
     CouldNotClaim,
+    /// `run-now` refused a loop placed on labels this runner lacks (issue
+    /// 30, P6): they are carried here, in order.
+    #[error("the loop runs on {}, which this host lacks", .0.join(", "))]
+    NotPlacedHere(Vec<String>),
+    /// `run-now` found the loop's pool full (issue 30, Q6).
+    #[error("pool {pool} is full ({max_running} running)")]
+    PoolFull {
+        /// The pool.
+        pool: String,
+        /// Its limit.
+        max_running: u32,
+    },
 }
 
 /// Everything a tick needs (SPEC §3.1 `tick` deps).
@@ -187,6 +199,20 @@ pub fn run_now(
     lp: &Loop,
     opts: &TickOptions<'_>,
 ) -> Result<LoopRun, SchedulerError> {
+    run_now_with(store, lp, opts, ManualClaim::default())
+}
+
+/// [`run_now`], bending the placement or pool rules as `how` says (issue
+/// 30: `--anywhere`, `--ignore-pool`). A loop placed elsewhere fails with
+/// [`SchedulerError::NotPlacedHere`], a full pool with
+/// [`SchedulerError::PoolFull`]; nothing was written then, and the caller
+/// may wait and try again.
+pub fn run_now_with(
+    store: &Store,
+    lp: &Loop,
+    opts: &TickOptions<'_>,
+    how: ManualClaim,
+) -> Result<LoopRun, SchedulerError> {
     let now = opts.clock.now();
     let slot = manual_run_scheduled_for(lp, now);
     let mode = if should_advance_manual_run(lp, slot, now) {
@@ -194,8 +220,14 @@ pub fn run_now(
     } else {
         FinalizeMode::FinalizeOnly
     };
-    let (run, claimed_loop) = match store.claim_manual_run(lp, slot, opts.runner_id, now)? {
+    let (run, claimed_loop) = match store.claim_manual_run(lp, slot, opts.runner_id, now, how)? {
         Claim::Claimed { run, loop_ } => (run, loop_),
+        Claim::NotClaimed(NotClaimed::NotPlacedHere(missing)) => {
+            return Err(SchedulerError::NotPlacedHere(missing));
+        }
+        Claim::NotClaimed(NotClaimed::PoolFull { pool, max_running }) => {
+            return Err(SchedulerError::PoolFull { pool, max_running });
+        }
         _ => return Err(SchedulerError::CouldNotClaim),
     };
     std::thread::scope(|scope| {
@@ -231,5 +263,6 @@ fn dispatch_options<'a>(opts: &TickOptions<'a>, mode: FinalizeMode) -> DispatchO
         on_hook_error: opts.on_hook_error,
         overlap_in_flight: false,
         finalize_attempts: Some(crate::dispatch::MANUAL_FINALIZE_ATTEMPTS),
+        report_misplaced: true,
     }
 }

@@ -55,6 +55,7 @@ pub(crate) trait Backend:
     + ReleaseOps
     + LeaseOps
     + MemberOps
+    + PoolOps
     + DaemonOps
     + WakeOps
     + WorkflowOps
@@ -76,6 +77,7 @@ impl<T> Backend for T where
         + ReleaseOps
         + LeaseOps
         + MemberOps
+        + PoolOps
         + DaemonOps
         + WakeOps
         + WorkflowOps
@@ -253,16 +255,16 @@ pub(crate) trait FactOps {
 
 /// The `loop_runs` table: claims.
 pub(crate) trait ClaimOps {
-    /// [`Store::claim_run`](crate::Store::claim_run) (`manual` false) and
+    /// [`Store::claim_run`](crate::Store::claim_run) (`manual` `None`) and
     /// [`Store::claim_manual_run`](crate::Store::claim_manual_run)
-    /// (`manual` true: the overlap policy does not apply).
+    /// (`manual` given: the overlap policy does not apply).
     fn claim_run(
         &self,
         lp: &Loop,
         slot: Timestamp,
         runner_id: &str,
         now: Timestamp,
-        manual: bool,
+        manual: Option<crate::runs::ManualClaim>,
     ) -> Result<Claim>;
     /// [`Store::claim_runs`](crate::Store::claim_runs).
     fn claim_runs(
@@ -271,6 +273,22 @@ pub(crate) trait ClaimOps {
         runner_id: &str,
         now: Timestamp,
     ) -> Result<Vec<Claim>>;
+}
+
+/// The `pools` table (issue 30), written once over
+/// [`Db`](crate::sql::Db) in `pools/ops.rs`.
+pub(crate) trait PoolOps {
+    /// [`Store::set_pool`](crate::Store::set_pool).
+    fn set_pool(
+        &self,
+        name: &str,
+        max_running: u32,
+        now: Timestamp,
+    ) -> Result<crate::pools::PoolInfo>;
+    /// [`Store::list_pools`](crate::Store::list_pools).
+    fn list_pools(&self) -> Result<Vec<crate::pools::PoolInfo>>;
+    /// [`Store::remove_pool`](crate::Store::remove_pool).
+    fn remove_pool(&self, name: &str) -> Result<crate::pools::PoolRemoval>;
 }
 
 /// The `loop_runs` table: recovery of expired leases.

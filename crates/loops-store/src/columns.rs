@@ -172,7 +172,8 @@ columns!(
         "retry_delay_ms", "lease_ms", "expires_at", "created_at", "updated_at", "paused_reason",
         "labels", "expires_after_runs", "consecutive_successes", "pause_after_failures",
         "consecutive_failures", "backoff", "max_retry_delay_ms", "skip_exit_codes",
-        "on_failure", "on_success", "hook_show_output", "max_cost_per_day_nanos",
+        "on_failure", "on_success", "hook_show_output", "max_cost_per_day_nanos", "runs_on",
+        "pool",
     ]
 );
 
@@ -194,6 +195,8 @@ pub(crate) fn loop_row(row: &dyn Fields) -> Col<Loop> {
         max_retry_delay_ms: int_opt(row, n, 24)?,
         skip_exit_codes: json_opt(row, n, 25)?.unwrap_or_default(),
         max_cost_per_day: usd_opt(row, n, 29)?,
+        runs_on: json_opt(row, n, 30)?.unwrap_or_default(),
+        pool: text_opt(row, n, 31)?,
     };
     // A streak is read only while the policy that counts it is set, so
     // the loop's JSON shows it only then.

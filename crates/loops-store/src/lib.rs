@@ -45,6 +45,7 @@ mod gc;
 mod lease;
 mod loops;
 mod members;
+mod pools;
 mod postgres;
 mod runs;
 mod schema;
@@ -77,7 +78,7 @@ pub use crate::loops::{
 // `loop_runs`
 pub use crate::runs::{
     Advance, CancelOutcome, CancelRequest, Claim, DEFAULT_RUN_LIMIT, FAILURE_SAMPLE_CHARS,
-    FailureGroup, Fence, Finalized, INTERRUPTED_BY_SHUTDOWN, NotClaimed, OVERLAP_SKIP_REASON,
+    FailureGroup, Fence, Finalized, INTERRUPTED_BY_SHUTDOWN, ManualClaim, NotClaimed, OVERLAP_SKIP_REASON,
     Recovered, Released, RunCost, RunFilter, SkipOutcome,
 };
 // `daemon_lease`
@@ -86,6 +87,7 @@ pub use crate::lease::{LeaseAcquire, LeaseHeartbeat, LeaseRelease, LeaseRequest}
 pub use crate::daemon::{HostRun, NextWake, new_lease_id};
 // `daemons`: every daemon registered on the database.
 pub use crate::members::DaemonMember;
+pub use crate::pools::{PoolInfo, PoolRemoval};
 // `workflow_specs` and `workflow_events`
 pub use crate::workflows::{
     DEFAULT_EVENT_LIST_LIMIT, DEFAULT_WORKFLOW_LIST_LIMIT, WorkflowFilter, WorkflowReplaced,
@@ -334,6 +336,27 @@ impl Store {
             Db::Postgres(pg) => host.clone_into(&mut pg.host),
         }
         self
+    }
+
+    /// This store as a runner carrying `labels` beside `host:<host>`
+    /// (issue 30, `docs/triggers.md` P1): a loop placed with `runsOn`
+    /// is claimed only by a store that carries every one of its labels.
+    #[must_use]
+    pub fn with_labels(mut self, labels: &[String]) -> Store {
+        match &mut self.conn {
+            Db::Sqlite(sq) => labels.clone_into(&mut sq.labels),
+            Db::Postgres(pg) => labels.clone_into(&mut pg.labels),
+        }
+        self
+    }
+
+    /// The labels this store's claims carry: `host:<host>` when the host
+    /// is known, then those of [`Store::with_labels`].
+    pub fn labels(&self) -> Vec<String> {
+        match &self.conn {
+            Db::Sqlite(sq) => sql::Db::labels(sq),
+            Db::Postgres(pg) => sql::Db::labels(pg.as_ref()),
+        }
     }
 
     /// Where this store's database is, so another thread can open its own

@@ -158,13 +158,14 @@ pub(crate) struct PolicyColumns {
     pub(crate) max_retry_delay_ms: Option<i64>,
     pub(crate) skip_exit_codes: Option<String>,
     pub(crate) max_cost_per_day_nanos: Option<i64>,
+    pub(crate) runs_on: Option<String>,
+    pub(crate) pool: Option<String>,
 }
 
 impl PolicyColumns {
-    /// The policy and `hooks` as the last ten parameters of a loop's
-    /// insert and edit, in their column order (`labels` …
-    /// `max_cost_per_day_nanos`).
-    pub(crate) fn values<'a>(&'a self, hooks: &'a Hooks) -> [Value<'a>; 10] {
+    /// The policy and `hooks` as the last twelve parameters of a loop's
+    /// insert and edit, in their column order (`labels` … `pool`).
+    pub(crate) fn values<'a>(&'a self, hooks: &'a Hooks) -> [Value<'a>; 12] {
         [
             sql::json(self.labels.as_deref()),
             self.expires_after_runs.into(),
@@ -176,6 +177,8 @@ impl PolicyColumns {
             hooks.on_success.as_deref().into(),
             hooks.hook_show_output.into(),
             self.max_cost_per_day_nanos.into(),
+            sql::json(self.runs_on.as_deref()),
+            self.pool.as_deref().into(),
         ]
     }
 
@@ -210,6 +213,11 @@ impl PolicyColumns {
                 serde_json::to_string(&policy.skip_exit_codes),
             )?,
             max_cost_per_day_nanos: policy.max_cost_per_day.map(Usd::nanos),
+            runs_on: array(
+                policy.runs_on.is_empty(),
+                serde_json::to_string(&policy.runs_on),
+            )?,
+            pool: policy.pool.clone(),
         })
     }
 }

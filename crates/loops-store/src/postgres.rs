@@ -62,6 +62,9 @@ pub(crate) struct Postgres {
     /// with `liveness`; another host's run is taken over only after its
     /// lease and [`CROSS_HOST_GRACE_MS`] have passed.
     pub(crate) host: String,
+    /// The labels this runner carries beside `host:<host>` (issue 30,
+    /// [`Store::with_labels`](crate::Store::with_labels)).
+    pub(crate) labels: Vec<String>,
 }
 
 /// How long after a run's lease expired another host may take it over:
@@ -96,6 +99,7 @@ impl Postgres {
             whole: Cell::new(false),
             liveness,
             host: host.to_owned(),
+            labels: Vec::new(),
         })
     }
 

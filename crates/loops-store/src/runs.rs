@@ -31,7 +31,7 @@ use loops_core::{
 pub use self::advance::Advance;
 pub(crate) use self::advance::advance_after;
 pub use self::cancel::{CancelOutcome, CancelRequest};
-pub use self::claim::{Claim, NotClaimed};
+pub use self::claim::{Claim, ManualClaim, NotClaimed};
 pub use self::facts::{FAILURE_SAMPLE_CHARS, FailureGroup, RunCost};
 #[cfg(test)]
 pub(crate) use self::recover::EXPIRED_LEASES;

@@ -282,6 +282,23 @@ pub(crate) trait Db {
 
     /// This host's name, recorded as `claimed_host` with every claim.
     fn host(&self) -> Option<&str>;
+
+    /// The labels this runner carries (issue 30, P1): `host:<host>` when
+    /// the host is known, then those given to
+    /// [`Store::with_labels`](crate::Store::with_labels). A claim refuses a
+    /// loop placed on a label not among them.
+    fn labels(&self) -> Vec<String> {
+        let mut labels: Vec<String> = self.host().map(loops_core::host_label).into_iter().collect();
+        for label in self.extra_labels() {
+            if !labels.contains(label) {
+                labels.push(label.clone());
+            }
+        }
+        labels
+    }
+
+    /// The labels given to [`Store::with_labels`](crate::Store::with_labels).
+    fn extra_labels(&self) -> &[String];
 }
 
 /// Renders a statement written with SQLite's numbered placeholders (`?1`)

@@ -44,6 +44,9 @@ pub(crate) struct Sqlite {
     /// none. Only recorded: every run of a SQLite database is this
     /// machine's, so no decision reads it.
     pub(crate) host: Option<String>,
+    /// The labels this runner carries beside `host:<host>` (issue 30,
+    /// [`Store::with_labels`](crate::Store::with_labels)).
+    pub(crate) labels: Vec<String>,
 }
 
 impl Sqlite {
@@ -77,6 +80,7 @@ impl Sqlite {
             whole: Cell::new(false),
             liveness,
             host: None,
+            labels: Vec::new(),
         }
     }
 

@@ -46,6 +46,13 @@ pub struct LoopPolicy {
     /// this much (issue 27); checked before each run.
     #[serde(rename = "maxCostPerDayUsd", skip_serializing_if = "Option::is_none")]
     pub max_cost_per_day: Option<Usd>,
+    /// Where the loop runs (issue 30, `docs/triggers.md` P3): every label
+    /// must be one of the runner's; anywhere when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub runs_on: Vec<String>,
+    /// The pool whose limit its runs count against (Q2); none when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
 }
 
 impl LoopPolicy {

@@ -134,6 +134,7 @@ pub fn run_daemon(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonExit,
                 on_hook_error: Some(&on_hook_error),
                 overlap_in_flight: true,
                 finalize_attempts: None,
+                report_misplaced: false,
             },
         );
         let gc = opts.gc.and_then(|settings| {

@@ -126,4 +126,8 @@ impl Db for Postgres {
     fn host(&self) -> Option<&str> {
         Some(&self.host)
     }
+
+    fn extra_labels(&self) -> &[String] {
+        &self.labels
+    }
 }

@@ -60,6 +60,19 @@ pub enum NotClaimed {
     /// different slots of one loop at once (issue 15). Nothing was
     /// written; the caller skips the slot or tries again later.
     OverlapRunning(LoopRun),
+    /// The loop is placed (`runsOn`, issue 30 P4) on labels this runner
+    /// does not carry, carried here in order. Nothing was written; a
+    /// runner that matches claims it.
+    NotPlacedHere(Vec<String>),
+    /// The loop's pool has `max_running` runs running already (issue 30
+    /// Q3). Nothing was written and the slot is kept: it is tried again
+    /// when a run of the pool ends.
+    PoolFull {
+        /// The pool's name.
+        pool: String,
+        /// Its limit.
+        max_running: u32,
+    },
     /// Another runner changed the row between the read and the guarded
     /// write. On SQLite this cannot happen between store handles, which
     /// serialize on the write lock, but the guard still reports it. On
@@ -70,6 +83,17 @@ pub enum NotClaimed {
     /// without waiting, for a loop another runner is claiming at that
     /// moment (its row is locked): that runner decides the slot.
     Raced,
+}
+
+/// How a manual claim ([`Store::claim_manual_run`]) bends the rules of
+/// issue 30 (`docs/triggers.md` P6, Q6); by default it bends none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ManualClaim {
+    /// Claim a loop placed on labels this runner lacks (`--anywhere`).
+    pub anywhere: bool,
+    /// Claim a pool member although its pool is full (`--ignore-pool`);
+    /// the run still counts against the pool while it runs.
+    pub ignore_pool: bool,
 }
 
 impl Claim {
@@ -142,22 +166,24 @@ impl Store {
         runner_id: &str,
         now: Timestamp,
     ) -> Result<Claim> {
-        self.backend().claim_run(lp, slot, runner_id, now, false)
+        self.backend().claim_run(lp, slot, runner_id, now, None)
     }
 
     /// [`Store::claim_run`] for a manual run (`loops run-now`), which runs
     /// whatever the loop's overlap policy says (SPEC §3.5): a loop whose
     /// overlap is `skip` may have another slot running, and this claim is
     /// not counted as that loop's one running run (its row is not
-    /// `exclusive` on PostgreSQL). Every other rule of a claim applies.
+    /// `exclusive` on PostgreSQL). Every other rule of a claim applies,
+    /// placement and pools included unless `how` bends them.
     pub fn claim_manual_run(
         &self,
         lp: &Loop,
         slot: Timestamp,
         runner_id: &str,
         now: Timestamp,
+        how: ManualClaim,
     ) -> Result<Claim> {
-        self.backend().claim_run(lp, slot, runner_id, now, true)
+        self.backend().claim_run(lp, slot, runner_id, now, Some(how))
     }
 
     /// [`Store::claim_run`] for several slots of different loops, in one

@@ -113,4 +113,8 @@ impl Db for Sqlite {
     fn host(&self) -> Option<&str> {
         self.host.as_deref()
     }
+
+    fn extra_labels(&self) -> &[String] {
+        &self.labels
+    }
 }

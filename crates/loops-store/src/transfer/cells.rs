@@ -216,6 +216,9 @@ pub(crate) fn cells(record: &Record) -> Result<(Vec<&'static str>, Vec<Cell>)> {
                     int(lp.hooks.hook_show_output),
                     // The daily cost cap (V11).
                     int_opt(p.max_cost_per_day_nanos),
+                    // Placement and pool (V13).
+                    Cell::Json(p.runs_on.clone()),
+                    text_opt(p.pool.as_deref()),
                 ],
             )
         }

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Barrier};
 
 use loops_core::{ExecutorStatus, ProcessRef, RunStatus};
-use loops_store::{Claim, DeleteHistory, Fence, NotClaimed};
+use loops_store::{Claim, DeleteHistory, Fence, ManualClaim, NotClaimed};
 
 use crate::common::*;
 
@@ -418,7 +418,7 @@ fn every_claim_records_the_host_of_the_store_that_made_it() {
     );
     fail(&there, &retry, t0().add_ms(3));
     let manual = claimed(
-        here.claim_manual_run(&lp, t0(), TICK, t0().add_ms(4))
+        here.claim_manual_run(&lp, t0(), TICK, t0().add_ms(4), ManualClaim::default())
             .unwrap(),
     );
     assert_eq!((manual.attempt, host(&manual).as_deref()), (3, Some(HOST)));

@@ -4,7 +4,7 @@
 use loops_core::{
     AgentReport, ExecutorStatus, FailureClass, RunFacts, RunStatus, TokenUsage, Usd, run_json,
 };
-use loops_store::{Claim, Fence};
+use loops_store::{Claim, Fence, ManualClaim};
 
 use crate::common::*;
 
@@ -258,7 +258,7 @@ fn finish(
     slot: loops_core::Timestamp,
     result: &loops_core::ExecutorResult,
 ) -> loops_core::LoopRun {
-    let run = match store.claim_manual_run(lp, slot, RUNNER_A, slot).unwrap() {
+    let run = match store.claim_manual_run(lp, slot, RUNNER_A, slot, ManualClaim::default()).unwrap() {
         Claim::Claimed { run, .. } => run,
         other => panic!("not claimed: {other:?}"),
     };

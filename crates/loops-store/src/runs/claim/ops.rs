@@ -14,10 +14,12 @@
 //! the claim writes bind it last, and SQLite's statements stop one
 //! parameter short.
 
-use loops_core::{Loop, LoopRun, Overlap, RunId, RunStatus, Timestamp};
+use loops_core::{
+    Loop, LoopRun, Overlap, RunId, RunStatus, Timestamp, missing_labels, placement_matches,
+};
 
 use super::decide::{ClaimFacts, Decision, decide};
-use super::{Claim, NotClaimed};
+use super::{Claim, ManualClaim, NotClaimed};
 use crate::backend::{ClaimOps, ClaimSteps, ClaimTx};
 use crate::columns::{self, loop_columns, run_columns};
 use crate::error::Result;
@@ -61,10 +63,10 @@ macro_rules! insert_claim {
             $verb,
             " INTO loop_runs (id, loop_id, loop_name, scheduled_for, attempt, status,
                started_at, claimed_by, lease_expires_at, created_at, updated_at, claim_token,
-               claimed_host",
+               claimed_host, pool",
             $column,
             ")
-             VALUES (?1, ?2, ?3, ?4, 1, 'running', ?5, ?6, ?7, ?5, ?5, ?8, ?9",
+             VALUES (?1, ?2, ?3, ?4, 1, 'running', ?5, ?6, ?7, ?5, ?5, ?8, ?9, ?10",
             $value,
             ")",
             $conflict,
@@ -81,7 +83,7 @@ const INSERT: (&str, &str) = (
     insert_claim!(
         "INSERT",
         ", exclusive",
-        ", (?10 <> 0)",
+        ", (?11 <> 0)",
         " ON CONFLICT DO NOTHING"
     ),
 );
@@ -121,7 +123,7 @@ macro_rules! retry {
                               THEN CASE WHEN attempt > 1 THEN attempt ELSE 1 END
                               ELSE attempt + 1 END,
                status = 'running', claimed_by = ?2, started_at = ?3, lease_expires_at = ?4,
-               claim_token = ?7, claimed_host = ?8,",
+               claim_token = ?7, claimed_host = ?8, pool = ?9,",
             $exclusive,
             " finished_at = NULL, pid = NULL,
                pid_start_ms = NULL, spawn_id = NULL, exit_code = NULL, duration_ms = NULL,
@@ -134,7 +136,15 @@ macro_rules! retry {
     };
 }
 
-const RETRY: (&str, &str) = (retry!(""), retry!(" exclusive = (?9 <> 0),"));
+const RETRY: (&str, &str) = (retry!(""), retry!(" exclusive = (?10 <> 0),"));
+
+/// A pool's limit (issue 30, Q3). On PostgreSQL the claim's transaction has
+/// locked the row already (`claim_tx`); SQLite's write lock covers it.
+const POOL_LIMIT: &str = "SELECT max_running FROM pools WHERE name = ?1";
+
+/// The runs of a pool running now (`idx_runs_pool_running`).
+const POOL_RUNNING: &str =
+    "SELECT COUNT(*) FROM loop_runs WHERE pool = ?1 AND status = 'running'";
 
 impl<D: Db + ClaimTx> ClaimOps for D {
     fn claim_run(
@@ -143,7 +153,7 @@ impl<D: Db + ClaimTx> ClaimOps for D {
         slot: Timestamp,
         runner_id: &str,
         now: Timestamp,
-        manual: bool,
+        manual: Option<ManualClaim>,
     ) -> Result<Claim> {
         let requests = [(lp, slot)];
         let claims = Claims::new(self, &requests, runner_id, now, manual);
@@ -160,7 +170,7 @@ impl<D: Db + ClaimTx> ClaimOps for D {
         runner_id: &str,
         now: Timestamp,
     ) -> Result<Vec<Claim>> {
-        self.claim_tx(&Claims::new(self, requests, runner_id, now, false))
+        self.claim_tx(&Claims::new(self, requests, runner_id, now, None))
     }
 }
 
@@ -173,7 +183,9 @@ struct Claims<'a, D> {
     requests: &'a [(&'a Loop, Timestamp)],
     runner_id: &'a str,
     now: Timestamp,
-    manual: bool,
+    manual: Option<ManualClaim>,
+    /// The labels of this runner, for the placement guard.
+    labels: Vec<String>,
     tokens: Vec<String>,
 }
 
@@ -183,7 +195,7 @@ impl<'a, D: Db> Claims<'a, D> {
         requests: &'a [(&'a Loop, Timestamp)],
         runner_id: &'a str,
         now: Timestamp,
-        manual: bool,
+        manual: Option<ManualClaim>,
     ) -> Self {
         Claims {
             db,
@@ -191,6 +203,7 @@ impl<'a, D: Db> Claims<'a, D> {
             runner_id,
             now,
             manual,
+            labels: db.labels(),
             tokens: requests.iter().map(|_| new_claim_token()).collect(),
         }
     }
@@ -202,7 +215,7 @@ impl<D: Db> ClaimSteps for Claims<'_, D> {
     }
 
     fn manual(&self) -> bool {
-        self.manual
+        self.manual.is_some()
     }
 
     fn claim(&self, c: &mut dyn Sql, i: usize) -> Result<Claim> {
@@ -218,6 +231,13 @@ impl<D: Db> ClaimSteps for Claims<'_, D> {
         else {
             return Ok(Claim::NotClaimed(NotClaimed::LoopMissing));
         };
+        let bend = self.manual.unwrap_or_default();
+        if !bend.anywhere && !placement_matches(&fresh.policy.runs_on, &self.labels) {
+            let missing = missing_labels(&fresh.policy.runs_on, &self.labels);
+            return Ok(Claim::NotClaimed(NotClaimed::NotPlacedHere(
+                missing.into_iter().map(str::to_owned).collect(),
+            )));
+        }
         let existing = c.query_opt(
             SLOT,
             &[fresh.id.as_str().into(), slot.into()],
@@ -234,7 +254,7 @@ impl<D: Db> ClaimSteps for Claims<'_, D> {
             },
             lp: &fresh,
             slot,
-            manual: self.manual,
+            manual: self.manual.is_some(),
         };
         let vantage = vantage(d, self.db.host());
         let decision = decide(&fresh, existing, self.now, vantage, &mut facts)?;
@@ -244,8 +264,15 @@ impl<D: Db> ClaimSteps for Claims<'_, D> {
             now: self.now,
             lease: self.now.add_ms(offset_ms(fresh.lease_ms)),
             token,
-            exclusive: !self.manual && fresh.overlap == Overlap::Skip,
+            exclusive: self.manual.is_none() && fresh.overlap == Overlap::Skip,
+            pool: fresh.policy.pool.as_deref(),
         };
+        let starts = matches!(decision, Decision::Insert | Decision::Retry { .. });
+        if starts && !bend.ignore_pool {
+            if let Some(full) = pool_full(c, &fresh)? {
+                return Ok(Claim::NotClaimed(full));
+            }
+        }
         let claimed = match decision {
             Decision::Refuse(why) => return Ok(Claim::NotClaimed(why)),
             Decision::Insert => insert(c, &fresh, slot, &how)?,
@@ -345,6 +372,39 @@ struct Claiming<'a> {
     token: &'a str,
     /// PostgreSQL's `exclusive` column (see the module docs).
     exclusive: bool,
+    /// The loop's pool, which the run counts against while it runs.
+    pool: Option<&'a str>,
+}
+
+/// [`NotClaimed::PoolFull`] when `lp` belongs to a pool whose limit its
+/// running runs reach (issue 30, Q3): counted inside the claim's
+/// transaction, under the pool's lock. A pool removed meanwhile limits
+/// nothing.
+fn pool_full(c: &mut dyn Sql, lp: &Loop) -> Result<Option<NotClaimed>> {
+    let Some(pool) = lp.policy.pool.as_deref() else {
+        return Ok(None);
+    };
+    let Some(max_running) = c.query_opt(
+        POOL_LIMIT,
+        &[pool.into()],
+        ("pools", "reading a pool's limit"),
+        |row| columns::int::<u32>(row, &["max_running"], 0),
+    )?
+    else {
+        return Ok(None);
+    };
+    let running: i64 = c
+        .query_opt(
+            POOL_RUNNING,
+            &[pool.into()],
+            ("loop_runs", "counting a pool's running runs"),
+            |row| columns::int::<i64>(row, &["count"], 0),
+        )?
+        .unwrap_or(0);
+    Ok((running >= i64::from(max_running)).then(|| NotClaimed::PoolFull {
+        pool: pool.to_owned(),
+        max_running,
+    }))
 }
 
 /// Runs claim write `sql` returning the run written, if any. `params` end
@@ -379,6 +439,7 @@ fn insert(
         how.lease.into(),
         how.token.into(),
         how.host.into(),
+        how.pool.into(),
         how.exclusive.into(),
     ];
     write(c, INSERT, &params, "claiming a new run")
@@ -419,6 +480,7 @@ fn retry(
         INTERRUPTED_BY_SHUTDOWN.into(),
         how.token.into(),
         how.host.into(),
+        how.pool.into(),
         how.exclusive.into(),
     ];
     write(c, RETRY, &params, "claiming a retry")

@@ -1,0 +1,54 @@
+-- Additive (issue 30, docs/triggers.md): where a loop runs, the pools that
+-- bound how many runs go at once, and triggers other than the clock. NULL
+-- on every row written before and on every row the original writes, which
+-- is today's behaviour: any runner, no pool, the clock only.
+
+-- A loop's placement: a JSON array of labels a runner must all carry
+-- (P3), and the pool it belongs to (Q2).
+ALTER TABLE loops ADD COLUMN IF NOT EXISTS runs_on json;
+ALTER TABLE loops ADD COLUMN IF NOT EXISTS pool TEXT;
+-- Its upstream edges, a JSON array of {"loop", "on"} (T1); 1 when it runs
+-- on triggers only, with no schedule of its own.
+ALTER TABLE loops ADD COLUMN IF NOT EXISTS after_json json;
+ALTER TABLE loops ADD COLUMN IF NOT EXISTS trigger_only boolean NOT NULL DEFAULT false;
+
+-- A run counts against the pool its loop had when it was claimed (Q2),
+-- and names the trigger that started it, if any (T5).
+ALTER TABLE loop_runs ADD COLUMN IF NOT EXISTS pool TEXT;
+ALTER TABLE loop_runs ADD COLUMN IF NOT EXISTS trigger_id TEXT;
+-- The pool's running runs, counted in every claim of a member (Q3).
+CREATE INDEX IF NOT EXISTS idx_runs_pool_running ON loop_runs(pool)
+  WHERE status = 'running' AND pool IS NOT NULL;
+
+-- Each daemon's labels (P2), written at registration, a JSON array.
+ALTER TABLE daemons ADD COLUMN IF NOT EXISTS labels json;
+
+-- Q1: a pool and its limit.
+CREATE TABLE IF NOT EXISTS pools (
+  name TEXT PRIMARY KEY,
+  max_running bigint NOT NULL CHECK (max_running >= 1),
+  created_at timestamptz NOT NULL,
+  updated_at timestamptz NOT NULL
+);
+
+-- T3–T5: a trigger is a slot of its own; `run_id` is set by the claim
+-- that starts it, and `coalesced_at` when catch-up `latest` folds it into
+-- a newer one (T7).
+CREATE TABLE IF NOT EXISTS loop_triggers (
+  id TEXT PRIMARY KEY,
+  loop_id TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  source_run_id TEXT,
+  source_loop_id TEXT,
+  idempotency_key TEXT,
+  payload TEXT,
+  created_at timestamptz NOT NULL,
+  run_id TEXT,
+  coalesced_at timestamptz
+);
+CREATE UNIQUE INDEX IF NOT EXISTS loop_triggers_source
+  ON loop_triggers(loop_id, source_run_id) WHERE source_run_id IS NOT NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS loop_triggers_key
+  ON loop_triggers(loop_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS loop_triggers_pending
+  ON loop_triggers(loop_id, created_at) WHERE run_id IS NULL AND coalesced_at IS NULL;
