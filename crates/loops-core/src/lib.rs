@@ -87,8 +87,8 @@ pub use crate::usd::{Usd, UsdError};
 pub use crate::validate::{
     AgentOption, ValidationError, agent_value_reads_as_option, prompt_option_message,
     prompt_reads_as_option, sandboxes, validate_account, validate_agent_options, validate_env_name,
-    validate_label, validate_name, validate_pool_name, validate_new_loop, validate_process_target, validate_target,
-    workflow_execution_order, workflow_from_json, workflow_warnings,
+    validate_label, validate_name, validate_new_loop, validate_pool_name, validate_process_target,
+    validate_target, workflow_execution_order, workflow_from_json, workflow_warnings,
 };
 pub use crate::workflow_file::{
     MAX_WORKFLOW_PARALLEL, WorkflowFile, WorkflowFileError, read_workflow_text,

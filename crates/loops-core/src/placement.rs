@@ -51,13 +51,19 @@ mod tests {
         assert!(placement_matches(&v(&["host:a", "gpu"]), &runner));
         assert!(!placement_matches(&v(&["host:a", "arm"]), &runner));
         assert!(!placement_matches(&v(&["host:b"]), &runner));
-        assert_eq!(missing_labels(&v(&["host:a", "arm", "x"]), &runner), ["arm", "x"]);
+        assert_eq!(
+            missing_labels(&v(&["host:a", "arm", "x"]), &runner),
+            ["arm", "x"]
+        );
         assert!(missing_labels(&v(&["gpu"]), &runner).is_empty());
     }
 
     #[test]
     fn a_runner_anywhere_runs_every_loop() {
-        assert!(placement_matches(&v(&["host:b", "arm"]), &v(&["host:a", ANY_PLACEMENT])));
+        assert!(placement_matches(
+            &v(&["host:b", "arm"]),
+            &v(&["host:a", ANY_PLACEMENT])
+        ));
         assert!(!placement_matches(&v(&["host:b"]), &v(&["host:a", "**"])));
     }
 

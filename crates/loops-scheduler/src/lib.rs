@@ -62,8 +62,8 @@ pub use crate::executor::{
     ProcessExecutor, RunControl, RunError, RunExecutor, mask_database_password,
 };
 pub use crate::scheduler::{
-    DEFAULT_MAX_PARALLEL, SchedulerError, TickOptions, manual_run_scheduled_for, run_now, run_now_with,
-    should_advance_manual_run, tick,
+    DEFAULT_MAX_PARALLEL, SchedulerError, TickOptions, manual_run_scheduled_for, run_now,
+    run_now_with, should_advance_manual_run, tick,
 };
 
 /// The README's example, compiled and run as a doctest so it cannot rot.

@@ -78,8 +78,8 @@ pub use crate::loops::{
 // `loop_runs`
 pub use crate::runs::{
     Advance, CancelOutcome, CancelRequest, Claim, DEFAULT_RUN_LIMIT, FAILURE_SAMPLE_CHARS,
-    FailureGroup, Fence, Finalized, INTERRUPTED_BY_SHUTDOWN, ManualClaim, NotClaimed, OVERLAP_SKIP_REASON,
-    Recovered, Released, RunCost, RunFilter, SkipOutcome,
+    FailureGroup, Fence, Finalized, INTERRUPTED_BY_SHUTDOWN, ManualClaim, NotClaimed,
+    OVERLAP_SKIP_REASON, Recovered, Released, RunCost, RunFilter, SkipOutcome,
 };
 // `daemon_lease`
 pub use crate::lease::{LeaseAcquire, LeaseHeartbeat, LeaseRelease, LeaseRequest};

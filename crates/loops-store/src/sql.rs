@@ -288,7 +288,11 @@ pub(crate) trait Db {
     /// [`Store::with_labels`](crate::Store::with_labels). A claim refuses a
     /// loop placed on a label not among them.
     fn labels(&self) -> Vec<String> {
-        let mut labels: Vec<String> = self.host().map(loops_core::host_label).into_iter().collect();
+        let mut labels: Vec<String> = self
+            .host()
+            .map(loops_core::host_label)
+            .into_iter()
+            .collect();
         for label in self.extra_labels() {
             if !labels.contains(label) {
                 labels.push(label.clone());

@@ -55,6 +55,23 @@ pub(crate) struct PolicyOptions {
     /// run. `off` removes it on edit [default: no cap].
     #[arg(long, value_name = "USD", help_heading = "Policy")]
     pub(crate) max_cost_per_day: Option<String>,
+
+    /// Run only on daemons and hosts carrying LABEL (repeatable, or
+    /// comma-separated; all must match). `''` clears it on edit
+    /// [default: anywhere].
+    #[arg(long = "runs-on", value_name = "LABEL", help_heading = "Placement")]
+    pub(crate) runs_on: Vec<String>,
+
+    /// Run only on host NAME: short for --runs-on host:NAME (repeatable
+    /// with --runs-on).
+    #[arg(long = "host", value_name = "NAME", help_heading = "Placement")]
+    pub(crate) hosts: Vec<String>,
+
+    /// Count the loop's runs against pool NAME, which limits how many of
+    /// its members run at once on every host (`loops pools set`). `''`
+    /// leaves the pool on edit [default: none].
+    #[arg(long, value_name = "NAME", help_heading = "Placement")]
+    pub(crate) pool: Option<String>,
 }
 
 impl PolicyOptions {
@@ -62,6 +79,9 @@ impl PolicyOptions {
     pub(crate) fn given(&self) -> bool {
         !self.labels.is_empty()
             || !self.skip_exit_codes.is_empty()
+            || !self.runs_on.is_empty()
+            || !self.hosts.is_empty()
+            || self.pool.is_some()
             || [
                 &self.expires_after_runs,
                 &self.pause_after_failures,

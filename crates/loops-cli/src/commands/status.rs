@@ -170,6 +170,13 @@ impl Document for Card {
             labels => labels.join(", "),
         };
         card.key("Labels", labels);
+        // Issue 30: where it runs and its pool, only when set.
+        if !lp.policy.runs_on.is_empty() {
+            card.key("Runs on", lp.policy.runs_on.join(", "));
+        }
+        if let Some(pool) = &lp.policy.pool {
+            card.key("Pool", pool.clone());
+        }
         let width = out.layout().width();
         let room = width.map(|w| w.saturating_sub(KEY_WIDTH + 1));
         let mut policies = wrap(&policies(lp), room).into_iter();

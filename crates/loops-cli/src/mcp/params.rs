@@ -301,6 +301,12 @@ pub(crate) struct LoopOptions {
     /// Give the hooks the run's stdout and stderr, not their lengths.
     #[serde(default)]
     pub(crate) hook_show_output: bool,
+    /// Run only where every one of these labels is carried, such as
+    /// `host:build-1` or `gpu` [default: anywhere].
+    #[serde(default)]
+    pub(crate) runs_on: Labels,
+    /// The pool whose limit the loop's runs count against [default: none].
+    pub(crate) pool: Option<String>,
 }
 
 /// `loops_create_command`.

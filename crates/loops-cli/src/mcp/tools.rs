@@ -428,6 +428,9 @@ pub(crate) fn loop_options(o: LoopOptions) -> args::LoopOptions {
             max_retry_delay: duration(o.max_retry_delay),
             skip_exit_codes: o.skip_exit_code.into_iter().map(|c| c.0).collect(),
             max_cost_per_day: None,
+            runs_on: o.runs_on.0,
+            hosts: Vec::new(),
+            pool: o.pool,
         },
         hooks: HookOptions {
             on_failure: o.on_failure,

@@ -6,7 +6,7 @@
 use std::str::FromStr;
 
 use anyhow::{Result, anyhow};
-use loops_core::{Backoff, LoopPolicy, Usd, validate_label};
+use loops_core::{Backoff, LoopPolicy, Usd, validate_label, validate_pool_name};
 
 use crate::args::policy::PolicyOptions;
 
@@ -28,6 +28,8 @@ pub(crate) struct PolicyChange {
     max_retry_delay_ms: Option<u64>,
     skip_exit_codes: Option<Vec<i32>>,
     max_cost_per_day: Option<Option<Usd>>,
+    runs_on: Option<Vec<String>>,
+    pool: Option<Option<String>>,
 }
 
 /// Resolves the flags given. With `edit`, `off` removes a count
@@ -62,6 +64,18 @@ pub(crate) fn change(opts: &PolicyOptions, edit: bool) -> Result<PolicyChange> {
     if !opts.skip_exit_codes.is_empty() {
         change.skip_exit_codes = Some(skip_exit_codes(&opts.skip_exit_codes)?);
     }
+    if !opts.runs_on.is_empty() || !opts.hosts.is_empty() {
+        change.runs_on = Some(placement(&opts.runs_on, &opts.hosts)?);
+    }
+    if let Some(v) = &opts.pool {
+        let v = v.trim();
+        change.pool = Some(if v.is_empty() {
+            None
+        } else {
+            validate_pool_name(v)?;
+            Some(v.to_owned())
+        });
+    }
     if let Some(v) = &opts.max_cost_per_day {
         change.max_cost_per_day = Some(if edit && v.trim() == "off" {
             None
@@ -93,6 +107,12 @@ impl PolicyChange {
         if let Some(codes) = self.skip_exit_codes {
             policy.skip_exit_codes = codes;
         }
+        if let Some(runs_on) = self.runs_on {
+            policy.runs_on = runs_on;
+        }
+        if let Some(pool) = self.pool {
+            policy.pool = pool;
+        }
         if let Some(cap) = self.max_cost_per_day {
             policy.max_cost_per_day = cap;
         }
@@ -122,6 +142,35 @@ pub(crate) fn labels(values: &[String]) -> Result<Vec<String>> {
             continue;
         }
         validate_label(label)?;
+        if !out.iter().any(|l| l == label) {
+            out.push(label.to_owned());
+        }
+    }
+    Ok(out)
+}
+
+/// `--runs-on` labels and `--host` names (as `host:<name>`), checked, in
+/// order, without duplicates; empty values are dropped, so `--runs-on ''`
+/// clears the placement on edit (issue 30, P3).
+fn placement(runs_on: &[String], hosts: &[String]) -> Result<Vec<String>> {
+    let hosts: Vec<String> = hosts
+        .iter()
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .map(loops_core::host_label)
+        .collect();
+    let mut out: Vec<String> = Vec::new();
+    for label in runs_on
+        .iter()
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .chain(hosts.iter().map(String::as_str))
+    {
+        if label.is_empty() {
+            continue;
+        }
+        validate_label(label).map_err(|e| anyhow!("--runs-on: {}", e.message))?;
         if !out.iter().any(|l| l == label) {
             out.push(label.to_owned());
         }

@@ -183,7 +183,8 @@ impl Store {
         now: Timestamp,
         how: ManualClaim,
     ) -> Result<Claim> {
-        self.backend().claim_run(lp, slot, runner_id, now, Some(how))
+        self.backend()
+            .claim_run(lp, slot, runner_id, now, Some(how))
     }
 
     /// [`Store::claim_run`] for several slots of different loops, in one

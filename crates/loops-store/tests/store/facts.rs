@@ -258,7 +258,10 @@ fn finish(
     slot: loops_core::Timestamp,
     result: &loops_core::ExecutorResult,
 ) -> loops_core::LoopRun {
-    let run = match store.claim_manual_run(lp, slot, RUNNER_A, slot, ManualClaim::default()).unwrap() {
+    let run = match store
+        .claim_manual_run(lp, slot, RUNNER_A, slot, ManualClaim::default())
+        .unwrap()
+    {
         Claim::Claimed { run, .. } => run,
         other => panic!("not claimed: {other:?}"),
     };

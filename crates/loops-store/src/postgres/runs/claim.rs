@@ -37,9 +37,10 @@ fn loop_ids(
         .collect();
     let mut found = (HashSet::new(), BTreeSet::new());
     for row in c.query(sql, &[&ids], context)? {
-        found
-            .0
-            .insert(row.try_get::<_, String>(0).map_err(StoreError::db(context))?);
+        found.0.insert(
+            row.try_get::<_, String>(0)
+                .map_err(StoreError::db(context))?,
+        );
         if row.len() > 1 {
             if let Some(pool) = row
                 .try_get::<_, Option<String>>(1)

@@ -143,8 +143,7 @@ const RETRY: (&str, &str) = (retry!(""), retry!(" exclusive = (?10 <> 0),"));
 const POOL_LIMIT: &str = "SELECT max_running FROM pools WHERE name = ?1";
 
 /// The runs of a pool running now (`idx_runs_pool_running`).
-const POOL_RUNNING: &str =
-    "SELECT COUNT(*) FROM loop_runs WHERE pool = ?1 AND status = 'running'";
+const POOL_RUNNING: &str = "SELECT COUNT(*) FROM loop_runs WHERE pool = ?1 AND status = 'running'";
 
 impl<D: Db + ClaimTx> ClaimOps for D {
     fn claim_run(
@@ -401,10 +400,12 @@ fn pool_full(c: &mut dyn Sql, lp: &Loop) -> Result<Option<NotClaimed>> {
             |row| columns::int::<i64>(row, &["count"], 0),
         )?
         .unwrap_or(0);
-    Ok((running >= i64::from(max_running)).then(|| NotClaimed::PoolFull {
-        pool: pool.to_owned(),
-        max_running,
-    }))
+    Ok(
+        (running >= i64::from(max_running)).then(|| NotClaimed::PoolFull {
+            pool: pool.to_owned(),
+            max_running,
+        }),
+    )
 }
 
 /// Runs claim write `sql` returning the run written, if any. `params` end
