@@ -133,6 +133,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut Printer) -> Result<Outcom
         Command::Remove(args) => manage::remove(ctx, &args, out),
         Command::Cancel(args) => cancel::run(ctx, &args, out),
         Command::RunNow(args) => execute::run_now(ctx, &args, out),
+        Command::Trigger(args) => crate::commands::trigger::trigger(ctx, &args, out),
         Command::Tick(args) => execute::tick(ctx, &args, out),
         Command::Gc(args) => gc::run(ctx, &args, out),
         Command::Workflows(cmd) => workflows::run(ctx, cmd, out),
@@ -177,6 +178,7 @@ fn changes_loops(command: &Command) -> bool {
             | Command::Remove(_)
             | Command::Cancel(_)
             | Command::RunNow(_)
+            | Command::Trigger(_)
             | Command::Tick(_)
     )
 }

@@ -26,6 +26,7 @@ pub(crate) mod next;
 pub(crate) mod policy;
 pub(crate) mod report;
 pub(crate) mod serve;
+pub(crate) mod trigger;
 pub(crate) mod workflow;
 
 pub(crate) use lists::{ListArgs, RunsArgs};
@@ -132,6 +133,9 @@ pub(crate) enum Command {
     /// Run a loop now, whatever its status, and wait for the result.
     #[command(after_help = crate::args::help::RUN_NOW)]
     RunNow(RunNowArgs),
+    /// Start a loop's run soon, from a daemon that can run it, handing it a payload.
+    #[command(after_help = trigger::TRIGGER_AFTER_HELP)]
+    Trigger(trigger::TriggerArgs),
     /// Run every due slot once, then exit.
     #[command(after_help = crate::args::help::TICK)]
     Tick(TickArgs),

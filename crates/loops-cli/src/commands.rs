@@ -24,6 +24,7 @@ pub(crate) mod restore;
 pub(crate) mod runs;
 pub(crate) mod status;
 pub(crate) mod transfer;
+pub(crate) mod trigger;
 pub(crate) mod workflows;
 
 use anyhow::{Result, bail};

@@ -36,6 +36,7 @@ mod status;
 mod tagged;
 mod terminal;
 mod time;
+mod triggers;
 mod usd;
 mod validate;
 mod workflow_file;
@@ -83,6 +84,9 @@ pub use crate::status::{
 };
 pub use crate::terminal::{escape_for_terminal, hides_on_terminal};
 pub use crate::time::{Timestamp, TimestampError};
+pub use crate::triggers::{
+    AfterEdge, AfterOn, MAX_TRIGGER_PAYLOAD, MAX_TRIGGER_PAYLOAD_ENV, TriggerKind,
+};
 pub use crate::usd::{Usd, UsdError};
 pub use crate::validate::{
     AgentOption, ValidationError, agent_value_reads_as_option, prompt_option_message,

@@ -154,6 +154,16 @@ pub(crate) fn runner_secrets(base: &BTreeMap<String, String>, opts: &ExecOptions
 /// The run's spawn id (`ctx.spawn_id`) joins the base environment's
 /// `LOOPS_SPAWN_ID` first, so `accounts env` carries it too, and the
 /// target's `env` is applied over it as over the rest of the base.
+/// Variables of a target's `env` whose values are never masked in its
+/// output: `PATH`, and what a trigger tells its run (issue 30; the
+/// payload stays masked).
+const NOT_SECRET: &[&str] = &[
+    "PATH",
+    "LOOPS_TRIGGER_KIND",
+    "LOOPS_TRIGGER_LOOP",
+    "LOOPS_TRIGGER_RUN_ID",
+];
+
 pub(crate) fn build_env(
     spec: &ProcessSpec<'_>,
     meta: &RunMetadata,
@@ -180,11 +190,11 @@ pub(crate) fn build_env(
         env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
         // PATH is rewritten below and shown in the executable-not-found
         // error by design (SPEC §10 item 55); it names directories, not an
-        // identity.
+        // identity. Nor do the ids a trigger names (issue 30).
         secrets.extend(
             extra
                 .iter()
-                .filter(|(name, _)| name.as_str() != "PATH")
+                .filter(|(name, _)| !NOT_SECRET.contains(&name.as_str()))
                 .map(|(_, value)| value.as_str()),
         );
     }

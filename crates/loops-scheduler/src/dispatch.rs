@@ -35,6 +35,8 @@ mod overlap;
 mod record;
 mod state;
 mod tick_result;
+mod plan;
+mod trigger;
 
 pub use self::hooks::HookSettings;
 pub use self::lanes::Lanes;
@@ -50,8 +52,7 @@ use std::thread::Scope;
 use std::time::{Duration, Instant};
 
 use loops_core::{
-    Clock, ExecutorResult, Loop, LoopId, LoopRun, Overlap, ProcessRef, RunId, Timestamp, due_slots,
-    missing_labels, placement_matches,
+    Clock, ExecutorResult, Loop, LoopId, LoopRun, Overlap, ProcessRef, RunId, Timestamp,
 };
 use loops_exec::{CancelToken, OutputSeen, Pool, Subscription};
 use loops_store::{Claim, NotClaimed, Store, StoreError};
@@ -134,6 +135,9 @@ struct LoopWork {
     attempts_at_plan: u32,
     /// Whether any slot of this work was claimed or skipped.
     progressed: bool,
+    /// The trigger this work runs (issue 30), whose one slot is its
+    /// arrival.
+    trigger: Option<loops_store::LoopTrigger>,
 }
 
 impl LoopWork {
@@ -143,6 +147,7 @@ impl LoopWork {
             lp,
             slots,
             progressed: false,
+            trigger: None,
         }
     }
 }
@@ -280,97 +285,6 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
         }
     }
 
-    /// Recovers expired leases, expires loops, and, with `due`, queues the
-    /// due slots of every due loop that has no work queued or in flight here
-    /// (SPEC §3.1 steps 2–4).
-    ///
-    /// The daemon plans due slots only while its queue is empty: queued work
-    /// means every worker is busy, and whatever else is due would only wait
-    /// behind it.
-    pub(crate) fn plan(&mut self, due: bool) -> Result<(), StoreError> {
-        let now = self.opts.clock.now();
-        for recovered in self.store.recover_expired_run_leases(now)? {
-            self.result.recovered.push(recovered.run);
-        }
-        self.result.expired.extend(self.store.expire_loops(now)?);
-        if !due {
-            return Ok(());
-        }
-        self.parked.clear();
-        let active: HashSet<LoopId> = self.working_loops().collect();
-        let labels = self.store.labels();
-        for lp in self.store.due_loops(now, u32::MAX)? {
-            if active.contains(&lp.id) {
-                continue;
-            }
-            // Issue 30, P4: a loop placed elsewhere is left to the runners
-            // that match it (the claim refuses it here in any case).
-            if !placement_matches(&lp.policy.runs_on, &labels) {
-                if self.opts.report_misplaced {
-                    let missing = missing_labels(&lp.policy.runs_on, &labels).join(", ");
-                    self.report_error(
-                        &lp,
-                        &format!(
-                            "not run: it runs on {missing}, which this host lacks; \
-                             run it there, or pass --anywhere"
-                        ),
-                    );
-                }
-                self.parked.insert(lp.id);
-                continue;
-            }
-            match due_slots(&lp, now) {
-                Ok(slots) if !slots.is_empty() => {
-                    self.queue.push_back(LoopWork::new(lp, slots.into()));
-                }
-                Ok(_) => {
-                    self.parked.insert(lp.id);
-                }
-                Err(e) => self.pause_unplannable(&lp, &e.to_string(), now)?,
-            }
-        }
-        Ok(())
-    }
-
-    /// A loop whose stored schedule cannot be planned (a cron expression or
-    /// time zone another implementation accepted) would fail again on every
-    /// plan: it is paused with the reason recorded on it, and reported once.
-    fn pause_unplannable(
-        &mut self,
-        lp: &Loop,
-        error: &str,
-        now: Timestamp,
-    ) -> Result<(), StoreError> {
-        let reason = format!(
-            "schedule cannot be planned: {error}; loop paused \
-             (remove it and create it again with a valid schedule)"
-        );
-        match self.store.pause_loop_with_reason(&lp.id, &reason, now)? {
-            Some(_) => self.report_error(lp, &reason),
-            // Changed by someone else meanwhile: look again next time.
-            None => {
-                self.parked.insert(lp.id);
-            }
-        }
-        Ok(())
-    }
-
-    /// Loops with work queued or in flight.
-    fn working_loops(&self) -> impl Iterator<Item = LoopId> + '_ {
-        self.queue
-            .iter()
-            .map(|w| w.lp.id)
-            .chain(self.busy.keys().copied())
-    }
-
-    /// Loops the next wake-up must not wait for: those with work queued or
-    /// in flight (their progress arrives as reports) and those parked.
-    pub(crate) fn excluded_loops(&self) -> Vec<LoopId> {
-        let mut ids: HashSet<LoopId> = self.working_loops().collect();
-        ids.extend(self.parked.iter().copied());
-        ids.into_iter().collect()
-    }
-
     /// Claims and starts queued slots while there is room (SPEC §3.2).
     ///
     /// Slots are taken one per loop, in queue order, after the overlap skip;
@@ -402,6 +316,11 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
                     }
                     continue;
                 };
+                if work.trigger.is_some() {
+                    // Claimed on its own; the room is counted again.
+                    self.start_triggered(work)?;
+                    break;
+                }
                 let now = self.opts.clock.now();
                 if self.paused_over_cost_cap(&work.lp, now)? {
                     continue;
@@ -486,8 +405,12 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
         let spawn_id = claim_spawn_id(&run).map_or_else(loops_exec::new_spawn_id, str::to_owned);
         let run_id = run.id;
         let output_seen = Arc::new(OutputSeen::new(self.opts.clock.now()));
+        let executed = match &work.trigger {
+            Some(trigger) => trigger::with_trigger_env(work.lp.clone(), trigger),
+            None => work.lp.clone(),
+        };
         let (lp, worker_run, worker_cancel, worker_spawn_id, worker_seen) = (
-            work.lp.clone(),
+            executed,
             run.clone(),
             cancel.clone(),
             spawn_id.clone(),

@@ -56,6 +56,7 @@ pub(crate) trait Backend:
     + LeaseOps
     + MemberOps
     + PoolOps
+    + TriggerOps
     + DaemonOps
     + WakeOps
     + WorkflowOps
@@ -78,6 +79,7 @@ impl<T> Backend for T where
         + LeaseOps
         + MemberOps
         + PoolOps
+        + TriggerOps
         + DaemonOps
         + WakeOps
         + WorkflowOps
@@ -266,6 +268,14 @@ pub(crate) trait ClaimOps {
         now: Timestamp,
         manual: Option<crate::runs::ManualClaim>,
     ) -> Result<Claim>;
+    /// [`Store::claim_trigger`](crate::Store::claim_trigger).
+    fn claim_trigger(
+        &self,
+        lp: &Loop,
+        trigger_id: &str,
+        runner_id: &str,
+        now: Timestamp,
+    ) -> Result<Claim>;
     /// [`Store::claim_runs`](crate::Store::claim_runs).
     fn claim_runs(
         &self,
@@ -289,6 +299,28 @@ pub(crate) trait PoolOps {
     fn list_pools(&self) -> Result<Vec<crate::pools::PoolInfo>>;
     /// [`Store::remove_pool`](crate::Store::remove_pool).
     fn remove_pool(&self, name: &str) -> Result<crate::pools::PoolRemoval>;
+}
+
+/// The `loop_triggers` table (issue 30), written once over
+/// [`Db`](crate::sql::Db) in `triggers/ops.rs`.
+pub(crate) trait TriggerOps {
+    /// [`Store::add_trigger`](crate::Store::add_trigger).
+    fn add_trigger(
+        &self,
+        loop_id: &LoopId,
+        new: &crate::triggers::NewTrigger,
+        now: Timestamp,
+    ) -> Result<Option<crate::triggers::TriggerAdded>>;
+    /// [`Store::pending_triggers`](crate::Store::pending_triggers).
+    fn pending_triggers(&self) -> Result<Vec<crate::triggers::LoopTrigger>>;
+    /// [`Store::loop_triggers`](crate::Store::loop_triggers).
+    fn loop_triggers(&self, loop_id: &LoopId, limit: u32)
+    -> Result<Vec<crate::triggers::LoopTrigger>>;
+    /// [`Store::after_edges`](crate::Store::after_edges).
+    #[expect(clippy::type_complexity, reason = "the tuple is the documentation")]
+    fn after_edges(&self) -> Result<Vec<(LoopId, String, Vec<loops_core::AfterEdge>)>>;
+    /// [`Store::triggers_of_runs`](crate::Store::triggers_of_runs).
+    fn triggers_of_runs(&self, run_ids: &[RunId]) -> Result<Vec<crate::triggers::LoopTrigger>>;
 }
 
 /// The `loop_runs` table: recovery of expired leases.

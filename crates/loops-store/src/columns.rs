@@ -173,7 +173,7 @@ columns!(
         "labels", "expires_after_runs", "consecutive_successes", "pause_after_failures",
         "consecutive_failures", "backoff", "max_retry_delay_ms", "skip_exit_codes",
         "on_failure", "on_success", "hook_show_output", "max_cost_per_day_nanos", "runs_on",
-        "pool",
+        "pool", "after_json", "trigger_only",
     ]
 );
 
@@ -197,6 +197,8 @@ pub(crate) fn loop_row(row: &dyn Fields) -> Col<Loop> {
         max_cost_per_day: usd_opt(row, n, 29)?,
         runs_on: json_opt(row, n, 30)?.unwrap_or_default(),
         pool: text_opt(row, n, 31)?,
+        after: json_opt(row, n, 32)?.unwrap_or_default(),
+        trigger_only: int::<i64>(row, n, 33)? != 0,
     };
     // A streak is read only while the policy that counts it is set, so
     // the loop's JSON shows it only then.

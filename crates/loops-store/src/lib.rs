@@ -46,6 +46,7 @@ mod lease;
 mod loops;
 mod members;
 mod pools;
+mod triggers;
 mod postgres;
 mod runs;
 mod schema;
@@ -88,6 +89,7 @@ pub use crate::daemon::{HostRun, NextWake, new_lease_id};
 // `daemons`: every daemon registered on the database.
 pub use crate::members::DaemonMember;
 pub use crate::pools::{PoolInfo, PoolRemoval};
+pub use crate::triggers::{LoopTrigger, NewTrigger, TriggerAdded};
 // `workflow_specs` and `workflow_events`
 pub use crate::workflows::{
     DEFAULT_EVENT_LIST_LIMIT, DEFAULT_WORKFLOW_LIST_LIMIT, WorkflowFilter, WorkflowReplaced,

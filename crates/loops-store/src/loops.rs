@@ -160,12 +160,14 @@ pub(crate) struct PolicyColumns {
     pub(crate) max_cost_per_day_nanos: Option<i64>,
     pub(crate) runs_on: Option<String>,
     pub(crate) pool: Option<String>,
+    pub(crate) after: Option<String>,
+    pub(crate) trigger_only: bool,
 }
 
 impl PolicyColumns {
-    /// The policy and `hooks` as the last twelve parameters of a loop's
-    /// insert and edit, in their column order (`labels` … `pool`).
-    pub(crate) fn values<'a>(&'a self, hooks: &'a Hooks) -> [Value<'a>; 12] {
+    /// The policy and `hooks` as the last fourteen parameters of a loop's
+    /// insert and edit, in their column order (`labels` … `trigger_only`).
+    pub(crate) fn values<'a>(&'a self, hooks: &'a Hooks) -> [Value<'a>; 14] {
         [
             sql::json(self.labels.as_deref()),
             self.expires_after_runs.into(),
@@ -179,6 +181,8 @@ impl PolicyColumns {
             self.max_cost_per_day_nanos.into(),
             sql::json(self.runs_on.as_deref()),
             self.pool.as_deref().into(),
+            sql::json(self.after.as_deref()),
+            self.trigger_only.into(),
         ]
     }
 
@@ -218,6 +222,8 @@ impl PolicyColumns {
                 serde_json::to_string(&policy.runs_on),
             )?,
             pool: policy.pool.clone(),
+            after: array(policy.after.is_empty(), serde_json::to_string(&policy.after))?,
+            trigger_only: policy.trigger_only,
         })
     }
 }

@@ -72,6 +72,17 @@ pub(crate) struct PolicyOptions {
     /// leaves the pool on edit [default: none].
     #[arg(long, value_name = "NAME", help_heading = "Placement")]
     pub(crate) pool: Option<String>,
+
+    /// Run once after each run of LOOP that ended as OUTCOME: succeeded
+    /// (the default), failed (after its last attempt) or finished
+    /// (repeatable). `''` removes every edge on edit [default: none].
+    #[arg(
+        long,
+        value_name = "LOOP[:OUTCOME]",
+        help_heading = "Triggers",
+        add = crate::complete::loops()
+    )]
+    pub(crate) after: Vec<String>,
 }
 
 impl PolicyOptions {
@@ -82,6 +93,7 @@ impl PolicyOptions {
             || !self.runs_on.is_empty()
             || !self.hosts.is_empty()
             || self.pool.is_some()
+            || !self.after.is_empty()
             || [
                 &self.expires_after_runs,
                 &self.pause_after_failures,

@@ -140,7 +140,9 @@ impl Request for CreateLoop {
             return dry_run(lp, None);
         }
         let store = ctx.open_store()?;
-        let lp = store.create_loop(&self.new, now())?;
+        let mut new = self.new;
+        crate::resolve::policy::resolve_after(&store, &mut new.policy.after, None)?;
+        let lp = store.create_loop(&new, now())?;
         warn_if_name_shared(warnings, &store, &lp);
         if let Some(dir) = target_cwd(&lp.target) {
             cwd::warn_if_missing(warnings, dir);
@@ -176,6 +178,7 @@ impl Request for CreateWorkflow {
             warn_if_name_taken(warnings, &store, &lp);
             return dry_run(lp, Some(workflow.name));
         }
+        crate::resolve::policy::resolve_after(&store, &mut new.policy.after, None)?;
         let lp = store.create_loop(&new, now())?;
         warn_if_name_shared(warnings, &store, &lp);
         Ok(Created {

@@ -105,6 +105,10 @@ impl Request for Edit {
             Some(w) => Some(store.require_workflow(w)?.id),
             None => None,
         };
+        let mut settings = settings;
+        if let Some(after) = &mut settings.policy.after {
+            crate::resolve::policy::resolve_after(&store, after, Some(&lp))?;
+        }
         let cwd_given = target_change.cwd.is_some();
         let edited = store.edit_loop(&lp.id, now(), |stored| {
             let mut new = loop_settings(stored);
@@ -239,7 +243,7 @@ struct Settings {
     expires_at: Option<Option<Timestamp>>,
     /// `-d/--description`: `Some(None)` (from `''`) removes it.
     description: Option<Option<String>>,
-    policy: PolicyChange,
+    pub(crate) policy: PolicyChange,
     hooks: HooksChange,
 }
 

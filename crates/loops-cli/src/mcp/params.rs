@@ -307,6 +307,10 @@ pub(crate) struct LoopOptions {
     pub(crate) runs_on: Labels,
     /// The pool whose limit the loop's runs count against [default: none].
     pub(crate) pool: Option<String>,
+    /// Run once after each run of these loops that succeeded, or as
+    /// `LOOP:failed` / `LOOP:finished` says [default: none].
+    #[serde(default)]
+    pub(crate) after: Labels,
 }
 
 /// `loops_create_command`.

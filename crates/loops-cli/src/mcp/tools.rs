@@ -431,6 +431,7 @@ pub(crate) fn loop_options(o: LoopOptions) -> args::LoopOptions {
             runs_on: o.runs_on.0,
             hosts: Vec::new(),
             pool: o.pool,
+            after: o.after.0,
         },
         hooks: HookOptions {
             on_failure: o.on_failure,

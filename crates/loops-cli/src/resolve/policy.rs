@@ -5,8 +5,10 @@
 
 use std::str::FromStr;
 
-use anyhow::{Result, anyhow};
-use loops_core::{Backoff, LoopPolicy, Usd, validate_label, validate_pool_name};
+use anyhow::{Result, anyhow, bail};
+use loops_core::{
+    AfterEdge, AfterOn, Backoff, LoopPolicy, Usd, validate_label, validate_pool_name,
+};
 
 use crate::args::policy::PolicyOptions;
 
@@ -30,6 +32,9 @@ pub(crate) struct PolicyChange {
     max_cost_per_day: Option<Option<Usd>>,
     runs_on: Option<Vec<String>>,
     pool: Option<Option<String>>,
+    /// `--after` edges whose `loop_id` is still the loop as given (an id or
+    /// a name); [`resolve_after`] makes them ids.
+    pub(crate) after: Option<Vec<AfterEdge>>,
 }
 
 /// Resolves the flags given. With `edit`, `off` removes a count
@@ -76,6 +81,9 @@ pub(crate) fn change(opts: &PolicyOptions, edit: bool) -> Result<PolicyChange> {
             Some(v.to_owned())
         });
     }
+    if !opts.after.is_empty() {
+        change.after = Some(after_edges(&opts.after)?);
+    }
     if let Some(v) = &opts.max_cost_per_day {
         change.max_cost_per_day = Some(if edit && v.trim() == "off" {
             None
@@ -112,6 +120,9 @@ impl PolicyChange {
         }
         if let Some(pool) = self.pool {
             policy.pool = pool;
+        }
+        if let Some(after) = self.after {
+            policy.after = after;
         }
         if let Some(cap) = self.max_cost_per_day {
             policy.max_cost_per_day = cap;
@@ -176,6 +187,78 @@ fn placement(runs_on: &[String], hosts: &[String]) -> Result<Vec<String>> {
         }
     }
     Ok(out)
+}
+
+/// `--after` values, `LOOP[:OUTCOME]`, in order, without duplicates; `''`
+/// alone clears them (issue 30, T1). The loops stay as given.
+fn after_edges(values: &[String]) -> Result<Vec<AfterEdge>> {
+    let mut out: Vec<AfterEdge> = Vec::new();
+    for v in values.iter().map(|v| v.trim()).filter(|v| !v.is_empty()) {
+        let (loop_ref, on) = match v.rsplit_once(':') {
+            Some((l, on)) => (
+                l,
+                on.parse::<AfterOn>()
+                    .map_err(|e| anyhow!("--after {v:?}: {e}"))?,
+            ),
+            None => (v, AfterOn::Succeeded),
+        };
+        if loop_ref.is_empty() {
+            bail!("--after {v:?}: name the loop to run after, as LOOP or LOOP:succeeded");
+        }
+        let edge = AfterEdge {
+            loop_id: loop_ref.to_owned(),
+            on,
+        };
+        if !out.contains(&edge) {
+            out.push(edge);
+        }
+    }
+    Ok(out)
+}
+
+/// `edges` (from [`change`]) with each loop resolved to its id, refused
+/// when one would close a cycle through `this` (the loop being edited;
+/// `None` on create, whose new loop nothing runs after yet).
+pub(crate) fn resolve_after(
+    store: &loops_store::Store,
+    edges: &mut [AfterEdge],
+    this: Option<&loops_core::Loop>,
+) -> Result<()> {
+    let mut names = std::collections::HashMap::new();
+    for edge in edges.iter_mut() {
+        let lp = store.require_loop(&edge.loop_id)?;
+        names.insert(lp.id.to_string(), lp.name.clone());
+        edge.loop_id = lp.id.to_string();
+    }
+    let Some(this) = this else {
+        return Ok(());
+    };
+    let id = this.id.to_string();
+    names.insert(id.clone(), this.name.clone());
+    let stored = store.after_edges()?;
+    let mut pairs: Vec<(&str, &str)> = Vec::new();
+    for (from, from_name, ups) in &stored {
+        names.insert(from.to_string(), from_name.clone());
+        if from.as_str() == id {
+            continue;
+        }
+        for up in ups {
+            pairs.push((from.as_str(), up.loop_id.as_str()));
+        }
+    }
+    let upstreams: Vec<&str> = edges.iter().map(|e| e.loop_id.as_str()).collect();
+    if let Some(cycle) = loops_core::after_cycle(&pairs, &id, &upstreams) {
+        let named: Vec<&str> = cycle
+            .iter()
+            .map(|i| names.get(*i).map_or(*i, String::as_str))
+            .collect();
+        bail!(
+            "--after would make a cycle: {}; a loop cannot run after itself, \
+             directly or through others",
+            loops_core::cycle_text(&named)
+        );
+    }
+    Ok(())
 }
 
 /// `--skip-exit-code` values: 1 to 255 each, comma-separated allowed.

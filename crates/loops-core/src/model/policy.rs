@@ -53,6 +53,12 @@ pub struct LoopPolicy {
     /// The pool whose limit its runs count against (Q2); none when unset.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pool: Option<String>,
+    /// The upstream loops it runs after (T1), in the order given.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<crate::AfterEdge>,
+    /// It runs on triggers only: no schedule of its own, never due (T1).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub trigger_only: bool,
 }
 
 impl LoopPolicy {

@@ -10,7 +10,7 @@ ALTER TABLE loops ADD COLUMN IF NOT EXISTS pool TEXT;
 -- Its upstream edges, a JSON array of {"loop", "on"} (T1); 1 when it runs
 -- on triggers only, with no schedule of its own.
 ALTER TABLE loops ADD COLUMN IF NOT EXISTS after_json json;
-ALTER TABLE loops ADD COLUMN IF NOT EXISTS trigger_only boolean NOT NULL DEFAULT false;
+ALTER TABLE loops ADD COLUMN IF NOT EXISTS trigger_only bigint NOT NULL DEFAULT 0;
 
 -- A run counts against the pool its loop had when it was claimed (Q2),
 -- and names the trigger that started it, if any (T5).

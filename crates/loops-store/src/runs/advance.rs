@@ -54,6 +54,9 @@ pub enum Advance {
     /// and the loop was paused so that it does not come due again and again
     /// (SPEC §9 item 4). Resuming it retries the same computation.
     Paused(ScheduleError),
+    /// The run was started by a trigger (issue 30): the loop's schedule
+    /// did not move, and the run is not retried.
+    Triggered,
     /// The finalize was committed together with its advance, but the
     /// connection to the database was lost before the commit was
     /// acknowledged, and the re-read found the result stored (PostgreSQL,

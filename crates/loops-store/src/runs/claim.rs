@@ -11,6 +11,7 @@
 
 mod decide;
 mod ops;
+mod trigger;
 
 use loops_core::{Loop, LoopRun, Timestamp};
 
@@ -185,6 +186,23 @@ impl Store {
     ) -> Result<Claim> {
         self.backend()
             .claim_run(lp, slot, runner_id, now, Some(how))
+    }
+
+    /// Claims pending trigger `trigger_id` of `lp` for `runner_id` (issue
+    /// 30, `docs/triggers.md` T5): a new run at the trigger's arrival (or
+    /// the first free instant after it), named on the trigger, under the
+    /// placement, overlap and pool rules of a scheduled claim. A trigger no
+    /// longer pending is [`NotClaimed::Raced`]; a loop whose overlap is
+    /// `skip` with a run going is [`NotClaimed::OverlapRunning`], and the
+    /// trigger stays pending.
+    pub fn claim_trigger(
+        &self,
+        lp: &Loop,
+        trigger_id: &str,
+        runner_id: &str,
+        now: Timestamp,
+    ) -> Result<Claim> {
+        self.backend().claim_trigger(lp, trigger_id, runner_id, now)
     }
 
     /// [`Store::claim_run`] for several slots of different loops, in one

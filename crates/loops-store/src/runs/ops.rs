@@ -27,6 +27,7 @@ use crate::error::{Result, StoreError};
 use crate::random_id_bytes;
 use crate::runs::{Advance, Fence, Finalized, RunFilter, SkipOutcome, offset_ms};
 use crate::sql::{self, Db, Sql, Value};
+use crate::triggers::ops::fire_after;
 
 /// What the run operations written once ask of a backend beyond [`Db`].
 /// The defaults are SQLite's: a commit is never lost without an answer,
@@ -157,6 +158,16 @@ const FINALIZE: [&str; 2] = [
 ];
 
 /// Applies a finalize; `Some(row)` when it was written.
+/// Whether run `id` was started by a trigger (issue 30).
+fn triggered(c: &mut dyn Sql, id: &RunId) -> Result<bool> {
+    let n = c.query_int(
+        "SELECT COUNT(*) FROM loop_runs WHERE id = ?1 AND trigger_id IS NOT NULL",
+        &[id.as_str().into()],
+        "reading a run's trigger",
+    )?;
+    Ok(n > 0)
+}
+
 fn apply_finalize(
     c: &mut dyn Sql,
     run_id: &RunId,
@@ -441,6 +452,9 @@ impl<D: RunHost> RunOps for D {
                 self.write(|c| {
                     let run = apply_finalize(c, run_id, result, fence, now)?;
                     if let Some(run) = &run {
+                        // An ad-hoc run is never retried: its outcome is
+                        // final.
+                        fire_after(c, run, true, now)?;
                         c.notify(run.loop_id.as_str())?;
                     }
                     Ok(run)
@@ -468,7 +482,18 @@ impl<D: RunHost> RunOps for D {
                     lock_loop_of_run(c, run_id)?;
                     match apply_finalize(c, run_id, result, Some(fence), now)? {
                         Some(run) => {
-                            let (advance, loop_) = advance_after(c, &run, now)?;
+                            // A triggered run never moves its loop's
+                            // schedule (issue 30, T5).
+                            let (advance, loop_) = if triggered(c, &run.id)? {
+                                (Advance::Triggered, read_loop(c, &run.loop_id)?)
+                            } else {
+                                advance_after(c, &run, now)?
+                            };
+                            let retry_pending = matches!(
+                                &advance,
+                                Advance::Advanced(plan) if plan.retry_scheduled_for.is_some()
+                            );
+                            fire_after(c, &run, !retry_pending, now)?;
                             c.notify(run.loop_id.as_str())?;
                             Ok(Finalized {
                                 run,

@@ -219,6 +219,8 @@ pub(crate) fn cells(record: &Record) -> Result<(Vec<&'static str>, Vec<Cell>)> {
                     // Placement and pool (V13).
                     Cell::Json(p.runs_on.clone()),
                     text_opt(p.pool.as_deref()),
+                    Cell::Json(p.after.clone()),
+                    int(lp.policy.trigger_only),
                 ],
             )
         }

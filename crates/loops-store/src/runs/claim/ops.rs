@@ -30,7 +30,7 @@ use crate::sql::{Db, Dialect, Sql, Value};
 
 /// Reads a loop; on PostgreSQL also locks its row until the transaction
 /// ends, so the writers of one loop decide one at a time.
-const LOOP: (&str, &str) = (
+pub(super) const LOOP: (&str, &str) = (
     concat!("SELECT ", loop_columns!(), " FROM loops WHERE id = ?1"),
     concat!(
         "SELECT ",
@@ -40,7 +40,7 @@ const LOOP: (&str, &str) = (
 );
 
 /// The run of one slot.
-const SLOT: &str = concat!(
+pub(super) const SLOT: &str = concat!(
     "SELECT ",
     run_columns!(),
     " FROM loop_runs WHERE loop_id = ?1 AND scheduled_for = ?2"
@@ -161,6 +161,16 @@ impl<D: Db + ClaimTx> ClaimOps for D {
             .into_iter()
             .next()
             .unwrap_or(Claim::NotClaimed(NotClaimed::Raced)))
+    }
+
+    fn claim_trigger(
+        &self,
+        lp: &Loop,
+        trigger_id: &str,
+        runner_id: &str,
+        now: Timestamp,
+    ) -> Result<Claim> {
+        super::trigger::claim_trigger(self, lp, trigger_id, runner_id, now)
     }
 
     fn claim_runs(
@@ -360,26 +370,26 @@ impl ClaimFacts for SlotFacts<'_, '_> {
 }
 
 /// What every write of one claim sets.
-struct Claiming<'a> {
-    runner_id: &'a str,
+pub(super) struct Claiming<'a> {
+    pub(super) runner_id: &'a str,
     /// This host's name, recorded with the claim (the runner id may name
     /// none, as `manual-tick:<pid>` does): PostgreSQL's takeovers judge by
     /// it.
-    host: Option<&'a str>,
-    now: Timestamp,
-    lease: Timestamp,
-    token: &'a str,
+    pub(super) host: Option<&'a str>,
+    pub(super) now: Timestamp,
+    pub(super) lease: Timestamp,
+    pub(super) token: &'a str,
     /// PostgreSQL's `exclusive` column (see the module docs).
-    exclusive: bool,
+    pub(super) exclusive: bool,
     /// The loop's pool, which the run counts against while it runs.
-    pool: Option<&'a str>,
+    pub(super) pool: Option<&'a str>,
 }
 
 /// [`NotClaimed::PoolFull`] when `lp` belongs to a pool whose limit its
 /// running runs reach (issue 30, Q3): counted inside the claim's
 /// transaction, under the pool's lock. A pool removed meanwhile limits
 /// nothing.
-fn pool_full(c: &mut dyn Sql, lp: &Loop) -> Result<Option<NotClaimed>> {
+pub(super) fn pool_full(c: &mut dyn Sql, lp: &Loop) -> Result<Option<NotClaimed>> {
     let Some(pool) = lp.policy.pool.as_deref() else {
         return Ok(None);
     };
@@ -423,7 +433,7 @@ fn write(
     c.query_opt(sql, params, ("loop_runs", what), columns::run_row)
 }
 
-fn insert(
+pub(super) fn insert(
     c: &mut dyn Sql,
     lp: &Loop,
     slot: Timestamp,

@@ -1,0 +1,108 @@
+//! Triggers other than the clock (issue 30, `docs/triggers.md` T1–T7).
+//!
+//! A trigger is a row of `loop_triggers`: a pending slot of its loop that
+//! a runner claims like a scheduled one (`runs/claim/trigger.rs`), under
+//! the same placement, pool and overlap rules. Rows come from three
+//! places: the finalize of an upstream run, inside its transaction, for
+//! each loop that runs `--after` it (kind `after`, unique per upstream
+//! run); `loops trigger` and the dashboard's webhook (kind `manual`,
+//! unique per idempotency key); and a watched path (kind `watch`).
+//!
+//! A triggered run never moves its loop's schedule, and is not retried.
+
+use loops_core::{LoopId, RunId, Timestamp, TriggerKind};
+use serde::Serialize;
+
+use crate::Store;
+use crate::error::Result;
+
+pub(crate) mod ops;
+
+/// One trigger of a loop.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoopTrigger {
+    /// Its id (12 hex characters).
+    pub id: String,
+    /// The loop it starts.
+    pub loop_id: LoopId,
+    /// What made it.
+    pub kind: TriggerKind,
+    /// The upstream run, for `after`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_run_id: Option<RunId>,
+    /// The upstream loop, for `after`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_loop_id: Option<LoopId>,
+    /// The key that makes a repeated delivery run once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// The payload, handed to the run; shown only on request.
+    #[serde(skip)]
+    pub payload: Option<String>,
+    /// When it arrived.
+    pub created_at: Timestamp,
+    /// The run it started, once claimed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<RunId>,
+    /// When catch-up `latest` folded it into a newer trigger (T7).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coalesced_at: Option<Timestamp>,
+}
+
+/// A trigger to add by hand ([`Store::add_trigger`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewTrigger {
+    /// Given to the run (at most [`loops_core::MAX_TRIGGER_PAYLOAD`]
+    /// bytes; the caller checks).
+    pub payload: Option<String>,
+    /// A repeated delivery with the same key adds nothing.
+    pub idempotency_key: Option<String>,
+}
+
+/// What [`Store::add_trigger`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TriggerAdded {
+    /// The trigger: the new one, or the first one with the same key.
+    pub trigger: LoopTrigger,
+    /// False when a trigger with the same idempotency key was there
+    /// already, and nothing was added.
+    pub added: bool,
+}
+
+impl Store {
+    /// Adds a `manual` trigger to loop `loop_id` (T4), and wakes the
+    /// daemons. With an idempotency key already used for the loop, adds
+    /// nothing and returns the first trigger. `None` when the loop does
+    /// not exist.
+    pub fn add_trigger(
+        &self,
+        loop_id: &LoopId,
+        new: &NewTrigger,
+        now: Timestamp,
+    ) -> Result<Option<TriggerAdded>> {
+        self.backend().add_trigger(loop_id, new, now)
+    }
+
+    /// The pending triggers of every loop, oldest first per loop, with the
+    /// loops they belong to grouped together.
+    pub fn pending_triggers(&self) -> Result<Vec<LoopTrigger>> {
+        self.backend().pending_triggers()
+    }
+
+    /// The newest `limit` triggers of loop `loop_id`, newest first.
+    pub fn loop_triggers(&self, loop_id: &LoopId, limit: u32) -> Result<Vec<LoopTrigger>> {
+        self.backend().loop_triggers(loop_id, limit)
+    }
+
+    /// Every loop that runs after others, with its name and its edges
+    /// (T1), for the cycle check of `create` and `edit`.
+    pub fn after_edges(&self) -> Result<Vec<(LoopId, String, Vec<loops_core::AfterEdge>)>> {
+        self.backend().after_edges()
+    }
+
+    /// The triggers that started the runs `run_ids`, for `runs` (T10).
+    pub fn triggers_of_runs(&self, run_ids: &[RunId]) -> Result<Vec<LoopTrigger>> {
+        self.backend().triggers_of_runs(run_ids)
+    }
+}
