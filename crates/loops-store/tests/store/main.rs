@@ -20,3 +20,4 @@ mod loops;
 mod opening;
 mod policies;
 mod recover;
+mod triggers;

@@ -1,0 +1,212 @@
+//! Triggers (issue 30, `docs/triggers.md` T3–T7, X1): an upstream run's
+//! finalize adds exactly one trigger per downstream loop, a key makes a
+//! repeated delivery add nothing, and a trigger is claimed once, as a slot
+//! of its own that never moves its loop's schedule.
+
+use loops_core::{AfterEdge, AfterOn, ExecutorStatus, Loop, LoopRun, RunStatus, TriggerKind};
+use loops_store::{Advance, Claim, Fence, NewTrigger, NotClaimed, Store};
+
+use crate::common::*;
+
+/// A loop that runs after `up` on `on`.
+fn downstream(store: &Store, name: &str, up: &Loop, on: AfterOn) -> Loop {
+    let mut new = interval_loop(name);
+    new.policy.after = vec![AfterEdge {
+        loop_id: up.id.to_string(),
+        on,
+    }];
+    store.create_loop(&new, t0()).unwrap()
+}
+
+fn claimed(claim: Claim) -> LoopRun {
+    match claim {
+        Claim::Claimed { run, .. } => run,
+        other => panic!("not claimed: {other:?}"),
+    }
+}
+
+fn finish(store: &Store, run: &LoopRun, status: ExecutorStatus, at: loops_core::Timestamp) {
+    let done = store
+        .finalize_and_advance(&run.id, &result(status, at), &Fence::new(RUNNER_A), at)
+        .unwrap();
+    assert!(done.applied);
+}
+
+#[test]
+fn an_upstream_run_triggers_each_downstream_loop_exactly_once() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let up = create(&store, "up", 1);
+    let on_success = downstream(&store, "on-success", &up, AfterOn::Succeeded);
+    let on_failure = downstream(&store, "on-failure", &up, AfterOn::Failed);
+    let run = claimed(store.claim_run(&up, t0(), RUNNER_A, t0()).unwrap());
+    finish(&store, &run, ExecutorStatus::Succeeded, t0().add_ms(10));
+    // A second finalize (fenced out, the row is finished) adds nothing.
+    let again = store
+        .finalize_and_advance(
+            &run.id,
+            &result(ExecutorStatus::Succeeded, t0().add_ms(20)),
+            &Fence::new(RUNNER_A),
+            t0().add_ms(20),
+        )
+        .unwrap();
+    assert!(!again.applied);
+    let pending = store.pending_triggers().unwrap();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    let t = &pending[0];
+    assert_eq!(t.loop_id, on_success.id);
+    assert_eq!(t.kind, TriggerKind::After);
+    assert_eq!(t.source_run_id, Some(run.id));
+    assert_eq!(t.source_loop_id, Some(up.id));
+    assert!(store.loop_triggers(&on_failure.id, 10).unwrap().is_empty());
+}
+
+#[test]
+fn a_failed_edge_waits_for_the_last_attempt() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let up = create(&store, "flaky", 2);
+    let down = downstream(&store, "cleanup", &up, AfterOn::Failed);
+    let first = claimed(store.claim_run(&up, t0(), RUNNER_A, t0()).unwrap());
+    finish(&store, &first, ExecutorStatus::Failed, t0().add_ms(10));
+    assert!(
+        store.pending_triggers().unwrap().is_empty(),
+        "a retry is still to come"
+    );
+    let retry_at = t0().add_ms(120_000);
+    let second = claimed(store.claim_run(&up, t0(), RUNNER_A, retry_at).unwrap());
+    assert_eq!((second.id, second.attempt), (first.id, 2));
+    finish(&store, &second, ExecutorStatus::Failed, retry_at.add_ms(10));
+    let pending = store.pending_triggers().unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].loop_id, down.id);
+}
+
+#[test]
+fn a_trigger_is_claimed_once_and_never_moves_the_schedule() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let lp = create(&store, "deploy", 1);
+    let at = t0().add_ms(5_000);
+    let added = store
+        .add_trigger(&lp.id, &NewTrigger::default(), at)
+        .unwrap()
+        .unwrap();
+    assert!(added.added);
+    let run = claimed(
+        store
+            .claim_trigger(&lp, &added.trigger.id, RUNNER_A, at.add_ms(1))
+            .unwrap(),
+    );
+    assert_eq!(run.scheduled_for, at);
+    // The same trigger again: nothing.
+    assert!(matches!(
+        store
+            .claim_trigger(&lp, &added.trigger.id, RUNNER_B, at.add_ms(2))
+            .unwrap(),
+        Claim::NotClaimed(NotClaimed::Raced)
+    ));
+    let done = store
+        .finalize_and_advance(
+            &run.id,
+            &result(ExecutorStatus::Failed, at.add_ms(10)),
+            &Fence::new(RUNNER_A),
+            at.add_ms(10),
+        )
+        .unwrap();
+    assert_eq!(done.advance, Advance::Triggered);
+    let after = done.loop_.unwrap();
+    assert_eq!(after.next_run_at, lp.next_run_at);
+    assert_eq!(after.retry_scheduled_for, None);
+    let stored = store.loop_triggers(&lp.id, 10).unwrap();
+    assert_eq!(stored[0].run_id, Some(run.id));
+    assert_eq!(store.triggers_of_runs(&[run.id]).unwrap()[0].id, added.trigger.id);
+}
+
+#[test]
+fn a_repeated_delivery_with_the_same_key_adds_nothing() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let lp = create(&store, "hook", 1);
+    let new = NewTrigger {
+        payload: Some(r#"{"ref":"main"}"#.into()),
+        idempotency_key: Some("build-4711".into()),
+    };
+    let first = store.add_trigger(&lp.id, &new, t0()).unwrap().unwrap();
+    let second = store
+        .add_trigger(&lp.id, &new, t0().add_ms(5))
+        .unwrap()
+        .unwrap();
+    assert!(first.added && !second.added);
+    assert_eq!(second.trigger.id, first.trigger.id);
+    assert_eq!(second.trigger.payload.as_deref(), Some(r#"{"ref":"main"}"#));
+    assert_eq!(store.pending_triggers().unwrap().len(), 1);
+    // Another key, or none, is another delivery.
+    store.add_trigger(&lp.id, &NewTrigger::default(), t0()).unwrap();
+    assert_eq!(store.pending_triggers().unwrap().len(), 2);
+    // A loop that does not exist takes none.
+    let missing = "0123456789ab".parse().unwrap();
+    assert!(store.add_trigger(&missing, &new, t0()).unwrap().is_none());
+}
+
+#[test]
+fn catch_up_latest_folds_older_triggers_into_the_newest() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let lp = create(&store, "latest", 1);
+    for i in 0..3 {
+        store
+            .add_trigger(&lp.id, &NewTrigger::default(), t0().add_ms(i))
+            .unwrap();
+    }
+    let pending = store.pending_triggers().unwrap();
+    assert_eq!(pending.len(), 3);
+    let newest = pending.last().unwrap();
+    claimed(store.claim_trigger(&lp, &newest.id, RUNNER_A, t0().add_ms(10)).unwrap());
+    assert!(store.pending_triggers().unwrap().is_empty());
+    let coalesced = store
+        .loop_triggers(&lp.id, 10)
+        .unwrap()
+        .iter()
+        .filter(|t| t.coalesced_at.is_some())
+        .count();
+    assert_eq!(coalesced, 2);
+}
+
+#[test]
+fn a_trigger_waits_while_its_skip_loop_runs_and_for_room_in_its_pool() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let lp = create(&store, "busy", 1);
+    let running = claimed(store.claim_run(&lp, t0(), RUNNER_A, t0()).unwrap());
+    let t = store
+        .add_trigger(&lp.id, &NewTrigger::default(), t0().add_ms(1))
+        .unwrap()
+        .unwrap()
+        .trigger;
+    match store.claim_trigger(&lp, &t.id, RUNNER_A, t0().add_ms(2)).unwrap() {
+        Claim::NotClaimed(NotClaimed::OverlapRunning(other)) => assert_eq!(other.id, running.id),
+        other => panic!("not refused: {other:?}"),
+    }
+    assert_eq!(store.pending_triggers().unwrap().len(), 1, "still pending");
+    // A member of a full pool waits too.
+    store.set_pool("one", 1, t0()).unwrap();
+    let mut new = interval_loop("member");
+    new.policy.pool = Some("one".into());
+    let a = store.create_loop(&new, t0()).unwrap();
+    new.name = "member-2".into();
+    let b = store.create_loop(&new, t0()).unwrap();
+    claimed(store.claim_run(&a, t0(), RUNNER_A, t0()).unwrap());
+    let tb = store
+        .add_trigger(&b.id, &NewTrigger::default(), t0().add_ms(1))
+        .unwrap()
+        .unwrap()
+        .trigger;
+    assert!(matches!(
+        store.claim_trigger(&b, &tb.id, RUNNER_A, t0().add_ms(2)).unwrap(),
+        Claim::NotClaimed(NotClaimed::PoolFull { ref pool, max_running: 1 }) if pool == "one"
+    ));
+    finish(&store, &running, ExecutorStatus::Succeeded, t0().add_ms(3));
+    let run = claimed(store.claim_trigger(&lp, &t.id, RUNNER_A, t0().add_ms(4)).unwrap());
+    assert_eq!(run.status, RunStatus::Running);
+}
