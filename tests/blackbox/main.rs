@@ -44,6 +44,7 @@ mod serve_pages;
 mod status;
 mod transfer;
 mod traps;
+mod triggers;
 mod ui;
 mod workflow_control;
 mod workflow_output;

@@ -1,0 +1,117 @@
+//! Issue 30, triggers other than the clock (`docs/triggers.md` T1–T6):
+//! `--after` chains, `loops trigger` with a payload and an idempotency
+//! key, what a triggered run is told, and the refusal of a cycle.
+
+use std::time::Duration;
+
+use loops_tests::{Daemon, TestEnv, wait_for};
+use serde_json::Value;
+
+/// A command that prints what its trigger told it.
+const SHOW: &str = "echo \"kind=$LOOPS_TRIGGER_KIND loop=$LOOPS_TRIGGER_LOOP \
+    run=$LOOPS_TRIGGER_RUN_ID payload=$LOOPS_TRIGGER_PAYLOAD\"";
+
+fn runs(env: &TestEnv, name: &str) -> Vec<Value> {
+    let runs = env
+        .loops(["--json", "runs", name, "--show-output"])
+        .run()
+        .json();
+    runs.as_array().cloned().unwrap_or_default()
+}
+
+#[test]
+fn a_loop_after_another_runs_once_per_upstream_run_and_is_told_which() {
+    let env = TestEnv::new();
+    env.loops(["create", "command", "build", "--every", "1h", "--cmd", "true"])
+        .run();
+    env.loops(["create", "command", "deploy", "--every", "1h"])
+        .args(["--after", "build", "--cmd", SHOW])
+        .run();
+    let shown = env.loops(["--json", "show", "deploy"]).run().json();
+    let build = env.loops(["--json", "show", "build"]).run().json();
+    assert_eq!(shown["after"][0]["loop"], build["id"]);
+    assert_eq!(shown["after"][0]["on"], "succeeded");
+
+    env.loops(["run-now", "build"]).run();
+    let upstream = runs(&env, "build")[0]["id"].as_str().unwrap().to_owned();
+    // Two ticks: the second finds nothing more to start.
+    env.loops(["tick"]).run();
+    env.loops(["tick"]).run();
+    let ran = runs(&env, "deploy");
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    assert_eq!(
+        ran[0]["stdout"],
+        format!(
+            "kind=after loop={} run={upstream} payload=\n",
+            build["id"].as_str().unwrap()
+        )
+    );
+    // A triggered run leaves the schedule where it was.
+    let after = env.loops(["--json", "show", "deploy"]).run().json();
+    assert_eq!(after["nextRunAt"], shown["nextRunAt"]);
+}
+
+#[test]
+fn a_cycle_of_after_edges_is_refused_naming_its_loops() {
+    let env = TestEnv::new();
+    env.loops(["create", "command", "a", "--every", "1h", "--cmd", "true"])
+        .run();
+    env.loops(["create", "command", "b", "--every", "1h", "--after", "a"])
+        .args(["--cmd", "true"])
+        .run();
+    env.loops(["edit", "a", "--after", "b:finished"])
+        .code(1)
+        .stderr_has("--after would make a cycle: a → b → a")
+        .run();
+    env.loops(["edit", "a", "--after", "nope"])
+        .code(1)
+        .stderr_has("loop not found: nope")
+        .run();
+    env.loops(["edit", "b", "--after", "a:done"])
+        .code(1)
+        .stderr_has("use succeeded, failed or finished")
+        .run();
+    // `''` removes the edges.
+    env.loops(["edit", "b", "--after", ""]).run();
+    let b = env.loops(["--json", "show", "b"]).run().json();
+    assert!(b.get("after").is_none(), "{b}");
+}
+
+#[test]
+fn a_trigger_hands_its_payload_once_per_key_through_the_daemon() {
+    let env = TestEnv::new();
+    env.loops(["create", "command", "hook", "--every", "1h", "--cmd", SHOW])
+        .run();
+    env.loops(["trigger", "hook", "--payload", "[1,2]", "--payload", "{"])
+        .code(2)
+        .run();
+    env.loops(["trigger", "hook", "--payload", "{"])
+        .code(1)
+        .stderr_has("--payload must be JSON")
+        .run();
+    let first = env
+        .loops(["--json", "trigger", "hook", "--payload", "{\"ref\":\"main\"}"])
+        .args(["--idempotency-key", "build-1"])
+        .run()
+        .json();
+    assert_eq!(first["added"], true);
+    assert_eq!(first["kind"], "manual");
+    env.loops(["trigger", "hook", "--idempotency-key", "build-1"])
+        .stdout_has("already triggered hook")
+        .run();
+    let _daemon = Daemon::start(&env, &[]);
+    let ran = wait_for("the triggered run", Duration::from_secs(30), || {
+        let ran = runs(&env, "hook");
+        (ran.len() == 1 && ran[0]["status"] == "succeeded").then_some(ran)
+    });
+    // The payload reached the run; as every value a run is handed in its
+    // environment, it is masked in the stored output.
+    assert_eq!(
+        ran[0]["stdout"],
+        "kind=manual loop= run= payload=[redacted]\n"
+    );
+    // The key was used: nothing more runs.
+    env.loops(["trigger", "hook", "--idempotency-key", "build-1"])
+        .stdout_has("already triggered hook")
+        .run();
+}
