@@ -22,8 +22,10 @@ fn runs(env: &TestEnv, name: &str) -> Vec<Value> {
 #[test]
 fn a_loop_after_another_runs_once_per_upstream_run_and_is_told_which() {
     let env = TestEnv::new();
-    env.loops(["create", "command", "build", "--every", "1h", "--cmd", "true"])
-        .run();
+    env.loops([
+        "create", "command", "build", "--every", "1h", "--cmd", "true",
+    ])
+    .run();
     env.loops(["create", "command", "deploy", "--every", "1h"])
         .args(["--after", "build", "--cmd", SHOW])
         .run();
@@ -90,7 +92,13 @@ fn a_trigger_hands_its_payload_once_per_key_through_the_daemon() {
         .stderr_has("--payload must be JSON")
         .run();
     let first = env
-        .loops(["--json", "trigger", "hook", "--payload", "{\"ref\":\"main\"}"])
+        .loops([
+            "--json",
+            "trigger",
+            "hook",
+            "--payload",
+            "{\"ref\":\"main\"}",
+        ])
         .args(["--idempotency-key", "build-1"])
         .run()
         .json();

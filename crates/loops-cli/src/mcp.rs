@@ -26,6 +26,7 @@
 mod cancel;
 mod health;
 mod mask;
+mod options;
 pub(crate) mod params;
 mod quote;
 mod server;

@@ -32,10 +32,10 @@ mod cost_cap;
 mod hooks;
 mod lanes;
 mod overlap;
+mod plan;
 mod record;
 mod state;
 mod tick_result;
-mod plan;
 mod trigger;
 
 pub use self::hooks::HookSettings;

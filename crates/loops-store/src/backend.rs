@@ -314,10 +314,12 @@ pub(crate) trait TriggerOps {
     /// [`Store::pending_triggers`](crate::Store::pending_triggers).
     fn pending_triggers(&self) -> Result<Vec<crate::triggers::LoopTrigger>>;
     /// [`Store::loop_triggers`](crate::Store::loop_triggers).
-    fn loop_triggers(&self, loop_id: &LoopId, limit: u32)
-    -> Result<Vec<crate::triggers::LoopTrigger>>;
+    fn loop_triggers(
+        &self,
+        loop_id: &LoopId,
+        limit: u32,
+    ) -> Result<Vec<crate::triggers::LoopTrigger>>;
     /// [`Store::after_edges`](crate::Store::after_edges).
-    #[expect(clippy::type_complexity, reason = "the tuple is the documentation")]
     fn after_edges(&self) -> Result<Vec<(LoopId, String, Vec<loops_core::AfterEdge>)>>;
     /// [`Store::triggers_of_runs`](crate::Store::triggers_of_runs).
     fn triggers_of_runs(&self, run_ids: &[RunId]) -> Result<Vec<crate::triggers::LoopTrigger>>;

@@ -46,7 +46,6 @@ mod lease;
 mod loops;
 mod members;
 mod pools;
-mod triggers;
 mod postgres;
 mod runs;
 mod schema;
@@ -57,6 +56,7 @@ mod steps;
 #[doc(hidden)]
 pub mod testing;
 mod transfer;
+mod triggers;
 mod workflow_runs;
 mod workflows;
 

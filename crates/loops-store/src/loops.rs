@@ -222,7 +222,10 @@ impl PolicyColumns {
                 serde_json::to_string(&policy.runs_on),
             )?,
             pool: policy.pool.clone(),
-            after: array(policy.after.is_empty(), serde_json::to_string(&policy.after))?,
+            after: array(
+                policy.after.is_empty(),
+                serde_json::to_string(&policy.after),
+            )?,
             trigger_only: policy.trigger_only,
         })
     }

@@ -5,12 +5,12 @@ use anyhow::{Result, bail};
 use loops_core::MAX_TRIGGER_PAYLOAD;
 use loops_store::{LoopTrigger, NewTrigger};
 
+use super::now;
 use crate::args::trigger::TriggerArgs;
 use crate::context::Context;
 use crate::exit::Outcome;
 use crate::render::Printer;
 use crate::request::{self, Document, Request, Warnings};
-use super::now;
 
 /// `trigger`.
 pub(crate) fn trigger(ctx: &Context, args: &TriggerArgs, out: &mut Printer) -> Result<Outcome> {
@@ -91,9 +91,7 @@ impl Document for Triggered {
         if self.added {
             out.line(&format!(
                 "triggered {} ({}): trigger {}",
-                self.name,
-                t.loop_id,
-                t.id
+                self.name, t.loop_id, t.id
             ))?;
         } else {
             out.line(&format!(

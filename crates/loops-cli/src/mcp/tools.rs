@@ -14,16 +14,16 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+pub(crate) use super::options::loop_options;
 use super::params::{
     Count, CreateCommandParams, CreateWorkflowParams, Duration, LabelsParams, ListParams,
-    LoopOptions, LoopParams, NoParams, RunInspectParams, RunNowParams, RunsParams, ShowParams,
-    ValidateParams, WorkflowParams, WorkflowsListParams,
+    LoopParams, NoParams, RunInspectParams, RunNowParams, RunsParams, ShowParams, ValidateParams,
+    WorkflowParams, WorkflowsListParams,
 };
 use super::{ALLOW_MUTATIONS, Access};
 use crate::app::Captured;
 use crate::args::daemon::{Daemon, DoctorArgs};
-use crate::args::hook::HookOptions;
-use crate::args::policy::{LabelsArgs, LabelsCommand, PolicyOptions};
+use crate::args::policy::{LabelsArgs, LabelsCommand};
 use crate::args::workflow::{self, Workflows};
 use crate::args::{self, AccountOptions, Command, Create, LoopRef};
 use crate::context::Context;
@@ -266,11 +266,11 @@ fn output_allowed(show_output: bool, access: Access) -> Result<()> {
     Ok(())
 }
 
-fn count(value: Option<Count>) -> Option<String> {
+pub(super) fn count(value: Option<Count>) -> Option<String> {
     value.map(|c| c.0)
 }
 
-fn duration(value: Option<Duration>) -> Option<String> {
+pub(super) fn duration(value: Option<Duration>) -> Option<String> {
     value.map(|d| d.0)
 }
 
@@ -398,47 +398,6 @@ fn workflow_validate(ctx: &Context, args: &JsonObject, access: Access) -> Result
             out,
         )
     }))
-}
-
-/// The options every create command shares; what is not given takes the
-/// command line's default.
-pub(crate) fn loop_options(o: LoopOptions) -> args::LoopOptions {
-    let or = |value: Option<String>, default: &str| value.unwrap_or_else(|| default.to_owned());
-    args::LoopOptions {
-        name: o.name,
-        at: o.at,
-        every: duration(o.every),
-        cron: o.cron,
-        dynamic: o.dynamic,
-        tz: o.tz,
-        catch_up: or(o.catch_up, args::DEFAULT_CATCH_UP),
-        catch_up_limit: or(count(o.catch_up_limit), args::DEFAULT_CATCH_UP_LIMIT),
-        overlap: or(o.overlap, args::DEFAULT_OVERLAP),
-        attempts: or(count(o.attempts), args::DEFAULT_ATTEMPTS),
-        retry_delay: or(duration(o.retry_delay), args::DEFAULT_RETRY_DELAY),
-        lease: or(duration(o.lease), args::DEFAULT_LEASE),
-        expires_at: o.expires_at,
-        description: o.description,
-        dry_run: false,
-        policy: PolicyOptions {
-            labels: o.label.0,
-            expires_after_runs: count(o.expires_after_runs),
-            pause_after_failures: count(o.pause_after_failures),
-            backoff: o.backoff,
-            max_retry_delay: duration(o.max_retry_delay),
-            skip_exit_codes: o.skip_exit_code.into_iter().map(|c| c.0).collect(),
-            max_cost_per_day: None,
-            runs_on: o.runs_on.0,
-            hosts: Vec::new(),
-            pool: o.pool,
-            after: o.after.0,
-        },
-        hooks: HookOptions {
-            on_failure: o.on_failure,
-            on_success: o.on_success,
-            hook_show_output: o.hook_show_output,
-        },
-    }
 }
 
 /// The request of `loops_create_command`.

@@ -39,8 +39,7 @@ impl Dispatcher<'_, '_> {
             let Some(lp) = self.store.get_loop(&loop_id)? else {
                 continue;
             };
-            if lp.status != LoopStatus::Active || !placement_matches(&lp.policy.runs_on, labels)
-            {
+            if lp.status != LoopStatus::Active || !placement_matches(&lp.policy.runs_on, labels) {
                 continue;
             }
             let trigger = if lp.catch_up == CatchUp::All {

@@ -61,7 +61,10 @@ const INSERT: (&str, &str) = (
 );
 
 fn new_trigger_id() -> String {
-    random_id_bytes().iter().map(|b| format!("{b:02x}")).collect()
+    random_id_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Inserts one trigger row; whether it was new.
@@ -88,12 +91,7 @@ fn insert(c: &mut dyn Sql, t: &LoopTrigger) -> Result<bool> {
 /// (T3), inside the transaction that finalized it: exactly once per
 /// upstream run, whoever finalizes it, since `(loop, source run)` is
 /// unique. `last` says no retry of the run is to come.
-pub(crate) fn fire_after(
-    c: &mut dyn Sql,
-    run: &LoopRun,
-    last: bool,
-    now: Timestamp,
-) -> Result<()> {
+pub(crate) fn fire_after(c: &mut dyn Sql, run: &LoopRun, last: bool, now: Timestamp) -> Result<()> {
     if run.status == RunStatus::Running {
         return Ok(());
     }
@@ -177,8 +175,14 @@ impl<D: Db> TriggerOps for D {
             }
             // The key was used already: the first delivery's row.
             let first = c.query_opt(
-                concat!(trigger_select!(), " WHERE loop_id = ?1 AND idempotency_key = ?2"),
-                &[loop_id.as_str().into(), new.idempotency_key.as_deref().into()],
+                concat!(
+                    trigger_select!(),
+                    " WHERE loop_id = ?1 AND idempotency_key = ?2"
+                ),
+                &[
+                    loop_id.as_str().into(),
+                    new.idempotency_key.as_deref().into(),
+                ],
                 ("loop_triggers", "reading a trigger by key"),
                 trigger_row,
             )?;

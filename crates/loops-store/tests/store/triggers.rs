@@ -120,7 +120,10 @@ fn a_trigger_is_claimed_once_and_never_moves_the_schedule() {
     assert_eq!(after.retry_scheduled_for, None);
     let stored = store.loop_triggers(&lp.id, 10).unwrap();
     assert_eq!(stored[0].run_id, Some(run.id));
-    assert_eq!(store.triggers_of_runs(&[run.id]).unwrap()[0].id, added.trigger.id);
+    assert_eq!(
+        store.triggers_of_runs(&[run.id]).unwrap()[0].id,
+        added.trigger.id
+    );
 }
 
 #[test]
@@ -142,7 +145,9 @@ fn a_repeated_delivery_with_the_same_key_adds_nothing() {
     assert_eq!(second.trigger.payload.as_deref(), Some(r#"{"ref":"main"}"#));
     assert_eq!(store.pending_triggers().unwrap().len(), 1);
     // Another key, or none, is another delivery.
-    store.add_trigger(&lp.id, &NewTrigger::default(), t0()).unwrap();
+    store
+        .add_trigger(&lp.id, &NewTrigger::default(), t0())
+        .unwrap();
     assert_eq!(store.pending_triggers().unwrap().len(), 2);
     // A loop that does not exist takes none.
     let missing = "0123456789ab".parse().unwrap();
@@ -162,7 +167,11 @@ fn catch_up_latest_folds_older_triggers_into_the_newest() {
     let pending = store.pending_triggers().unwrap();
     assert_eq!(pending.len(), 3);
     let newest = pending.last().unwrap();
-    claimed(store.claim_trigger(&lp, &newest.id, RUNNER_A, t0().add_ms(10)).unwrap());
+    claimed(
+        store
+            .claim_trigger(&lp, &newest.id, RUNNER_A, t0().add_ms(10))
+            .unwrap(),
+    );
     assert!(store.pending_triggers().unwrap().is_empty());
     let coalesced = store
         .loop_triggers(&lp.id, 10)
@@ -184,7 +193,10 @@ fn a_trigger_waits_while_its_skip_loop_runs_and_for_room_in_its_pool() {
         .unwrap()
         .unwrap()
         .trigger;
-    match store.claim_trigger(&lp, &t.id, RUNNER_A, t0().add_ms(2)).unwrap() {
+    match store
+        .claim_trigger(&lp, &t.id, RUNNER_A, t0().add_ms(2))
+        .unwrap()
+    {
         Claim::NotClaimed(NotClaimed::OverlapRunning(other)) => assert_eq!(other.id, running.id),
         other => panic!("not refused: {other:?}"),
     }
@@ -207,6 +219,10 @@ fn a_trigger_waits_while_its_skip_loop_runs_and_for_room_in_its_pool() {
         Claim::NotClaimed(NotClaimed::PoolFull { ref pool, max_running: 1 }) if pool == "one"
     ));
     finish(&store, &running, ExecutorStatus::Succeeded, t0().add_ms(3));
-    let run = claimed(store.claim_trigger(&lp, &t.id, RUNNER_A, t0().add_ms(4)).unwrap());
+    let run = claimed(
+        store
+            .claim_trigger(&lp, &t.id, RUNNER_A, t0().add_ms(4))
+            .unwrap(),
+    );
     assert_eq!(run.status, RunStatus::Running);
 }

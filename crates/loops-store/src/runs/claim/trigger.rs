@@ -195,7 +195,11 @@ impl<D: Db> ClaimSteps for TriggerClaim<'_, D> {
         )?;
         let run: Option<LoopRun> = match trigger.and_then(|t| t.run_id) {
             Some(run_id) => c.query_opt(
-                concat!("SELECT ", crate::columns::run_columns!(), " FROM loop_runs WHERE id = ?1"),
+                concat!(
+                    "SELECT ",
+                    crate::columns::run_columns!(),
+                    " FROM loop_runs WHERE id = ?1"
+                ),
                 &[run_id.as_str().into()],
                 ("loop_runs", "reading a run"),
                 columns::run_row,
