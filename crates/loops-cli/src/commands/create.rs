@@ -131,7 +131,9 @@ impl Request for CreateLoop {
     fn run(self, ctx: &Context, warnings: &mut Warnings) -> Result<Created> {
         if self.dry_run {
             let lp = loops_store::loop_to_create(&self.new, now())?;
-            if let Some(store) = ctx.open_existing_store()? {
+            let store = ctx.open_existing_store()?;
+            super::pools::require_pool(store.as_ref(), lp.policy.pool.as_deref())?;
+            if let Some(store) = store {
                 warn_if_name_taken(warnings, &store, &lp);
             }
             if let Some(dir) = target_cwd(&lp.target) {
@@ -140,6 +142,7 @@ impl Request for CreateLoop {
             return dry_run(lp, None);
         }
         let store = ctx.open_store()?;
+        super::pools::require_pool(Some(&store), self.new.policy.pool.as_deref())?;
         let lp = store.create_loop(&self.new, now())?;
         warn_if_name_shared(warnings, &store, &lp);
         if let Some(dir) = target_cwd(&lp.target) {
@@ -167,6 +170,7 @@ impl Request for CreateWorkflow {
             },
             false => ctx.open_store()?,
         };
+        super::pools::require_pool(Some(&store), new.policy.pool.as_deref())?;
         let workflow = store.require_workflow(&self.workflow)?;
         if let Target::Workflow(target) = &mut new.target {
             target.workflow_id = workflow.id;
