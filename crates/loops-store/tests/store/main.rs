@@ -19,4 +19,5 @@ mod lease;
 mod loops;
 mod opening;
 mod policies;
+mod pools;
 mod recover;
