@@ -245,6 +245,10 @@ fn a_daemon_runs_one_member_of_a_pool_of_one_at_a_time() {
     env.loops(["runs", second])
         .stdout_has("waiting for pool solo")
         .run();
+    // The one running holds the pool; it waits for nothing.
+    let holder = env.loops(["status", first]).run().stdout;
+    assert!(holder.contains("Pool: solo (max 1, 1 running)"), "{holder}");
+    assert!(!holder.contains("waiting for pool"), "{holder}");
 
     // The first ends: the second starts, alone.
     std::fs::remove_file(dir.join(format!("gate-{first}"))).unwrap();

@@ -7,7 +7,7 @@
 //! here counts runs for a decision, only for display.
 
 use anyhow::{Result, anyhow, bail};
-use loops_core::{Loop, LoopStatus, Timestamp, validate_pool_name};
+use loops_core::{Loop, LoopStatus, Overlap, RunStatus, Timestamp, validate_pool_name};
 use loops_store::{PoolInfo, PoolRemoval, Store};
 
 use super::now;
@@ -211,14 +211,24 @@ pub(crate) fn require_pool(store: Option<&Store>, pool: Option<&str>) -> Result<
 }
 
 /// The pool `lp` waits for (Q4): the loop is active and due (its next run
-/// is at or before `now`), and its pool has as many runs running as it
-/// allows, so no runner can claim the slot until one of them ends.
+/// is at or before `now`) with no run of that slot started, and its pool
+/// has as many runs running as it allows, so no runner can claim the slot
+/// until one of them ends. A loop whose overlap is `skip` and that runs
+/// already waits for its own run, not for the pool.
 pub(crate) fn waiting_for(store: &Store, lp: &Loop, now: Timestamp) -> Result<Option<PoolInfo>> {
     let Some(pool) = lp.policy.pool.as_deref() else {
         return Ok(None);
     };
-    let due = lp.status == LoopStatus::Active && lp.next_run_at.is_some_and(|t| t <= now);
-    if !due {
+    let Some(next) = lp.next_run_at.filter(|t| *t <= now) else {
+        return Ok(None);
+    };
+    if lp.status != LoopStatus::Active {
+        return Ok(None);
+    }
+    let slot_running = store
+        .get_run_by_slot(&lp.id, next)?
+        .is_some_and(|run| run.status == RunStatus::Running);
+    if slot_running || (lp.overlap == Overlap::Skip && store.has_running_run(&lp.id)?) {
         return Ok(None);
     }
     Ok(store
