@@ -273,3 +273,35 @@ fn a_daemon_runs_one_member_of_a_pool_of_one_at_a_time() {
         || time(y, "finishedAt") <= time(x, "startedAt");
     assert!(apart, "{runs:#?}");
 }
+
+#[test]
+fn pool_names_complete_where_a_pool_is_taken() {
+    let env = TestEnv::new();
+    if env.on_postgres() {
+        eprintln!("skipped pools::completion: on PostgreSQL no stored value completes");
+        return;
+    }
+    env.loops(["pools", "set", "agents", "--max", "2"]).run();
+    env.loops(["pools", "set", "builds", "--max", "1"]).run();
+    // As fish asks: the words, the last the one being completed; each
+    // answer `value<TAB>help`.
+    let ask = |words: &[&str]| -> Vec<String> {
+        let ran = env
+            .loops(["--", "loops"])
+            .args(words)
+            .env("COMPLETE", Some("fish"))
+            .run();
+        ran.stdout
+            .lines()
+            .filter(|l| !l.starts_with('-'))
+            .map(|l| l.split('\t').next().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert_eq!(ask(&["pools", "remove", ""]), ["agents", "builds"]);
+    assert_eq!(ask(&["pools", "set", "a"]), ["agents"]);
+    assert_eq!(
+        ask(&["create", "command", "x", "--every", "1h", "--pool", "b"]),
+        ["builds"]
+    );
+    assert_eq!(ask(&["edit", "x", "--pool", ""]), ["agents", "builds"]);
+}
