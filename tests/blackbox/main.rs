@@ -32,6 +32,7 @@ mod mcp_python;
 mod next;
 mod path_entries;
 mod policies;
+mod pools;
 mod prompt_files;
 mod reports;
 mod restore;

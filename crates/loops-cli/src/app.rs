@@ -4,7 +4,7 @@ use crate::args::{Cli, Command, Create};
 use crate::commands::daemon::Binary;
 use crate::commands::{
     backup, cancel, cost, create, daemon, docs, doctor, edit, execute, gc, health, labels, logs,
-    manage, next, restore, runs, status, transfer, workflows,
+    manage, next, pools, restore, runs, status, transfer, workflows,
 };
 use crate::context::Context;
 use crate::exit::Outcome;
@@ -124,6 +124,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut Printer) -> Result<Outcom
         Command::Rename(args) => edit::rename(ctx, &args, out),
         Command::Runs(args) => runs::list(ctx, &args, out),
         Command::Labels(cmd) => labels::run(ctx, &cmd, out),
+        Command::Pools(cmd) => pools::run(ctx, &cmd, out),
         Command::Logs(args) => logs::run(ctx, &args, out),
         Command::Health(args) => health::run(ctx, &args, out),
         Command::Cost(args) => cost::run(ctx, &args, out),
@@ -166,6 +167,10 @@ fn changes_loops(command: &Command) -> bool {
             Create::Workflow(args) => &args.options,
         };
         return !options.dry_run;
+    }
+    // A pool's new limit may let waiting members start (Q4).
+    if let Command::Pools(crate::args::pools::PoolsCommand::Set(_)) = command {
+        return true;
     }
     matches!(
         command,

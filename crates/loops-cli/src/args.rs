@@ -24,6 +24,7 @@ mod lists;
 mod maintenance;
 pub(crate) mod next;
 pub(crate) mod policy;
+pub(crate) mod pools;
 pub(crate) mod report;
 pub(crate) mod serve;
 pub(crate) mod trigger;
@@ -106,6 +107,9 @@ pub(crate) enum Command {
     /// Set, add, remove or clear a loop's labels.
     #[command(subcommand, after_help = crate::args::help::LABELS)]
     Labels(crate::args::policy::LabelsCommand),
+    /// Create, list and remove pools: limits on how many member runs run at once.
+    #[command(subcommand, after_help = pools::POOLS_AFTER_HELP)]
+    Pools(pools::PoolsCommand),
     /// Print a run's output: a loop's latest run, or the run given; -f follows it live.
     #[command(after_help = LOGS_AFTER_HELP)]
     Logs(LogsArgs),

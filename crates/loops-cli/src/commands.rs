@@ -20,6 +20,7 @@ pub(crate) mod labels;
 pub(crate) mod logs;
 pub(crate) mod manage;
 pub(crate) mod next;
+pub(crate) mod pools;
 pub(crate) mod restore;
 pub(crate) mod runs;
 pub(crate) mod status;

@@ -9,7 +9,7 @@
 //!
 //! - enumerated values from loops-core's own lists ([`one_of`]), so they are
 //!   the ones the resolver accepts;
-//! - loops, runs, workflows and labels from the SQLite database, read-only
+//! - loops, runs, workflows, labels and pools from the SQLite database, read-only
 //!   and bounded ([`loops_store::complete_sqlite`]): a missing database
 //!   offers nothing and nothing is created. On PostgreSQL
 //!   (`--database-url` or `$LOOPS_DATABASE_URL`) no stored value is
@@ -116,6 +116,11 @@ pub(crate) fn loops_and_runs() -> ArgValueCompleter {
 /// Names of active workflows, and workflow ids.
 pub(crate) fn workflows() -> ArgValueCompleter {
     stored(&[CompletionKind::Workflow])
+}
+
+/// Pool names, with their limits.
+pub(crate) fn pools() -> ArgValueCompleter {
+    stored(&[CompletionKind::Pool])
 }
 
 /// Workflow run ids.

@@ -1,5 +1,6 @@
 //! What shell completion offers from the database (issue 28): loop names
-//! and ids, run ids, workflow names and ids, workflow run ids, and labels.
+//! and ids, run ids, workflow names and ids, workflow run ids, labels and
+//! pools.
 //!
 //! A completion runs on every Tab, so it is read-only and bounded: the
 //! database file is opened read-only and never created or migrated (a
@@ -29,6 +30,8 @@ pub enum CompletionKind {
     WorkflowRun,
     /// A label some loop has.
     Label,
+    /// A pool, by its name.
+    Pool,
 }
 
 /// One value to offer, with a line about it that zsh and fish show.

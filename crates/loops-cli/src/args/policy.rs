@@ -69,8 +69,13 @@ pub(crate) struct PolicyOptions {
 
     /// Count the loop's runs against pool NAME, which limits how many of
     /// its members run at once on every host (`loops pools set`). `''`
-    /// leaves the pool on edit [default: none].
-    #[arg(long, value_name = "NAME", help_heading = "Placement")]
+    /// takes the loop out of its pool on edit [default: none].
+    #[arg(
+        long,
+        value_name = "NAME",
+        help_heading = "Placement",
+        add = crate::complete::pools()
+    )]
     pub(crate) pool: Option<String>,
 
     /// Run once after each run of LOOP that ended as OUTCOME: succeeded

@@ -131,7 +131,9 @@ impl Request for CreateLoop {
     fn run(self, ctx: &Context, warnings: &mut Warnings) -> Result<Created> {
         if self.dry_run {
             let lp = loops_store::loop_to_create(&self.new, now())?;
-            if let Some(store) = ctx.open_existing_store()? {
+            let store = ctx.open_existing_store()?;
+            super::pools::require_pool(store.as_ref(), lp.policy.pool.as_deref())?;
+            if let Some(store) = store {
                 warn_if_name_taken(warnings, &store, &lp);
             }
             if let Some(dir) = target_cwd(&lp.target) {
@@ -141,6 +143,7 @@ impl Request for CreateLoop {
         }
         let store = ctx.open_store()?;
         let mut new = self.new;
+        super::pools::require_pool(Some(&store), new.policy.pool.as_deref())?;
         crate::resolve::policy::resolve_after(&store, &mut new.policy.after, None)?;
         let lp = store.create_loop(&new, now())?;
         warn_if_name_shared(warnings, &store, &lp);
@@ -169,6 +172,7 @@ impl Request for CreateWorkflow {
             },
             false => ctx.open_store()?,
         };
+        super::pools::require_pool(Some(&store), new.policy.pool.as_deref())?;
         let workflow = store.require_workflow(&self.workflow)?;
         if let Target::Workflow(target) = &mut new.target {
             target.workflow_id = workflow.id;

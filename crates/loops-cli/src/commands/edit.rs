@@ -105,6 +105,8 @@ impl Request for Edit {
             Some(w) => Some(store.require_workflow(w)?.id),
             None => None,
         };
+        // A pool given is checked before the loop is locked (Q2).
+        super::pools::require_pool(Some(&store), settings.policy.new_pool())?;
         let mut settings = settings;
         if let Some(after) = &mut settings.policy.after {
             crate::resolve::policy::resolve_after(&store, after, Some(&lp))?;
@@ -464,6 +466,7 @@ const FIELDS: &[(&str, &str)] = &[
     ("max retry delay", "maxRetryDelayMs"),
     ("skip exit codes", "skipExitCodes"),
     ("max cost per day", "maxCostPerDayUsd"),
+    ("pool", "pool"),
     ("on-failure hook", "onFailure"),
     ("on-success hook", "onSuccess"),
     ("hook output", "hookShowOutput"),

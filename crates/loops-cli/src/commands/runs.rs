@@ -84,6 +84,8 @@ enum RunsListed {
         cut: bool,
         /// Each run's loop's current name, `None` for a removed loop.
         names: Names,
+        /// The pool the loop listed waits for (issue 30, Q4).
+        waiting: Option<String>,
     },
 }
 
@@ -121,11 +123,19 @@ impl Request for Runs {
                 name.insert(store.get_loop(&run.loop_id)?.map(|lp| lp.name));
             }
         }
+        let waiting = match loop_id {
+            Some(id) => match store.get_loop(&id)? {
+                Some(lp) => super::pools::waiting_for(&store, &lp, super::now())?.map(|p| p.name),
+                None => None,
+            },
+            None => None,
+        };
         Ok(RunsListed::Many {
             runs,
             output: self.output,
             cut,
             names,
+            waiting,
         })
     }
 }
@@ -140,7 +150,7 @@ impl Document for RunsListed {
     }
 
     fn human(&self, ctx: &Context, out: &mut Printer) -> Result<()> {
-        let (runs, output, cut, names) = match self {
+        let (runs, output, cut, names, waiting) = match self {
             RunsListed::One(run, output, name) => {
                 let names = Names::from([(run.loop_id, name.clone())]);
                 return print_one(ctx, run, &names, *output, out);
@@ -150,8 +160,13 @@ impl Document for RunsListed {
                 output,
                 cut,
                 names,
-            } => (runs, *output, *cut, names),
+                waiting,
+            } => (runs, *output, *cut, names, waiting),
         };
+        // Above the runs: the next one cannot start yet (Q4).
+        if let Some(pool) = waiting {
+            out.line(&format!("waiting for pool {pool}"))?;
+        }
         print_table(ctx, runs, names, output, out)?;
         if runs.is_empty() {
             ctx.hint("no runs yet");

@@ -174,8 +174,11 @@ impl Document for Card {
         if !lp.policy.runs_on.is_empty() {
             card.key("Runs on", lp.policy.runs_on.join(", "));
         }
-        if let Some(pool) = &lp.policy.pool {
-            card.key("Pool", pool.clone());
+        // Its limit, and whether a due run waits for room (the real clock).
+        let mut pool = super::pools::status_lines(&self.store, lp, super::now())?.into_iter();
+        if let Some(first) = pool.next() {
+            card.key("Pool", first);
+            pool.for_each(|line| card.more(line));
         }
         let width = out.layout().width();
         let room = width.map(|w| w.saturating_sub(KEY_WIDTH + 1));

@@ -95,6 +95,11 @@ pub(crate) fn change(opts: &PolicyOptions, edit: bool) -> Result<PolicyChange> {
 }
 
 impl PolicyChange {
+    /// The pool `--pool` names, when it names one (not `''`).
+    pub(crate) fn new_pool(&self) -> Option<&str> {
+        self.pool.as_ref().and_then(Option::as_deref)
+    }
+
     /// Applies the flags given to `policy`.
     pub(crate) fn apply(self, policy: &mut LoopPolicy) {
         if let Some(labels) = self.labels {

@@ -41,6 +41,10 @@ const LABELS: &str = "SELECT j.value,
      FROM loops, json_each(CASE WHEN json_valid(loops.labels) THEN loops.labels ELSE '[]' END) j
      WHERE j.value >= ?1 AND j.value < ?2 GROUP BY j.value ORDER BY j.value LIMIT ?3";
 
+/// Pool names, with their limits.
+const POOLS: &str = "SELECT name, 'pool of max ' || max_running FROM pools
+     WHERE name >= ?1 AND name < ?2 ORDER BY name LIMIT ?3";
+
 /// The candidates of `kind` in the database at `db` (see
 /// [`crate::complete_sqlite`]).
 pub(crate) fn candidates(
@@ -75,6 +79,7 @@ pub(crate) fn candidates(
         CompletionKind::Workflow => &[WORKFLOW_NAMES, WORKFLOW_IDS],
         CompletionKind::WorkflowRun => &[WORKFLOW_RUNS],
         CompletionKind::Label => &[LABELS],
+        CompletionKind::Pool => &[POOLS],
     };
     let end = format!("{prefix}\u{10FFFF}");
     let max = i64::try_from(limit).unwrap_or(i64::MAX);

@@ -19,5 +19,6 @@ mod lease;
 mod loops;
 mod opening;
 mod policies;
+mod pools;
 mod recover;
 mod triggers;
