@@ -123,3 +123,58 @@ fn a_trigger_hands_its_payload_once_per_key_through_the_daemon() {
         .stdout_has("already triggered hook")
         .run();
 }
+
+#[test]
+fn a_loop_on_triggers_only_is_never_due_and_runs_after_its_upstream() {
+    let env = TestEnv::new();
+    env.loops([
+        "create", "command", "up", "--every", "1h", "--cmd", "exit 3",
+    ])
+    .run();
+    env.loops([
+        "create",
+        "command",
+        "notify",
+        "--every",
+        "1h",
+        "--trigger-only",
+    ])
+    .args(["--cmd", "true"])
+    .code(1)
+    .stderr_has("--trigger-only runs the loop on triggers only")
+    .run();
+    env.loops(["create", "command", "notify", "--trigger-only"])
+        .args(["--after", "up:failed", "--cmd", SHOW])
+        .run();
+    let shown = env.loops(["--json", "show", "notify"]).run().json();
+    assert_eq!(shown["triggerOnly"], true);
+    assert!(shown["nextRunAt"].is_null(), "{shown}");
+    env.loops(["list"]).stdout_has("triggers only").run();
+    env.loops(["status", "notify"])
+        .stdout_has("After: up (failed)")
+        .run();
+    // Nothing is due: a tick runs nothing.
+    env.loops(["tick"]).run();
+    assert!(runs(&env, "notify").is_empty());
+    env.loops(["run-now", "up"]).code(1).run();
+    env.loops(["status", "notify"])
+        .stdout_has("Triggers: 1 pending")
+        .run();
+    env.loops(["tick"]).run();
+    let ran = runs(&env, "notify");
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    assert!(
+        ran[0]["stdout"].as_str().unwrap().starts_with("kind=after"),
+        "{ran:?}"
+    );
+    // A pause and a resume keep it off the clock.
+    env.loops(["pause", "notify"]).run();
+    env.loops(["resume", "notify"]).run();
+    let shown = env.loops(["--json", "show", "notify"]).run().json();
+    assert!(shown["nextRunAt"].is_null(), "{shown}");
+    // A schedule puts it back on the clock.
+    env.loops(["edit", "notify", "--every", "1h"]).run();
+    let shown = env.loops(["--json", "show", "notify"]).run().json();
+    assert!(shown.get("triggerOnly").is_none(), "{shown}");
+    assert!(shown["nextRunAt"].is_string(), "{shown}");
+}

@@ -207,6 +207,15 @@ pub(crate) fn schedule(s: &Schedule) -> String {
     }
 }
 
+/// A loop's schedule as [`schedule`] says it, or `triggers only` for a
+/// loop with none of its own (issue 30, `--trigger-only`).
+pub(crate) fn loop_schedule(lp: &loops_core::Loop) -> String {
+    if lp.policy.trigger_only {
+        return "triggers only".to_owned();
+    }
+    schedule(&lp.schedule)
+}
+
 /// [`schedule`], with a cron expression also in words when it is a common
 /// form: `cron 0 9 * * 1-5 (Asia/Kolkata): at 09:00 on Mon–Fri`.
 pub(crate) fn schedule_in_words(s: &Schedule) -> String {

@@ -300,6 +300,18 @@ pub(crate) fn schedule(warnings: &mut Warnings, opts: &LoopOptions) -> Result<Sc
         opts.cron.is_some(),
         opts.dynamic,
     ];
+    if opts.policy.trigger_only {
+        // Issue 30, T1: never due; the schedule stored is a placeholder
+        // that nothing reads while the loop runs on triggers only.
+        ensure!(
+            !chosen.contains(&true),
+            "--trigger-only runs the loop on triggers only; leave out --at, --every, --cron \
+             and --dynamic"
+        );
+        return Ok(Schedule::Once {
+            at: loops_core::Clock::now(&loops_exec::SystemClock),
+        });
+    }
     ensure!(
         chosen.iter().filter(|c| **c).count() == 1,
         "choose exactly one schedule: --at, --every, --cron, or --dynamic"

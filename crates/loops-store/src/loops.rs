@@ -121,9 +121,18 @@ pub(crate) struct LoopUpdate<'a> {
 /// (issue 28). The id is one a create would not reuse.
 pub fn loop_to_create(new: &NewLoop, now: Timestamp) -> Result<Loop> {
     validate_new_loop(new)?;
-    let next_run_at = initial_next_run(&new.schedule, now)?;
+    let next_run_at = first_run(new, now)?;
     let id = LoopId::from_bytes(crate::random_id_bytes());
     Ok(decide::new_loop(new, id, next_run_at, now))
+}
+
+/// The first run of a loop with settings `new` created or rescheduled at
+/// `now`: none for a loop that runs on triggers only (issue 30, T1).
+pub(crate) fn first_run(new: &NewLoop, now: Timestamp) -> Result<Option<Timestamp>> {
+    if new.policy.trigger_only {
+        return Ok(None);
+    }
+    Ok(initial_next_run(&new.schedule, now)?)
 }
 
 /// The settings of a stored loop, as [`Store::edit_loop`] hands them to
@@ -487,8 +496,11 @@ impl Store {
             let settings = edit(&before)?;
             validate_new_loop(&settings).map_err(StoreError::from)?;
             let live = matches!(before.status, LoopStatus::Active | LoopStatus::Paused);
-            let reschedule = if live && settings.schedule != before.schedule {
-                Some(initial_next_run(&settings.schedule, now).map_err(StoreError::from)?)
+            let reschedule = if live
+                && (settings.schedule != before.schedule
+                    || settings.policy.trigger_only != before.policy.trigger_only)
+            {
+                Some(first_run(&settings, now)?)
             } else {
                 None
             };

@@ -88,6 +88,12 @@ pub(crate) struct PolicyOptions {
         add = crate::complete::loops()
     )]
     pub(crate) after: Vec<String>,
+
+    /// Run only on triggers (--after, loops trigger): no schedule of its
+    /// own, so no --at, --every, --cron or --dynamic. On edit, a schedule
+    /// flag puts the loop back on a schedule.
+    #[arg(long, help_heading = "Triggers")]
+    pub(crate) trigger_only: bool,
 }
 
 impl PolicyOptions {
@@ -99,6 +105,7 @@ impl PolicyOptions {
             || !self.hosts.is_empty()
             || self.pool.is_some()
             || !self.after.is_empty()
+            || self.trigger_only
             || [
                 &self.expires_after_runs,
                 &self.pause_after_failures,

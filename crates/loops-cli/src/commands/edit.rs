@@ -305,9 +305,13 @@ impl Settings {
 
     /// Applies the flags to `new`, the settings of `stored`.
     fn apply(self, stored: &Loop, new: &mut NewLoop) -> Result<()> {
-        if let Some(schedule) = self.schedule.apply(&stored.schedule)? {
-            new.schedule = schedule;
-        }
+        let scheduled = match self.schedule.apply(&stored.schedule)? {
+            Some(schedule) => {
+                new.schedule = schedule;
+                true
+            }
+            None => false,
+        };
         if let Some(v) = self.catch_up {
             new.catch_up = v;
         }
@@ -332,7 +336,15 @@ impl Settings {
         if let Some(v) = self.description {
             new.description = v;
         }
+        let trigger_only = self.policy.trigger_only();
+        if scheduled && trigger_only {
+            bail!("--trigger-only runs the loop on triggers only; leave out the schedule flags");
+        }
         self.policy.apply(&mut new.policy);
+        // A schedule puts a loop on triggers only back on the clock.
+        if scheduled {
+            new.policy.trigger_only = false;
+        }
         self.hooks.apply(&mut new.hooks);
         Ok(())
     }

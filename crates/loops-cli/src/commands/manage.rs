@@ -160,7 +160,7 @@ impl Document for Listed {
                 (lp.id.to_string(), Style::new()),
                 (name_with_labels(lp), Style::new()),
                 (status.to_owned(), render::status_style(status)),
-                (human::schedule(&lp.schedule), Style::new()),
+                (human::loop_schedule(lp), Style::new()),
                 (
                     next,
                     if overdue {

@@ -152,7 +152,15 @@ impl Document for Card {
         if let Some(breaker) = breaker(lp) {
             card.key("Breaker", breaker);
         }
-        for (key, value) in next::time_lines(&lp.schedule, &self.next, self.now) {
+        let lines = if lp.policy.trigger_only {
+            vec![
+                ("schedule", human::loop_schedule(lp)),
+                ("next", "on its next trigger".to_owned()),
+            ]
+        } else {
+            next::time_lines(&lp.schedule, &self.next, self.now)
+        };
+        for (key, value) in lines {
             match key {
                 "schedule" => {
                     card.key("Schedule", value);
@@ -170,6 +178,9 @@ impl Document for Card {
             labels => labels.join(", "),
         };
         card.key("Labels", labels);
+        for (key, value) in crate::commands::trigger::status_lines(&self.store, lp)? {
+            card.key(key, value);
+        }
         // Issue 30: where it runs and its pool, only when set.
         if !lp.policy.runs_on.is_empty() {
             card.key("Runs on", lp.policy.runs_on.join(", "));

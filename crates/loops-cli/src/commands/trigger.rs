@@ -105,3 +105,34 @@ impl Document for Triggered {
         Ok(())
     }
 }
+
+/// The lines `status` shows of a loop's triggers (issue 30, T10): the
+/// loops it runs after, and its pending triggers; none when it has
+/// neither.
+pub(crate) fn status_lines(
+    store: &loops_store::Store,
+    lp: &loops_core::Loop,
+) -> Result<Vec<(&'static str, String)>> {
+    let mut lines = Vec::new();
+    if !lp.policy.after.is_empty() {
+        let mut edges = Vec::new();
+        for edge in &lp.policy.after {
+            let name = match edge.loop_id.parse() {
+                Ok(id) => store.get_loop(&id)?.map(|up| up.name),
+                Err(_) => None,
+            };
+            let name = name.unwrap_or_else(|| format!("{} (removed)", edge.loop_id));
+            edges.push(format!("{name} ({})", edge.on));
+        }
+        lines.push(("After", edges.join(", ")));
+    }
+    let pending = store
+        .loop_triggers(&lp.id, 100)?
+        .iter()
+        .filter(|t| t.run_id.is_none() && t.coalesced_at.is_none())
+        .count();
+    if pending > 0 {
+        lines.push(("Triggers", format!("{pending} pending")));
+    }
+    Ok(lines)
+}

@@ -40,6 +40,7 @@ pub(crate) fn loop_options(o: LoopOptions) -> args::LoopOptions {
             hosts: Vec::new(),
             pool: o.pool,
             after: o.after.0,
+            trigger_only: o.trigger_only,
         },
         hooks: HookOptions {
             on_failure: o.on_failure,

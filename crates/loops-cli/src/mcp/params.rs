@@ -311,6 +311,9 @@ pub(crate) struct LoopOptions {
     /// `LOOP:failed` / `LOOP:finished` says [default: none].
     #[serde(default)]
     pub(crate) after: Labels,
+    /// Run only on triggers: give no schedule (at, every, cron, dynamic).
+    #[serde(default)]
+    pub(crate) trigger_only: bool,
 }
 
 /// `loops_create_command`.

@@ -35,6 +35,7 @@ pub(crate) struct PolicyChange {
     /// `--after` edges whose `loop_id` is still the loop as given (an id or
     /// a name); [`resolve_after`] makes them ids.
     pub(crate) after: Option<Vec<AfterEdge>>,
+    trigger_only: bool,
 }
 
 /// Resolves the flags given. With `edit`, `off` removes a count
@@ -84,6 +85,7 @@ pub(crate) fn change(opts: &PolicyOptions, edit: bool) -> Result<PolicyChange> {
     if !opts.after.is_empty() {
         change.after = Some(after_edges(&opts.after)?);
     }
+    change.trigger_only = opts.trigger_only;
     if let Some(v) = &opts.max_cost_per_day {
         change.max_cost_per_day = Some(if edit && v.trim() == "off" {
             None
@@ -95,6 +97,11 @@ pub(crate) fn change(opts: &PolicyOptions, edit: bool) -> Result<PolicyChange> {
 }
 
 impl PolicyChange {
+    /// Whether `--trigger-only` was given.
+    pub(crate) fn trigger_only(&self) -> bool {
+        self.trigger_only
+    }
+
     /// The pool `--pool` names, when it names one (not `''`).
     pub(crate) fn new_pool(&self) -> Option<&str> {
         self.pool.as_ref().and_then(Option::as_deref)
@@ -128,6 +135,9 @@ impl PolicyChange {
         }
         if let Some(after) = self.after {
             policy.after = after;
+        }
+        if self.trigger_only {
+            policy.trigger_only = true;
         }
         if let Some(cap) = self.max_cost_per_day {
             policy.max_cost_per_day = cap;

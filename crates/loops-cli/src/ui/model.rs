@@ -387,7 +387,7 @@ pub(crate) fn rows(store: &Store, loops: &[Loop], running: &[LoopRun]) -> Result
             labels: lp.policy.labels.clone(),
             status: crate::commands::manage::shown_status(lp, runs.first()),
             loop_status: lp.status,
-            schedule: human::schedule(&lp.schedule),
+            schedule: human::loop_schedule(lp),
             next: if lp.status == LoopStatus::Paused {
                 "paused".to_owned()
             } else {

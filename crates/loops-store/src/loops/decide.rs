@@ -81,7 +81,7 @@ pub(crate) enum Resume {
     /// [`Refusal::NothingToRun`] if that slot's run is spent
     /// ([`slot_is_spent`]): the store reads it before writing.
     Write {
-        next: Timestamp,
+        next: Option<Timestamp>,
         retry: Option<Timestamp>,
         once_slot: Option<Timestamp>,
     },
@@ -99,6 +99,14 @@ pub(crate) fn resume(lp: &Loop, now: Timestamp) -> Result<Resume> {
     if is_expired(lp, now) {
         return Ok(Resume::Refused(Refusal::PastExpiry));
     }
+    // A loop that runs on triggers only is never due (issue 30, T1).
+    if lp.policy.trigger_only {
+        return Ok(Resume::Write {
+            next: None,
+            retry: None,
+            once_slot: None,
+        });
+    }
     let (next, retry) = match (lp.status, lp.next_run_at) {
         (LoopStatus::Paused, Some(next)) => (Some(next), lp.retry_scheduled_for),
         _ => (initial_next_run(&lp.schedule, now)?, None),
@@ -111,7 +119,7 @@ pub(crate) fn resume(lp: &Loop, now: Timestamp) -> Result<Resume> {
         _ => None,
     };
     Ok(Resume::Write {
-        next,
+        next: Some(next),
         retry,
         once_slot,
     })

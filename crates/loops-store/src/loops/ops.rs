@@ -12,14 +12,15 @@
 
 use std::ops::ControlFlow;
 
+use loops_core::validate_new_loop;
 use loops_core::{Loop, LoopId, LoopStatus, NewLoop, RunStatus, Timestamp, WorkflowId};
-use loops_core::{initial_next_run, validate_new_loop};
 
 use super::decide::{self, Resume};
 use super::statements::*;
 use crate::backend::{LoopOps, Transactions};
 use crate::columns::{self, loop_row};
 use crate::error::{DbError, Result, StoreError};
+use crate::loops::first_run;
 use crate::loops::{
     DEFAULT_LOOP_LIMIT, DeleteHistory, DeleteOutcome, LoopChange, LoopFilter, LoopUpdate,
     PolicyColumns, Refusal,
@@ -192,7 +193,7 @@ fn pause_active<D: Db>(
 impl<D: Db + Transactions> LoopOps for D {
     fn create_loop(&self, new: &NewLoop, now: Timestamp) -> Result<Loop> {
         validate_new_loop(new)?;
-        let next_run_at = initial_next_run(&new.schedule, now)?;
+        let next_run_at = first_run(new, now)?;
         let id = LoopId::from_bytes(random_id_bytes());
         let lp = decide::new_loop(new, id, next_run_at, now);
         let schedule = encode(&lp.schedule, "loop schedule")?;

@@ -101,7 +101,7 @@ fn a_paused_loop_resumes_with_its_next_run_and_pending_retry() {
     assert_eq!(
         resume(&lp, now()).unwrap(),
         Resume::Write {
-            next,
+            next: Some(next),
             retry: Some(next.add_ms(5_000)),
             once_slot: None
         }
@@ -122,7 +122,7 @@ fn a_stopped_expired_or_unscheduled_loop_resumes_from_its_schedule_without_a_ret
         assert_eq!(
             resume(&lp, now()).unwrap(),
             Resume::Write {
-                next: fresh,
+                next: Some(fresh),
                 retry: None,
                 once_slot: None
             },
@@ -157,7 +157,7 @@ fn a_once_loop_resumes_only_while_its_slot_may_still_run() {
     assert_eq!(
         resume(&lp, now()).unwrap(),
         Resume::Write {
-            next: at,
+            next: Some(at),
             retry: None,
             once_slot: Some(at)
         },
@@ -171,7 +171,7 @@ fn a_once_loop_resumes_only_while_its_slot_may_still_run() {
     assert_eq!(
         resume(&lp, now()).unwrap(),
         Resume::Write {
-            next: later,
+            next: Some(later),
             retry: None,
             once_slot: None
         },
@@ -202,4 +202,18 @@ fn only_an_active_loop_at_or_past_its_expiry_expires() {
         lp.status = status;
         assert!(!expires(&lp, now()), "{status:?}");
     }
+}
+
+#[test]
+fn a_loop_on_triggers_only_resumes_with_no_next_run() {
+    let mut lp = in_status(LoopStatus::Paused, None);
+    lp.policy.trigger_only = true;
+    assert_eq!(
+        resume(&lp, now()).unwrap(),
+        Resume::Write {
+            next: None,
+            retry: None,
+            once_slot: None
+        }
+    );
 }
