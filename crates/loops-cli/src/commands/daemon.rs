@@ -146,6 +146,9 @@ struct Tuning {
     grace: Duration,
     gc: Option<loops_scheduler::GcSettings>,
     hooks: loops_scheduler::HookSettings,
+    /// `--label`: the labels the daemon carries beside `host:<host>`
+    /// (issue 30, P1).
+    labels: Vec<String>,
 }
 
 fn tuning(args: &RunArgs) -> Result<Tuning> {
@@ -177,6 +180,7 @@ fn tuning(args: &RunArgs) -> Result<Tuning> {
         grace: grace(&args.grace)?,
         gc: super::gc::daemon_settings(&args.gc)?,
         hooks: super::execute::hook_settings(args.on_failure.as_deref())?,
+        labels: crate::placement::daemon_labels(&args.labels)?,
     })
     .and_then(|tuning| {
         if let Some(listen) = &args.serve.serve {
@@ -227,6 +231,12 @@ fn run_command_line(binary: Binary, args: &RunArgs) -> Vec<String> {
         line.push(format!("--on-failure={command}"));
     }
     line.extend(super::gc::daemon_args(&args.gc));
+    // Issue 30, P1: one `--label` with them all, as given.
+    if let Ok(labels) = crate::placement::daemon_labels(&args.labels)
+        && !labels.is_empty()
+    {
+        line.extend(["--label".to_owned(), labels.join(",")]);
+    }
     if let Some(listen) = &args.serve.serve {
         line.extend(["--serve".to_owned(), listen.clone()]);
     }

@@ -172,7 +172,7 @@ impl Document for Card {
         card.key("Labels", labels);
         // Issue 30: where it runs and its pool, only when set.
         if !lp.policy.runs_on.is_empty() {
-            card.key("Runs on", lp.policy.runs_on.join(", "));
+            card.key("Runs on", crate::placement::runs_on_line(&self.store, lp));
         }
         if let Some(pool) = &lp.policy.pool {
             card.key("Pool", pool.clone());

@@ -499,6 +499,8 @@ fn run_now(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
         Command::RunNow(args::RunNowArgs {
             target: LoopRef { target: p.target },
             show_output: p.show_output,
+            anywhere: p.anywhere,
+            ignore_pool: p.ignore_pool,
         }),
     )
 }

@@ -18,5 +18,6 @@ mod gc;
 mod lease;
 mod loops;
 mod opening;
+mod placement;
 mod policies;
 mod recover;
