@@ -19,7 +19,10 @@ fn runs(env: &TestEnv, name: &str) -> Vec<Value> {
 /// This host's name as loops sees it (`daemon status --json`'s `host`).
 fn host(env: &TestEnv) -> String {
     let status = env.loops(["--json", "daemon", "status"]).run().json();
-    status["host"].as_str().unwrap().to_owned()
+    status["host"]
+        .as_str()
+        .expect("daemon status names the host")
+        .to_owned()
 }
 
 /// Starts a daemon and waits until it has registered its lease.
@@ -104,7 +107,10 @@ fn tick_skips_a_loop_placed_elsewhere_with_a_warning_and_anywhere_runs_it() {
         .run();
     assert!(runs(&env, "far").is_empty());
     assert_eq!(runs(&env, &here).len(), 1);
-    let ticked = env.loops(["tick", "--anywhere"]).stdout_has("completed=1 ").run();
+    let ticked = env
+        .loops(["tick", "--anywhere"])
+        .stdout_has("completed=1 ")
+        .run();
     assert!(!ticked.stderr.contains("not run"), "{}", ticked.stderr);
     let far = runs(&env, "far");
     assert_eq!(far.len(), 1);
@@ -118,7 +124,11 @@ fn a_loop_no_live_daemon_can_run_is_flagged_in_list_status_and_doctor() {
     env.create_command("plain", "true", &["--every", "1h"]);
     // No daemon at all: nothing is flagged.
     let listed = env.loops(["list"]).run();
-    assert!(!listed.stdout.contains("no daemon can run it"), "{}", listed.stdout);
+    assert!(
+        !listed.stdout.contains("no daemon can run it"),
+        "{}",
+        listed.stdout
+    );
 
     let _daemon = start_daemon(&env, &[]);
     env.loops(["list"])
@@ -144,7 +154,10 @@ fn a_loop_no_live_daemon_can_run_is_flagged_in_list_status_and_doctor() {
         .unwrap_or_else(|| panic!("no placement warning: {doctor}"));
     assert_eq!(warning["status"], "warn");
     let message = warning["message"].as_str().unwrap();
-    assert!(message.contains("gpu-job") && message.contains("runs on gpu"), "{message}");
+    assert!(
+        message.contains("gpu-job") && message.contains("runs on gpu"),
+        "{message}"
+    );
     assert!(
         checks.iter().any(|c| c["id"] == "daemon-labels"),
         "{doctor}"
@@ -168,7 +181,9 @@ fn a_daemon_runs_the_loops_placed_on_its_labels_and_never_another_hosts() {
     });
     assert!(runs(&env, "other").is_empty(), "ran on the wrong host");
     // A manual run here carries the labels of this host's live daemon.
-    env.loops(["run-now", "mine"]).stdout_has(" succeeded").run();
+    env.loops(["run-now", "mine"])
+        .stdout_has(" succeeded")
+        .run();
     env.loops(["list"]).run();
     let list = env.loops(["--json", "list"]).run().json();
     let other = list
@@ -178,4 +193,59 @@ fn a_daemon_runs_the_loops_placed_on_its_labels_and_never_another_hosts() {
         .find(|lp| lp["name"] == "other")
         .unwrap();
     assert_eq!(other["unplaceable"], true);
+}
+
+#[test]
+fn run_now_waits_for_a_full_pool_until_stopped_and_ignore_pool_runs_it_now() {
+    let env = TestEnv::new();
+    env.create_command("hold", "sleep 30", &["--every", "1h", "--pool", "p"]);
+    env.create_command("next", "true", &["--every", "1h", "--pool", "p"]);
+    let at = "'2026-01-01T00:00:00.000Z'";
+    env.raw().exec(&format!(
+        "INSERT INTO pools (name, max_running, created_at, updated_at) VALUES ('p', 1, {at}, {at})"
+    ));
+    let mut hold = env.spawn(&["run-now", "hold"]);
+    wait_for("hold's run", DEADLINE, || {
+        runs(&env, "hold")
+            .iter()
+            .any(|r| r["status"] == "running")
+            .then_some(())
+    });
+    let mut next = env.spawn(&["run-now", "next"]);
+    let mut stderr = next.stderr.take().unwrap();
+    let said = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let said = std::sync::Arc::clone(&said);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 256];
+            while let Ok(n) = std::io::Read::read(&mut stderr, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                said.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+    wait_for("the waiting message", DEADLINE, || {
+        said.lock()
+            .unwrap()
+            .contains("waiting for pool p (1 running); Ctrl-C stops, --ignore-pool runs it now")
+            .then_some(())
+    });
+    assert!(loops_tests::kill("-INT", next.id()));
+    let status = next.wait().unwrap();
+    reader.join().unwrap();
+    assert_eq!(status.code(), Some(1));
+    let said = said.lock().unwrap().clone();
+    assert!(said.contains("stopped waiting for pool p"), "{said}");
+    assert_eq!(said.matches("Ctrl-C stops").count(), 1, "{said}");
+    assert!(runs(&env, "next").is_empty(), "nothing ran");
+
+    env.loops(["run-now", "next", "--ignore-pool"])
+        .stdout_has(" succeeded")
+        .run();
+    assert!(loops_tests::kill("-INT", hold.id()));
+    let _ = hold.wait();
 }

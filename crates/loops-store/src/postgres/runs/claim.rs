@@ -41,13 +41,12 @@ fn loop_ids(
             row.try_get::<_, String>(0)
                 .map_err(StoreError::db(context))?,
         );
-        if row.len() > 1 {
-            if let Some(pool) = row
+        if row.len() > 1
+            && let Some(pool) = row
                 .try_get::<_, Option<String>>(1)
                 .map_err(StoreError::db(context))?
-            {
-                found.1.insert(pool);
-            }
+        {
+            found.1.insert(pool);
         }
     }
     Ok(found)

@@ -267,10 +267,11 @@ impl<D: Db> ClaimSteps for Claims<'_, D> {
             pool: fresh.policy.pool.as_deref(),
         };
         let starts = matches!(decision, Decision::Insert | Decision::Retry { .. });
-        if starts && !bend.ignore_pool {
-            if let Some(full) = pool_full(c, &fresh)? {
-                return Ok(Claim::NotClaimed(full));
-            }
+        if starts
+            && !bend.ignore_pool
+            && let Some(full) = pool_full(c, &fresh)?
+        {
+            return Ok(Claim::NotClaimed(full));
         }
         let claimed = match decision {
             Decision::Refuse(why) => return Ok(Claim::NotClaimed(why)),
