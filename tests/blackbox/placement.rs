@@ -249,3 +249,22 @@ fn run_now_waits_for_a_full_pool_until_stopped_and_ignore_pool_runs_it_now() {
     assert!(loops_tests::kill("-INT", hold.id()));
     let _ = hold.wait();
 }
+
+#[test]
+fn install_carries_the_daemons_labels_into_the_service() {
+    let env = TestEnv::new();
+    env.loops(["daemon", "install", "--platform", "linux"])
+        .args(["--label", "gpu", "--label", "zone=eu,gpu"])
+        .run();
+    let unit = std::fs::read_to_string(env.systemd_unit_path()).unwrap();
+    let exec = unit
+        .lines()
+        .find(|l| l.starts_with("ExecStart="))
+        .unwrap_or_default();
+    assert!(exec.contains(" daemon run "), "{exec}");
+    assert!(exec.contains("--label gpu,zone=eu"), "{exec}");
+    env.loops(["daemon", "install", "--platform", "linux", "--label", "a b"])
+        .code(1)
+        .stderr_has("invalid label \"a b\"")
+        .run();
+}

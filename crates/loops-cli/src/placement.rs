@@ -1,7 +1,7 @@
-//! Placement on the command line (issue 30, `docs/triggers.md` P1, P6,
-//! P7): the labels of `daemon run --label`, the store `tick` and `run-now`
-//! claim with, their refusal, and the flag on loops no live daemon can
-//! run.
+//! Placement on the command line (issue 30, `docs/triggers.md` P6, P7):
+//! the labels `tick` and `run-now` claim with, their refusal, and the flag
+//! on loops no live daemon can run. It reads the store only, so `service`
+//! (doctor) and `commands` both use it.
 //!
 //! A manual runner carries `host:<host>` plus the labels of the live
 //! daemons registered from this host (a loop placed on `gpu` runs here
@@ -10,29 +10,15 @@
 //! none carries all its labels; with no daemon live nothing is flagged,
 //! the "no daemon is running" hint says what there is to say.
 
-use anyhow::Result;
-use loops_core::{ANY_PLACEMENT, Loop, LoopStatus, Timestamp, placement_matches};
+use loops_core::{Loop, LoopStatus, Timestamp, placement_matches};
 use loops_store::{DaemonMember, Store};
-
-use crate::context::Context;
 
 /// The marker `list` and `status` put after a flagged loop's status.
 pub(crate) const UNPLACEABLE: &str = "no daemon can run it";
 
-/// `--label` values of `daemon run|start|install`, repeated or
-/// comma-separated, checked, in order, without duplicates.
-pub(crate) fn daemon_labels(values: &[String]) -> Result<Vec<String>> {
-    let labels = crate::resolve::policy::labels(values)?;
-    if labels.iter().any(|l| l == ANY_PLACEMENT) {
-        // validate_label refuses `*` already; kept for clarity.
-        anyhow::bail!("--label cannot be {ANY_PLACEMENT}");
-    }
-    Ok(labels)
-}
-
 /// The labels of the live daemons registered from `host`, in order
 /// (their `host:<host>` included).
-fn local_daemon_labels(daemons: &[DaemonMember], host: &str) -> Vec<String> {
+pub(crate) fn local_daemon_labels(daemons: &[DaemonMember], host: &str) -> Vec<String> {
     let mut labels = Vec::new();
     for d in daemons.iter().filter(|d| d.live && d.hostname == host) {
         for label in &d.labels {
@@ -42,20 +28,6 @@ fn local_daemon_labels(daemons: &[DaemonMember], host: &str) -> Vec<String> {
         }
     }
     labels
-}
-
-/// The store `tick` and `run-now` claim with (P6): this host's label and
-/// those of its live daemons, or every label with `anywhere`.
-pub(crate) fn manual_store(ctx: &Context, anywhere: bool, now: Timestamp) -> Result<Store> {
-    let store = ctx.open_store()?;
-    if anywhere {
-        return Ok(store.with_labels(&[ANY_PLACEMENT.to_owned()]));
-    }
-    let host = loops_exec::hostname();
-    // A daemon list that cannot be read leaves the host's label alone.
-    let daemons = store.list_daemons(now).unwrap_or_default();
-    let labels = local_daemon_labels(&daemons, &host);
-    Ok(store.with_labels(&labels))
 }
 
 /// `run-now`'s refusal of a loop placed elsewhere (P6), in one line.
@@ -102,7 +74,7 @@ impl LiveDaemons {
 /// live daemon can run the loop.
 pub(crate) fn runs_on_line(store: &Store, lp: &Loop) -> String {
     let labels = lp.policy.runs_on.join(", ");
-    if LiveDaemons::read(store, crate::commands::now()).flags(lp) {
+    if LiveDaemons::read(store, loops_core::Clock::now(&loops_exec::SystemClock)).flags(lp) {
         format!("{labels} ({UNPLACEABLE})")
     } else {
         labels
@@ -138,15 +110,5 @@ mod tests {
         ];
         assert_eq!(local_daemon_labels(&daemons, "a"), ["host:a", "gpu"]);
         assert!(local_daemon_labels(&daemons, "c").is_empty());
-    }
-
-    #[test]
-    fn daemon_labels_split_and_refuse_bad_ones() {
-        assert_eq!(
-            daemon_labels(&["gpu,zone=eu".into(), "gpu".into()]).unwrap(),
-            ["gpu", "zone=eu"]
-        );
-        assert!(daemon_labels(&["*".into()]).is_err());
-        assert!(daemon_labels(&["bad label".into()]).is_err());
     }
 }

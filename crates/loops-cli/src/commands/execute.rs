@@ -124,7 +124,7 @@ impl Request for RunNow {
     type Document = RanNow;
 
     fn run(self, ctx: &Context, _: &mut Warnings) -> Result<RanNow> {
-        let store = crate::placement::manual_store(ctx, self.how.anywhere, super::now())?;
+        let store = manual_store(ctx, self.how.anywhere, super::now())?;
         let lp = store.require_loop(&self.target)?;
         let signals = install_signals(ctx)?;
         let clock = SystemClock;
@@ -261,6 +261,20 @@ fn run_when_placed(
 /// How often `run-now` tries again while the loop's pool is full.
 const POOL_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// The store `tick` and `run-now` claim with (P6): this host's label and
+/// those of its live daemons, or every label with `anywhere`.
+fn manual_store(ctx: &Context, anywhere: bool, now: loops_core::Timestamp) -> Result<Store> {
+    let store = ctx.open_store()?;
+    if anywhere {
+        return Ok(store.with_labels(&[loops_core::ANY_PLACEMENT.to_owned()]));
+    }
+    let host = loops_exec::hostname();
+    // A daemon list that cannot be read leaves the host's label alone.
+    let daemons = store.list_daemons(now).unwrap_or_default();
+    let labels = crate::placement::local_daemon_labels(&daemons, &host);
+    Ok(store.with_labels(&labels))
+}
+
 /// The last lines of a failed run's stderr: `<key>last <n> lines:`, then
 /// the lines `indent` in, each cut to the terminal's width.
 pub(crate) fn print_stderr_tail(
@@ -338,7 +352,7 @@ impl Request for Tick {
     type Document = Ticked;
 
     fn run(self, ctx: &Context, _: &mut Warnings) -> Result<Ticked> {
-        let store = crate::placement::manual_store(ctx, self.anywhere, super::now())?;
+        let store = manual_store(ctx, self.anywhere, super::now())?;
         let signals = install_signals(ctx)?;
         let clock = SystemClock;
         let warn = |text: &str| runner_warning(ctx, text);
