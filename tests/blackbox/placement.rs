@@ -268,3 +268,14 @@ fn install_carries_the_daemons_labels_into_the_service() {
         .stderr_has("invalid label \"a b\"")
         .run();
 }
+
+#[test]
+fn the_daemons_page_lists_the_daemons_labels() {
+    let env = TestEnv::new();
+    let _daemon = start_daemon(&env, &["--label", "gpu-tier"]);
+    let server = crate::serve::Server::start(&env);
+    let page = server.authed("GET", "/daemons");
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("<th>Labels</th>"), "{}", page.body);
+    assert!(page.body.contains(", gpu-tier</td>"), "{}", page.body);
+}
