@@ -32,9 +32,12 @@ mod cost_cap;
 mod hooks;
 mod lanes;
 mod overlap;
+mod placement;
 mod record;
 mod state;
 mod tick_result;
+
+pub(crate) use record::claim_spawn_id;
 
 pub use self::hooks::HookSettings;
 pub use self::lanes::Lanes;
@@ -51,7 +54,6 @@ use std::time::{Duration, Instant};
 
 use loops_core::{
     Clock, ExecutorResult, Loop, LoopId, LoopRun, Overlap, ProcessRef, RunId, Timestamp, due_slots,
-    missing_labels, placement_matches,
 };
 use loops_exec::{CancelToken, OutputSeen, Pool, Subscription};
 use loops_store::{Claim, NotClaimed, Store, StoreError};
@@ -303,20 +305,7 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
             if active.contains(&lp.id) {
                 continue;
             }
-            // Issue 30, P4: a loop placed elsewhere is left to the runners
-            // that match it (the claim refuses it here in any case).
-            if !placement_matches(&lp.policy.runs_on, &labels) {
-                if self.opts.report_misplaced {
-                    let missing = missing_labels(&lp.policy.runs_on, &labels).join(", ");
-                    self.report_error(
-                        &lp,
-                        &format!(
-                            "not run: it runs on {missing}, which this host lacks; \
-                             run it there, or pass --anywhere"
-                        ),
-                    );
-                }
-                self.parked.insert(lp.id);
+            if self.placed_elsewhere(&lp, &labels) {
                 continue;
             }
             match due_slots(&lp, now) {
@@ -647,16 +636,6 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
     pub(crate) fn into_result(mut self) -> TickResult {
         std::mem::take(&mut self.result)
     }
-}
-
-/// The spawn id of `run`'s processes when its claim has a token: the token
-/// is stored with the claim, so a daemon that dies between the spawn and
-/// recording it still leaves the restarted daemon a way to find them
-/// (`daemon/recover.rs`).
-pub(crate) fn claim_spawn_id(run: &LoopRun) -> Option<&str> {
-    run.claim_token
-        .as_deref()
-        .filter(|t| !t.is_empty() && !t.contains(char::is_whitespace))
 }
 
 impl Drop for Dispatcher<'_, '_> {
