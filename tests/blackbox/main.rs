@@ -31,6 +31,7 @@ mod mcp;
 mod mcp_python;
 mod next;
 mod path_entries;
+mod placement;
 mod policies;
 mod pools;
 mod prompt_files;

@@ -525,6 +525,16 @@ pub(crate) struct RunNowArgs {
     /// Print the run's stdout and stderr instead of their lengths.
     #[arg(long)]
     pub(crate) show_output: bool,
+
+    /// Run the loop here even though it is placed (--runs-on) on labels
+    /// this host and its daemons lack.
+    #[arg(long)]
+    pub(crate) anywhere: bool,
+
+    /// Run the loop now even though its pool is full, instead of waiting
+    /// for a run of the pool to end; the run still counts in the pool.
+    #[arg(long)]
+    pub(crate) ignore_pool: bool,
 }
 
 /// `loops logs --help`, after the flags.
@@ -562,6 +572,11 @@ pub(crate) struct TickArgs {
     /// Print the runs' stdout and stderr instead of their lengths.
     #[arg(long)]
     pub(crate) show_output: bool,
+
+    /// Also run the due loops placed (--runs-on) on labels this host and
+    /// its daemons lack; without it they are skipped with a warning.
+    #[arg(long)]
+    pub(crate) anywhere: bool,
 }
 
 #[cfg(test)]

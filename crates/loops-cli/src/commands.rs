@@ -35,7 +35,7 @@ use loops_exec::SystemClock;
 use crate::context::Context;
 
 /// The current instant, from the system clock.
-fn now() -> Timestamp {
+pub(crate) fn now() -> Timestamp {
     SystemClock.now()
 }
 

@@ -24,6 +24,7 @@ mod hint;
 mod human;
 mod mcp;
 mod paths;
+mod placement;
 mod pretty;
 mod redact;
 mod render;

@@ -32,11 +32,14 @@ mod cost_cap;
 mod hooks;
 mod lanes;
 mod overlap;
+mod placement;
 mod plan;
 mod record;
 mod state;
 mod tick_result;
 mod trigger;
+
+pub(crate) use record::claim_spawn_id;
 
 pub use self::hooks::HookSettings;
 pub use self::lanes::Lanes;
@@ -570,16 +573,6 @@ impl<'scope, 'env> Dispatcher<'scope, 'env> {
     pub(crate) fn into_result(mut self) -> TickResult {
         std::mem::take(&mut self.result)
     }
-}
-
-/// The spawn id of `run`'s processes when its claim has a token: the token
-/// is stored with the claim, so a daemon that dies between the spawn and
-/// recording it still leaves the restarted daemon a way to find them
-/// (`daemon/recover.rs`).
-pub(crate) fn claim_spawn_id(run: &LoopRun) -> Option<&str> {
-    run.claim_token
-        .as_deref()
-        .filter(|t| !t.is_empty() && !t.contains(char::is_whitespace))
 }
 
 impl Drop for Dispatcher<'_, '_> {

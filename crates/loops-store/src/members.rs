@@ -47,6 +47,9 @@ pub struct DaemonMember {
     /// (PostgreSQL; `None` before its first measure and on SQLite).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clock_skew_ms: Option<i64>,
+    /// The labels it runs with (issue 30, P1, P2): `host:<hostname>`
+    /// first, then those of `daemon run --label`, as it registered them.
+    pub labels: Vec<String>,
 }
 
 impl DaemonMember {

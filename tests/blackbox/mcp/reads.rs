@@ -137,7 +137,10 @@ fn tools_list_names_seventeen_tools_with_their_schemas_and_gates() {
         create_required.sort_by_key(ToString::to_string);
         assert_eq!(create_required, [json!("cmd"), json!("name")]);
         assert!(properties("loops_create_workflow").contains(&"workflow".to_owned()));
-        assert_eq!(properties("loops_run_now"), ["loop", "showOutput"]);
+        assert_eq!(
+            properties("loops_run_now"),
+            ["anywhere", "ignorePool", "loop", "showOutput"]
+        );
         assert_eq!(
             properties("loops_labels_update"),
             ["action", "labels", "loop"]

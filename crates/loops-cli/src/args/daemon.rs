@@ -77,6 +77,12 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "COMMAND", allow_hyphen_values = true)]
     pub(crate) on_failure: Option<String>,
 
+    /// A label this daemon carries, so it runs the loops placed on it
+    /// with `--runs-on` (repeatable, or comma-separated); `host:<hostname>`
+    /// is always carried [default: that one only].
+    #[arg(long = "label", value_name = "LABEL")]
+    pub(crate) labels: Vec<String>,
+
     #[command(flatten)]
     pub(crate) gc: GcFlags,
 

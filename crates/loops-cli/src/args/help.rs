@@ -133,7 +133,8 @@ pub(crate) const REMOVE: &str = "Examples:
 
 /// `run-now`.
 pub(crate) const RUN_NOW: &str = "Examples:
-  loops run-now backup --show-output";
+  loops run-now backup --show-output
+  loops run-now train --anywhere      # here, although it runs on labels this host lacks";
 
 /// `tick`.
 pub(crate) const TICK: &str = "Examples:
@@ -291,7 +292,8 @@ pub(crate) const DAEMON_RUN: &str = "Examples:
 /// `daemon start`.
 pub(crate) const DAEMON_START: &str = "Examples:
   loops daemon start
-  loops daemon start --gc-max-age 30d";
+  loops daemon start --gc-max-age 30d
+  loops daemon start --label gpu      # runs the loops created with --runs-on gpu too";
 
 /// `daemon stop`.
 pub(crate) const DAEMON_STOP: &str = "Examples:

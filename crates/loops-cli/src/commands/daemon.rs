@@ -146,6 +146,9 @@ struct Tuning {
     grace: Duration,
     gc: Option<loops_scheduler::GcSettings>,
     hooks: loops_scheduler::HookSettings,
+    /// `--label`: the labels the daemon carries beside `host:<host>`
+    /// (issue 30, P1).
+    labels: Vec<String>,
 }
 
 fn tuning(args: &RunArgs) -> Result<Tuning> {
@@ -177,6 +180,7 @@ fn tuning(args: &RunArgs) -> Result<Tuning> {
         grace: grace(&args.grace)?,
         gc: super::gc::daemon_settings(&args.gc)?,
         hooks: super::execute::hook_settings(args.on_failure.as_deref())?,
+        labels: daemon_labels(&args.labels)?,
     })
     .and_then(|tuning| {
         if let Some(listen) = &args.serve.serve {
@@ -185,6 +189,13 @@ fn tuning(args: &RunArgs) -> Result<Tuning> {
         }
         Ok(tuning)
     })
+}
+
+/// `--label` values of `daemon run|start|install`, repeated or
+/// comma-separated, checked, in order, without duplicates (issue 30, P1).
+/// A label never holds `*`, so no daemon carries `ANY_PLACEMENT`.
+fn daemon_labels(values: &[String]) -> Result<Vec<String>> {
+    resolve::policy::labels(values)
 }
 
 fn grace(value: &str) -> Result<Duration> {
@@ -227,6 +238,12 @@ fn run_command_line(binary: Binary, args: &RunArgs) -> Vec<String> {
         line.push(format!("--on-failure={command}"));
     }
     line.extend(super::gc::daemon_args(&args.gc));
+    // Issue 30, P1: one `--label` with them all, as given.
+    if let Ok(labels) = daemon_labels(&args.labels)
+        && !labels.is_empty()
+    {
+        line.extend(["--label".to_owned(), labels.join(",")]);
+    }
     if let Some(listen) = &args.serve.serve {
         line.extend(["--serve".to_owned(), listen.clone()]);
     }
@@ -246,6 +263,16 @@ fn run_command_line(binary: Binary, args: &RunArgs) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn daemon_labels_split_and_refuse_bad_ones() {
+        assert_eq!(
+            daemon_labels(&["gpu,zone=eu".into(), "gpu".into()]).unwrap(),
+            ["gpu", "zone=eu"]
+        );
+        assert!(daemon_labels(&["*".into()]).is_err());
+        assert!(daemon_labels(&["bad label".into()]).is_err());
+    }
 
     #[test]
     fn grace_takes_durations_including_zero() {

@@ -14,10 +14,11 @@ use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
-use anyhow::{Context as _, Result};
+use anyhow::{Context as _, Result, bail};
 use loops_core::{Loop, LoopRun, RunId, RunStatus};
 use loops_exec::{CancelToken, SignalCancel, SystemClock};
-use loops_scheduler::{ProcessExecutor, TickOptions, TickResult};
+use loops_scheduler::{ProcessExecutor, SchedulerError, TickOptions, TickResult};
+use loops_store::{ManualClaim, Store};
 
 use crate::args::{RunNowArgs, TickArgs};
 use crate::commands::logs::{self, RawStdout, Tail};
@@ -91,6 +92,10 @@ pub(crate) fn run_now(ctx: &Context, args: &RunNowArgs, out: &mut Printer) -> Re
             target: args.target.target.clone(),
             output: Output::from_flag(args.show_output),
             live: args.show_output && !json && !ctx.quiet && std::io::stdout().is_terminal(),
+            how: ManualClaim {
+                anywhere: args.anywhere,
+                ignore_pool: args.ignore_pool,
+            },
         })
     })
 }
@@ -104,6 +109,8 @@ struct RunNow {
     /// output is printed live as the run goes (from its log file, followed
     /// on a thread of its own) and not again at the end.
     live: bool,
+    /// `--anywhere`, `--ignore-pool` (issue 30, P6, Q6).
+    how: ManualClaim,
 }
 
 /// What `run-now` returns: the ended run, and how its output is shown
@@ -117,7 +124,7 @@ impl Request for RunNow {
     type Document = RanNow;
 
     fn run(self, ctx: &Context, _: &mut Warnings) -> Result<RanNow> {
-        let store = ctx.open_store()?;
+        let store = manual_store(ctx, self.how.anywhere, super::now())?;
         let lp = store.require_loop(&self.target)?;
         let signals = install_signals(ctx)?;
         let clock = SystemClock;
@@ -150,7 +157,7 @@ impl Request for RunNow {
         let (run, streamed) = std::thread::scope(|scope| {
             let done = &done;
             let follower = live.then(|| scope.spawn(move || follow_live(ctx, &claimed, done)));
-            let run = loops_scheduler::run_now(&store, &lp, &opts);
+            let run = run_when_placed(ctx, &store, &lp, &opts, self.how, signals.token());
             done.store(true, Ordering::Relaxed);
             let streamed = follower.is_some_and(|f| f.join().unwrap_or(false));
             (run, streamed)
@@ -216,6 +223,58 @@ impl Document for RanNow {
     }
 }
 
+/// Runs `lp` now as `how` allows (issue 30): refused in the P6 form when
+/// it is placed elsewhere; while its pool is full, said once on stderr
+/// and tried again about every second until it claims or `stop` fires.
+fn run_when_placed(
+    ctx: &Context,
+    store: &Store,
+    lp: &Loop,
+    opts: &TickOptions<'_>,
+    how: ManualClaim,
+    stop: &CancelToken,
+) -> Result<LoopRun> {
+    let mut waiting = false;
+    loop {
+        match loops_scheduler::run_now_with(store, lp, opts, how) {
+            Err(SchedulerError::NotPlacedHere(_)) => {
+                bail!("{}", crate::placement::refusal(lp, store))
+            }
+            Err(SchedulerError::PoolFull { pool, max_running }) => {
+                if !waiting {
+                    waiting = true;
+                    ctx.hint(&format!(
+                        "waiting for pool {pool} ({max_running} running); Ctrl-C stops, \
+                         --ignore-pool runs it now"
+                    ));
+                }
+                if stop.wait_timeout(POOL_POLL) {
+                    let reason = stop.reason().unwrap_or_else(|| "a signal".to_owned());
+                    bail!("stopped waiting for pool {pool} ({reason}); the loop did not run");
+                }
+            }
+            run => return Ok(run?),
+        }
+    }
+}
+
+/// How often `run-now` tries again while the loop's pool is full.
+const POOL_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The store `tick` and `run-now` claim with (P6): this host's label and
+/// those of its live daemons, or every label with `anywhere`.
+fn manual_store(ctx: &Context, anywhere: bool, now: loops_core::Timestamp) -> Result<Store> {
+    let store = ctx.open_store()?;
+    if anywhere {
+        return Ok(store.with_labels(&[loops_core::ANY_PLACEMENT.to_owned()]));
+    }
+    let host = loops_exec::hostname();
+    // A daemon list that cannot be read leaves the host's label alone.
+    let daemons = store.list_daemons(now).unwrap_or_default();
+    let labels = crate::placement::local_daemon_labels(&daemons, &host);
+    Ok(store.with_labels(&labels))
+}
+
 /// The last lines of a failed run's stderr: `<key>last <n> lines:`, then
 /// the lines `indent` in, each cut to the terminal's width.
 pub(crate) fn print_stderr_tail(
@@ -267,6 +326,7 @@ pub(crate) fn tick(ctx: &Context, args: &TickArgs, out: &mut Printer) -> Result<
         Ok(Tick {
             max_parallel: resolve::positive_int(&args.max_parallel, "--max-parallel")?,
             output: Output::from_flag(args.show_output),
+            anywhere: args.anywhere,
         })
     })
 }
@@ -276,6 +336,8 @@ struct Tick {
     /// How many runs at once.
     max_parallel: u32,
     output: Output,
+    /// `--anywhere`: run the loops placed elsewhere too (issue 30, P6).
+    anywhere: bool,
 }
 
 /// What `tick` returns: what the tick did, and the signal that interrupted
@@ -290,7 +352,7 @@ impl Request for Tick {
     type Document = Ticked;
 
     fn run(self, ctx: &Context, _: &mut Warnings) -> Result<Ticked> {
-        let store = ctx.open_store()?;
+        let store = manual_store(ctx, self.anywhere, super::now())?;
         let signals = install_signals(ctx)?;
         let clock = SystemClock;
         let warn = |text: &str| runner_warning(ctx, text);

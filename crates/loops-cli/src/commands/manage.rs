@@ -27,6 +27,7 @@ use crate::context::Context;
 use crate::exit::Outcome;
 use crate::hint;
 use crate::human;
+use crate::placement::{LiveDaemons, UNPLACEABLE};
 use crate::redact;
 use crate::render::{self, Column, Printer, Table};
 use crate::request::{self, Document, Request, Warnings};
@@ -109,16 +110,18 @@ impl Document for Listed {
     fn json(&self, out: &mut Printer) -> Result<()> {
         let mut list = out.json_array();
         let mut failed = None;
-        self.store
-            .for_each_labeled_loop(&self.filter(), &self.request.labels, |lp| {
-                match list.push(&redact::into_loop_json(lp)) {
-                    Ok(()) => ControlFlow::Continue(()),
-                    Err(e) => {
-                        failed = Some(e);
-                        ControlFlow::Break(())
-                    }
+        let daemons = LiveDaemons::read(&self.store, now());
+        self.store.for_each_labeled_loop(
+            &self.filter(),
+            &self.request.labels,
+            |lp| match push_loop(&mut list, lp, &daemons) {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(e) => {
+                    failed = Some(e);
+                    ControlFlow::Break(())
                 }
-            })?;
+            },
+        )?;
         if let Some(e) = failed {
             return Err(e.into());
         }
@@ -149,9 +152,16 @@ impl Document for Listed {
         }
         let now = human::display_now();
         let mut table = list_table();
+        let daemons = LiveDaemons::read(store, super::now());
         for lp in &loops {
             let last = last_run(store, &lp.id)?;
             let status = shown_status(lp, last.as_ref());
+            // Issue 30, P7: a placed loop no live daemon can run.
+            let shown = if daemons.flags(lp) {
+                format!("{status} ({UNPLACEABLE})")
+            } else {
+                status.to_owned()
+            };
             let (next, overdue) = match lp.status {
                 LoopStatus::Paused => ("paused".to_owned(), false),
                 status => human::next_run(lp.next_run_at, status == LoopStatus::Active, now),
@@ -159,7 +169,7 @@ impl Document for Listed {
             table.styled_row(vec![
                 (lp.id.to_string(), Style::new()),
                 (name_with_labels(lp), Style::new()),
-                (status.to_owned(), render::status_style(status)),
+                (shown, render::status_style(status)),
                 (human::loop_schedule(lp), Style::new()),
                 (
                     next,
@@ -197,6 +207,25 @@ impl Document for Listed {
         }
         Ok(())
     }
+}
+
+/// Pushes `lp` onto `list` as `list --json` prints it: with
+/// `"unplaceable": true` when no live daemon can run it (issue 30, P7).
+fn push_loop(
+    list: &mut crate::pretty::ArrayWriter<&mut dyn std::io::Write>,
+    lp: Loop,
+    daemons: &LiveDaemons,
+) -> std::io::Result<()> {
+    let flagged = daemons.flags(&lp);
+    let lp = redact::into_loop_json(lp);
+    if !flagged {
+        return list.push(&lp);
+    }
+    let mut doc = serde_json::to_value(&lp).map_err(std::io::Error::other)?;
+    if let serde_json::Value::Object(fields) = &mut doc {
+        fields.insert("unplaceable".to_owned(), serde_json::Value::Bool(true));
+    }
+    list.push(&doc)
 }
 
 /// `list`'s columns. On a terminal the table fits its width (issue 28):

@@ -183,7 +183,7 @@ impl Document for Card {
         }
         // Issue 30: where it runs and its pool, only when set.
         if !lp.policy.runs_on.is_empty() {
-            card.key("Runs on", lp.policy.runs_on.join(", "));
+            card.key("Runs on", crate::placement::runs_on_line(&self.store, lp));
         }
         // Its limit, and whether a due run waits for room (the real clock).
         let mut pool = super::pools::status_lines(&self.store, lp, super::now())?.into_iter();

@@ -368,6 +368,12 @@ pub(crate) struct RunNowParams {
     /// secrets shaped like tokens whole.
     #[serde(default)]
     pub(crate) show_output: bool,
+    /// Run it here even though it is placed on labels this host lacks.
+    #[serde(default)]
+    pub(crate) anywhere: bool,
+    /// Run it now even though its pool is full, instead of waiting.
+    #[serde(default)]
+    pub(crate) ignore_pool: bool,
 }
 
 /// `loops_labels_update`.

@@ -292,6 +292,8 @@ async fn run_now(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> R
     let request = Command::RunNow(args::RunNowArgs {
         target: LoopRef { target: id },
         show_output: false,
+        anywhere: false,
+        ignore_pool: false,
     });
     call(&shared, request).await
 }

@@ -85,6 +85,10 @@ pub(crate) struct DaemonStatus {
     /// The database lease, expired or not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) lease: Option<DaemonLease>,
+    /// The labels of the lease's daemon, `host:<hostname>` first (issue
+    /// 30, P1; new in loops).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) labels: Option<Vec<String>>,
     /// This host.
     pub(crate) host: String,
     /// Loops by status.
@@ -162,9 +166,16 @@ pub(crate) fn daemon_status(
     let next_run_at = store.next_wake(now, "", &[])?.due;
     let kind = store.backend_kind();
     let (backend, database) = (kind.name(), kind.database());
+    let members = store.list_daemons(now)?;
+    let labels = lease.as_ref().and_then(|l| {
+        members
+            .iter()
+            .find(|m| m.id == l.id)
+            .map(|m| m.labels.clone())
+    });
     let (daemons, clock_skew_ms) = if store.is_shared() {
         let clock = DatabaseClock::new(SystemClock);
-        (Some(store.list_daemons(now)?), clock.sync(store)?)
+        (Some(members), clock.sync(store)?)
     } else {
         (None, None)
     };
@@ -173,6 +184,7 @@ pub(crate) fn daemon_status(
         stale: pid.is_some() && !running,
         pid,
         lease,
+        labels,
         host: host.to_owned(),
         loops,
         runs,

@@ -37,6 +37,7 @@ mod gc;
 mod integrity;
 mod loops;
 mod path;
+mod placement;
 mod postgres;
 pub(crate) mod providers;
 
@@ -218,6 +219,7 @@ fn finish(
                 &exec,
                 opts.env.get("TZ").map(String::as_str),
             ));
+            checks.extend(placement::check_placement(store, opts.now));
             let home = opts.env.get("HOME").map(Path::new);
             checks.push(gc::check_retention(store, daemon_pid, home));
         }

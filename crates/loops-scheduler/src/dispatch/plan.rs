@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use loops_core::{Loop, LoopId, Timestamp, due_slots, missing_labels, placement_matches};
+use loops_core::{Loop, LoopId, Timestamp, due_slots};
 use loops_store::StoreError;
 
 use super::{Dispatcher, LoopWork};
@@ -32,20 +32,7 @@ impl Dispatcher<'_, '_> {
             if active.contains(&lp.id) {
                 continue;
             }
-            // Issue 30, P4: a loop placed elsewhere is left to the runners
-            // that match it (the claim refuses it here in any case).
-            if !placement_matches(&lp.policy.runs_on, &labels) {
-                if self.opts.report_misplaced {
-                    let missing = missing_labels(&lp.policy.runs_on, &labels).join(", ");
-                    self.report_error(
-                        &lp,
-                        &format!(
-                            "not run: it runs on {missing}, which this host lacks; \
-                             run it there, or pass --anywhere"
-                        ),
-                    );
-                }
-                self.parked.insert(lp.id);
+            if self.placed_elsewhere(&lp, &labels) {
                 continue;
             }
             match due_slots(&lp, now) {

@@ -415,3 +415,13 @@ impl Dispatcher<'_, '_> {
         }
     }
 }
+
+/// The spawn id of `run`'s processes when its claim has a token: the token
+/// is stored with the claim, so a daemon that dies between the spawn and
+/// recording it still leaves the restarted daemon a way to find them
+/// (`daemon/recover.rs`).
+pub(crate) fn claim_spawn_id(run: &LoopRun) -> Option<&str> {
+    run.claim_token
+        .as_deref()
+        .filter(|t| !t.is_empty() && !t.contains(char::is_whitespace))
+}

@@ -69,6 +69,7 @@ fn take_the_lease(
     c: &mut dyn Sql,
     req: &LeaseRequest,
     now: Timestamp,
+    labels: &str,
     holder_is_gone: &dyn Fn(&DaemonLease) -> bool,
 ) -> Result<std::result::Result<Option<DaemonLease>, DaemonLease>> {
     let holders = c.query_vec(
@@ -92,8 +93,8 @@ fn take_the_lease(
     let lease = c.query_opt(
         concat!(
             "INSERT INTO daemon_lease (id, pid, hostname, heartbeat_at, expires_at, created_at,
-               updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?4, ?4)
+               updated_at, labels)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?4, ?4, ?6)
              RETURNING ",
             lease_columns!()
         ),
@@ -103,6 +104,7 @@ fn take_the_lease(
             req.hostname.as_str().into(),
             now.into(),
             now.add_ms(offset_ms(req.ttl_ms)).into(),
+            crate::sql::json(labels),
         ],
         ("daemon_lease", "acquiring the daemon lease"),
         columns::lease_row,
@@ -113,8 +115,14 @@ fn take_the_lease(
 /// PostgreSQL: registers the daemon (inserts its row, or renews it when
 /// this id registered before, recording this loops' version), after
 /// forgetting the daemons expired for over a day. Other daemons, live or
-/// not, do not stand in the way.
-fn register(c: &mut dyn Sql, req: &LeaseRequest, now: Timestamp) -> Result<Option<DaemonLease>> {
+/// not, do not stand in the way. Its `labels` (a JSON array) are written
+/// with the row, and kept as they are while it lives (P2).
+fn register(
+    c: &mut dyn Sql,
+    req: &LeaseRequest,
+    now: Timestamp,
+    labels: &str,
+) -> Result<Option<DaemonLease>> {
     let forget = now.checked_add_ms(-FORGET_AFTER_MS).unwrap_or(now);
     c.execute(
         "DELETE FROM daemons WHERE expires_at < ?1",
@@ -124,12 +132,12 @@ fn register(c: &mut dyn Sql, req: &LeaseRequest, now: Timestamp) -> Result<Optio
     c.query_opt(
         concat!(
             "INSERT INTO daemons (id, hostname, pid, version, started_at, heartbeat_at,
-                    expires_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)
+                    expires_at, labels)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)
              ON CONFLICT (id) DO UPDATE
              SET hostname = EXCLUDED.hostname, pid = EXCLUDED.pid,
                  version = EXCLUDED.version, heartbeat_at = EXCLUDED.heartbeat_at,
-                 expires_at = EXCLUDED.expires_at
+                 expires_at = EXCLUDED.expires_at, labels = EXCLUDED.labels
              RETURNING ",
             daemon_as_lease!()
         ),
@@ -140,6 +148,7 @@ fn register(c: &mut dyn Sql, req: &LeaseRequest, now: Timestamp) -> Result<Optio
             env!("CARGO_PKG_VERSION").into(),
             now.into(),
             now.add_ms(offset_ms(req.ttl_ms)).into(),
+            crate::sql::json(labels),
         ],
         ("daemons", "registering the daemon"),
         columns::lease_row,
@@ -176,13 +185,17 @@ impl<D: Db> LeaseOps for D {
         now: Timestamp,
         holder_is_gone: &dyn Fn(&DaemonLease) -> bool,
     ) -> Result<LeaseAcquire> {
+        // Issue 30, P1/P2: the labels this store claims with, which are
+        // the daemon's (`daemon run --label`), beside `host:<host>`.
+        let labels = serde_json::to_string(&self.labels())
+            .map_err(|e| StoreError::Encode(format!("the daemon's labels: {e}")))?;
         self.write(|c| {
             let lease = match c.dialect() {
-                Dialect::Sqlite => match take_the_lease(c, req, now, holder_is_gone)? {
+                Dialect::Sqlite => match take_the_lease(c, req, now, &labels, holder_is_gone)? {
                     Ok(lease) => lease,
                     Err(holder) => return Ok(LeaseAcquire::Held(holder)),
                 },
-                Dialect::Postgres => register(c, req, now)?,
+                Dialect::Postgres => register(c, req, now, &labels)?,
             };
             lease
                 .map(LeaseAcquire::Acquired)

@@ -5,7 +5,7 @@
 use loops_core::{LeaseId, Timestamp};
 
 use crate::backend::MemberOps;
-use crate::columns::{instant, int, int_opt, parsed, text, text_opt};
+use crate::columns::{instant, int, int_opt, json_opt, parsed, text, text_opt};
 use crate::error::Result;
 use crate::members::DaemonMember;
 use crate::sql::{Col, Db, Dialect, Fields};
@@ -21,6 +21,7 @@ const MEMBER_COLUMNS: &[&str] = &[
     "expires_at",
     "running_runs",
     "clock_skew_ms",
+    "labels",
 ];
 
 /// Every daemon with its runs in flight, by host and then by start.
@@ -28,13 +29,13 @@ const LIST_DAEMONS: (&str, &str) = (
     "SELECT l.id, l.hostname, l.pid, NULL, l.created_at, l.heartbeat_at, l.expires_at,
             (SELECT COUNT(*) FROM loop_runs r WHERE r.status = 'running'
                AND r.claimed_by = l.hostname || ':' || l.pid || ':' || l.id),
-            NULL
+            NULL, l.labels
      FROM daemon_lease l ORDER BY l.hostname, l.created_at, l.id",
     "SELECT d.id, d.hostname, d.pid, d.version, d.started_at, d.heartbeat_at,
             d.expires_at,
             (SELECT COUNT(*) FROM loop_runs r WHERE r.status = 'running'
                AND r.claimed_by = d.hostname || ':' || d.pid || ':' || d.id),
-            d.clock_skew_ms
+            d.clock_skew_ms, d.labels
      FROM daemons d ORDER BY d.hostname, d.started_at, d.id",
 );
 
@@ -42,9 +43,18 @@ const LIST_DAEMONS: (&str, &str) = (
 fn member_row(row: &dyn Fields) -> Col<DaemonMember> {
     let n = MEMBER_COLUMNS;
     let running: i64 = int(row, n, 7)?;
+    let hostname: String = text(row, n, 1)?;
+    // Issue 30, P1: `host:<hostname>` always, first; a row registered
+    // before labels were written has that label alone.
+    let mut labels = vec![loops_core::host_label(&hostname)];
+    for label in json_opt::<Vec<String>>(row, n, 9)?.unwrap_or_default() {
+        if !labels.contains(&label) {
+            labels.push(label);
+        }
+    }
     Ok(DaemonMember {
         id: parsed(row, n, 0)?,
-        hostname: text(row, n, 1)?,
+        hostname,
         pid: int(row, n, 2)?,
         version: text_opt(row, n, 3)?,
         started_at: instant(row, n, 4)?,
@@ -53,6 +63,7 @@ fn member_row(row: &dyn Fields) -> Col<DaemonMember> {
         live: false,
         running_runs: u64::try_from(running).unwrap_or(0),
         clock_skew_ms: int_opt(row, n, 8)?,
+        labels,
     })
 }
 

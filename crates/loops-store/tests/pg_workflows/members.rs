@@ -93,6 +93,7 @@ fn daemons_of_two_hosts_are_members_until_they_leave_or_lapse() {
                 live: true,
                 running_runs: 1,
                 clock_skew_ms: None,
+                labels: vec!["host:host-a".into()],
             },
             DaemonMember {
                 id: lease_b.id,
@@ -105,6 +106,7 @@ fn daemons_of_two_hosts_are_members_until_they_leave_or_lapse() {
                 live: true,
                 running_runs: 0,
                 clock_skew_ms: None,
+                labels: vec!["host:host-b".into()],
             },
         ]
     );
@@ -278,6 +280,7 @@ fn on_sqlite_the_lease_holder_is_the_one_member() {
             live: true,
             running_runs: 1,
             clock_skew_ms: None,
+            labels: vec!["host:host-a".into()],
         }]
     );
     assert_eq!(members[0].runner_id(), runner);

@@ -18,6 +18,7 @@ mod gc;
 mod lease;
 mod loops;
 mod opening;
+mod placement;
 mod policies;
 mod pools;
 mod recover;

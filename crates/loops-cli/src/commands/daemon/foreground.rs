@@ -62,7 +62,8 @@ impl Request for DaemonRun {
         let signals = SignalCancel::install_daemon().context("installing the signal handlers")?;
         let tuning = self.tuning;
         let paths = daemon_paths(ctx)?;
-        let store = ctx.open_store()?;
+        // Issue 30, P1: the store claims, and registers, with its labels.
+        let store = ctx.open_store()?.with_labels(&tuning.labels);
         let log_path = paths.log_file();
         let log = DaemonLog::open(&log_path, LogConfig::default(), !stderr_is_file())
             .with_context(|| format!("opening {}", log_path.display()))?;

@@ -106,6 +106,13 @@ fn status_lines(s: &control::DaemonStatus, now: Timestamp) -> Vec<String> {
         ),
         format!("log: {}", s.log_path),
     ];
+    // Issue 30, P1: the labels of the lease's daemon, while it runs.
+    if let Some(labels) = s.labels.as_ref().filter(|_| s.running) {
+        lines.insert(
+            1,
+            format!("labels: {}", escape_controls(&labels.join(", "), &[])),
+        );
+    }
     if let Some(daemons) = &s.daemons {
         lines.push(format!("database: {} {}", s.backend, s.database));
         if let Some(skew) = s.clock_skew_ms {
@@ -122,7 +129,7 @@ fn status_lines(s: &control::DaemonStatus, now: Timestamp) -> Vec<String> {
         ));
         for d in daemons {
             lines.push(format!(
-                "  {} {} pid={} version {} since {}: {} run(s) in flight, clock {}{}",
+                "  {} {} pid={} version {} since {}: {} run(s) in flight, clock {}{}; labels {}",
                 if d.live { "live" } else { "gone" },
                 escape_controls(&d.hostname, &[]),
                 d.pid,
@@ -132,6 +139,7 @@ fn status_lines(s: &control::DaemonStatus, now: Timestamp) -> Vec<String> {
                 d.clock_skew_ms
                     .map_or_else(|| "not measured".to_owned(), |ms| format!("{ms} ms off")),
                 d.clock_skew_ms.map_or("", skew_warning),
+                escape_controls(&d.labels.join(", "), &[]),
             ));
         }
     }

@@ -36,7 +36,7 @@ pub(in crate::serve) async fn index(State(shared): State<Arc<Shared>>) -> Respon
             table #daemons {
                 thead { tr {
                     th { "Host" } th { "State" } th { "Pid" } th { "Started" }
-                    th { "Heartbeat" } th { "Clock skew" } th { "Runs in flight" }
+                    th { "Heartbeat" } th { "Clock skew" } th { "Runs in flight" } th { "Labels" }
                 } }
                 tbody {
                     @match members {
@@ -50,6 +50,7 @@ pub(in crate::serve) async fn index(State(shared): State<Arc<Shared>>) -> Respon
                                     td { (when(instant(d, "heartbeatAt"), now)) }
                                     td.num { @if let Some(ms) = d["clockSkewMs"].as_i64() { (ms) " ms" } @else { "-" } }
                                     td.num { (d["runningRuns"]) }
+                                    td.labels { (labels(&d["labels"])) }
                                 }
                             }
                         }
@@ -62,6 +63,7 @@ pub(in crate::serve) async fn index(State(shared): State<Arc<Shared>>) -> Respon
                                 td { (when(instant(&status["lease"], "heartbeatAt"), now)) }
                                 td.num { "-" }
                                 td.num { (status["runs"]["running"]) }
+                                td.labels { (labels(&status["labels"])) }
                             }
                         }
                     }
@@ -74,4 +76,17 @@ pub(in crate::serve) async fn index(State(shared): State<Arc<Shared>>) -> Respon
         }
     };
     layout::page("Daemons", Section::Daemons, true, body)
+}
+
+/// A daemon's labels (issue 30, P2), comma-separated; `-` for none.
+fn labels(value: &serde_json::Value) -> String {
+    let labels: Vec<&str> = value
+        .as_array()
+        .map(|a| a.iter().filter_map(|l| l.as_str()).collect())
+        .unwrap_or_default();
+    if labels.is_empty() {
+        "-".to_owned()
+    } else {
+        labels.join(", ")
+    }
 }

@@ -13,8 +13,6 @@
 //! by the cutoff, same claimant), so a run is recovered once, and never
 //! after it finished.
 
-use std::ops::ControlFlow;
-
 use loops_core::{Loop, LoopId, LoopRun, RunId, Timestamp, WorkflowRunId};
 
 use super::Recovered;
@@ -36,10 +34,10 @@ pub(crate) const EXPIRED_LEASES: (&str, &str) = (
 );
 
 /// Locks loop `?1` unless another transaction holds it (PostgreSQL); on
-/// SQLite reads it.
+/// SQLite reads it. Its placement comes along (issue 30, P5).
 const LOCK_LOOP: (&str, &str) = (
-    "SELECT id FROM loops WHERE id = ?1",
-    "SELECT id FROM loops WHERE id = ?1 FOR NO KEY UPDATE SKIP LOCKED",
+    "SELECT id, runs_on FROM loops WHERE id = ?1",
+    "SELECT id, runs_on FROM loops WHERE id = ?1 FOR NO KEY UPDATE SKIP LOCKED",
 );
 
 /// Re-reads a candidate, still running and expired; PostgreSQL skips it
@@ -129,7 +127,7 @@ fn abandon_expired(
     now: Timestamp,
 ) -> Result<Option<LoopRun>> {
     let d = c.dialect();
-    if !may_lock_loop(c, loop_id)? {
+    if !may_lock_loop(c, loop_id, &db.labels())? {
         return Ok(None);
     }
     let Some((run, process)) = c.query_opt(
@@ -166,21 +164,24 @@ fn abandon_expired(
 
 /// Locks loop `loop_id` unless another transaction holds it; true when
 /// this transaction may go on: the lock was taken (on SQLite: the loop
-/// was read), or the loop does not exist (its runs are still recovered).
-fn may_lock_loop(c: &mut dyn Sql, loop_id: &LoopId) -> Result<bool> {
+/// was read) and the loop runs on this runner's `labels` (issue 30, P5: a
+/// placed loop's run is recovered only where it may run again), or the
+/// loop does not exist (its runs are still recovered).
+fn may_lock_loop(c: &mut dyn Sql, loop_id: &LoopId, labels: &[String]) -> Result<bool> {
     let params = [loop_id.as_str().into()];
-    let mut locked = false;
     let sql = c.dialect().pick(LOCK_LOOP.0, LOCK_LOOP.1);
-    c.query_rows(sql, &params, "locking a loop", &mut |_| {
-        locked = true;
-        Ok(ControlFlow::Break(()))
+    let locked = c.query_opt(sql, &params, ("loops", "locking a loop"), |row| {
+        columns::json_opt::<Vec<String>>(row, &["id", "runs_on"], 1)
     })?;
-    Ok(locked
-        || c.query_int(
-            "SELECT COUNT(*) FROM loops WHERE id = ?1",
-            &params,
-            "reading a loop",
-        )? == 0)
+    if let Some(runs_on) = locked {
+        let runs_on = runs_on.unwrap_or_default();
+        return Ok(loops_core::placement_matches(&runs_on, labels));
+    }
+    Ok(c.query_int(
+        "SELECT COUNT(*) FROM loops WHERE id = ?1",
+        &params,
+        "reading a loop",
+    )? == 0)
 }
 
 impl Recovered {
