@@ -198,12 +198,9 @@ fn a_daemon_runs_the_loops_placed_on_its_labels_and_never_another_hosts() {
 #[test]
 fn run_now_waits_for_a_full_pool_until_stopped_and_ignore_pool_runs_it_now() {
     let env = TestEnv::new();
+    env.loops(["pools", "set", "p", "--max", "1"]).run();
     env.create_command("hold", "sleep 30", &["--every", "1h", "--pool", "p"]);
     env.create_command("next", "true", &["--every", "1h", "--pool", "p"]);
-    let at = "'2026-01-01T00:00:00.000Z'";
-    env.raw().exec(&format!(
-        "INSERT INTO pools (name, max_running, created_at, updated_at) VALUES ('p', 1, {at}, {at})"
-    ));
     let mut hold = env.spawn(&["run-now", "hold"]);
     wait_for("hold's run", DEADLINE, || {
         runs(&env, "hold")
