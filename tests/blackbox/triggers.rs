@@ -178,3 +178,60 @@ fn a_loop_on_triggers_only_is_never_due_and_runs_after_its_upstream() {
     assert!(shown.get("triggerOnly").is_none(), "{shown}");
     assert!(shown["nextRunAt"].is_string(), "{shown}");
 }
+
+#[test]
+fn the_webhook_is_loops_trigger_with_the_body_as_payload() {
+    use crate::serve::Server;
+    let env = TestEnv::new();
+    let id = env.create_command("hook", "true", &["--every", "1h"]);
+    let server = Server::start(&env);
+    let bearer = format!("Bearer {}", server.token);
+    let own = format!("http://{}", server.addr);
+    let headers = [
+        ("Authorization", bearer.as_str()),
+        ("Content-Type", "application/json"),
+        ("Origin", own.as_str()),
+        ("Idempotency-Key", "push-42"),
+    ];
+    let path = format!("/api/v1/loops/{id}/trigger");
+    let first = server.send_body("POST", &path, &headers, r#"{"ref":"main"}"#);
+    assert_eq!(first.status, 200, "{}", first.body);
+    let first = first.json();
+    assert_eq!(
+        (first["added"].clone(), first["kind"].clone()),
+        (true.into(), "manual".into())
+    );
+    // The same delivery again adds nothing, and names the first.
+    let again = server.send_body("POST", &path, &headers, r#"{"ref":"main"}"#);
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.json()["added"], false);
+    assert_eq!(again.json()["id"], first["id"]);
+    // A body that is not JSON, or one sent as a form could, is refused.
+    let bad = server.send_body("POST", &path, &headers, "{");
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    assert!(
+        bad.error().1.contains("--payload must be JSON"),
+        "{}",
+        bad.body
+    );
+    let form = [
+        ("Authorization", bearer.as_str()),
+        ("Content-Type", "text/plain"),
+        ("Origin", own.as_str()),
+    ];
+    let refused = server.send_body("POST", &path, &form, "{}");
+    assert_eq!(refused.status, 415, "{}", refused.body);
+    // Without the token, nothing.
+    let anonymous = [
+        ("Content-Type", "application/json"),
+        ("Origin", own.as_str()),
+    ];
+    let refused = server.send_body("POST", &path, &anonymous, "{}");
+    assert_eq!(refused.status, 401, "{}", refused.body);
+    let missing = server.send_body("POST", "/api/v1/loops/nope/trigger", &headers, "{}");
+    assert_eq!(missing.status, 404, "{}", missing.body);
+    // One pending trigger in all.
+    env.loops(["status", "hook"])
+        .stdout_has("Triggers: 1 pending")
+        .run();
+}

@@ -108,6 +108,13 @@ pub(super) const OPERATIONS: &[Operation] = &[
     ),
     op(
         "post",
+        "/loops/{loop}/trigger",
+        "loops trigger",
+        "Trigger a run: the JSON body is its payload, an Idempotency-Key header its key",
+        &[],
+    ),
+    op(
+        "post",
         "/loops/{loop}/cancel",
         "loops cancel",
         "Cancel its running runs",

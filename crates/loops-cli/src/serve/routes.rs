@@ -42,6 +42,7 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/loops/{id}/stop", post(stop))
         .route("/loops/{id}/run-now", post(run_now))
         .route("/loops/{id}/cancel", post(cancel))
+        .route("/loops/{id}/trigger", post(trigger))
         .route("/runs", get(runs))
         .route("/runs/{id}", get(run))
         .route("/runs/{id}/output", get(output))
@@ -294,6 +295,45 @@ async fn run_now(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> R
         show_output: false,
         anywhere: false,
         ignore_pool: false,
+    });
+    call(&shared, request).await
+}
+
+/// `POST /loops/{id}/trigger`: `loops trigger` (issue 30, T4). The body,
+/// JSON (`Content-Type: application/json`) when there is one, is the
+/// payload; an `Idempotency-Key` header makes a repeated delivery run once.
+async fn trigger(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let payload = if body.is_empty() {
+        None
+    } else {
+        if let Some(refused) = not_json(&headers) {
+            return refused;
+        }
+        match String::from_utf8(body.to_vec()) {
+            Ok(text) => Some(text),
+            Err(_) => {
+                let message = "the payload must be JSON text in UTF-8";
+                return error(StatusCode::BAD_REQUEST, "bad_request", message);
+            }
+        }
+    };
+    let key = match headers.get("idempotency-key").map(|v| v.to_str()) {
+        None => None,
+        Some(Ok(key)) => Some(key.to_owned()),
+        Some(Err(_)) => {
+            let message = "the Idempotency-Key header must be printable ASCII";
+            return error(StatusCode::BAD_REQUEST, "bad_request", message);
+        }
+    };
+    let request = Command::Trigger(crate::args::trigger::TriggerArgs {
+        target: id,
+        payload,
+        idempotency_key: key,
     });
     call(&shared, request).await
 }
