@@ -19,7 +19,8 @@
 //! 2. no two runs of a skip loop overlapped;
 //! 3. nothing is left `running` once the daemons have stopped;
 //! 4. work kept getting done: every 10 s window of the fault period saw
-//!    runs start.
+//!    runs start;
+//! 5. placement, a pool and a chain held (issue 30, `chaos/x3.rs`).
 //!
 //! An execution the ledger shows no end for (its process group was killed
 //! by a recovery) counts as running until the recovery could have killed
@@ -30,6 +31,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod x3;
 
 use crate::bench_daemon::now_ms;
 use crate::postgres::{Cluster, NO_CLUSTER};
@@ -49,6 +52,8 @@ const UNENDED_MS: i64 = 6_000 + 30_000 + 5_000;
 /// One daemon playing one host.
 struct Host {
     name: String,
+    /// `--label` arguments (issue 30).
+    labels: &'static [&'static str],
     data_dir: PathBuf,
     child: Option<Child>,
 }
@@ -63,6 +68,7 @@ impl Host {
         let err = log.try_clone().map_err(|e| e.to_string())?;
         let child = Command::new(loops)
             .args(["daemon", "run", "--interval-ms", "1000"])
+            .args(self.labels)
             .env("LOOPS_DATA_DIR", &self.data_dir)
             .env("LOOPS_DATABASE_URL", url)
             .env("LOOPS_HOSTNAME", &self.name)
@@ -146,7 +152,20 @@ pub(crate) fn chaos(args: &[String]) -> Result<(), String> {
     let work = std::env::temp_dir().join(format!("loops-chaos-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).map_err(|e| format!("creating {}: {e}", work.display()))?;
-    let outcome = drive(&cluster, &loops, &url, &work, Duration::from_secs(seconds));
+    let sampler = x3::Sampler::default();
+    let outcome = std::thread::scope(|s| {
+        s.spawn(|| sampler.run(&cluster, &url));
+        let outcome = drive(
+            &cluster,
+            &loops,
+            &url,
+            &work,
+            Duration::from_secs(seconds),
+            &sampler,
+        );
+        sampler.stop();
+        outcome
+    });
     match &outcome {
         Ok(()) => {
             let _ = std::fs::remove_dir_all(&work);
@@ -162,6 +181,7 @@ fn drive(
     url: &str,
     work: &Path,
     fault_period: Duration,
+    sampler: &x3::Sampler,
 ) -> Result<(), String> {
     let ledger = work.join("ledger");
     // The loops, created through the CLI on the shared database.
@@ -190,9 +210,11 @@ fn drive(
             ));
         }
     }
+    x3::create(loops, url, &admin_dir, work)?;
     let mut hosts: Vec<Host> = (0..HOSTS)
         .map(|i| Host {
             name: format!("chaos-host-{i}"),
+            labels: x3::labels(i),
             data_dir: work.join(format!("host-{i}")),
             child: None,
         })
@@ -278,6 +300,11 @@ fn drive(
     );
     let mut problems = report.problems;
     problems.extend(stop_errors);
+    let placed = x3::check(cluster, url, work, sampler)?;
+    for figure in &placed.figures {
+        eprintln!("chaos: {figure}");
+    }
+    problems.extend(placed.problems);
     if running.trim() != "0" {
         problems.push(format!(
             "{} run(s) still running after every daemon stopped",
@@ -293,7 +320,8 @@ fn drive(
     if problems.is_empty() {
         eprintln!(
             "chaos: passed: no slot ran twice at once, no skip loop overlapped, nothing left \
-             running, work done in every window"
+             running, work done in every window, placed loops only on their hosts, the pool \
+             never over its limit, one downstream run per upstream run"
         );
         Ok(())
     } else {

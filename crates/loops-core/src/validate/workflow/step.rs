@@ -29,6 +29,21 @@ pub(super) fn check_step_shape(step: &Value, i: usize) -> Result<(&Map<String, V
     let field = format!("{}.id", step_label(i));
     let id = map.get("id").and_then(Value::as_str).unwrap_or("");
     require_non_empty(id, &field)?;
+    // Issue 30 (`docs/triggers.md` P8, Q2): a step runs on the daemon that
+    // runs its workflow, so it can be neither placed nor pooled on its own
+    // yet; a file that asks is refused rather than run elsewhere.
+    for (key, instead) in [("runsOn", "--runs-on"), ("pool", "--pool")] {
+        if map.contains_key(key) {
+            let field = format!("{}.{key}", step_label(i));
+            return Err(ValidationError::new(
+                &field,
+                format!(
+                    "{field}: a step runs where its workflow's loop runs, and cannot have its \
+                     own {key} yet; give the loop {instead} instead"
+                ),
+            ));
+        }
+    }
     Ok((map, id))
 }
 
@@ -196,5 +211,22 @@ fn read_process_target(map: Option<&Map<String, Value>>, label: &str) -> Result<
             format!("{label}.type"),
             format!("{label}.type must be command or agent"),
         )),
+    }
+}
+
+#[cfg(test)]
+mod placement_tests {
+    use super::*;
+
+    #[test]
+    fn a_step_with_its_own_placement_or_pool_is_refused() {
+        for (key, flag) in [("runsOn", "--runs-on"), ("pool", "--pool")] {
+            let step = serde_json::json!({"id": "a", key: "x"});
+            let err = check_step_shape(&step, 2).unwrap_err();
+            assert_eq!(err.field, format!("workflow.steps[2].{key}"));
+            assert!(err.message.contains(flag), "{}", err.message);
+        }
+        let plain = serde_json::json!({"id": "a"});
+        assert_eq!(check_step_shape(&plain, 0).unwrap().1, "a");
     }
 }
