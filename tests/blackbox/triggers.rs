@@ -235,3 +235,22 @@ fn the_webhook_is_loops_trigger_with_the_body_as_payload() {
         .stdout_has("Triggers: 1 pending")
         .run();
 }
+
+#[test]
+fn a_command_reads_its_trigger_payload_on_stdin() {
+    let env = TestEnv::new();
+    env.loops(["create", "command", "count", "--every", "1h"])
+        .args(["--cmd", "wc -c | tr -d ' '"])
+        .run();
+    env.loops(["trigger", "count", "--payload", "{\"ref\":\"main\"}"])
+        .run();
+    env.loops(["tick"]).run();
+    let ran = runs(&env, "count");
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    // 14 bytes: the payload, whole, and nothing else.
+    assert_eq!(ran[0]["stdout"], "14\n");
+    // A run without a trigger reads nothing.
+    env.loops(["run-now", "count"]).run();
+    let ran = runs(&env, "count");
+    assert_eq!(ran[0]["stdout"], "0\n", "{ran:?}");
+}

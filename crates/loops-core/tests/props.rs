@@ -348,6 +348,7 @@ fn target() -> impl Strategy<Value = Target> {
                     env,
                     timeout_ms,
                     account: None,
+                    stdin: None,
                 })
             },
         );

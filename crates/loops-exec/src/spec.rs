@@ -108,7 +108,7 @@ impl<'a> ProcessSpec<'a> {
                     fallback: None,
                     cwd: non_empty(c.cwd.as_deref()),
                     env: c.env.as_ref(),
-                    stdin: None,
+                    stdin: c.stdin.clone(),
                     timers,
                     account: c.account.as_ref(),
                     tool_hint: None,

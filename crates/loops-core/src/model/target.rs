@@ -50,6 +50,12 @@ pub struct CommandTarget {
     /// Account to run under.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<Account>,
+    /// What one run reads on stdin: its trigger's payload (issue 30,
+    /// `docs/triggers.md` T6), set on the copy a runner executes. Never
+    /// stored, read or shown: `/dev/null` for every stored target.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub stdin: Option<String>,
 }
 
 impl CommandTarget {
@@ -63,6 +69,7 @@ impl CommandTarget {
             env: None,
             timeout_ms: None,
             account: None,
+            stdin: None,
         }
     }
 

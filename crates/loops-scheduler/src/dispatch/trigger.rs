@@ -85,8 +85,8 @@ impl Dispatcher<'_, '_> {
 /// `lp` as its triggered run executes it: the target's environment gains
 /// `LOOPS_TRIGGER_KIND`, for `after` `LOOPS_TRIGGER_LOOP` and
 /// `LOOPS_TRIGGER_RUN_ID`, and `LOOPS_TRIGGER_PAYLOAD` when the payload is
-/// at most [`MAX_TRIGGER_PAYLOAD_ENV`] bytes (T6). A workflow's steps
-/// keep their own environments.
+/// at most [`MAX_TRIGGER_PAYLOAD_ENV`] bytes (T6); a command also reads
+/// the payload on stdin. A workflow's steps keep their own environments.
 pub(super) fn with_trigger_env(mut lp: Loop, trigger: &LoopTrigger) -> Loop {
     let mut vars = vec![("LOOPS_TRIGGER_KIND", trigger.kind.as_str().to_owned())];
     if trigger.kind == TriggerKind::After {
@@ -105,7 +105,12 @@ pub(super) fn with_trigger_env(mut lp: Loop, trigger: &LoopTrigger) -> Loop {
         vars.push(("LOOPS_TRIGGER_PAYLOAD", payload.clone()));
     }
     let env = match &mut lp.target {
-        Target::Command(c) => &mut c.env,
+        Target::Command(c) => {
+            // A command reads the payload on stdin too; an agent's stdin is
+            // its prompt.
+            c.stdin.clone_from(&trigger.payload);
+            &mut c.env
+        }
         Target::Agent(a) => &mut a.env,
         _ => return lp,
     };

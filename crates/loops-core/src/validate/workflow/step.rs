@@ -172,6 +172,7 @@ fn read_process_target(map: Option<&Map<String, Value>>, label: &str) -> Result<
             env: opt_env(map, label)?,
             timeout_ms: opt_ms(map, "timeoutMs", label)?,
             account: opt_account(map, label)?,
+            stdin: None,
         })),
         Some("agent") => {
             let provider = string("provider")?;
