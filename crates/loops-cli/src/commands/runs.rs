@@ -72,11 +72,35 @@ struct Runs {
 /// Loops by id: the current name, or `None` for a removed loop.
 type Names = std::collections::HashMap<LoopId, Option<String>>;
 
+/// What started each triggered run (issue 30, T10): its trigger, and the
+/// words `runs` shows (`after <loop>`, `manual`, `watch`).
+type StartedBy = std::collections::HashMap<RunId, (loops_store::LoopTrigger, String)>;
+
+/// [`StartedBy`] for `runs`.
+fn started_by(store: &Store, runs: &[LoopRun]) -> Result<StartedBy> {
+    let ids: Vec<RunId> = runs.iter().map(|r| r.id).collect();
+    let mut by = StartedBy::new();
+    for t in store.triggers_of_runs(&ids)? {
+        let Some(run) = t.run_id else { continue };
+        let words = match (t.kind, &t.source_loop_id) {
+            (loops_core::TriggerKind::After, Some(up)) => {
+                let name = store
+                    .get_loop(up)?
+                    .map_or_else(|| up.to_string(), |lp| lp.name);
+                format!("after {name}")
+            }
+            (kind, _) => kind.to_string(),
+        };
+        by.insert(run, (t, words));
+    }
+    Ok(by)
+}
+
 /// What `runs` returns.
 enum RunsListed {
     /// The run a run id named, and its loop's current name (`None` when
     /// the loop was removed).
-    One(Box<LoopRun>, Output, Option<String>),
+    One(Box<LoopRun>, Output, Option<String>, StartedBy),
     /// The newest runs, newest first; `cut` when the limit hid older ones.
     Many {
         runs: Vec<LoopRun>,
@@ -86,6 +110,7 @@ enum RunsListed {
         names: Names,
         /// The pool the loop listed waits for (issue 30, Q4).
         waiting: Option<String>,
+        by: StartedBy,
     },
 }
 
@@ -100,7 +125,8 @@ impl Request for Runs {
                 Subject::Loop(id) => Some(id),
                 Subject::Run(run) => {
                     let name = store.get_loop(&run.loop_id)?.map(|lp| lp.name);
-                    return Ok(RunsListed::One(run, self.output, name));
+                    let by = started_by(&store, std::slice::from_ref(&run))?;
+                    return Ok(RunsListed::One(run, self.output, name, by));
                 }
             },
         };
@@ -130,12 +156,14 @@ impl Request for Runs {
             },
             None => None,
         };
+        let by = started_by(&store, &runs)?;
         Ok(RunsListed::Many {
             runs,
             output: self.output,
             cut,
             names,
             waiting,
+            by,
         })
     }
 }
@@ -144,16 +172,28 @@ impl Document for RunsListed {
     /// The runs' array; one run is an array of one.
     fn json(&self, out: &mut Printer) -> Result<()> {
         match self {
-            RunsListed::One(run, output, _) => print_json(std::slice::from_ref(run), *output, out),
-            RunsListed::Many { runs, output, .. } => print_json(runs, *output, out),
+            RunsListed::One(run, output, _, by) => {
+                print_json(std::slice::from_ref(run), *output, by, out)
+            }
+            RunsListed::Many {
+                runs, output, by, ..
+            } => print_json(runs, *output, by, out),
         }
     }
 
     fn human(&self, ctx: &Context, out: &mut Printer) -> Result<()> {
-        let (runs, output, cut, names, waiting) = match self {
-            RunsListed::One(run, output, name) => {
+        let (runs, output, cut, names, waiting, by) = match self {
+            RunsListed::One(run, output, name, by) => {
                 let names = Names::from([(run.loop_id, name.clone())]);
-                return print_one(ctx, run, &names, *output, out);
+                print_one(ctx, run, &names, *output, out)?;
+                if let Some((t, words)) = by.get(&run.id) {
+                    let source = t
+                        .source_run_id
+                        .map(|r| format!(", run {r}"))
+                        .unwrap_or_default();
+                    out.line(&format!("trigger:   {words}{source} (trigger {})", t.id))?;
+                }
+                return Ok(());
             }
             RunsListed::Many {
                 runs,
@@ -161,13 +201,14 @@ impl Document for RunsListed {
                 cut,
                 names,
                 waiting,
-            } => (runs, *output, *cut, names, waiting),
+                by,
+            } => (runs, *output, *cut, names, waiting, by),
         };
         // Above the runs: the next one cannot start yet (Q4).
         if let Some(pool) = waiting {
             out.line(&format!("waiting for pool {pool}"))?;
         }
-        print_table(ctx, runs, names, output, out)?;
+        print_table(ctx, runs, names, by, output, out)?;
         if runs.is_empty() {
             ctx.hint("no runs yet");
         } else if cut {
@@ -183,9 +224,18 @@ impl Document for RunsListed {
     }
 }
 
-/// Prints runs as a JSON array.
-fn print_json(runs: &[LoopRun], output: Output, out: &mut Printer) -> Result<()> {
-    out.json(&runs.iter().map(|r| redact::run_json(r, output)).collect())?;
+/// Prints runs as a JSON array; a triggered run also has `trigger`, its
+/// trigger without the payload (issue 30, T10).
+fn print_json(runs: &[LoopRun], output: Output, by: &StartedBy, out: &mut Printer) -> Result<()> {
+    let mut all = Vec::with_capacity(runs.len());
+    for run in runs {
+        let mut doc = redact::run_json(run, output);
+        if let (Some((t, _)), Some(fields)) = (by.get(&run.id), doc.as_object_mut()) {
+            fields.insert("trigger".to_owned(), serde_json::to_value(t)?);
+        }
+        all.push(doc);
+    }
+    out.json(&serde_json::Value::Array(all))?;
     Ok(())
 }
 
@@ -232,6 +282,7 @@ fn print_table(
     ctx: &Context,
     runs: &[LoopRun],
     names: &Names,
+    by: &StartedBy,
     output: Output,
     out: &mut Printer,
 ) -> Result<()> {
@@ -248,7 +299,11 @@ fn print_table(
             (run.id.to_string(), Style::new()),
             (loop_cell(run, names), Style::new()),
             (
-                run.status.to_string(),
+                match by.get(&run.id) {
+                    // What started it, beside what it did (T10).
+                    Some((_, words)) => format!("{} ({words})", run.status),
+                    None => run.status.to_string(),
+                },
                 render::status_style(run.status.as_str()),
             ),
         ];

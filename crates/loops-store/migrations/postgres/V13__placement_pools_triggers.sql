@@ -52,3 +52,9 @@ CREATE UNIQUE INDEX IF NOT EXISTS loop_triggers_key
   ON loop_triggers(loop_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS loop_triggers_pending
   ON loop_triggers(loop_id, created_at) WHERE run_id IS NULL AND coalesced_at IS NULL;
+-- What started a run, for `runs` (T10).
+CREATE INDEX IF NOT EXISTS loop_triggers_run ON loop_triggers(run_id)
+  WHERE run_id IS NOT NULL;
+-- The loops that run after others, read by every finalize (T3): a few
+-- rows, whatever the number of loops.
+CREATE INDEX IF NOT EXISTS idx_loops_after ON loops(id) WHERE after_json IS NOT NULL;

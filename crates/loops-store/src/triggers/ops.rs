@@ -243,15 +243,21 @@ impl<D: Db> TriggerOps for D {
     fn triggers_of_runs(&self, run_ids: &[RunId]) -> Result<Vec<LoopTrigger>> {
         self.read(|c| {
             let mut out = Vec::new();
-            for id in run_ids {
-                if let Some(t) = c.query_opt(
-                    concat!(trigger_select!(), " WHERE run_id = ?1"),
-                    &[id.as_str().into()],
-                    ("loop_triggers", "reading the trigger of a run"),
+            // A hundred runs a statement: a page of `runs` is one or two.
+            for chunk in run_ids.chunks(100) {
+                let marks: Vec<String> = (1..=chunk.len()).map(|i| format!("?{i}")).collect();
+                let sql = format!(
+                    "{} WHERE run_id IN ({})",
+                    trigger_select!(),
+                    marks.join(", ")
+                );
+                let params: Vec<_> = chunk.iter().map(|id| id.as_str().into()).collect();
+                out.extend(c.query_vec(
+                    &sql,
+                    &params,
+                    ("loop_triggers", "reading the triggers of runs"),
                     trigger_row,
-                )? {
-                    out.push(t);
-                }
+                )?);
             }
             Ok(out)
         })
