@@ -48,6 +48,16 @@ fn a_loop_after_another_runs_once_per_upstream_run_and_is_told_which() {
             build["id"].as_str().unwrap()
         )
     );
+    // What started it (T10).
+    assert_eq!(ran[0]["trigger"]["kind"], "after");
+    assert_eq!(ran[0]["trigger"]["sourceRunId"], upstream.as_str());
+    assert!(ran[0]["trigger"].get("payload").is_none(), "{ran:?}");
+    env.loops(["runs", "deploy"])
+        .stdout_has("succeeded (after build)")
+        .run();
+    env.loops(["runs", ran[0]["id"].as_str().unwrap()])
+        .stdout_has(&format!("trigger:   after build, run {upstream}"))
+        .run();
     // A triggered run leaves the schedule where it was.
     let after = env.loops(["--json", "show", "deploy"]).run().json();
     assert_eq!(after["nextRunAt"], shown["nextRunAt"]);
