@@ -898,6 +898,17 @@ fn stop_works_when_the_database_is_unreadable() {
     env.create_command("a", "true", &["--every", "1h"]);
     let (_daemon, pid) = Daemon::start(&env, &[]);
     std::fs::remove_file(env.data_dir().join("loops.db-wal")).unwrap();
+    // Without its WAL the file may still read as an older, valid database
+    // (what was checkpointed), so its header goes too, in place: nothing
+    // can read it now, whatever was checkpointed when.
+    {
+        use std::io::Write;
+        let mut db = std::fs::OpenOptions::new()
+            .write(true)
+            .open(env.data_dir().join("loops.db"))
+            .unwrap();
+        db.write_all(&[0u8; 16]).unwrap();
+    }
     env.loops(["list"]).code(1).run();
     env.loops(["daemon", "stop"])
         .stdout(&format!("stopped pid={pid}\n"))
