@@ -493,6 +493,13 @@ impl<D: Db + Transactions> LoopOps for D {
                     c.execute(DELETE_RUNS, &key, "deleting runs")?,
                 ),
             };
+            // Its pending triggers would wait for a loop that is gone
+            // (issue 30); the claimed ones name runs that are kept.
+            c.execute(
+                "DELETE FROM loop_triggers WHERE loop_id = ?1 AND run_id IS NULL",
+                &key,
+                "deleting a loop's pending triggers",
+            )?;
             c.execute(DELETE_LOOP, &key, "deleting a loop")?;
             c.notify(id.as_str())?;
             Ok(DeleteOutcome::Deleted {

@@ -226,3 +226,22 @@ fn a_trigger_waits_while_its_skip_loop_runs_and_for_room_in_its_pool() {
     );
     assert_eq!(run.status, RunStatus::Running);
 }
+
+#[test]
+fn a_removed_loop_takes_its_pending_triggers_along() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let lp = create(&store, "gone", 1);
+    let kept = create(&store, "kept", 1);
+    for target in [&lp, &kept] {
+        store
+            .add_trigger(&target.id, &NewTrigger::default(), t0())
+            .unwrap();
+    }
+    store
+        .delete_loop(&lp.id, loops_store::DeleteHistory::Keep)
+        .unwrap();
+    let pending = store.pending_triggers().unwrap();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(pending[0].loop_id, kept.id);
+}
