@@ -197,6 +197,12 @@ impl GcOps for Postgres {
                     let workflow_runs = locked(c, LOCK_THEIR_WORKFLOW_RUNS, &loop_runs)?;
                     counts.add(delete_workflow_runs(c, &workflow_runs)?);
                     let ids = loop_runs.as_slice();
+                    // The triggers that started them (issue 30) go too.
+                    c.execute(
+                        "DELETE FROM loop_triggers WHERE run_id = ANY($1)",
+                        &[&ids],
+                        DELETING,
+                    )?;
                     counts.loop_runs += c.execute(DELETE_LOOP_RUNS, &[&ids], DELETING)?;
                 }
             }

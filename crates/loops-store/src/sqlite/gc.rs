@@ -278,6 +278,13 @@ impl GcOps for Sqlite {
                         .map(|n| n as u64)
                         .map_err(StoreError::db("deleting old runs"))
                 };
+                if rows.loop_runs.is_some() {
+                    // The triggers that started them (issue 30) go too.
+                    delete(concat!(
+                        "DELETE FROM loop_triggers WHERE run_id IN ",
+                        listed!()
+                    ))?;
+                }
                 counts.add(GcCounts {
                     events: delete(rows.events[1])?,
                     step_runs: delete(rows.steps[1])?,

@@ -431,3 +431,28 @@ fn runs_created_at_the_same_instant_are_walked_one_by_one() {
         "{standalone:?}"
     );
 }
+
+#[test]
+fn the_trigger_of_a_deleted_run_goes_with_it() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let lp = create(&store, "a", 1);
+    let old = run(&fx, lp.id.as_str(), 60, "succeeded");
+    let young = run(&fx, lp.id.as_str(), 5, "succeeded");
+    for (i, run_id) in [&old, &young].into_iter().enumerate() {
+        fx.raw().exec(&format!(
+            "INSERT INTO loop_triggers (id, loop_id, kind, created_at, run_id)
+             VALUES ({}, {}, 'manual', {}, {})",
+            lit(&format!("{i:012x}")),
+            lit(lp.id.as_str()),
+            ts(now().add_ms(-70 * DAY)),
+            lit(run_id)
+        ));
+    }
+    let (counts, _) = pass(&store, &policy(1), true);
+    assert_eq!(counts.loop_runs, 1);
+    assert_eq!(
+        ids(&fx, "SELECT run_id FROM loop_triggers ORDER BY run_id"),
+        vec![young]
+    );
+}
