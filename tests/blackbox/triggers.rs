@@ -163,16 +163,24 @@ fn a_loop_on_triggers_only_is_never_due_and_runs_after_its_upstream() {
     env.loops(["status", "notify"])
         .stdout_has("After: up (failed)")
         .run();
-    // Nothing is due: a tick runs nothing.
+    // A paused loop keeps its triggers for later, and says so.
+    env.loops(["pause", "notify"]).run();
+    env.loops(["trigger", "notify"])
+        .stderr_has("loop notify is paused: the trigger waits until `loops resume")
+        .run();
     env.loops(["tick"]).run();
     assert!(runs(&env, "notify").is_empty());
+    env.loops(["resume", "notify"]).run();
+    // Nothing is due: a tick runs nothing but the trigger.
+    env.loops(["tick"]).run();
+    assert_eq!(runs(&env, "notify").len(), 1);
     env.loops(["run-now", "up"]).code(1).run();
     env.loops(["status", "notify"])
         .stdout_has("Triggers: 1 pending")
         .run();
     env.loops(["tick"]).run();
     let ran = runs(&env, "notify");
-    assert_eq!(ran.len(), 1, "{ran:?}");
+    assert_eq!(ran.len(), 2, "{ran:?}");
     assert!(
         ran[0]["stdout"].as_str().unwrap().starts_with("kind=after"),
         "{ran:?}"

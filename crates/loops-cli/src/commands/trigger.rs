@@ -58,6 +58,8 @@ pub(crate) struct Triggered {
     trigger: LoopTrigger,
     name: String,
     added: bool,
+    /// The loop's status when it is not active: the trigger waits.
+    waits: Option<loops_core::LoopStatus>,
 }
 
 impl Request for Trigger {
@@ -73,6 +75,7 @@ impl Request for Trigger {
             trigger: added.trigger,
             name: lp.name,
             added: added.added,
+            waits: (lp.status != loops_core::LoopStatus::Active).then_some(lp.status),
         })
     }
 }
@@ -84,6 +87,17 @@ impl Document for Triggered {
             map.insert("added".to_owned(), self.added.into());
         }
         Ok(out.json(&doc)?)
+    }
+
+    /// A loop that is not active runs no trigger until it is resumed: said
+    /// on stderr, in either format.
+    fn notes(&self, ctx: &Context) {
+        if let Some(status) = self.waits {
+            ctx.hint(&format!(
+                "loop {} is {status}: the trigger waits until `loops resume {}`",
+                self.name, self.trigger.loop_id
+            ));
+        }
     }
 
     fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
