@@ -10,6 +10,9 @@ use loops_tests::store_testing::lit;
 use loops_tests::{Daemon, TestEnv, wait_for};
 use serde_json::Value;
 
+/// How long a daemon gets to start or finish the runs a test waits for.
+const DEADLINE: Duration = Duration::from_secs(30);
+
 fn pools_json(env: &TestEnv) -> Value {
     env.loops(["--json", "pools", "list"]).run().json()
 }
@@ -304,4 +307,57 @@ fn pool_names_complete_where_a_pool_is_taken() {
         ["builds"]
     );
     assert_eq!(ask(&["edit", "x", "--pool", ""]), ["agents", "builds"]);
+}
+
+#[test]
+fn a_pool_and_the_agent_lane_both_apply() {
+    // Q5: a pool of 2 with two agents and two commands, under a daemon
+    // whose agent lane holds 1: one agent runs (the lane), one command runs
+    // beside it (the pool's second place), and the others wait.
+    let env = TestEnv::new();
+    let release = env.home().join("release");
+    env.write_script(
+        "claude",
+        &format!(
+            "while [ ! -e '{}' ]; do sleep 0.05; done; echo done",
+            release.display()
+        ),
+    );
+    env.loops(["pools", "set", "p", "--max", "2"]).run();
+    for name in ["agent-a", "agent-b"] {
+        env.loops(["create", "agent", name, "--provider", "claude"])
+            .args(["--prompt", "slow work", "--at", "2020-01-01", "--pool", "p"])
+            .run();
+    }
+    let wait = format!(
+        "while [ ! -e '{}' ]; do sleep 0.05; done",
+        release.display()
+    );
+    for name in ["cmd-c", "cmd-d"] {
+        env.create_command(name, &wait, &["--at", "2020-01-01", "--pool", "p"]);
+    }
+    let _daemon = Daemon::start(&env, &["--max-parallel", "4", "--agent-concurrency", "1"]);
+    let running = |prefix: &str| {
+        all_runs(&env)
+            .iter()
+            .filter(|r| r["status"] == "running")
+            .filter(|r| {
+                r["loopName"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with(prefix))
+            })
+            .count()
+    };
+    wait_for("an agent and a command to run", DEADLINE, || {
+        (running("agent") == 1 && running("cmd") == 1).then_some(())
+    });
+    // Room in the daemon (4) but not in the lane or the pool: a moment
+    // later it is still so.
+    env.loops(["status", "cmd-d"]).run();
+    assert_eq!((running("agent"), running("cmd")), (1, 1));
+    std::fs::write(&release, "").unwrap();
+    wait_for("all four to run", DEADLINE, || {
+        let runs = all_runs(&env);
+        (runs.len() == 4 && runs.iter().all(|r| r["status"] == "succeeded")).then_some(())
+    });
 }
