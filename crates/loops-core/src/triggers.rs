@@ -151,11 +151,25 @@ mod tests {
         assert!(f.fires(Failed, true) && f.fires(TimedOut, true) && f.fires(Abandoned, true));
         assert!(!f.fires(Failed, false), "a retry is still to come");
         assert!(!f.fires(Succeeded, true) && !f.fires(Skipped, true));
+        // A run a person cancelled did not fail.
+        assert!(!f.fires(Cancelled, true));
         assert!(any.fires(Skipped, true) && any.fires(Cancelled, true) && any.fires(Failed, true));
         assert!(any.fires(Succeeded, false) && !any.fires(Failed, false));
         for on in [s, f, any] {
             assert!(!on.fires(Running, true));
         }
+    }
+
+    #[test]
+    fn a_payload_is_at_most_64_kib_and_4_kib_of_it_in_the_environment() {
+        assert_eq!(MAX_TRIGGER_PAYLOAD, 65_536);
+        assert_eq!(MAX_TRIGGER_PAYLOAD_ENV, 4_096);
+    }
+
+    #[test]
+    fn outcomes_and_kinds_display_as_written() {
+        assert_eq!(AfterOn::Failed.to_string(), "failed");
+        assert_eq!(TriggerKind::Watch.to_string(), "watch");
     }
 
     #[test]

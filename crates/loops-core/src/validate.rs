@@ -540,6 +540,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn pool_names_are_short_words_that_start_with_a_letter_or_digit() {
+        for name in ["a", "agents", "gpu-2", "A.b_c", "9", &"p".repeat(64)] {
+            assert_eq!(validate_pool_name(name), Ok(()), "{name}");
+        }
+        for name in ["", "-a", ".a", "_a", "a b", "a/b", "é", &"p".repeat(65)] {
+            let err = validate_pool_name(name).unwrap_err();
+            assert_eq!(err.field, "--pool", "{name}");
+        }
+    }
+
+    #[test]
+    fn a_policy_with_a_bad_placement_label_or_pool_is_refused() {
+        let placed = |runs_on: &str| crate::LoopPolicy {
+            runs_on: vec![runs_on.to_owned()],
+            ..crate::LoopPolicy::default()
+        };
+        assert!(validate_policy(&placed("host:box-1")).is_ok());
+        assert_eq!(
+            validate_policy(&placed("has space")).unwrap_err().field,
+            "--runs-on"
+        );
+        let pooled = crate::LoopPolicy {
+            pool: Some("-x".to_owned()),
+            ..crate::LoopPolicy::default()
+        };
+        assert_eq!(validate_policy(&pooled).unwrap_err().field, "--pool");
+    }
+
+    #[test]
     fn env_names() {
         for name in ["A", "_", "a_1", "PATH", "_X9"] {
             assert!(is_env_name(name), "{name}");
