@@ -241,11 +241,10 @@ impl<D: Db> ClaimSteps for Claims<'_, D> {
             return Ok(Claim::NotClaimed(NotClaimed::LoopMissing));
         };
         let bend = self.manual.unwrap_or_default();
-        if !bend.anywhere && !placement_matches(&fresh.policy.runs_on, &self.labels) {
-            let missing = missing_labels(&fresh.policy.runs_on, &self.labels);
-            return Ok(Claim::NotClaimed(NotClaimed::NotPlacedHere(
-                missing.into_iter().map(str::to_owned).collect(),
-            )));
+        if !bend.anywhere
+            && let Some(refused) = misplaced(&fresh, &self.labels)
+        {
+            return Ok(Claim::NotClaimed(refused));
         }
         let existing = c.query_opt(
             SLOT,
@@ -307,28 +306,49 @@ impl<D: Db> ClaimSteps for Claims<'_, D> {
                 ("loop_runs", "reading a run by slot"),
                 columns::run_row,
             )?;
-            let claim = match run {
-                Some(run)
-                    if run.status == RunStatus::Running
-                        && run.claimed_by.as_deref() == Some(self.runner_id)
-                        && run.claim_token.as_deref() == Some(token.as_str()) =>
-                {
-                    match c.query_opt(
-                        LOOP.0,
-                        &[lp.id.as_str().into()],
-                        ("loops", "reading a loop"),
-                        columns::loop_row,
-                    )? {
-                        Some(loop_) => Claim::Claimed { run, loop_ },
-                        None => Claim::NotClaimed(NotClaimed::LoopMissing),
-                    }
-                }
-                _ => Claim::NotClaimed(NotClaimed::Raced),
-            };
-            claims.push(claim);
+            claims.push(landed_claim(c, run, self.runner_id, token)?);
         }
         Ok(claims)
     }
+}
+
+/// [`NotClaimed::NotPlacedHere`] with the labels `labels` lack when `lp`
+/// is placed on some (issue 30, P4).
+pub(super) fn misplaced(lp: &Loop, labels: &[String]) -> Option<NotClaimed> {
+    (!placement_matches(&lp.policy.runs_on, labels)).then(|| {
+        let missing = missing_labels(&lp.policy.runs_on, labels);
+        NotClaimed::NotPlacedHere(missing.into_iter().map(str::to_owned).collect())
+    })
+}
+
+/// What a claim whose COMMIT's outcome was lost left: `run` (its slot's
+/// row, read again) is [`Claim::Claimed`] with its loop when it is running
+/// under `runner_id` and the claim's `token`; anything else was not this
+/// claim's doing ([`NotClaimed::Raced`]).
+pub(super) fn landed_claim(
+    c: &mut dyn Sql,
+    run: Option<LoopRun>,
+    runner_id: &str,
+    token: &str,
+) -> Result<Claim> {
+    Ok(match run {
+        Some(run)
+            if run.status == RunStatus::Running
+                && run.claimed_by.as_deref() == Some(runner_id)
+                && run.claim_token.as_deref() == Some(token) =>
+        {
+            match c.query_opt(
+                LOOP.0,
+                &[run.loop_id.as_str().into()],
+                ("loops", "reading a loop"),
+                columns::loop_row,
+            )? {
+                Some(loop_) => Claim::Claimed { run, loop_ },
+                None => Claim::NotClaimed(NotClaimed::LoopMissing),
+            }
+        }
+        _ => Claim::NotClaimed(NotClaimed::Raced),
+    })
 }
 
 /// What the decision of one claim asks the database and the liveness

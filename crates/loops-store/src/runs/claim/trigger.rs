@@ -8,12 +8,12 @@
 //! on its still being pending; under catch-up `latest` or `none` the older
 //! pending triggers of the loop are marked coalesced into it.
 
-use loops_core::{CatchUp, Loop, LoopRun, Overlap, RunStatus, Timestamp};
+use loops_core::{CatchUp, Loop, LoopRun, Overlap, Timestamp};
 
-use super::ops::{Claiming, LOOP, insert, pool_full};
+use super::ops::{Claiming, LOOP, insert, landed_claim, misplaced, pool_full};
 use super::{Claim, NotClaimed};
 use crate::backend::{ClaimSteps, ClaimTx};
-use crate::columns::{self, loop_columns};
+use crate::columns;
 use crate::error::Result;
 use crate::runs::{new_claim_token, offset_ms};
 use crate::sql::{Db, Sql};
@@ -98,12 +98,8 @@ impl<D: Db> ClaimSteps for TriggerClaim<'_, D> {
         else {
             return Ok(Claim::NotClaimed(NotClaimed::LoopMissing));
         };
-        let labels = self.db.labels();
-        if !loops_core::placement_matches(&fresh.policy.runs_on, &labels) {
-            let missing = loops_core::missing_labels(&fresh.policy.runs_on, &labels);
-            return Ok(Claim::NotClaimed(NotClaimed::NotPlacedHere(
-                missing.into_iter().map(str::to_owned).collect(),
-            )));
+        if let Some(refused) = misplaced(&fresh, &self.db.labels()) {
+            return Ok(Claim::NotClaimed(refused));
         }
         let Some(trigger) = pending(c, self.trigger_id)? else {
             return Ok(Claim::NotClaimed(NotClaimed::Raced));
@@ -206,24 +202,6 @@ impl<D: Db> ClaimSteps for TriggerClaim<'_, D> {
             )?,
             None => None,
         };
-        let claim = match run {
-            Some(run)
-                if run.status == RunStatus::Running
-                    && run.claimed_by.as_deref() == Some(self.runner_id)
-                    && run.claim_token.as_deref() == Some(self.token.as_str()) =>
-            {
-                match c.query_opt(
-                    concat!("SELECT ", loop_columns!(), " FROM loops WHERE id = ?1"),
-                    &[run.loop_id.as_str().into()],
-                    ("loops", "reading a loop"),
-                    columns::loop_row,
-                )? {
-                    Some(loop_) => Claim::Claimed { run, loop_ },
-                    None => Claim::NotClaimed(NotClaimed::LoopMissing),
-                }
-            }
-            _ => Claim::NotClaimed(NotClaimed::Raced),
-        };
-        Ok(vec![claim])
+        Ok(vec![landed_claim(c, run, self.runner_id, &self.token)?])
     }
 }
