@@ -1,0 +1,8 @@
+-- Additive (issue 30, docs/triggers.md T8): the paths a loop watches and
+-- the quiet time a change waits for, as a JSON object {"paths": [...],
+-- "debounceMs": n}. NULL on every row written before: the loop watches
+-- nothing.
+ALTER TABLE loops ADD COLUMN IF NOT EXISTS watch_json json;
+-- The watch loops, read by every daemon turn: a few rows, whatever the
+-- number of loops.
+CREATE INDEX IF NOT EXISTS idx_loops_watch ON loops(id) WHERE watch_json IS NOT NULL;
