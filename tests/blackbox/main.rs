@@ -48,6 +48,7 @@ mod transfer;
 mod traps;
 mod triggers;
 mod ui;
+mod watches;
 mod workflow_control;
 mod workflow_output;
 mod workflow_paths;

@@ -85,7 +85,8 @@ pub use crate::status::{
 pub use crate::terminal::{escape_for_terminal, hides_on_terminal};
 pub use crate::time::{Timestamp, TimestampError};
 pub use crate::triggers::{
-    AfterEdge, AfterOn, MAX_TRIGGER_PAYLOAD, MAX_TRIGGER_PAYLOAD_ENV, TriggerKind,
+    AfterEdge, AfterOn, DEFAULT_WATCH_DEBOUNCE_MS, MAX_TRIGGER_PAYLOAD, MAX_TRIGGER_PAYLOAD_ENV,
+    MAX_WATCH_DEBOUNCE_MS, MAX_WATCH_PATHS, TriggerKind, Watch,
 };
 pub use crate::usd::{Usd, UsdError};
 pub use crate::validate::{

@@ -451,6 +451,12 @@ fn validate_policy(policy: &crate::LoopPolicy) -> Result<()> {
     if let Some(pool) = &policy.pool {
         validate_pool_name(pool)?;
     }
+    if let Some(watch) = &policy.watch {
+        let placed = !policy.runs_on.is_empty();
+        watch
+            .check(placed)
+            .map_err(|message| ValidationError::new("--watch", message))?;
+    }
     if policy.expires_after_runs == Some(0) {
         return option("--expires-after-runs", "must be a positive integer");
     }

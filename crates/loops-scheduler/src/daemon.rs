@@ -77,6 +77,7 @@
 //! retention pass; imports go one way, from `run.rs` to the others.
 
 mod database_clock;
+mod database_files;
 mod describe;
 mod gc;
 mod options;
@@ -84,6 +85,7 @@ mod pidfile;
 mod recover;
 mod run;
 mod wake;
+mod watch;
 
 pub use self::database_clock::{ClockSync, DatabaseClock, SKEW_WARN_MS};
 pub use self::gc::{GC_FIRST_DELAY, GC_PERIOD, GcReport, collect_garbage, sweep_run_logs};

@@ -323,6 +323,15 @@ pub(crate) trait TriggerOps {
     fn after_edges(&self) -> Result<Vec<(LoopId, String, Vec<loops_core::AfterEdge>)>>;
     /// [`Store::triggers_of_runs`](crate::Store::triggers_of_runs).
     fn triggers_of_runs(&self, run_ids: &[RunId]) -> Result<Vec<crate::triggers::LoopTrigger>>;
+    /// [`Store::watch_loops`](crate::Store::watch_loops).
+    fn watch_loops(&self) -> Result<Vec<Loop>>;
+    /// [`Store::add_watch_trigger`](crate::Store::add_watch_trigger).
+    fn add_watch_trigger(
+        &self,
+        loop_id: &LoopId,
+        changed_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<crate::triggers::WatchFired>;
 }
 
 /// The `loop_runs` table: recovery of expired leases.

@@ -173,7 +173,7 @@ columns!(
         "labels", "expires_after_runs", "consecutive_successes", "pause_after_failures",
         "consecutive_failures", "backoff", "max_retry_delay_ms", "skip_exit_codes",
         "on_failure", "on_success", "hook_show_output", "max_cost_per_day_nanos", "runs_on",
-        "pool", "after_json", "trigger_only",
+        "pool", "after_json", "trigger_only", "watch_json",
     ]
 );
 
@@ -199,6 +199,7 @@ pub(crate) fn loop_row(row: &dyn Fields) -> Col<Loop> {
         pool: text_opt(row, n, 31)?,
         after: json_opt(row, n, 32)?.unwrap_or_default(),
         trigger_only: int::<i64>(row, n, 33)? != 0,
+        watch: json_opt(row, n, 34)?,
     };
     // A streak is read only while the policy that counts it is set, so
     // the loop's JSON shows it only then.

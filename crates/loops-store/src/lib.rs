@@ -89,7 +89,7 @@ pub use crate::daemon::{HostRun, NextWake, new_lease_id};
 // `daemons`: every daemon registered on the database.
 pub use crate::members::DaemonMember;
 pub use crate::pools::{PoolInfo, PoolRemoval};
-pub use crate::triggers::{LoopTrigger, NewTrigger, TriggerAdded};
+pub use crate::triggers::{LoopTrigger, NewTrigger, TriggerAdded, WatchFired};
 // `workflow_specs` and `workflow_events`
 pub use crate::workflows::{
     DEFAULT_EVENT_LIST_LIMIT, DEFAULT_WORKFLOW_LIST_LIMIT, WorkflowFilter, WorkflowReplaced,

@@ -171,12 +171,13 @@ pub(crate) struct PolicyColumns {
     pub(crate) pool: Option<String>,
     pub(crate) after: Option<String>,
     pub(crate) trigger_only: bool,
+    pub(crate) watch: Option<String>,
 }
 
 impl PolicyColumns {
-    /// The policy and `hooks` as the last fourteen parameters of a loop's
-    /// insert and edit, in their column order (`labels` … `trigger_only`).
-    pub(crate) fn values<'a>(&'a self, hooks: &'a Hooks) -> [Value<'a>; 14] {
+    /// The policy and `hooks` as the last fifteen parameters of a loop's
+    /// insert and edit, in their column order (`labels` … `watch_json`).
+    pub(crate) fn values<'a>(&'a self, hooks: &'a Hooks) -> [Value<'a>; 15] {
         [
             sql::json(self.labels.as_deref()),
             self.expires_after_runs.into(),
@@ -192,6 +193,7 @@ impl PolicyColumns {
             self.pool.as_deref().into(),
             sql::json(self.after.as_deref()),
             self.trigger_only.into(),
+            sql::json(self.watch.as_deref()),
         ]
     }
 
@@ -236,6 +238,14 @@ impl PolicyColumns {
                 serde_json::to_string(&policy.after),
             )?,
             trigger_only: policy.trigger_only,
+            watch: policy
+                .watch
+                .as_ref()
+                .map(|w| {
+                    serde_json::to_string(w)
+                        .map_err(|e| StoreError::Encode(format!("loop watch: {e}")))
+                })
+                .transpose()?,
         })
     }
 }

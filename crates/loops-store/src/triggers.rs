@@ -6,17 +6,19 @@
 //! places: the finalize of an upstream run, inside its transaction, for
 //! each loop that runs `--after` it (kind `after`, unique per upstream
 //! run); `loops trigger` and the dashboard's webhook (kind `manual`,
-//! unique per idempotency key); and a watched path (kind `watch`).
+//! unique per idempotency key); and a watched path (kind `watch`, one per
+//! run of the loop: see [`Store::add_watch_trigger`]).
 //!
 //! A triggered run never moves its loop's schedule, and is not retried.
 
-use loops_core::{LoopId, RunId, Timestamp, TriggerKind};
+use loops_core::{Loop, LoopId, RunId, Timestamp, TriggerKind};
 use serde::Serialize;
 
 use crate::Store;
 use crate::error::Result;
 
 pub(crate) mod ops;
+mod watch;
 
 /// One trigger of a loop.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -70,6 +72,23 @@ pub struct TriggerAdded {
     pub added: bool,
 }
 
+/// What [`Store::add_watch_trigger`] did (T8, T9).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WatchFired {
+    /// A `watch` trigger was added; the daemons are woken.
+    Added(LoopTrigger),
+    /// A `watch` trigger since the loop's last run is there already
+    /// (pending, or added by another daemon watching the same files): the
+    /// change joins it.
+    Joined,
+    /// The change is the loop's own (T9): one of its runs is running, or
+    /// the last one ended within the debounce before the change.
+    OwnRun,
+    /// The loop is gone, is not active, or watches nothing.
+    NotWatching,
+}
+
 impl Store {
     /// Adds a `manual` trigger to loop `loop_id` (T4), and wakes the
     /// daemons. With an idempotency key already used for the loop, adds
@@ -99,6 +118,25 @@ impl Store {
     /// (T1), for the cycle check of `create` and `edit`.
     pub fn after_edges(&self) -> Result<Vec<(LoopId, String, Vec<loops_core::AfterEdge>)>> {
         self.backend().after_edges()
+    }
+
+    /// The active loops that watch paths (T8), for the daemons' watchers:
+    /// a few rows whatever the number of loops (`idx_loops_watch`).
+    pub fn watch_loops(&self) -> Result<Vec<Loop>> {
+        self.backend().watch_loops()
+    }
+
+    /// Adds a `watch` trigger to loop `loop_id` for a burst of changes
+    /// whose last one came at `changed_at`, unless the change is the
+    /// loop's own (T9). One per run of the loop, whichever daemons
+    /// watch: its idempotency key is `watch:` and the loop's last run.
+    pub fn add_watch_trigger(
+        &self,
+        loop_id: &LoopId,
+        changed_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<WatchFired> {
+        self.backend().add_watch_trigger(loop_id, changed_at, now)
     }
 
     /// The triggers that started the runs `run_ids`, for `runs` (T10).

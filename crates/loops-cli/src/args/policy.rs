@@ -94,6 +94,23 @@ pub(crate) struct PolicyOptions {
     /// flag puts the loop back on a schedule.
     #[arg(long, help_heading = "Triggers")]
     pub(crate) trigger_only: bool,
+
+    /// Run when files under PATH change, once they stay unchanged for
+    /// --debounce (repeatable). Only the daemon of the loop's host
+    /// watches: without --host or --runs-on the loop is pinned to this
+    /// host. `''` stops watching on edit [default: none].
+    #[arg(
+        long,
+        value_name = "PATH",
+        help_heading = "Triggers",
+        value_hint = clap::ValueHint::AnyPath
+    )]
+    pub(crate) watch: Vec<String>,
+
+    /// How long watched files must stay unchanged before the run, such as
+    /// 500ms or 2s [default: 2s].
+    #[arg(long, value_name = "DURATION", help_heading = "Triggers")]
+    pub(crate) debounce: Option<String>,
 }
 
 impl PolicyOptions {
@@ -106,12 +123,14 @@ impl PolicyOptions {
             || self.pool.is_some()
             || !self.after.is_empty()
             || self.trigger_only
+            || !self.watch.is_empty()
             || [
                 &self.expires_after_runs,
                 &self.pause_after_failures,
                 &self.backoff,
                 &self.max_retry_delay,
                 &self.max_cost_per_day,
+                &self.debounce,
             ]
             .iter()
             .any(|o| o.is_some())

@@ -340,7 +340,7 @@ impl Settings {
         if scheduled && trigger_only {
             bail!("--trigger-only runs the loop on triggers only; leave out the schedule flags");
         }
-        self.policy.apply(&mut new.policy);
+        self.policy.apply(&mut new.policy)?;
         // A schedule puts a loop on triggers only back on the clock.
         if scheduled {
             new.policy.trigger_only = false;

@@ -140,6 +140,17 @@ pub(crate) fn status_lines(
         }
         lines.push(("After", edges.join(", ")));
     }
+    if let Some(watch) = &lp.policy.watch {
+        let ms = i64::try_from(watch.debounce_ms).unwrap_or(i64::MAX);
+        lines.push((
+            "Watches",
+            format!(
+                "{} (after {} quiet)",
+                watch.paths.join(", "),
+                crate::human::duration(ms)
+            ),
+        ));
+    }
     let pending = store
         .loop_triggers(&lp.id, 100)?
         .iter()

@@ -41,6 +41,8 @@ pub(crate) fn loop_options(o: LoopOptions) -> args::LoopOptions {
             pool: o.pool,
             after: o.after.0,
             trigger_only: o.trigger_only,
+            watch: o.watch,
+            debounce: duration(o.debounce),
         },
         hooks: HookOptions {
             on_failure: o.on_failure,

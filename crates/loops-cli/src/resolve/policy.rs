@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use anyhow::{Result, anyhow, bail};
 use loops_core::{
-    AfterEdge, AfterOn, Backoff, LoopPolicy, Usd, validate_label, validate_pool_name,
+    AfterEdge, AfterOn, Backoff, LoopPolicy, Usd, Watch, validate_label, validate_pool_name,
 };
 
 use crate::args::policy::PolicyOptions;
@@ -15,7 +15,7 @@ use crate::args::policy::PolicyOptions;
 /// The policy of a new loop from `create`'s flags.
 pub(crate) fn policy(opts: &PolicyOptions) -> Result<LoopPolicy> {
     let mut policy = LoopPolicy::default();
-    change(opts, false)?.apply(&mut policy);
+    change(opts, false)?.apply(&mut policy)?;
     Ok(policy)
 }
 
@@ -36,6 +36,9 @@ pub(crate) struct PolicyChange {
     /// a name); [`resolve_after`] makes them ids.
     pub(crate) after: Option<Vec<AfterEdge>>,
     trigger_only: bool,
+    /// `--watch`: the paths, or `None` for `''` (stop watching).
+    watch: Option<Option<Vec<String>>>,
+    debounce_ms: Option<u64>,
 }
 
 /// Resolves the flags given. With `edit`, `off` removes a count
@@ -86,6 +89,16 @@ pub(crate) fn change(opts: &PolicyOptions, edit: bool) -> Result<PolicyChange> {
         change.after = Some(after_edges(&opts.after)?);
     }
     change.trigger_only = opts.trigger_only;
+    if !opts.watch.is_empty() {
+        let paths = watch_paths(&opts.watch)?;
+        if paths.is_empty() && !edit {
+            bail!("--watch needs a path, such as --watch ./src");
+        }
+        change.watch = Some((!paths.is_empty()).then_some(paths));
+    }
+    if let Some(v) = &opts.debounce {
+        change.debounce_ms = Some(super::positive_duration(v, "--debounce")?);
+    }
     if let Some(v) = &opts.max_cost_per_day {
         change.max_cost_per_day = Some(if edit && v.trim() == "off" {
             None
@@ -107,8 +120,9 @@ impl PolicyChange {
         self.pool.as_ref().and_then(Option::as_deref)
     }
 
-    /// Applies the flags given to `policy`.
-    pub(crate) fn apply(self, policy: &mut LoopPolicy) {
+    /// Applies the flags given to `policy`. A loop that starts watching
+    /// with no placement is pinned to this host (T8).
+    pub(crate) fn apply(self, policy: &mut LoopPolicy) -> Result<()> {
         if let Some(labels) = self.labels {
             policy.labels = labels;
         }
@@ -142,7 +156,63 @@ impl PolicyChange {
         if let Some(cap) = self.max_cost_per_day {
             policy.max_cost_per_day = cap;
         }
+        apply_watch(self.watch, self.debounce_ms, policy)
     }
+}
+
+/// `--watch` and `--debounce` applied to `policy` (issue 30, T8).
+fn apply_watch(
+    watch: Option<Option<Vec<String>>>,
+    debounce_ms: Option<u64>,
+    policy: &mut LoopPolicy,
+) -> Result<()> {
+    let debounce = debounce_ms
+        .or(policy.watch.as_ref().map(|w| w.debounce_ms))
+        .unwrap_or(loops_core::DEFAULT_WATCH_DEBOUNCE_MS);
+    match watch {
+        Some(None) => policy.watch = None,
+        Some(Some(paths)) => {
+            policy.watch = Some(Watch {
+                paths,
+                debounce_ms: debounce,
+            });
+            if policy.runs_on.is_empty() {
+                policy.runs_on = vec![loops_core::host_label(&loops_exec::hostname())];
+            }
+        }
+        None => {}
+    }
+    match &mut policy.watch {
+        Some(w) => w.debounce_ms = debounce,
+        None if debounce_ms.is_some() => {
+            bail!("--debounce applies to --watch; give the paths to watch with --watch PATH")
+        }
+        None => {}
+    }
+    Ok(())
+}
+
+/// `--watch` values made absolute against the working directory, in
+/// order, without duplicates; empty values are dropped, so `--watch ''`
+/// stops watching on edit.
+fn watch_paths(values: &[String]) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for v in values.iter().filter(|v| !v.trim().is_empty()) {
+        let path = std::path::absolute(v)
+            .map_err(|e| anyhow!("--watch {v:?}: cannot make the path absolute: {e}"))?;
+        let path = path
+            .to_str()
+            .ok_or_else(|| anyhow!("--watch {v:?}: the path is not valid UTF-8; rename it"))?;
+        // `/a/b/` and `/a/b` are one path.
+        let path = match path.trim_end_matches('/') {
+            "" => "/",
+            trimmed => trimmed,
+        };
+        if !out.iter().any(|p| p == path) {
+            out.push(path.to_owned());
+        }
+    }
+    Ok(out)
 }
 
 /// `--max-cost-per-day`: dollars above zero (a cap of nothing would pause
@@ -324,7 +394,7 @@ mod tests {
             max_retry_delay: Some("1m".into()),
             ..PolicyOptions::default()
         };
-        change(&opts, true).unwrap().apply(&mut policy);
+        change(&opts, true).unwrap().apply(&mut policy).unwrap();
         assert_eq!(policy.labels, ["a"]);
         assert_eq!(policy.pause_after_failures, Some(3));
         assert_eq!(policy.expires_after_runs, None);
@@ -340,9 +410,15 @@ mod tests {
             ..PolicyOptions::default()
         };
         let mut policy = LoopPolicy::default();
-        change(&opts("2.50"), false).unwrap().apply(&mut policy);
+        change(&opts("2.50"), false)
+            .unwrap()
+            .apply(&mut policy)
+            .unwrap();
         assert_eq!(policy.max_cost_per_day, Usd::from_dollars(2.5));
-        change(&opts("off"), true).unwrap().apply(&mut policy);
+        change(&opts("off"), true)
+            .unwrap()
+            .apply(&mut policy)
+            .unwrap();
         assert_eq!(policy.max_cost_per_day, None);
         for bad in ["0", "-1", "lots", "off"] {
             let err = change(&opts(bad), false).unwrap_err();

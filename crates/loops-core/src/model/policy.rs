@@ -59,6 +59,9 @@ pub struct LoopPolicy {
     /// It runs on triggers only: no schedule of its own, never due (T1).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub trigger_only: bool,
+    /// The paths whose changes trigger it (T8); none when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub watch: Option<crate::Watch>,
 }
 
 impl LoopPolicy {

@@ -2,8 +2,7 @@
 //! loop, the sleep until the next deadline, and the graceful shutdown. The
 //! behaviour is described in the `daemon` module docs.
 
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,12 +11,14 @@ use loops_exec::started_by;
 use loops_store::{LeaseAcquire, LeaseHeartbeat, LeaseRequest, Store, StoreError, new_lease_id};
 
 use super::database_clock::SkewReport;
+use super::database_files::DatabaseFiles;
 use super::describe::describe_run;
 use super::gc::GcWorker;
 use super::options::{DaemonOptions, POLL_ONLY_MAX_SLEEP};
 use super::pidfile::{PidFile, read_pid};
 use super::recover::recover_dead_daemons;
 use super::wake::{WakeListener, WakeShared, start_listener};
+use super::watch::Watches;
 use crate::dispatch::{DispatchOptions, Dispatcher, FinalizeMode, Report, TickResult};
 
 /// The reason recorded when another daemon took the lease.
@@ -213,6 +214,7 @@ pub fn run_daemon(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonExit,
             database_gone: false,
             zero_sleeps: 0,
             gc,
+            watches: Watches::new(d.sender()),
         };
         recover_dead_daemons(store, opts, &runner_id);
         let reason = daemon.serve(&mut d);
@@ -304,6 +306,8 @@ struct Daemon<'o, 'a> {
     zero_sleeps: u32,
     /// The periodic gc, when asked for (`--gc-max-age`).
     gc: Option<GcWorker>,
+    /// The paths of `--watch` loops (issue 30, T8).
+    watches: Watches,
 }
 
 impl Daemon<'_, '_> {
@@ -374,8 +378,13 @@ impl Daemon<'_, '_> {
         }
     }
 
-    /// One turn: plan, apply overlaps, start runs, renew run leases.
+    /// One turn: file watches, plan, apply overlaps, start runs, renew
+    /// run leases.
     fn turn(&mut self, d: &mut Dispatcher<'_, '_>) -> Result<(), StoreError> {
+        let (now, log) = (self.opts.clock.now(), self.opts.log);
+        self.watches.sync(self.store, &self.store.labels(), log)?;
+        self.watches.take(now, log);
+        self.watches.fire(self.store, now, log)?;
         d.plan(!d.has_queue())?;
         d.plan_overlaps()?;
         d.start_ready()?;
@@ -456,9 +465,13 @@ impl Daemon<'_, '_> {
             sleep = sleep.min(Duration::from_millis(ms));
         }
         let instant = Instant::now();
-        for deadline in [d.next_heartbeat(), Some(self.next_lease_heartbeat)]
-            .into_iter()
-            .flatten()
+        for deadline in [
+            d.next_heartbeat(),
+            Some(self.next_lease_heartbeat),
+            self.watches.next_deadline(),
+        ]
+        .into_iter()
+        .flatten()
         {
             sleep = sleep.min(deadline.saturating_duration_since(instant));
         }
@@ -588,47 +601,6 @@ fn millis(d: Duration) -> u64 {
 /// How often the daemon lease is renewed: a third of its time to live.
 fn lease_period(ttl: Duration) -> Duration {
     (ttl / 3).max(Duration::from_millis(10))
-}
-
-/// The identity (device and inode) of the database file and its WAL when
-/// the daemon started, checked before every turn (two `stat`s): a file
-/// unlinked or replaced under the daemon's open connection would take
-/// every later write into a deleted file.
-struct DatabaseFiles {
-    files: Vec<(PathBuf, (u64, u64))>,
-}
-
-impl DatabaseFiles {
-    /// The identities of `database` and its `-wal` file, where they exist;
-    /// nothing without a file.
-    fn snapshot(database: Option<&Path>) -> DatabaseFiles {
-        let Some(database) = database else {
-            return DatabaseFiles { files: Vec::new() };
-        };
-        let mut wal = database.as_os_str().to_owned();
-        wal.push("-wal");
-        let files = [database.to_owned(), PathBuf::from(wal)]
-            .into_iter()
-            .filter_map(|path| identity(&path).map(|id| (path, id)))
-            .collect();
-        DatabaseFiles { files }
-    }
-
-    /// The first file that is gone or is another file now. A `stat` that
-    /// fails for another reason than a missing file tells nothing.
-    fn changed(&self) -> Option<&Path> {
-        self.files
-            .iter()
-            .find(|(path, id)| match std::fs::metadata(path) {
-                Ok(m) => (m.dev(), m.ino()) != *id,
-                Err(e) => e.kind() == std::io::ErrorKind::NotFound,
-            })
-            .map(|(path, _)| path.as_path())
-    }
-}
-
-fn identity(path: &Path) -> Option<(u64, u64)> {
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// The lanes of the start line, when the daemon has any (issue 17).

@@ -221,6 +221,8 @@ pub(crate) fn cells(record: &Record) -> Result<(Vec<&'static str>, Vec<Cell>)> {
                     text_opt(p.pool.as_deref()),
                     Cell::Json(p.after.clone()),
                     int(lp.policy.trigger_only),
+                    // File watches (V14).
+                    Cell::Json(p.watch.clone()),
                 ],
             )
         }

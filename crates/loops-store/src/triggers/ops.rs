@@ -1,7 +1,7 @@
 //! [`TriggerOps`] written once for both backends, and the `after` triggers
 //! a finalize adds inside its own transaction ([`fire_after`]).
 
-use loops_core::{AfterEdge, LoopId, LoopRun, RunId, RunStatus, Timestamp, TriggerKind};
+use loops_core::{AfterEdge, Loop, LoopId, LoopRun, RunId, RunStatus, Timestamp, TriggerKind};
 
 use crate::backend::TriggerOps;
 use crate::columns::{instant, instant_opt, parsed, parsed_opt, text, text_opt};
@@ -60,7 +60,7 @@ const INSERT: (&str, &str) = (
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING",
 );
 
-fn new_trigger_id() -> String {
+pub(super) fn new_trigger_id() -> String {
     random_id_bytes()
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -68,7 +68,7 @@ fn new_trigger_id() -> String {
 }
 
 /// Inserts one trigger row; whether it was new.
-fn insert(c: &mut dyn Sql, t: &LoopTrigger) -> Result<bool> {
+pub(super) fn insert(c: &mut dyn Sql, t: &LoopTrigger) -> Result<bool> {
     let d = c.dialect();
     let written = c.execute(
         d.pick(INSERT.0, INSERT.1),
@@ -261,5 +261,18 @@ impl<D: Db> TriggerOps for D {
             }
             Ok(out)
         })
+    }
+
+    fn watch_loops(&self) -> Result<Vec<Loop>> {
+        super::watch::watch_loops(self)
+    }
+
+    fn add_watch_trigger(
+        &self,
+        loop_id: &LoopId,
+        changed_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<crate::triggers::WatchFired> {
+        super::watch::add_watch_trigger(self, loop_id, changed_at, now)
     }
 }

@@ -4,7 +4,7 @@
 //! of its own that never moves its loop's schedule.
 
 use loops_core::{AfterEdge, AfterOn, ExecutorStatus, Loop, LoopRun, RunStatus, TriggerKind};
-use loops_store::{Advance, Claim, Fence, NewTrigger, NotClaimed, Store};
+use loops_store::{Advance, Claim, Fence, NewTrigger, NotClaimed, Store, WatchFired};
 
 use crate::common::*;
 
@@ -244,4 +244,79 @@ fn a_removed_loop_takes_its_pending_triggers_along() {
     let pending = store.pending_triggers().unwrap();
     assert_eq!(pending.len(), 1, "{pending:?}");
     assert_eq!(pending[0].loop_id, kept.id);
+}
+
+/// A loop of `host:host-a` (the fixture's host) that watches `/srv/repo` with a 2 s debounce.
+fn watcher(store: &Store, name: &str) -> Loop {
+    let mut new = interval_loop(name);
+    new.policy.runs_on = vec!["host:host-a".to_owned()];
+    new.policy.watch = Some(loops_core::Watch {
+        paths: vec!["/srv/repo".to_owned()],
+        debounce_ms: 2_000,
+    });
+    store.create_loop(&new, t0()).unwrap()
+}
+
+#[test]
+fn a_watch_adds_one_trigger_per_run_and_drops_its_own_runs_changes() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let lp = watcher(&store, "on-change");
+    let plain = create(&store, "plain", 1);
+    let listed: Vec<_> = store.watch_loops().unwrap().iter().map(|l| l.id).collect();
+    assert_eq!(listed, vec![lp.id], "only active loops that watch");
+    assert_eq!(
+        store.add_watch_trigger(&plain.id, t0(), t0()).unwrap(),
+        WatchFired::NotWatching
+    );
+
+    let at = t0().add_ms(1_000);
+    let WatchFired::Added(first) = store.add_watch_trigger(&lp.id, at, at).unwrap() else {
+        panic!("a change of a loop that never ran adds a trigger");
+    };
+    assert_eq!(first.kind, TriggerKind::Watch);
+    // Another change, or another daemon watching the same files, before
+    // the run: the same trigger.
+    assert_eq!(
+        store
+            .add_watch_trigger(&lp.id, at.add_ms(5), at.add_ms(5))
+            .unwrap(),
+        WatchFired::Joined
+    );
+    assert_eq!(store.pending_triggers().unwrap().len(), 1);
+    let run = claimed(
+        store
+            .claim_trigger(&lp, &first.id, RUNNER_A, at.add_ms(10))
+            .unwrap(),
+    );
+    // T9: a change while the run runs, and up to the debounce after it
+    // ends, is its own.
+    assert_eq!(
+        store
+            .add_watch_trigger(&lp.id, at.add_ms(20), at.add_ms(20))
+            .unwrap(),
+        WatchFired::OwnRun
+    );
+    let end = at.add_ms(100);
+    finish(&store, &run, ExecutorStatus::Succeeded, end);
+    assert_eq!(
+        store
+            .add_watch_trigger(&lp.id, end.add_ms(2_000), end.add_ms(2_000))
+            .unwrap(),
+        WatchFired::OwnRun
+    );
+    let later = end.add_ms(2_001);
+    let WatchFired::Added(second) = store.add_watch_trigger(&lp.id, later, later).unwrap() else {
+        panic!("a change after the debounce adds a trigger");
+    };
+    assert_ne!(second.idempotency_key, first.idempotency_key);
+    // A paused loop watches nothing.
+    store.pause_loop(&lp.id, later).unwrap();
+    assert!(store.watch_loops().unwrap().is_empty());
+    assert_eq!(
+        store
+            .add_watch_trigger(&lp.id, later.add_ms(1), later.add_ms(1))
+            .unwrap(),
+        WatchFired::NotWatching
+    );
 }
