@@ -69,6 +69,10 @@ pub struct WorkflowRunOptions<'a> {
     /// tries again after 100 ms, doubling up to 5 s, until it lands (or
     /// until `stop` fires, which ends the run with the error).
     pub on_retry: Option<&'a (dyn Fn(&StoreError) + Sync)>,
+    /// Called with a step's id, its pool and the pool's limit when the
+    /// step is ready but its pool is full (issue 30, Q2): the step stays
+    /// pending and is started once a place frees. Said once per wait.
+    pub on_pool_wait: Option<&'a (dyn Fn(&str, &str, u32) + Sync)>,
 }
 
 impl<'a> WorkflowRunOptions<'a> {
@@ -89,6 +93,7 @@ impl<'a> WorkflowRunOptions<'a> {
             on_spawn: None,
             on_idle: None,
             on_retry: None,
+            on_pool_wait: None,
         }
     }
 }
