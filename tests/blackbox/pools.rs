@@ -454,6 +454,8 @@ fn parallel_workflow_steps_in_a_pool_of_one_never_overlap() {
     // The pool cannot go while a step names it.
     env.loops(["pools", "remove", "p"])
         .code(1)
-        .stderr_has("pool p is still used by workflow steps pooled/a, pooled/b; take the \"pool\" out")
+        .stderr_has(
+            "pool p is still used by workflow steps pooled/a, pooled/b; take the \"pool\" out",
+        )
         .run();
 }

@@ -25,7 +25,7 @@ pub(crate) mod ops;
 #[must_use]
 pub enum StepStart {
     /// The step is running, as stored.
-    Started(StepRun),
+    Started(Box<StepRun>),
     /// The step's pool has `max_running` loop runs and steps running
     /// already (issue 30, `docs/triggers.md` Q2): nothing was written, and
     /// the step stays as it was, to be started when a place frees.
@@ -112,8 +112,10 @@ impl Store {
         now: Timestamp,
     ) -> Result<StepRun> {
         match self.start_pooled_step_run(run_id, step_id, None, now)? {
-            StepStart::Started(step) => Ok(step),
-            StepStart::PoolFull { .. } => unreachable!("a step in no pool is never refused for one"),
+            StepStart::Started(step) => Ok(*step),
+            StepStart::PoolFull { .. } => {
+                unreachable!("a step in no pool is never refused for one")
+            }
         }
     }
 

@@ -13,8 +13,8 @@ use serde_json::{Map, Value, json};
 use crate::backend::StepOps;
 use crate::columns::{self, step_run_columns};
 use crate::error::{Result, StoreError};
-use crate::sql::{Db, Sql};
 use crate::pools::ops::{PoolLock, pool_full};
+use crate::sql::{Db, Sql};
 use crate::steps::{StepOutcome, StepStart};
 use crate::workflows::ops::{append_event, lock_run};
 
@@ -162,7 +162,7 @@ impl<D: Db> StepOps for D {
                 });
             }
             append_event(c, run_id, "step_started", Some(step_id), None, now)?;
-            Ok(StepStart::Started(step))
+            Ok(StepStart::Started(Box::new(step)))
         })
     }
 

@@ -21,6 +21,6 @@ mod opening;
 mod placement;
 mod policies;
 mod pools;
-mod step_pools;
 mod recover;
+mod step_pools;
 mod triggers;

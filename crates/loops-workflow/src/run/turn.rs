@@ -89,7 +89,7 @@ impl<'r> Runner<'r> {
             .store
             .start_pooled_step_run(&self.run.id, &step.id, pool, now)
         {
-            Ok(StepStart::Started(row)) => row,
+            Ok(StepStart::Started(row)) => *row,
             Ok(StepStart::PoolFull { pool, max_running }) => {
                 self.park(pos, &pool, max_running);
                 return Ok(());

@@ -136,9 +136,8 @@ pub(super) fn read_step(map: &Map<String, Value>, id: &str, i: usize) -> Result<
     let pool = opt_string(map, "pool", &label)?;
     if let Some(pool) = &pool {
         let field = format!("{label}.pool");
-        validate_pool_name(pool).map_err(|e| {
-            ValidationError::new(&field, format!("{field}: {}", e.message))
-        })?;
+        validate_pool_name(pool)
+            .map_err(|e| ValidationError::new(&field, format!("{field}: {}", e.message)))?;
     }
     // Unknown keys are copied last, once the step is known to be valid.
     let extra = map
@@ -244,7 +243,11 @@ mod placement_tests {
 
     #[test]
     fn a_step_pool_with_a_bad_name_or_type_is_refused() {
-        for bad in [serde_json::json!("-x"), serde_json::json!("a b"), serde_json::json!(3)] {
+        for bad in [
+            serde_json::json!("-x"),
+            serde_json::json!("a b"),
+            serde_json::json!(3),
+        ] {
             let pooled = serde_json::json!({"id": "a", "pool": bad,
                 "target": {"type": "command", "command": "true"}});
             let (map, id) = check_step_shape(&pooled, 1).unwrap();
