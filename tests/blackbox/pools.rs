@@ -361,3 +361,101 @@ fn a_pool_and_the_agent_lane_both_apply() {
         (runs.len() == 4 && runs.iter().all(|r| r["status"] == "succeeded")).then_some(())
     });
 }
+
+/// A shell step in `pool` that appends `start <id> <ns>` and, after a
+/// pause long enough for a second step to overlap it, `end <id> <ns>` to
+/// `log` (issue 30, Q2).
+fn timed_step(id: &str, pool: &str, log: &Path) -> Value {
+    let log = log.display();
+    serde_json::json!({
+        "id": id,
+        "pool": pool,
+        "target": {
+            "type": "command",
+            "shell": true,
+            "command": format!(
+                "echo start {id} $(date +%s%N) >> '{log}'; sleep 0.4; \
+                 echo end {id} $(date +%s%N) >> '{log}'"
+            ),
+        },
+    })
+}
+
+/// The `(start, end)` of each step id in `log`, in nanoseconds.
+fn intervals(log: &Path) -> Vec<(String, u128, u128)> {
+    let text = std::fs::read_to_string(log).expect("the steps wrote their times");
+    let mut out: Vec<(String, u128, u128)> = Vec::new();
+    for line in text.lines() {
+        let [kind, id, ns] = line.split_whitespace().collect::<Vec<_>>()[..] else {
+            panic!("unexpected line {line:?} in {text}");
+        };
+        let ns: u128 = ns.parse().expect("nanoseconds");
+        match kind {
+            "start" => out.push((id.to_owned(), ns, 0)),
+            "end" => {
+                let entry = out.iter_mut().find(|(i, ..)| i == id).expect("a start");
+                entry.2 = ns;
+            }
+            other => panic!("unexpected {other:?} in {text}"),
+        }
+    }
+    out
+}
+
+#[test]
+fn parallel_workflow_steps_in_a_pool_of_one_never_overlap() {
+    let env = TestEnv::new();
+    let log = env.home().join("times.log");
+    let workflow = serde_json::json!({
+        "name": "pooled",
+        "maxParallel": 2,
+        "steps": [timed_step("a", "p", &log), timed_step("b", "p", &log)],
+    });
+    let file = crate::workflows::workflow_file(&env, "pooled.json", &workflow);
+    // A step's pool must exist, as a loop's must.
+    env.loops(["workflows", "create", &file])
+        .code(1)
+        .stderr_has("workflow.steps[0].pool: no pool named p; create it first with loops pools set p --max N")
+        .run();
+    env.loops(["pools", "set", "p", "--max", "1"]).run();
+    env.loops(["workflows", "create", &file]).run();
+
+    let ran = env.loops(["workflows", "run", "pooled"]).run();
+    assert!(ran.stdout.contains(" succeeded\n"), "{}", ran.stdout);
+    // The step that found the pool full said so while it waited.
+    assert!(
+        ran.stderr.contains("waiting for pool p (1 running)"),
+        "{}",
+        ran.stderr
+    );
+    let steps = intervals(&log);
+    assert_eq!(steps.len(), 2, "{steps:?}");
+    let (first, second) = if steps[0].1 <= steps[1].1 {
+        (&steps[0], &steps[1])
+    } else {
+        (&steps[1], &steps[0])
+    };
+    assert!(first.2 > 0 && second.2 > 0, "both ended: {steps:?}");
+    assert!(
+        first.2 <= second.1,
+        "the steps overlapped in a pool of one: {steps:?}"
+    );
+    // Both succeeded, and the pool is free again.
+    for id in ["a", "b"] {
+        let line = ran
+            .stdout
+            .lines()
+            .find(|l| l.split_whitespace().nth(2) == Some(id))
+            .unwrap_or_else(|| panic!("no line for step {id}: {}", ran.stdout));
+        assert_eq!(line.split_whitespace().nth(1), Some("succeeded"), "{line}");
+    }
+    assert_eq!(pools_json(&env)[0]["running"], 0);
+
+    // The pool cannot go while a step names it.
+    env.loops(["pools", "remove", "p"])
+        .code(1)
+        .stderr_has(
+            "pool p is still used by workflow steps pooled/a, pooled/b; take the \"pool\" out",
+        )
+        .run();
+}

@@ -622,6 +622,7 @@ mod validate {
             continue_on_failure: false,
             timeout_ms: None,
             account: None,
+            pool: None,
             extra: Default::default(),
         };
         let steps = [

@@ -35,7 +35,7 @@ use crate::runs::{
     RunCost, RunFilter, SkipOutcome,
 };
 use crate::sql::Sql;
-use crate::steps::StepOutcome;
+use crate::steps::{StepOutcome, StepStart};
 use crate::transfer::{Record, Table};
 use crate::workflow_runs::{
     NewWorkflowRun, RecoveredWorkflowRun, WorkflowRunFilter, WorkflowRunPatch,
@@ -471,13 +471,14 @@ pub(crate) trait StepOps {
     fn list_step_runs(&self, run_id: &WorkflowRunId) -> Result<Vec<StepRun>>;
     /// [`Store::get_step_run`](crate::Store::get_step_run).
     fn get_step_run(&self, run_id: &WorkflowRunId, step_id: &str) -> Result<Option<StepRun>>;
-    /// [`Store::start_step_run`](crate::Store::start_step_run).
+    /// [`Store::start_pooled_step_run`](crate::Store::start_pooled_step_run).
     fn start_step_run(
         &self,
         run_id: &WorkflowRunId,
         step_id: &str,
+        pool: Option<&str>,
         now: Timestamp,
-    ) -> Result<StepRun>;
+    ) -> Result<StepStart>;
     /// [`Store::mark_step_pid`](crate::Store::mark_step_pid).
     fn mark_step_pid(
         &self,

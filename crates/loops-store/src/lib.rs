@@ -100,7 +100,7 @@ pub use crate::workflow_runs::{
     RecoveredWorkflowRun, WorkflowRunFilter, WorkflowRunPatch,
 };
 // `workflow_step_runs`
-pub use crate::steps::StepOutcome;
+pub use crate::steps::{StepOutcome, StepStart};
 // Retention across the run tables (`loops gc`).
 pub use crate::gc::{
     DEFAULT_GC_BATCH, GcBatch, GcCounts, GcCursor, GcLoopTally, GcPolicy, SpaceUsage, Vacuumed,

@@ -25,7 +25,7 @@ pub struct PoolInfo {
     pub max_running: u32,
     /// The loops that belong to it.
     pub members: u64,
-    /// Its runs running now.
+    /// Its runs and workflow steps running now.
     pub running: u64,
     /// When it was created.
     pub created_at: Timestamp,
@@ -43,6 +43,9 @@ pub enum PoolRemoval {
     Missing,
     /// Loops still name it (their names, at most ten): nothing changed.
     InUse(Vec<String>),
+    /// No loop names it, but workflow steps do (`workflow/step`, at most
+    /// ten): nothing changed.
+    InUseBySteps(Vec<String>),
 }
 
 impl Store {
@@ -64,7 +67,8 @@ impl Store {
         Ok(self.list_pools()?.into_iter().find(|p| p.name == name))
     }
 
-    /// Removes pool `name`, unless a loop still names it (Q1).
+    /// Removes pool `name`, unless a loop or a workflow step still names it
+    /// (Q1).
     pub fn remove_pool(&self, name: &str) -> Result<PoolRemoval> {
         self.backend().remove_pool(name)
     }

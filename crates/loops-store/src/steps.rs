@@ -20,6 +20,23 @@ use crate::error::Result;
 
 pub(crate) mod ops;
 
+/// What [`Store::start_pooled_step_run`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub enum StepStart {
+    /// The step is running, as stored.
+    Started(Box<StepRun>),
+    /// The step's pool has `max_running` loop runs and steps running
+    /// already (issue 30, `docs/triggers.md` Q2): nothing was written, and
+    /// the step stays as it was, to be started when a place frees.
+    PoolFull {
+        /// The pool's name.
+        pool: String,
+        /// Its limit.
+        max_running: u32,
+    },
+}
+
 /// The result fields [`Store::finalize_step_run`] writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepOutcome {
@@ -94,7 +111,31 @@ impl Store {
         step_id: &str,
         now: Timestamp,
     ) -> Result<StepRun> {
-        self.backend().start_step_run(run_id, step_id, now)
+        match self.start_pooled_step_run(run_id, step_id, None, now)? {
+            StepStart::Started(step) => Ok(*step),
+            StepStart::PoolFull { .. } => {
+                unreachable!("a step in no pool is never refused for one")
+            }
+        }
+    }
+
+    /// [`Store::start_step_run`] for a step that holds a place in `pool`
+    /// while it runs (issue 30, `docs/triggers.md` Q2). In the start's
+    /// transaction it locks the pool's row (PostgreSQL; SQLite's write
+    /// lock), counts the pool's running loop runs and steps, and answers
+    /// [`StepStart::PoolFull`] without writing anything when they reach
+    /// its limit. Otherwise the step starts as [`Store::start_step_run`]
+    /// starts it and records `pool`, so loop claims and step starts of the
+    /// pool count it until it leaves running (or its workflow run ends).
+    /// A pool that does not exist limits nothing.
+    pub fn start_pooled_step_run(
+        &self,
+        run_id: &WorkflowRunId,
+        step_id: &str,
+        pool: Option<&str>,
+        now: Timestamp,
+    ) -> Result<StepStart> {
+        self.backend().start_step_run(run_id, step_id, pool, now)
     }
 
     /// Records the child process of a running step (SPEC §4.3 "Mark pid"),

@@ -81,7 +81,7 @@ mod worker;
 /// (SPEC §10 item 98): the run did not end by anyone's request.
 pub const RUN_LEASE_LOST: &str = "run lease lost";
 pub use crate::error::WorkflowError;
-pub use crate::options::{DEFAULT_CANCEL_POLL, WorkflowRunOptions};
+pub use crate::options::{DEFAULT_CANCEL_POLL, OnPoolWait, WorkflowRunOptions};
 pub use crate::preflight::{preflight_new_workflow, preflight_workflow};
 pub use crate::run::{WorkflowOutcome, execute_workflow};
 pub use crate::summary::{STEP_OUTPUT_SUMMARY_BYTES, workflow_result};

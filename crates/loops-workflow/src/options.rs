@@ -13,6 +13,10 @@ use loops_store::StoreError;
 /// process cancelled it.
 pub const DEFAULT_CANCEL_POLL: Duration = Duration::from_millis(50);
 
+/// [`WorkflowRunOptions::on_pool_wait`]: called with a step's id, its
+/// pool's name and the pool's limit.
+pub type OnPoolWait<'a> = dyn Fn(&str, &str, u32) + Sync + 'a;
+
 /// How [`execute_workflow`](crate::execute_workflow) runs a workflow. [`WorkflowRunOptions::new`]
 /// gives a manual run: a new run, no key, no loop, no timeout.
 pub struct WorkflowRunOptions<'a> {
@@ -69,6 +73,10 @@ pub struct WorkflowRunOptions<'a> {
     /// tries again after 100 ms, doubling up to 5 s, until it lands (or
     /// until `stop` fires, which ends the run with the error).
     pub on_retry: Option<&'a (dyn Fn(&StoreError) + Sync)>,
+    /// Called with a step's id, its pool and the pool's limit when the
+    /// step is ready but its pool is full (issue 30, Q2): the step stays
+    /// pending and is started once a place frees. Said once per wait.
+    pub on_pool_wait: Option<&'a OnPoolWait<'a>>,
 }
 
 impl<'a> WorkflowRunOptions<'a> {
@@ -89,6 +97,7 @@ impl<'a> WorkflowRunOptions<'a> {
             on_spawn: None,
             on_idle: None,
             on_retry: None,
+            on_pool_wait: None,
         }
     }
 }

@@ -28,6 +28,10 @@ enum State {
     /// Not decided yet: pending, or failed or timed out in an earlier
     /// session of a resumed run.
     Waiting,
+    /// Ready, but its pool was full when the runner tried to start it
+    /// (issue 30, Q2): passed over until [`Plan::unpark`] makes it waiting
+    /// again, so the steps behind it are decided meanwhile.
+    Parked,
     /// Started by this runner.
     Running,
     /// Finished with this stored status.
@@ -119,9 +123,31 @@ impl<'w> Plan<'w> {
         self.states[pos] = State::Done(status);
     }
 
+    /// Records that the step at `pos` waits for room in its pool.
+    pub(crate) fn park(&mut self, pos: usize) {
+        self.states[pos] = State::Parked;
+    }
+
+    /// Whether some step waits for room in its pool.
+    pub(crate) fn has_parked(&self) -> bool {
+        self.states.contains(&State::Parked)
+    }
+
+    /// Makes every step that waits for its pool waiting again, to be tried
+    /// by the next [`Plan::next`] scans.
+    pub(crate) fn unpark(&mut self) {
+        for state in &mut self.states {
+            if *state == State::Parked {
+                *state = State::Waiting;
+            }
+        }
+    }
+
     /// Whether some step was never decided.
     pub(crate) fn has_undecided(&self) -> bool {
-        self.states.contains(&State::Waiting)
+        self.states
+            .iter()
+            .any(|s| matches!(s, State::Waiting | State::Parked))
     }
 
     /// The first decidable waiting step in execution order (see the module
@@ -129,8 +155,13 @@ impl<'w> Plan<'w> {
     pub(crate) fn next(&self) -> Next {
         let mut waiting = false;
         for (pos, step) in self.order.iter().enumerate() {
-            if self.states[pos] != State::Waiting {
-                continue;
+            match self.states[pos] {
+                State::Waiting => {}
+                State::Parked => {
+                    waiting = true;
+                    continue;
+                }
+                State::Running | State::Done(_) => continue,
             }
             waiting = true;
             match self.blocker(step) {
@@ -148,7 +179,9 @@ impl<'w> Plan<'w> {
         for dep in &step.depends_on {
             match self.index.get(dep.as_str()) {
                 Some(&d) => match self.states[d] {
-                    State::Waiting | State::Running => return Some(Blocker::Unfinished),
+                    State::Waiting | State::Parked | State::Running => {
+                        return Some(Blocker::Unfinished);
+                    }
                     State::Done(StepRunStatus::Succeeded) => {}
                     State::Done(_) if self.order[d].continue_on_failure => {}
                     State::Done(_) => {
@@ -264,6 +297,28 @@ mod tests {
         );
         // A failed step of an earlier session runs again.
         let plan = Plan::new(&s, &[row("a", StepRunStatus::Failed)]);
+        assert_eq!(plan.next(), Next::Ready(0));
+    }
+
+    #[test]
+    fn a_parked_step_is_passed_over_until_unparked() {
+        let s = steps(json!([
+            step("a", &[], false),
+            step("b", &[], false),
+            step("c", &["a"], false),
+        ]));
+        let mut plan = Plan::new(&s, &[]);
+        assert_eq!(plan.next(), Next::Ready(0));
+        plan.park(0);
+        // The step behind it is decided; its dependent waits.
+        assert_eq!(plan.next(), Next::Ready(1));
+        plan.start(1);
+        assert_eq!(plan.next(), Next::Wait);
+        assert!(plan.has_parked() && plan.has_undecided());
+        plan.finish(1, StepRunStatus::Succeeded);
+        assert_eq!(plan.next(), Next::Wait);
+        plan.unpark();
+        assert!(!plan.has_parked());
         assert_eq!(plan.next(), Next::Ready(0));
     }
 

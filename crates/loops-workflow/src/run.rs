@@ -28,6 +28,7 @@
 
 mod ending;
 mod finish;
+mod pool_wait;
 mod retry;
 mod stop;
 mod turn;
@@ -41,6 +42,7 @@ use loops_exec::{CancelToken, Pool, RunContext};
 use loops_store::{NewWorkflowRun, Store};
 
 use self::ending::{Deadline, Ending};
+use self::pool_wait::PoolWait;
 use self::retry::{RETRY_FIRST, RETRY_MAX};
 use crate::plan::Plan;
 use crate::summary::workflow_result;
@@ -157,6 +159,7 @@ pub fn execute_workflow(
         deadline,
         turn: Turn::Outside,
         backlog: VecDeque::new(),
+        pool_wait: PoolWait::new(),
     };
     runner.drive()?;
     runner.finish()
@@ -226,6 +229,8 @@ struct Runner<'r> {
     /// Reports not applied yet: arrived, or taken back from a turn that did
     /// not commit.
     backlog: VecDeque<Report>,
+    /// The steps waiting for room in their pools.
+    pool_wait: PoolWait,
 }
 
 /// Whether the store thread is inside a turn's write transaction, and what
@@ -302,6 +307,7 @@ impl<'r> Runner<'r> {
             // started steps are spawned only after that commit: a step
             // never runs without its start on disk, so a crash of the
             // runner cannot lead a resume to run it twice.
+            self.retry_parked();
             if retry.is_some_and(|(at, _)| Instant::now() < at) {
                 // Backing off: nothing is written until the retry is due.
             } else if self.backlog.is_empty() && !self.can_start() {
@@ -309,6 +315,7 @@ impl<'r> Runner<'r> {
                 // no batch, so no write lock taken while steps run.
                 self.check_stop()?;
                 self.check_deadline();
+                self.time_out_waits();
             } else {
                 let mut ready = Vec::new();
                 let mut applied = Vec::new();
@@ -329,6 +336,8 @@ impl<'r> Runner<'r> {
                     }
                     self.check_stop()?;
                     self.check_deadline();
+                    self.time_out_waits();
+                    self.forget_full_pools();
                     self.dispatch(&mut |job| ready.push(job))
                 });
                 self.turn = Turn::Outside;
@@ -365,7 +374,12 @@ impl<'r> Runner<'r> {
                     spawn(job);
                 }
             }
-            if self.inflight.is_empty() && self.backlog.is_empty() && retry.is_none() {
+            self.schedule_pool_retry();
+            if self.inflight.is_empty()
+                && self.backlog.is_empty()
+                && retry.is_none()
+                && !self.waits_for_pools()
+            {
                 return Ok(());
             }
             let now = Instant::now();
@@ -374,6 +388,9 @@ impl<'r> Runner<'r> {
                 wait = wait.min(at.saturating_duration_since(now));
             }
             if let Some((at, _)) = retry {
+                wait = wait.min(at.saturating_duration_since(now));
+            }
+            if let Some(at) = self.pool_wait.retry_at() {
                 wait = wait.min(at.saturating_duration_since(now));
             }
             let report = match rx.try_recv() {
@@ -395,7 +412,7 @@ impl<'r> Runner<'r> {
             if Instant::now() >= next_poll {
                 next_poll = Instant::now() + poll;
                 // SPEC §6.5: a cancel written by another process.
-                if !self.inflight.is_empty() {
+                if !self.inflight.is_empty() || self.waits_for_pools() {
                     self.check_terminal()?;
                 }
             }

@@ -179,6 +179,18 @@ impl Request for RemovePool {
                     self.name,
                 )
             }
+            PoolRemoval::InUseBySteps(steps) => {
+                let mut names = steps.join(", ");
+                if steps.len() >= 10 {
+                    names.push_str(", …");
+                }
+                let noun = if steps.len() == 1 { "step" } else { "steps" };
+                bail!(
+                    "pool {} is still used by workflow {noun} {names}; take the \"pool\" out of \
+                     those steps first, then loops workflows create FILE --replace",
+                    self.name,
+                )
+            }
             other => bail!("pool {} was not removed: {other:?}", self.name),
         }
     }

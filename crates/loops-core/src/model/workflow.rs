@@ -37,6 +37,11 @@ pub struct Step {
     /// The step's account, over the target's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<Account>,
+    /// The pool whose places the step holds while it runs (issue 30,
+    /// `docs/triggers.md` Q2): a ready step waits while its pool is full.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    pub pool: Option<String>,
     /// Keys this version does not know, kept as they were.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,

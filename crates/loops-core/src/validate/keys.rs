@@ -225,7 +225,7 @@ mod tests {
                 "workflow.steps[0].target.account has an unknown key \"tol\"; did you mean \
                  \"tool\"?",
                 "workflow.steps[1] has an unknown key \"x-note\"; known keys are id, name, \
-                 description, target, dependsOn, continueOnFailure, timeoutMs, account",
+                 description, target, dependsOn, continueOnFailure, timeoutMs, account, pool",
             ]
         );
         assert!(workflow_warnings(&json!([1])).is_empty());

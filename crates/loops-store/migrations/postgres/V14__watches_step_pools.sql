@@ -6,3 +6,11 @@ ALTER TABLE loops ADD COLUMN IF NOT EXISTS watch_json json;
 -- The watch loops, read by every daemon turn: a few rows, whatever the
 -- number of loops.
 CREATE INDEX IF NOT EXISTS idx_loops_watch ON loops(id) WHERE watch_json IS NOT NULL;
+-- Additive (issue 30, docs/triggers.md Q2): the pool a workflow step
+-- holds a place in while it runs, recorded when it starts. NULL on every
+-- row written before: in no pool.
+ALTER TABLE workflow_step_runs ADD COLUMN IF NOT EXISTS pool text;
+-- The running steps of a pool, counted by every claim and step start of
+-- the pool: as many rows as the pool has places, whatever the history.
+CREATE INDEX IF NOT EXISTS idx_step_runs_pool_running ON workflow_step_runs(pool)
+  WHERE status = 'running' AND pool IS NOT NULL;

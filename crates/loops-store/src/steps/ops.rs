@@ -13,8 +13,9 @@ use serde_json::{Map, Value, json};
 use crate::backend::StepOps;
 use crate::columns::{self, step_run_columns};
 use crate::error::{Result, StoreError};
+use crate::pools::ops::{PoolLock, pool_full};
 use crate::sql::{Db, Sql};
-use crate::steps::StepOutcome;
+use crate::steps::{StepOutcome, StepStart};
 use crate::workflows::ops::{append_event, lock_run};
 
 const TABLE: (&str, &str) = ("workflow_step_runs", "reading workflow steps");
@@ -120,19 +121,36 @@ impl<D: Db> StepOps for D {
         &self,
         run_id: &WorkflowRunId,
         step_id: &str,
+        pool: Option<&str>,
         now: Timestamp,
-    ) -> Result<StepRun> {
+    ) -> Result<StepStart> {
         self.write(|c| {
             lock_run(c, run_id)?;
+            // The run's lock first, then the pool's: the order every step
+            // start keeps; a loop claim locks loops, then pools, and never
+            // a workflow run.
+            if let Some(pool) = pool
+                && let Some(max_running) = pool_full(c, pool, PoolLock::Take)?
+            {
+                return Ok(StepStart::PoolFull {
+                    pool: pool.to_owned(),
+                    max_running,
+                });
+            }
             let changed = c.execute(
                 "UPDATE workflow_step_runs
                  SET status = 'running', started_at = ?3, finished_at = NULL, exit_code = NULL,
                      duration_ms = NULL, pid = NULL, pid_start_ms = NULL, stdout = NULL,
-                     stderr = NULL, error = NULL, updated_at = ?3
+                     stderr = NULL, error = NULL, updated_at = ?3, pool = ?4
                  WHERE workflow_run_id = ?1 AND step_id = ?2
                    AND status IN ('pending', 'failed', 'timed_out')
                    AND EXISTS (SELECT 1 FROM workflow_runs WHERE id = ?1 AND status = 'running')",
-                &[run_id.as_str().into(), step_id.into(), now.into()],
+                &[
+                    run_id.as_str().into(),
+                    step_id.into(),
+                    now.into(),
+                    pool.into(),
+                ],
                 "starting a workflow step",
             )?;
             let step = require_step(c, run_id, step_id)?;
@@ -144,7 +162,7 @@ impl<D: Db> StepOps for D {
                 });
             }
             append_event(c, run_id, "step_started", Some(step_id), None, now)?;
-            Ok(step)
+            Ok(StepStart::Started(Box::new(step)))
         })
     }
 

@@ -22,4 +22,5 @@ mod placement;
 mod policies;
 mod pools;
 mod recover;
+mod step_pools;
 mod triggers;

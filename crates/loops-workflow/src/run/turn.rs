@@ -5,7 +5,7 @@ use loops_core::{
     ExecutorResult, ExecutorStatus, ProcessRef, Step, StepRunStatus, WorkflowRunStatus,
 };
 use loops_exec::{CancelToken, RunMetadata};
-use loops_store::{StepOutcome, StoreError};
+use loops_store::{StepOutcome, StepStart, StoreError};
 
 use super::ending::{Deadline, Ending};
 use super::{InFlight, Runner, timeout_message};
@@ -76,9 +76,24 @@ impl<'r> Runner<'r> {
         spawn: &mut dyn FnMut(StepJob<'r>),
     ) -> Result<(), WorkflowError> {
         let step = self.plan.step(pos);
+        let pool = step.pool.as_deref();
+        if let Some(pool) = pool
+            && let Some(max_running) = self.pool_wait.full_now(pool)
+        {
+            // Counted full already in this turn, under its lock.
+            self.park(pos, pool, max_running);
+            return Ok(());
+        }
         let now = self.now();
-        let row = match self.store.start_step_run(&self.run.id, &step.id, now) {
-            Ok(row) => row,
+        let row = match self
+            .store
+            .start_pooled_step_run(&self.run.id, &step.id, pool, now)
+        {
+            Ok(StepStart::Started(row)) => *row,
+            Ok(StepStart::PoolFull { pool, max_running }) => {
+                self.park(pos, &pool, max_running);
+                return Ok(());
+            }
             // A cancel that landed between the check and the start is a
             // cancel, not a double run.
             Err(StoreError::StepNotClaimable { .. }) if self.check_terminal()? => return Ok(()),
@@ -86,6 +101,7 @@ impl<'r> Runner<'r> {
         };
         self.report_step(&row);
         self.plan.start(pos);
+        self.unparked(pos);
         let cancel = CancelToken::new();
         self.inflight.insert(
             pos,
@@ -187,7 +203,7 @@ impl<'r> Runner<'r> {
     }
 
     /// Stops new steps with `status` and `reason` (SPEC §6.3 "Stop").
-    fn halt(&mut self, status: WorkflowRunStatus, reason: String) {
+    pub(super) fn halt(&mut self, status: WorkflowRunStatus, reason: String) {
         self.ending = Ending::Halted(status, reason);
     }
 }

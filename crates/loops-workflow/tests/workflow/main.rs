@@ -11,6 +11,7 @@ mod cancel;
 mod common;
 mod idempotency;
 mod parallel;
+mod pools;
 mod recover;
 mod serial;
 mod storage;

@@ -35,7 +35,7 @@ use crate::args::workflow::RunArgs;
 use crate::context::Context;
 use crate::exit::Outcome;
 use crate::redact::{self, Output};
-use crate::render::Printer;
+use crate::render::{self, Printer};
 use crate::request::{self, Document, Request, Warnings};
 
 /// `workflows run`.
@@ -102,6 +102,18 @@ impl Request for WorkflowRun {
             lines.push_str(&step_line(ctx, step, id_width));
             lines.push('\n');
         };
+        // Issue 30 (Q2): a ready step whose pool is full waits, pending.
+        let pool_wait = |step_id: &str, pool: &str, max_running: u32| {
+            let mut lines = pending.lock().unwrap_or_else(PoisonError::into_inner);
+            let sequence = workflow.steps.iter().position(|s| s.id == step_id);
+            lines.push_str(&format!(
+                "  {:02}  {:<10}  {:<id_width$}  waiting for pool {} ({max_running} running)\n",
+                sequence.unwrap_or_default(),
+                "pending",
+                render::escape_controls(step_id, &[]),
+                render::escape_controls(pool, &[]),
+            ));
+        };
         let flush = || {
             let mut lines = pending.lock().unwrap_or_else(PoisonError::into_inner);
             if !lines.is_empty() {
@@ -130,6 +142,7 @@ impl Request for WorkflowRun {
             opts.on_step = Some(&progress);
             opts.on_idle = Some(&flush);
             opts.on_retry = Some(&retrying);
+            opts.on_pool_wait = Some(&pool_wait);
         }
         let outcome = execute_workflow(&store, &workflow, &opts);
         flush();

@@ -265,6 +265,11 @@ impl Request for WorkflowCreate {
 
     fn run(self, ctx: &Context, _: &mut Warnings) -> Result<WorkflowCreated> {
         let store = ctx.open_store()?;
+        for (i, step) in self.new.steps.iter().enumerate() {
+            // A step of a pool nobody created would never be limited (Q2).
+            crate::commands::pools::require_pool(Some(&store), step.pool.as_deref())
+                .map_err(|e| anyhow!("workflow.steps[{i}].pool: {e}"))?;
+        }
         Ok(if self.replace {
             WorkflowCreated::Replaced(store.replace_workflow(&self.new, now())?)
         } else {

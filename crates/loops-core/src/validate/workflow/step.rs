@@ -14,7 +14,7 @@ use crate::model::{AgentTarget, CommandTarget, ProcessTarget, Step};
 use crate::status::AgentProvider;
 use crate::validate::{
     Result, ValidationError, is_space, require_non_empty, trim, validate_account,
-    validate_process_target, validate_timeout,
+    validate_pool_name, validate_process_target, validate_timeout,
 };
 
 /// Checks 5 and 6: the step is an object with a non-empty string id.
@@ -29,20 +29,18 @@ pub(super) fn check_step_shape(step: &Value, i: usize) -> Result<(&Map<String, V
     let field = format!("{}.id", step_label(i));
     let id = map.get("id").and_then(Value::as_str).unwrap_or("");
     require_non_empty(id, &field)?;
-    // Issue 30 (`docs/triggers.md` P8, Q2): a step runs on the daemon that
-    // runs its workflow, so it can be neither placed nor pooled on its own
-    // yet; a file that asks is refused rather than run elsewhere.
-    for (key, instead) in [("runsOn", "--runs-on"), ("pool", "--pool")] {
-        if map.contains_key(key) {
-            let field = format!("{}.{key}", step_label(i));
-            return Err(ValidationError::new(
-                &field,
-                format!(
-                    "{field}: a step runs where its workflow's loop runs, and cannot have its \
-                     own {key} yet; give the loop {instead} instead"
-                ),
-            ));
-        }
+    // Issue 30 (`docs/triggers.md` P8): a step runs on the daemon that runs
+    // its workflow, so it cannot be placed on its own yet; a file that asks
+    // is refused rather than run elsewhere. A step may be pooled (Q2).
+    if map.contains_key("runsOn") {
+        let field = format!("{}.runsOn", step_label(i));
+        return Err(ValidationError::new(
+            &field,
+            format!(
+                "{field}: a step runs where its workflow's loop runs, and cannot have its \
+                 own runsOn yet; give the loop --runs-on instead"
+            ),
+        ));
     }
     Ok((map, id))
 }
@@ -96,7 +94,7 @@ pub(super) fn check_target_shape(target: Option<&Value>, i: usize) -> Result<()>
 }
 
 /// The known keys of a step; the rest go to [`Step::extra`].
-pub(in crate::validate) const STEP_KEYS: [&str; 8] = [
+pub(in crate::validate) const STEP_KEYS: [&str; 9] = [
     "id",
     "name",
     "description",
@@ -105,6 +103,7 @@ pub(in crate::validate) const STEP_KEYS: [&str; 8] = [
     "continueOnFailure",
     "timeoutMs",
     "account",
+    "pool",
 ];
 
 /// Reads a step that passed the SPEC checks into a [`Step`], checking the
@@ -134,6 +133,12 @@ pub(super) fn read_step(map: &Map<String, Value>, id: &str, i: usize) -> Result<
     if let Some(account) = &account {
         validate_account(account, &format!("{label}.account"))?;
     }
+    let pool = opt_string(map, "pool", &label)?;
+    if let Some(pool) = &pool {
+        let field = format!("{label}.pool");
+        validate_pool_name(pool)
+            .map_err(|e| ValidationError::new(&field, format!("{field}: {}", e.message)))?;
+    }
     // Unknown keys are copied last, once the step is known to be valid.
     let extra = map
         .iter()
@@ -149,6 +154,7 @@ pub(super) fn read_step(map: &Map<String, Value>, id: &str, i: usize) -> Result<
         continue_on_failure,
         timeout_ms,
         account,
+        pool,
         extra,
     })
 }
@@ -220,14 +226,33 @@ mod placement_tests {
     use super::*;
 
     #[test]
-    fn a_step_with_its_own_placement_or_pool_is_refused() {
-        for (key, flag) in [("runsOn", "--runs-on"), ("pool", "--pool")] {
-            let step = serde_json::json!({"id": "a", key: "x"});
-            let err = check_step_shape(&step, 2).unwrap_err();
-            assert_eq!(err.field, format!("workflow.steps[2].{key}"));
-            assert!(err.message.contains(flag), "{}", err.message);
+    fn a_step_with_its_own_placement_is_refused_and_a_pool_is_read() {
+        let step = serde_json::json!({"id": "a", "runsOn": ["x"]});
+        let err = check_step_shape(&step, 2).unwrap_err();
+        assert_eq!(err.field, "workflow.steps[2].runsOn");
+        assert!(err.message.contains("--runs-on"), "{}", err.message);
+        let pooled = serde_json::json!({"id": "a", "pool": "gpu",
+            "target": {"type": "command", "command": "true"}});
+        let (map, id) = check_step_shape(&pooled, 0).unwrap();
+        let step = read_step(map, id, 0).unwrap();
+        assert_eq!(step.pool.as_deref(), Some("gpu"));
+        assert!(step.extra.is_empty());
+        let serialized = serde_json::to_value(&step).unwrap();
+        assert_eq!(serialized["pool"], "gpu");
+    }
+
+    #[test]
+    fn a_step_pool_with_a_bad_name_or_type_is_refused() {
+        for bad in [
+            serde_json::json!("-x"),
+            serde_json::json!("a b"),
+            serde_json::json!(3),
+        ] {
+            let pooled = serde_json::json!({"id": "a", "pool": bad,
+                "target": {"type": "command", "command": "true"}});
+            let (map, id) = check_step_shape(&pooled, 1).unwrap();
+            let err = read_step(map, id, 1).unwrap_err();
+            assert_eq!(err.field, "workflow.steps[1].pool", "{bad}");
         }
-        let plain = serde_json::json!({"id": "a"});
-        assert_eq!(check_step_shape(&plain, 0).unwrap().1, "a");
     }
 }

@@ -23,6 +23,7 @@ use super::{Claim, ManualClaim, NotClaimed};
 use crate::backend::{ClaimOps, ClaimSteps, ClaimTx};
 use crate::columns::{self, loop_columns, run_columns};
 use crate::error::Result;
+use crate::pools::ops::PoolLock;
 use crate::random_id_bytes;
 use crate::runs::takeover::{Alive, Processes, vantage};
 use crate::runs::{INTERRUPTED_BY_SHUTDOWN, new_claim_token, offset_ms};
@@ -137,13 +138,6 @@ macro_rules! retry {
 }
 
 const RETRY: (&str, &str) = (retry!(""), retry!(" exclusive = (?10 <> 0),"));
-
-/// A pool's limit (issue 30, Q3). On PostgreSQL the claim's transaction has
-/// locked the row already (`claim_tx`); SQLite's write lock covers it.
-const POOL_LIMIT: &str = "SELECT max_running FROM pools WHERE name = ?1";
-
-/// The runs of a pool running now (`idx_runs_pool_running`).
-const POOL_RUNNING: &str = "SELECT COUNT(*) FROM loop_runs WHERE pool = ?1 AND status = 'running'";
 
 impl<D: Db + ClaimTx> ClaimOps for D {
     fn claim_run(
@@ -407,34 +401,20 @@ pub(super) struct Claiming<'a> {
 }
 
 /// [`NotClaimed::PoolFull`] when `lp` belongs to a pool whose limit its
-/// running runs reach (issue 30, Q3): counted inside the claim's
-/// transaction, under the pool's lock. A pool removed meanwhile limits
-/// nothing.
+/// running runs and steps reach (issue 30, Q3): counted inside the claim's
+/// transaction, under the pool's lock, which `claim_tx` took on
+/// PostgreSQL (SQLite's write lock covers it). A pool removed meanwhile
+/// limits nothing.
 pub(super) fn pool_full(c: &mut dyn Sql, lp: &Loop) -> Result<Option<NotClaimed>> {
     let Some(pool) = lp.policy.pool.as_deref() else {
         return Ok(None);
     };
-    let Some(max_running) = c.query_opt(
-        POOL_LIMIT,
-        &[pool.into()],
-        ("pools", "reading a pool's limit"),
-        |row| columns::int::<u32>(row, &["max_running"], 0),
-    )?
-    else {
-        return Ok(None);
-    };
-    let running: i64 = c
-        .query_opt(
-            POOL_RUNNING,
-            &[pool.into()],
-            ("loop_runs", "counting a pool's running runs"),
-            |row| columns::int::<i64>(row, &["count"], 0),
-        )?
-        .unwrap_or(0);
     Ok(
-        (running >= i64::from(max_running)).then(|| NotClaimed::PoolFull {
-            pool: pool.to_owned(),
-            max_running,
+        crate::pools::ops::pool_full(c, pool, PoolLock::Held)?.map(|max_running| {
+            NotClaimed::PoolFull {
+                pool: pool.to_owned(),
+                max_running,
+            }
         }),
     )
 }
