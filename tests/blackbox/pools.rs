@@ -458,4 +458,21 @@ fn parallel_workflow_steps_in_a_pool_of_one_never_overlap() {
             "pool p is still used by workflow steps pooled/a, pooled/b; take the \"pool\" out",
         )
         .run();
+
+    // A loop of the workflow may not hold a place in the pool its steps
+    // wait for, on create or edit.
+    let shared = "pool p is also the pool of step a of workflow pooled";
+    env.loops(["create", "workflow", "nightly", "--workflow", "pooled"])
+        .args(["--every", "1h", "--pool", "p"])
+        .code(1)
+        .stderr_has(shared)
+        .run();
+    env.loops(["pools", "set", "q", "--max", "1"]).run();
+    env.loops(["create", "workflow", "nightly", "--workflow", "pooled"])
+        .args(["--every", "1h", "--pool", "q"])
+        .run();
+    env.loops(["edit", "nightly", "--pool", "p"])
+        .code(1)
+        .stderr_has(shared)
+        .run();
 }

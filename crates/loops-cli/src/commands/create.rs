@@ -174,6 +174,7 @@ impl Request for CreateWorkflow {
         };
         super::pools::require_pool(Some(&store), new.policy.pool.as_deref())?;
         let workflow = store.require_workflow(&self.workflow)?;
+        super::pools::refuse_shared_pool(new.policy.pool.as_deref(), &workflow)?;
         if let Target::Workflow(target) = &mut new.target {
             target.workflow_id = workflow.id;
         }

@@ -107,6 +107,19 @@ impl Request for Edit {
         };
         // A pool given is checked before the loop is locked (Q2).
         super::pools::require_pool(Some(&store), settings.policy.new_pool())?;
+        let workflow_id = match (&workflow, &lp.target) {
+            (Some(id), _) => Some(*id),
+            (None, Target::Workflow(t)) => Some(t.workflow_id),
+            _ => None,
+        };
+        if let Some(spec) = workflow_id
+            .map(|id| store.get_workflow(&id))
+            .transpose()?
+            .flatten()
+        {
+            let pool = settings.policy.pool_after(lp.policy.pool.as_deref());
+            super::pools::refuse_shared_pool(pool, &spec)?;
+        }
         let mut settings = settings;
         if let Some(after) = &mut settings.policy.after {
             crate::resolve::policy::resolve_after(&store, after, Some(&lp))?;

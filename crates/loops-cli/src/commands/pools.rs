@@ -222,6 +222,31 @@ pub(crate) fn require_pool(store: Option<&Store>, pool: Option<&str>) -> Result<
     Ok(())
 }
 
+/// Refuses a workflow loop in `pool` when a step of `workflow` names the
+/// same pool (Q2): the loop's run would hold a place its own step waits
+/// for, and with as many runs as places none of their steps could start.
+pub(crate) fn refuse_shared_pool(
+    pool: Option<&str>,
+    workflow: &loops_core::WorkflowSpec,
+) -> Result<()> {
+    let Some(pool) = pool else {
+        return Ok(());
+    };
+    if let Some(step) = workflow
+        .steps
+        .iter()
+        .find(|s| s.pool.as_deref() == Some(pool))
+    {
+        bail!(
+            "pool {pool} is also the pool of step {} of workflow {}: the loop's run would hold \
+             the place its step waits for; put the loop or the step in another pool",
+            step.id,
+            workflow.name
+        );
+    }
+    Ok(())
+}
+
 /// The pool `lp` waits for (Q4): the loop is active and due (its next run
 /// is at or before `now`) with no run of that slot started, and its pool
 /// has as many runs running as it allows, so no runner can claim the slot

@@ -115,6 +115,14 @@ impl PolicyChange {
         self.trigger_only
     }
 
+    /// The pool a loop in pool `stored` is in once the flags apply.
+    pub(crate) fn pool_after<'a>(&'a self, stored: Option<&'a str>) -> Option<&'a str> {
+        match &self.pool {
+            Some(pool) => pool.as_deref(),
+            None => stored,
+        }
+    }
+
     /// The pool `--pool` names, when it names one (not `''`).
     pub(crate) fn new_pool(&self) -> Option<&str> {
         self.pool.as_ref().and_then(Option::as_deref)
