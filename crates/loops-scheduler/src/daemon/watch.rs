@@ -58,6 +58,9 @@ struct Watched {
     burst: Option<(Instant, Timestamp)>,
     /// A path of the burst, for the log.
     what: Option<PathBuf>,
+    /// The last burst was dropped as the loop's own (T9): the next one
+    /// is not logged, so a long run that writes all along logs one line.
+    own_said: bool,
 }
 
 /// The daemon's watcher and the loops it watches for.
@@ -153,6 +156,7 @@ impl Watches {
                             watch,
                             burst: None,
                             what: None,
+                            own_said: false,
                         },
                     );
                 }
@@ -288,18 +292,22 @@ impl Watches {
             match store.add_watch_trigger(id, changed_at, now)? {
                 WatchFired::Added(_) => {
                     added += 1;
+                    w.own_said = false;
                     log(&format!(
                         "loop {} ({id}): {} changed; run triggered",
                         w.name,
                         what.display()
                     ));
                 }
-                WatchFired::OwnRun => log(&format!(
-                    "loop {} ({id}): {} changed while its run ran or just after; \
-                     not triggered again",
-                    w.name,
-                    what.display()
-                )),
+                WatchFired::OwnRun if !w.own_said => {
+                    w.own_said = true;
+                    log(&format!(
+                        "loop {} ({id}): {} changed while its run ran or just after; \
+                         not triggered again",
+                        w.name,
+                        what.display()
+                    ));
+                }
                 _ => {}
             }
         }
@@ -376,6 +384,7 @@ mod tests {
             },
             burst: None,
             what: None,
+            own_said: false,
         };
         let t0 = Instant::now();
         let at = |ms: i64| Timestamp::from_millis(1_000_000 + ms).unwrap();
