@@ -134,6 +134,22 @@ fn watch_flags_are_checked_placed_and_cleared() {
         .run();
     // The export carries the watch, and an import brings it back.
     env.loops(["edit", "w", "--watch", "/srv/y"]).run();
+    // Placed on this host, a path that is not there is said once.
+    let missing = env.home().join("nope");
+    let missing = missing.to_str().expect("a UTF-8 path");
+    env.loops([
+        "create",
+        "command",
+        "here",
+        "--trigger-only",
+        "--cmd",
+        "true",
+    ])
+    .args(["--watch", missing])
+    .stderr_has(&format!(
+        "warning: --watch path {missing:?} does not exist; the daemon watches it once it does"
+    ))
+    .run();
     let exported = env.home().join("export.json");
     env.loops(["export", "--file", exported.to_str().unwrap()])
         .run();

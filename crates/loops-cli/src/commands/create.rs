@@ -147,6 +147,7 @@ impl Request for CreateLoop {
         crate::resolve::policy::resolve_after(&store, &mut new.policy.after, None)?;
         let lp = store.create_loop(&new, now())?;
         warn_if_name_shared(warnings, &store, &lp);
+        warn_if_watch_missing(warnings, &lp);
         if let Some(dir) = target_cwd(&lp.target) {
             cwd::warn_if_missing(warnings, dir);
         }
@@ -186,6 +187,7 @@ impl Request for CreateWorkflow {
         crate::resolve::policy::resolve_after(&store, &mut new.policy.after, None)?;
         let lp = store.create_loop(&new, now())?;
         warn_if_name_shared(warnings, &store, &lp);
+        warn_if_watch_missing(warnings, &lp);
         Ok(Created {
             lp,
             workflow: Some(workflow.name),
@@ -302,6 +304,26 @@ pub(super) fn warn_if_name_shared(warnings: &mut Warnings, store: &Store, lp: &L
             lp.name,
             lp.id
         ));
+    }
+}
+
+/// Warns about each `--watch` path of `lp` missing on this host when the
+/// loop is placed here (issue 30, T8): the daemon watches it only once it
+/// exists, which a typo never will.
+pub(super) fn warn_if_watch_missing(warnings: &mut Warnings, lp: &Loop) {
+    let Some(watch) = &lp.policy.watch else {
+        return;
+    };
+    let here = loops_core::host_label(&loops_exec::hostname());
+    if !lp.policy.runs_on.contains(&here) {
+        return;
+    }
+    for path in &watch.paths {
+        if std::fs::symlink_metadata(path).is_err() {
+            warnings.push(format!(
+                "--watch path {path:?} does not exist; the daemon watches it once it does"
+            ));
+        }
     }
 }
 

@@ -134,6 +134,9 @@ impl Request for Edit {
         if cwd_given && let Some(dir) = target_cwd(&edited.after.target) {
             cwd::warn_if_missing(warnings, dir);
         }
+        if edited.after.policy.watch != edited.before.policy.watch {
+            super::create::warn_if_watch_missing(warnings, &edited.after);
+        }
         Ok(Edited(edited))
     }
 }
