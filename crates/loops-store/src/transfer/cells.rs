@@ -12,7 +12,11 @@ use crate::columns::{
 };
 use crate::error::{Result, StoreError};
 use crate::sql::{self, Col, Fields, Map, Value};
-use crate::transfer::{ExportedRun, ExportedStepRun, Record, Table};
+use crate::transfer::{ExportedPool, ExportedRun, ExportedStepRun, Record, Table};
+use crate::triggers::ops::{TRIGGER_COLUMNS, trigger_row};
+
+/// The stored columns of `pools`, in the order [`pool`] reads them.
+pub(crate) const POOL_COLUMNS: &[&str] = &["name", "max_running", "created_at", "updated_at"];
 
 /// Positions of the additive columns in the shared column lists; a test
 /// checks them against the lists.
@@ -25,6 +29,8 @@ const STEP_PID_START: usize = 17;
 /// followed by `pid_start_ms`), decodes to.
 pub(crate) fn mapper(table: Table) -> Map<Record> {
     match table {
+        Table::Pools => pool,
+        Table::Triggers => trigger,
         Table::Workflows => workflow,
         Table::Loops => a_loop,
         Table::Runs => run,
@@ -32,6 +38,21 @@ pub(crate) fn mapper(table: Table) -> Map<Record> {
         Table::StepRuns => step_run,
         Table::Events => event,
     }
+}
+
+fn pool(row: &dyn Fields) -> Col<Record> {
+    let n = POOL_COLUMNS;
+    Ok(Record::Pool(Box::new(ExportedPool {
+        name: columns::text(row, n, 0)?,
+        max_running: columns::int(row, n, 1)?,
+        created_at: columns::instant(row, n, 2)?,
+        updated_at: columns::instant(row, n, 3)?,
+    })))
+}
+
+/// A trigger with its payload.
+fn trigger(row: &dyn Fields) -> Col<Record> {
+    trigger_row(row).map(|t| Record::Trigger(Box::new(t.into())))
 }
 
 fn workflow(row: &dyn Fields) -> Col<Record> {
@@ -79,8 +100,11 @@ fn event(row: &dyn Fields) -> Col<Record> {
 /// and last change. Every claim, retry, finish and recovery changes one of
 /// them, so an overwrite decided on a row that a runner has since moved on
 /// writes nothing, also on PostgreSQL, which reads without a lock and
-/// re-checks the guard against the newest row. Definitions and events
-/// have none: `replace` overwrites them as they are.
+/// re-checks the guard against the newest row. A trigger's are whether it
+/// started a run or was folded into another, which a claim or a catch-up
+/// here sets (as expressions, since both columns may be NULL).
+/// Definitions and events have none: `replace` overwrites them as they
+/// are.
 pub(crate) fn over_guard(stored: &Record) -> Vec<(&'static str, Cell)> {
     match stored {
         Record::Run(r) => vec![
@@ -96,7 +120,21 @@ pub(crate) fn over_guard(stored: &Record) -> Vec<(&'static str, Cell)> {
             ("status", text(s.step.status.as_str())),
             ("updated_at", instant(s.step.updated_at)),
         ],
-        Record::Workflow(_) | Record::Loop(_) | Record::Event(_) => Vec::new(),
+        Record::Trigger(t) => vec![
+            (
+                "COALESCE(run_id, '')",
+                text(t.run_id.as_ref().map_or("", |r| r.as_str())),
+            ),
+            (
+                "(CASE WHEN coalesced_at IS NULL THEN 'no' ELSE 'yes' END)",
+                text(if t.coalesced_at.is_some() {
+                    "yes"
+                } else {
+                    "no"
+                }),
+            ),
+        ],
+        Record::Pool(_) | Record::Workflow(_) | Record::Loop(_) | Record::Event(_) => Vec::new(),
     }
 }
 
@@ -161,9 +199,34 @@ fn json<T: serde::Serialize>(v: &T, what: &str) -> Result<Cell> {
 }
 
 /// A record's columns and values, in the order of its table's column
-/// list (which starts with `id`), for both backends.
+/// list (which starts with its key: `id`, a pool's `name`), for both
+/// backends.
 pub(crate) fn cells(record: &Record) -> Result<(Vec<&'static str>, Vec<Cell>)> {
     Ok(match record {
+        Record::Pool(p) => (
+            POOL_COLUMNS.to_vec(),
+            vec![
+                text(&p.name),
+                int(p.max_running),
+                instant(p.created_at),
+                instant(p.updated_at),
+            ],
+        ),
+        Record::Trigger(t) => (
+            TRIGGER_COLUMNS.to_vec(),
+            vec![
+                text(&t.id),
+                text(t.loop_id.as_str()),
+                text(t.kind.as_str()),
+                text_opt(t.source_run_id.as_ref().map(|id| id.as_str())),
+                text_opt(t.source_loop_id.as_ref().map(|id| id.as_str())),
+                text_opt(t.idempotency_key.as_deref()),
+                text_opt(t.payload.as_deref()),
+                instant(t.created_at),
+                text_opt(t.run_id.as_ref().map(|id| id.as_str())),
+                instant_opt(t.coalesced_at),
+            ],
+        ),
         Record::Workflow(w) => (
             WORKFLOW_COLUMNS.to_vec(),
             vec![
@@ -353,7 +416,9 @@ mod tests {
 
     #[test]
     fn every_column_list_starts_with_the_id() {
+        assert_eq!(POOL_COLUMNS[0], "name");
         for names in [
+            TRIGGER_COLUMNS,
             LOOP_COLUMNS,
             RUN_COLUMNS,
             WORKFLOW_COLUMNS,
