@@ -9,13 +9,13 @@
 //! `triggers`, `workflowRuns`, `stepRuns`, `events`), rows by id (a pool
 //! by name). Each record is a whole row: the public JSON of the core type
 //! (the same as `--json` prints) plus the additive columns that JSON
-//! leaves out (a run's `pidStartMs` and `spawnId`, a step's `pidStartMs`,
-//! a loop's stored `pausedReason` also when it is no longer paused, and a
-//! trigger's `payload`). A run's claim token is left out: it fences one
-//! claim on one database and means nothing on another. Command `env`
-//! values, prompts and trigger payloads are in it as stored, so the file
-//! is as private as the database. `pools` and `triggers` (issue 30) are
-//! additive: a document written before them still imports.
+//! leaves out (a run's `pidStartMs`, `spawnId`, `pool` and `triggerId`, a
+//! step's `pidStartMs`, a loop's stored `pausedReason` also when it is no
+//! longer paused, and a trigger's `payload`). A run's claim token is left
+//! out: it fences one claim on one database and means nothing on another.
+//! Command `env` values, prompts and trigger payloads are in it as stored,
+//! so the file is as private as the database. `pools` and `triggers`
+//! (issue 30) are additive: a document written before them still imports.
 //!
 //! Both directions stream: an export writes each row as it is read, from
 //! one read snapshot, and an import handles each record as it is parsed,
@@ -197,6 +197,12 @@ pub struct ExportedRun {
     /// The spawn id every process of the run carries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spawn_id: Option<String>,
+    /// The pool its loop had when it was claimed (issue 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    /// The trigger that started it (issue 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger_id: Option<String>,
 }
 
 /// A `workflow_step_runs` row as an export document holds it.

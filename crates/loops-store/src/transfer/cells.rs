@@ -24,9 +24,13 @@ const LOOP_PAUSED_REASON: usize = 17;
 const RUN_PID_START: usize = 18;
 /// `pid_start_ms` follows the step run columns in the statements here.
 const STEP_PID_START: usize = 17;
+/// A run's `pool` and `trigger_id` (V13) follow the run columns in the
+/// statements here.
+const RUN_POOL: usize = RUN_COLUMNS.len();
 
 /// What a row of `table`, selected with its column list (a step run's
-/// followed by `pid_start_ms`), decodes to.
+/// followed by `pid_start_ms`, a run's by `pool` and `trigger_id`),
+/// decodes to.
 pub(crate) fn mapper(table: Table) -> Map<Record> {
     match table {
         Table::Pools => pool,
@@ -75,6 +79,8 @@ fn run(row: &dyn Fields) -> Col<Record> {
         run,
         pid_start_ms: row.int(RUN_PID_START, RUN_COLUMNS[RUN_PID_START])?,
         spawn_id: columns::run_spawn_id(row)?,
+        pool: row.text(RUN_POOL, "pool")?.map(str::to_owned),
+        trigger_id: row.text(RUN_POOL + 1, "trigger_id")?.map(str::to_owned),
     })))
 }
 
@@ -291,8 +297,10 @@ pub(crate) fn cells(record: &Record) -> Result<(Vec<&'static str>, Vec<Cell>)> {
         }
         Record::Run(r) => {
             let run = &r.run;
+            let mut names = RUN_COLUMNS.to_vec();
+            names.extend(["pool", "trigger_id"]);
             (
-                RUN_COLUMNS.to_vec(),
+                names,
                 vec![
                     text(run.id.as_str()),
                     text(run.loop_id.as_str()),
@@ -335,6 +343,9 @@ pub(crate) fn cells(record: &Record) -> Result<(Vec<&'static str>, Vec<Cell>)> {
                     instant_opt(run.cancel_requested_at),
                     text_opt(run.cancelled_by.as_deref()),
                     Cell::Int(None),
+                    // Its pool and trigger (V13).
+                    text_opt(r.pool.as_deref()),
+                    text_opt(r.trigger_id.as_deref()),
                 ],
             )
         }

@@ -262,6 +262,8 @@ mod tests {
             run,
             pid_start_ms: Some(1),
             spawn_id: Some("1-a-1".into()),
+            pool: None,
+            trigger_id: None,
         }))
     }
 

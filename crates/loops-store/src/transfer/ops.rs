@@ -70,7 +70,7 @@ fn page_of(table: Table) -> &'static str {
         Table::Runs => concat!(
             "SELECT ",
             run_columns!(),
-            " FROM loop_runs WHERE id > ?1 ORDER BY id LIMIT ?2"
+            ", pool, trigger_id FROM loop_runs WHERE id > ?1 ORDER BY id LIMIT ?2"
         ),
         Table::WorkflowRuns => concat!(
             "SELECT ",
@@ -316,7 +316,8 @@ impl<D: Db + Transactions> TransferOps for D {
                 concat!(
                     "SELECT ",
                     run_columns!(),
-                    " FROM loop_runs WHERE id = ?1 OR (loop_id = ?2 AND scheduled_for = ?3)"
+                    ", pool, trigger_id FROM loop_runs
+                     WHERE id = ?1 OR (loop_id = ?2 AND scheduled_for = ?3)"
                 ),
                 &[
                     id.into(),

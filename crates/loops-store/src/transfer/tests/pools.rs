@@ -89,6 +89,14 @@ fn pools_and_triggers_round_trip_into_an_empty_store() {
     let v: Value = serde_json::from_str(&doc).unwrap();
     assert_eq!(v["pools"][0]["name"], "gpu");
     assert_eq!(v["pools"][0]["maxRunning"], 2);
+    // The run's pool and trigger, which its JSON leaves out.
+    assert_eq!(v["runs"][0]["pool"], "gpu");
+    let first = v["triggers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["runId"] == run.id.as_str());
+    assert_eq!(v["runs"][0]["triggerId"], first.unwrap()["id"]);
     // The payload travels as stored, as a run's output does.
     assert!(doc.contains(r#""payload":"{\"model\":\"b\"}""#), "{doc}");
     on_both_backends("transfer::pools_and_triggers_round_trip", |target| {
