@@ -15,8 +15,8 @@ pub(super) const EXPORT_AFTER_HELP: &str = "Each record is a whole row, ids incl
     loops export --file defs.json --no-runs   # only pools, workflows and loops";
 
 pub(super) const IMPORT_AFTER_HELP: &str = "Ids are kept. A record whose id is already stored is left as it \
-    is (or, with --replace, overwritten when it differs); one whose slot, step or active \
-    workflow name another row holds is refused and listed, and the rest go on. A loop may share \
+    is (or, with --replace, overwritten when it differs); one whose slot, step, trigger key or \
+    active workflow name another row holds is refused and listed, and the rest go on. A loop may share \
     its name with a stored one (names need not be unique); such loops are listed. Loops imported \
     as active keep their next run: a daemon running on this database picks them up and runs \
     what is due. Runs exported while running stay running until a daemon recovers them after \
