@@ -291,7 +291,7 @@ fn env_values_reach_only_the_document() {
     // to stderr.
     let ran = source
         .loops(["export", "--file", "-"])
-        .stderr_has("note: exported 1 workflows, 2 loops, 1 runs")
+        .stderr_has("note: exported 0 pools, 1 workflows, 2 loops, 1 runs, 0 triggers")
         .run();
     let doc: Value = serde_json::from_str(&ran.stdout).expect("the document");
     assert_eq!(doc["loops"].as_array().map(Vec::len), Some(2));
@@ -479,4 +479,66 @@ fn import_refuses_what_create_refuses() {
     );
     let stored = loops_json(&target);
     assert_eq!(stored.as_array().map(Vec::len), Some(2));
+}
+
+/// Issue 30: a store moved keeps its pools and its pending triggers;
+/// `--no-runs` keeps the pools and leaves the triggers, which are history.
+#[test]
+fn pools_and_pending_triggers_come_over() {
+    let source = TestEnv::new();
+    source.loops(["pools", "set", "gpu", "--max", "2"]).run();
+    source.create_command("train", "true", &["--every", "1h", "--pool", "gpu"]);
+    source
+        .loops(["trigger", "train", "--payload", "{\"model\":\"a\"}"])
+        .run();
+    let path = file(&source, "export.json");
+    let p = path.display().to_string();
+    let ran = source.loops(["export", "--file", &p]).run();
+    let rows: Vec<Vec<&str>> = ran
+        .stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    for row in [["pools", "1"], ["loops", "1"], ["triggers", "1"]] {
+        assert!(rows.contains(&row.to_vec()), "{row:?}\n{}", ran.stdout);
+    }
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("JSON");
+    assert_eq!(doc["pools"][0]["name"], "gpu");
+    assert_eq!(doc["pools"][0]["maxRunning"], 2);
+    assert_eq!(doc["triggers"][0]["payload"], "{\"model\":\"a\"}");
+
+    let target = TestEnv::new();
+    let dry = target.loops(["import", &p]).run();
+    for table in ["pools", "triggers"] {
+        let line = dry.stdout.lines().find(|l| l.starts_with(table));
+        assert!(
+            // TABLE, IN FILE, NEW.
+            line.is_some_and(|l| l.split_whitespace().take(3).eq([table, "1", "1"])),
+            "{}",
+            dry.stdout
+        );
+    }
+    let report = import(&target, &path, &["--apply"]);
+    assert_eq!(report["tables"]["pools"]["new"], 1);
+    assert_eq!(report["tables"]["triggers"]["new"], 1);
+    let pools = target.loops(["--json", "pools", "list"]).run().json();
+    assert_eq!(pools[0]["name"], "gpu");
+    assert_eq!(pools[0]["maxRunning"], 2);
+    assert_eq!(pools[0]["members"], 1);
+    target
+        .loops(["status", "train"])
+        .stdout_has("Triggers: 1 pending")
+        .run();
+
+    let defs = file(&source, "defs.json");
+    let doc = export(&source, &defs, &["--no-runs"]);
+    assert_eq!(doc["pools"].as_array().map(Vec::len), Some(1));
+    assert_eq!(doc["triggers"], json!([]));
+    let bare = TestEnv::new();
+    import(&bare, &defs, &["--apply"]);
+    let pools = bare.loops(["--json", "pools", "list"]).run().json();
+    assert_eq!(pools[0]["members"], 1);
+    let status = bare.loops(["status", "train"]).run().stdout;
+    assert!(!status.contains("pending"), "{status}");
 }

@@ -108,8 +108,8 @@ pub use crate::gc::{
 // Moving everything between databases (`loops export`, `loops import`).
 pub use crate::transfer::{
     EXPORT_FORMAT, EXPORT_FORMAT_VERSION, EXPORTED_WHILE_RUNNING, ExportOptions, ExportSummary,
-    ExportedRun, ExportedStepRun, IMPORT_BATCH, IMPORT_LISTED, ImportFinding, ImportOptions,
-    ImportReport, Table, TableImport, TransferError,
+    ExportedPool, ExportedRun, ExportedStepRun, ExportedTrigger, IMPORT_BATCH, IMPORT_LISTED,
+    ImportFinding, ImportOptions, ImportReport, Table, TableImport, TransferError,
 };
 // The database file and its directory, for `doctor` and the daemon.
 pub use crate::daemon::{DatabaseState, INTEGRITY_MAX_PROBLEMS, Integrity, integrity_budget};

@@ -5,15 +5,17 @@
 //!
 //! The document is one JSON object: a header (`format`, `formatVersion`,
 //! `schemaVersion`, `exportedAt`, `history`), then one array per table in
-//! the order an import writes them (`workflows`, `loops`, `runs`,
-//! `workflowRuns`, `stepRuns`, `events`), rows by id. Each record is a
-//! whole row: the public JSON of the core type (the same as `--json`
-//! prints) plus the additive columns that JSON leaves out (a run's
-//! `pidStartMs` and `spawnId`, a step's `pidStartMs`, and a loop's stored
-//! `pausedReason` also when it is no longer paused). A run's claim token
-//! is left out: it fences one claim on one database and means nothing on
-//! another. Command `env` values and prompts are in it as stored, so the
-//! file is as private as the database.
+//! the order an import writes them (`pools`, `workflows`, `loops`, `runs`,
+//! `triggers`, `workflowRuns`, `stepRuns`, `events`), rows by id (a pool
+//! by name). Each record is a whole row: the public JSON of the core type
+//! (the same as `--json` prints) plus the additive columns that JSON
+//! leaves out (a run's `pidStartMs`, `spawnId`, `pool` and `triggerId`, a
+//! step's `pidStartMs`, a loop's stored `pausedReason` also when it is no
+//! longer paused, and a trigger's `payload`). A run's claim token is left
+//! out: it fences one claim on one database and means nothing on another.
+//! Command `env` values, prompts and trigger payloads are in it as stored,
+//! so the file is as private as the database. `pools` and `triggers`
+//! (issue 30) are additive: a document written before them still imports.
 //!
 //! Both directions stream: an export writes each row as it is read, from
 //! one read snapshot, and an import handles each record as it is parsed,
@@ -34,8 +36,10 @@ mod document;
 mod history;
 mod import;
 mod ops;
+mod pools_triggers;
 
 pub use self::history::EXPORTED_WHILE_RUNNING;
+pub use self::pools_triggers::{ExportedPool, ExportedTrigger};
 
 use std::io::{Read, Write};
 use std::ops::ControlFlow;
@@ -68,12 +72,16 @@ pub const IMPORT_LISTED: usize = 20;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Table {
+    /// `pools` (issue 30).
+    Pools,
     /// `workflow_specs`.
     Workflows,
     /// `loops`.
     Loops,
     /// `loop_runs`.
     Runs,
+    /// `loop_triggers` (issue 30).
+    Triggers,
     /// `workflow_runs`.
     WorkflowRuns,
     /// `workflow_step_runs`.
@@ -85,24 +93,31 @@ pub enum Table {
 impl Table {
     /// Every table, in the order a document lists them and an import
     /// writes them (parents before the rows that point to them).
-    pub const ALL: [Table; 6] = [
+    pub const ALL: [Table; 8] = [
+        Table::Pools,
         Table::Workflows,
         Table::Loops,
         Table::Runs,
+        Table::Triggers,
         Table::WorkflowRuns,
         Table::StepRuns,
         Table::Events,
     ];
 
     /// The definitions: what `--no-runs` keeps.
-    pub const DEFINITIONS: [Table; 2] = [Table::Workflows, Table::Loops];
+    pub const DEFINITIONS: [Table; 3] = [Table::Pools, Table::Workflows, Table::Loops];
+
+    /// How many tables a document carries.
+    pub(crate) const COUNT: usize = Table::ALL.len();
 
     /// The table's key in the document, e.g. `workflowRuns`.
     pub fn key(self) -> &'static str {
         match self {
+            Table::Pools => "pools",
             Table::Workflows => "workflows",
             Table::Loops => "loops",
             Table::Runs => "runs",
+            Table::Triggers => "triggers",
             Table::WorkflowRuns => "workflowRuns",
             Table::StepRuns => "stepRuns",
             Table::Events => "events",
@@ -112,9 +127,11 @@ impl Table {
     /// The table's name for people, e.g. `workflow runs`.
     pub fn name(self) -> &'static str {
         match self {
+            Table::Pools => "pools",
             Table::Workflows => "workflows",
             Table::Loops => "loops",
             Table::Runs => "runs",
+            Table::Triggers => "triggers",
             Table::WorkflowRuns => "workflow runs",
             Table::StepRuns => "step runs",
             Table::Events => "events",
@@ -124,9 +141,11 @@ impl Table {
     /// The table's name in the schema, e.g. `workflow_runs`.
     pub(crate) fn sql_name(self) -> &'static str {
         match self {
+            Table::Pools => "pools",
             Table::Workflows => "workflow_specs",
             Table::Loops => "loops",
             Table::Runs => "loop_runs",
+            Table::Triggers => "loop_triggers",
             Table::WorkflowRuns => "workflow_runs",
             Table::StepRuns => "workflow_step_runs",
             Table::Events => "workflow_events",
@@ -138,19 +157,24 @@ impl Table {
         Table::ALL.into_iter().find(|t| t.key() == key)
     }
 
-    /// True for the run history, which `--no-runs` leaves out.
+    /// True for the run history, which `--no-runs` leaves out: runs,
+    /// triggers, workflow runs, step runs and events.
     pub fn is_history(self) -> bool {
         !Table::DEFINITIONS.contains(&self)
     }
 
     /// How deep the table sits under the rows it points to: a document
-    /// must list a table after every table of a lower rank.
+    /// must list a table after every table of a lower rank. A loop names
+    /// its pool (by name, with no foreign key: pools come first all the
+    /// same, so no member is stored before the limit that bounds it), and
+    /// a trigger its loop and the run it started.
     fn rank(self) -> u8 {
         match self {
-            Table::Workflows | Table::Loops => 0,
-            Table::Runs => 1,
-            Table::WorkflowRuns => 2,
-            Table::StepRuns | Table::Events => 3,
+            Table::Pools => 0,
+            Table::Workflows | Table::Loops => 1,
+            Table::Runs => 2,
+            Table::Triggers | Table::WorkflowRuns => 3,
+            Table::StepRuns | Table::Events => 4,
         }
     }
 
@@ -173,6 +197,12 @@ pub struct ExportedRun {
     /// The spawn id every process of the run carries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spawn_id: Option<String>,
+    /// The pool its loop had when it was claimed (issue 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    /// The trigger that started it (issue 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger_id: Option<String>,
 }
 
 /// A `workflow_step_runs` row as an export document holds it.
@@ -191,11 +221,13 @@ pub struct ExportedStepRun {
 /// writes rows as these.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Record {
+    Pool(Box<ExportedPool>),
     Workflow(Box<WorkflowSpec>),
     /// A loop; its `paused_reason` is the stored column, also when the
     /// loop is no longer paused.
     Loop(Box<Loop>),
     Run(Box<ExportedRun>),
+    Trigger(Box<ExportedTrigger>),
     WorkflowRun(Box<WorkflowRun>),
     StepRun(Box<ExportedStepRun>),
     Event(Box<WorkflowEvent>),
@@ -205,21 +237,25 @@ impl Record {
     /// The record's table.
     pub(crate) fn table(&self) -> Table {
         match self {
+            Record::Pool(_) => Table::Pools,
             Record::Workflow(_) => Table::Workflows,
             Record::Loop(_) => Table::Loops,
             Record::Run(_) => Table::Runs,
+            Record::Trigger(_) => Table::Triggers,
             Record::WorkflowRun(_) => Table::WorkflowRuns,
             Record::StepRun(_) => Table::StepRuns,
             Record::Event(_) => Table::Events,
         }
     }
 
-    /// The row's id.
+    /// The row's id (a pool's name).
     pub(crate) fn id(&self) -> &str {
         match self {
+            Record::Pool(p) => p.name.as_str(),
             Record::Workflow(w) => w.id.as_str(),
             Record::Loop(l) => l.id.as_str(),
             Record::Run(r) => r.run.id.as_str(),
+            Record::Trigger(t) => t.id.as_str(),
             Record::WorkflowRun(r) => r.id.as_str(),
             Record::StepRun(s) => s.step.id.as_str(),
             Record::Event(e) => e.id.as_str(),
@@ -241,9 +277,11 @@ impl Record {
     /// Writes the record's JSON.
     fn write_json(&self, out: &mut dyn Write) -> serde_json::Result<()> {
         match self {
+            Record::Pool(p) => serde_json::to_writer(out, p),
             Record::Workflow(w) => serde_json::to_writer(out, w),
             Record::Loop(l) => serde_json::to_writer(out, l),
             Record::Run(r) => serde_json::to_writer(out, r),
+            Record::Trigger(t) => serde_json::to_writer(out, t),
             Record::WorkflowRun(r) => serde_json::to_writer(out, r),
             Record::StepRun(s) => serde_json::to_writer(out, s),
             Record::Event(e) => serde_json::to_writer(out, e),
@@ -254,8 +292,8 @@ impl Record {
 /// What [`Store::export`] writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExportOptions {
-    /// Also the run history: runs, workflow runs, step runs and events
-    /// (`loops export` without `--no-runs`).
+    /// Also the run history: runs, triggers, workflow runs, step runs and
+    /// events (`loops export` without `--no-runs`).
     pub history: bool,
 }
 
@@ -318,8 +356,9 @@ pub struct TableImport {
     /// is further along (a later attempt, a finished run the record has
     /// running): kept as stored, also with `replace`.
     pub kept: u64,
-    /// Loops and workflows refused because `loops create` would refuse
-    /// them.
+    /// Loops, workflows, pools and triggers refused because `loops
+    /// create` (or `loops workflows create`, `loops pools set`, `loops
+    /// trigger`) would refuse them.
     pub invalid: u64,
 }
 
@@ -488,7 +527,7 @@ pub enum TransferError {
 }
 
 impl Store {
-    /// Writes this store's loops and workflows, and with
+    /// Writes this store's pools, loops and workflows, and with
     /// `options.history` its run history, to `out` as one export document
     /// stamped `now`, reading every table from one consistent snapshot and
     /// writing each row as it is read. Writes nothing to the database.

@@ -8,14 +8,15 @@ use clap::Args;
 pub(super) const EXPORT_AFTER_HELP: &str = "Each record is a whole row, ids included, so `loops import` \
     can rebuild the database elsewhere: on SQLite or on PostgreSQL. The file holds the loops' \
     commands, environment values and prompts as stored: it is created with mode 0600; keep it \
-    private. Runs that are running are exported as they are.\n\n\
+    private, as the trigger payloads it holds are. Runs that are running are exported as they \
+    are.\n\n\
     Examples:\n  \
-    loops export --file loops-export.json     # every workflow, loop and run (mode 0600)\n  \
-    loops export --file defs.json --no-runs   # only workflows and loops";
+    loops export --file loops-export.json     # every pool, workflow, loop and run (mode 0600)\n  \
+    loops export --file defs.json --no-runs   # only pools, workflows and loops";
 
 pub(super) const IMPORT_AFTER_HELP: &str = "Ids are kept. A record whose id is already stored is left as it \
-    is (or, with --replace, overwritten when it differs); one whose slot, step or active \
-    workflow name another row holds is refused and listed, and the rest go on. A loop may share \
+    is (or, with --replace, overwritten when it differs); one whose slot, step, trigger key or \
+    active workflow name another row holds is refused and listed, and the rest go on. A loop may share \
     its name with a stored one (names need not be unique); such loops are listed. Loops imported \
     as active keep their next run: a daemon running on this database picks them up and runs \
     what is due. Runs exported while running stay running until a daemon recovers them after \
@@ -61,8 +62,8 @@ pub(crate) struct ExportArgs {
     #[arg(long, value_name = "PATH", value_hint = clap::ValueHint::FilePath)]
     pub(crate) file: String,
 
-    /// Leave out the run history (runs, workflow runs, step runs and
-    /// events): only workflows and loops.
+    /// Leave out the run history (runs, triggers, workflow runs, step
+    /// runs and events): only pools, workflows and loops.
     #[arg(long)]
     pub(crate) no_runs: bool,
 

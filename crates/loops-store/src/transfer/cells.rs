@@ -12,7 +12,11 @@ use crate::columns::{
 };
 use crate::error::{Result, StoreError};
 use crate::sql::{self, Col, Fields, Map, Value};
-use crate::transfer::{ExportedRun, ExportedStepRun, Record, Table};
+use crate::transfer::{ExportedPool, ExportedRun, ExportedStepRun, Record, Table};
+use crate::triggers::ops::{TRIGGER_COLUMNS, trigger_row};
+
+/// The stored columns of `pools`, in the order [`pool`] reads them.
+pub(crate) const POOL_COLUMNS: &[&str] = &["name", "max_running", "created_at", "updated_at"];
 
 /// Positions of the additive columns in the shared column lists; a test
 /// checks them against the lists.
@@ -20,11 +24,17 @@ const LOOP_PAUSED_REASON: usize = 17;
 const RUN_PID_START: usize = 18;
 /// `pid_start_ms` follows the step run columns in the statements here.
 const STEP_PID_START: usize = 17;
+/// A run's `pool` and `trigger_id` (V13) follow the run columns in the
+/// statements here.
+const RUN_POOL: usize = RUN_COLUMNS.len();
 
 /// What a row of `table`, selected with its column list (a step run's
-/// followed by `pid_start_ms`), decodes to.
+/// followed by `pid_start_ms`, a run's by `pool` and `trigger_id`),
+/// decodes to.
 pub(crate) fn mapper(table: Table) -> Map<Record> {
     match table {
+        Table::Pools => pool,
+        Table::Triggers => trigger,
         Table::Workflows => workflow,
         Table::Loops => a_loop,
         Table::Runs => run,
@@ -32,6 +42,21 @@ pub(crate) fn mapper(table: Table) -> Map<Record> {
         Table::StepRuns => step_run,
         Table::Events => event,
     }
+}
+
+fn pool(row: &dyn Fields) -> Col<Record> {
+    let n = POOL_COLUMNS;
+    Ok(Record::Pool(Box::new(ExportedPool {
+        name: columns::text(row, n, 0)?,
+        max_running: columns::int(row, n, 1)?,
+        created_at: columns::instant(row, n, 2)?,
+        updated_at: columns::instant(row, n, 3)?,
+    })))
+}
+
+/// A trigger with its payload.
+fn trigger(row: &dyn Fields) -> Col<Record> {
+    trigger_row(row).map(|t| Record::Trigger(Box::new(t.into())))
 }
 
 fn workflow(row: &dyn Fields) -> Col<Record> {
@@ -54,6 +79,8 @@ fn run(row: &dyn Fields) -> Col<Record> {
         run,
         pid_start_ms: row.int(RUN_PID_START, RUN_COLUMNS[RUN_PID_START])?,
         spawn_id: columns::run_spawn_id(row)?,
+        pool: row.text(RUN_POOL, "pool")?.map(str::to_owned),
+        trigger_id: row.text(RUN_POOL + 1, "trigger_id")?.map(str::to_owned),
     })))
 }
 
@@ -79,8 +106,11 @@ fn event(row: &dyn Fields) -> Col<Record> {
 /// and last change. Every claim, retry, finish and recovery changes one of
 /// them, so an overwrite decided on a row that a runner has since moved on
 /// writes nothing, also on PostgreSQL, which reads without a lock and
-/// re-checks the guard against the newest row. Definitions and events
-/// have none: `replace` overwrites them as they are.
+/// re-checks the guard against the newest row. A trigger's are whether it
+/// started a run or was folded into another, which a claim or a catch-up
+/// here sets (as expressions, since both columns may be NULL).
+/// Definitions and events have none: `replace` overwrites them as they
+/// are.
 pub(crate) fn over_guard(stored: &Record) -> Vec<(&'static str, Cell)> {
     match stored {
         Record::Run(r) => vec![
@@ -96,7 +126,21 @@ pub(crate) fn over_guard(stored: &Record) -> Vec<(&'static str, Cell)> {
             ("status", text(s.step.status.as_str())),
             ("updated_at", instant(s.step.updated_at)),
         ],
-        Record::Workflow(_) | Record::Loop(_) | Record::Event(_) => Vec::new(),
+        Record::Trigger(t) => vec![
+            (
+                "COALESCE(run_id, '')",
+                text(t.run_id.as_ref().map_or("", |r| r.as_str())),
+            ),
+            (
+                "(CASE WHEN coalesced_at IS NULL THEN 'no' ELSE 'yes' END)",
+                text(if t.coalesced_at.is_some() {
+                    "yes"
+                } else {
+                    "no"
+                }),
+            ),
+        ],
+        Record::Pool(_) | Record::Workflow(_) | Record::Loop(_) | Record::Event(_) => Vec::new(),
     }
 }
 
@@ -161,9 +205,34 @@ fn json<T: serde::Serialize>(v: &T, what: &str) -> Result<Cell> {
 }
 
 /// A record's columns and values, in the order of its table's column
-/// list (which starts with `id`), for both backends.
+/// list (which starts with its key: `id`, a pool's `name`), for both
+/// backends.
 pub(crate) fn cells(record: &Record) -> Result<(Vec<&'static str>, Vec<Cell>)> {
     Ok(match record {
+        Record::Pool(p) => (
+            POOL_COLUMNS.to_vec(),
+            vec![
+                text(&p.name),
+                int(p.max_running),
+                instant(p.created_at),
+                instant(p.updated_at),
+            ],
+        ),
+        Record::Trigger(t) => (
+            TRIGGER_COLUMNS.to_vec(),
+            vec![
+                text(&t.id),
+                text(t.loop_id.as_str()),
+                text(t.kind.as_str()),
+                text_opt(t.source_run_id.as_ref().map(|id| id.as_str())),
+                text_opt(t.source_loop_id.as_ref().map(|id| id.as_str())),
+                text_opt(t.idempotency_key.as_deref()),
+                text_opt(t.payload.as_deref()),
+                instant(t.created_at),
+                text_opt(t.run_id.as_ref().map(|id| id.as_str())),
+                instant_opt(t.coalesced_at),
+            ],
+        ),
         Record::Workflow(w) => (
             WORKFLOW_COLUMNS.to_vec(),
             vec![
@@ -228,8 +297,10 @@ pub(crate) fn cells(record: &Record) -> Result<(Vec<&'static str>, Vec<Cell>)> {
         }
         Record::Run(r) => {
             let run = &r.run;
+            let mut names = RUN_COLUMNS.to_vec();
+            names.extend(["pool", "trigger_id"]);
             (
-                RUN_COLUMNS.to_vec(),
+                names,
                 vec![
                     text(run.id.as_str()),
                     text(run.loop_id.as_str()),
@@ -272,6 +343,9 @@ pub(crate) fn cells(record: &Record) -> Result<(Vec<&'static str>, Vec<Cell>)> {
                     instant_opt(run.cancel_requested_at),
                     text_opt(run.cancelled_by.as_deref()),
                     Cell::Int(None),
+                    // Its pool and trigger (V13).
+                    text_opt(r.pool.as_deref()),
+                    text_opt(r.trigger_id.as_deref()),
                 ],
             )
         }
@@ -353,7 +427,9 @@ mod tests {
 
     #[test]
     fn every_column_list_starts_with_the_id() {
+        assert_eq!(POOL_COLUMNS[0], "name");
         for names in [
+            TRIGGER_COLUMNS,
             LOOP_COLUMNS,
             RUN_COLUMNS,
             WORKFLOW_COLUMNS,

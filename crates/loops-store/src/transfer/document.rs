@@ -3,11 +3,13 @@
 //! so neither side holds a whole table in memory.
 //!
 //! The header must come before the tables, and a table after the tables
-//! its rows point to (workflows and loops, then runs, then workflow runs,
-//! then their steps and events): `loops export` writes it so, and an
+//! its rows point to (pools, workflows and loops, then runs, then triggers
+//! and workflow runs, then steps and events): `loops export` writes it
+//! so, and an
 //! import can then check the header before it writes anything and write
 //! parents first. Unknown keys are skipped, so a later version of format 1
-//! may add some.
+//! may add some; a missing table is an empty one, so a document written
+//! before `pools` and `triggers` still reads.
 
 use std::io::{BufReader, Read, Write};
 
@@ -31,7 +33,7 @@ pub(super) struct Writer<'a> {
     next: usize,
     /// Rows written into the open array.
     in_array: u64,
-    counts: [u64; 6],
+    counts: [u64; Table::COUNT],
     running: u64,
 }
 
@@ -55,7 +57,7 @@ impl<'a> Writer<'a> {
             history,
             next: 0,
             in_array: 0,
-            counts: [0; 6],
+            counts: [0; Table::COUNT],
             running: 0,
         })
     }
@@ -88,7 +90,7 @@ impl<'a> Writer<'a> {
 
     /// Writes the arrays left, empty, and closes the document.
     pub(super) fn finish(mut self) -> Result<ExportSummary, TransferError> {
-        self.open_through(Table::Events)
+        self.open_through(Table::ALL[Table::COUNT - 1])
             .and_then(|()| self.close_open())
             .and_then(|()| self.out.write_all(b"\n}\n"))
             .and_then(|()| self.out.flush())
@@ -191,7 +193,7 @@ pub(super) fn read(input: &mut dyn Read, sink: &mut dyn Sink) -> Result<Header, 
         sink,
         header: Header::default(),
         checked: false,
-        seen: [false; 6],
+        seen: [false; Table::COUNT],
         rank: 0,
         at: None,
         failed: None,
@@ -222,7 +224,7 @@ struct Parse<'s> {
     /// The header was checked (at the first table).
     checked: bool,
     /// The tables seen, by position in [`Table::ALL`].
-    seen: [bool; 6],
+    seen: [bool; Table::COUNT],
     /// The highest [`Table::rank`] seen.
     rank: u8,
     /// The record being parsed, for error messages.
@@ -253,9 +255,10 @@ impl Parse<'_> {
         }
         if table.rank() < self.rank {
             return Err(TransferError::Malformed(format!(
-                "it lists \"{}\" after rows that point to them; an import writes workflows \
-                 and loops, then runs, then workflow runs, then step runs and events, so the \
-                 document must list them in that order (as `loops export` does)",
+                "it lists \"{}\" after rows that point to them; an import writes pools, \
+                 workflows and loops, then runs, then triggers and workflow runs, then step \
+                 runs and events, so the document must list them in that order (as `loops \
+                 export` does)",
                 table.key()
             )));
         }
@@ -338,6 +341,8 @@ impl<'de> Visitor<'de> for Rows<'_, '_> {
             index += 1;
             self.parse.at = Some((self.table, index));
             let record = match self.table {
+                Table::Pools => next(&mut seq, Record::Pool)?,
+                Table::Triggers => next(&mut seq, Record::Trigger)?,
                 Table::Workflows => next(&mut seq, Record::Workflow)?,
                 Table::Loops => next(&mut seq, Record::Loop)?,
                 Table::Runs => next::<_, ExportedRun>(&mut seq, Record::Run)?,

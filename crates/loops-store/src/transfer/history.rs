@@ -133,10 +133,14 @@ impl Arrival {
 
 /// Whether `stored` is further along than `record`, the document's row of
 /// the same id as the document holds it (before [`Arrival::of`]): see the
-/// module documentation. Definitions and events are never newer: they are
-/// replaced as `replace` says.
+/// module documentation. A trigger that started a run or was folded into
+/// another is newer than the same trigger pending. Definitions and events
+/// are never newer: they are replaced as `replace` says.
 pub(super) fn stored_is_newer(stored: &Record, record: &Record) -> bool {
     let (stored_attempt, attempt, in_flight, unstarted, stored_at, at) = match (stored, record) {
+        (Record::Trigger(s), Record::Trigger(d)) => {
+            return super::pools_triggers::settled_over_pending(s, d);
+        }
         (Record::Run(s), Record::Run(d)) => (
             s.run.attempt,
             d.run.attempt,
@@ -226,6 +230,7 @@ fn state(record: &Record) -> String {
         Record::Run(r) => format!("{}, attempt {}", r.run.status, r.run.attempt),
         Record::WorkflowRun(r) => r.status.to_string(),
         Record::StepRun(s) => s.step.status.to_string(),
+        Record::Trigger(t) => t.state(),
         _ => String::new(),
     }
 }
@@ -257,6 +262,8 @@ mod tests {
             run,
             pid_start_ms: Some(1),
             spawn_id: Some("1-a-1".into()),
+            pool: None,
+            trigger_id: None,
         }))
     }
 

@@ -30,6 +30,7 @@ use loops_core::{Timestamp, validate_new_loop, workflow_from_json};
 
 use super::document::{self, Header, Sink};
 use super::history::{Arrival, changed_message, kept_message, stored_is_newer};
+use super::pools_triggers::{pool_refused, trigger_refused};
 use super::{
     IMPORT_BATCH, IMPORT_LISTED, ImportFinding, ImportOptions, ImportReport, Record, Table,
     TableImport, TransferError,
@@ -54,7 +55,7 @@ pub(super) fn run(
         store,
         options,
         batch: Vec::with_capacity(IMPORT_BATCH),
-        read: [0; 6],
+        read: [0; Table::COUNT],
         tally: Tally::new(),
         arrival: Arrival::default(),
     };
@@ -79,7 +80,7 @@ pub(super) fn run(
 /// The counts and findings so far.
 #[derive(Clone)]
 struct Tally {
-    tables: [TableImport; 6],
+    tables: [TableImport; Table::COUNT],
     conflicts: Vec<ImportFinding>,
     shared_names: Vec<ImportFinding>,
     shared_name_count: u64,
@@ -144,7 +145,7 @@ struct Importer<'s> {
     /// written in its place.
     batch: Vec<(u64, Record, Option<Record>)>,
     /// Records read per table.
-    read: [u64; 6],
+    read: [u64; Table::COUNT],
     tally: Tally,
     arrival: Arrival,
 }
@@ -307,6 +308,17 @@ fn clash(record: &Record, holder: &Record) -> String {
                 w.name
             )
         }
+        Record::Trigger(t) => match (&t.source_run_id, &t.idempotency_key) {
+            (Some(run), _) if holder_has_source(holder, run.as_str()) => format!(
+                "trigger {other} of loop {} was already fired by run {run}",
+                t.loop_id
+            ),
+            (_, Some(key)) => format!(
+                "trigger {other} of loop {} already has idempotency key {key:?}",
+                t.loop_id
+            ),
+            _ => format!("trigger {other} conflicts with it"),
+        },
         Record::Run(r) => format!(
             "run {other} already holds slot {} of loop {}",
             r.run.scheduled_for, r.run.loop_id
@@ -325,7 +337,14 @@ fn clash(record: &Record, holder: &Record) -> String {
             e.sequence, e.workflow_run_id
         ),
         Record::Loop(_) => format!("loop {other} conflicts with it"),
+        Record::Pool(_) => format!("pool {other} conflicts with it"),
     }
+}
+
+/// Whether `holder`, a stored trigger, was fired by upstream run `run`.
+fn holder_has_source(holder: &Record, run: &str) -> bool {
+    matches!(holder, Record::Trigger(h)
+        if h.source_run_id.as_ref().is_some_and(|r| r.as_str() == run))
 }
 
 /// Why a write that the checks allowed wrote nothing.
@@ -352,9 +371,15 @@ fn vanished() -> String {
 /// 25 item 6): the core validation create runs, on the settings the record
 /// holds, so an import stores nothing create could not (an `env` name
 /// `""` or `"A=B"`, a name of megabytes, an option-like agent value, …).
+/// The same for a pool (`loops pools set`) and a trigger's payload and key
+/// (`loops trigger`).
 fn create_refuses(record: &Record) -> Option<String> {
-    let (command, refused) = match record {
-        Record::Loop(lp) => ("loops create", validate_new_loop(&loop_settings(lp)).err()),
+    let mut message = match record {
+        Record::Pool(p) => pool_refused(p)?,
+        Record::Trigger(t) => trigger_refused(t)?,
+        Record::Loop(lp) => {
+            refused_as("loops create", validate_new_loop(&loop_settings(lp)).err()?)
+        }
         Record::Workflow(w) => {
             let file = serde_json::json!({
                 "name": w.name,
@@ -363,19 +388,23 @@ fn create_refuses(record: &Record) -> Option<String> {
                 "steps": w.steps,
                 "maxParallel": w.max_parallel,
             });
-            (
+            refused_as(
                 "loops workflows create",
-                workflow_from_json(&file, None).err(),
+                workflow_from_json(&file, None).err()?,
             )
         }
         _ => return None,
     };
-    let mut message = format!("refused as `{command}` refuses it: {}", refused?);
     if let Some((cut, _)) = message.char_indices().nth(MESSAGE_CHARS) {
         message.truncate(cut);
         message.push('…');
     }
     Some(message)
+}
+
+/// A finding's message for a record `command` would refuse with `error`.
+pub(super) fn refused_as(command: &str, error: impl std::fmt::Display) -> String {
+    format!("refused as `{command}` refuses it: {error}")
 }
 
 /// A test's hook between an import's read of a record's stored rows and

@@ -14,7 +14,8 @@
 //! overwrite of a run, workflow run or step run is guarded by what the
 //! import read ([`over_guard`]), which PostgreSQL re-checks against the
 //! newest row, and changes nothing when the runner got there first. An
-//! active loop written wakes PostgreSQL's daemons at commit.
+//! active loop, a pending trigger or a pool written wakes PostgreSQL's
+//! daemons at commit.
 //!
 //! Two things only PostgreSQL needs ([`Extras`]):
 //! - a run's `exclusive` flag (a column SQLite does not have) is set as a
@@ -42,14 +43,20 @@ use crate::error::Result;
 use crate::loops::ops::any_row;
 use crate::sql::{self, Db, Dialect, Sql, Value};
 use crate::transfer::{Record, Table};
+use crate::triggers::ops::trigger_select;
 
 /// Rows per page of an export.
 const PAGE: i64 = 1000;
 
-/// The statement reading a page of `table`: the rows after id `?1`, at
-/// most `?2`.
+/// The statement reading a page of `table`: the rows after id `?1` (a
+/// pool's name), at most `?2`.
 fn page_of(table: Table) -> &'static str {
     match table {
+        Table::Pools => {
+            "SELECT name, max_running, created_at, updated_at FROM pools
+             WHERE name > ?1 ORDER BY name LIMIT ?2"
+        }
+        Table::Triggers => concat!(trigger_select!(), " WHERE id > ?1 ORDER BY id LIMIT ?2"),
         Table::Workflows => concat!(
             "SELECT ",
             workflow_columns!(),
@@ -63,7 +70,7 @@ fn page_of(table: Table) -> &'static str {
         Table::Runs => concat!(
             "SELECT ",
             run_columns!(),
-            " FROM loop_runs WHERE id > ?1 ORDER BY id LIMIT ?2"
+            ", pool, trigger_id FROM loop_runs WHERE id > ?1 ORDER BY id LIMIT ?2"
         ),
         Table::WorkflowRuns => concat!(
             "SELECT ",
@@ -173,14 +180,15 @@ fn extras(record: &Record, dialect: Dialect) -> Extras<'_> {
             parent: Some(("workflow_runs", e.workflow_run_id.as_str())),
             ..none
         },
-        Record::Workflow(_) | Record::Loop(_) => none,
+        // `pools` and `loop_triggers` have no foreign keys.
+        Record::Pool(_) | Record::Workflow(_) | Record::Loop(_) | Record::Trigger(_) => none,
     }
 }
 
 /// The statement writing `names` of `table` with `extras`: an `INSERT …
 /// ON CONFLICT DO NOTHING`, or with `guard` (the columns of [`over_guard`],
-/// whose values follow the names') an `UPDATE` of every column but the id
-/// (`names` starts with `id`).
+/// whose values follow the names') an `UPDATE` of every column but the
+/// key (`names` starts with it: `id`, a pool's `name`).
 fn write_sql(table: &str, names: &[&str], guard: Option<&[&str]>, extras: &Extras<'_>) -> String {
     let slots: Vec<String> = (1..=names.len())
         .map(|i| {
@@ -204,9 +212,10 @@ fn write_sql(table: &str, names: &[&str], guard: Option<&[&str]>, extras: &Extra
                 .map(|(column, i)| format!(" AND {column} = ?{i}"))
                 .collect();
             format!(
-                "UPDATE {table} SET ({}) = ({}){extra} WHERE id = ?1{guard}",
+                "UPDATE {table} SET ({}) = ({}){extra} WHERE {} = ?1{guard}",
                 names[1..].join(", "),
-                slots[1..].join(", ")
+                slots[1..].join(", "),
+                names[0]
             )
         }
         None => {
@@ -254,6 +263,29 @@ impl<D: Db + Transactions> TransferOps for D {
         let map = mapper(table);
         let id = record.id();
         self.read(|c| match record {
+            Record::Pool(_) => c.query_vec(
+                "SELECT name, max_running, created_at, updated_at FROM pools WHERE name = ?1",
+                &[id.into()],
+                what,
+                map,
+            ),
+            // Its id, and its loop's unique keys: the upstream run, the
+            // idempotency key.
+            Record::Trigger(t) => c.query_vec(
+                concat!(
+                    trigger_select!(),
+                    " WHERE id = ?1 OR (loop_id = ?2 AND (source_run_id = ?3
+                       OR idempotency_key = ?4))"
+                ),
+                &[
+                    id.into(),
+                    t.loop_id.as_str().into(),
+                    t.source_run_id.as_ref().map(|r| r.as_str()).into(),
+                    t.idempotency_key.as_deref().into(),
+                ],
+                what,
+                map,
+            ),
             Record::Workflow(w) => {
                 // Only an active workflow's name is unique.
                 let active = (w.status == WorkflowStatus::Active).then_some(w.name.as_str());
@@ -284,7 +316,8 @@ impl<D: Db + Transactions> TransferOps for D {
                 concat!(
                     "SELECT ",
                     run_columns!(),
-                    " FROM loop_runs WHERE id = ?1 OR (loop_id = ?2 AND scheduled_for = ?3)"
+                    ", pool, trigger_id FROM loop_runs
+                     WHERE id = ?1 OR (loop_id = ?2 AND scheduled_for = ?3)"
                 ),
                 &[
                     id.into(),
@@ -368,11 +401,17 @@ impl<D: Db + Transactions> TransferOps for D {
             }
             let sql = write_sql(table, &names, over.map(|_| &guard[..]), &extras);
             let written = c.execute(&sql, &params, what)? == 1;
-            if let Record::Loop(lp) = record
-                && written
-                && lp.status == LoopStatus::Active
-            {
-                c.notify(lp.id.as_str())?;
+            if written {
+                // What a daemon here may now start: an active loop, a
+                // pending trigger, a pool's members given room.
+                match record {
+                    Record::Loop(lp) if lp.status == LoopStatus::Active => {
+                        c.notify(lp.id.as_str())?;
+                    }
+                    Record::Trigger(t) if t.is_pending() => c.notify(t.loop_id.as_str())?,
+                    Record::Pool(_) => c.notify("pool")?,
+                    _ => {}
+                }
             }
             Ok(written)
         })

@@ -266,9 +266,11 @@ fn the_document_keeps_the_additive_columns_and_drops_claim_tokens() {
             "schemaVersion",
             "exportedAt",
             "history",
+            "pools",
             "workflows",
             "loops",
             "runs",
+            "triggers",
             "workflowRuns",
             "stepRuns",
             "events"
@@ -1050,3 +1052,5 @@ fn postgres_clears_dangling_links_and_refuses_orphans() {
     assert_eq!(loop_id, None);
     assert_eq!(loop_run_id.as_deref(), Some("b00000000003"));
 }
+
+mod pools;
