@@ -244,6 +244,9 @@ mod tests {
     fn a_watch_takes_absolute_paths_and_a_bounded_debounce() {
         assert_eq!(watch(&["/srv/repo"], 2_000).check(true), Ok(()));
         assert_eq!(watch(&["/a"], 1).check(true), Ok(()));
+        // An hour at most.
+        assert_eq!(watch(&["/a"], 3_600_000).check(true), Ok(()));
+        assert!(watch(&["/a"], 3_600_001).check(true).is_err());
         assert_eq!(watch(&["/a"], MAX_WATCH_DEBOUNCE_MS).check(true), Ok(()));
         assert!(
             watch(&[], 2_000)

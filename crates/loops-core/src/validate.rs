@@ -572,6 +572,20 @@ mod tests {
             ..crate::LoopPolicy::default()
         };
         assert_eq!(validate_policy(&pooled).unwrap_err().field, "--pool");
+        let watch = Some(crate::Watch {
+            paths: vec!["/srv/repo".to_owned()],
+            debounce_ms: 2_000,
+        });
+        let watching = crate::LoopPolicy {
+            watch,
+            ..placed("host:a")
+        };
+        assert!(validate_policy(&watching).is_ok());
+        let unplaced = crate::LoopPolicy {
+            runs_on: Vec::new(),
+            ..watching
+        };
+        assert_eq!(validate_policy(&unplaced).unwrap_err().field, "--watch");
     }
 
     #[test]
