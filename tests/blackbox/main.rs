@@ -3,6 +3,7 @@
 
 mod agent_options;
 mod agent_runs;
+mod apply;
 mod backup;
 mod browser;
 mod cancel;

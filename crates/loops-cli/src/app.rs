@@ -125,6 +125,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut Printer) -> Result<Outcom
         Command::Runs(args) => runs::list(ctx, &args, out),
         Command::Labels(cmd) => labels::run(ctx, &cmd, out),
         Command::Pools(cmd) => pools::run(ctx, &cmd, out),
+        Command::Apply(args) => crate::commands::apply::run(ctx, &args, out),
         Command::Logs(args) => logs::run(ctx, &args, out),
         Command::Health(args) => health::run(ctx, &args, out),
         Command::Cost(args) => cost::run(ctx, &args, out),
@@ -158,6 +159,9 @@ fn dispatch(ctx: &Context, command: Command, out: &mut Printer) -> Result<Outcom
 fn changes_loops(command: &Command) -> bool {
     if let Command::Import(args) = command {
         return args.apply;
+    }
+    if let Command::Apply(args) = command {
+        return !args.dry_run;
     }
     // A dry run stores nothing (issue 28).
     if let Command::Create(create) = command {

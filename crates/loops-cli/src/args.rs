@@ -15,6 +15,7 @@
 use clap::{Args, Parser, Subcommand};
 
 pub(crate) mod agent;
+pub(crate) mod apply;
 pub(crate) mod cancel;
 pub(crate) mod daemon;
 pub(crate) mod edit;
@@ -167,6 +168,9 @@ pub(crate) enum Command {
     /// Read a `loops export` file into this database (a dry run unless --apply).
     #[command(after_help = maintenance::IMPORT_AFTER_HELP)]
     Import(ImportArgs),
+    /// Make the loops a file describes exist: create, update, and with --prune remove.
+    #[command(after_help = apply::APPLY_AFTER_HELP)]
+    Apply(apply::ApplyArgs),
     /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
     #[command(after_help = crate::args::help::COMPLETIONS)]
     Completions(CompletionsArgs),

@@ -5,6 +5,7 @@
 //! run-now, tick), `workflows`, `daemon`, `doctor`, `backup`, `restore`,
 //! `gc`, `transfer` (export, import), and `docs` (completions, man pages).
 
+pub(crate) mod apply;
 pub(crate) mod backup;
 pub(crate) mod cancel;
 pub(crate) mod cost;

@@ -22,6 +22,8 @@ pub(crate) enum Outcome {
     /// Exit 1 without an error message: the command did its job and already
     /// said why it is not a success (a failed run, an interrupted tick).
     Failure,
+    /// Exit 2: a dry run found changes to make (`apply --dry-run`, for CI).
+    Changes,
 }
 
 /// Maps the result of a command to the process exit code, printing the
@@ -30,6 +32,7 @@ pub(crate) fn code(result: anyhow::Result<Outcome>, verbose: bool) -> ExitCode {
     let err = match result {
         Ok(Outcome::Success) => return ExitCode::SUCCESS,
         Ok(Outcome::Failure) => return ExitCode::FAILURE,
+        Ok(Outcome::Changes) => return ExitCode::from(2),
         Err(err) => err,
     };
     if let Some(usage) = err.downcast_ref::<clap::Error>() {

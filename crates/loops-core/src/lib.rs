@@ -86,7 +86,7 @@ pub use crate::terminal::{escape_for_terminal, hides_on_terminal};
 pub use crate::time::{Timestamp, TimestampError};
 pub use crate::triggers::{
     AfterEdge, AfterOn, DEFAULT_WATCH_DEBOUNCE_MS, MAX_TRIGGER_PAYLOAD, MAX_TRIGGER_PAYLOAD_ENV,
-    MAX_WATCH_DEBOUNCE_MS, MAX_WATCH_PATHS, TriggerKind, Watch,
+    MAX_WATCH_DEBOUNCE_MS, MAX_WATCH_PATH_LEN, MAX_WATCH_PATHS, TriggerKind, Watch,
 };
 pub use crate::usd::{Usd, UsdError};
 pub use crate::validate::{

@@ -104,7 +104,7 @@ pub const DEFAULT_WATCH_DEBOUNCE_MS: u64 = 2_000;
 pub const MAX_WATCH_PATHS: usize = 32;
 
 /// The longest watched path, in bytes (Linux's `PATH_MAX`).
-pub(crate) const MAX_WATCH_PATH_LEN: usize = 4_096;
+pub const MAX_WATCH_PATH_LEN: usize = 4_096;
 
 /// The longest debounce: an hour.
 pub const MAX_WATCH_DEBOUNCE_MS: u64 = 60 * 60 * 1_000;

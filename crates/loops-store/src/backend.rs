@@ -116,6 +116,8 @@ pub(crate) trait Transactions {
 
 /// The `loops` table.
 pub(crate) trait LoopOps {
+    /// [`Store::lock_applies`](crate::Store::lock_applies).
+    fn lock_applies(&self) -> Result<()>;
     /// [`Store::create_loop`](crate::Store::create_loop).
     fn create_loop(&self, new: &NewLoop, now: Timestamp) -> Result<Loop>;
     /// [`Store::get_loop`](crate::Store::get_loop).

@@ -174,6 +174,7 @@ columns!(
         "consecutive_failures", "backoff", "max_retry_delay_ms", "skip_exit_codes",
         "on_failure", "on_success", "hook_show_output", "max_cost_per_day_nanos", "runs_on",
         "pool", "after_json", "trigger_only", "watch_json",
+        "scope",
     ]
 );
 
@@ -200,6 +201,7 @@ pub(crate) fn loop_row(row: &dyn Fields) -> Col<Loop> {
         after: json_opt(row, n, 32)?.unwrap_or_default(),
         trigger_only: int::<i64>(row, n, 33)? != 0,
         watch: json_opt(row, n, 34)?,
+        scope: text_opt(row, n, 35)?,
     };
     // A streak is read only while the policy that counts it is set, so
     // the loop's JSON shows it only then.

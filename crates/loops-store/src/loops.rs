@@ -172,12 +172,13 @@ pub(crate) struct PolicyColumns {
     pub(crate) after: Option<String>,
     pub(crate) trigger_only: bool,
     pub(crate) watch: Option<String>,
+    pub(crate) scope: Option<String>,
 }
 
 impl PolicyColumns {
-    /// The policy and `hooks` as the last fifteen parameters of a loop's
-    /// insert and edit, in their column order (`labels` … `watch_json`).
-    pub(crate) fn values<'a>(&'a self, hooks: &'a Hooks) -> [Value<'a>; 15] {
+    /// The policy and `hooks` as the last sixteen parameters of a loop's
+    /// insert and edit, in their column order (`labels` … `scope`).
+    pub(crate) fn values<'a>(&'a self, hooks: &'a Hooks) -> [Value<'a>; 16] {
         [
             sql::json(self.labels.as_deref()),
             self.expires_after_runs.into(),
@@ -194,6 +195,7 @@ impl PolicyColumns {
             sql::json(self.after.as_deref()),
             self.trigger_only.into(),
             sql::json(self.watch.as_deref()),
+            self.scope.as_deref().into(),
         ]
     }
 
@@ -246,6 +248,7 @@ impl PolicyColumns {
                         .map_err(|e| StoreError::Encode(format!("loop watch: {e}")))
                 })
                 .transpose()?,
+            scope: policy.scope.clone(),
         })
     }
 }
@@ -338,6 +341,15 @@ impl Store {
     /// user may not have meant (issue 16).
     pub fn require_loop(&self, id_or_name: &str) -> Result<Loop> {
         self.backend().require_loop(id_or_name)
+    }
+
+    /// Inside a [`Store::transaction`], waits until no other `loops apply`
+    /// (issue 31) holds its transaction, so two applies at once run one
+    /// after the other and neither plans from rows the other is changing.
+    /// PostgreSQL: a transaction advisory lock; SQLite's transaction holds
+    /// the write lock already.
+    pub fn lock_applies(&self) -> Result<()> {
+        self.backend().lock_applies()
     }
 
     /// Lists loops (SPEC §4.3 `listLoops`): with a status filter sorted by

@@ -43,30 +43,48 @@ pub(crate) fn command(
     out: &mut Printer,
 ) -> Result<Outcome> {
     request::serve(ctx, out, |warnings| {
-        let mut new = resolve::command_loop(warnings, args)?;
-        if let Target::Command(target) = &mut new.target {
-            target.cwd = Some(cwd::resolve(args.cwd.as_deref())?);
-        }
         Ok(CreateLoop {
-            new,
+            new: command_loop(warnings, args)?,
             dry_run: args.options.dry_run,
         })
     })
 }
 
+/// The loop `create command` (and `apply`) makes of `args`, validated,
+/// its working directory absolute.
+pub(crate) fn command_loop(
+    warnings: &mut request::Warnings,
+    args: &args::CreateCommand,
+) -> Result<NewLoop> {
+    let mut new = resolve::command_loop(warnings, args)?;
+    if let Target::Command(target) = &mut new.target {
+        target.cwd = Some(cwd::resolve(args.cwd.as_deref())?);
+    }
+    Ok(new)
+}
+
+/// The loop `create agent` (and `apply`) makes of `args`, validated, its
+/// prompt file read and its working directory absolute.
+pub(crate) fn agent_loop(
+    warnings: &mut request::Warnings,
+    args: &args::CreateAgent,
+) -> Result<NewLoop> {
+    let file = match &args.prompt_file {
+        Some(path) => Some(prompt_file::read(path)?),
+        None => None,
+    };
+    let mut new = resolve::agent_loop(warnings, args, file, cwd::add_dir)?;
+    if let Target::Agent(target) = &mut new.target {
+        target.cwd = Some(cwd::resolve(args.cwd.as_deref())?);
+    }
+    Ok(new)
+}
+
 /// `create agent`.
 pub(crate) fn agent(ctx: &Context, args: &args::CreateAgent, out: &mut Printer) -> Result<Outcome> {
     request::serve(ctx, out, |warnings| {
-        let file = match &args.prompt_file {
-            Some(path) => Some(prompt_file::read(path)?),
-            None => None,
-        };
-        let mut new = resolve::agent_loop(warnings, args, file, cwd::add_dir)?;
-        if let Target::Agent(target) = &mut new.target {
-            target.cwd = Some(cwd::resolve(args.cwd.as_deref())?);
-        }
         Ok(CreateLoop {
-            new,
+            new: agent_loop(warnings, args)?,
             dry_run: args.options.dry_run,
         })
     })

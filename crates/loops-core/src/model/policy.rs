@@ -62,6 +62,10 @@ pub struct LoopPolicy {
     /// The paths whose changes trigger it (T8); none when unset.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub watch: Option<crate::Watch>,
+    /// The scope of the `loops apply` file that manages the loop (issue
+    /// 31); none for a loop made by hand.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
 }
 
 impl LoopPolicy {

@@ -190,7 +190,24 @@ fn pause_active<D: Db>(
     })
 }
 
+/// The advisory lock that serializes `loops apply` runs on PostgreSQL:
+/// "loopsapp" as a big-endian i64.
+const APPLY_LOCK_KEY: i64 = 0x6c6f_6f70_7361_7070;
+
 impl<D: Db + Transactions> LoopOps for D {
+    fn lock_applies(&self) -> Result<()> {
+        self.write(|c| {
+            if c.dialect() == Dialect::Postgres {
+                c.execute(
+                    "SELECT pg_advisory_xact_lock(?1)",
+                    &[APPLY_LOCK_KEY.into()],
+                    "waiting for another loops apply",
+                )?;
+            }
+            Ok(())
+        })
+    }
+
     fn create_loop(&self, new: &NewLoop, now: Timestamp) -> Result<Loop> {
         validate_new_loop(new)?;
         let next_run_at = first_run(new, now)?;

@@ -79,9 +79,9 @@ pub(super) const INSERT_LOOP: &str = "INSERT INTO loops (id, name, description, 
    overlap, max_attempts, retry_delay_ms, lease_ms, expires_at, created_at, updated_at, labels,
    expires_after_runs, pause_after_failures, backoff, max_retry_delay_ms, skip_exit_codes,
    on_failure, on_success, hook_show_output, max_cost_per_day_nanos, runs_on, pool,
-   after_json, trigger_only, watch_json)
+   after_json, trigger_only, watch_json, scope)
  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15,
-   ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)";
+   ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31)";
 
 /// An edit: every setting, and when `?14` is 1 the next run `?15` with
 /// the pending retry dropped; guarded on the status the edit read.
@@ -95,7 +95,7 @@ pub(super) const UPDATE_LOOP: &str = concat!(
        pause_after_failures = ?19, backoff = ?20, max_retry_delay_ms = ?21,
        skip_exit_codes = ?22, on_failure = ?23, on_success = ?24,
        hook_show_output = ?25, max_cost_per_day_nanos = ?26, runs_on = ?27, pool = ?28,
-       after_json = ?29, trigger_only = ?30, watch_json = ?31
+       after_json = ?29, trigger_only = ?30, watch_json = ?31, scope = ?32
      WHERE id = ?1 AND status = ?2 RETURNING ",
     loop_columns!()
 );

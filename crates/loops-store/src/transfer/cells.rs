@@ -292,6 +292,8 @@ pub(crate) fn cells(record: &Record) -> Result<(Vec<&'static str>, Vec<Cell>)> {
                     int(lp.policy.trigger_only),
                     // File watches (V14).
                     Cell::Json(p.watch.clone()),
+                    // The apply scope (V15).
+                    text_opt(p.scope.as_deref()),
                 ],
             )
         }

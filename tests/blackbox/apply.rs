@@ -1,0 +1,281 @@
+//! Issue 31, loops as code: `loops apply` plans and carries out creates,
+//! updates in place, replacements and `--prune` removals; a bad file
+//! names `file:line:col` and changes nothing; a loop made elsewhere is a
+//! conflict unless `--adopt`.
+
+use std::path::{Path, PathBuf};
+
+use loops_tests::TestEnv;
+use serde_json::Value;
+
+const FILE: &str = r#"
+[[loop]]
+name = "backup"
+kind = "command"
+every = "6h"
+cmd = "./backup.sh"
+env = { TARGET = "s3://bucket-secret" }
+label = ["ops"]
+
+[[loop]]
+name = "report"
+kind = "command"
+cron = "0 9 * * 1-5"
+tz = "UTC"
+cmd = "make report"
+"#;
+
+fn write(env: &TestEnv, name: &str, text: &str) -> PathBuf {
+    let dir = env.home().join("setup");
+    std::fs::create_dir_all(&dir).expect("the setup dir");
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("the loops file");
+    path
+}
+
+fn apply(env: &TestEnv, path: &Path, extra: &[&str]) -> Value {
+    let p = path.to_str().expect("a UTF-8 path");
+    let mut args = vec!["--json", "apply", p];
+    args.extend_from_slice(extra);
+    let code = if extra.contains(&"--dry-run") { 2 } else { 0 };
+    env.loops(args).code(code).run().json()
+}
+
+fn actions(plan: &Value) -> Vec<(String, String)> {
+    plan["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|s| {
+            (
+                s["action"].as_str().unwrap_or_default().to_owned(),
+                s["name"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn pair(action: &str, name: &str) -> (String, String) {
+    (action.to_owned(), name.to_owned())
+}
+
+#[test]
+fn apply_creates_then_changes_nothing_then_updates_in_place() {
+    let env = TestEnv::new();
+    let path = write(&env, "loops.toml", FILE);
+    let p = path.to_str().expect("a UTF-8 path");
+    // A dry run: the plan, exit 2, nothing written.
+    let plan = apply(&env, &path, &["--dry-run"]);
+    assert_eq!(plan["dryRun"], true);
+    assert_eq!(
+        actions(&plan),
+        [pair("create", "backup"), pair("create", "report")]
+    );
+    assert_eq!(
+        env.loops(["--json", "list"]).run().json(),
+        serde_json::json!([])
+    );
+
+    env.loops(["apply", p])
+        .stdout_has("+ create backup (command)")
+        .stdout_has("applied: 2 created, 0 updated, 0 replaced, 0 removed, 0 unchanged")
+        .run();
+    let backup = env.loops(["--json", "show", "backup"]).run().json();
+    let scope = std::fs::canonicalize(&path).expect("canonical");
+    assert_eq!(backup["scope"], scope.to_str().expect("utf-8"));
+    // A relative cwd-less command runs in the file's directory.
+    assert_eq!(
+        backup["target"]["cwd"],
+        path.parent().and_then(|d| d.to_str()).expect("the dir")
+    );
+
+    // Twice: no changes, exit 0, also as a dry run.
+    env.loops(["apply", p])
+        .stdout_has("no changes (2 unchanged)")
+        .run();
+    env.loops(["apply", p, "--dry-run"]).run();
+
+    // An edit of the file updates in place: same id, each field said.
+    std::fs::write(&path, FILE.replace("every = \"6h\"", "every = \"12h\"")).expect("edit");
+    let ran = env.loops(["apply", p, "--dry-run"]).code(2).run();
+    assert!(
+        ran.stdout.contains(&format!(
+            "~ update backup ({})",
+            backup["id"].as_str().expect("id")
+        )),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        ran.stdout
+            .contains("    schedule.everyMs: 21600000 → 43200000")
+    );
+    let plan = apply(&env, &path, &[]);
+    assert_eq!(plan["steps"][0]["changes"][0]["field"], "schedule.everyMs");
+    let after = env.loops(["--json", "show", "backup"]).run().json();
+    assert_eq!(after["id"], backup["id"]);
+    assert_eq!(after["schedule"]["everyMs"], 43_200_000);
+    // A changed secret is said, never shown.
+    std::fs::write(&path, FILE.replace("bucket-secret", "other-secret")).expect("edit");
+    let ran = env.loops(["apply", p, "--dry-run"]).code(2).run();
+    assert!(
+        ran.stdout
+            .contains("target.env: [redacted] → [redacted, changed]")
+    );
+    assert!(!ran.stdout.contains("secret"), "{}", ran.stdout);
+}
+
+#[test]
+fn prune_removes_only_the_scopes_loops_and_a_new_kind_needs_yes() {
+    let env = TestEnv::new();
+    let path = write(&env, "loops.toml", FILE);
+    apply(&env, &path, &[]);
+    env.loops([
+        "create", "command", "by-hand", "--every", "1h", "--cmd", "true",
+    ])
+    .run();
+    // report leaves the file; without --prune it stays.
+    let only_backup = FILE
+        .split("[[loop]]\nname = \"report\"")
+        .next()
+        .expect("part");
+    std::fs::write(&path, only_backup).expect("edit");
+    let plan = apply(&env, &path, &[]);
+    assert_eq!(actions(&plan), [pair("unchanged", "backup")]);
+    let plan = apply(&env, &path, &["--prune"]);
+    assert_eq!(
+        actions(&plan),
+        [pair("unchanged", "backup"), pair("remove", "report")]
+    );
+    env.loops(["show", "report"]).code(1).run();
+    env.loops(["show", "by-hand"]).run();
+
+    // backup becomes a workflow-less agent: a replacement, with --yes.
+    let agent = "[[loop]]\nname = \"backup\"\nkind = \"agent\"\nevery = \"6h\"\n\
+                 provider = \"claude\"\nprompt = \"back it up\"\n";
+    std::fs::write(&path, agent).expect("edit");
+    let p = path.to_str().expect("utf-8");
+    env.loops(["apply", p])
+        .code(1)
+        .stderr_has("the kind of backup changed, so it is replaced")
+        .run();
+    let plan = apply(&env, &path, &["--yes"]);
+    assert_eq!(actions(&plan), [pair("replace", "backup")]);
+    let shown = env.loops(["--json", "show", "backup"]).run().json();
+    assert_eq!(shown["target"]["type"], "agent");
+}
+
+#[test]
+fn a_bad_file_names_file_line_and_column_and_changes_nothing() {
+    let env = TestEnv::new();
+    let bad_key = write(
+        &env,
+        "bad.toml",
+        "[[loop]]\nname = \"x\"\nkind = \"command\"\nevry = \"5m\"\ncmd = \"true\"\n",
+    );
+    let shown = bad_key.display();
+    env.loops(["apply", bad_key.to_str().expect("utf-8")])
+        .code(1)
+        .stderr_has(&format!(
+            "{shown}:4:1: unknown key \"evry\" for a command loop"
+        ))
+        .run();
+    let bad_value = write(
+        &env,
+        "bad.toml",
+        "[[loop]]\nname = \"x\"\nkind = \"command\"\ncmd = \"true\"\nevery = \"5 parsecs\"\n",
+    );
+    env.loops(["apply", bad_value.to_str().expect("utf-8")])
+        .code(1)
+        .stderr_has(&format!("{shown}:5:1: every: invalid duration: 5 parsecs"))
+        .run();
+    let syntax = write(&env, "bad.toml", "[[loop]]\nname = \n");
+    env.loops(["apply", syntax.to_str().expect("utf-8")])
+        .code(1)
+        .stderr_has(&format!("{shown}:2:"))
+        .run();
+    // The first loop is fine, the second is not: nothing at all is made.
+    let half = format!("{FILE}\n[[loop]]\nname = \"z\"\nkind = \"command\"\nevery = \"1h\"\n");
+    let half = write(&env, "half.toml", &half);
+    env.loops(["apply", half.to_str().expect("utf-8")])
+        .code(1)
+        .stderr_has("the following required arguments were not provided: --cmd")
+        .run();
+    assert_eq!(
+        env.loops(["--json", "list"]).run().json(),
+        serde_json::json!([])
+    );
+}
+
+#[test]
+fn a_loop_made_elsewhere_is_a_conflict_until_adopted_and_json_files_work() {
+    let env = TestEnv::new();
+    env.loops([
+        "create", "command", "backup", "--every", "1h", "--cmd", "true",
+    ])
+    .run();
+    let path = write(&env, "loops.toml", FILE);
+    let p = path.to_str().expect("utf-8");
+    env.loops(["apply", p])
+        .code(1)
+        .stderr_has("loop backup (")
+        .stderr_has("exists, made by hand; pass --adopt")
+        .run();
+    env.loops(["show", "report"]).code(1).run();
+    let plan = apply(&env, &path, &["--adopt", "--scope", "team"]);
+    assert_eq!(
+        actions(&plan),
+        [pair("update", "backup"), pair("create", "report")]
+    );
+    let shown = env.loops(["--json", "show", "backup"]).run().json();
+    assert_eq!(shown["scope"], "team");
+
+    // The same structure as JSON, included from a TOML file.
+    let json = r#"{"loop": [{"name": "nightly", "kind": "command", "every": "1d",
+                   "cmd": "true", "attempts": 2}]}"#;
+    write(&env, "more.json", json);
+    let top = write(
+        &env,
+        "top.toml",
+        "include = [\"more.json\", \"loops.toml\"]\n",
+    );
+    let plan = apply(&env, &top, &["--scope", "team", "--dry-run"]);
+    assert_eq!(
+        actions(&plan),
+        [
+            pair("create", "nightly"),
+            pair("unchanged", "backup"),
+            pair("unchanged", "report")
+        ]
+    );
+}
+
+#[test]
+fn two_applies_at_once_make_each_loop_once() {
+    let env = TestEnv::new();
+    // A store first, so both start from the same database.
+    env.loops([
+        "create", "command", "seed", "--every", "1h", "--cmd", "true",
+    ])
+    .run();
+    let path = write(&env, "loops.toml", FILE);
+    let p = path.to_str().expect("utf-8");
+    let children: Vec<_> = (0..4).map(|_| env.spawn(&["apply", p])).collect();
+    for child in children {
+        let out = child.wait_with_output().expect("apply ends");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let listed = env.loops(["--json", "list"]).run().json();
+    let mut names: Vec<&str> = listed
+        .as_array()
+        .expect("loops")
+        .iter()
+        .filter_map(|l| l["name"].as_str())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["backup", "report", "seed"]);
+}
