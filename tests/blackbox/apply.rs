@@ -279,3 +279,35 @@ fn two_applies_at_once_make_each_loop_once() {
     names.sort_unstable();
     assert_eq!(names, ["backup", "report", "seed"]);
 }
+
+#[test]
+fn the_loops_file_schema_is_the_committed_file_and_names_creates_flags() {
+    let env = TestEnv::new();
+    let ran = env.loops(["schema", "loops-file"]).run();
+    let committed_path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../schemas/loops-file.schema.json"
+    );
+    let committed = std::fs::read_to_string(committed_path).unwrap_or_default();
+    assert!(
+        ran.stdout == committed,
+        "schemas/loops-file.schema.json is not the schema `loops schema loops-file` prints; \
+         regenerate it with `cargo run -q -p loops-cli -- schema loops-file > schemas/loops-file.schema.json`"
+    );
+    let schema: Value = serde_json::from_str(&ran.stdout).expect("JSON");
+    let kinds = schema["properties"]["loop"]["items"]["oneOf"]
+        .as_array()
+        .expect("one schema per kind");
+    assert_eq!(kinds.len(), 3);
+    let command = &kinds[0]["properties"];
+    assert_eq!(command["kind"]["const"], "command");
+    assert_eq!(command["dynamic"]["type"], "boolean");
+    assert!(command["every"].is_object() && command["cmd"].is_object());
+    assert!(command.get("dry-run").is_none(), "not a key of a loop");
+    assert_eq!(kinds[1]["properties"]["kind"]["const"], "agent");
+    assert!(kinds[1]["properties"]["prompt-file"].is_object());
+    // The workflow file's schema too, as `workflows schema` prints it.
+    let workflow = env.loops(["schema", "workflow"]).run();
+    let same = env.loops(["workflows", "schema"]).run();
+    assert_eq!(workflow.stdout, same.stdout);
+}

@@ -126,6 +126,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut Printer) -> Result<Outcom
         Command::Labels(cmd) => labels::run(ctx, &cmd, out),
         Command::Pools(cmd) => pools::run(ctx, &cmd, out),
         Command::Apply(args) => crate::commands::apply::run(ctx, &args, out),
+        Command::Schema(args) => crate::commands::apply::schema(ctx, args.what, out),
         Command::Logs(args) => logs::run(ctx, &args, out),
         Command::Health(args) => health::run(ctx, &args, out),
         Command::Cost(args) => cost::run(ctx, &args, out),

@@ -171,6 +171,11 @@ pub(crate) enum Command {
     /// Make the loops a file describes exist: create, update, and with --prune remove.
     #[command(after_help = apply::APPLY_AFTER_HELP)]
     Apply(apply::ApplyArgs),
+    /// Print the JSON Schema of a loops file or a workflow file.
+    #[command(
+        after_help = "Examples:\n  loops schema loops-file > loops-file.schema.json\n  loops schema workflow"
+    )]
+    Schema(apply::SchemaArgs),
     /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
     #[command(after_help = crate::args::help::COMPLETIONS)]
     Completions(CompletionsArgs),

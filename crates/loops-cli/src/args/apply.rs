@@ -59,3 +59,20 @@ pub(crate) struct ApplyArgs {
     #[arg(long, value_name = "NAME")]
     pub(crate) scope: Option<String>,
 }
+
+/// What `loops schema` prints the JSON Schema of.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(crate) enum SchemaOf {
+    /// A `loops apply` file.
+    LoopsFile,
+    /// A workflow file (as `loops workflows schema`).
+    Workflow,
+}
+
+// `loops schema <what>`.
+#[derive(Debug, Args)]
+pub(crate) struct SchemaArgs {
+    /// The file kind.
+    #[arg(value_name = "WHAT")]
+    pub(crate) what: SchemaOf,
+}

@@ -17,6 +17,7 @@
 pub(crate) mod file;
 mod flags;
 mod plan;
+mod schema;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -30,7 +31,7 @@ use self::file::Origin;
 use self::plan::{Step, kind};
 use super::now;
 use crate::args::Create;
-use crate::args::apply::ApplyArgs;
+use crate::args::apply::{ApplyArgs, SchemaOf};
 use crate::context::Context;
 use crate::exit::Outcome;
 use crate::render::Printer;
@@ -89,6 +90,38 @@ pub(crate) fn run(ctx: &Context, args: &ApplyArgs, out: &mut Printer) -> Result<
             adopt: args.adopt,
         })
     })
+}
+
+/// `loops schema <what>`: a JSON Schema, always JSON.
+pub(crate) fn schema(ctx: &Context, what: SchemaOf, out: &mut Printer) -> Result<Outcome> {
+    request::serve(ctx, out, |_| Ok(PrintSchema(what)))
+}
+
+/// The typed request of `loops schema`.
+struct PrintSchema(SchemaOf);
+
+/// What `loops schema` prints.
+struct SchemaDoc(serde_json::Value);
+
+impl Request for PrintSchema {
+    type Document = SchemaDoc;
+
+    fn run(self, _: &Context, _: &mut Warnings) -> Result<SchemaDoc> {
+        Ok(SchemaDoc(match self.0 {
+            SchemaOf::LoopsFile => schema::loops_file_schema(),
+            SchemaOf::Workflow => loops_core::workflow_file_schema(),
+        }))
+    }
+}
+
+impl Document for SchemaDoc {
+    fn json(&self, out: &mut Printer) -> Result<()> {
+        Ok(out.json(&self.0)?)
+    }
+
+    fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
+        self.json(out)
+    }
 }
 
 /// The loop a table makes, as `create` makes it, and for a workflow loop

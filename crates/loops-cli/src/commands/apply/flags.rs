@@ -19,7 +19,7 @@ use crate::args::{Cli, Command, Create};
 pub(crate) const KINDS: [&str; 3] = ["command", "agent", "workflow"];
 
 /// Keys a file may not use: they are about one command line, not a loop.
-const NOT_IN_A_FILE: [&str; 1] = ["dry-run"];
+pub(crate) const NOT_IN_A_FILE: [&str; 1] = ["dry-run"];
 
 /// What one table stands for.
 #[derive(Debug)]
