@@ -29,7 +29,7 @@ use serde_json::Value;
 pub(crate) const ALLOW: &str = "LOOPS_MCP_ALLOW_MUTATIONS";
 
 /// The tools, in the order `tools/list` gives them.
-pub(crate) const TOOLS: [&str; 18] = [
+pub(crate) const TOOLS: [&str; 19] = [
     "loops_list",
     "loops_show",
     "loops_runs",
@@ -47,6 +47,7 @@ pub(crate) const TOOLS: [&str; 18] = [
     "loops_stop",
     "loops_cancel",
     "loops_run_now",
+    "loops_apply",
     "loops_labels_update",
 ];
 

@@ -50,6 +50,11 @@ fn mutations_are_refused_without_the_variable_and_change_nothing() {
                 ("loops_stop", json!({"loop": f.loop_id})),
                 ("loops_cancel", json!({"target": f.loop_id})),
                 ("loops_run_now", json!({"loop": "tick"})),
+                // A dry run reads a file on the host.
+                (
+                    "loops_apply",
+                    json!({"path": "/etc/hostname", "dryRun": true}),
+                ),
                 (
                     "loops_labels_update",
                     json!({"loop": "tick", "action": "clear"}),
@@ -133,6 +138,34 @@ fn allowed_mutations_reach_the_database() {
         assert!(shown.get("nextRunAt").is_none(), "{shown}");
         mcp.ok("loops_resume", json!({"loop": "build"})).await;
         assert_eq!(status(&env), "active");
+
+        // A loops file, planned and then applied.
+        let file = env.home().join("loops.toml");
+        std::fs::write(
+            &file,
+            "[[loop]]\nname = \"nightly\"\nkind = \"command\"\nevery = \"1d\"\ncmd = \"true\"\n",
+        )
+        .expect("the loops file");
+        let path = file.display().to_string();
+        let plan = mcp
+            .ok("loops_apply", json!({"path": path, "dryRun": true}))
+            .await;
+        assert_eq!(plan["steps"][0]["action"], "create", "{plan}");
+        let names = |env: &TestEnv| -> Vec<String> {
+            let listed = cli_json(env, &["list"]);
+            let listed = listed.as_array().cloned().unwrap_or_default();
+            listed
+                .iter()
+                .filter_map(|l| l["name"].as_str().map(str::to_owned))
+                .collect()
+        };
+        assert_eq!(names(&env), ["build"], "a dry run writes nothing");
+        let applied = mcp.ok("loops_apply", json!({"path": path})).await;
+        assert_eq!(applied["dryRun"], false, "{applied}");
+        assert_eq!(
+            cli_json(&env, &["show", "nightly"])["schedule"]["everyMs"],
+            86_400_000
+        );
 
         let labels = |env: &TestEnv| cli_json(env, &["show", &id])["labels"].clone();
         mcp.ok(
@@ -220,7 +253,8 @@ fn allowed_mutations_reach_the_database() {
         );
         assert_eq!(shown["schedule"]["type"], "cron", "{shown}");
         mcp.close().await;
-        assert_eq!(cli_json(&env, &["list"]).as_array().map(Vec::len), Some(2));
+        // build, nightly (applied) and ship.
+        assert_eq!(cli_json(&env, &["list"]).as_array().map(Vec::len), Some(3));
     });
 }
 

@@ -383,6 +383,30 @@ pub(crate) struct RunNowParams {
     pub(crate) ignore_pool: bool,
 }
 
+/// `loops_apply`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ApplyParams {
+    /// The loops file (.toml or .json) or a directory of them, on the
+    /// server's host; a relative path resolves against the server's
+    /// working directory.
+    pub(crate) path: String,
+    /// Return the plan and change nothing.
+    #[serde(default)]
+    pub(crate) dry_run: bool,
+    /// Also remove the scope's loops the file no longer has.
+    #[serde(default)]
+    pub(crate) prune: bool,
+    /// Allow replacing a loop whose kind changed.
+    #[serde(default)]
+    pub(crate) yes: bool,
+    /// Take over loops of the same name made by hand or by another scope.
+    #[serde(default)]
+    pub(crate) adopt: bool,
+    /// The scope [default: the file's canonical path].
+    pub(crate) scope: Option<String>,
+}
+
 /// `loops_labels_update`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

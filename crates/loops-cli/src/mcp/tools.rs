@@ -16,9 +16,9 @@ use serde_json::Value;
 
 pub(crate) use super::options::loop_options;
 use super::params::{
-    Count, CreateCommandParams, CreateWorkflowParams, Duration, LabelsParams, ListParams,
-    LoopParams, NoParams, RunInspectParams, RunNowParams, RunsParams, ShowParams, ValidateParams,
-    WorkflowParams, WorkflowsListParams,
+    ApplyParams, Count, CreateCommandParams, CreateWorkflowParams, Duration, LabelsParams,
+    ListParams, LoopParams, NoParams, RunInspectParams, RunNowParams, RunsParams, ShowParams,
+    ValidateParams, WorkflowParams, WorkflowsListParams,
 };
 use super::{ALLOW_MUTATIONS, Access};
 use crate::app::Captured;
@@ -165,6 +165,15 @@ pub(crate) const TOOLS: &[ToolDef] = &[
         mutation: true,
         schema: schema::<RunNowParams>,
         call: run_now,
+    },
+    ToolDef {
+        name: "loops_apply",
+        description: "Make the loops a loops file describes exist: create, update, and with \
+                      prune remove; returns the plan (loops apply --json). Reads the file on \
+                      the server's host. Needs LOOPS_MCP_ALLOW_MUTATIONS=true, a dry run too.",
+        mutation: true,
+        schema: schema::<ApplyParams>,
+        call: apply,
     },
     ToolDef {
         name: "loops_labels_update",
@@ -461,6 +470,21 @@ fn run_now(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
             show_output: p.show_output,
             anywhere: p.anywhere,
             ignore_pool: p.ignore_pool,
+        }),
+    )
+}
+
+fn apply(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
+    let p: ApplyParams = parse("loops_apply", args)?;
+    run(
+        ctx,
+        Command::Apply(args::apply::ApplyArgs {
+            path: p.path,
+            dry_run: p.dry_run,
+            prune: p.prune,
+            yes: p.yes,
+            adopt: p.adopt,
+            scope: p.scope,
         }),
     )
 }
