@@ -311,3 +311,49 @@ fn the_loops_file_schema_is_the_committed_file_and_names_creates_flags() {
     let same = env.loops(["workflows", "schema"]).run();
     assert_eq!(workflow.stdout, same.stdout);
 }
+
+#[test]
+fn workflow_tables_come_first_and_a_changed_one_is_a_new_version() {
+    let env = TestEnv::new();
+    let step = |command: &str| {
+        format!(
+            "{{\"steps\": [{{\"id\": \"only\", \"target\": {{\"type\": \"command\", \
+             \"command\": \"{command}\", \"shell\": true}}}}]}}"
+        )
+    };
+    write(&env, "deploy.json", &step("echo deploy"));
+    let text = "[[workflow]]\nname = \"deploy\"\nfile = \"deploy.json\"\n\n\
+                [[workflow]]\nname = \"inline\"\n\
+                steps = [{ id = \"hi\", target = { type = \"command\", command = \"echo hi\", \
+                shell = true } }]\n\n\
+                [[loop]]\nname = \"ship\"\nkind = \"workflow\"\nworkflow = \"deploy\"\n\
+                every = \"1h\"\n";
+    let path = write(&env, "loops.toml", text);
+    let plan = apply(&env, &path, &["--dry-run"]);
+    assert_eq!(plan["workflows"][0]["action"], "create");
+    assert_eq!(plan["workflows"][1]["name"], "inline");
+    assert_eq!(actions(&plan), [pair("create", "ship")]);
+    let applied = apply(&env, &path, &[]);
+    assert_eq!(applied["changed"], true);
+    let ship = env.loops(["--json", "show", "ship"]).run().json();
+    let deploy = env
+        .loops(["--json", "workflows", "show", "deploy"])
+        .run()
+        .json();
+    assert_eq!(ship["target"]["workflowId"], deploy["id"]);
+    // Unchanged: nothing to do.
+    let p = path.to_str().expect("utf-8");
+    env.loops(["apply", p]).stdout_has("no changes").run();
+    // The file's workflow changed: a new version, and its loop runs it.
+    write(&env, "deploy.json", &step("echo deploy v2"));
+    let plan = apply(&env, &path, &[]);
+    assert_eq!(plan["workflows"][0]["action"], "replace", "{plan}");
+    assert_eq!(plan["workflows"][0]["id"], deploy["id"]);
+    let ship = env.loops(["--json", "show", "ship"]).run().json();
+    assert_ne!(ship["target"]["workflowId"], deploy["id"]);
+    let now = env
+        .loops(["--json", "workflows", "show", "deploy"])
+        .run()
+        .json();
+    assert_eq!(ship["target"]["workflowId"], now["id"]);
+}

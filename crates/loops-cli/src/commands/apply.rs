@@ -18,6 +18,7 @@ pub(crate) mod file;
 mod flags;
 mod plan;
 mod schema;
+mod workflows;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -29,6 +30,7 @@ use serde_json::json;
 
 use self::file::Origin;
 use self::plan::{Step, kind};
+use self::workflows::{WantedWorkflow, WorkflowStep};
 use super::now;
 use crate::args::Create;
 use crate::args::apply::{ApplyArgs, SchemaOf};
@@ -44,7 +46,8 @@ const MAX_SCOPE_CHARS: usize = 1024;
 pub(crate) fn run(ctx: &Context, args: &ApplyArgs, out: &mut Printer) -> Result<Outcome> {
     request::serve(ctx, out, |warnings| {
         let path = Path::new(&args.path);
-        let entries = file::read(path)?;
+        let read = file::read(path)?;
+        let workflows = workflows::parse(&read.workflows, warnings)?;
         let scope = match &args.scope {
             Some(scope) => scope.clone(),
             None => std::fs::canonicalize(path)
@@ -60,7 +63,7 @@ pub(crate) fn run(ctx: &Context, args: &ApplyArgs, out: &mut Printer) -> Result<
         }
         let mut seen: HashMap<String, Origin> = HashMap::new();
         let mut wanted = Vec::new();
-        for entry in &entries {
+        for entry in &read.loops {
             let parsed = flags::parse(entry)?;
             if let Some(first) = seen.get(&parsed.name) {
                 bail!(
@@ -83,6 +86,7 @@ pub(crate) fn run(ctx: &Context, args: &ApplyArgs, out: &mut Printer) -> Result<
         }
         Ok(Apply {
             wanted,
+            workflows,
             scope,
             dry_run: args.dry_run,
             prune: args.prune,
@@ -176,6 +180,7 @@ struct Wanted {
 /// The typed request of `apply`.
 struct Apply {
     wanted: Vec<Wanted>,
+    workflows: Vec<WantedWorkflow>,
     scope: String,
     dry_run: bool,
     prune: bool,
@@ -189,6 +194,8 @@ struct Applied {
     dry_run: bool,
     /// Each step, with the loop's name.
     steps: Vec<(String, Step)>,
+    /// Each workflow's step, with its name.
+    workflow_steps: Vec<(String, WorkflowStep)>,
 }
 
 impl Request for Apply {
@@ -201,36 +208,41 @@ impl Request for Apply {
             Some(ctx.open_store()?)
         };
         let now = now();
-        for w in &mut self.wanted {
+        for w in &self.wanted {
             super::pools::require_pool(store.as_ref(), w.new.policy.pool.as_deref())
                 .map_err(|e| anyhow!("{}: {e}", w.origin))?;
-            if let (Some(name), Target::Workflow(target)) = (&w.workflow, &mut w.new.target) {
-                let Some(store) = &store else {
-                    bail!("{}: workflow not found: {name}", w.origin);
-                };
-                let spec = store
-                    .require_workflow(name)
-                    .map_err(|e| anyhow!("{}: {e}", w.origin))?;
-                super::pools::refuse_shared_pool(w.new.policy.pool.as_deref(), &spec)
-                    .map_err(|e| anyhow!("{}: {e}", w.origin))?;
-                target.workflow_id = spec.id;
-            }
         }
         let Some(store) = store else {
             // A dry run with no database: everything is new.
-            let steps = self
-                .wanted
-                .into_iter()
-                .map(|w| (w.name, Step::Create { new: w.new }))
-                .collect();
+            for w in &self.wanted {
+                if let Some(name) = &w.workflow
+                    && !self.workflows.iter().any(|f| &f.name == name)
+                {
+                    bail!("{}: workflow not found: {name}", w.origin);
+                }
+            }
             return Ok(Applied {
                 scope: self.scope,
                 dry_run: true,
-                steps,
+                workflow_steps: self
+                    .workflows
+                    .into_iter()
+                    .map(|w| (w.name, WorkflowStep::Create))
+                    .collect(),
+                steps: self
+                    .wanted
+                    .into_iter()
+                    .map(|w| (w.name, Step::Create { new: w.new }))
+                    .collect(),
             });
         };
-        let steps = store.transaction(|| -> Result<Vec<(String, Step)>> {
+        let (workflow_steps, steps) = store.transaction(|| -> Result<_> {
             store.lock_applies()?;
+            let workflow_steps = workflows::plan(&store, &self.workflows)?;
+            if !self.dry_run {
+                workflows::carry_out(&store, &self.workflows, &workflow_steps, now)?;
+            }
+            self.resolve_workflows(&store)?;
             let existing = store.list_loops(&LoopFilter {
                 limit: Some(u32::MAX),
                 ..LoopFilter::default()
@@ -241,17 +253,42 @@ impl Request for Apply {
                     carry_out(&store, name, step, now)?;
                 }
             }
-            Ok(steps)
+            Ok((workflow_steps, steps))
         })?;
+        let names = self.workflows.into_iter().map(|w| w.name);
         Ok(Applied {
             scope: self.scope,
             dry_run: self.dry_run,
+            workflow_steps: names.zip(workflow_steps).collect(),
             steps,
         })
     }
 }
 
 impl Apply {
+    /// Points each workflow loop at the active workflow it names. In a
+    /// dry run a workflow the file creates is not stored yet: its loops
+    /// keep the target they have.
+    fn resolve_workflows(&mut self, store: &Store) -> Result<()> {
+        for w in &mut self.wanted {
+            let (Some(name), Target::Workflow(target)) = (&w.workflow, &mut w.new.target) else {
+                continue;
+            };
+            let in_file = self.workflows.iter().any(|f| &f.name == name);
+            let spec = match workflows::active(store, name)? {
+                Some(spec) => spec,
+                None if in_file && self.dry_run => continue,
+                None => store
+                    .require_workflow(name)
+                    .map_err(|e| anyhow!("{}: {e}", w.origin))?,
+            };
+            super::pools::refuse_shared_pool(w.new.policy.pool.as_deref(), &spec)
+                .map_err(|e| anyhow!("{}: {e}", w.origin))?;
+            target.workflow_id = spec.id;
+        }
+        Ok(())
+    }
+
     /// The plan against the `existing` loops; an error for conflicts, and
     /// for a replacement without `--yes`.
     fn plan(&self, existing: &[Loop], now: loops_core::Timestamp) -> Result<Vec<(String, Step)>> {
@@ -366,6 +403,19 @@ fn carry_out(store: &Store, name: &str, step: &Step, now: loops_core::Timestamp)
 impl Applied {
     fn changed(&self) -> bool {
         self.steps.iter().any(|(_, s)| s.changes())
+            || self
+                .workflow_steps
+                .iter()
+                .any(|(_, s)| !matches!(s, WorkflowStep::Unchanged(_)))
+    }
+
+    /// The workflows' plan: `(action, name, id)`.
+    fn workflow_rows(&self) -> impl Iterator<Item = (&'static str, &str, Option<String>)> {
+        self.workflow_steps.iter().map(|(name, step)| match step {
+            WorkflowStep::Create => ("create", name.as_str(), None),
+            WorkflowStep::Replace(id) => ("replace", name.as_str(), Some(id.to_string())),
+            WorkflowStep::Unchanged(id) => ("unchanged", name.as_str(), Some(id.to_string())),
+        })
     }
 
     fn count(&self, f: impl Fn(&Step) -> bool) -> usize {
@@ -412,16 +462,34 @@ impl Document for Applied {
                 v
             })
             .collect();
+        let workflows: Vec<_> = self
+            .workflow_rows()
+            .map(|(action, name, id)| json!({"action": action, "name": name, "id": id}))
+            .collect();
         Ok(out.json(&json!({
             "scope": self.scope,
             "dryRun": self.dry_run,
             "changed": self.changed(),
+            "workflows": workflows,
             "steps": steps,
         }))?)
     }
 
     fn human(&self, ctx: &Context, out: &mut Printer) -> Result<()> {
         let shown = |s: &str| crate::render::escape_controls(s, &[]).into_owned();
+        for (action, name, id) in self.workflow_rows() {
+            let name = shown(name);
+            match (action, id) {
+                ("create", _) => out.line(&format!("+ create workflow {name}"))?,
+                ("replace", Some(id)) => out.line(&format!(
+                    "~ replace workflow {name} ({id}): a new version; its loops run it"
+                ))?,
+                (_, Some(id)) if ctx.verbose => {
+                    out.line(&format!("= unchanged workflow {name} ({id})"))?;
+                }
+                _ => {}
+            }
+        }
         for (name, step) in &self.steps {
             let name = shown(name);
             match step {
@@ -454,13 +522,21 @@ impl Document for Applied {
         if !self.changed() {
             return Ok(out.line(&format!("no changes ({unchanged} unchanged)"))?);
         }
-        let summary = format!(
+        let mut summary = format!(
             "{} to create, {} to update, {} to replace, {} to remove, {unchanged} unchanged",
             self.count(|s| matches!(s, Step::Create { .. })),
             self.count(|s| matches!(s, Step::Update { .. })),
             self.count(|s| matches!(s, Step::Replace { .. })),
             self.count(|s| matches!(s, Step::Remove { .. })),
         );
+        if !self.workflow_steps.is_empty() {
+            let count = |action: &str| self.workflow_rows().filter(|r| r.0 == action).count();
+            summary = format!(
+                "workflows: {} to create, {} to replace; loops: {summary}",
+                count("create"),
+                count("replace")
+            );
+        }
         if self.dry_run {
             out.line(&format!("plan: {summary}; nothing was written (--dry-run)"))?;
         } else {

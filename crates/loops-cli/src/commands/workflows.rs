@@ -16,7 +16,7 @@ mod history;
 mod prompt_files;
 mod relative_paths;
 mod run;
-mod specs;
+pub(crate) mod specs;
 
 use anyhow::Result;
 use loops_core::{StepRun, WorkflowRunId};

@@ -94,9 +94,29 @@ impl Entry {
     }
 }
 
-/// Every loop table of `path` (a file, or a directory whose `*.toml` and
-/// `*.json` files are read in name order) and of what it includes.
-pub(crate) fn read(path: &Path) -> Result<Vec<Entry>> {
+/// One `[[workflow]]` table: a workflow inline, or `file`, the path of a
+/// workflow JSON file; `name` names it either way.
+#[derive(Debug, Clone)]
+pub(crate) struct WorkflowEntry {
+    pub(crate) origin: Origin,
+    pub(crate) name: String,
+    /// The workflow's JSON, as `workflows create` reads a file.
+    pub(crate) text: String,
+    /// What its relative paths (`promptFile`, `cwd`) resolve against.
+    pub(crate) dir: PathBuf,
+}
+
+/// What a loops file holds.
+#[derive(Debug, Default)]
+pub(crate) struct Read {
+    pub(crate) loops: Vec<Entry>,
+    pub(crate) workflows: Vec<WorkflowEntry>,
+}
+
+/// Every loop and workflow table of `path` (a file, or a directory whose
+/// `*.toml` and `*.json` files are read in name order) and of what it
+/// includes.
+pub(crate) fn read(path: &Path) -> Result<Read> {
     let path = std::path::absolute(path)
         .map_err(|e| anyhow!("{}: cannot make the path absolute: {e}", path.display()))?;
     let mut queue: Vec<PathBuf> = if path.is_dir() {
@@ -106,7 +126,7 @@ pub(crate) fn read(path: &Path) -> Result<Vec<Entry>> {
     };
     queue.reverse();
     let mut seen: Vec<PathBuf> = Vec::new();
-    let mut entries = Vec::new();
+    let mut all = Read::default();
     while let Some(file) = queue.pop() {
         let canonical = std::fs::canonicalize(&file).unwrap_or_else(|_| file.clone());
         if seen.contains(&canonical) {
@@ -120,13 +140,14 @@ pub(crate) fn read(path: &Path) -> Result<Vec<Entry>> {
         }
         seen.push(canonical);
         let (found, includes) = read_one(&file)?;
-        entries.extend(found);
+        all.loops.extend(found.loops);
+        all.workflows.extend(found.workflows);
         // Includes are read before the files after this one.
         for include in includes.into_iter().rev() {
             queue.push(include);
         }
     }
-    Ok(entries)
+    Ok(all)
 }
 
 /// The `*.toml` and `*.json` files of `dir`, by name.
@@ -155,8 +176,8 @@ fn directory_files(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// The loop tables and the includes (absolute) of one file.
-fn read_one(file: &Path) -> Result<(Vec<Entry>, Vec<PathBuf>)> {
+/// The tables and the includes (absolute) of one file.
+fn read_one(file: &Path) -> Result<(Read, Vec<PathBuf>)> {
     let text = loops_exec::read_user_file(file, "loops file", MAX_FILE_BYTES)
         .map_err(|e| anyhow!("{e}"))?;
     let json = file.extension().and_then(|e| e.to_str()) == Some("json");
@@ -175,9 +196,11 @@ struct TomlFile {
     include: Vec<Spanned<String>>,
     #[serde(default, rename = "loop")]
     loops: Vec<Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>>,
+    #[serde(default, rename = "workflow")]
+    workflows: Vec<Spanned<toml::Table>>,
 }
 
-fn read_toml(file: &Path, text: &str) -> Result<(Vec<Entry>, Vec<PathBuf>)> {
+fn read_toml(file: &Path, text: &str) -> Result<(Read, Vec<PathBuf>)> {
     let at = |offset: usize| Origin {
         file: file.to_path_buf(),
         at: Some(line_col(text, offset)),
@@ -213,7 +236,61 @@ fn read_toml(file: &Path, text: &str) -> Result<(Vec<Entry>, Vec<PathBuf>)> {
         keys.sort_by_key(|k| k.origin.at);
         entries.push(Entry { origin, keys });
     }
-    Ok((entries, includes))
+    let mut workflows = Vec::new();
+    for table in parsed.workflows {
+        let origin = at(table.span().start);
+        let document =
+            serde_json::to_value(table.into_inner()).map_err(|e| anyhow!("{origin}: {e}"))?;
+        workflows.push(workflow_entry(origin, document)?);
+    }
+    Ok((
+        Read {
+            loops: entries,
+            workflows,
+        },
+        includes,
+    ))
+}
+
+/// A `[[workflow]]` table: `name`, and either `file` (read here, against
+/// the table's file's directory) or the workflow's own keys.
+fn workflow_entry(origin: Origin, document: serde_json::Value) -> Result<WorkflowEntry> {
+    let Some(name) = document
+        .get("name")
+        .and_then(serde_json::Value::as_str)
+        .filter(|n| !n.trim().is_empty())
+        .map(str::to_owned)
+    else {
+        bail!("{origin}: a workflow needs a name");
+    };
+    let dir = origin.file.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let Some(path) = document.get("file") else {
+        return Ok(WorkflowEntry {
+            text: document.to_string(),
+            origin,
+            name,
+            dir,
+        });
+    };
+    let Some(path) = path.as_str() else {
+        bail!("{origin}: file is the path of a workflow JSON file");
+    };
+    if document.as_object().is_some_and(|o| o.len() > 2) {
+        bail!("{origin}: workflow {name:?} has a file; its other keys belong in the file");
+    }
+    let path = dir.join(path);
+    let text = loops_exec::read_user_file(
+        &path,
+        "workflow file",
+        crate::commands::workflows::specs::WORKFLOW_FILE_MAX_BYTES,
+    )
+    .map_err(|e| anyhow!("{origin}: workflow {name:?}: {e}"))?;
+    Ok(WorkflowEntry {
+        origin,
+        name,
+        text,
+        dir: path.parent().unwrap_or(Path::new("/")).to_path_buf(),
+    })
 }
 
 fn from_toml(value: toml::Value) -> Value {
@@ -231,7 +308,7 @@ fn from_toml(value: toml::Value) -> Value {
     }
 }
 
-fn read_json(file: &Path, text: &str) -> Result<(Vec<Entry>, Vec<PathBuf>)> {
+fn read_json(file: &Path, text: &str) -> Result<(Read, Vec<PathBuf>)> {
     let origin = |at: Option<(usize, usize)>| Origin {
         file: file.to_path_buf(),
         at,
@@ -246,6 +323,7 @@ fn read_json(file: &Path, text: &str) -> Result<(Vec<Entry>, Vec<PathBuf>)> {
     };
     let mut includes = Vec::new();
     let mut entries = Vec::new();
+    let mut workflows = Vec::new();
     let dir = file.parent().unwrap_or(Path::new("/"));
     for (key, value) in top {
         match (key.as_str(), value) {
@@ -278,14 +356,25 @@ fn read_json(file: &Path, text: &str) -> Result<(Vec<Entry>, Vec<PathBuf>)> {
                     });
                 }
             }
+            ("workflow", serde_json::Value::Array(tables)) => {
+                for table in tables {
+                    workflows.push(workflow_entry(origin(None), table)?);
+                }
+            }
             (other, _) => bail!(
-                "{}: unknown key {other:?}: a loops file has \"loop\" (an array of loops) and \
-                 \"include\" (an array of paths)",
+                "{}: unknown key {other:?}: a loops file has \"loop\" and \"workflow\" (arrays \
+                 of tables) and \"include\" (an array of paths)",
                 origin(None)
             ),
         }
     }
-    Ok((entries, includes))
+    Ok((
+        Read {
+            loops: entries,
+            workflows,
+        },
+        includes,
+    ))
 }
 
 fn from_json(value: serde_json::Value, key: &str) -> Result<Value> {
@@ -338,7 +427,8 @@ mod tests {
     #[test]
     fn toml_keys_keep_their_place_and_order() {
         let text = "[[loop]]\nname = \"a\"\nevery = \"5m\"\nenv = { A = \"1\" }\n";
-        let (entries, includes) = read_toml(Path::new("/x/loops.toml"), text).unwrap();
+        let (read, includes) = read_toml(Path::new("/x/loops.toml"), text).unwrap();
+        let entries = read.loops;
         assert!(includes.is_empty());
         let names: Vec<_> = entries[0].keys.iter().map(|k| k.name.as_str()).collect();
         assert_eq!(names, ["name", "every", "env"]);
@@ -363,7 +453,8 @@ mod tests {
     #[test]
     fn json_takes_the_same_structure() {
         let text = r#"{"include": ["more.json"], "loop": [{"name": "a", "attempts": 3}]}"#;
-        let (entries, includes) = read_json(Path::new("/x/l.json"), text).unwrap();
+        let (read, includes) = read_json(Path::new("/x/l.json"), text).unwrap();
+        let entries = read.loops;
         assert_eq!(includes, [PathBuf::from("/x/more.json")]);
         assert_eq!(entries[0].key("attempts").unwrap().value, Value::Integer(3));
         let err = read_json(Path::new("/x/l.json"), "{\"loop\": [1]}").unwrap_err();

@@ -67,8 +67,9 @@ pub(crate) fn loops_file_schema() -> Value {
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "loops file",
-        "description": "`loops apply`: one [[loop]] table per loop; keys are the long flags \
-                        of `loops create <kind>` without the dashes.",
+        "description": "`loops apply`: one [[loop]] table per loop, whose keys are the long \
+                        flags of `loops create <kind>` without the dashes, and [[workflow]] \
+                        tables.",
         "type": "object",
         "properties": {
             "include": {
@@ -77,6 +78,20 @@ pub(crate) fn loops_file_schema() -> Value {
                 "description": "Other loops files, relative to this one's directory."
             },
             "loop": {"type": "array", "items": {"oneOf": loops}},
+            "workflow": {
+                "type": "array",
+                "description": "Workflows, applied before the loops: `name` and either `file` \
+                                (a workflow JSON file) or the workflow's own keys \
+                                (`loops schema workflow`).",
+                "items": {
+                    "type": "object",
+                    "required": ["name"],
+                    "properties": {
+                        "name": {"type": "string", "minLength": 1},
+                        "file": {"type": "string"}
+                    }
+                }
+            },
         },
         "additionalProperties": false,
     })

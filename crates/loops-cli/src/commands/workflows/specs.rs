@@ -28,7 +28,7 @@ const PREVIEW_ID: &str = "validation";
 
 /// The most a workflow file may hold (issue 25 §1): 16 MiB, room for many
 /// steps with long prompts inline, where a prompt file holds at most 1 MiB.
-const WORKFLOW_FILE_MAX_BYTES: u64 = 16 << 20;
+pub(crate) const WORKFLOW_FILE_MAX_BYTES: u64 = 16 << 20;
 
 /// Reads, parses and validates a workflow file; its unknown-key warnings
 /// (each with the nearest known key) go to `warnings`.
@@ -69,7 +69,7 @@ fn read_workflow(args: &FileArgs, warnings: &mut Warnings) -> Result<NewWorkflow
 /// `prompt_dir` gives the directory its `promptFile` paths, a step's
 /// relative `cwd` and a command's `./program` are relative to
 /// (`relative_paths`), or why no file may be read.
-fn parse_workflow(
+pub(crate) fn parse_workflow(
     text: &str,
     what: &str,
     name: Option<&str>,
