@@ -357,3 +357,56 @@ fn workflow_tables_come_first_and_a_changed_one_is_a_new_version() {
         .json();
     assert_eq!(ship["target"]["workflowId"], now["id"]);
 }
+
+#[test]
+fn an_apply_beside_a_running_daemon_edits_in_place_and_doubles_no_run() {
+    let env = TestEnv::new();
+    let file = |every: &str, label: &str| {
+        format!(
+            "[[loop]]\nname = \"tick\"\nkind = \"command\"\nevery = \"{every}\"\n\
+             cmd = \"true\"\nlabel = [\"{label}\"]\n"
+        )
+    };
+    let path = write(&env, "loops.toml", &file("1s", "a"));
+    apply(&env, &path, &[]);
+    let id = env.loops(["--json", "show", "tick"]).run().json()["id"].clone();
+    let _daemon = loops_tests::Daemon::start(&env, &[]);
+    let runs = |env: &TestEnv| -> Vec<Value> {
+        let runs = env
+            .loops(["--json", "runs", "tick", "--limit", "500"])
+            .run()
+            .json();
+        runs.as_array().cloned().unwrap_or_default()
+    };
+    let deadline = std::time::Duration::from_secs(30);
+    let mut seen = 0;
+    for (every, label) in [("2s", "b"), ("1s", "c"), ("2s", "d"), ("1s", "e")] {
+        // A run between two applies.
+        seen = loops_tests::wait_for("a run of tick", deadline, || {
+            let n = runs(&env).len();
+            (n > seen).then_some(n)
+        });
+        std::fs::write(&path, file(every, label)).expect("edit");
+        let plan = apply(&env, &path, &[]);
+        assert_eq!(actions(&plan), [pair("update", "tick")], "{plan}");
+    }
+    loops_tests::wait_for("a run after the last apply", deadline, || {
+        (runs(&env).len() > seen).then_some(())
+    });
+    let shown = env.loops(["--json", "show", "tick"]).run().json();
+    assert_eq!(shown["id"], id, "edited in place");
+    assert_eq!(shown["labels"], serde_json::json!(["e"]));
+    let all = runs(&env);
+    let mut slots: Vec<&str> = all
+        .iter()
+        .filter_map(|r| r["scheduledFor"].as_str())
+        .collect();
+    let n = slots.len();
+    slots.sort_unstable();
+    slots.dedup();
+    assert_eq!(slots.len(), n, "a slot ran twice: {all:?}");
+    assert!(
+        all.iter().all(|r| r["loopId"] == id),
+        "one loop throughout: {all:?}"
+    );
+}
