@@ -410,3 +410,40 @@ fn an_apply_beside_a_running_daemon_edits_in_place_and_doubles_no_run() {
         "one loop throughout: {all:?}"
     );
 }
+
+#[test]
+fn the_dashboard_api_applies_a_file_as_a_write() {
+    use crate::serve::Server;
+    let env = TestEnv::new();
+    let path = write(&env, "loops.toml", FILE);
+    let p = path.to_str().expect("utf-8");
+    let server = Server::start(&env);
+    let bearer = format!("Bearer {}", server.token);
+    let own = format!("http://{}", server.addr);
+    let headers = [
+        ("Authorization", bearer.as_str()),
+        ("Content-Type", "application/json"),
+        ("Origin", own.as_str()),
+    ];
+    let body = serde_json::json!({"path": p, "dryRun": true}).to_string();
+    let plan = server.send_body("POST", "/api/v1/apply", &headers, &body);
+    assert_eq!(plan.status, 200, "{}", plan.body);
+    assert_eq!(
+        actions(&plan.json()),
+        [pair("create", "backup"), pair("create", "report")]
+    );
+    let body = serde_json::json!({"path": p}).to_string();
+    let applied = server.send_body("POST", "/api/v1/apply", &headers, &body);
+    assert_eq!(applied.status, 200, "{}", applied.body);
+    env.loops(["show", "report"]).run();
+    // An unknown field, and a caller without the token, are refused.
+    let bad = serde_json::json!({"path": p, "force": true}).to_string();
+    let refused = server.send_body("POST", "/api/v1/apply", &headers, &bad);
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    let anonymous = [
+        ("Content-Type", "application/json"),
+        ("Origin", own.as_str()),
+    ];
+    let refused = server.send_body("POST", "/api/v1/apply", &anonymous, &body);
+    assert_eq!(refused.status, 401, "{}", refused.body);
+}

@@ -476,17 +476,19 @@ fn run_now(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
 
 fn apply(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {
     let p: ApplyParams = parse("loops_apply", args)?;
-    run(
-        ctx,
-        Command::Apply(args::apply::ApplyArgs {
-            path: p.path,
-            dry_run: p.dry_run,
-            prune: p.prune,
-            yes: p.yes,
-            adopt: p.adopt,
-            scope: p.scope,
-        }),
-    )
+    run(ctx, apply_request(p))
+}
+
+/// The request of `loops_apply` and of `POST /api/v1/apply`.
+pub(crate) fn apply_request(p: ApplyParams) -> Command {
+    Command::Apply(args::apply::ApplyArgs {
+        path: p.path,
+        dry_run: p.dry_run,
+        prune: p.prune,
+        yes: p.yes,
+        adopt: p.adopt,
+        scope: p.scope,
+    })
 }
 
 fn labels_update(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captured> {

@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde_json::Value;
 
 use crate::args::{self, Command, Create};
-use crate::mcp::params::{CreateCommandParams, CreateWorkflowParams};
+use crate::mcp::params::{ApplyParams, CreateCommandParams, CreateWorkflowParams};
 use crate::mcp::tools::{create_command_request, loop_options, parse, schema};
 
 /// The create request of `body`; a body that is not an object, or has a
@@ -32,6 +32,21 @@ pub(super) fn request(body: &[u8]) -> Result<Command> {
     }
     known::<CreateCommandParams>(&fields)?;
     create_command_request(parse("the loop", &fields)?)
+}
+
+/// `POST /api/v1/apply`: the request of `body`, the arguments of the MCP
+/// tool `loops_apply` (issue 31); an unknown field is refused.
+pub(super) fn apply_request(body: &[u8]) -> Result<Command> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| anyhow!("the body must be a JSON object such as {{\"path\": ...}}: {e}"))?;
+    let Value::Object(fields) = value else {
+        bail!("the body must be a JSON object such as {{\"path\": \"loops.toml\"}}");
+    };
+    known::<ApplyParams>(&fields)?;
+    Ok(crate::mcp::tools::apply_request(parse(
+        "the apply",
+        &fields,
+    )?))
 }
 
 /// Refuses a field `P`'s schema does not name.

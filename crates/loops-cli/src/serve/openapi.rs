@@ -115,6 +115,13 @@ pub(super) const OPERATIONS: &[Operation] = &[
     ),
     op(
         "post",
+        "/apply",
+        "loops apply",
+        "Apply a loops file on the server's host: {path, dryRun, prune, yes, adopt, scope}",
+        &[],
+    ),
+    op(
+        "post",
         "/loops/{loop}/cancel",
         "loops cancel",
         "Cancel its running runs",

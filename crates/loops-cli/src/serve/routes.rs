@@ -43,6 +43,7 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/loops/{id}/run-now", post(run_now))
         .route("/loops/{id}/cancel", post(cancel))
         .route("/loops/{id}/trigger", post(trigger))
+        .route("/apply", post(apply))
         .route("/runs", get(runs))
         .route("/runs/{id}", get(run))
         .route("/runs/{id}/output", get(output))
@@ -336,6 +337,22 @@ async fn trigger(
         idempotency_key: key,
     });
     call(&shared, request).await
+}
+
+/// `POST /apply`: `loops apply` of a loops file on the server's host
+/// (issue 31); the JSON body is the MCP tool `loops_apply`'s arguments.
+async fn apply(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Some(refused) = not_json(&headers) {
+        return refused;
+    }
+    match super::create::apply_request(&body) {
+        Ok(request) => call(&shared, request).await,
+        Err(e) => error(StatusCode::BAD_REQUEST, "bad_request", &e.to_string()),
+    }
 }
 
 async fn cancel(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
