@@ -172,6 +172,40 @@ pub fn bare_milliseconds(input: &str) -> bool {
         && parse_duration(s).is_ok_and(|ms| ms > 0 && ms < 1_000)
 }
 
+/// `ms` in the duration grammar, exactly: a sum of whole parts from the
+/// largest unit down (`1h30m`, `1s500ms`, `0s` for zero), so that
+/// [`parse_duration`] gives `ms` back. Loops files (issue 31) write
+/// durations this way.
+///
+/// ```
+/// use loops_core::{duration_text, parse_duration};
+/// assert_eq!(duration_text(5_400_000), "1h30m");
+/// assert_eq!(duration_text(1_500), "1s500ms");
+/// assert_eq!(duration_text(0), "0s");
+/// assert_eq!(parse_duration(&duration_text(90_061_001)).unwrap(), 90_061_001);
+/// ```
+pub fn duration_text(ms: u64) -> String {
+    if ms == 0 {
+        return "0s".to_owned();
+    }
+    let mut rest = ms;
+    let mut out = String::new();
+    for (unit, size) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+        ("ms", 1),
+    ] {
+        let n = rest / size;
+        if n > 0 {
+            out.push_str(&format!("{n}{unit}"));
+            rest -= n * size;
+        }
+    }
+    out
+}
+
 /// Splits `s` into the `\d+(\.\d+)?` number and the rest, or `None` when the
 /// number part is malformed.
 fn split_number(s: &str) -> Option<(&str, &str)> {

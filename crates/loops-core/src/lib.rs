@@ -49,8 +49,8 @@ pub use crate::clock::{Clock, ManualClock};
 pub use crate::cost_cap::{cost_cap_reason, day_start};
 pub use crate::cron::{CronError, CronExpr, Zone, next_cron_run, zone_name};
 pub use crate::duration::{
-    DURATION_FORMS, DurationError, MAX_DURATION_MS, bare_milliseconds, parse_duration,
-    parse_positive_duration,
+    DURATION_FORMS, DurationError, MAX_DURATION_MS, bare_milliseconds, duration_text,
+    parse_duration, parse_positive_duration,
 };
 pub use crate::failure::{
     Classified, FailureClass, FailureInput, THROTTLED_RETRY_MULTIPLIER, classify, fingerprint,

@@ -643,6 +643,17 @@ fn durations_never_panic_and_agree_with_a_reference() {
     });
 }
 
+/// A loops file writes durations with `duration_text` (issue 31), and
+/// applying the file parses them: every duration must come back exact.
+#[test]
+fn a_written_duration_parses_back_to_itself() {
+    proptest!(config(4096), |(ms in prop_oneof![0..=10_000u64, 0..=loops_core::MAX_DURATION_MS])| {
+        let text = loops_core::duration_text(ms);
+        prop_assert_eq!(parse_duration(&text), Ok(ms), "{}", text);
+        prop_assert!(!loops_core::bare_milliseconds(&text), "{}", text);
+    });
+}
+
 /// Strings close to ISO-8601 instants, as `--at` and `--expires-at` take.
 fn instant_text() -> impl Strategy<Value = String> {
     let year = prop_oneof![
