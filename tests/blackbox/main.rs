@@ -4,6 +4,7 @@
 mod agent_options;
 mod agent_runs;
 mod apply;
+mod apply_export;
 mod apply_property;
 mod backup;
 mod browser;

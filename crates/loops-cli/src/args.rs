@@ -33,7 +33,7 @@ pub(crate) mod workflow;
 
 pub(crate) use lists::{ListArgs, RunsArgs};
 pub(crate) use maintenance::{
-    BackupArgs, CompletionsArgs, ExportArgs, GcArgs, ImportArgs, ManArgs, RestoreArgs,
+    BackupArgs, CompletionsArgs, ExportArgs, ExportFormat, GcArgs, ImportArgs, ManArgs, RestoreArgs,
 };
 
 /// The version `--version` prints: the original's, bare (SPEC §7.1).

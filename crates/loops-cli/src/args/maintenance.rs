@@ -10,17 +10,21 @@ pub(super) const EXPORT_AFTER_HELP: &str = "Each record is a whole row, ids incl
     commands, environment values and prompts as stored: it is created with mode 0600; keep it \
     private, as the trigger payloads it holds are. Runs that are running are exported as they \
     are.\n\n\
+    --format toml writes the loops instead as a loops file for `loops apply` (defaults left \
+    out, a loop after the loops it runs after, its workflows inline), which applied to an \
+    empty store makes the same loops; a setting no flag can say is named in a warning.\n\n\
     Examples:\n  \
     loops export --file loops-export.json     # every pool, workflow, loop and run (mode 0600)\n  \
-    loops export --file defs.json --no-runs   # only pools, workflows and loops";
+    loops export --file defs.json --no-runs   # only pools, workflows and loops\n  \
+    loops export --format toml --file loops.toml --label nightly   # a loops file to keep in git";
 
 pub(super) const IMPORT_AFTER_HELP: &str = "Ids are kept. A record whose id is already stored is left as it \
     is (or, with --replace, overwritten when it differs); one whose slot, step, trigger key or \
     active workflow name another row holds is refused and listed, and the rest go on. A loop may share \
     its name with a stored one (names need not be unique); such loops are listed. Loops imported \
     as active keep their next run: a daemon running on this database picks them up and runs \
-    what is due. Runs exported while running stay running until a daemon recovers them after \
-    their lease. With --apply, records are written in transactions of 500; an SQLite database \
+    what is due. Runs exported while running arrive abandoned, as recovery would record \
+    them, and their slots run again. With --apply, records are written in transactions of 500; an SQLite database \
     is backed up first into $LOOPS_DATA_DIR/backups (at most one an hour; LOOPS_SKIP_BACKUP=1 \
     skips it).\n\n\
     Examples:\n  \
@@ -71,6 +75,30 @@ pub(crate) struct ExportArgs {
     /// once complete).
     #[arg(long)]
     pub(crate) force: bool,
+
+    /// What to write: json, the whole store for `loops import`; or toml,
+    /// the loops and their workflows as a loops file for `loops apply`.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = ExportFormat::Json)]
+    pub(crate) format: ExportFormat,
+
+    /// With --format toml: only loops with this label (repeatable, or
+    /// comma-separated; all must match) [default: every loop].
+    #[arg(long = "label", value_name = "LABEL", add = crate::complete::labels())]
+    pub(crate) labels: Vec<String>,
+
+    /// With --format toml: only the loops `loops apply` manages under this
+    /// scope (its --scope, or the applied file's canonical path).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) scope: Option<String>,
+}
+
+/// What `loops export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ExportFormat {
+    /// Every table, ids kept, for `loops import`.
+    Json,
+    /// A loops file, for `loops apply`.
+    Toml,
 }
 
 // `loops import` (issue 15).

@@ -14,10 +14,12 @@
 //! The loops an apply writes carry its scope (`loops.scope`): `--scope`,
 //! else the canonical path of the file or directory.
 
+pub(crate) mod export;
 pub(crate) mod file;
 mod flags;
 mod plan;
 mod schema;
+mod toml_out;
 mod workflows;
 
 use std::collections::HashMap;
@@ -250,7 +252,7 @@ impl Request for Apply {
             let steps = self.plan(&existing, now)?;
             if !self.dry_run {
                 for (name, step) in &steps {
-                    carry_out(&store, name, step, now)?;
+                    carry_out(&store, name, step, &existing, now)?;
                 }
             }
             Ok((workflow_steps, steps))
@@ -315,7 +317,8 @@ impl Apply {
                     new: w.new.clone(),
                 },
                 [lp] => {
-                    let wanted = loops_store::loop_to_create(&w.new, now)?;
+                    let mut wanted = loops_store::loop_to_create(&w.new, now)?;
+                    after_ids(&mut wanted.policy.after, existing);
                     let changes = plan::diff(lp, &wanted);
                     if changes.is_empty() {
                         Step::Unchanged { id: lp.id }
@@ -368,8 +371,33 @@ impl Apply {
     }
 }
 
+/// `edges` naming their upstream loops by id where `existing` has exactly
+/// one loop of the name written, as the store will hold them, so an
+/// unchanged `after` compares equal.
+fn after_ids(edges: &mut [loops_core::AfterEdge], existing: &[Loop]) {
+    for edge in edges {
+        if existing.iter().any(|l| l.id.to_string() == edge.loop_id) {
+            continue;
+        }
+        if let [one] = existing
+            .iter()
+            .filter(|l| l.name == edge.loop_id)
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            edge.loop_id = one.id.to_string();
+        }
+    }
+}
+
 /// Writes one step.
-fn carry_out(store: &Store, name: &str, step: &Step, now: loops_core::Timestamp) -> Result<()> {
+fn carry_out(
+    store: &Store,
+    name: &str,
+    step: &Step,
+    existing: &[Loop],
+    now: loops_core::Timestamp,
+) -> Result<()> {
     let create = |new: &NewLoop| -> Result<Loop> {
         let mut new = new.clone();
         crate::resolve::policy::resolve_after(store, &mut new.policy.after, None)?;
@@ -381,9 +409,8 @@ fn carry_out(store: &Store, name: &str, step: &Step, now: loops_core::Timestamp)
         }
         Step::Update { id, new, .. } => {
             let mut new = new.clone();
-            if let Some(lp) = store.get_loop(id)? {
-                crate::resolve::policy::resolve_after(store, &mut new.policy.after, Some(&lp))?;
-            }
+            let stored = existing.iter().find(|l| l.id == *id);
+            crate::resolve::policy::resolve_after(store, &mut new.policy.after, stored)?;
             store
                 .edit_loop(id, now, |_| Ok::<_, anyhow::Error>(new))
                 .map_err(|e| anyhow!("loop {name}: {e}"))?;

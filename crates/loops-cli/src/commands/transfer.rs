@@ -24,8 +24,10 @@ use anyhow::{Context as _, Result, bail};
 use loops_store::{ExportOptions, ExportSummary, Store, TransferError};
 use serde::Serialize;
 
+use super::apply::{self, export::LoopsFile, export::Select, export::directory_of};
 use super::now;
 use crate::args::ExportArgs;
+use crate::args::ExportFormat;
 use crate::context::Context;
 use crate::exit::Outcome;
 use crate::render::Printer;
@@ -43,6 +45,17 @@ fn lift(e: TransferError) -> anyhow::Error {
 /// `export`.
 pub(crate) fn export(ctx: &Context, args: &ExportArgs, out: &mut Printer) -> Result<Outcome> {
     request::serve(ctx, out, |_| {
+        let toml = match args.format {
+            ExportFormat::Toml => Some(Select {
+                labels: crate::resolve::policy::labels(&args.labels)?,
+                scope: args.scope.clone(),
+            }),
+            ExportFormat::Json if !args.labels.is_empty() || args.scope.is_some() => bail!(
+                "--label and --scope pick the loops of a --format toml export; a JSON export \
+                 holds the whole store"
+            ),
+            ExportFormat::Json => None,
+        };
         Ok(Export {
             to: if args.file == "-" {
                 ExportTo::Stdout
@@ -55,6 +68,7 @@ pub(crate) fn export(ctx: &Context, args: &ExportArgs, out: &mut Printer) -> Res
             options: ExportOptions {
                 history: !args.no_runs,
             },
+            toml,
         })
     })
 }
@@ -64,6 +78,8 @@ pub(crate) fn export(ctx: &Context, args: &ExportArgs, out: &mut Printer) -> Res
 struct Export {
     to: ExportTo,
     options: ExportOptions,
+    /// `--format toml`: the loops to write as a loops file.
+    toml: Option<Select>,
 }
 
 /// Where an export goes.
@@ -89,13 +105,22 @@ enum Exported {
         path: PathBuf,
         summary: ExportSummary,
     },
+    /// A loops file (`--format toml`), and where it was written (`None`:
+    /// it is the output).
+    Toml {
+        path: Option<PathBuf>,
+        file: LoopsFile,
+    },
 }
 
 impl Request for Export {
     type Document = Exported;
 
-    fn run(self, ctx: &Context, _: &mut Warnings) -> Result<Exported> {
+    fn run(self, ctx: &Context, warnings: &mut Warnings) -> Result<Exported> {
         let store = ctx.open_store()?;
+        if let Some(select) = &self.toml {
+            return toml_export(&store, select, self.to, warnings);
+        }
         let options = self.options;
         let ExportTo::File { path, force } = self.to else {
             return Ok(Exported::Stream {
@@ -110,6 +135,28 @@ impl Request for Export {
         .with_context(|| format!("exporting to {}", path.display()))?;
         Ok(Exported::File { path, summary })
     }
+}
+
+/// `export --format toml`: the loops file of `select`, written to `to`.
+fn toml_export(
+    store: &Store,
+    select: &Select,
+    to: ExportTo,
+    warnings: &mut Warnings,
+) -> Result<Exported> {
+    let path = match &to {
+        ExportTo::File { path, .. } => Some(path.clone()),
+        ExportTo::Stdout => None,
+    };
+    let file = apply::export::write(store, select, &directory_of(path.as_deref()), now())?;
+    for line in &file.lossy {
+        warnings.push(line.clone());
+    }
+    if let ExportTo::File { path, force } = &to {
+        write_private(path, *force, |w| Ok(w.write_all(file.text.as_bytes())?))
+            .with_context(|| format!("exporting to {}", path.display()))?;
+    }
+    Ok(Exported::Toml { path, file })
 }
 
 impl Exported {
@@ -136,10 +183,36 @@ impl Document for Exported {
                 Ok(())
             }
             Exported::File { path, summary } => Ok(out.json_of(&ExportJson::new(path, summary))?),
+            Exported::Toml { path: None, file } => Ok(out.line(file.text.trim_end())?),
+            Exported::Toml {
+                path: Some(path),
+                file,
+            } => Ok(out.json(&serde_json::json!({
+                "path": path.display().to_string(),
+                "format": "toml",
+                "counts": {"workflows": file.workflows, "loops": file.loops},
+            }))?),
         }
     }
 
     fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
+        if let Exported::Toml {
+            path: Some(path),
+            file,
+        } = self
+        {
+            let n = |count: usize, what: &str| match count {
+                1 => format!("1 {what}"),
+                n => format!("{n} {what}s"),
+            };
+            out.line(&format!(
+                "exported {} and {} to {}",
+                n(file.loops, "loop"),
+                n(file.workflows, "workflow"),
+                path.display()
+            ))?;
+            return Ok(());
+        }
         let Exported::File { path, summary } = self else {
             return self.json(out);
         };
@@ -167,6 +240,16 @@ impl Document for Exported {
                 return;
             }
             Exported::File { summary, .. } => summary,
+            Exported::Toml { file, .. } => {
+                if file.text.contains("env = ") || file.text.contains("[loop.env]") {
+                    ctx.note(
+                        "note",
+                        "the file holds the loops' environment values as stored (mode 0600); \
+                         keep secrets out of git",
+                    );
+                }
+                return;
+            }
         };
         if summary.running > 0 {
             ctx.note(

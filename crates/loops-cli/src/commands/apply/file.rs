@@ -377,7 +377,7 @@ fn read_json(file: &Path, text: &str) -> Result<(Read, Vec<PathBuf>)> {
     ))
 }
 
-fn from_json(value: serde_json::Value, key: &str) -> Result<Value> {
+pub(super) fn from_json(value: serde_json::Value, key: &str) -> Result<Value> {
     Ok(match value {
         serde_json::Value::String(s) => Value::String(s),
         serde_json::Value::Bool(b) => Value::Bool(b),
