@@ -4,49 +4,57 @@
 //! client that knows one knows the other, and what it leaves out takes the
 //! command line's default.
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Result, bail};
 use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde_json::Value;
 
 use crate::args::{self, Command, Create};
-use crate::mcp::params::{ApplyParams, CreateCommandParams, CreateWorkflowParams};
+use crate::mcp::params::CreateWorkflowParams;
 use crate::mcp::tools::{create_command_request, loop_options, parse, schema};
 
 /// The create request of `body`; a body that is not an object, or has a
 /// field the tool's schema does not know, is refused before anything runs.
 pub(super) fn request(body: &[u8]) -> Result<Command> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| anyhow!("the body must be a JSON object of the loop's fields: {e}"))?;
-    let Value::Object(fields) = value else {
-        bail!("the body must be a JSON object of the loop's fields");
-    };
+    let fields = object(body, "a JSON object of the loop's fields")?;
     if fields.contains_key("workflow") {
-        known::<CreateWorkflowParams>(&fields)?;
-        let p: CreateWorkflowParams = parse("the loop", &fields)?;
+        let p: CreateWorkflowParams = params("the loop", &fields)?;
         return Ok(Command::Create(Create::Workflow(args::CreateWorkflow {
             options: loop_options(p.options),
             workflow: p.workflow,
             timeout: p.timeout.map(|d| d.0),
         })));
     }
-    known::<CreateCommandParams>(&fields)?;
-    create_command_request(parse("the loop", &fields)?)
+    create_command_request(params("the loop", &fields)?)
 }
 
 /// `POST /api/v1/apply`: the request of `body`, the arguments of the MCP
 /// tool `loops_apply` (issue 31); an unknown field is refused.
 pub(super) fn apply_request(body: &[u8]) -> Result<Command> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| anyhow!("the body must be a JSON object such as {{\"path\": ...}}: {e}"))?;
-    let Value::Object(fields) = value else {
-        bail!("the body must be a JSON object such as {{\"path\": \"loops.toml\"}}");
-    };
-    known::<ApplyParams>(&fields)?;
-    Ok(crate::mcp::tools::apply_request(parse(
+    let fields = object(body, "a JSON object such as {\"path\": \"loops.toml\"}")?;
+    Ok(crate::mcp::tools::apply_request(params(
         "the apply",
         &fields,
     )?))
+}
+
+/// `body` as a JSON object; `shape` says what it should be.
+fn object(body: &[u8], shape: &str) -> Result<JsonObject> {
+    match serde_json::from_slice(body) {
+        Ok(Value::Object(fields)) => Ok(fields),
+        Ok(_) => bail!("the body must be {shape}"),
+        Err(e) => bail!("the body must be {shape}: {e}"),
+    }
+}
+
+/// The tool arguments `P` of `fields`, none unknown to its schema; `what`
+/// names them in errors.
+fn params<P: JsonSchema + serde::de::DeserializeOwned + 'static>(
+    what: &str,
+    fields: &JsonObject,
+) -> Result<P> {
+    known::<P>(fields)?;
+    parse(what, fields)
 }
 
 /// Refuses a field `P`'s schema does not name.

@@ -205,11 +205,22 @@ async fn create(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    if let Some(refused) = not_json(&headers) {
+    json_write(&shared, &headers, &body, super::create::request).await
+}
+
+/// A write whose JSON body `build` turns into its request: refused unless
+/// sent as JSON, a bad body a 400, else the request's reply.
+async fn json_write(
+    shared: &Shared,
+    headers: &HeaderMap,
+    body: &[u8],
+    build: fn(&[u8]) -> anyhow::Result<Command>,
+) -> Response {
+    if let Some(refused) = not_json(headers) {
         return refused;
     }
-    match super::create::request(&body) {
-        Ok(request) => call(&shared, request).await,
+    match build(body) {
+        Ok(request) => call(shared, request).await,
         Err(e) => error(StatusCode::BAD_REQUEST, "bad_request", &e.to_string()),
     }
 }
@@ -346,13 +357,7 @@ async fn apply(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    if let Some(refused) = not_json(&headers) {
-        return refused;
-    }
-    match super::create::apply_request(&body) {
-        Ok(request) => call(&shared, request).await,
-        Err(e) => error(StatusCode::BAD_REQUEST, "bad_request", &e.to_string()),
-    }
+    json_write(&shared, &headers, &body, super::create::apply_request).await
 }
 
 async fn cancel(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
