@@ -504,6 +504,9 @@ impl Daemon<'_, '_> {
                 next = d.poll();
                 continue;
             }
+            if matches!(report, Report::Wake) {
+                self.watches.woken();
+            }
             // One batch for the reports waiting now; an error is logged and
             // the others are still applied.
             let applied = d.handle_waiting(report, |result| {

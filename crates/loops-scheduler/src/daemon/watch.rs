@@ -74,7 +74,15 @@ pub(crate) struct Watches {
     failed: HashMap<PathBuf, Instant>,
     /// The watcher could not be created; said once.
     unavailable: bool,
+    /// When the watch loops are next read from the store: at the first
+    /// turn, after a wake-up (a CLI or `NOTIFY` may have changed loops),
+    /// and at least every [`RESYNC_EVERY`]; not at every busy turn.
+    next_sync: Option<Instant>,
 }
+
+/// The longest a change to the watch loops waits for a turn to read it
+/// when no wake-up announced it (a daemon that only polls).
+const RESYNC_EVERY: Duration = Duration::from_secs(5);
 
 impl Watches {
     /// A watcher whose changes wake the daemon through `wake`.
@@ -121,7 +129,13 @@ impl Watches {
             watched: HashMap::new(),
             failed: HashMap::new(),
             unavailable,
+            next_sync: None,
         }
+    }
+
+    /// Something may have changed the loops: read them at the next turn.
+    pub(crate) fn woken(&mut self) {
+        self.next_sync = None;
     }
 
     /// Makes the watched loops and paths those of the active loops in the
@@ -132,6 +146,11 @@ impl Watches {
         labels: &[String],
         log: &dyn Fn(&str),
     ) -> Result<(), StoreError> {
+        let now = Instant::now();
+        if self.next_sync.is_some_and(|at| now < at) {
+            return Ok(());
+        }
+        self.next_sync = Some(now + RESYNC_EVERY);
         let wanted: Vec<Loop> = store
             .watch_loops()?
             .into_iter()
