@@ -191,7 +191,16 @@ fn ci() -> Result<(), String> {
         Ok(cluster) => postgres_pass(cluster)?,
         Err(why) => eprintln!("\n==> the tests on PostgreSQL: skipped, no server ({why})"),
     }
+    let had_cluster = cluster.is_ok();
     drop(cluster);
+    // A short multi-host chaos run on every submission (issue 32): three
+    // daemons on one PostgreSQL, 20 s of kill -9, SIGSTOP and
+    // pg_terminate_backend; the long run stays in `cargo xtask reliability`.
+    // The crash loop's short variant (kill -9 on SQLite) runs in the tests.
+    if had_cluster {
+        eprintln!("\n==> chaos, short: 20 s of faults");
+        chaos::chaos(&["--seconds".to_owned(), "20".to_owned()])?;
+    }
 
     let mut doc = cargo();
     doc.args(["doc", "--workspace", "--no-deps", "--locked"])
