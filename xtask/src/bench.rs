@@ -42,6 +42,9 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
             None => Ok(()),
         };
     }
+    if args.iter().any(|a| a == "--gc") {
+        return crate::bench_gc::bench(args, || binary(&[]));
+    }
     let bin = binary(args)?;
 
     let scratch = scratch_dir("loops-bench")?;

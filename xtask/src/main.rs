@@ -24,6 +24,7 @@ use std::process::{Command, ExitCode};
 
 mod bench;
 mod bench_daemon;
+mod bench_gc;
 mod bench_pg;
 mod bench_scale;
 mod bench_serve;

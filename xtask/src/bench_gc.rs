@@ -1,0 +1,197 @@
+//! `cargo xtask bench --gc [--gc-loops N] [--gc-runs N] [--bin PATH]...`:
+//! what a gc pass writes against what it frees (issue 32).
+//!
+//! For each binary (`--bin`, repeatable; the release build by default) it
+//! seeds a store as `--scale` does (100,000 loops and 1,000,000 runs by
+//! default), ages every fifth run by a hash of its row id (20%, scattered
+//! over the file), and runs `loops --json gc --apply --keep-per-loop 0`
+//! with nothing else on the database. The gc process's `write_bytes` is
+//! read from this process's own `/proc/self/io`, which takes in a child's
+//! I/O when the child is reaped; it holds the WAL, the checkpoints gc makes
+//! and the backup `gc --apply` takes first (its size is subtracted).
+//! The pages freed are the free-list growth (`PRAGMA freelist_count`).
+//! The store lives under the temporary directory, which must be a disk:
+//! on a tmpfs nothing is written to storage and the figure reads 0.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use crate::bench_scale::{Size, seed_one};
+
+/// Reads the options of `--gc`.
+fn options(args: &[String]) -> Result<(Size, Vec<PathBuf>), String> {
+    let mut size = Size {
+        loops: 100_000,
+        runs: 1_000_000,
+    };
+    let mut bins = Vec::new();
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--gc" => {}
+            "--gc-loops" => size.loops = number(arg, value()?)?,
+            "--gc-runs" => size.runs = number(arg, value()?)?,
+            "--bin" => bins.push(std::path::absolute(value()?).map_err(|e| format!("--bin: {e}"))?),
+            other => return Err(format!("unknown option {other:?} for --gc")),
+        }
+    }
+    Ok((size, bins))
+}
+
+fn number(flag: &str, text: &str) -> Result<u64, String> {
+    text.replace(['_', ','], "")
+        .parse()
+        .map_err(|_| format!("{flag} takes a count, not {text:?}"))
+}
+
+/// `bench --gc`.
+pub(crate) fn bench(
+    args: &[String],
+    default_bin: impl FnOnce() -> Result<PathBuf, String>,
+) -> Result<(), String> {
+    let (size, mut bins) = options(args)?;
+    if bins.is_empty() {
+        bins.push(default_bin()?);
+    }
+    let mut rows = Vec::new();
+    for bin in &bins {
+        let scratch = crate::bench::scratch_dir("loops-bench-gc")?;
+        let result = one(bin, &scratch, size);
+        let _ = std::fs::remove_dir_all(&scratch);
+        rows.push((bin.clone(), result?));
+    }
+    println!();
+    println!(
+        "{:<40} {:>10} {:>12} {:>12} {:>7} {:>9} {:>10} {:>8}",
+        "binary", "runs gone", "freed MB", "written MB", "ratio", "batches", "longest ms", "secs"
+    );
+    for (bin, m) in rows {
+        println!(
+            "{:<40} {:>10} {:>12.1} {:>12.1} {:>7.1} {:>9} {:>10} {:>8.1}",
+            bin.display().to_string(),
+            m.runs,
+            mb(m.freed),
+            mb(m.written),
+            m.written as f64 / (m.freed.max(1)) as f64,
+            m.batches,
+            m.longest_ms,
+            m.secs
+        );
+    }
+    Ok(())
+}
+
+/// One binary's figures.
+struct Measured {
+    runs: u64,
+    freed: u64,
+    written: u64,
+    batches: u64,
+    longest_ms: u64,
+    secs: f64,
+}
+
+fn mb(bytes: u64) -> f64 {
+    bytes as f64 / 1e6
+}
+
+fn one(bin: &Path, scratch: &Path, size: Size) -> Result<Measured, String> {
+    let data = scratch.join("data");
+    std::fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
+    seed_one(bin, &data, "gc", size)?;
+    let db = data.join("loops.db");
+    sql(
+        &db,
+        "PRAGMA journal_mode = DELETE; \
+         UPDATE loop_runs SET created_at = '2020-01-01T00:00:00.000Z' \
+         WHERE ((rowid * 2654435761) % 4294967296) % 5 = 0; \
+         PRAGMA journal_mode = WAL;",
+    )?;
+    let free_before = freelist_bytes(&db)?;
+    let backups = data.join("backups");
+    let written_before = own_write_bytes()?;
+    let started = Instant::now();
+    let out = Command::new(bin)
+        .args([
+            "--json",
+            "gc",
+            "--apply",
+            "--max-age-days",
+            "365",
+            "--keep-per-loop",
+            "0",
+        ])
+        .env("LOOPS_DATA_DIR", &data)
+        .env("LOOPS_SKIP_BACKUP", "1")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("running {}: {e}", bin.display()))?;
+    let secs = started.elapsed().as_secs_f64();
+    let written = own_write_bytes()?.saturating_sub(written_before);
+    if !out.status.success() {
+        return Err(format!(
+            "loops gc --apply failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let _ = std::fs::remove_dir_all(backups);
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    let field = |name: &str| json_u64(&report, name);
+    let freed = freelist_bytes(&db)?.saturating_sub(free_before);
+    Ok(Measured {
+        runs: field("loopRuns").unwrap_or(0),
+        freed,
+        written,
+        batches: field("batches").unwrap_or(0),
+        longest_ms: field("longestBatchMs").unwrap_or(0),
+        secs,
+    })
+}
+
+/// The bytes on the database's free list.
+fn freelist_bytes(db: &Path) -> Result<u64, String> {
+    let out = sql(db, "PRAGMA page_size; PRAGMA freelist_count;")?;
+    let n: Vec<u64> = out.lines().filter_map(|l| l.trim().parse().ok()).collect();
+    match n[..] {
+        [size, free] => Ok(size * free),
+        _ => Err(format!("reading the free list: {out}")),
+    }
+}
+
+/// Runs `statements` in the `sqlite3` shell on `db`.
+fn sql(db: &Path, statements: &str) -> Result<String, String> {
+    let out = Command::new("sqlite3")
+        .arg(db)
+        .arg(statements)
+        .output()
+        .map_err(|e| format!("running sqlite3: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "sqlite3 failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `write_bytes` of this process, its reaped children included.
+fn own_write_bytes() -> Result<u64, String> {
+    let io = std::fs::read_to_string("/proc/self/io").map_err(|e| format!("/proc/self/io: {e}"))?;
+    io.lines()
+        .find_map(|l| l.strip_prefix("write_bytes:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| "no write_bytes in /proc/self/io".to_owned())
+}
+
+/// The number of the first `"key": N` in `json`.
+fn json_u64(json: &str, key: &str) -> Option<u64> {
+    let at = json.find(&format!("\"{key}\":"))? + key.len() + 3;
+    let digits: String = json[at..]
+        .trim_start()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
