@@ -593,6 +593,8 @@ pub(crate) trait GcOps {
     fn apply_gc_batch(&self, batch: &GcBatch) -> Result<GcCounts>;
     /// [`Store::checkpoint_wal`](crate::Store::checkpoint_wal).
     fn checkpoint_wal(&self) -> Result<()>;
+    /// [`Store::wal_backlog`](crate::Store::wal_backlog).
+    fn wal_backlog(&self) -> Option<u64>;
     /// [`Store::space_usage`](crate::Store::space_usage).
     fn space_usage(&self) -> Result<SpaceUsage>;
 }

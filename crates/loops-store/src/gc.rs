@@ -273,6 +273,16 @@ impl Store {
         self.backend().checkpoint_wal()
     }
 
+    /// The bytes the write-ahead log holds that no checkpoint has copied
+    /// into the database file yet, read from SQLite's shared-memory index
+    /// (no lock, no query); `None` on PostgreSQL, or when it cannot be
+    /// read. A gc pass checkpoints when this passes a threshold rather than
+    /// after every batch, so a page that several batches change is copied
+    /// into the file once (issue 32).
+    pub fn wal_backlog(&self) -> Option<u64> {
+        self.backend().wal_backlog()
+    }
+
     /// The database's pages: their size, their number, and how many are
     /// free.
     pub fn space_usage(&self) -> Result<SpaceUsage> {
@@ -348,5 +358,33 @@ mod tests {
 
         let memory = Store::open_in_memory(Arc::new(|_| false)).unwrap();
         assert_eq!(memory.vacuum().unwrap(), None);
+    }
+
+    #[test]
+    fn the_wal_backlog_is_what_a_checkpoint_has_not_copied() {
+        let dir = private_tempdir();
+        let db = dir.path().join(crate::DB_FILE);
+        let store = Store::open(&db, Arc::new(|_| false)).unwrap();
+        store.checkpoint_wal().unwrap();
+        assert_eq!(store.wal_backlog(), Some(0));
+        // Another connection writes 100 pages and leaves them in the log.
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch(
+            "PRAGMA wal_autocheckpoint = 0; CREATE TABLE filler (x BLOB);
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100)
+             INSERT INTO filler SELECT randomblob(3000) FROM n;",
+        )
+        .unwrap();
+        let page = store.space_usage().unwrap().page_size;
+        let backlog = store.wal_backlog().expect("the log's header");
+        assert!(
+            backlog >= 100 * page && backlog < 120 * page,
+            "{backlog} bytes, pages of {page}"
+        );
+        store.checkpoint_wal().unwrap();
+        assert_eq!(store.wal_backlog(), Some(0));
+        drop(conn);
+        let memory = Store::open_in_memory(Arc::new(|_| false)).unwrap();
+        assert_eq!(memory.wal_backlog(), None);
     }
 }

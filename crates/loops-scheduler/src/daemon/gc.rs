@@ -53,6 +53,11 @@ pub const GC_PERIOD: Duration = Duration::from_secs(3600);
 const MIN_PAUSE: Duration = Duration::from_millis(10);
 /// How long one batch aims to hold the write lock.
 const TARGET_HOLD: Duration = Duration::from_millis(4);
+
+/// The write-ahead log a pass lets grow before it checkpoints: under
+/// SQLite's own threshold of 1,000 pages, so another process's commit
+/// never has to copy gc's pages itself (issue 32).
+const CHECKPOINT_AT: u64 = 3 * 1024 * 1024;
 /// The runs of a pass's first batch: few, because it also reads the
 /// indexes' upper pages into a cold cache (64 runs took 83 ms there, the
 /// batches after them 1 to 5 ms).
@@ -141,6 +146,9 @@ pub fn collect_garbage(
     }
     while !cursor.is_done() {
         if stop() {
+            if apply {
+                store.checkpoint_wal()?;
+            }
             report.after = store.space_usage()?;
             return Ok(report);
         }
@@ -152,7 +160,11 @@ pub fn collect_garbage(
             let started = Instant::now();
             let counts = store.apply_gc_batch(&batch)?;
             let held = started.elapsed();
-            store.checkpoint_wal()?;
+            // Copied into the file once the log passes the threshold (or
+            // when its size cannot be read), outside the write lock.
+            if store.wal_backlog().is_none_or(|b| b >= CHECKPOINT_AT) {
+                store.checkpoint_wal()?;
+            }
             report.longest_batch = report.longest_batch.max(held);
             report.write_time += held;
             sized.batch_size = next_size(sized.batch_size, held, policy.batch_size);
@@ -168,6 +180,9 @@ pub fn collect_garbage(
         report.counts.add(counts);
         progress(&report.counts);
         merge_tallies(&mut report.per_loop, batch.per_loop);
+    }
+    if apply {
+        store.checkpoint_wal()?;
     }
     report.per_loop.sort_by_key(|t| std::cmp::Reverse(t.runs));
     report.after = store.space_usage()?;

@@ -219,6 +219,11 @@ impl GcOps for Postgres {
         Ok(())
     }
 
+    /// None: the server's own WAL is not ours to copy back.
+    fn wal_backlog(&self) -> Option<u64> {
+        None
+    }
+
     /// The database's size on disk (`pg_database_size`) in pages of the
     /// server's block size; PostgreSQL reuses the space deleted rows leave
     /// after autovacuum without counting it anywhere cheap to read, so no

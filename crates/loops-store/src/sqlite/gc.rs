@@ -302,6 +302,29 @@ impl GcOps for Sqlite {
             .map_err(StoreError::db("checkpointing the WAL"))
     }
 
+    /// The frames past the last checkpoint, from the wal-index header of
+    /// `<db>-shm` (sqlite.org/walformat.html): `mxFrame` at byte 16 of the
+    /// header, `nBackfill` at byte 96, both in this machine's byte order;
+    /// times the page size. `None` for an in-memory database, a file that
+    /// is not there or too short, or a header whose two copies differ
+    /// (a writer is changing it: the next batch reads it again).
+    fn wal_backlog(&self) -> Option<u64> {
+        use std::io::Read;
+        let path = self.conn.path().filter(|p| !p.is_empty())?;
+        let mut shm = [0u8; 104];
+        let file = std::fs::File::open(format!("{path}-shm")).ok()?;
+        file.take(104).read_exact(&mut shm).ok()?;
+        if shm[..48] != shm[48..96] {
+            return None;
+        }
+        let word = |at: usize| u32::from_ne_bytes([shm[at], shm[at + 1], shm[at + 2], shm[at + 3]]);
+        let page = match u16::from_ne_bytes([shm[14], shm[15]]) {
+            1 => 65_536,
+            n => u64::from(n),
+        };
+        Some(u64::from(word(16).saturating_sub(word(96))) * page)
+    }
+
     fn space_usage(&self) -> Result<SpaceUsage> {
         let pragma = |name: &str| -> Result<u64> {
             self.conn
