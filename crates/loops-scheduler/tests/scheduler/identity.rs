@@ -77,6 +77,7 @@ fn a_stepped_clock_does_not_let_a_second_daemon_take_a_live_holders_lease() {
 }
 
 #[test]
+#[cfg(target_os = "linux")]
 fn a_bare_pid_file_keeps_the_wall_clock_check() {
     // The original's pid file: the holder is judged by its start time
     // against the lease's creation, so the stepped clock makes it a reused
