@@ -308,10 +308,11 @@ impl TestEnv {
             .unwrap_or_else(|| panic!("{}{}", ran.stdout, ran.stderr))
     }
 
-    /// The pid the data directory's `daemon.pid` names, if there is one.
+    /// The pid the data directory's `daemon.pid` names (its first line,
+    /// before the daemon's identity), if there is one.
     pub fn daemon_pid(&self) -> Option<u32> {
-        let pid = std::fs::read_to_string(self.data_dir().join("daemon.pid")).ok()?;
-        Some(pid.trim().parse().unwrap_or(0))
+        let text = std::fs::read_to_string(self.data_dir().join("daemon.pid")).ok()?;
+        Some(pid_file_pid(&text).unwrap_or(0))
     }
 
     /// A test's teardown of daemon `pid`: `loops daemon stop --grace 0`,
@@ -609,4 +610,11 @@ pub fn snapshot_settings() -> insta::Settings {
         settings.add_filter(pattern, replacement);
     }
     settings
+}
+
+/// The pid a `daemon.pid` text names: its first line, as the original's
+/// `parseInt` reads the leading digits (the second line is the daemon's
+/// identity, issue 32).
+pub fn pid_file_pid(text: &str) -> Option<u32> {
+    text.lines().next()?.trim().parse().ok()
 }

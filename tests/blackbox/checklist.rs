@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use loops_tests::{Daemon, TestEnv, kill, sqlite_only, wait_for};
+use loops_tests::{Daemon, TestEnv, kill, pid_file_pid, sqlite_only, wait_for};
 
 const DEADLINE: Duration = Duration::from_secs(10);
 
@@ -25,7 +25,15 @@ fn loops_data_dir_holds_the_database_the_pid_file_and_the_log() {
         assert!(dir.join("loops.db").is_file(), "no database in {dir:?}");
     }
     let pid_file = std::fs::read_to_string(dir.join("daemon.pid")).expect("a pid file");
-    assert_eq!(pid_file.trim(), pid.to_string());
+    assert_eq!(pid_file_pid(&pid_file), Some(pid), "{pid_file:?}");
+    // Issue 32: the daemon's identity follows on the second line, and the
+    // file still starts with the pid, which the original reads.
+    assert!(pid_file.starts_with(&format!("{pid}\n")), "{pid_file:?}");
+    let identity = pid_file.lines().nth(1).unwrap_or_default();
+    assert!(
+        identity.starts_with("boot=") && identity.contains(" start="),
+        "{pid_file:?}"
+    );
     let log = wait_for("the daemon's first log line", DEADLINE, || {
         std::fs::read_to_string(dir.join("daemon.log"))
             .ok()
@@ -106,8 +114,8 @@ fn a_pid_file_naming_the_live_daemon_refuses_daemon_run_after_its_lease_expired(
     );
     let pid_file = std::fs::read_to_string(env.data_dir().join("daemon.pid")).expect("a pid file");
     assert_eq!(
-        pid_file.trim(),
-        pid.to_string(),
+        pid_file_pid(&pid_file),
+        Some(pid),
         "the pid file is untouched"
     );
     drop(daemon);

@@ -14,7 +14,9 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use loops_tests::{TestEnv, is_running, kill, snapshot_settings, sqlite_only, wait_for};
+use loops_tests::{
+    TestEnv, is_running, kill, pid_file_pid, snapshot_settings, sqlite_only, wait_for,
+};
 
 const DEADLINE: Duration = Duration::from_secs(10);
 
@@ -770,7 +772,8 @@ fn links_planted_at_the_daemon_files_are_never_followed() {
     let (_daemon, pid) = Daemon::start(&env, &[]);
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep\n");
     assert!(std::fs::symlink_metadata(&pid_path).unwrap().is_file());
-    assert_eq!(std::fs::read_to_string(&pid_path).unwrap(), pid.to_string());
+    let text = std::fs::read_to_string(&pid_path).unwrap();
+    assert_eq!(pid_file_pid(&text), Some(pid), "{text:?}");
     // The daemon binds its socket in a private `.s<hex>` directory, renames
     // it into place and removes the directory, so the listing is only
     // settled once the socket is there and that directory gone.

@@ -25,6 +25,7 @@ mod fit;
 mod gc;
 mod hooks;
 mod human;
+mod identity;
 mod input;
 mod legacy_rows;
 mod logs;

@@ -434,7 +434,7 @@ impl Drop for Daemon<'_> {
             .cmd()
             .args(["daemon", "stop", "--grace", "0"])
             .output();
-        let pid = pid.trim();
+        let pid = pid.lines().next().unwrap_or_default().trim();
         if !pid.is_empty() && Path::new(&format!("/proc/{pid}")).exists() {
             let stopped = wait_for(Duration::from_secs(5), || {
                 (!Path::new(&format!("/proc/{pid}")).exists()).then_some(())

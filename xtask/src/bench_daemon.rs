@@ -238,7 +238,7 @@ fn wait_pid_file(data: &Path, pid: u32, child: &mut Child) -> Result<(), String>
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         if std::fs::read_to_string(data.join("daemon.pid"))
-            .is_ok_and(|p| p.trim() == pid.to_string())
+            .is_ok_and(|p| p.lines().next().map(str::trim) == Some(&pid.to_string()))
         {
             return Ok(());
         }

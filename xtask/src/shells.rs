@@ -1,7 +1,9 @@
 //! The programs the black-box tests drive beyond the workspace: the shells
 //! the completion tests run (issue 28), bash aside, zsh and fish; tmux, the
 //! terminal `loops ui`'s tests run in; and Chromium with its WebDriver,
-//! the browser the dashboard's tests drive (issue 29).
+//! the browser the dashboard's tests drive (issue 29); and `faketime`, whose
+//! libfaketime moves the CLI's wall clock in `tests/blackbox/identity.rs`
+//! (issue 32).
 //! CI installs the missing ones with `apt-get` when this is a root shell, as
 //! it installs PostgreSQL; the tests fail in CI (where `CI` is set) without
 //! them, and skip, saying so, elsewhere.
@@ -20,8 +22,9 @@ struct Package {
 }
 
 /// What `tests/blackbox/complete.rs` (zsh, fish), `tests/blackbox/ui.rs`
-/// (tmux) and `tests/blackbox/browser.rs` (chromium, chromedriver) need.
-const PACKAGES: [Package; 5] = [
+/// (tmux), `tests/blackbox/browser.rs` (chromium, chromedriver) and
+/// `tests/blackbox/identity.rs` (faketime) need.
+const PACKAGES: [Package; 6] = [
     Package {
         name: "zsh",
         program: "zsh",
@@ -46,6 +49,11 @@ const PACKAGES: [Package; 5] = [
         name: "chromium-driver",
         program: "/usr/bin/chromedriver",
         probe: &["--version"],
+    },
+    Package {
+        name: "faketime",
+        program: "faketime",
+        probe: &["-f", "+0", "true"],
     },
 ];
 

@@ -84,7 +84,9 @@ pub use crate::env::RunMetadata;
 pub use crate::error::{CwdError, ExecError};
 pub use crate::execute::{Preflight, execute_target, preflight_target};
 pub use crate::hook::{DEFAULT_HOOK_TIMEOUT, Hook, run_hook};
-pub use crate::liveness::{SystemProbe, process_start_ms};
+pub use crate::liveness::{
+    BootId, ProcessIdentity, SystemProbe, is_same_process, process_identity, process_start_ms,
+};
 pub use crate::options::{
     DEFAULT_ACCOUNTS_TIMEOUT, DEFAULT_GIT_TIMEOUT, DEFAULT_KILL_GRACE, DEFAULT_LEAK_TIMEOUT,
     ExecOptions, RunContext,

@@ -11,6 +11,10 @@
 //! as alive: wrongly believing a run dead would run its slot twice, while
 //! wrongly believing it alive only delays recovery.
 
+mod identity;
+
+pub use self::identity::{BootId, ProcessIdentity, is_same_process, process_identity};
+
 use loops_core::{Liveness, ProcessRef};
 use nix::errno::Errno;
 use nix::sys::signal::kill;
@@ -70,6 +74,9 @@ struct ProcessState {
     zombie: bool,
     /// Start time in milliseconds since the Unix epoch.
     start_ms: Option<i64>,
+    /// Start time in clock ticks since boot (field 22), which no step of
+    /// the wall clock moves.
+    start_ticks: Option<u64>,
 }
 
 #[cfg(target_os = "linux")]
@@ -86,10 +93,11 @@ mod imp {
         // `)`: the state (field 3) first, starttime (field 22) 20th.
         let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
         let state = fields.next()?;
-        let ticks: Option<i64> = fields.nth(18).and_then(|t| t.parse().ok());
+        let ticks: Option<u64> = fields.nth(18).and_then(|t| t.parse().ok());
         Some(ProcessState {
             zombie: matches!(state, "Z" | "X" | "x"),
-            start_ms: ticks.and_then(start_ms),
+            start_ms: ticks.and_then(|t| i64::try_from(t).ok()).and_then(start_ms),
+            start_ticks: ticks,
         })
     }
 

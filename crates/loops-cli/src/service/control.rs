@@ -1,17 +1,20 @@
 //! `daemon start`, `daemon stop` and `daemon status` (SPEC §7.6).
 //!
 //! A daemon is *running* when its pid file names a live process that is
-//! (or was) the database lease holder on this host, and that process
-//! started before the pid file was written and before it took the lease; a
-//! pid file naming anything else is *stale*. The start-time check is what
-//! tells a reused pid from the daemon: the kernel may hand a dead daemon's
-//! pid to any later process. Stop signals only that lease holder (SPEC §10
+//! (or was) the database lease holder on this host, and that process is
+//! the one that wrote the pid file and took the lease; a pid file naming
+//! anything else is *stale*. The identity check is what tells a reused pid
+//! from the daemon: the kernel may hand a dead daemon's pid to any later
+//! process. The pid file records the daemon's boot id and start tick
+//! (issue 32), which no wall-clock step moves; a pid file in the original's
+//! format falls back to start times against the file's modification time
+//! and the lease's creation. Stop signals only that lease holder (SPEC §10
 //! item 99), and start spawns `<exe> daemon run` detached, through
 //! `loops_exec::spawn_detached`.
 //!
 //! When the database cannot be read (its WAL deleted under a running
 //! daemon, a disk I/O error), `stop` still stops the daemon: the pid file
-//! and the start-time check identify it, and the socket carries the stop
+//! and its identity check identify it, and the socket carries the stop
 //! request before the SIGTERM.
 
 use std::ffi::OsString;
@@ -19,9 +22,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use loops_core::{DaemonLease, LoopStatus, RunStatus, Timestamp};
-use loops_exec::{
-    ProcessSignal, SystemClock, is_running, signal_process, spawn_detached, started_by,
-};
+use loops_exec::{ProcessSignal, SystemClock, is_running, signal_process, spawn_detached};
 use loops_store::{DaemonMember, Store, StoreError};
 use serde::Serialize;
 
@@ -121,19 +122,10 @@ pub(crate) struct DaemonStatus {
 fn daemon_pid(paths: &DaemonPaths, lease: Option<&DaemonLease>, host: &str) -> (Option<u32>, bool) {
     let record = read_pid_record(&paths.pid_file());
     let running = record.is_some_and(|r| {
-        is_daemon(r)
-            && lease.is_some_and(|l| holds(l, r.pid, host) && started_by(r.pid, l.created_at))
+        r.is_daemon()
+            && lease.is_some_and(|l| holds(l, r.pid, host) && r.took_lease_at(l.created_at))
     });
     (record.map(|r| r.pid), running)
-}
-
-/// Whether the pid file's process runs and started before the file was
-/// written, so it is the process that wrote it and not a reused pid.
-fn is_daemon(record: PidRecord) -> bool {
-    match record.written {
-        Some(written) => started_by(record.pid, written),
-        None => is_running(record.pid),
-    }
 }
 
 fn holds(lease: &DaemonLease, pid: u32, host: &str) -> bool {
@@ -222,7 +214,7 @@ pub(crate) fn daemon_serves(
 /// while it runs.
 pub(crate) fn running_daemon_pid(paths: &DaemonPaths) -> Option<u32> {
     read_pid_record(&paths.pid_file())
-        .filter(|r| is_daemon(*r))
+        .filter(PidRecord::is_daemon)
         .map(|r| r.pid)
 }
 
@@ -345,7 +337,7 @@ pub(crate) struct StopOutcome {
 /// (SPEC §10 item 99).
 ///
 /// Without a `store`, or when the lease cannot be read, the pid file and
-/// the start-time check alone identify the daemon (see the module docs).
+/// its identity check alone identify the daemon (see the module docs).
 pub(crate) fn stop_daemon(
     store: Option<&Store>,
     paths: &DaemonPaths,
@@ -364,14 +356,19 @@ pub(crate) fn stop_daemon(
         return Ok(not_running(None));
     };
     let pid = record.pid;
-    // An unreadable database leaves the pid file's own check.
+    // An unreadable database leaves the pid file's own check. A pid file
+    // with the daemon's identity proves it the holder whatever this
+    // host's clock reads, so the lease's expiry by that clock is asked
+    // only of a pid file in the original's format (issue 32).
     let holder = match store.map(Store::get_daemon_lease) {
         Some(Ok(lease)) => lease.as_ref().is_some_and(|l| {
-            holds(l, pid, host) && l.expires_at > now && started_by(pid, l.created_at)
+            holds(l, pid, host)
+                && (record.identity.is_some() || l.expires_at > now)
+                && record.took_lease_at(l.created_at)
         }),
         Some(Err(_)) | None => true,
     };
-    if !is_daemon(record) || !holder {
+    if !record.is_daemon() || !holder {
         remove_pid_if(&pid_path, pid);
         return Ok(not_running(Some(pid)));
     }

@@ -15,7 +15,7 @@ use super::database_files::DatabaseFiles;
 use super::describe::describe_run;
 use super::gc::GcWorker;
 use super::options::{DaemonOptions, POLL_ONLY_MAX_SLEEP};
-use super::pidfile::{PidFile, read_pid};
+use super::pidfile::{PidFile, PidRecord, read_pid_record};
 use super::recover::recover_dead_daemons;
 use super::wake::{WakeListener, WakeShared, start_listener};
 use super::watch::Watches;
@@ -246,11 +246,12 @@ fn acquire(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonLease, Daemo
     };
     // SPEC §10 item 96: a pid file naming the live holder refuses, even
     // when its lease has expired (a daemon that was suspended).
-    if let (Some(pid), Some(holder)) = (read_pid(&opts.paths.pid_file()), store.get_daemon_lease()?)
-        && pid != opts.pid
-        && holder.pid == pid
+    let record = read_pid_record(&opts.paths.pid_file());
+    if let (Some(r), Some(holder)) = (record, store.get_daemon_lease()?)
+        && r.pid != opts.pid
+        && holder.pid == r.pid
         && holder.hostname == opts.host
-        && holder_alive(&holder)
+        && holder_alive(&holder, record)
     {
         return Err(held(&holder));
     }
@@ -262,7 +263,7 @@ fn acquire(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonLease, Daemo
     };
     // A holder with this very pid is this process: another daemon started
     // in it earlier, never a crashed one.
-    let gone = |h: &DaemonLease| h.pid != opts.pid && !holder_alive(h);
+    let gone = |h: &DaemonLease| h.pid != opts.pid && !holder_alive(h, record);
     match store.acquire_daemon_lease_with(&req, opts.clock.now(), &gone)? {
         LeaseAcquire::Acquired(lease) => Ok(lease),
         LeaseAcquire::Held(holder) => Err(held(&holder)),
@@ -270,10 +271,15 @@ fn acquire(store: &Store, opts: &DaemonOptions<'_>) -> Result<DaemonLease, Daemo
 }
 
 /// Whether the lease holder's process still runs: its pid exists, is not
-/// a zombie, and started before it took the lease (otherwise the pid was
-/// reused).
-fn holder_alive(holder: &DaemonLease) -> bool {
-    started_by(holder.pid, holder.created_at)
+/// a zombie, and is the process that took the lease, not a reused pid.
+/// When the pid file names the holder with its identity (issue 32), that
+/// identity decides, which no wall-clock step moves; otherwise the holder
+/// must have started before it took the lease by the wall clock.
+fn holder_alive(holder: &DaemonLease, record: Option<PidRecord>) -> bool {
+    match record.filter(|r| r.pid == holder.pid) {
+        Some(r) => r.took_lease_at(holder.created_at),
+        None => started_by(holder.pid, holder.created_at),
+    }
 }
 
 struct Daemon<'o, 'a> {

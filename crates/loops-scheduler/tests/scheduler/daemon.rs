@@ -18,10 +18,10 @@ use loops_store::{INTERRUPTED_BY_SHUTDOWN, LeaseAcquire, LeaseRequest};
 
 use crate::common::*;
 
-const HOST: &str = "test-host";
+pub(crate) const HOST: &str = "test-host";
 
 /// One daemon of a test, run on its own thread with [`Harness::run`].
-struct Harness<'a> {
+pub(crate) struct Harness<'a> {
     fx: &'a Fixture,
     clock: &'a dyn Clock,
     executor: &'a dyn RunExecutor,
@@ -34,7 +34,11 @@ struct Harness<'a> {
 }
 
 impl<'a> Harness<'a> {
-    fn new(fx: &'a Fixture, clock: &'a dyn Clock, executor: &'a dyn RunExecutor) -> Self {
+    pub(crate) fn new(
+        fx: &'a Fixture,
+        clock: &'a dyn Clock,
+        executor: &'a dyn RunExecutor,
+    ) -> Self {
         Harness {
             fx,
             clock,
@@ -48,7 +52,7 @@ impl<'a> Harness<'a> {
         }
     }
 
-    fn run(&self) -> Result<DaemonExit, DaemonError> {
+    pub(crate) fn run(&self) -> Result<DaemonExit, DaemonError> {
         let store = self.fx.store();
         let paths = DaemonPaths::new(data_dir(self.fx));
         let log = |line: &str| {
@@ -95,17 +99,17 @@ impl<'a> Harness<'a> {
     /// Stops the daemon when dropped, so a failing assertion ends the test
     /// instead of leaving the daemon thread running. Bind it first thing
     /// inside `thread::scope`.
-    fn stop_on_drop(&self) -> StopOnDrop<'_> {
+    pub(crate) fn stop_on_drop(&self) -> StopOnDrop<'_> {
         StopOnDrop(&self.stop)
     }
 
     /// Waits until the daemon has planned `n` sleeps.
-    fn wait_for_sleeps(&self, n: usize) {
+    pub(crate) fn wait_for_sleeps(&self, n: usize) {
         wait_until("the daemon to go to sleep", || self.sleeps().len() >= n);
     }
 }
 
-struct StopOnDrop<'a>(&'a CancelToken);
+pub(crate) struct StopOnDrop<'a>(&'a CancelToken);
 
 impl Drop for StopOnDrop<'_> {
     fn drop(&mut self) {
@@ -113,7 +117,7 @@ impl Drop for StopOnDrop<'_> {
     }
 }
 
-fn data_dir(fx: &Fixture) -> PathBuf {
+pub(crate) fn data_dir(fx: &Fixture) -> PathBuf {
     fx.path().parent().unwrap().to_owned()
 }
 

@@ -8,6 +8,7 @@
 mod common;
 mod concurrency;
 mod daemon;
+mod identity;
 mod lease;
 mod manual;
 mod process;
