@@ -18,21 +18,38 @@
 //! Both callers wait for one report per job (and heartbeat the leases of
 //! what runs meanwhile), so a job that never reported would hold them up
 //! forever. The worker thread survives the panic and takes the next job.
+//!
+//! A worker that has waited [`IDLE`] for a job ends (issue 32: no thread
+//! idles in a pool forever, so a daemon after a burst of runs goes back to
+//! its idle size). It leaves only once no job is waiting for a thread: a
+//! worker gives up its place (`live`) before it looks at the jobs sent and
+//! not yet taken, and a submitter counts its job as sent before it looks at
+//! `live`, so of the two, at least one sees the other, and a job never
+//! waits with no thread to take it.
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::Scope;
+use std::time::Duration;
+
+/// How long a worker waits for a job before it ends.
+pub const IDLE: Duration = Duration::from_secs(10);
 
 /// A job: runs on a worker, returns the report to send.
 type Job<'scope, R> = Box<dyn FnOnce() -> R + Send + 'scope>;
 
-/// The queue and the counter the workers share.
+/// The queue and the counters the workers share.
 struct Shared<'scope, R> {
     jobs: Mutex<Receiver<Job<'scope, R>>>,
+    /// Jobs sent, taken by a worker, and finished.
+    sent: AtomicUsize,
+    taken: AtomicUsize,
     finished: AtomicUsize,
+    /// Workers that have not ended.
+    live: AtomicUsize,
 }
 
 /// Worker threads of `scope` that run submitted jobs and send each job's
@@ -43,24 +60,35 @@ pub struct Pool<'scope, 'env, R> {
     jobs: Sender<Job<'scope, R>>,
     shared: Arc<Shared<'scope, R>>,
     reports: Sender<R>,
-    submitted: usize,
-    threads: usize,
+    /// How long a worker waits for a job ([`IDLE`]).
+    idle: Duration,
 }
 
 impl<'scope, 'env, R: Send + 'scope> Pool<'scope, 'env, R> {
     /// An empty pool: no thread starts before the first job.
     pub fn new(scope: &'scope Scope<'scope, 'env>, reports: Sender<R>) -> Self {
+        Self::with_idle(scope, reports, IDLE)
+    }
+
+    /// A pool whose workers end after `idle` without a job.
+    pub fn with_idle(
+        scope: &'scope Scope<'scope, 'env>,
+        reports: Sender<R>,
+        idle: Duration,
+    ) -> Self {
         let (jobs, queue) = mpsc::channel();
         Pool {
             scope,
             jobs,
             shared: Arc::new(Shared {
                 jobs: Mutex::new(queue),
+                sent: AtomicUsize::new(0),
+                taken: AtomicUsize::new(0),
                 finished: AtomicUsize::new(0),
+                live: AtomicUsize::new(0),
             }),
             reports,
-            submitted: 0,
-            threads: 0,
+            idle,
         }
     }
 
@@ -75,42 +103,58 @@ impl<'scope, 'env, R: Send + 'scope> Pool<'scope, 'env, R> {
         job: impl FnOnce() -> R + Send + 'scope,
         on_panic: impl FnOnce(String) -> R + Send + 'scope,
     ) {
-        self.submitted += 1;
-        let running = self.submitted - self.shared.finished.load(Ordering::Acquire);
-        if running > self.threads {
-            self.start_thread();
-        }
         let job = move || {
             catch_unwind(AssertUnwindSafe(job))
                 .unwrap_or_else(|panic| on_panic(panic_message(&*panic)))
         };
+        let sent = self.shared.sent.fetch_add(1, SeqCst) + 1;
         // The receiver lives as long as `shared`, which this pool holds.
         let _ = self.jobs.send(Box::new(job));
+        let running = sent - self.shared.finished.load(SeqCst);
+        if running > self.shared.live.load(SeqCst) {
+            self.start_thread();
+        }
     }
 
-    /// The threads started so far.
+    /// The workers that have not ended.
     #[cfg(test)]
     fn threads(&self) -> usize {
-        self.threads
+        self.shared.live.load(SeqCst)
     }
 
     fn start_thread(&mut self) {
         let shared = Arc::clone(&self.shared);
         let reports = self.reports.clone();
-        self.threads += 1;
+        let idle = self.idle;
+        shared.live.fetch_add(1, SeqCst);
         self.scope.spawn(move || {
             loop {
                 // One idle worker waits on the queue while the others wait
                 // for the lock; the lock is released before the job runs.
-                let job = shared
-                    .jobs
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .recv();
-                // The pool was dropped: no more jobs.
-                let Ok(job) = job else { return };
+                let job = {
+                    let queue = shared.jobs.lock().unwrap_or_else(PoisonError::into_inner);
+                    match queue.recv_timeout(idle) {
+                        Ok(job) => Some(job),
+                        // The pool was dropped: no more jobs.
+                        Err(RecvTimeoutError::Disconnected) => None,
+                        Err(RecvTimeoutError::Timeout) => {
+                            shared.live.fetch_sub(1, SeqCst);
+                            if shared.sent.load(SeqCst) == shared.taken.load(SeqCst) {
+                                return;
+                            }
+                            // A job came as it gave up: take it after all.
+                            shared.live.fetch_add(1, SeqCst);
+                            continue;
+                        }
+                    }
+                };
+                let Some(job) = job else {
+                    shared.live.fetch_sub(1, SeqCst);
+                    return;
+                };
+                shared.taken.fetch_add(1, SeqCst);
                 let report = job();
-                shared.finished.fetch_add(1, Ordering::Release);
+                shared.finished.fetch_add(1, SeqCst);
                 // A closed channel means the caller stopped listening.
                 let _ = reports.send(report);
             }
@@ -174,6 +218,51 @@ mod tests {
             pool.submit(|| 9, |_| unreachable!());
             assert_eq!(rx.recv().unwrap(), 9);
             assert_eq!(pool.threads(), 4);
+        });
+    }
+
+    #[test]
+    fn idle_workers_end_and_a_later_job_still_runs() {
+        let (tx, rx) = mpsc::channel();
+        std::thread::scope(|s| {
+            let mut pool = Pool::with_idle(s, tx, Duration::from_millis(20));
+            pool.submit(|| 1, |_| unreachable!());
+            assert_eq!(rx.recv().unwrap(), 1);
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while pool.threads() > 0 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the worker never ended"
+                );
+                std::thread::yield_now();
+            }
+            pool.submit(|| 2, |_| unreachable!());
+            assert_eq!(rx.recv().unwrap(), 2);
+        });
+    }
+
+    #[test]
+    fn a_job_sent_as_its_worker_gives_up_is_never_left_waiting() {
+        let (tx, rx) = mpsc::channel();
+        std::thread::scope(|s| {
+            // Workers that give up at once: every submit races a retiring
+            // worker, and every job must still report.
+            let mut pool = Pool::with_idle(s, tx, Duration::from_micros(50));
+            for round in 0..3_000_u32 {
+                // Between rounds, a pause about as long as the idle time.
+                let spin = std::time::Instant::now();
+                while spin.elapsed() < Duration::from_micros(u64::from(round % 100)) {}
+                for i in 0..3 {
+                    pool.submit(move || round * 3 + i, |_| unreachable!());
+                }
+                for _ in 0..3 {
+                    let got = rx.recv_timeout(Duration::from_secs(10));
+                    assert!(
+                        got.is_ok(),
+                        "a job of round {round} was left with no worker"
+                    );
+                }
+            }
         });
     }
 
