@@ -1390,7 +1390,10 @@ fn huge_workflows_are_fast() {
         "fuzz: huge_workflows: 3 files of {n} steps in {:.2}s, 0 panics",
         elapsed.as_secs_f64()
     );
-    assert!(elapsed.as_secs() < 30, "{elapsed:?}");
+    // Honest slack, not a benchmark: the bound only catches a walk gone
+    // quadratic (20 000² visits take minutes), not a slowdown; a linear
+    // walk of these files takes well under a second.
+    assert!(elapsed.as_secs() < 60, "{elapsed:?}");
 }
 
 #[test]
