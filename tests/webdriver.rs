@@ -17,7 +17,8 @@
 //! ```
 //!
 //! Without `chromium` or `chromedriver` on `PATH`, [`Browser::start`]
-//! says the test skips and returns `None`; in CI it fails instead
+//! says the test skips and returns `None`; in CI, or with
+//! `LOOPS_REQUIRE_BROWSER=1` (which `.ci/run` sets), it fails instead
 //! ([`crate::program_on_path`]).
 
 use std::io::{Read, Write};
@@ -47,6 +48,21 @@ const CHROMIUM_ARGS: [&str; 5] = [
     "--disable-dev-shm-usage",
     "--window-size=1280,900",
 ];
+
+/// Set to `1` (or `true`), a missing browser fails the test instead of
+/// skipping it.
+pub const REQUIRE_BROWSER: &str = "LOOPS_REQUIRE_BROWSER";
+
+/// `program`, or a panic naming `test` when it is missing and
+/// `LOOPS_REQUIRE_BROWSER` is set.
+fn require_browser(test: &str, program: Option<PathBuf>) -> Option<PathBuf> {
+    let required = std::env::var(REQUIRE_BROWSER).is_ok_and(|v| matches!(v.trim(), "1" | "true"));
+    assert!(
+        program.is_some() || !required,
+        "{REQUIRE_BROWSER} is set, and {test} has no browser (chromium and chromedriver on PATH)"
+    );
+    program
+}
 
 /// A WebDriver error: the protocol's code (`no such element`, …) and its
 /// message, or a transport failure (code `transport`).
@@ -79,9 +95,12 @@ pub struct Browser {
 impl Browser {
     /// Starts chromedriver and opens a headless Chromium session, or, when
     /// either program is missing, says `test` skips and returns `None`.
+    ///
+    /// # Panics
+    /// When a program is missing and `LOOPS_REQUIRE_BROWSER` is set.
     pub fn start(test: &str) -> Option<Browser> {
-        let chromium = crate::program_on_path(test, "chromium")?;
-        let chromedriver = crate::program_on_path(test, "chromedriver")?;
+        let chromium = require_browser(test, crate::program_on_path(test, "chromium"))?;
+        let chromedriver = require_browser(test, crate::program_on_path(test, "chromedriver"))?;
         let dir = tempfile::tempdir().expect("a temp dir");
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())

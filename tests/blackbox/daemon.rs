@@ -786,14 +786,11 @@ fn links_planted_at_the_daemon_files_are_never_followed() {
     let settled = |names: &[String]| {
         names.iter().any(|n| n == "daemon.sock") && !names.iter().any(|n| n.starts_with(".s"))
     };
-    let deadline = std::time::Instant::now() + DEADLINE;
-    let names = loop {
+    // A listing that never settles fails here, at the deadline.
+    let names = loops_tests::wait_for("the socket in place and no .s directory", DEADLINE, || {
         let names = names();
-        if settled(&names) || std::time::Instant::now() > deadline {
-            break names;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+        settled(&names).then_some(names)
+    });
     assert!(
         names
             .iter()

@@ -15,6 +15,7 @@ mod compat;
 mod complete;
 mod create;
 mod daemon;
+mod daemon_edges;
 mod datadir;
 mod db_credentials;
 mod docs;

@@ -6,7 +6,7 @@
 //! The flood sends `wake` datagrams from four threads on blocking sockets
 //! for 1 s (20 s in the long variant) to a daemon with 20 loops, and
 //! measures the daemon's CPU time (all its threads, from
-//! `/proc/<pid>/stat`) over that time: it stays under 15% of the
+//! `/proc/<pid>/stat`) over that time: it stays under 20% of the
 //! wall-clock time (about 4% measured), because wake-ups are coalesced and
 //! forwarded at most every 20 ms. Without coalescing every datagram was
 //! read and asked for a turn: 30% to 70% of a core here. The plants run 2
@@ -28,8 +28,12 @@ use crate::support::{figure, pick, wait_for};
 const DEADLINE: Duration = Duration::from_secs(20);
 
 /// The largest share of the flood's wall-clock time the daemon may spend
-/// on the CPU.
-const CPU_SHARE: f64 = 0.15;
+/// on the CPU. Honest slack, not a benchmark: a share of time, not a time,
+/// so a slow machine stretches both sides; it sits 5x above the ~4%
+/// measured with coalescing and below the 30% to 70% measured without
+/// it, so it catches losing the coalescing and nothing finer (the figure
+/// is printed for `cargo xtask reliability` to track).
+const CPU_SHARE: f64 = 0.2;
 
 /// The CPU time of `pid` and all its threads so far, in clock ticks.
 fn cpu_ticks(pid: u32) -> Option<u64> {

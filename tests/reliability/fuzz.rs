@@ -26,7 +26,7 @@ use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::process::ExitStatusExt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use loops_tests::TestEnv;
 use serde_json::{Value, json};
@@ -1522,7 +1522,16 @@ fn loops_with_extreme_valid_values_run() {
             f.fail(&args, "a valid extreme value was not accepted".to_owned());
         }
     }
-    std::thread::sleep(std::time::Duration::from_millis(400));
+    // Ticks until the loops every few milliseconds are due and have run,
+    // polling with a deadline rather than sleeping a fixed time first.
+    loops_tests::wait_for("the frequent loops to run", Duration::from_secs(30), || {
+        env.loops(["tick"]).run();
+        let runs = runs_by_loop(&env);
+        ["x4", "x5", "x6", "x10"]
+            .iter()
+            .all(|name| runs.contains_key(*name))
+            .then_some(())
+    });
     let surfaces: &[&[&str]] = &[
         &["tick"],
         &["--json", "tick"],
@@ -1541,10 +1550,47 @@ fn loops_with_extreme_valid_values_run() {
         *f.kinds.entry("surface").or_default() += 1;
         invoke_lenient(&env, &mut f, &args, true);
     }
+    // What the runs were: each loop due now ran, and succeeded or failed as
+    // its command does; those due far away or expired did not run.
+    let by_loop = runs_by_loop(&env);
+    for name in ["x1", "x2", "x4", "x6", "x10", "x11"] {
+        let statuses = by_loop.get(name).map(Vec::as_slice).unwrap_or_default();
+        assert!(
+            !statuses.is_empty() && statuses.iter().all(|s| s == "succeeded"),
+            "{name} ran and succeeded: {statuses:?}\n{by_loop:?}"
+        );
+    }
+    let x5 = by_loop.get("x5").map(Vec::as_slice).unwrap_or_default();
+    assert!(
+        !x5.is_empty() && x5.iter().all(|s| s == "failed"),
+        "x5 (`false`) failed: {x5:?}"
+    );
+    for name in ["x3", "x7"] {
+        assert!(
+            !by_loop.contains_key(name),
+            "{name} is not due: {by_loop:?}"
+        );
+    }
     let runs = rows(&env, "loop_runs");
     figure(
         test,
         &format!("{} extreme loops made {runs} runs", lines.len()),
     );
     f.finish(test, started);
+}
+
+/// The statuses of each loop's runs, by loop name.
+fn runs_by_loop(env: &TestEnv) -> std::collections::BTreeMap<String, Vec<String>> {
+    let runs = env
+        .loops(["--json", "runs", "--limit", "1000"])
+        .run()
+        .json();
+    let mut by_loop = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for run in runs.as_array().expect("runs --json is an array") {
+        by_loop
+            .entry(run["loopName"].as_str().unwrap_or_default().to_owned())
+            .or_default()
+            .push(run["status"].as_str().unwrap_or_default().to_owned());
+    }
+    by_loop
 }

@@ -153,6 +153,15 @@ pub(crate) fn run(step: &str, mut cmd: Command) -> Result<(), String> {
     }
 }
 
+/// Set by `.ci/run`: without a PostgreSQL server the tests fail rather
+/// than skip.
+const REQUIRE_POSTGRES: &str = "LOOPS_REQUIRE_POSTGRES";
+
+/// Whether variable `name` is `1` or `true`.
+fn required(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| matches!(v.trim(), "1" | "true"))
+}
+
 fn ci() -> Result<(), String> {
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--", "--check"]);
@@ -190,6 +199,11 @@ fn ci() -> Result<(), String> {
     run("cargo test --workspace (doctests included)", test)?;
     match &cluster {
         Ok(cluster) => postgres_pass(cluster)?,
+        Err(why) if required(REQUIRE_POSTGRES) => {
+            return Err(format!(
+                "{REQUIRE_POSTGRES} is set, and no PostgreSQL server for the tests ({why})"
+            ));
+        }
         Err(why) => eprintln!("\n==> the tests on PostgreSQL: skipped, no server ({why})"),
     }
     let had_cluster = cluster.is_ok();

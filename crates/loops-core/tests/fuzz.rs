@@ -1390,7 +1390,11 @@ fn huge_workflows_are_fast() {
         "fuzz: huge_workflows: 3 files of {n} steps in {:.2}s, 0 panics",
         elapsed.as_secs_f64()
     );
-    assert!(elapsed.as_secs() < 30, "{elapsed:?}");
+    // Honest slack, not a benchmark: this took 17 s in a debug build on a
+    // busy 2-core machine (the old bound of 30 s was within 2x of that).
+    // The bound only catches a walk gone quadratic, 20 000 times the
+    // work, not a slowdown.
+    assert!(elapsed.as_secs() < 120, "{elapsed:?}");
 }
 
 #[test]

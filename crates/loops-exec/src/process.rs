@@ -55,15 +55,23 @@ impl ProcessSignal {
 /// hosts on one machine), else the OS's; `localhost` when neither says.
 /// A name is cut at the first `:`, which separates the parts of a runner id.
 pub fn hostname() -> String {
-    if let Ok(name) = std::env::var("LOOPS_HOSTNAME") {
+    host_name_from(
+        std::env::var("LOOPS_HOSTNAME").ok(),
+        nix::unistd::gethostname()
+            .ok()
+            .map(|h| h.to_string_lossy().into_owned()),
+    )
+}
+
+/// [`hostname`] given the override and the OS's name.
+fn host_name_from(over: Option<String>, system: Option<String>) -> String {
+    if let Some(name) = over {
         let name = name.split(':').next().unwrap_or_default().trim();
         if !name.is_empty() {
             return name.to_owned();
         }
     }
-    nix::unistd::gethostname()
-        .ok()
-        .map(|h| h.to_string_lossy().into_owned())
+    system
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "localhost".to_owned())
 }
@@ -361,7 +369,22 @@ mod tests {
     }
 
     #[test]
-    fn the_host_has_a_name() {
-        assert!(!hostname().is_empty());
+    fn the_host_name_is_the_override_cut_at_a_colon_else_the_os_name() {
+        let name = |over: Option<&str>, system: Option<&str>| {
+            host_name_from(over.map(str::to_owned), system.map(str::to_owned))
+        };
+        assert_eq!(name(Some("box-b"), Some("os")), "box-b");
+        assert_eq!(name(Some(" box-b:7:x "), Some("os")), "box-b");
+        assert_eq!(name(Some(":x"), Some("os")), "os");
+        assert_eq!(name(Some("  "), Some("os")), "os");
+        assert_eq!(name(None, Some("os")), "os");
+        assert_eq!(name(None, Some("")), "localhost");
+        assert_eq!(name(None, None), "localhost");
+        // Without the override, the OS's own name.
+        if std::env::var_os("LOOPS_HOSTNAME").is_none() {
+            let os = nix::unistd::gethostname().unwrap();
+            let os = os.to_string_lossy();
+            assert_eq!(hostname(), if os.is_empty() { "localhost" } else { &*os });
+        }
     }
 }

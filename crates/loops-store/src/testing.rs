@@ -1,7 +1,8 @@
 //! Test support: a fresh PostgreSQL database per test, from the server in
 //! `LOOPS_TEST_DATABASE_URL` (which `cargo xtask ci` starts). Without the
 //! variable the tests that need a server skip, saying so, so `cargo test`
-//! passes on a machine without PostgreSQL.
+//! passes on a machine without PostgreSQL; with `LOOPS_REQUIRE_POSTGRES=1`
+//! (CI sets it in `.ci/run`) such a skip is a failure instead.
 //!
 //! `LOOPS_TEST_BACKEND=postgres` runs the store's operation tests and the
 //! black-box tests on PostgreSQL instead of SQLite ([`test_backend`]), a
@@ -17,6 +18,15 @@ pub use self::raw::{RawDb, Val, lit};
 
 /// The variable naming the test server.
 pub const TEST_DATABASE_URL: &str = "LOOPS_TEST_DATABASE_URL";
+
+/// Set to `1` (or `true`), a test that would skip for want of a
+/// PostgreSQL server fails instead: a CI run must not pass vacuously.
+pub const REQUIRE_POSTGRES: &str = "LOOPS_REQUIRE_POSTGRES";
+
+/// Whether `LOOPS_REQUIRE_POSTGRES` forbids skipping without a server.
+pub fn postgres_required() -> bool {
+    std::env::var(REQUIRE_POSTGRES).is_ok_and(|v| matches!(v.trim(), "1" | "true"))
+}
 
 /// A database created for one test and dropped with it.
 #[derive(Debug)]
@@ -71,12 +81,18 @@ pub fn with_dbname(base: &str, dbname: &str) -> String {
 /// why, naming `test`) when `LOOPS_TEST_DATABASE_URL` is not set.
 ///
 /// # Panics
-/// When the variable is set but the server cannot be reached: a CI run
-/// that started a server must not pass by skipping.
+/// When the variable is set but the server cannot be reached, or when it
+/// is not set and `LOOPS_REQUIRE_POSTGRES` is: a CI run must not pass by
+/// skipping.
 #[expect(clippy::expect_used)]
 pub fn fresh_database(test: &str) -> Option<TestDatabase> {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let Ok(base) = std::env::var(TEST_DATABASE_URL) else {
+        assert!(
+            !postgres_required(),
+            "{REQUIRE_POSTGRES} is set, and {test} has no PostgreSQL server \
+             ({TEST_DATABASE_URL} is not set): run it under `cargo xtask postgres`"
+        );
         eprintln!("skipped {test}: no PostgreSQL server ({TEST_DATABASE_URL} is not set)");
         return None;
     };

@@ -101,13 +101,44 @@ fn exit_code_3_fails_with_its_code() {
     assert_eq!(r.stdout, "partial\n");
 }
 
+/// Set in the child run of [`stdin_is_empty`]: the file it creates once
+/// its check passed.
+const STDIN_CHILD: &str = "LOOPS_TEST_STDIN_CHILD_DONE";
+
 #[test]
 fn stdin_is_empty() {
-    // SPEC §10 item 71: `cat` sees EOF at once.
-    let fx = Fixture::new();
-    let r = run(&with_timeout(command("cat", &[]), 5_000), &fx.opts());
-    assert_eq!(r.status, ExecutorStatus::Succeeded, "{r:?}");
-    assert_eq!(r.stdout, "");
+    // SPEC §10 item 71: `cat` sees EOF at once, even when the runner's own
+    // stdin is a pipe that is open and holds data: this test runs itself
+    // again in a child process whose stdin is such a pipe, so a child that
+    // inherited the runner's stdin would print the data and then block.
+    if let Some(done) = std::env::var_os(STDIN_CHILD) {
+        let fd0 = std::fs::read_link("/proc/self/fd/0").unwrap();
+        assert!(
+            fd0.to_string_lossy().starts_with("pipe:"),
+            "the runner's stdin is {fd0:?}, not the pipe"
+        );
+        let fx = Fixture::new();
+        let r = run(&with_timeout(command("cat", &[]), 5_000), &fx.opts());
+        assert_eq!(r.status, ExecutorStatus::Succeeded, "{r:?}");
+        assert_eq!(r.stdout, "");
+        std::fs::write(done, "ok").unwrap();
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let done = dir.path().join("done");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "command::stdin_is_empty", "--test-threads=1"])
+        .env(STDIN_CHILD, &done)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, b"the runner's own input\n").unwrap();
+    // The write end stays open until the child is done.
+    let status = child.wait().unwrap();
+    drop(stdin);
+    assert!(status.success(), "the child run failed: {status}");
+    assert!(done.exists(), "the child run did not run the check");
 }
 
 #[test]

@@ -239,8 +239,19 @@ fn a_workflow_target_timeout_times_out_the_loop_run() {
         step.error.as_deref(),
         Some("workflow timed out after 300ms")
     );
-    std::thread::sleep(std::time::Duration::from_millis(700));
-    assert!(!fx.marker("late").exists());
+    // Polled until past the moment the killed step would have written its
+    // marker: fails at the first sight of it, not after a fixed sleep.
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(700);
+    loop {
+        assert!(
+            !fx.marker("late").exists(),
+            "a killed step wrote its marker"
+        );
+        if std::time::Instant::now() >= until {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 #[test]

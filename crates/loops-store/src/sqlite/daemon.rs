@@ -159,3 +159,44 @@ impl WakeOps for Sqlite {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::integrity_budget;
+
+    #[test]
+    fn the_integrity_budget_is_a_second_plus_10_ms_a_mib() {
+        assert_eq!(integrity_budget(0), Duration::from_secs(1));
+        assert_eq!(integrity_budget(1024 * 1024 - 1), Duration::from_secs(1));
+        assert_eq!(integrity_budget(100 * 1024 * 1024), Duration::from_secs(2));
+        assert!(integrity_budget(u64::MAX) > Duration::from_secs(3600));
+    }
+
+    #[test]
+    fn a_check_past_its_budget_is_interrupted_and_says_unfinished() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.db");
+        let conn = Connection::open(&path).unwrap();
+        // About 64 MiB, which `quick_check` takes far longer than 1 ms to
+        // read; indexed, so that it has more to compare.
+        conn.execute_batch(
+            "CREATE TABLE t (a BLOB, b INTEGER);
+             CREATE INDEX t_b ON t (b);
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 60000)
+             INSERT INTO t SELECT randomblob(1024), random() FROM n;",
+        )
+        .unwrap();
+        drop(conn);
+        let budget = Duration::from_millis(1);
+        assert_eq!(
+            check_integrity(&path, budget).unwrap(),
+            Integrity::Unfinished { budget }
+        );
+        // With room to finish, the same file passes.
+        assert_eq!(
+            check_integrity(&path, Duration::from_secs(600)).unwrap(),
+            Integrity::Ok
+        );
+    }
+}

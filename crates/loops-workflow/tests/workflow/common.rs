@@ -159,3 +159,23 @@ pub(crate) fn lines(path: &Path) -> Vec<String> {
         .map(|s| s.lines().map(str::to_owned).collect())
         .unwrap_or_default()
 }
+
+/// Asserts that none of `paths` appears before `until`, checking every
+/// 20 ms: the instant after which a surviving process would have written
+/// them. A negative check has to wait, but it fails at the first sight of
+/// a marker rather than after a fixed sleep.
+pub(crate) fn assert_never_appear(paths: &[PathBuf], until: Instant) {
+    loop {
+        for path in paths {
+            assert!(
+                !path.exists(),
+                "{} appeared: a killed step outlived its run",
+                path.display()
+            );
+        }
+        if Instant::now() >= until {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

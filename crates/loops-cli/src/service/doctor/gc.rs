@@ -113,7 +113,26 @@ mod tests {
     }
 
     #[test]
-    fn this_process_has_no_gc_flag() {
+    fn a_running_process_is_read_by_its_command_line() {
         assert!(!daemon_runs_gc(std::process::id()));
+        // A live process whose command line carries the flag, and one
+        // whose does not.
+        let spawn = |args: &[&str]| {
+            std::process::Command::new("sh")
+                .args(["-c", "read -r _", "sh"])
+                .args(args)
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let mut with = spawn(&["daemon", "run", "--gc-max-age", "30d"]);
+        let mut without = spawn(&["daemon", "run", "--max-parallel", "4"]);
+        let (gc, no_gc) = (daemon_runs_gc(with.id()), daemon_runs_gc(without.id()));
+        for child in [&mut with, &mut without] {
+            drop(child.stdin.take());
+            child.wait().unwrap();
+        }
+        assert!(gc, "the flag on a live process's command line was missed");
+        assert!(!no_gc);
     }
 }
