@@ -5,7 +5,7 @@
 //! `sh -c` appending `$LOOPS_LOOP_ID $LOOPS_SCHEDULED_FOR $LOOPS_RUN_ID`
 //! to a ledger. The daemon runs with its gc on (`--gc-max-age`), and
 //! since its pass comes at most once an hour, a `loops gc --apply` beside
-//! it every minute really deletes (keeping each loop's newest 30 runs);
+//! it every minute really deletes (keeping each loop's newest 25 runs);
 //! backups stay on (`LOOPS_SKIP_BACKUP` is removed), so the first gc
 //! backs up. `loops serve` runs on the same data directory, its API
 //! polled every second.
@@ -42,7 +42,7 @@ const LAG_MS: i64 = 5_000;
 const WAL_LIMIT: u64 = 64 * 1024 * 1024;
 const GROWTH_LIMIT: f64 = 0.10;
 /// The runs of each loop the minutely gc keeps.
-const GC_KEEP: &str = "30";
+const GC_KEEP: &str = "25";
 
 /// `/proc` readings of one process.
 #[derive(Debug, Clone, Copy, Default)]
@@ -100,19 +100,6 @@ fn drive(bin: &Path, scratch: &Path, minutes: u64) -> Result<(), String> {
         "echo \"$LOOPS_LOOP_ID $LOOPS_SCHEDULED_FOR $LOOPS_RUN_ID\" >> '{}'",
         ledger.display()
     );
-    eprintln!("soak: creating {LOOPS} loops every 4s in {}", data.display());
-    for i in 0..LOOPS {
-        let name = format!("soak-{i}");
-        loops(
-            bin,
-            &data,
-            &[
-                "create", "command", &name, "--every", "4s", "--cmd", &script,
-            ],
-        )?;
-    }
-    let ids = sqlite(&data, "SELECT id FROM loops")?;
-    let loop_ids: Vec<String> = ids.lines().map(str::to_owned).collect();
     let out = loops(
         bin,
         &data,
@@ -130,10 +117,27 @@ fn drive(bin: &Path, scratch: &Path, minutes: u64) -> Result<(), String> {
         .strip_prefix("started pid=")
         .and_then(|p| p.parse().ok())
         .ok_or_else(|| format!("daemon start said {out:?}"))?;
-    let server = Server::start(bin, &data);
-    let result = server.and_then(|server| {
-        watch(bin, &data, &ledger, &home, &loop_ids, daemon, &server, minutes)
-    });
+    // Created with the daemon running, so their slots come due spread
+    // over the creation, not all at once as a backlog when it starts.
+    let result = (|| {
+        eprintln!(
+            "soak: creating {LOOPS} loops every 4s in {}",
+            data.display()
+        );
+        for i in 0..LOOPS {
+            let name = format!("soak-{i}");
+            let args = [
+                "create", "command", &name, "--every", "4s", "--cmd", &script,
+            ];
+            loops(bin, &data, &args)?;
+        }
+        let ids = sqlite(&data, "SELECT id FROM loops")?;
+        let loop_ids: Vec<String> = ids.lines().map(str::to_owned).collect();
+        let server = Server::start(bin, &data)?;
+        watch(
+            bin, &data, &ledger, &home, &loop_ids, daemon, &server, minutes,
+        )
+    })();
     let stopped = loops(bin, &data, &["daemon", "stop", "--grace", "10s"]);
     let rows = result?;
     stopped?;
@@ -270,7 +274,9 @@ fn sample(
         let (db_size, wal_size) = (size(&db), size(&wal));
         let window_end = now_ms() - LAG_MS;
         let text = std::fs::read(ledger).unwrap_or_default();
-        tally.ledger(&String::from_utf8_lossy(text.get(read..).unwrap_or_default()));
+        tally.ledger(&String::from_utf8_lossy(
+            text.get(read..).unwrap_or_default(),
+        ));
         read = text.len();
         let runs = sqlite(
             data,

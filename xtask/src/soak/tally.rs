@@ -127,7 +127,10 @@ impl Tally {
                 "succeeded" | "running" => {}
                 _ => minute.failed += 1,
             }
-            let last = self.last_slot.entry(run.loop_id.clone()).or_insert(run.slot);
+            let last = self
+                .last_slot
+                .entry(run.loop_id.clone())
+                .or_insert(run.slot);
             if run.slot > *last {
                 let skipped = (run.slot - *last) / self.period_ms - 1;
                 minute.lost += u64::try_from(skipped).unwrap_or(0);
