@@ -451,3 +451,45 @@ fn verdict(found: &(Vec<Row>, Vec<String>), minutes: u64) -> Result<(), String> 
         Err(format!("soak: {} problem(s)", problems.len()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(minute: u64, rss_kib: u64, fds: u64, wal: u64, lost: u64) -> Row {
+        let p = Proc {
+            rss_kib,
+            threads: 4,
+            fds,
+        };
+        Row {
+            minute,
+            daemon: p,
+            serve: p,
+            wal,
+            runs: Minute {
+                lost,
+                ..Minute::default()
+            },
+            ..Row::default()
+        }
+    }
+
+    #[test]
+    fn growth_a_big_wal_and_lost_runs_fail_the_soak() {
+        let steady = vec![row(1, 1000, 10, 0, 0), row(3, 1100, 11, 0, 0)];
+        assert!(verdict(&(steady, Vec::new()), 3).is_ok());
+        let grew = vec![row(1, 1000, 10, 0, 0), row(3, 1101, 10, 0, 0)];
+        assert!(verdict(&(grew, Vec::new()), 3).is_err());
+        // From 10 minutes on, minute 10 is the base: minute 1 does not count.
+        let mut long: Vec<Row> = (1..=12).map(|m| row(m, 2000, 20, 0, 0)).collect();
+        long[0] = row(1, 1000, 10, 0, 0);
+        assert!(verdict(&(long.clone(), Vec::new()), 12).is_ok());
+        long[11].wal = WAL_LIMIT + 1;
+        assert!(verdict(&(long, Vec::new()), 12).is_err());
+        let lost = vec![row(1, 1000, 10, 0, 0), row(2, 1000, 10, 0, 1)];
+        assert!(verdict(&(lost, Vec::new()), 2).is_err());
+        let told = vec![row(1, 1000, 10, 0, 0)];
+        assert!(verdict(&(told, vec!["1 loop(s) never ran".into()]), 1).is_err());
+    }
+}
