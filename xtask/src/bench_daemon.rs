@@ -336,7 +336,7 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ`.
-fn format_iso(ms: i64) -> String {
+pub(crate) fn format_iso(ms: i64) -> String {
     let (days, rem) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
     let (y, m, d) = civil_from_days(days);
     format!(
@@ -348,7 +348,7 @@ fn format_iso(ms: i64) -> String {
     )
 }
 
-fn parse_iso(s: &str) -> Option<i64> {
+pub(crate) fn parse_iso(s: &str) -> Option<i64> {
     let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
     let days = days_from_civil(num(0..4)?, num(5..7)?, num(8..10)?);
     Some(

@@ -274,7 +274,7 @@ fn cpu_percent(pid: u32) -> Result<f64, String> {
 }
 
 /// A running `loops serve`, killed when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     /// `127.0.0.1:<port>`.
     addr: String,
@@ -284,7 +284,7 @@ struct Server {
 impl Server {
     /// `loops serve --listen 127.0.0.1:0` on `data`, once it printed its
     /// login URL.
-    fn start(bin: &Path, data: &Path) -> Result<Server, String> {
+    pub(crate) fn start(bin: &Path, data: &Path) -> Result<Server, String> {
         let mut child = Command::new(bin)
             .args(["serve", "--listen", "127.0.0.1:0"])
             .env("LOOPS_DATA_DIR", data)
@@ -340,7 +340,7 @@ impl Server {
 
     /// `GET path`: the body, and the time from connecting to the last
     /// byte. A status but 200 is an error.
-    fn get(&self, path: &str) -> Result<(String, Duration), String> {
+    pub(crate) fn get(&self, path: &str) -> Result<(String, Duration), String> {
         let started = Instant::now();
         let mut stream = self.send(path, true)?;
         let mut raw = Vec::new();
@@ -356,6 +356,11 @@ impl Server {
         // A chunked body keeps its chunk sizes: fine for a size, and the
         // JSON documents come whole.
         Ok((body.to_owned(), took))
+    }
+
+    /// The serving process's id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Ends the server (as dropping it does).
