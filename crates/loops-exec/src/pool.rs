@@ -36,7 +36,7 @@ use std::thread::Scope;
 use std::time::Duration;
 
 /// How long a worker waits for a job before it ends.
-pub const IDLE: Duration = Duration::from_secs(10);
+pub(crate) const IDLE: Duration = Duration::from_secs(10);
 
 /// A job: runs on a worker, returns the report to send.
 type Job<'scope, R> = Box<dyn FnOnce() -> R + Send + 'scope>;
