@@ -27,8 +27,8 @@ fn with_param(url: &str, key: &str, value: &str) -> String {
 }
 
 fn write_passfile(path: &Path, text: &str, mode: u32) {
-    std::fs::write(path, text).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    std::fs::write(path, text).expect("a password file");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("its mode");
 }
 
 #[test]
