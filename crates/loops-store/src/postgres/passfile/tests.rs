@@ -1,3 +1,6 @@
+//! The password file: libpq's format, the file refused unless private,
+//! and the `passfile` parameter taken out of the connection string.
+
 use std::os::unix::fs::PermissionsExt;
 
 use super::*;
