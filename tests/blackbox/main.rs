@@ -36,6 +36,7 @@ mod mcp;
 mod mcp_python;
 mod next;
 mod path_entries;
+mod pgpass;
 mod placement;
 mod policies;
 mod pools;

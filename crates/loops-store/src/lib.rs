@@ -128,7 +128,7 @@ pub use crate::complete::{
 pub use crate::sqlite::open::DB_FILE;
 // PostgreSQL connection strings.
 pub use crate::postgres::listen::Listener;
-pub use crate::postgres::{DatabaseUrl, mask_database_url};
+pub use crate::postgres::{DatabaseUrl, MovedPassword, mask_database_url, move_password};
 pub use crate::sqlite::{check_integrity, inspect_database};
 
 /// One connection to a loops database.

@@ -21,6 +21,7 @@ mod daemon;
 mod gc;
 pub(crate) mod listen;
 mod open;
+mod passfile;
 #[cfg(test)]
 mod plans;
 pub(crate) mod rows;
@@ -37,6 +38,7 @@ use postgres::{Client, Row, Statement};
 
 use self::connect::Connector;
 pub use self::connect::{DatabaseUrl, mask_database_url};
+pub use self::passfile::{MovedPassword, move_password};
 use crate::backend::Transactions;
 use crate::error::{DbError, OpenError, Result, StoreError};
 

@@ -299,7 +299,7 @@ pub(crate) fn install_startup(
     })
 }
 
-fn write_with_mode(path: &Path, text: &str, mode: u32) -> std::io::Result<()> {
+pub(crate) fn write_with_mode(path: &Path, text: &str, mode: u32) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let mut file = std::fs::OpenOptions::new()

@@ -56,9 +56,11 @@ impl DatabaseUrl {
     /// `postgresql://` URL, or `key=value` pairs. The error names what was
     /// wrong without repeating the string (it may hold a password).
     pub fn parse(url: &str) -> Result<DatabaseUrl, OpenError> {
-        let config = Config::from_str(url).map_err(|e| OpenError::BadDatabaseUrl {
+        let (known, passfile) = super::passfile::take_param(url);
+        let mut config = Config::from_str(&known).map_err(|e| OpenError::BadDatabaseUrl {
             reason: e.to_string(),
         })?;
+        super::passfile::fill_password(&mut config, passfile)?;
         let mut spellings: Vec<String> = Vec::new();
         let mut add = |value: &str| {
             if !value.is_empty() && !spellings.iter().any(|s| s == value) {

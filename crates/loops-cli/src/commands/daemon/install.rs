@@ -16,6 +16,9 @@ use crate::render::Printer;
 use crate::request::{Document, Request, Warnings};
 use crate::service::install::{self, EnableResult, Installed, Platform, ServiceSpec, Uninstalled};
 
+/// The password file `daemon install` writes in the data directory.
+const PASSFILE: &str = "pgpass";
+
 /// `--platform`, or the platform this runs on.
 pub(super) fn platform(flag: Option<&str>) -> Result<Platform> {
     match flag {
@@ -71,6 +74,8 @@ pub(super) struct DaemonInstall {
 /// what each instruction did.
 pub(super) struct ServiceInstalled {
     installed: Installed,
+    /// The password file the URL's password was moved to.
+    passfile: Option<PathBuf>,
     enabled: Option<Vec<EnableResult>>,
 }
 
@@ -89,21 +94,51 @@ impl Request for DaemonInstall {
             data_dir: paths.data_dir.clone(),
             log_file: paths.log_file(),
             grace: self.grace,
-            // Checked before it is written into the service.
-            database_url: ctx.database_url_with_text()?.map(|(text, _)| text),
+            database_url: None,
+        };
+        // Checked before it is written into the service, and any password
+        // moved into a password file of the data directory (issue 32).
+        let (database_url, passfile) = match ctx.database_url_with_text()? {
+            Some((text, _)) => service_url(&text, &paths.data_dir)?,
+            None => (None, None),
+        };
+        let spec = ServiceSpec {
+            database_url,
+            ..spec
         };
         let installed = install::install_startup(self.platform, &home, &spec)
             .with_context(|| format!("writing the service file under {}", home.display()))?;
         let enabled = self
             .enable
             .then(|| install::enable_startup(&installed.instructions));
-        Ok(ServiceInstalled { installed, enabled })
+        Ok(ServiceInstalled {
+            installed,
+            passfile,
+            enabled,
+        })
     }
+}
+
+/// The URL the service carries: `text` itself, or, when it holds a
+/// password, `text` without it and naming the password file `pgpass` of
+/// `data_dir` (mode 0600), written here; then also that file's path.
+fn service_url(text: &str, data_dir: &Path) -> Result<(Option<String>, Option<PathBuf>)> {
+    let path = data_dir.join(PASSFILE);
+    let Some(moved) = loops_store::move_password(text, &path)? else {
+        return Ok((Some(text.to_owned()), None));
+    };
+    std::fs::create_dir_all(data_dir)
+        .and_then(|()| install::write_with_mode(&path, &moved.lines, 0o600))
+        .with_context(|| format!("writing the password file {}", path.display()))?;
+    Ok((Some(moved.url), Some(path)))
 }
 
 impl Document for ServiceInstalled {
     fn json(&self, out: &mut Printer) -> Result<()> {
         let mut value = serde_json::to_value(&self.installed)?;
+        if let (Some(passfile), Value::Object(map)) = (&self.passfile, &mut value) {
+            map.insert("passfile".to_owned(), json!(passfile.display().to_string()));
+        }
         if let (Some(results), Value::Object(map)) = (&self.enabled, &mut value) {
             map.insert("enableResults".to_owned(), serde_json::to_value(results)?);
         }
@@ -112,6 +147,13 @@ impl Document for ServiceInstalled {
 
     fn human(&self, _: &Context, out: &mut Printer) -> Result<()> {
         out.line(&format!("wrote {}", self.installed.path))?;
+        if let Some(passfile) = &self.passfile {
+            out.line(&format!(
+                "note: the database password is in {} (mode 0600); the service file names it \
+                 with passfile= and holds no password",
+                passfile.display()
+            ))?;
+        }
         for instruction in &self.installed.instructions {
             out.line(&format!("  {instruction}"))?;
         }

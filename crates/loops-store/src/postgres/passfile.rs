@@ -1,0 +1,331 @@
+//! Passwords from a password file, libpq's `~/.pgpass` format (issue 32),
+//! so that no password needs to sit in a URL, a service file or a process
+//! environment.
+//!
+//! When the connection string holds no password, the password comes from
+//! the file named by `passfile=` in the string, else by `$PGPASSFILE`,
+//! else `~/.pgpass`. A file that does not exist gives no password, as in
+//! libpq. Each line is `hostname:port:database:username:password`; `*`
+//! matches anything in the first four fields, `\:` and `\\` stand for `:`
+//! and `\`, a line starting with `#` is a comment, and the first matching
+//! line wins. A socket directory matches its path, and the default ones
+//! (`/tmp`, `/run/postgresql`, `/var/run/postgresql`) `localhost` as well.
+//!
+//! As libpq requires, the file must be a regular file owned by the user
+//! loops runs as, with no permissions for group or others; unlike libpq,
+//! which warns and ignores such a file, loops refuses it with an error
+//! saying how to fix it. At most 64 KiB of it is read.
+
+use std::borrow::Cow;
+use std::fs::{Metadata, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use postgres::Config;
+use postgres::config::Host;
+
+use crate::error::OpenError;
+use crate::secure;
+
+mod moved;
+pub use self::moved::{MovedPassword, move_password};
+
+/// The longest password file read.
+const MAX_LEN: u64 = 64 * 1024;
+/// The connection parameter naming the file.
+const PARAM: &str = "passfile";
+/// What refusals call the file.
+const WHAT: &str = "password file";
+/// Socket directories libpq treats as `localhost`.
+const DEFAULT_SOCKET_DIRS: [&str; 3] = ["/tmp", "/run/postgresql", "/var/run/postgresql"];
+
+/// `url` without its `passfile` parameter (which the client library does
+/// not know), and that parameter's value.
+pub(super) fn take_param(url: &str) -> (Cow<'_, str>, Option<PathBuf>) {
+    let found = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        url_param(url, PARAM)
+    } else {
+        conninfo_param(url, PARAM)
+    };
+    match found {
+        Some((span, value)) => {
+            let rest = format!("{}{}", &url[..span.start], &url[span.end..]);
+            (Cow::Owned(rest), Some(PathBuf::from(value)))
+        }
+        None => (Cow::Borrowed(url), None),
+    }
+}
+
+/// The span of `name=…` in a URL's query (with one `&` next to it),
+/// and its percent-decoded value.
+pub(super) fn url_param(url: &str, name: &str) -> Option<(std::ops::Range<usize>, String)> {
+    let q = url.find('?')?;
+    let mut at = q + 1;
+    for param in url[at..].split('&') {
+        if let Some((key, value)) = param.split_once('=')
+            && key == name
+        {
+            let end = at + param.len();
+            // `passfile=x&` with the `&` after it, or the `?` or `&`
+            // before a last one.
+            let span = if url[end..].starts_with('&') {
+                at..end + 1
+            } else {
+                at - 1..end
+            };
+            return Some((span, percent_decode(value)));
+        }
+        at += param.len() + 1;
+    }
+    None
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (b[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The span of `name=…` in a `key=value` string and its value, read as
+/// libpq reads them (blanks around `=`, a value single-quoted or up to the
+/// next blank, `\` escaping the next character).
+pub(super) fn conninfo_param(s: &str, name: &str) -> Option<(std::ops::Range<usize>, String)> {
+    let b = s.as_bytes();
+    let skip_blanks = |mut i: usize| {
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        i
+    };
+    let mut i = skip_blanks(0);
+    while i < b.len() {
+        let key_start = i;
+        while i < b.len() && b[i] != b'=' && !b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        let key = &s[key_start..i];
+        i = skip_blanks(i);
+        if i >= b.len() || b[i] != b'=' {
+            continue;
+        }
+        i = skip_blanks(i + 1);
+        let quoted = b.get(i) == Some(&b'\'');
+        if quoted {
+            i += 1;
+        }
+        let mut value = Vec::new();
+        while i < b.len() {
+            match b[i] {
+                b'\\' if i + 1 < b.len() => {
+                    value.push(b[i + 1]);
+                    i += 2;
+                }
+                b'\'' if quoted => {
+                    i += 1;
+                    break;
+                }
+                c if !quoted && c.is_ascii_whitespace() => break,
+                c => {
+                    value.push(c);
+                    i += 1;
+                }
+            }
+        }
+        i = i.min(b.len());
+        if key == name {
+            let value = String::from_utf8_lossy(&value).into_owned();
+            return Some((key_start..i, value));
+        }
+        i = skip_blanks(i);
+    }
+    None
+}
+
+/// Gives `config` the password of the password file when it has none:
+/// the file `param` names, else `$PGPASSFILE`, else `~/.pgpass`.
+pub(super) fn fill_password(config: &mut Config, param: Option<PathBuf>) -> Result<(), OpenError> {
+    if config.get_password().is_some() {
+        return Ok(());
+    }
+    let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let path = match (param, env("PGPASSFILE"), env("HOME")) {
+        (Some(path), _, _) => path,
+        (None, Some(path), _) => PathBuf::from(path),
+        (None, None, Some(home)) => Path::new(&home).join(".pgpass"),
+        (None, None, None) => return Ok(()),
+    };
+    if let Some(text) = read(&path)?
+        && let Some(password) = password_for(config, &text)
+    {
+        config.password(password);
+    }
+    Ok(())
+}
+
+/// The password of the first line matching one of `config`'s hosts.
+fn password_for(config: &Config, text: &str) -> Option<String> {
+    targets(config)
+        .iter()
+        .find_map(|t| lookup(text, &t.host, t.port, &t.dbname, &t.user))
+}
+
+/// What a password file line is matched against, for one host.
+pub(super) struct Target {
+    pub(super) host: String,
+    pub(super) port: u16,
+    pub(super) dbname: String,
+    pub(super) user: String,
+}
+
+/// One [`Target`] per host of `config` (`localhost` when it names none),
+/// with libpq's defaults: port 5432, the user the OS user (`$USER`), the
+/// database the user.
+pub(super) fn targets(config: &Config) -> Vec<Target> {
+    let os_user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_default();
+    let user = config.get_user().unwrap_or(&os_user);
+    let dbname = config.get_dbname().unwrap_or(user);
+    let ports = config.get_ports();
+    let port = |i: usize| ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+    let hosts: Vec<String> = match config.get_hosts() {
+        [] => vec!["localhost".to_owned()],
+        hosts => hosts
+            .iter()
+            .map(|h| match h {
+                Host::Tcp(name) => name.clone(),
+                Host::Unix(dir) => dir.display().to_string(),
+            })
+            .collect(),
+    };
+    hosts
+        .into_iter()
+        .enumerate()
+        .map(|(i, host)| Target {
+            host,
+            port: port(i),
+            dbname: dbname.to_owned(),
+            user: user.to_owned(),
+        })
+        .collect()
+}
+
+/// The password of the first line of `text` matching, libpq's rules.
+pub(super) fn lookup(
+    text: &str,
+    host: &str,
+    port: u16,
+    dbname: &str,
+    user: &str,
+) -> Option<String> {
+    let port = port.to_string();
+    let local = DEFAULT_SOCKET_DIRS.contains(&host);
+    text.lines()
+        .map(|line| line.strip_suffix('\r').unwrap_or(line))
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(fields)
+        .find(|f| {
+            let is = |field: &str, value: &str| field == "*" || field == value;
+            (is(&f[0], host) || (local && f[0] == "localhost"))
+                && is(&f[1], &port)
+                && is(&f[2], dbname)
+                && is(&f[3], user)
+        })
+        .map(|mut f| f.swap_remove(4))
+}
+
+/// The five fields of a line, unescaped; `None` for a line with fewer.
+/// Colons after the fourth belong to the password, as in libpq.
+fn fields(line: &str) -> Option<Vec<String>> {
+    let mut fields = vec![String::new()];
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => fields.last_mut()?.push(chars.next().unwrap_or('\\')),
+            ':' if fields.len() < 5 => fields.push(String::new()),
+            c => fields.last_mut()?.push(c),
+        }
+    }
+    (fields.len() == 5).then_some(fields)
+}
+
+/// The text of the password file at `path`, `None` when there is none;
+/// refused unless a regular file of this user with no group or other
+/// permissions, or larger than [`MAX_LEN`].
+pub(super) fn read(path: &Path) -> Result<Option<String>, OpenError> {
+    let io = |error| OpenError::Io {
+        path: path.to_owned(),
+        error,
+    };
+    // O_NONBLOCK: a FIFO at the path fails the check instead of blocking.
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(e)),
+    };
+    check(path, &file.metadata().map_err(io)?)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_LEN + 1).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > MAX_LEN {
+        return Err(secure::refuse(
+            WHAT,
+            path,
+            format!("it is larger than {} KiB", MAX_LEN / 1024),
+            "keep only the lines loops needs in it".to_owned(),
+        ));
+    }
+    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+/// libpq's rule: a regular file, this user's, no group or other bits.
+fn check(path: &Path, meta: &Metadata) -> Result<(), OpenError> {
+    let shown = path.display();
+    let refuse = |problem: String, fix: String| Err(secure::refuse(WHAT, path, problem, fix));
+    if !meta.is_file() {
+        return refuse(
+            "it is not a regular file".to_owned(),
+            "point passfile= or PGPASSFILE at a regular file".to_owned(),
+        );
+    }
+    if meta.uid() != secure::euid() {
+        return refuse(
+            format!("it is owned by uid {}, not by this user", meta.uid()),
+            "use a password file you own".to_owned(),
+        );
+    }
+    if meta.mode() & 0o077 != 0 {
+        return refuse(
+            format!(
+                "its mode is {:o}, open to group or others",
+                meta.mode() & 0o777
+            ),
+            format!("run: chmod 600 {shown}"),
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

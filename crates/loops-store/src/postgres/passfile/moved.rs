@@ -1,0 +1,157 @@
+//! Moving a connection string's password into a password file, for a
+//! service file that must hold no secret (issue 32: `daemon install`).
+
+use std::path::Path;
+use std::str::FromStr;
+
+use postgres::Config;
+
+use super::{conninfo_param, take_param, targets, url_param};
+use crate::error::OpenError;
+
+/// A connection string whose password was moved into a password file.
+#[derive(Clone, PartialEq, Eq)]
+pub struct MovedPassword {
+    /// The string without its password, with `passfile=` naming the file.
+    pub url: String,
+    /// The file's text: one line per host of the string, with its port,
+    /// database and user, and the password.
+    pub lines: String,
+}
+
+impl std::fmt::Debug for MovedPassword {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MovedPassword")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `url` without its password and naming `passfile` instead, with the
+/// lines to write there; `None` when `url` holds no password. A
+/// `passfile=` already in `url` is replaced.
+pub fn move_password(url: &str, passfile: &Path) -> Result<Option<MovedPassword>, OpenError> {
+    let (known, _) = take_param(url);
+    let config = Config::from_str(&known).map_err(|e| OpenError::BadDatabaseUrl {
+        reason: e.to_string(),
+    })?;
+    let Some(password) = config.get_password() else {
+        return Ok(None);
+    };
+    let password = escape(&String::from_utf8_lossy(password));
+    let lines: String = targets(&config)
+        .iter()
+        .map(|t| {
+            format!(
+                "{}:{}:{}:{}:{password}\n",
+                escape(&t.host),
+                t.port,
+                escape(&t.dbname),
+                escape(&t.user)
+            )
+        })
+        .collect();
+    let path = passfile.display().to_string();
+    let url = if known.starts_with("postgres://") || known.starts_with("postgresql://") {
+        let mut bare = without_user_info_password(&known);
+        while let Some((span, _)) = url_param(&bare, "password") {
+            bare.replace_range(span, "");
+        }
+        let sep = if bare.contains('?') { '&' } else { '?' };
+        format!("{bare}{sep}passfile={}", percent_encode(&path))
+    } else {
+        let mut bare = known.into_owned();
+        while let Some((span, _)) = conninfo_param(&bare, "password") {
+            bare.replace_range(span, "");
+        }
+        let quoted = path.replace('\\', "\\\\").replace('\'', "\\'");
+        format!("{} passfile='{quoted}'", bare.trim_end())
+    };
+    Ok(Some(MovedPassword { url, lines }))
+}
+
+/// A URL without the `:password` of its user info. The client reads the
+/// user info up to the first `@`, libpq up to the last of the authority:
+/// removed up to the later, as [`super::super::mask_database_url`] masks.
+fn without_user_info_password(url: &str) -> String {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let rest = &url[start..];
+    let Some(first_at) = rest.find('@') else {
+        return url.to_owned();
+    };
+    let authority_end = rest[first_at..]
+        .find(['/', '?'])
+        .map_or(rest.len(), |i| first_at + i);
+    let last_at = rest[..authority_end].rfind('@').unwrap_or(first_at);
+    match rest[..first_at].find(':') {
+        Some(colon) => format!("{}{}", &url[..start + colon], &url[start + last_at..]),
+        None => url.to_owned(),
+    }
+}
+
+/// `:` and `\` escaped for a password file field.
+fn escape(field: &str) -> String {
+    field.replace('\\', "\\\\").replace(':', "\\:")
+}
+
+/// Everything but unreserved characters and `/` percent-encoded.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::postgres::passfile::lookup;
+
+    #[test]
+    fn the_password_leaves_the_url_for_the_file_in_every_form() {
+        let file = Path::new("/data/my dir/pgpass");
+        for (url, bare, line) in [
+            (
+                "postgresql://app:s%3Acret@db:6543/loops",
+                "postgresql://app@db:6543/loops?passfile=/data/my%20dir/pgpass",
+                "db:6543:loops:app:s\\:cret\n",
+            ),
+            (
+                "postgres://app:pw@db/loops?sslmode=disable&password=q",
+                "postgres://app@db/loops?sslmode=disable&passfile=/data/my%20dir/pgpass",
+                "db:5432:loops:app:q\n",
+            ),
+            (
+                "host=/run/pg user=u password='a b\\\\c' dbname=d",
+                "host=/run/pg user=u  dbname=d passfile='/data/my dir/pgpass'",
+                "/run/pg:5432:d:u:a b\\\\c\n",
+            ),
+            (
+                "postgresql://u:x@h1:1,h2:2/d?passfile=/old",
+                "postgresql://u@h1:1,h2:2/d?passfile=/data/my%20dir/pgpass",
+                "h1:1:d:u:x\nh2:2:d:u:x\n",
+            ),
+        ] {
+            let moved = move_password(url, file).unwrap().unwrap();
+            assert_eq!(moved.url, bare, "{url}");
+            assert_eq!(moved.lines, line, "{url}");
+        }
+        assert!(move_password("postgresql://u@h/d", file).unwrap().is_none());
+    }
+
+    #[test]
+    fn the_lines_written_are_found_again() {
+        let moved = move_password("postgresql://a%3Ab:p%5Cw%3A@h/d", Path::new("/f"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            lookup(&moved.lines, "h", 5432, "d", "a:b").as_deref(),
+            Some("p\\w:")
+        );
+    }
+}
