@@ -107,6 +107,26 @@ fn a_passfile_open_to_others_is_refused() {
 }
 
 #[test]
+fn an_unsafe_pgpass_that_nobody_named_is_passed_over() {
+    let env = TestEnv::new();
+    write_passfile(
+        &env.home().join(".pgpass"),
+        &format!("*:*:*:*:{SECRET}\n"),
+        0o644,
+    );
+    // libpq's rule: `~/.pgpass` open to others is ignored, not an error,
+    // so the failure is the connection's (nothing listens on port 1).
+    let url = "postgresql://app@127.0.0.1:1/loops?connect_timeout=1";
+    let ran = env
+        .loops(["list"])
+        .env(DATABASE_URL_ENV, Some(url))
+        .code(1)
+        .run();
+    assert!(!ran.stderr.contains("chmod 600"), "{}", ran.stderr);
+    assert!(!ran.stderr.contains(SECRET), "{}", ran.stderr);
+}
+
+#[test]
 fn a_url_naming_a_passfile_connects() {
     let env = TestEnv::new();
     let Some(url) = env.database_url() else {

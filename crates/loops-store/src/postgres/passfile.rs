@@ -166,13 +166,21 @@ pub(super) fn fill_password(config: &mut Config, param: Option<PathBuf>) -> Resu
         return Ok(());
     }
     let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-    let path = match (param, env("PGPASSFILE"), env("HOME")) {
-        (Some(path), _, _) => path,
-        (None, Some(path), _) => PathBuf::from(path),
-        (None, None, Some(home)) => Path::new(&home).join(".pgpass"),
+    // A file named is refused when unsafe; `~/.pgpass`, which nobody
+    // named, is then passed over, as libpq passes it over, so a URL that
+    // needs no password still connects.
+    let (path, named) = match (param, env("PGPASSFILE"), env("HOME")) {
+        (Some(path), _, _) => (path, true),
+        (None, Some(path), _) => (PathBuf::from(path), true),
+        (None, None, Some(home)) => (Path::new(&home).join(".pgpass"), false),
         (None, None, None) => return Ok(()),
     };
-    if let Some(text) = read(&path)?
+    let text = match read(&path) {
+        Ok(text) => text,
+        Err(_) if !named => None,
+        Err(e) => return Err(e),
+    };
+    if let Some(text) = text
         && let Some(password) = password_for(config, &text)
     {
         config.password(password);
