@@ -34,6 +34,7 @@ mod mcp;
 mod mcp_python;
 mod next;
 mod path_entries;
+mod pg_tls;
 mod placement;
 mod policies;
 mod pools;

@@ -215,9 +215,22 @@ impl TlsSettings {
             return OpenError::db("connecting to PostgreSQL")(error);
         };
         let (reason, fix) = match refused {
-            rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            ) => (
+            rustls::Error::InvalidCertificate(CertificateError::NotValidForNameContext {
+                expected,
+                presented,
+            }) => (
+                format!(
+                    "its certificate does not name the host {} (it names {})",
+                    expected.to_str(),
+                    match presented.as_slice() {
+                        [] => "no host".to_owned(),
+                        names => names.join(", "),
+                    }
+                ),
+                "connect with a host name the certificate names, or use sslmode=verify-ca to \
+                 check its chain only",
+            ),
+            rustls::Error::InvalidCertificate(CertificateError::NotValidForName) => (
                 "its certificate does not name the host the URL connects to".to_owned(),
                 "connect with a host name the certificate names, or use sslmode=verify-ca to \
                  check its chain only",
@@ -458,6 +471,50 @@ mod tests {
         );
         let err = TlsSettings::split("host=h sslmode=allow").unwrap_err();
         assert!(err.to_string().contains("verify-full"), "{err}");
+    }
+
+    /// The server of `cargo xtask postgres` serves TLS on 127.0.0.1 with
+    /// a certificate for `localhost` (issue 32): each mode but `disable`
+    /// negotiates it, as `pg_stat_ssl` on the server says.
+    #[test]
+    fn every_mode_but_disable_negotiates_tls_with_the_test_server() {
+        let Some(db) = crate::testing::fresh_database("postgres::tls::every_mode_but_disable")
+        else {
+            return;
+        };
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let (Some(port), Some(ca)) = (
+            var("LOOPS_TEST_DATABASE_TLS_PORT"),
+            var("LOOPS_TEST_DATABASE_TLS_CA"),
+        ) else {
+            eprintln!(
+                "skipped postgres::tls::every_mode_but_disable: no PostgreSQL TLS server \
+                 (LOOPS_TEST_DATABASE_TLS_PORT and LOOPS_TEST_DATABASE_TLS_CA are not set)"
+            );
+            return;
+        };
+        for (query, tls) in [
+            ("sslmode=disable".to_owned(), false),
+            (String::new(), true),
+            ("sslmode=require".to_owned(), true),
+            (format!("sslmode=verify-ca&sslrootcert={ca}"), true),
+            (format!("sslmode=verify-full&sslrootcert={ca}"), true),
+        ] {
+            let url = format!(
+                "postgresql://postgres@localhost:{port}/{}?{query}",
+                db.name()
+            );
+            let url = super::super::connect::DatabaseUrl::parse(&url).unwrap();
+            let connector = super::super::connect::Connector::new(&url, "test").unwrap();
+            let mut client = connector.connect().unwrap();
+            let row = client
+                .query_one(
+                    "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                    &[],
+                )
+                .unwrap();
+            assert_eq!(row.get::<_, bool>(0), tls, "{query}");
+        }
     }
 
     #[test]
