@@ -18,6 +18,7 @@
 //! about the SQLite file itself starts with [`sqlite_only!`], which skips
 //! it there, saying why.
 
+pub mod tls;
 pub mod webdriver;
 
 use std::ffi::OsStr;

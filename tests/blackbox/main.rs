@@ -36,6 +36,7 @@ mod mcp;
 mod mcp_python;
 mod next;
 mod path_entries;
+mod pg_tls;
 mod pgpass;
 mod placement;
 mod policies;

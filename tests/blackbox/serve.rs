@@ -8,11 +8,11 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::Child;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use loops_tests::TestEnv;
-use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
+use loops_tests::tls::TestCa;
 use serde_json::Value;
 
 use crate::mcp::{cli_error, cli_json};
@@ -30,6 +30,9 @@ pub(crate) struct Server {
     pub(crate) token: String,
     /// Whether it serves HTTPS.
     tls: bool,
+    /// The TLS client of an HTTPS server's requests (see
+    /// [`Server::trusting`]).
+    client: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl Server {
@@ -62,6 +65,7 @@ impl Server {
             addr: String::new(),
             token: String::new(),
             tls: false,
+            client: None,
         };
         while server.token.is_empty() {
             let line = rx
@@ -78,6 +82,12 @@ impl Server {
             }
         }
         server
+    }
+
+    /// This server, its HTTPS requests trusting `ca` alone.
+    pub(crate) fn trusting(mut self, ca: &TestCa) -> Server {
+        self.client = Some(ca.client_config());
+        self
     }
 
     /// One request with `headers` (a `Host` naming the server unless they
@@ -99,14 +109,14 @@ impl Server {
             .set_read_timeout(Some(DEADLINE))
             .expect("a read timeout");
         if self.tls {
-            let mut connector =
-                SslConnector::builder(SslMethod::tls_client()).expect("a TLS client");
-            // The test's own self-signed certificate.
-            connector.set_verify(SslVerifyMode::NONE);
-            let stream = connector
-                .build()
-                .connect("localhost", stream)
-                .expect("a TLS handshake");
+            // The server's certificate is checked, against the test's CA.
+            let config = self
+                .client
+                .clone()
+                .expect("an HTTPS server's test trusts its CA (Server::trusting)");
+            let name = "localhost".try_into().expect("a server name");
+            let tls = rustls::ClientConnection::new(config, name).expect("a TLS client");
+            let stream = rustls::StreamOwned::new(tls, stream);
             return exchange(stream, &self.addr, (method, path, headers, body));
         }
         exchange(stream, &self.addr, (method, path, headers, body))
@@ -456,38 +466,12 @@ fn the_token_file_is_the_owners_alone() {
     assert_eq!(std::fs::read_to_string(&path).unwrap().trim(), again.token);
 }
 
-/// Writes a self-signed certificate for `localhost` and its key (PEM) into
-/// `dir`; their paths.
-#[expect(clippy::unwrap_used, reason = "test setup: any failure is the test's")]
-fn self_signed(dir: &Path) -> (String, String) {
-    use openssl::asn1::Asn1Time;
-    use openssl::hash::MessageDigest;
-    use openssl::pkey::PKey;
-    use openssl::rsa::Rsa;
-    use openssl::x509::{X509, X509NameBuilder};
-    let key = PKey::from_rsa(Rsa::generate(2048).unwrap()).unwrap();
-    let mut name = X509NameBuilder::new().unwrap();
-    name.append_entry_by_text("CN", "localhost").unwrap();
-    let name = name.build();
-    let mut cert = X509::builder().unwrap();
-    cert.set_version(2).unwrap();
-    cert.set_subject_name(&name).unwrap();
-    cert.set_issuer_name(&name).unwrap();
-    cert.set_pubkey(&key).unwrap();
-    cert.set_not_before(&Asn1Time::days_from_now(0).unwrap())
-        .unwrap();
-    cert.set_not_after(&Asn1Time::days_from_now(2).unwrap())
-        .unwrap();
-    cert.sign(&key, MessageDigest::sha256()).unwrap();
-    let cert = cert.build();
-    let cert_path = dir.join("cert.pem");
-    let key_path = dir.join("key.pem");
-    std::fs::write(&cert_path, cert.to_pem().unwrap()).unwrap();
-    std::fs::write(&key_path, key.private_key_to_pem_pkcs8().unwrap()).unwrap();
-    (
-        cert_path.display().to_string(),
-        key_path.display().to_string(),
-    )
+/// A CA, and a certificate it signed for `localhost` with its key (PEM)
+/// written into `dir`; their paths.
+fn certificate(dir: &Path) -> (TestCa, String, String) {
+    let ca = TestCa::new("loops serve test CA");
+    let (cert, key) = ca.write_server_cert(dir, &["localhost"]);
+    (ca, cert, key)
 }
 
 #[test]
@@ -495,7 +479,7 @@ fn with_a_certificate_the_api_is_served_over_tls() {
     let env = TestEnv::new();
     env.create_command("backup", "true", &["--every", "1h"]);
     let dir = tempfile::tempdir().unwrap();
-    let (cert, key) = self_signed(dir.path());
+    let (ca, cert, key) = certificate(dir.path());
     let server = Server::start_with(
         &env,
         &[
@@ -507,7 +491,8 @@ fn with_a_certificate_the_api_is_served_over_tls() {
             "--tls-key",
             &key,
         ],
-    );
+    )
+    .trusting(&ca);
     assert!(server.tls, "the login URL is https");
     let list = server.authed("GET", "/api/v1/loops");
     assert_eq!(list.status, 200, "{}", list.body);
@@ -530,7 +515,7 @@ fn with_a_certificate_the_api_is_served_over_tls() {
 fn a_bad_certificate_or_a_wildcard_tls_bind_refuses_to_start() {
     let env = TestEnv::new();
     let dir = tempfile::tempdir().unwrap();
-    let (cert, key) = self_signed(dir.path());
+    let (_, cert, key) = certificate(dir.path());
     let ran = env
         .loops([
             "serve",
@@ -550,6 +535,18 @@ fn a_bad_certificate_or_a_wildcard_tls_bind_refuses_to_start() {
         .run();
     assert!(
         ran.stderr.contains("reading the TLS certificate"),
+        "{}",
+        ran.stderr
+    );
+    // The key of another certificate.
+    let other = tempfile::tempdir().unwrap();
+    let (_, _, other_key) = certificate(other.path());
+    let ran = env
+        .loops(["serve", "--tls-cert", &cert, "--tls-key", &other_key])
+        .code(1)
+        .run();
+    assert!(
+        ran.stderr.contains("does not belong to the certificate"),
         "{}",
         ran.stderr
     );

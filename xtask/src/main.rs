@@ -138,7 +138,7 @@ fn postgres_pass(cluster: &postgres::Cluster) -> Result<(), String> {
         "--test",
         "blackbox",
     ])
-    .env(postgres::URL_ENV, &cluster.url)
+    .envs(cluster.env())
     .env("LOOPS_TEST_BACKEND", "postgres");
     run(
         "the store (store, workflows) and black-box tests on PostgreSQL",
@@ -201,7 +201,7 @@ fn ci() -> Result<(), String> {
     test.args(["test", "--workspace", "--locked"])
         .env_remove("LOOPS_TEST_BACKEND");
     if let Ok(cluster) = &cluster {
-        test.env(postgres::URL_ENV, &cluster.url);
+        test.envs(cluster.env());
     }
     run("cargo test --workspace (doctests included)", test)?;
     match &cluster {

@@ -1,8 +1,13 @@
 //! A throwaway PostgreSQL cluster for `cargo xtask ci` (issue 15): `initdb`
 //! into a temporary directory, a server listening on a Unix socket in that
-//! directory only, its URL exported to the tests as
-//! `LOOPS_TEST_DATABASE_URL`, and the server stopped and the directory
-//! removed when the [`Cluster`] is dropped.
+//! directory, its URL exported to the tests as `LOOPS_TEST_DATABASE_URL`,
+//! and the server stopped and the directory removed when the [`Cluster`]
+//! is dropped.
+//!
+//! It also serves TLS on a free TCP port of 127.0.0.1 (issue 32), with a
+//! server certificate for `localhost` signed by a CA made when it starts
+//! (rcgen); [`TLS_PORT_ENV`] and [`TLS_CA_ENV`] hand the port and the CA's
+//! PEM file to the tests of `sslmode`.
 //!
 //! `initdb` refuses to run as root, so as root the cluster belongs to the
 //! `postgres` user (`runuser -u postgres --`); otherwise to the user running
@@ -19,6 +24,14 @@ pub(crate) const NO_CLUSTER: &str = "no PostgreSQL server";
 /// The environment variable that hands the cluster's URL to the tests.
 pub(crate) const URL_ENV: &str = "LOOPS_TEST_DATABASE_URL";
 
+/// The variable that hands the cluster's TCP port on 127.0.0.1, where it
+/// serves TLS, to the tests.
+pub(crate) const TLS_PORT_ENV: &str = "LOOPS_TEST_DATABASE_TLS_PORT";
+
+/// The variable that hands the tests the PEM file of the CA that signed
+/// the cluster's server certificate (for `localhost` only).
+pub(crate) const TLS_CA_ENV: &str = "LOOPS_TEST_DATABASE_TLS_CA";
+
 /// `cargo xtask postgres CMD...`: runs `CMD` with a throwaway cluster's
 /// URL in [`URL_ENV`], then stops the cluster.
 pub(crate) fn with_cluster(args: &[String]) -> Result<(), String> {
@@ -28,7 +41,7 @@ pub(crate) fn with_cluster(args: &[String]) -> Result<(), String> {
     let cluster = Cluster::start()?;
     let status = Command::new(program)
         .args(rest)
-        .env(URL_ENV, &cluster.url)
+        .envs(cluster.env())
         .status()
         .map_err(|e| format!("{program}: {e}"))?;
     drop(cluster);
@@ -47,6 +60,8 @@ pub(crate) struct Cluster {
     bindir: PathBuf,
     /// Run the server's tools as the `postgres` user (CI runs as root).
     as_postgres: bool,
+    /// Its TCP port on 127.0.0.1 (and its Unix socket's number).
+    port: u16,
     /// The libpq URL of the `postgres` database over the socket.
     pub(crate) url: String,
 }
@@ -63,14 +78,16 @@ impl Cluster {
         let dir = std::env::temp_dir().join(format!("loops-ci-pg-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let port = free_port()?;
         let cluster = Cluster {
             url: format!(
-                "postgresql:///postgres?host={}&user=postgres",
+                "postgresql:///postgres?host={}&port={port}&user=postgres",
                 dir.display()
             ),
             dir,
             bindir,
             as_postgres,
+            port,
         };
         if as_postgres {
             chown(&cluster.dir, "postgres:postgres")?;
@@ -88,10 +105,8 @@ impl Cluster {
                 "--no-sync".as_ref(),
             ],
         )?;
-        let options = format!(
-            "-c listen_addresses='' -c unix_socket_directories='{}' -c fsync=off",
-            cluster.dir.display()
-        );
+        cluster.set_up_tls(&data)?;
+        let options = cluster.options();
         let log = cluster.dir.join("server.log");
         cluster.tool(
             "pg_ctl",
@@ -124,10 +139,7 @@ impl Cluster {
     pub(crate) fn restart(&self) -> Result<(), String> {
         let data = self.dir.join("data");
         let log = self.dir.join("server.log");
-        let options = format!(
-            "-c listen_addresses='' -c unix_socket_directories='{}' -c fsync=off",
-            self.dir.display()
-        );
+        let options = self.options();
         self.tool(
             "pg_ctl",
             &[
@@ -158,9 +170,82 @@ impl Cluster {
     /// The URL of database `name` on this cluster.
     pub(crate) fn url_of(&self, name: &str) -> String {
         format!(
-            "postgresql:///{name}?host={}&user=postgres",
+            "postgresql:///{name}?host={}&port={}&user=postgres",
+            self.dir.display(),
+            self.port
+        )
+    }
+
+    /// The variables that hand this cluster to the tests: its URL, and
+    /// its TLS port and CA.
+    pub(crate) fn env(&self) -> [(&'static str, String); 3] {
+        [
+            (URL_ENV, self.url.clone()),
+            (TLS_PORT_ENV, self.port.to_string()),
+            (TLS_CA_ENV, self.dir.join("ca.crt").display().to_string()),
+        ]
+    }
+
+    /// The server's settings: the Unix socket in the cluster's directory,
+    /// and TCP on 127.0.0.1 for TLS, which a socket does not carry.
+    fn options(&self) -> String {
+        format!(
+            "-c listen_addresses='127.0.0.1' -c port={} -c unix_socket_directories='{}' \
+             -c fsync=off",
+            self.port,
             self.dir.display()
         )
+    }
+
+    /// Makes a CA and a server certificate for `localhost` it signs: the
+    /// CA's certificate into `ca.crt` of the cluster's directory, the
+    /// server's certificate and key into `server.crt` and `server.key` of
+    /// `data` (mode 0600, the server's own, as it demands), and `ssl = on`
+    /// into its `postgresql.conf`.
+    fn set_up_tls(&self, data: &Path) -> Result<(), String> {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+        use std::os::unix::fs::OpenOptionsExt;
+        let tls = |e: rcgen::Error| format!("making the cluster's TLS certificate: {e}");
+        let mut ca = CertificateParams::new(Vec::new()).map_err(tls)?;
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(DnType::CommonName, "loops test cluster CA");
+        let ca_key = KeyPair::generate().map_err(tls)?;
+        let ca_cert = ca.self_signed(&ca_key).map_err(tls)?;
+        let issuer = Issuer::new(ca, ca_key);
+        let mut server = CertificateParams::new(vec!["localhost".to_owned()]).map_err(tls)?;
+        server
+            .distinguished_name
+            .push(DnType::CommonName, "localhost");
+        let server_key = KeyPair::generate().map_err(tls)?;
+        let server_cert = server.signed_by(&server_key, &issuer).map_err(tls)?;
+        let write = |path: PathBuf, text: &str| -> Result<(), String> {
+            let failed = |e: std::io::Error| format!("writing {}: {e}", path.display());
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+                .map_err(failed)?;
+            std::io::Write::write_all(&mut file, text.as_bytes()).map_err(failed)?;
+            if self.as_postgres {
+                chown(&path, "postgres:postgres")?;
+            }
+            Ok(())
+        };
+        write(self.dir.join("ca.crt"), &ca_cert.pem())?;
+        write(data.join("server.crt"), &server_cert.pem())?;
+        write(data.join("server.key"), &server_key.serialize_pem())?;
+        let conf = data.join("postgresql.conf");
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&conf)
+            .map_err(|e| format!("opening {}: {e}", conf.display()))?;
+        std::io::Write::write_all(
+            &mut file,
+            b"\n# cargo xtask postgres: TLS (issue 32)\nssl = on\n",
+        )
+        .map_err(|e| format!("writing {}: {e}", conf.display()))
     }
 
     /// Runs one of the server's tools, as the cluster's owner.
@@ -224,6 +309,14 @@ fn bindir() -> Result<PathBuf, String> {
         .env("DEBIAN_FRONTEND", "noninteractive");
     output("apt-get install postgresql", install)?;
     found().ok_or_else(|| "`pg_config` is still missing after apt-get install".into())
+}
+
+/// A TCP port of 127.0.0.1 that is free now.
+fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("finding a free TCP port: {e}"))
 }
 
 /// Runs `cmd`, naming it `what` in the error of a failure, with its stderr.

@@ -48,6 +48,7 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
     }
     problems.extend(prose::check(root));
     problems.extend(backend_dup::check(root));
+    problems.extend(openssl_in_lock(root));
     for file in files {
         let Ok(text) = std::fs::read_to_string(&file) else {
             continue;
@@ -90,6 +91,20 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
     } else {
         Err(problems)
     }
+}
+
+/// Issue 32: no binary links OpenSSL (`ldd` shows no libssl or
+/// libcrypto), TLS going through rustls with ring; a dependency that
+/// brings `openssl-sys` back into `Cargo.lock` is refused here.
+fn openssl_in_lock(root: &Path) -> Option<String> {
+    let lock = std::fs::read_to_string(root.join("Cargo.lock")).ok()?;
+    lock.lines()
+        .any(|l| l.trim() == "name = \"openssl-sys\"")
+        .then(|| {
+            "Cargo.lock: a dependency brings `openssl-sys` back; TLS goes through rustls with \
+             the ring provider, so no binary links OpenSSL (issue 32)"
+                .to_owned()
+        })
 }
 
 /// Where the SPEC lives: `$LOOPS_SPEC` if set, else `shared/SPEC.md` beside

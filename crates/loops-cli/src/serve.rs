@@ -176,7 +176,7 @@ pub(crate) fn start(
 fn serve_on(
     runtime: tokio::runtime::Runtime,
     listener: TcpListener,
-    tls: Option<openssl::ssl::SslAcceptor>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     shared: Arc<Shared>,
     stop: watch::Receiver<bool>,
 ) -> Result<()> {

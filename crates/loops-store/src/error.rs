@@ -258,14 +258,24 @@ pub enum OpenError {
         /// What the parser said.
         reason: String,
     },
-    /// TLS for a PostgreSQL connection could not be set up (the system's
-    /// OpenSSL or its trusted roots).
+    /// TLS for a PostgreSQL connection could not be set up: the
+    /// `sslrootcert=` file or the system's trusted roots cannot be read.
     #[error(
-        "cannot set up TLS for PostgreSQL ({reason}); fix the system's OpenSSL setup, or add sslmode=disable to the URL for a connection that needs none"
+        "cannot set up TLS for PostgreSQL ({reason}); fix the URL's sslrootcert=, or add sslmode=disable to the URL for a connection that needs none"
     )]
     Tls {
-        /// What OpenSSL said.
+        /// What was wrong.
         reason: String,
+    },
+    /// The PostgreSQL server's certificate or TLS handshake was refused
+    /// (`sslmode`, `sslrootcert`): the connection was not used, and no
+    /// password was sent over it.
+    #[error("refused the TLS connection to PostgreSQL: {reason}; {fix}")]
+    TlsRefused {
+        /// What was refused, and why.
+        reason: String,
+        /// What to do about it.
+        fix: &'static str,
     },
     /// Applying the embedded migrations failed.
     #[error("migrating the database failed: {0}")]
@@ -291,7 +301,9 @@ impl OpenError {
     pub fn is_transient(&self) -> bool {
         match self {
             OpenError::Db { error, .. } => error.is_transient(),
-            OpenError::Io { .. } => true,
+            // A server's certificate may be renewed while a daemon waits,
+            // as before, when it was a lost connection.
+            OpenError::Io { .. } | OpenError::TlsRefused { .. } => true,
             _ => false,
         }
     }

@@ -27,6 +27,7 @@ mod plans;
 pub(crate) mod rows;
 mod runs;
 mod sql;
+mod tls;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;

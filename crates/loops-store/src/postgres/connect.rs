@@ -15,11 +15,11 @@ use std::ops::Range;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use openssl::ssl::{SslConnector, SslMethod};
-use postgres::config::{SslMode, TargetSessionAttrs};
+use postgres::config::TargetSessionAttrs;
 use postgres::{Client, Config, NoTls};
-use postgres_openssl::MakeTlsConnector;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
+use super::tls::{SslMode, TlsSettings};
 use crate::error::{OpenError, Result};
 
 /// A statement running longer than this is cancelled by the server.
@@ -39,6 +39,8 @@ const BACKOFF_MAX: Duration = Duration::from_secs(5);
 #[derive(Clone)]
 pub struct DatabaseUrl {
     config: Config,
+    /// Its `sslmode` and `sslrootcert`, which the driver does not take.
+    tls: TlsSettings,
     shown: String,
     /// The password in each spelling the string holds (see
     /// [`DatabaseUrl::password_spellings`]).
@@ -57,9 +59,11 @@ impl DatabaseUrl {
     /// wrong without repeating the string (it may hold a password).
     pub fn parse(url: &str) -> Result<DatabaseUrl, OpenError> {
         let (known, passfile) = super::passfile::take_param(url);
-        let mut config = Config::from_str(&known).map_err(|e| OpenError::BadDatabaseUrl {
+        let (rest, tls) = TlsSettings::split(&known)?;
+        let mut config = Config::from_str(&rest).map_err(|e| OpenError::BadDatabaseUrl {
             reason: e.to_string(),
         })?;
+        config.ssl_mode(tls.mode.driver());
         super::passfile::fill_password(&mut config, passfile)?;
         let mut spellings: Vec<String> = Vec::new();
         let mut add = |value: &str| {
@@ -79,6 +83,7 @@ impl DatabaseUrl {
         }
         Ok(DatabaseUrl {
             config,
+            tls,
             shown: mask_database_url(url),
             spellings,
         })
@@ -124,36 +129,58 @@ pub fn mask_database_url(url: &str) -> String {
 
 /// Where the passwords of `url` are written, in order, without overlaps.
 fn password_spans(url: &str) -> Vec<Range<usize>> {
-    let scheme = ["postgres://", "postgresql://"]
-        .iter()
-        .find_map(|p| url.strip_prefix(p).map(|_| p.len()));
-    match scheme {
+    match url_authority(url) {
         Some(start) => url_password_spans(url, start),
-        None => conninfo_password_spans(url),
+        None => conninfo_pairs(url)
+            .into_iter()
+            .filter(|(key, value)| url[key.clone()].ends_with("password") && !value.is_empty())
+            .map(|(_, value)| value)
+            .collect(),
     }
+}
+
+/// Where the authority of a `postgres://` or `postgresql://` URL starts;
+/// `None` for a `key=value` string.
+fn url_authority(url: &str) -> Option<usize> {
+    ["postgres://", "postgresql://"]
+        .iter()
+        .find_map(|p| url.strip_prefix(p).map(|_| p.len()))
+}
+
+/// The first and the last `@` of the user info of a URL whose authority
+/// starts at `start`. The client reads the user info up to the first `@`
+/// anywhere, libpq up to the last one of the authority.
+fn user_info_ats(url: &str, start: usize) -> Option<(usize, usize)> {
+    let rest = &url[start..];
+    let first_at = rest.find('@')?;
+    let authority_end = rest[first_at..]
+        .find(['/', '?'])
+        .map_or(rest.len(), |i| first_at + i);
+    let last_at = rest[..authority_end].rfind('@').unwrap_or(first_at);
+    Some((start + first_at, start + last_at))
+}
+
+/// Where the query of a `postgres://` URL starts (its `?`), past any user
+/// info; `None` without one, or for a `key=value` string.
+pub(super) fn url_query(url: &str) -> Option<usize> {
+    let start = url_authority(url)?;
+    let from = user_info_ats(url, start).map_or(start, |(_, last_at)| last_at);
+    url[from..].find('?').map(|q| from + q)
 }
 
 /// The passwords of a URL whose authority starts at `start`: the user
 /// info's, and the `…password=` parameters of its query.
 fn url_password_spans(url: &str, start: usize) -> Vec<Range<usize>> {
     let mut spans = Vec::new();
-    let rest = &url[start..];
-    let mut query_from = start;
-    // The client reads the user info up to the first `@` anywhere, libpq
-    // up to the last one of the authority: masked up to the later, so a
-    // password holding `/` or `@` is masked whole either way.
-    if let Some(first_at) = rest.find('@') {
-        let authority_end = rest[first_at..]
-            .find(['/', '?'])
-            .map_or(rest.len(), |i| first_at + i);
-        let last_at = rest[..authority_end].rfind('@').unwrap_or(first_at);
-        if let Some(colon) = rest[..first_at].find(':') {
-            spans.push(start + colon + 1..start + last_at);
-        }
-        query_from = start + last_at;
+    // Masked up to the later `@` (see `user_info_ats`), so a password
+    // holding `/` or `@` is masked whole either way.
+    if let Some((first_at, last_at)) = user_info_ats(url, start)
+        && let Some(colon) = url[start..first_at].find(':')
+    {
+        spans.push(start + colon + 1..last_at);
     }
-    if let Some(q) = url[query_from..].find('?') {
-        let mut at = query_from + q + 1;
+    if let Some(q) = url_query(url) {
+        let mut at = q + 1;
         for param in url[at..].split('&') {
             if let Some((key, value)) = param.split_once('=')
                 && key.trim().ends_with("password")
@@ -167,11 +194,12 @@ fn url_password_spans(url: &str, start: usize) -> Vec<Range<usize>> {
     spans
 }
 
-/// The values of the `…password` keys of a libpq `key=value` string, read
-/// as libpq reads them: blanks around `=`, a value either single-quoted or
-/// up to the next blank, a backslash escaping the character after it in
-/// both. A value that never ends runs to the end of the string.
-fn conninfo_password_spans(conninfo: &str) -> Vec<Range<usize>> {
+/// The keys and values of a libpq `key=value` string, where they are
+/// written, read as libpq reads them: blanks around `=`, a value either
+/// single-quoted (the quotes are part of its span) or up to the next
+/// blank, a backslash escaping the character after it in both. A value
+/// that never ends runs to the end of the string.
+pub(super) fn conninfo_pairs(conninfo: &str) -> Vec<(Range<usize>, Range<usize>)> {
     let b = conninfo.as_bytes();
     let skip_blanks = |mut i: usize| {
         while i < b.len() && b[i].is_ascii_whitespace() {
@@ -179,14 +207,14 @@ fn conninfo_password_spans(conninfo: &str) -> Vec<Range<usize>> {
         }
         i
     };
-    let mut spans = Vec::new();
+    let mut pairs = Vec::new();
     let mut i = skip_blanks(0);
     while i < b.len() {
         let key_start = i;
         while i < b.len() && b[i] != b'=' && !b[i].is_ascii_whitespace() {
             i += 1;
         }
-        let key = &conninfo[key_start..i];
+        let key = key_start..i;
         i = skip_blanks(i);
         if i >= b.len() || b[i] != b'=' {
             // Not `key=value`: go on with what follows as the next key.
@@ -210,18 +238,17 @@ fn conninfo_password_spans(conninfo: &str) -> Vec<Range<usize>> {
             }
         }
         i = i.min(b.len());
-        if key.ends_with("password") && i > value_start {
-            spans.push(value_start..i);
-        }
+        pairs.push((key, value_start..i));
         i = skip_blanks(i);
     }
-    spans
+    pairs
 }
 
 /// Opens connections for one backend, with the session settings and the
 /// backoff between failed attempts.
 pub(super) struct Connector {
     config: Config,
+    tls: TlsSettings,
     shown: String,
     backoff: Cell<Duration>,
     not_before: Cell<Option<Instant>>,
@@ -254,6 +281,7 @@ impl Connector {
         config.options(&options);
         Ok(Connector {
             config,
+            tls: url.tls.clone(),
             shown: url.shown.clone(),
             backoff: Cell::new(BACKOFF_MIN),
             not_before: Cell::new(None),
@@ -272,29 +300,29 @@ impl Connector {
     }
 
     /// Connects once: in the clear when the URL says `sslmode=disable` or
-    /// names only Unix sockets, which TLS does not cover, else with TLS when the
-    /// server offers it (`prefer`, the default) or insists on it
-    /// (`require`). The server's certificate is checked against the
-    /// system's trusted roots, which is stricter than libpq's `require`.
+    /// names only Unix sockets, which TLS does not cover, else with TLS as
+    /// its `sslmode` and `sslrootcert` ask (see `tls.rs`): when the server
+    /// offers it (`prefer`, the default) or always (`require` and
+    /// stricter), checking the server's certificate as libpq does.
     pub(super) fn connect(&self) -> Result<Client, OpenError> {
-        let connect = |e| OpenError::db("connecting to PostgreSQL")(e);
         // TLS does not apply to a Unix socket (libpq does not use it there
-        // either), and setting it up reads the system's trusted roots,
-        // which costs a short command tens of milliseconds.
+        // either), and checking a certificate reads the trusted roots,
+        // which costs a short command milliseconds.
         let only_sockets = self
             .config
             .get_hosts()
             .iter()
             .all(|h| matches!(h, postgres::config::Host::Unix(_)));
-        if self.config.get_ssl_mode() == SslMode::Disable || (only_sockets && !self.listener) {
-            return self.config.connect(NoTls).map_err(connect);
+        if self.tls.mode == SslMode::Disable || (only_sockets && !self.listener) {
+            return self
+                .config
+                .connect(NoTls)
+                .map_err(OpenError::db("connecting to PostgreSQL"));
         }
-        let tls = SslConnector::builder(SslMethod::tls_client())
-            .map(|b| MakeTlsConnector::new(b.build()))
-            .map_err(|e| OpenError::Tls {
-                reason: e.to_string(),
-            })?;
-        self.config.connect(tls).map_err(connect)
+        let tls = MakeRustlsConnect::new(self.tls.client_config()?);
+        self.config
+            .connect(tls)
+            .map_err(|e| self.tls.connect_error(e))
     }
 
     /// Connects again after a lost connection, no sooner than the backoff
