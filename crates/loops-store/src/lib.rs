@@ -601,6 +601,9 @@ mod tests {
         };
         admin.batch_execute("NOTIFY loops_wake, 'x'").unwrap();
         assert_eq!(next("wake-up"), "wake");
+        // One inside the coalescing window is held, not dropped.
+        admin.batch_execute("NOTIFY loops_wake, 'x2'").unwrap();
+        assert_eq!(next("wake-up held by the window"), "wake");
         admin
             .batch_execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity

@@ -67,6 +67,9 @@ pub(super) fn listen(
         .spawn(move || {
             let mut client = Some(client);
             let mut last_wake: Option<Instant> = None;
+            // A notification inside the coalescing window is held, not
+            // dropped: it wakes the daemon once the window has passed.
+            let mut held = false;
             while !stopped.load(Ordering::Relaxed) {
                 let Some(c) = client.as_mut() else {
                     match connector.reconnect().and_then(|mut c| {
@@ -77,6 +80,8 @@ pub(super) fn listen(
                         Ok(c) => {
                             on_error("listening for wake-ups again");
                             client = Some(c);
+                            last_wake = Some(Instant::now());
+                            held = false;
                             on_wake();
                         }
                         Err(_) => std::thread::sleep(STOP_POLL),
@@ -85,7 +90,11 @@ pub(super) fn listen(
                 };
                 let (woken, lost) = {
                     let mut notes = c.notifications();
-                    let first = notes.timeout_iter(STOP_POLL).next();
+                    let wait = match last_wake {
+                        Some(t) if held => COALESCE.saturating_sub(t.elapsed()),
+                        _ => STOP_POLL,
+                    };
+                    let first = notes.timeout_iter(wait).next();
                     match first {
                         Ok(Some(_)) => {
                             // A burst wakes once: take what already arrived.
@@ -108,8 +117,10 @@ pub(super) fn listen(
                     client = None;
                     continue;
                 }
-                if woken && last_wake.is_none_or(|t| t.elapsed() >= COALESCE) {
+                held |= woken;
+                if held && last_wake.is_none_or(|t| t.elapsed() >= COALESCE) {
                     last_wake = Some(Instant::now());
+                    held = false;
                     on_wake();
                 }
             }
