@@ -7,8 +7,8 @@
 //! over the file), and runs `loops --json gc --apply --keep-per-loop 0`
 //! with nothing else on the database. The gc process's `write_bytes` is
 //! read from this process's own `/proc/self/io`, which takes in a child's
-//! I/O when the child is reaped; it holds the WAL, the checkpoints gc makes
-//! and the backup `gc --apply` takes first (its size is subtracted).
+//! I/O when the child is reaped; it holds the WAL and the checkpoints gc
+//! makes (`LOOPS_SKIP_BACKUP=1`: no backup is taken first).
 //! The pages freed are the free-list growth (`PRAGMA freelist_count`).
 //! The store lives under the temporary directory, which must be a disk:
 //! on a tmpfs nothing is written to storage and the figure reads 0.
@@ -101,16 +101,14 @@ fn one(bin: &Path, scratch: &Path, size: Size) -> Result<Measured, String> {
     let data = scratch.join("data");
     std::fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
     seed_one(bin, &data, "gc", size)?;
-    let db = data.join("loops.db");
-    sql(
-        &db,
+    crate::soak::sqlite(
+        &data,
         "PRAGMA journal_mode = DELETE; \
          UPDATE loop_runs SET created_at = '2020-01-01T00:00:00.000Z' \
          WHERE ((rowid * 2654435761) % 4294967296) % 5 = 0; \
          PRAGMA journal_mode = WAL;",
     )?;
-    let free_before = freelist_bytes(&db)?;
-    let backups = data.join("backups");
+    let free_before = freelist_bytes(&data)?;
     let written_before = own_write_bytes()?;
     let started = Instant::now();
     let out = Command::new(bin)
@@ -136,10 +134,9 @@ fn one(bin: &Path, scratch: &Path, size: Size) -> Result<Measured, String> {
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
-    let _ = std::fs::remove_dir_all(backups);
     let report = String::from_utf8_lossy(&out.stdout).into_owned();
     let field = |name: &str| json_u64(&report, name);
-    let freed = freelist_bytes(&db)?.saturating_sub(free_before);
+    let freed = freelist_bytes(&data)?.saturating_sub(free_before);
     Ok(Measured {
         runs: field("loopRuns").unwrap_or(0),
         freed,
@@ -150,30 +147,14 @@ fn one(bin: &Path, scratch: &Path, size: Size) -> Result<Measured, String> {
     })
 }
 
-/// The bytes on the database's free list.
-fn freelist_bytes(db: &Path) -> Result<u64, String> {
-    let out = sql(db, "PRAGMA page_size; PRAGMA freelist_count;")?;
+/// The bytes on the free list of the data directory's database.
+fn freelist_bytes(data: &Path) -> Result<u64, String> {
+    let out = crate::soak::sqlite(data, "PRAGMA page_size; PRAGMA freelist_count;")?;
     let n: Vec<u64> = out.lines().filter_map(|l| l.trim().parse().ok()).collect();
     match n[..] {
         [size, free] => Ok(size * free),
         _ => Err(format!("reading the free list: {out}")),
     }
-}
-
-/// Runs `statements` in the `sqlite3` shell on `db`.
-fn sql(db: &Path, statements: &str) -> Result<String, String> {
-    let out = Command::new("sqlite3")
-        .arg(db)
-        .arg(statements)
-        .output()
-        .map_err(|e| format!("running sqlite3: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "sqlite3 failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// `write_bytes` of this process, its reaped children included.

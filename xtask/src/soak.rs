@@ -349,7 +349,7 @@ fn probe(pid: u32) -> Result<Proc, String> {
 }
 
 /// `sqlite3` on the data directory's database; its output.
-fn sqlite(data: &Path, sql: &str) -> Result<String, String> {
+pub(crate) fn sqlite(data: &Path, sql: &str) -> Result<String, String> {
     let out = Command::new("sqlite3")
         .args(["-cmd", ".timeout 10000"])
         .arg(data.join("loops.db"))

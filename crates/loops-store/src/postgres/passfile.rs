@@ -74,34 +74,11 @@ pub(super) fn url_param(url: &str, name: &str) -> Option<(std::ops::Range<usize>
             } else {
                 at - 1..end
             };
-            return Some((span, percent_decode(value)));
+            return Some((span, super::tls::percent_decode(value)));
         }
         at += param.len() + 1;
     }
     None
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = b
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (b[i], hex) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (c, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The span of `name=…` in a `key=value` string and its value, read as

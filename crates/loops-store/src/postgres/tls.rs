@@ -327,7 +327,7 @@ fn take_keys(url: &str) -> (Cow<'_, str>, Vec<(&'static str, String)>) {
 }
 
 /// A URL query value with its `%XX` escapes decoded.
-fn percent_decode(value: &str) -> String {
+pub(super) fn percent_decode(value: &str) -> String {
     let b = value.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

@@ -13,7 +13,7 @@
 //! input) is named in a warning, so an export never loses a setting
 //! silently.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
@@ -140,12 +140,12 @@ pub(crate) fn write(
 fn upstreams_first<'a>(loops: &[&'a Loop]) -> Vec<&'a Loop> {
     let by_id: HashMap<String, &Loop> = loops.iter().map(|l| (l.id.to_string(), *l)).collect();
     let mut out: Vec<&Loop> = Vec::new();
-    let mut placed: Vec<String> = Vec::new();
+    let mut placed: HashSet<String> = HashSet::new();
     fn place<'a>(
         lp: &'a Loop,
         by_id: &HashMap<String, &'a Loop>,
         out: &mut Vec<&'a Loop>,
-        placed: &mut Vec<String>,
+        placed: &mut HashSet<String>,
         depth: usize,
     ) {
         let id = lp.id.to_string();
@@ -157,8 +157,7 @@ fn upstreams_first<'a>(loops: &[&'a Loop]) -> Vec<&'a Loop> {
                 place(up, by_id, out, placed, depth + 1);
             }
         }
-        if !placed.contains(&id) {
-            placed.push(id);
+        if placed.insert(id) {
             out.push(lp);
         }
     }
