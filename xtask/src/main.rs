@@ -13,7 +13,7 @@
 //!   the ones CI runs), then, in long mode, `chaos`.
 //! - `chaos`: three daemons sharing one throwaway PostgreSQL while faults
 //!   hit them and the server.
-//! - `soak`: 200 loops at 50 runs a second for an hour (`--minutes N`),
+//! - `soak`: 200 loops at 50 runs a second for an hour (`--minutes N`, `--bin PATH`),
 //!   with gc, backups and `loops serve`; fails on growth or a lost run.
 //! - `mcp-python`: the venv with the official MCP Python SDK that the
 //!   black-box test `mcp_python` uses (issue 18); prints its python.

@@ -1,5 +1,6 @@
-//! `cargo xtask soak [--minutes N]` (issue 32): the daemon under steady
-//! load for an hour, or N minutes, watched for growth.
+//! `cargo xtask soak [--minutes N] [--bin PATH]` (issue 32): the daemon
+//! under steady load for an hour, or N minutes, watched for growth. It
+//! builds and soaks the debug `loops`, or the binary `--bin` names.
 //!
 //! 200 loops `--every 4s` (50 runs a second) on SQLite, each run a tiny
 //! `sh -c` appending `$LOOPS_LOOP_ID $LOOPS_SCHEDULED_FOR $LOOPS_RUN_ID`
@@ -34,6 +35,7 @@ use crate::bench_daemon::{format_iso, now_ms};
 use crate::bench_serve::Server;
 use crate::{cargo, root, run};
 
+const USAGE: &str = "usage: cargo xtask soak [--minutes N] [--bin PATH]";
 const LOOPS: usize = 200;
 const PERIOD_MS: i64 = 4_000;
 /// How long after a minute ends its runs are looked at, so their ledger
@@ -67,22 +69,35 @@ struct Row {
 }
 
 pub(crate) fn soak(args: &[String]) -> Result<(), String> {
-    let minutes: u64 = match args {
-        [] => 60,
-        [flag, n] if flag == "--minutes" => n
-            .parse()
-            .ok()
-            .filter(|n| *n > 0)
-            .ok_or_else(|| format!("--minutes takes a whole number above 0, not {n:?}"))?,
-        _ => return Err("usage: cargo xtask soak [--minutes N]".into()),
-    };
+    let mut minutes: u64 = 60;
+    let mut given_bin = None;
+    let mut rest = args.iter();
+    while let Some(flag) = rest.next() {
+        let value = rest.next().ok_or(USAGE)?;
+        match flag.as_str() {
+            "--minutes" => {
+                minutes = value.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                    format!("--minutes takes a whole number above 0, not {value:?}")
+                })?;
+            }
+            "--bin" => given_bin = Some(std::path::PathBuf::from(value)),
+            _ => return Err(USAGE.into()),
+        }
+    }
     if !Path::new("/proc/self/status").exists() {
         return Err("soak needs Linux /proc".into());
     }
-    let mut build = cargo();
-    build.args(["build", "-p", "loops-cli"]);
-    run("cargo build -p loops-cli", build)?;
-    let bin = root().join("target/debug/loops");
+    // A given binary is soaked as it is, so a long soak can run beside a
+    // rebuild of the tree.
+    let bin = match given_bin {
+        Some(bin) => bin,
+        None => {
+            let mut build = cargo();
+            build.args(["build", "-p", "loops-cli"]);
+            run("cargo build -p loops-cli", build)?;
+            root().join("target/debug/loops")
+        }
+    };
     let scratch = scratch_dir("loops-soak")?;
     let result = drive(&bin, &scratch, minutes);
     match &result {
