@@ -18,7 +18,9 @@
 //!
 //! `--scale` measures instead what the frequent commands and the daemon
 //! cost on a small and a large database (`bench_scale.rs`), and `--serve`
-//! what `loops serve` costs (`bench_serve.rs`).
+//! what `loops serve` costs (`bench_serve.rs`), and `--startup` what
+//! starting costs, one `--bin` or more beside the `sqlite3` shell
+//! (`bench_startup.rs`).
 //!
 //! `--workflows` measures only the workflow runs, `--daemon` only the daemon,
 //! `--cli` only the create, list and tick figures. `--bin <path>` measures
@@ -44,6 +46,9 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
     }
     if args.iter().any(|a| a == "--gc") {
         return crate::bench_gc::bench(args, || binary(&[]));
+    }
+    if args.iter().any(|a| a == "--startup") {
+        return crate::bench_startup::bench(args, || binary(&[]));
     }
     let bin = binary(args)?;
 

@@ -8,7 +8,7 @@
 //!   `--criterion` adds the Criterion micro-benchmarks; `--scale` compares
 //!   a small and a large database instead; `--postgres` measures the
 //!   PostgreSQL backend on a throwaway server; `--serve` measures
-//!   `loops serve`.
+//!   `loops serve`; `--startup` measures start-up beside the `sqlite3` shell.
 //! - `reliability`: the reliability suite's long variants (`--short` for
 //!   the ones CI runs), then, in long mode, `chaos`.
 //! - `chaos`: three daemons sharing one throwaway PostgreSQL while faults
@@ -30,6 +30,7 @@ mod bench_gc;
 mod bench_pg;
 mod bench_scale;
 mod bench_serve;
+mod bench_startup;
 mod chaos;
 mod demo;
 mod dist;
@@ -77,7 +78,8 @@ fn main() -> ExitCode {
                  --daemon only the daemon, --bin PATH measures PATH instead of building, --criterion adds Criterion;\n          \
                  --scale compares 1,000 loops / 10,000 runs with 100,000 / 1,000,000 (`bench --scale --help`);\n          \
                  --postgres drains 1,000 due loops with 1 and 3 daemons, lateness at 20/s, CLI latency side by side;\n          \
-                 --serve: loops serve's API list against the CLI's, the loops page, paging 100,000 loops, 50 followers' CPU\n  \
+                 --serve: loops serve's API list against the CLI's, the loops page, paging 100,000 loops, 50 followers' CPU;\n          \
+                 --startup: `--version` under perf stat, each --bin alternating with the sqlite3 shell\n  \
                  mcp-python  make (once) target/mcp-python/venv-<key> with the MCP Python SDK pinned in\n               \
                  tests/mcp/requirements.txt, for the black-box test mcp_python; prints its python\n               \
                  (LOOPS_MCP_PYTHON names the base interpreter, python3 by default)\n  \

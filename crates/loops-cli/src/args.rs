@@ -203,6 +203,7 @@ pub(crate) struct McpArgs {}
     reason = "parsed once per process; an agent's options outweigh a command's"
 )]
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum Create {
     /// Create a loop that runs a command.
     #[command(after_help = crate::args::help::CREATE_COMMAND)]

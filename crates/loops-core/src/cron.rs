@@ -61,6 +61,7 @@ use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
 
 use crate::time::Timestamp;
+use crate::tz::Tz;
 
 use self::grammar::{Fields, parse_fields};
 
@@ -72,7 +73,7 @@ pub enum Zone {
     /// The host's local time zone, as the original (SPEC §2.2).
     Local,
     /// An IANA zone.
-    Named(chrono_tz::Tz),
+    Named(Tz),
 }
 
 impl Zone {
@@ -90,13 +91,14 @@ impl Zone {
     pub fn parse(name: Option<&str>) -> Result<Zone, CronError> {
         match name {
             None => Ok(Zone::Local),
-            Some(name) => name
-                .trim()
-                .parse::<chrono_tz::Tz>()
-                .map(Zone::Named)
-                .map_err(|_| CronError::UnknownZone {
-                    zone: name.to_owned(),
-                }),
+            Some(name) => {
+                name.trim()
+                    .parse::<Tz>()
+                    .map(Zone::Named)
+                    .map_err(|_| CronError::UnknownZone {
+                        zone: name.to_owned(),
+                    })
+            }
         }
     }
 
@@ -109,7 +111,7 @@ impl Zone {
     /// assert!(Zone::names().all(|name| Zone::parse(Some(name)).is_ok()));
     /// ```
     pub fn names() -> impl Iterator<Item = &'static str> {
-        chrono_tz::TZ_VARIANTS.iter().map(|tz| tz.name())
+        Tz::names()
     }
 }
 
@@ -127,7 +129,7 @@ impl Zone {
 pub fn zone_name(value: &str) -> Option<&str> {
     let name = value.trim().trim_start_matches(':');
     let name = name.rsplit_once("zoneinfo/").map_or(name, |(_, name)| name);
-    name.parse::<chrono_tz::Tz>().is_ok().then_some(name)
+    Tz::get(name).is_some().then_some(name)
 }
 
 impl fmt::Display for Zone {

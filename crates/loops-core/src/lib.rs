@@ -37,6 +37,7 @@ mod tagged;
 mod terminal;
 mod time;
 mod triggers;
+mod tz;
 mod usd;
 mod validate;
 mod workflow_file;
@@ -88,6 +89,7 @@ pub use crate::triggers::{
     AfterEdge, AfterOn, DEFAULT_WATCH_DEBOUNCE_MS, MAX_TRIGGER_PAYLOAD, MAX_TRIGGER_PAYLOAD_ENV,
     MAX_WATCH_DEBOUNCE_MS, MAX_WATCH_PATH_LEN, MAX_WATCH_PATHS, TriggerKind, Watch,
 };
+pub use crate::tz::{Tz, TzOffset, UnknownTz};
 pub use crate::usd::{Usd, UsdError};
 pub use crate::validate::{
     AgentOption, ValidationError, agent_value_reads_as_option, prompt_option_message,

@@ -139,6 +139,7 @@ impl PolicyOptions {
 
 /// `loops labels set|add|remove|clear`.
 #[derive(Debug, clap::Subcommand)]
+#[command(defer = true)]
 pub(crate) enum LabelsCommand {
     /// Replace a loop's labels with the ones given.
     #[command(after_help = crate::args::help::LABELS)]

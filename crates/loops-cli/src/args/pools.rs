@@ -41,6 +41,7 @@ Examples:
 
 /// `loops pools set|list|remove`.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum PoolsCommand {
     /// Create a pool, or change the limit of an existing one.
     #[command(after_help = SET_AFTER_HELP)]

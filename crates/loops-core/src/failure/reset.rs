@@ -12,6 +12,7 @@ use regex::{Captures, Regex};
 use super::pattern;
 use crate::cron::Zone;
 use crate::time::Timestamp;
+use crate::tz::Tz;
 
 /// The furthest ahead a reset may be: 7 days.
 const MAX_AHEAD_MS: i64 = 7 * 24 * 60 * 60 * 1000;
@@ -314,7 +315,7 @@ fn wall(text: &str, now: Timestamp, zone: Zone) -> Option<Timestamp> {
     let time = clock_time(&found)?;
     let zone = match (found.name("zone"), found.name("utc")) {
         (Some(name), _) => name.as_str().parse().map_or(zone, Zone::Named),
-        (None, Some(_)) => Zone::Named(chrono_tz::UTC),
+        (None, Some(_)) => Zone::Named(Tz::utc()),
         (None, None) => zone,
     };
     let today = local(zone, now).date();

@@ -10,13 +10,26 @@
 //! file's directory, and a command or agent loop without `cwd` runs there.
 
 use anyhow::{Result, anyhow, bail};
-use clap::{ArgAction, CommandFactory, Parser, ValueHint};
+use clap::{ArgAction, Parser, ValueHint};
 
 use super::file::{Entry, Key, Value};
 use crate::args::{Cli, Command, Create};
 
 /// The loop kinds, as `create`'s subcommands.
 pub(crate) const KINDS: [&str; 3] = ["command", "agent", "workflow"];
+
+/// The flags of `loops create <kind>`, from its clap definitions alone
+/// (the subcommand is deferred in the CLI, and built there only when run).
+pub(crate) fn create_flags(kind: &str) -> Option<clap::Command> {
+    use clap::Args as _;
+    use clap::Command as C;
+    Some(match kind {
+        "command" => crate::args::CreateCommand::augment_args(C::new("command")),
+        "agent" => crate::args::CreateAgent::augment_args(C::new("agent")),
+        "workflow" => crate::args::CreateWorkflow::augment_args(C::new("workflow")),
+        _ => return None,
+    })
+}
 
 /// Keys a file may not use: they are about one command line, not a loop.
 pub(crate) const NOT_IN_A_FILE: [&str; 1] = ["dry-run"];
@@ -54,11 +67,7 @@ pub(crate) fn parse(entry: &Entry) -> Result<Parsed> {
             entry.origin
         ),
     };
-    let cli = Cli::command();
-    let sub = cli
-        .find_subcommand("create")
-        .and_then(|c| c.find_subcommand(kind))
-        .ok_or_else(|| anyhow!("create {kind} is missing from the CLI"))?;
+    let sub = create_flags(kind).ok_or_else(|| anyhow!("create {kind} is missing from the CLI"))?;
     let mut argv = vec!["loops".to_owned(), "create".to_owned(), kind.to_owned()];
     let mut cwd_given = false;
     for key in entry

@@ -3,19 +3,16 @@
 //! can never disagree with what `apply` accepts. Editors that read JSON
 //! Schema (Taplo for TOML, VS Code for JSON) complete and check with it.
 
-use clap::{ArgAction, CommandFactory};
+use clap::ArgAction;
 use serde_json::{Map, Value, json};
 
-use super::flags::{KINDS, NOT_IN_A_FILE};
-use crate::args::Cli;
+use super::flags::{KINDS, NOT_IN_A_FILE, create_flags};
 
 /// The schema of a loops file.
 pub(crate) fn loops_file_schema() -> Value {
-    let cli = Cli::command();
-    let create = cli.find_subcommand("create");
     let loops: Vec<Value> = KINDS
         .iter()
-        .filter_map(|kind| Some((kind, create?.find_subcommand(kind)?)))
+        .filter_map(|kind| Some((kind, create_flags(kind)?)))
         .map(|(kind, sub)| {
             let mut properties = Map::new();
             properties.insert(
