@@ -47,10 +47,18 @@ pub fn loops_main() -> ExitCode {
     // (`complete.rs`): answered first, and the process exits.
     complete::serve(<args::Cli as clap::CommandFactory>::command);
     loops_exec::survive_file_size_limit();
-    let cli = match args::Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(err) => return exit::code(Err(err.into()), false),
-    };
+    match args::Cli::try_parse() {
+        Ok(cli) => run(cli),
+        // `--version` and `--help` end here too.
+        Err(err) => exit::code(Err(err.into()), false),
+    }
+}
+
+/// Runs a parsed command line. Kept out of line: inlined, the commands'
+/// frames made `loops_main`'s stack frame 36 KiB, whose pages every
+/// process touched, `--version` included (`docs/perf.md#process-start`).
+#[inline(never)]
+fn run(cli: args::Cli) -> ExitCode {
     let mut ctx = app::context(&cli);
     ctx.start_server = Some(serve::in_daemon);
     let result = match cli.command {
