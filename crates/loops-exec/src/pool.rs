@@ -8,10 +8,10 @@
 //! ran at once (the caller's parallel limit) and no further, and its
 //! threads end with the pool.
 //!
-//! A job returns its report, which the pool sends to the caller's channel
-//! *after* counting the job as finished. So by the time the caller hears
-//! that a job is done, its thread is free, and a job submitted in answer
-//! never waits for a thread or starts one more.
+//! A job returns its report, which the worker sends to the caller's channel
+//! *after* it has offered itself for the next job. So by the time the
+//! caller hears that a job is done, its thread is free, and a job submitted
+//! in answer never waits for a thread or starts one more.
 //!
 //! A job that panics still reports: the pool catches the panic and sends
 //! the report the caller supplied for it, built from the panic's message.
@@ -21,17 +21,22 @@
 //!
 //! A worker that has waited [`IDLE`] for a job ends (issue 32: no thread
 //! idles in a pool forever, so a daemon after a burst of runs goes back to
-//! its idle size). It leaves only once no job is waiting for a thread: a
-//! worker gives up its place (`live`) before it looks at the jobs sent and
-//! not yet taken, and a submitter counts its job as sent before it looks at
-//! `live`, so of the two, at least one sees the other, and a job never
-//! waits with no thread to take it.
+//! its idle size). Idle workers form a stack, and a job goes to the one
+//! that became idle last: under a steady stream of jobs the few workers at
+//! the top take them all, and the surplus below really waits [`IDLE`] and
+//! ends. (Had they taken turns, each would get a job well within [`IDLE`]
+//! and none would ever end.) Each idle worker waits on a channel of its
+//! own, whose sender is its entry on the stack. A submitter pops the entry
+//! and sends the job; a worker whose wait ran out removes its entry and
+//! ends, both under the stack's lock. A worker that finds its entry gone
+//! was popped by a submitter as it gave up, and waits for that job, so a
+//! job never waits with no thread to take it.
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::mpsc::{self, RecvTimeoutError, SendError, Sender};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::Scope;
 use std::time::Duration;
 
@@ -41,15 +46,28 @@ pub(crate) const IDLE: Duration = Duration::from_secs(10);
 /// A job: runs on a worker, returns the report to send.
 type Job<'scope, R> = Box<dyn FnOnce() -> R + Send + 'scope>;
 
-/// The queue and the counters the workers share.
+/// The idle workers, and whether the pool is gone.
+struct Idle<'scope, R> {
+    /// Each idle worker's id and where to send its next job; the one that
+    /// became idle last is on top.
+    stack: Vec<(u64, Sender<Job<'scope, R>>)>,
+    /// The pool was dropped: a worker that finishes its job ends.
+    closed: bool,
+}
+
+/// What the pool and its workers share.
 struct Shared<'scope, R> {
-    jobs: Mutex<Receiver<Job<'scope, R>>>,
-    /// Jobs sent, taken by a worker, and finished.
-    sent: AtomicUsize,
-    taken: AtomicUsize,
-    finished: AtomicUsize,
+    idle: Mutex<Idle<'scope, R>>,
     /// Workers that have not ended.
     live: AtomicUsize,
+}
+
+impl<'scope, R> Shared<'scope, R> {
+    fn idle(&self) -> MutexGuard<'_, Idle<'scope, R>> {
+        // The lock is never held across a job, so a panic cannot poison it
+        // halfway through a change.
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// Worker threads of `scope` that run submitted jobs and send each job's
@@ -57,11 +75,12 @@ struct Shared<'scope, R> {
 /// running job finishes first (the scope joins it).
 pub struct Pool<'scope, 'env, R> {
     scope: &'scope Scope<'scope, 'env>,
-    jobs: Sender<Job<'scope, R>>,
     shared: Arc<Shared<'scope, R>>,
     reports: Sender<R>,
     /// How long a worker waits for a job ([`IDLE`]).
     idle: Duration,
+    /// The id of the next worker started.
+    next_worker: u64,
 }
 
 impl<'scope, 'env, R: Send + 'scope> Pool<'scope, 'env, R> {
@@ -76,19 +95,18 @@ impl<'scope, 'env, R: Send + 'scope> Pool<'scope, 'env, R> {
         reports: Sender<R>,
         idle: Duration,
     ) -> Self {
-        let (jobs, queue) = mpsc::channel();
         Pool {
             scope,
-            jobs,
             shared: Arc::new(Shared {
-                jobs: Mutex::new(queue),
-                sent: AtomicUsize::new(0),
-                taken: AtomicUsize::new(0),
-                finished: AtomicUsize::new(0),
+                idle: Mutex::new(Idle {
+                    stack: Vec::new(),
+                    closed: false,
+                }),
                 live: AtomicUsize::new(0),
             }),
             reports,
             idle,
+            next_worker: 0,
         }
     }
 
@@ -103,17 +121,22 @@ impl<'scope, 'env, R: Send + 'scope> Pool<'scope, 'env, R> {
         job: impl FnOnce() -> R + Send + 'scope,
         on_panic: impl FnOnce(String) -> R + Send + 'scope,
     ) {
-        let job = move || {
+        let job: Job<'scope, R> = Box::new(move || {
             catch_unwind(AssertUnwindSafe(job))
                 .unwrap_or_else(|panic| on_panic(panic_message(&*panic)))
+        });
+        let top = self.shared.idle().stack.pop();
+        let job = match top {
+            // A popped worker waits for this send, even if its wait ran
+            // out meanwhile; should it be gone after all, a new thread
+            // takes the job.
+            Some((_, worker)) => match worker.send(job) {
+                Ok(()) => return,
+                Err(SendError(job)) => job,
+            },
+            None => job,
         };
-        let sent = self.shared.sent.fetch_add(1, SeqCst) + 1;
-        // The receiver lives as long as `shared`, which this pool holds.
-        let _ = self.jobs.send(Box::new(job));
-        let running = sent - self.shared.finished.load(SeqCst);
-        if running > self.shared.live.load(SeqCst) {
-            self.start_thread();
-        }
+        self.start_thread(job);
     }
 
     /// The workers that have not ended.
@@ -122,43 +145,76 @@ impl<'scope, 'env, R: Send + 'scope> Pool<'scope, 'env, R> {
         self.shared.live.load(SeqCst)
     }
 
-    fn start_thread(&mut self) {
+    fn start_thread(&mut self, first: Job<'scope, R>) {
         let shared = Arc::clone(&self.shared);
         let reports = self.reports.clone();
         let idle = self.idle;
+        let id = self.next_worker;
+        self.next_worker += 1;
         shared.live.fetch_add(1, SeqCst);
         self.scope.spawn(move || {
-            loop {
-                // One idle worker waits on the queue while the others wait
-                // for the lock; the lock is released before the job runs.
-                let job = {
-                    let queue = shared.jobs.lock().unwrap_or_else(PoisonError::into_inner);
-                    match queue.recv_timeout(idle) {
-                        Ok(job) => Some(job),
-                        // The pool was dropped: no more jobs.
-                        Err(RecvTimeoutError::Disconnected) => None,
-                        Err(RecvTimeoutError::Timeout) => {
-                            shared.live.fetch_sub(1, SeqCst);
-                            if shared.sent.load(SeqCst) == shared.taken.load(SeqCst) {
-                                return;
-                            }
-                            // A job came as it gave up: take it after all.
-                            shared.live.fetch_add(1, SeqCst);
-                            continue;
-                        }
-                    }
-                };
-                let Some(job) = job else {
-                    shared.live.fetch_sub(1, SeqCst);
-                    return;
-                };
-                shared.taken.fetch_add(1, SeqCst);
-                let report = job();
-                shared.finished.fetch_add(1, SeqCst);
-                // A closed channel means the caller stopped listening.
-                let _ = reports.send(report);
+            let mut job = first;
+            while let Some(next) = run_and_wait(&shared, &reports, idle, id, job) {
+                job = next;
             }
+            shared.live.fetch_sub(1, SeqCst);
         });
+    }
+}
+
+impl<R> Drop for Pool<'_, '_, R> {
+    /// Idle workers end (their channels close); running ones end after
+    /// their job.
+    fn drop(&mut self) {
+        let stack = {
+            let mut idle = self.shared.idle();
+            idle.closed = true;
+            std::mem::take(&mut idle.stack)
+        };
+        drop(stack);
+    }
+}
+
+/// Runs `job` on worker `id`, offers the worker for the next job, sends the
+/// report, and waits up to `idle` for the next job: `None` when the worker
+/// is to end.
+fn run_and_wait<'scope, R>(
+    shared: &Shared<'scope, R>,
+    reports: &Sender<R>,
+    idle: Duration,
+    id: u64,
+    job: Job<'scope, R>,
+) -> Option<Job<'scope, R>> {
+    let report = job();
+    let (offer, next) = mpsc::channel();
+    let offered = {
+        let mut stack = shared.idle();
+        if !stack.closed {
+            stack.stack.push((id, offer));
+        }
+        !stack.closed
+    };
+    // Sent once the worker is free (see the module doc). A closed channel
+    // means the caller stopped listening.
+    let _ = reports.send(report);
+    if !offered {
+        return None;
+    }
+    match next.recv_timeout(idle) {
+        Ok(job) => Some(job),
+        // The pool was dropped and cleared the stack.
+        Err(RecvTimeoutError::Disconnected) => None,
+        Err(RecvTimeoutError::Timeout) => {
+            let mut stack = shared.idle();
+            if let Some(at) = stack.stack.iter().position(|(worker, _)| *worker == id) {
+                stack.stack.remove(at);
+                return None;
+            }
+            drop(stack);
+            // A submitter popped this worker as its wait ran out: its job
+            // (or, if the pool was dropped, a closed channel) is coming.
+            next.recv().ok()
+        }
     }
 }
 
@@ -263,6 +319,82 @@ mod tests {
                     );
                 }
             }
+        });
+    }
+
+    /// Calls `done` until it holds; fails with `what` after 10 s.
+    fn poll_until(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn surplus_workers_end_under_a_steady_stream_of_jobs() {
+        let (tx, rx) = mpsc::channel();
+        let barrier = Barrier::new(4);
+        std::thread::scope(|s| {
+            let mut pool = Pool::with_idle(s, tx, Duration::from_millis(30));
+            // A burst: four jobs that can only finish together.
+            for i in 0..4 {
+                let barrier = &barrier;
+                pool.submit(
+                    move || {
+                        barrier.wait();
+                        i
+                    },
+                    |_| unreachable!(),
+                );
+            }
+            for _ in 0..4 {
+                rx.recv().unwrap();
+            }
+            assert_eq!(pool.threads(), 4);
+            // Then a steady stream, one job at a time, much more often than
+            // the idle time: one worker serves it and the other three end.
+            let mut n = 0;
+            let mut one_job = |pool: &mut Pool<'_, '_, i32>| {
+                n += 1;
+                pool.submit(move || n, |_| unreachable!());
+                assert_eq!(rx.recv().unwrap(), n);
+            };
+            poll_until("surplus workers never ended under a steady stream", || {
+                one_job(&mut pool);
+                pool.threads() == 1
+            });
+            one_job(&mut pool);
+            assert_eq!(pool.threads(), 1);
+        });
+    }
+
+    #[test]
+    fn dropping_the_pool_ends_idle_workers_and_running_ones_after_their_job() {
+        let (tx, rx) = mpsc::channel();
+        let (release, released) = mpsc::channel::<()>();
+        std::thread::scope(|s| {
+            // Workers that would idle far longer than the test waits.
+            let mut pool = Pool::with_idle(s, tx, Duration::from_secs(60));
+            pool.submit(
+                move || {
+                    released.recv().unwrap();
+                    "slow"
+                },
+                |_| unreachable!(),
+            );
+            pool.submit(|| "quick", |_| unreachable!());
+            assert_eq!(rx.recv().unwrap(), "quick");
+            assert_eq!(pool.threads(), 2);
+            let shared = Arc::clone(&pool.shared);
+            let live = || shared.live.load(SeqCst);
+            drop(pool);
+            poll_until("the idle worker outlived its pool", || live() == 1);
+            release.send(()).unwrap();
+            assert_eq!(rx.recv().unwrap(), "slow");
+            poll_until("the busy worker went idle in a dropped pool", || {
+                live() == 0
+            });
         });
     }
 
