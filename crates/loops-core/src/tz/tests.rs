@@ -66,6 +66,10 @@ fn the_names_are_chrono_tz_names() {
         "names chrono-tz had and Tz lacks: {missing:?}"
     );
     assert!(Tz::names().count() >= 590);
+    assert!(
+        crate::cron::Zone::names().eq(Tz::names()),
+        "completion offers every zone"
+    );
     assert!(Tz::names().all(|name| Tz::get(name).is_some_and(|tz| tz.name() == name)));
     assert!(
         Tz::get("europe/berlin").is_none(),
