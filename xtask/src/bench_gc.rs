@@ -12,20 +12,29 @@
 //! The pages freed are the free-list growth (`PRAGMA freelist_count`).
 //! The store lives under the temporary directory, which must be a disk:
 //! on a tmpfs nothing is written to storage and the figure reads 0.
+//!
+//! `--gc-beside-daemon SECS` runs the daemon phase of `--scale` beside the
+//! pass (`bench_scale/daemon.rs`: 20 loops every second, `daemon start`,
+//! a window of SECS from a second later) and prints the lateness of those
+//! runs: the pass starts as the window does, so keep SECS under the pass's
+//! length. The creates and queries of that phase are this process's
+//! children too, and their few writes count in the pass's bytes.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+use crate::bench_scale::daemon::{Figures, measure};
 use crate::bench_scale::{Size, seed_one};
 
 /// Reads the options of `--gc`.
-fn options(args: &[String]) -> Result<(Size, Vec<PathBuf>), String> {
+fn options(args: &[String]) -> Result<(Size, Vec<PathBuf>, Option<u64>), String> {
     let mut size = Size {
         loops: 100_000,
         runs: 1_000_000,
     };
     let mut bins = Vec::new();
+    let mut beside = None;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
@@ -33,11 +42,12 @@ fn options(args: &[String]) -> Result<(Size, Vec<PathBuf>), String> {
             "--gc" => {}
             "--gc-loops" => size.loops = number(arg, value()?)?,
             "--gc-runs" => size.runs = number(arg, value()?)?,
+            "--gc-beside-daemon" => beside = Some(number(arg, value()?)?),
             "--bin" => bins.push(std::path::absolute(value()?).map_err(|e| format!("--bin: {e}"))?),
             other => return Err(format!("unknown option {other:?} for --gc")),
         }
     }
-    Ok((size, bins))
+    Ok((size, bins, beside))
 }
 
 fn number(flag: &str, text: &str) -> Result<u64, String> {
@@ -51,14 +61,14 @@ pub(crate) fn bench(
     args: &[String],
     default_bin: impl FnOnce() -> Result<PathBuf, String>,
 ) -> Result<(), String> {
-    let (size, mut bins) = options(args)?;
+    let (size, mut bins, beside) = options(args)?;
     if bins.is_empty() {
         bins.push(default_bin()?);
     }
     let mut rows = Vec::new();
     for bin in &bins {
         let scratch = crate::bench::scratch_dir("loops-bench-gc")?;
-        let result = one(bin, &scratch, size);
+        let result = one(bin, &scratch, size, beside);
         let _ = std::fs::remove_dir_all(&scratch);
         rows.push((bin.clone(), result?));
     }
@@ -79,6 +89,12 @@ pub(crate) fn bench(
             m.longest_ms,
             m.secs
         );
+        if let Some(late) = &m.beside {
+            println!(
+                "  beside it, the daemon: {} runs of 20 loops every 1s in the window ({} slots): lateness p50 {} ms, p99 {} ms, max {} ms",
+                late.runs, late.slots, late.p50, late.p99, late.max
+            );
+        }
     }
     Ok(())
 }
@@ -91,13 +107,15 @@ struct Measured {
     batches: u64,
     longest_ms: u64,
     secs: f64,
+    /// The daemon's lateness beside the pass (`--gc-beside-daemon`).
+    beside: Option<Figures>,
 }
 
 fn mb(bytes: u64) -> f64 {
     bytes as f64 / 1e6
 }
 
-fn one(bin: &Path, scratch: &Path, size: Size) -> Result<Measured, String> {
+fn one(bin: &Path, scratch: &Path, size: Size, beside: Option<u64>) -> Result<Measured, String> {
     let data = scratch.join("data");
     std::fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
     seed_one(bin, &data, "gc", size)?;
@@ -110,6 +128,49 @@ fn one(bin: &Path, scratch: &Path, size: Size) -> Result<Measured, String> {
     )?;
     let free_before = freelist_bytes(&data)?;
     let written_before = own_write_bytes()?;
+    let data = data.as_path();
+    let (pass, late) = std::thread::scope(|s| {
+        let daemon = beside.map(|secs| s.spawn(move || measure(bin, data, secs)));
+        if daemon.is_some() {
+            // `daemon start`, then the phase's one-second warm-up: the
+            // pass begins about when the window does.
+            std::thread::sleep(std::time::Duration::from_millis(1500));
+        }
+        let pass = gc_pass(bin, data);
+        let late = daemon.map(|h| {
+            h.join()
+                .unwrap_or_else(|_| Err("the daemon phase panicked".into()))
+        });
+        (pass, late)
+    });
+    let (out, secs) = pass?;
+    let beside = late.transpose()?;
+    let written = own_write_bytes()?.saturating_sub(written_before);
+    if !out.status.success() {
+        return Err(format!(
+            "loops gc --apply failed ({}): {} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim(),
+            String::from_utf8_lossy(&out.stdout).trim()
+        ));
+    }
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    let field = |name: &str| json_u64(&report, name);
+    let freed = freelist_bytes(data)?.saturating_sub(free_before);
+    Ok(Measured {
+        runs: field("loopRuns").unwrap_or(0),
+        freed,
+        written,
+        batches: field("batches").unwrap_or(0),
+        longest_ms: field("longestBatchMs").unwrap_or(0),
+        secs,
+        beside,
+    })
+}
+
+/// `loops --json gc --apply` deleting what is over a year old, and its
+/// wall time.
+fn gc_pass(bin: &Path, data: &Path) -> Result<(std::process::Output, f64), String> {
     let started = Instant::now();
     let out = Command::new(bin)
         .args([
@@ -121,30 +182,12 @@ fn one(bin: &Path, scratch: &Path, size: Size) -> Result<Measured, String> {
             "--keep-per-loop",
             "0",
         ])
-        .env("LOOPS_DATA_DIR", &data)
+        .env("LOOPS_DATA_DIR", data)
         .env("LOOPS_SKIP_BACKUP", "1")
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("running {}: {e}", bin.display()))?;
-    let secs = started.elapsed().as_secs_f64();
-    let written = own_write_bytes()?.saturating_sub(written_before);
-    if !out.status.success() {
-        return Err(format!(
-            "loops gc --apply failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    let report = String::from_utf8_lossy(&out.stdout).into_owned();
-    let field = |name: &str| json_u64(&report, name);
-    let freed = freelist_bytes(&data)?.saturating_sub(free_before);
-    Ok(Measured {
-        runs: field("loopRuns").unwrap_or(0),
-        freed,
-        written,
-        batches: field("batches").unwrap_or(0),
-        longest_ms: field("longestBatchMs").unwrap_or(0),
-        secs,
-    })
+    Ok((out, started.elapsed().as_secs_f64()))
 }
 
 /// The bytes on the free list of the data directory's database.

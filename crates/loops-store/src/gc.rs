@@ -387,4 +387,38 @@ mod tests {
         let memory = Store::open_in_memory(Arc::new(|_| false)).unwrap();
         assert_eq!(memory.wal_backlog(), None);
     }
+
+    /// The POSIX locks this process holds on the file at `path`, from
+    /// `/proc/locks` (`N: POSIX ADVISORY READ <pid> <maj>:<min>:<inode> …`).
+    fn own_locks(path: &std::path::Path) -> usize {
+        use std::os::unix::fs::MetadataExt;
+        let inode = format!(":{} ", std::fs::metadata(path).unwrap().ino());
+        let pid = format!(" {} ", std::process::id());
+        std::fs::read_to_string("/proc/locks")
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains("POSIX") && l.contains(&pid) && l.contains(&inode))
+            .count()
+    }
+
+    #[test]
+    fn reading_the_wal_backlog_keeps_sqlites_locks_on_the_shared_memory() {
+        if !std::path::Path::new("/proc/locks").exists() {
+            eprintln!("skipped: no /proc/locks");
+            return;
+        }
+        let dir = private_tempdir();
+        let db = dir.path().join(crate::DB_FILE);
+        let store = Store::open(&db, Arc::new(|_| false)).unwrap();
+        store.checkpoint_wal().unwrap();
+        let shm = dir.path().join(format!("{}-shm", crate::DB_FILE));
+        let held = own_locks(&shm);
+        assert!(held > 0, "SQLite holds a lock on {}", shm.display());
+        for _ in 0..3 {
+            assert!(store.wal_backlog().is_some());
+            // Closing a descriptor of the file would drop them all, and
+            // another process would truncate the memory under this one.
+            assert_eq!(own_locks(&shm), held, "the locks after reading the backlog");
+        }
+    }
 }

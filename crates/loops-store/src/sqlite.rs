@@ -35,6 +35,13 @@ use crate::error::{OpenError, Result, StoreError};
 /// claim guards ask.
 pub(crate) struct Sqlite {
     conn: Connection,
+    /// `<db>-shm`, opened once for [`Store::wal_backlog`](crate::Store::wal_backlog)
+    /// and kept open: closing any descriptor of a file drops every POSIX
+    /// lock this process holds on it, SQLite's included, and another
+    /// process would then take this one's shared memory for abandoned,
+    /// truncate it, and this one would die of SIGBUS reading it. Declared
+    /// after `conn`, so it is closed after the connection.
+    shm: std::cell::OnceCell<std::fs::File>,
     /// Inside a [`Store::transaction`](crate::Store::transaction):
     /// operations run without savepoints.
     whole: Cell<bool>,
@@ -77,6 +84,7 @@ impl Sqlite {
     fn new(conn: Connection, liveness: Arc<dyn Liveness>) -> Sqlite {
         Sqlite {
             conn,
+            shm: std::cell::OnceCell::new(),
             whole: Cell::new(false),
             liveness,
             host: None,

@@ -27,25 +27,25 @@ const DUE_LOOPS: usize = 20;
 const WARM_UP_MS: i64 = 1000;
 
 /// The daemon's figures on one database.
-pub(super) struct Figures {
+pub(crate) struct Figures {
     /// Wall time of `loops daemon start`, in ms.
-    pub(super) start_ms: f64,
+    pub(crate) start_ms: f64,
     /// Runs of the due loops whose slot fell in the window, and how many
     /// slots the window held.
-    pub(super) runs: usize,
-    pub(super) slots: usize,
+    pub(crate) runs: usize,
+    pub(crate) slots: usize,
     /// Lateness of those runs, in ms.
-    pub(super) p50: i64,
-    pub(super) p99: i64,
-    pub(super) max: i64,
+    pub(crate) p50: i64,
+    pub(crate) p99: i64,
+    pub(crate) max: i64,
     /// Daemon CPU per run in the window, in ms: from `utime + stime`, and
     /// from the threads' schedstat.
-    pub(super) cpu_ms: f64,
-    pub(super) sched_ms: f64,
+    pub(crate) cpu_ms: f64,
+    pub(crate) sched_ms: f64,
 }
 
 /// Runs the phase for `secs` seconds on `data`.
-pub(super) fn measure(bin: &Path, data: &Path, secs: u64) -> Result<Figures, String> {
+pub(crate) fn measure(bin: &Path, data: &Path, secs: u64) -> Result<Figures, String> {
     let names: Vec<String> = (0..DUE_LOOPS).map(|k| format!("scale-due-{k}")).collect();
     for name in &names {
         loops(

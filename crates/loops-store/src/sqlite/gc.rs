@@ -307,13 +307,18 @@ impl GcOps for Sqlite {
     /// header, `nBackfill` at byte 96, both in this machine's byte order;
     /// times the page size. `None` for an in-memory database, a file that
     /// is not there or too short, or a header whose two copies differ
-    /// (a writer is changing it: the next batch reads it again).
+    /// (a writer is changing it: the next batch reads it again). The file
+    /// is opened once and never closed before the connection (`shm`).
     fn wal_backlog(&self) -> Option<u64> {
-        use std::io::Read;
+        use std::os::unix::fs::FileExt;
         let path = self.conn.path().filter(|p| !p.is_empty())?;
+        if self.shm.get().is_none() {
+            let file = std::fs::File::open(format!("{path}-shm")).ok()?;
+            // Only this thread sets it: the connection is not shared.
+            let _ = self.shm.set(file);
+        }
         let mut shm = [0u8; 104];
-        let file = std::fs::File::open(format!("{path}-shm")).ok()?;
-        file.take(104).read_exact(&mut shm).ok()?;
+        self.shm.get()?.read_exact_at(&mut shm, 0).ok()?;
         if shm[..48] != shm[48..96] {
             return None;
         }
