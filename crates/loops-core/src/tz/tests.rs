@@ -2,7 +2,7 @@
 //! the same offsets at every instant from 2000 to 2036, and the same
 //! reading of wall times around each change (gap, fold or single).
 
-use chrono::{DateTime, MappedLocalTime, NaiveDateTime, Offset, TimeDelta, TimeZone};
+use chrono::{DateTime, MappedLocalTime, NaiveDate, NaiveDateTime, Offset, TimeDelta, TimeZone};
 
 use super::Tz;
 
@@ -156,4 +156,59 @@ fn far_instants_clamp_instead_of_failing() {
     assert!([-5 * 3600, -4 * 3600].contains(&late.local_minus_utc()));
     let early = tz.offset_from_local_datetime(&NaiveDateTime::MIN);
     assert!(early.single().is_some(), "{early:?}");
+}
+
+#[test]
+fn zones_compare_and_show_by_name() {
+    let berlin = Tz::get("Europe/Berlin").unwrap();
+    let tokyo = Tz::get("Asia/Tokyo").unwrap();
+    assert_ne!(berlin, tokyo);
+    assert_eq!(berlin, Tz::get("Europe/Berlin").unwrap());
+    assert_eq!(format!("{berlin} {tokyo:?}"), "Europe/Berlin Asia/Tokyo");
+    let offset = berlin.offset_from_utc_datetime(&utc(1_700_000_000));
+    assert_eq!(format!("{offset} {offset:?}"), "CET CET");
+}
+
+#[test]
+fn a_wall_time_keeps_the_abbreviation_of_its_own_instant() {
+    // 00:30 on the day Berlin leaves summer time is 22:30 UTC the day
+    // before, still CEST; two hours the other way would be CET.
+    let berlin = Tz::get("Europe/Berlin").unwrap();
+    let wall = NaiveDate::from_ymd_opt(2024, 10, 27)
+        .unwrap()
+        .and_hms_opt(0, 30, 0)
+        .unwrap();
+    let at = berlin.from_local_datetime(&wall).single().unwrap();
+    assert_eq!(at.format("%Z %z").to_string(), "CEST +0200");
+    assert_eq!(at.naive_utc(), wall - TimeDelta::hours(2));
+}
+
+#[test]
+fn a_date_whose_midnight_was_skipped_has_the_days_offset() {
+    // São Paulo began summer time at midnight until 2018: 00:00 on
+    // 4 November 2018 did not exist there.
+    let tz = Tz::get("America/Sao_Paulo").unwrap();
+    let reference = chrono_tz::America::Sao_Paulo;
+    for day in [(2018, 11, 4), (2018, 11, 5), (2019, 2, 16), (2024, 6, 1)] {
+        let date = NaiveDate::from_ymd_opt(day.0, day.1, day.2).unwrap();
+        let ours = tz.offset_from_local_date(&date).single().map(|o| o.fix());
+        let theirs = reference
+            .offset_from_local_date(&date)
+            .single()
+            .map(|o| o.fix());
+        assert_eq!(ours, theirs, "{date}");
+        assert!(ours.is_some(), "{date}");
+    }
+}
+
+#[test]
+fn a_leap_day_past_year_9999_reads_as_jiffs_last_february() {
+    let wall = NaiveDate::from_ymd_opt(10_400, 2, 29)
+        .unwrap()
+        .and_hms_opt(12, 0, 0)
+        .unwrap();
+    assert_eq!(
+        super::civil(&wall),
+        jiff::civil::date(9999, 2, 28).at(12, 0, 0, 0)
+    );
 }
