@@ -10,6 +10,7 @@
 //! is opened again on the next operation, waiting 100 ms doubling to 5 s
 //! between failed attempts.
 
+use std::borrow::Cow;
 use std::cell::Cell;
 use std::ops::Range;
 use std::str::FromStr;
@@ -242,6 +243,97 @@ pub(super) fn conninfo_pairs(conninfo: &str) -> Vec<(Range<usize>, Range<usize>)
         i = skip_blanks(i);
     }
     pairs
+}
+
+/// Takes `keys` out of `url` (a URL's query parameters or `key=value`
+/// pairs), keys the client library does not know or must not see: the
+/// rest of the string and the values taken, decoded (percent-decoded in a
+/// URL, unquoted and unescaped in a `key=value` string), in order.
+pub(super) fn take_keys<'a>(
+    url: &'a str,
+    keys: &[&'static str],
+) -> (Cow<'a, str>, Vec<(&'static str, String)>) {
+    let key_of = |k: &str| keys.iter().copied().find(|key| *key == k.trim());
+    let mut taken = Vec::new();
+    let is_url = url.starts_with("postgres://") || url.starts_with("postgresql://");
+    if is_url {
+        let Some(q) = url_query(url) else {
+            return (Cow::Borrowed(url), taken);
+        };
+        let mut kept = Vec::new();
+        for param in url[q + 1..].split('&') {
+            match param
+                .split_once('=')
+                .and_then(|(k, v)| Some((key_of(k)?, v)))
+            {
+                Some((key, value)) => taken.push((key, percent_decode(value))),
+                None => kept.push(param),
+            }
+        }
+        if taken.is_empty() {
+            return (Cow::Borrowed(url), taken);
+        }
+        let mut rest = url[..q].to_owned();
+        if !kept.is_empty() {
+            rest.push('?');
+            rest.push_str(&kept.join("&"));
+        }
+        return (Cow::Owned(rest), taken);
+    }
+    let mut rest = String::with_capacity(url.len());
+    let mut copied = 0;
+    for (key, value) in conninfo_pairs(url) {
+        if let Some(k) = key_of(&url[key.clone()]) {
+            rest.push_str(&url[copied..key.start]);
+            taken.push((k, unquote(&url[value.clone()])));
+            copied = value.end;
+        }
+    }
+    if taken.is_empty() {
+        return (Cow::Borrowed(url), taken);
+    }
+    rest.push_str(&url[copied..]);
+    (Cow::Owned(rest), taken)
+}
+
+/// A URL query value with its `%XX` escapes decoded.
+fn percent_decode(value: &str) -> String {
+    let b = value.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (b[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A `key=value` value without its quotes and backslash escapes.
+fn unquote(value: &str) -> String {
+    let inner = value
+        .strip_prefix('\'')
+        .map_or(value, |v| v.strip_suffix('\'').unwrap_or(v));
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.extend(chars.next()),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Opens connections for one backend, with the session settings and the

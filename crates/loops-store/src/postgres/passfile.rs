@@ -41,99 +41,14 @@ const WHAT: &str = "password file";
 const DEFAULT_SOCKET_DIRS: [&str; 3] = ["/tmp", "/run/postgresql", "/var/run/postgresql"];
 
 /// `url` without its `passfile` parameter (which the client library does
-/// not know), and that parameter's value.
+/// not know), and that parameter's value; the last one wins, as in libpq.
 pub(super) fn take_param(url: &str) -> (Cow<'_, str>, Option<PathBuf>) {
-    let found = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        url_param(url, PARAM)
-    } else {
-        conninfo_param(url, PARAM)
-    };
-    match found {
-        Some((span, value)) => {
-            let rest = format!("{}{}", &url[..span.start], &url[span.end..]);
-            (Cow::Owned(rest), Some(PathBuf::from(value)))
-        }
-        None => (Cow::Borrowed(url), None),
-    }
-}
-
-/// The span of `name=…` in a URL's query (with one `&` next to it),
-/// and its percent-decoded value.
-pub(super) fn url_param(url: &str, name: &str) -> Option<(std::ops::Range<usize>, String)> {
-    let q = url.find('?')?;
-    let mut at = q + 1;
-    for param in url[at..].split('&') {
-        if let Some((key, value)) = param.split_once('=')
-            && key == name
-        {
-            let end = at + param.len();
-            // `passfile=x&` with the `&` after it, or the `?` or `&`
-            // before a last one.
-            let span = if url[end..].starts_with('&') {
-                at..end + 1
-            } else {
-                at - 1..end
-            };
-            return Some((span, super::tls::percent_decode(value)));
-        }
-        at += param.len() + 1;
-    }
-    None
-}
-
-/// The span of `name=…` in a `key=value` string and its value, read as
-/// libpq reads them (blanks around `=`, a value single-quoted or up to the
-/// next blank, `\` escaping the next character).
-pub(super) fn conninfo_param(s: &str, name: &str) -> Option<(std::ops::Range<usize>, String)> {
-    let b = s.as_bytes();
-    let skip_blanks = |mut i: usize| {
-        while i < b.len() && b[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        i
-    };
-    let mut i = skip_blanks(0);
-    while i < b.len() {
-        let key_start = i;
-        while i < b.len() && b[i] != b'=' && !b[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        let key = &s[key_start..i];
-        i = skip_blanks(i);
-        if i >= b.len() || b[i] != b'=' {
-            continue;
-        }
-        i = skip_blanks(i + 1);
-        let quoted = b.get(i) == Some(&b'\'');
-        if quoted {
-            i += 1;
-        }
-        let mut value = Vec::new();
-        while i < b.len() {
-            match b[i] {
-                b'\\' if i + 1 < b.len() => {
-                    value.push(b[i + 1]);
-                    i += 2;
-                }
-                b'\'' if quoted => {
-                    i += 1;
-                    break;
-                }
-                c if !quoted && c.is_ascii_whitespace() => break,
-                c => {
-                    value.push(c);
-                    i += 1;
-                }
-            }
-        }
-        i = i.min(b.len());
-        if key == name {
-            let value = String::from_utf8_lossy(&value).into_owned();
-            return Some((key_start..i, value));
-        }
-        i = skip_blanks(i);
-    }
-    None
+    let (rest, taken) = super::connect::take_keys(url, &[PARAM]);
+    let path = taken
+        .into_iter()
+        .next_back()
+        .map(|(_, value)| PathBuf::from(value));
+    (rest, path)
 }
 
 /// Gives `config` the password of the password file when it has none:

@@ -6,7 +6,8 @@ use std::str::FromStr;
 
 use postgres::Config;
 
-use super::{conninfo_param, take_param, targets, url_param};
+use super::super::connect::take_keys;
+use super::{take_param, targets};
 use crate::error::OpenError;
 
 /// A connection string whose password was moved into a password file.
@@ -53,17 +54,12 @@ pub fn move_password(url: &str, passfile: &Path) -> Result<Option<MovedPassword>
         .collect();
     let path = passfile.display().to_string();
     let url = if known.starts_with("postgres://") || known.starts_with("postgresql://") {
-        let mut bare = without_user_info_password(&known);
-        while let Some((span, _)) = url_param(&bare, "password") {
-            bare.replace_range(span, "");
-        }
+        let bare = without_user_info_password(&known);
+        let bare = take_keys(&bare, &["password"]).0.into_owned();
         let sep = if bare.contains('?') { '&' } else { '?' };
         format!("{bare}{sep}passfile={}", percent_encode(&path))
     } else {
-        let mut bare = known.into_owned();
-        while let Some((span, _)) = conninfo_param(&bare, "password") {
-            bare.replace_range(span, "");
-        }
+        let bare = take_keys(&known, &["password"]).0.into_owned();
         let quoted = path.replace('\\', "\\\\").replace('\'', "\\'");
         format!("{} passfile='{quoted}'", bare.trim_end())
     };
