@@ -103,11 +103,16 @@ fn bin_arg(args: &[String]) -> Result<Option<PathBuf>, String> {
     let path = args
         .get(at + 1)
         .ok_or("--bin needs the path of a `loops` binary")?;
+    bin_path(path).map(Some)
+}
+
+/// The value of a `--bin` option: a file that exists, made absolute.
+pub(crate) fn bin_path(path: &str) -> Result<PathBuf, String> {
     let path = std::path::absolute(path).map_err(|e| format!("--bin {path}: {e}"))?;
     if !path.is_file() {
         return Err(format!("--bin {}: no such file", path.display()));
     }
-    Ok(Some(path))
+    Ok(path)
 }
 
 fn figures(bin: &Path, scratch: &Path) -> Result<(), String> {

@@ -43,7 +43,7 @@ fn options(args: &[String]) -> Result<(Size, Vec<PathBuf>, Option<u64>), String>
             "--gc-loops" => size.loops = number(arg, value()?)?,
             "--gc-runs" => size.runs = number(arg, value()?)?,
             "--gc-beside-daemon" => beside = Some(number(arg, value()?)?),
-            "--bin" => bins.push(std::path::absolute(value()?).map_err(|e| format!("--bin: {e}"))?),
+            "--bin" => bins.push(crate::bench::bin_path(value()?)?),
             other => return Err(format!("unknown option {other:?} for --gc")),
         }
     }

@@ -28,11 +28,7 @@ pub(crate) fn bench(
             let path = rest
                 .next()
                 .ok_or("--bin needs the path of a `loops` binary")?;
-            let path = std::path::absolute(path).map_err(|e| format!("--bin {path}: {e}"))?;
-            if !path.is_file() {
-                return Err(format!("--bin {}: no such file", path.display()));
-            }
-            bins.push(path);
+            bins.push(crate::bench::bin_path(path)?);
         }
     }
     if bins.is_empty() {

@@ -80,7 +80,7 @@ pub(crate) fn soak(args: &[String]) -> Result<(), String> {
                     format!("--minutes takes a whole number above 0, not {value:?}")
                 })?;
             }
-            "--bin" => given_bin = Some(std::path::PathBuf::from(value)),
+            "--bin" => given_bin = Some(crate::bench::bin_path(value)?),
             _ => return Err(USAGE.into()),
         }
     }
