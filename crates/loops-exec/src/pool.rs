@@ -284,14 +284,7 @@ mod tests {
             let mut pool = Pool::with_idle(s, tx, Duration::from_millis(20));
             pool.submit(|| 1, |_| unreachable!());
             assert_eq!(rx.recv().unwrap(), 1);
-            let deadline = std::time::Instant::now() + Duration::from_secs(10);
-            while pool.threads() > 0 {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "the worker never ended"
-                );
-                std::thread::yield_now();
-            }
+            poll_until("the worker never ended", || pool.threads() == 0);
             pool.submit(|| 2, |_| unreachable!());
             assert_eq!(rx.recv().unwrap(), 2);
         });
