@@ -310,10 +310,18 @@ impl GcOps for Sqlite {
     /// (a writer is changing it: the next batch reads it again). The file
     /// is opened once and never closed before the connection (`shm`).
     fn wal_backlog(&self) -> Option<u64> {
-        use std::os::unix::fs::FileExt;
+        use std::os::unix::fs::{FileExt, OpenOptionsExt};
         let path = self.conn.path().filter(|p| !p.is_empty())?;
         if self.shm.get().is_none() {
-            let file = std::fs::File::open(format!("{path}-shm")).ok()?;
+            // Never through a link, nor waiting on a FIFO put in its place.
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                .open(format!("{path}-shm"))
+                .ok()?;
+            if !file.metadata().is_ok_and(|m| m.is_file()) {
+                return None;
+            }
             // Only this thread sets it: the connection is not shared.
             let _ = self.shm.set(file);
         }
