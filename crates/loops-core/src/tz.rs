@@ -16,8 +16,8 @@
 //!   [`Tz`] is a `Copy` reference.
 //!
 //! Beyond the database's last listed transition, jiff follows the zone's
-//! POSIX rule, so daylight saving goes on; chrono-tz's tables ended in 2037
-//! and kept the last offset after it.
+//! POSIX rule, so daylight saving goes on; the tests compare it with
+//! chrono-tz up to 2036 only.
 
 use std::collections::BTreeMap;
 use std::fmt;
