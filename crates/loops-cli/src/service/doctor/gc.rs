@@ -116,14 +116,23 @@ mod tests {
     fn a_running_process_is_read_by_its_command_line() {
         assert!(!daemon_runs_gc(std::process::id()));
         // A live process whose command line carries the flag, and one
-        // whose does not.
+        // whose does not. Each says it is ready once it runs as `sh`:
+        // until the exec, /proc shows the test binary's command line.
         let spawn = |args: &[&str]| {
-            std::process::Command::new("sh")
-                .args(["-c", "read -r _", "sh"])
+            use std::io::BufRead;
+            let mut child = std::process::Command::new("sh")
+                .args(["-c", "echo ready; read -r _", "sh"])
                 .args(args)
                 .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
                 .spawn()
-                .unwrap()
+                .unwrap();
+            let mut line = String::new();
+            std::io::BufReader::new(child.stdout.take().unwrap())
+                .read_line(&mut line)
+                .unwrap();
+            assert_eq!(line, "ready\n");
+            child
         };
         let mut with = spawn(&["daemon", "run", "--gc-max-age", "30d"]);
         let mut without = spawn(&["daemon", "run", "--max-parallel", "4"]);
