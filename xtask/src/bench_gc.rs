@@ -5,13 +5,24 @@
 //! seeds a store as `--scale` does (100,000 loops and 1,000,000 runs by
 //! default), ages every fifth run by a hash of its row id (20%, scattered
 //! over the file), and runs `loops --json gc --apply --keep-per-loop 0`
-//! with nothing else on the database. The gc process's `write_bytes` is
-//! read from this process's own `/proc/self/io`, which takes in a child's
-//! I/O when the child is reaped; it holds the WAL and the checkpoints gc
-//! makes (`LOOPS_SKIP_BACKUP=1`: no backup is taken first).
+//! with nothing else on the database.
+//! What the pass writes is read three ways (`LOOPS_SKIP_BACKUP=1`: no
+//! backup is taken first):
+//! - `wchar` of `/proc/self/io`, which takes in a child's I/O when the
+//!   child is reaped: the bytes gc handed to `write`, WAL frames and
+//!   checkpoints, whether or not they reach the disk;
+//! - the same file's `write_bytes`, which the kernel counts per page-cache
+//!   folio dirtied: on a file system with large folios (ext4 since Linux
+//!   6.16) one 4 KiB page written counts as the whole folio, up to 5
+//!   times what the disk receives;
+//! - the sectors the store's block device wrote (`/sys/dev/block`), after
+//!   a `sync` of its file system, before and after: exact on a device
+//!   only the bench writes (`--gc-dir` on a loop mount), an upper bound on
+//!   a shared one.
+//!
 //! The pages freed are the free-list growth (`PRAGMA freelist_count`).
-//! The store lives under the temporary directory, which must be a disk:
-//! on a tmpfs nothing is written to storage and the figure reads 0.
+//! The store lives under `--gc-dir`, or the temporary directory, which
+//! must be a disk: on a tmpfs nothing is written to storage.
 //!
 //! `--gc-beside-daemon SECS` runs the daemon phase of `--scale` beside the
 //! pass (`bench_scale/daemon.rs`: 20 loops every second, `daemon start`,
@@ -28,13 +39,14 @@ use crate::bench_scale::daemon::{Figures, measure};
 use crate::bench_scale::{Size, seed_one};
 
 /// Reads the options of `--gc`.
-fn options(args: &[String]) -> Result<(Size, Vec<PathBuf>, Option<u64>), String> {
+fn options(args: &[String]) -> Result<Options, String> {
     let mut size = Size {
         loops: 100_000,
         runs: 1_000_000,
     };
     let mut bins = Vec::new();
     let mut beside = None;
+    let mut dir = None;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
@@ -44,10 +56,27 @@ fn options(args: &[String]) -> Result<(Size, Vec<PathBuf>, Option<u64>), String>
             "--gc-runs" => size.runs = number(arg, value()?)?,
             "--gc-beside-daemon" => beside = Some(number(arg, value()?)?),
             "--bin" => bins.push(crate::bench::bin_path(value()?)?),
+            "--gc-dir" => dir = Some(PathBuf::from(value()?)),
             other => return Err(format!("unknown option {other:?} for --gc")),
         }
     }
-    Ok((size, bins, beside))
+    Ok(Options {
+        size,
+        bins,
+        beside,
+        dir,
+    })
+}
+
+/// The options of `--gc`.
+struct Options {
+    size: Size,
+    bins: Vec<PathBuf>,
+    /// `--gc-beside-daemon SECS`.
+    beside: Option<u64>,
+    /// `--gc-dir`: where the stores are made, instead of the temporary
+    /// directory.
+    dir: Option<PathBuf>,
 }
 
 fn number(flag: &str, text: &str) -> Result<u64, String> {
@@ -61,30 +90,57 @@ pub(crate) fn bench(
     args: &[String],
     default_bin: impl FnOnce() -> Result<PathBuf, String>,
 ) -> Result<(), String> {
-    let (size, mut bins, beside) = options(args)?;
+    let Options {
+        size,
+        mut bins,
+        beside,
+        dir,
+    } = options(args)?;
     if bins.is_empty() {
         bins.push(default_bin()?);
     }
     let mut rows = Vec::new();
     for bin in &bins {
-        let scratch = crate::bench::scratch_dir("loops-bench-gc")?;
+        let scratch = match &dir {
+            Some(dir) => {
+                let scratch = dir.join(format!("loops-bench-gc-{}", std::process::id()));
+                std::fs::create_dir(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+                scratch
+            }
+            None => crate::bench::scratch_dir("loops-bench-gc")?,
+        };
         let result = one(bin, &scratch, size, beside);
         let _ = std::fs::remove_dir_all(&scratch);
         rows.push((bin.clone(), result?));
     }
     println!();
     println!(
-        "{:<40} {:>10} {:>12} {:>12} {:>7} {:>9} {:>10} {:>8}",
-        "binary", "runs gone", "freed MB", "written MB", "ratio", "batches", "longest ms", "secs"
+        "{:<40} {:>10} {:>9} {:>9} {:>9} {:>9} {:>7} {:>9} {:>10} {:>8}",
+        "binary",
+        "runs gone",
+        "freed MB",
+        "wchar MB",
+        "wbytes MB",
+        "device MB",
+        "ratio",
+        "batches",
+        "longest ms",
+        "secs"
     );
     for (bin, m) in rows {
         println!(
-            "{:<40} {:>10} {:>12.1} {:>12.1} {:>7.1} {:>9} {:>10} {:>8.1}",
+            "{:<40} {:>10} {:>9.1} {:>9.1} {:>9.1} {:>9} {:>7} {:>9} {:>10} {:>8.1}",
             bin.display().to_string(),
             m.runs,
             mb(m.freed),
-            mb(m.written),
-            m.written as f64 / (m.freed.max(1)) as f64,
+            mb(m.written.wchar),
+            mb(m.written.write_bytes),
+            m.device.map_or("-".to_owned(), |d| format!("{:.1}", mb(d))),
+            // Against the disk's bytes where they are known.
+            format!(
+                "{:.1}",
+                m.device.unwrap_or(m.written.wchar) as f64 / (m.freed.max(1)) as f64
+            ),
             m.batches,
             m.longest_ms,
             m.secs
@@ -103,7 +159,11 @@ pub(crate) fn bench(
 struct Measured {
     runs: u64,
     freed: u64,
-    written: u64,
+    /// What this process and its reaped children wrote during the pass.
+    written: Written,
+    /// What the store's block device wrote during the pass, when its
+    /// counters can be read.
+    device: Option<u64>,
     batches: u64,
     longest_ms: u64,
     secs: f64,
@@ -127,7 +187,8 @@ fn one(bin: &Path, scratch: &Path, size: Size, beside: Option<u64>) -> Result<Me
          PRAGMA journal_mode = WAL;",
     )?;
     let free_before = freelist_bytes(&data)?;
-    let written_before = own_write_bytes()?;
+    let device_before = device_written(&data);
+    let written_before = own_written()?;
     let data = data.as_path();
     let (pass, late) = std::thread::scope(|s| {
         let daemon = beside.map(|secs| s.spawn(move || measure(bin, data, secs)));
@@ -145,7 +206,10 @@ fn one(bin: &Path, scratch: &Path, size: Size, beside: Option<u64>) -> Result<Me
     });
     let (out, secs) = pass?;
     let beside = late.transpose()?;
-    let written = own_write_bytes()?.saturating_sub(written_before);
+    let written = own_written()?.since(written_before);
+    let device = device_before
+        .zip(device_written(data))
+        .map(|(before, after)| after.saturating_sub(before));
     if !out.status.success() {
         return Err(format!(
             "loops gc --apply failed ({}): {} {}",
@@ -161,6 +225,7 @@ fn one(bin: &Path, scratch: &Path, size: Size, beside: Option<u64>) -> Result<Me
         runs: field("loopRuns").unwrap_or(0),
         freed,
         written,
+        device,
         batches: field("batches").unwrap_or(0),
         longest_ms: field("longestBatchMs").unwrap_or(0),
         secs,
@@ -200,13 +265,54 @@ fn freelist_bytes(data: &Path) -> Result<u64, String> {
     }
 }
 
-/// `write_bytes` of this process, its reaped children included.
-fn own_write_bytes() -> Result<u64, String> {
+/// Two of the write counters of `/proc/self/io`.
+#[derive(Clone, Copy)]
+struct Written {
+    /// Bytes handed to `write`.
+    wchar: u64,
+    /// Bytes of page cache dirtied, counted by folio.
+    write_bytes: u64,
+}
+
+impl Written {
+    fn since(self, before: Written) -> Written {
+        Written {
+            wchar: self.wchar.saturating_sub(before.wchar),
+            write_bytes: self.write_bytes.saturating_sub(before.write_bytes),
+        }
+    }
+}
+
+/// What this process wrote, its reaped children included.
+fn own_written() -> Result<Written, String> {
     let io = std::fs::read_to_string("/proc/self/io").map_err(|e| format!("/proc/self/io: {e}"))?;
-    io.lines()
-        .find_map(|l| l.strip_prefix("write_bytes:"))
-        .and_then(|v| v.trim().parse().ok())
-        .ok_or_else(|| "no write_bytes in /proc/self/io".to_owned())
+    let field = |name: &str| {
+        io.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|v| v.trim().parse().ok())
+            .ok_or_else(|| format!("no {name} in /proc/self/io"))
+    };
+    Ok(Written {
+        wchar: field("wchar")?,
+        write_bytes: field("write_bytes")?,
+    })
+}
+
+/// The bytes the block device under `dir` has written since boot, after
+/// its file system's dirty pages are flushed (`sync -f`); `None` where
+/// that cannot be read (no `/sys`, a device without counters).
+fn device_written(dir: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let synced = Command::new("sync").arg("-f").arg(dir).status();
+    if !synced.is_ok_and(|s| s.success()) {
+        return None;
+    }
+    let dev = std::fs::metadata(dir).ok()?.dev();
+    let (major, minor) = ((dev >> 8) & 0xfff, (dev & 0xff) | ((dev >> 12) & 0xfff00));
+    let stat = std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/stat")).ok()?;
+    // The seventh field: sectors written, of 512 bytes whatever the disk.
+    let sectors: u64 = stat.split_whitespace().nth(6)?.parse().ok()?;
+    Some(sectors * 512)
 }
 
 /// The number of the first `"key": N` in `json`.
