@@ -1,13 +1,20 @@
 //! The part of gc written once for both backends: the keep rules as SQL
 //! conditions, and the walk that plans a batch ([`plan`]).
 //!
-//! A pass walks `loop_runs` loop by loop, then `workflow_runs` workflow by
-//! workflow. Within a group it starts at the `keep`-th newest run, or at
-//! the cutoff when that is older, and reads the older runs newest first,
-//! a few at a time. How a backend reads a group, its start and its runs
-//! ([`Walk`]) and what a position in a group is (SQLite: `(created_at,
-//! rowid)`; PostgreSQL, which has no row numbers: `(id, created_at in
-//! ms)`) stay with the backend, and so do counting and deleting a batch:
+//! A pass walks `loop_runs`, then `workflow_runs` workflow by workflow.
+//! Within a group it starts at the `keep`-th newest run, or at the cutoff
+//! when that is older, and reads the older runs newest first, a few at a
+//! time. How a backend groups and reads the runs ([`Walk`]) and what a
+//! position is stay with the backend:
+//! - PostgreSQL walks loop runs loop by loop, a position being `(id,
+//!   created_at in ms)`, since it has no row numbers;
+//! - SQLite walks them as one group in the order they lie in the file,
+//!   oldest first by `(created_at, rowid)`, with the keep rule checked run
+//!   by run: a batch of runs that lie together rewrites fewer pages of the
+//!   table and of its time-ordered indexes than one of runs of a few loops
+//!   scattered over the file, a third fewer bytes on disk (issue 32).
+//!
+//! Counting and deleting a batch stay with the backend too:
 //! SQLite names a batch's ids as a JSON array under its write lock,
 //! PostgreSQL as an array it locks row by row.
 
@@ -67,6 +74,9 @@ pub(crate) struct Candidate {
     pub(crate) id: String,
     /// Its loop's name (loop runs).
     pub(crate) name: String,
+    /// Its loop, when the walk does not go loop by loop (the group is
+    /// then not a loop).
+    pub(crate) group: Option<String>,
     /// Whether the keep rules let it go.
     pub(crate) may_go: bool,
 }
@@ -88,6 +98,8 @@ pub(crate) trait Walk {
 /// What [`Walk::read`] reads.
 pub(crate) struct Look<'a> {
     pub(crate) phase: GcPhase,
+    /// What may go.
+    pub(crate) policy: &'a GcPolicy,
     /// The group.
     pub(crate) key: &'a str,
     /// The position the runs come after.
@@ -149,6 +161,7 @@ pub(crate) fn plan(
         let key = cursor.key.clone().unwrap_or_default();
         let found = walk.read(&Look {
             phase,
+            policy,
             key: &key,
             after: &after,
             limit,
@@ -160,10 +173,16 @@ pub(crate) fn plan(
         };
         for run in found.into_iter().filter(|c| c.may_go) {
             if phase == GcPhase::LoopRuns {
-                match batch.per_loop.last_mut() {
-                    Some(t) if t.loop_id == key => t.runs += 1,
-                    _ => batch.per_loop.push(GcLoopTally {
-                        loop_id: key.clone(),
+                let loop_id = run.group.unwrap_or_else(|| key.clone());
+                match batch
+                    .per_loop
+                    .iter_mut()
+                    .rev()
+                    .find(|t| t.loop_id == loop_id)
+                {
+                    Some(t) => t.runs += 1,
+                    None => batch.per_loop.push(GcLoopTally {
+                        loop_id,
                         loop_name: run.name,
                         runs: 1,
                     }),

@@ -337,5 +337,6 @@ fn candidate(row: &Row, context: &'static str) -> Result<Candidate> {
         id,
         name: row.try_get(2).map_err(StoreError::db(context))?,
         may_go: row.try_get(3).map_err(StoreError::db(context))?,
+        group: None,
     })
 }

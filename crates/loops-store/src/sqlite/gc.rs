@@ -1,13 +1,22 @@
 //! The SQLite side of [`crate::gc`].
 //!
-//! A pass walks `loop_runs` loop by loop on `idx_runs_loop (loop_id,
-//! created_at)`, then `workflow_runs` workflow by workflow on
-//! `idx_workflow_runs_workflow_created`. Within a group it reads the
+//! A pass walks `loop_runs` in one group, oldest first, up
+//! `idx_runs_created` to the cutoff ([`AGED_CANDIDATES`]): runs are
+//! appended as they are claimed, so that is about the order of their rows
+//! in the file, and a batch deletes runs that share pages of the table
+//! and of its indexes by time (`created_at`, `scheduled_for`, status). A
+//! run stays when `keep` runs of its loop are not newer: counted on
+//! `idx_runs_loop`, reading at most `keep` entries.
+//!
+//! It then walks `workflow_runs` workflow by workflow on
+//! `idx_workflow_runs_workflow_created`: within a workflow it reads the
 //! `keep`-th newest run once (an `OFFSET` of at most `keep` index
 //! entries), then walks the older runs newest first from there, or from
-//! the cutoff when that is older, down the same index. A position is
-//! `(created_at, rowid)`, the index's own order, so no query sorts and
-//! each batch reads only the entries it looks at (the `plans` tests).
+//! the cutoff when that is older, down the same index.
+//!
+//! A position is `(created_at, rowid)`, the index's own order, so no
+//! query sorts and each batch reads only the entries it looks at (the
+//! `plans` tests).
 //!
 //! The rules that are not positions (finished, no unfinished workflow
 //! run, no retry pending) are written once for both backends, in
@@ -40,19 +49,20 @@ macro_rules! listed {
     };
 }
 
-pub(super) const FIRST_LOOP: &str = "SELECT loop_id FROM loop_runs ORDER BY loop_id LIMIT 1";
-pub(super) const NEXT_LOOP: &str =
-    "SELECT loop_id FROM loop_runs WHERE loop_id > ?1 ORDER BY loop_id LIMIT 1";
-/// The `?2`-th newest run of loop `?1`, counting from 0.
-pub(super) const LOOP_BOUNDARY: &str = "SELECT created_at, rowid FROM loop_runs WHERE loop_id = ?1
-     ORDER BY created_at DESC, rowid DESC LIMIT 1 OFFSET ?2";
-/// Runs of loop `?1` older than position `(?2, ?3)`, newest first.
-pub(super) const LOOP_CANDIDATES: &str = concat!(
-    "SELECT r.rowid, r.created_at, r.id, r.loop_name, ",
+/// Up to `?4` loop runs created before `?1`, after position `(?2, ?3)`,
+/// oldest first, each with whether it may go: by the rules, and when at
+/// least `?5` runs of its loop are newer (the count reads no more than
+/// `?5` entries). `+r.created_at` in the count keeps it on
+/// `idx_runs_loop`'s `loop_id` prefix and range.
+pub(super) const AGED_CANDIDATES: &str = concat!(
+    "SELECT r.rowid, r.created_at, r.id, r.loop_name, r.loop_id, ",
     loop_run_may_go!("+r.status"),
-    " FROM loop_runs r
-     WHERE r.loop_id = ?1 AND r.created_at <= ?2 AND (r.created_at < ?2 OR r.rowid < ?3)
-     ORDER BY r.created_at DESC, r.rowid DESC LIMIT ?4"
+    " AND (SELECT count(*) FROM (SELECT 1 FROM loop_runs n
+             WHERE n.loop_id = r.loop_id AND n.created_at >= r.created_at
+               AND (n.created_at > r.created_at OR n.rowid > r.rowid) LIMIT ?5)) >= ?5
+     FROM loop_runs r
+     WHERE r.created_at >= ?2 AND r.created_at < ?1 AND (r.created_at > ?2 OR r.rowid > ?3)
+     ORDER BY r.created_at, r.rowid LIMIT ?4"
 );
 
 pub(super) const FIRST_WORKFLOW: &str =
@@ -173,41 +183,6 @@ pub(super) const WORKFLOW_RUN_ROWS: Rows = Rows {
     ],
     loop_runs: None,
 };
-
-/// What one phase walks: its statements and its order.
-struct Statements {
-    first: &'static str,
-    next: &'static str,
-    boundary: &'static str,
-    candidates: &'static str,
-    /// Equal instants are walked in descending rowid order (loop runs) or
-    /// ascending (workflow runs, whose index sorts `created_at` down).
-    rowid_desc: bool,
-}
-
-const LOOP_WALK: Statements = Statements {
-    first: FIRST_LOOP,
-    next: NEXT_LOOP,
-    boundary: LOOP_BOUNDARY,
-    candidates: LOOP_CANDIDATES,
-    rowid_desc: true,
-};
-
-const WORKFLOW_WALK: Statements = Statements {
-    first: FIRST_WORKFLOW,
-    next: NEXT_WORKFLOW,
-    boundary: WORKFLOW_BOUNDARY,
-    candidates: WORKFLOW_CANDIDATES,
-    rowid_desc: false,
-};
-
-/// The statements of `phase`'s walk.
-fn statements(phase: GcPhase) -> &'static Statements {
-    match phase {
-        GcPhase::WorkflowRuns => &WORKFLOW_WALK,
-        _ => &LOOP_WALK,
-    }
-}
 
 fn json_ids(ids: &[String]) -> Result<String> {
     serde_json::to_string(ids).map_err(|e| StoreError::Encode(format!("gc batch ids: {e}")))
@@ -384,14 +359,23 @@ fn confirmed(conn: &Connection, confirm: &str, ids: &str) -> Result<Vec<String>>
 /// A walk on SQLite's connection.
 struct Walker<'a>(&'a Sqlite);
 
+/// The one group loop runs are walked in: the whole table.
+const ALL_LOOP_RUNS: &str = "";
+
 impl Walk for Walker<'_> {
     fn next_group(&mut self, phase: GcPhase, key: Option<&str>) -> Result<Option<String>> {
-        let walk = statements(phase);
-        let context = "finding the next loop or workflow to collect";
+        if phase == GcPhase::LoopRuns {
+            return Ok(key.is_none().then(|| ALL_LOOP_RUNS.to_owned()));
+        }
+        let context = "finding the next workflow to collect";
         let mut stmt = self
             .0
             .conn
-            .prepare_cached(if key.is_some() { walk.next } else { walk.first })
+            .prepare_cached(if key.is_some() {
+                NEXT_WORKFLOW
+            } else {
+                FIRST_WORKFLOW
+            })
             .map_err(StoreError::db(context))?;
         let found = match key {
             Some(key) => stmt.query_row([key], |r| r.get(0)),
@@ -401,11 +385,14 @@ impl Walk for Walker<'_> {
     }
 
     fn start(&mut self, phase: GcPhase, key: &str, policy: &GcPolicy) -> Result<Option<Position>> {
-        let walk = statements(phase);
+        if phase == GcPhase::LoopRuns {
+            // Before the oldest run: every instant sorts after "".
+            return Ok(Some((String::new(), i64::MIN)));
+        }
         let boundary: Option<(String, i64)> = self
             .0
             .conn
-            .prepare_cached(walk.boundary)
+            .prepare_cached(WORKFLOW_BOUNDARY)
             .and_then(|mut s| {
                 s.query_row(params![key, policy.kept() - 1], |r| {
                     Ok((r.get(0)?, r.get(1)?))
@@ -420,8 +407,8 @@ impl Walk for Walker<'_> {
         // Every run created at the cutoff or later stays: a position at the
         // cutoff with a rowid past every row starts the walk below it.
         Ok(Some(if cutoff <= created {
-            let past = if walk.rowid_desc { i64::MIN } else { i64::MAX };
-            (cutoff, past)
+            // The index sorts equal instants by rowid up.
+            (cutoff, i64::MAX)
         } else {
             (created, rowid)
         }))
@@ -430,27 +417,42 @@ impl Walk for Walker<'_> {
     fn read(&mut self, look: &Look<'_>) -> Result<Vec<Candidate>> {
         let Look {
             phase,
+            policy,
             key,
             after,
             limit,
         } = *look;
         let context = "reading old runs";
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let loops = phase == GcPhase::LoopRuns;
         let mut stmt = self
             .0
             .conn
-            .prepare_cached(statements(phase).candidates)
-            .map_err(StoreError::db(context))?;
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = stmt
-            .query_map(params![key, after.0, after.1, limit], |r| {
-                Ok(Candidate {
-                    at: (r.get(1)?, r.get(0)?),
-                    id: r.get(2)?,
-                    name: r.get(3)?,
-                    may_go: r.get(4)?,
-                })
+            .prepare_cached(if loops {
+                AGED_CANDIDATES
+            } else {
+                WORKFLOW_CANDIDATES
             })
             .map_err(StoreError::db(context))?;
+        let candidate = |r: &rusqlite::Row<'_>| {
+            Ok(Candidate {
+                at: (r.get(1)?, r.get(0)?),
+                id: r.get(2)?,
+                name: r.get(3)?,
+                group: if loops { Some(r.get(4)?) } else { None },
+                may_go: r.get(if loops { 5 } else { 4 })?,
+            })
+        };
+        let rows = if loops {
+            let cutoff = ts(policy.older_than);
+            stmt.query_map(
+                params![cutoff, after.0, after.1, limit, policy.kept()],
+                candidate,
+            )
+        } else {
+            stmt.query_map(params![key, after.0, after.1, limit], candidate)
+        }
+        .map_err(StoreError::db(context))?;
         rows.collect::<rusqlite::Result<Vec<_>>>()
             .map_err(StoreError::db(context))
     }

@@ -355,6 +355,34 @@ fn batches_stay_within_their_size_and_cover_everything() {
 }
 
 #[test]
+fn a_batch_tallies_each_loop_once_however_its_runs_interleave() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let (a, b) = (create(&store, "a", 1), create(&store, "b", 1));
+    // Old runs of a and b by turns, then a young one of each that stays.
+    for day in 0..6 {
+        let lp = if day % 2 == 0 { &a } else { &b };
+        run(&fx, lp.id.as_str(), 90 - day, "succeeded");
+    }
+    for lp in [&a, &b] {
+        run(&fx, lp.id.as_str(), 1, "succeeded");
+    }
+    let (counts, batches) = pass(&store, &policy(1), true);
+    assert_eq!(counts.loop_runs, 6);
+    let full: Vec<_> = batches.iter().filter(|b| !b.is_empty()).collect();
+    assert_eq!(full.len(), 1, "{batches:?}");
+    let mut tally: Vec<_> = full[0]
+        .per_loop
+        .iter()
+        .map(|t| (t.loop_id.clone(), t.runs))
+        .collect();
+    tally.sort();
+    let mut want = vec![(a.id.to_string(), 3), (b.id.to_string(), 3)];
+    want.sort();
+    assert_eq!(tally, want);
+}
+
+#[test]
 fn a_run_that_started_again_after_planning_is_not_deleted() {
     let fx = Fixture::new();
     let store = fx.store();
