@@ -5,8 +5,8 @@
 //! appended as they are claimed, so that is about the order of their rows
 //! in the file, and a batch deletes runs that share pages of the table
 //! and of its indexes by time (`created_at`, `scheduled_for`, status). A
-//! run stays when `keep` runs of its loop are not newer: counted on
-//! `idx_runs_loop`, reading at most `keep` entries.
+//! run stays unless it is older than the `keep`-th newest of its loop,
+//! read on `idx_runs_loop` (at most `keep` entries).
 //!
 //! It then walks `workflow_runs` workflow by workflow on
 //! `idx_workflow_runs_workflow_created`: within a workflow it reads the
@@ -50,16 +50,17 @@ macro_rules! listed {
 }
 
 /// Up to `?4` loop runs created before `?1`, after position `(?2, ?3)`,
-/// oldest first, each with whether it may go: by the rules, and when at
-/// least `?5` runs of its loop are newer (the count reads no more than
-/// `?5` entries). `+r.created_at` in the count keeps it on
-/// `idx_runs_loop`'s `loop_id` prefix and range.
+/// oldest first, each with whether it may go: when it is older than the
+/// `?5`-th newest run of its loop (counting from 0: an `OFFSET` of at
+/// most `keep` entries of `idx_runs_loop`), a test that turns away the
+/// kept runs before the rules are read, and by the rules.
 pub(super) const AGED_CANDIDATES: &str = concat!(
-    "SELECT r.rowid, r.created_at, r.id, r.loop_name, r.loop_id, ",
+    "SELECT r.rowid, r.created_at, r.id, r.loop_name, r.loop_id, coalesce(
+       (r.created_at, r.rowid) < (SELECT n.created_at, n.rowid FROM loop_runs n
+          WHERE n.loop_id = r.loop_id ORDER BY n.created_at DESC, n.rowid DESC
+          LIMIT 1 OFFSET ?5) AND ",
     loop_run_may_go!("+r.status"),
-    " AND (SELECT count(*) FROM (SELECT 1 FROM loop_runs n
-             WHERE n.loop_id = r.loop_id AND n.created_at >= r.created_at
-               AND (n.created_at > r.created_at OR n.rowid > r.rowid) LIMIT ?5)) >= ?5
+    ", 0)
      FROM loop_runs r
      WHERE r.created_at >= ?2 AND r.created_at < ?1 AND (r.created_at > ?2 OR r.rowid > ?3)
      ORDER BY r.created_at, r.rowid LIMIT ?4"
@@ -446,7 +447,7 @@ impl Walk for Walker<'_> {
         let rows = if loops {
             let cutoff = ts(policy.older_than);
             stmt.query_map(
-                params![cutoff, after.0, after.1, limit, policy.kept()],
+                params![cutoff, after.0, after.1, limit, policy.kept() - 1],
                 candidate,
             )
         } else {
