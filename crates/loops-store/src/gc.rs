@@ -81,21 +81,24 @@ impl GcPolicy {
     }
 }
 
-/// Where a gc pass is in the history: which phase, which loop or workflow,
-/// and how far down its runs. Start a pass with `GcCursor::default()` and
+/// Where a gc pass is in the history: which phase, which group (a loop or
+/// a workflow; on SQLite all loop runs are one group), and how far along
+/// its runs. Start a pass with `GcCursor::default()` and
 /// keep calling [`Store::plan_gc_batch`] until [`GcCursor::is_done`].
 ///
 /// Its contents belong to the backend.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GcCursor {
     pub(crate) phase: GcPhase,
-    /// The loop id (phase one) or workflow id (phase two) the walk is in,
-    /// or was in last; `None` before the phase's first.
+    /// The group the walk is in, or was in last: a loop id (phase one, on
+    /// PostgreSQL; on SQLite the whole table, "") or a workflow id (phase
+    /// two); `None` before the phase's first.
     pub(crate) key: Option<String>,
     /// Within `key`: the next run to look at is the first after this
-    /// position, in the order the walk goes, newest first: on SQLite
-    /// `(created_at, rowid)`, on PostgreSQL, which has no row numbers,
-    /// `(id, created_at in ms)`. `None` once `key` is done.
+    /// position, in the order the walk goes (newest first, but SQLite's
+    /// loop runs oldest first): on SQLite `(created_at, rowid)`, on
+    /// PostgreSQL, which has no row numbers, `(id, created_at in ms)`.
+    /// `None` once `key` is done.
     pub(crate) after: Option<(String, i64)>,
 }
 
@@ -109,7 +112,7 @@ impl GcCursor {
 /// The phases of a pass.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) enum GcPhase {
-    /// Loop runs, loop by loop.
+    /// Loop runs: oldest first on SQLite, loop by loop on PostgreSQL.
     #[default]
     LoopRuns,
     /// Standalone workflow runs, workflow by workflow.
@@ -125,7 +128,7 @@ pub struct GcBatch {
     pub(crate) loop_runs: Vec<String>,
     /// Ids of standalone workflow runs that may go.
     pub(crate) workflow_runs: Vec<String>,
-    /// The loop runs of the batch, loop by loop.
+    /// The loop runs of the batch, a tally for each loop.
     pub per_loop: Vec<GcLoopTally>,
 }
 
