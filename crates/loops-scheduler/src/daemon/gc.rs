@@ -5,10 +5,11 @@
 //! A pass plans each batch without the write lock, deletes it in one short
 //! write transaction, and then pauses, so writers waiting for the lock (the
 //! daemon's claims and finalizes, a CLI command) get it between two
-//! batches instead of racing the next one. SQLite's busy handler retries
-//! a waiting writer after 1, 2, 5 and 10 ms, so a pause of at least 10 ms
-//! lets it in; the pause is also twice the batch, so gc holds the lock a
-//! third of the time at most, and leaves the disk to the others too.
+//! batches instead of racing the next one. The store's busy handler
+//! retries a waiting writer every millisecond, so a pause of at least
+//! 10 ms lets it in; the pause is also twice the batch, so gc holds the
+//! lock a third of the time at most, and leaves the disk to the others
+//! too.
 //!
 //! Deleting a run costs one page write in the table and in each of its six
 //! indexes, and old runs lie scattered over the file, so a batch's time
