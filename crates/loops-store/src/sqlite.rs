@@ -10,6 +10,7 @@
 //! crate that knows SQL.
 
 pub(crate) mod backup;
+mod busy;
 pub(crate) mod complete;
 mod daemon;
 mod gc;

@@ -22,33 +22,6 @@ pub const DB_FILE: &str = "loops.db";
 /// How long a statement waits for a competing writer (SPEC §4.1).
 pub(crate) const BUSY_TIMEOUT_MS: u64 = 5000;
 
-/// How long a waiting writer sleeps before it tries for the lock again.
-const BUSY_RETRY_MS: u64 = 1;
-
-/// The busy handler: whether to try again after `tries` failed tries, and
-/// if so after sleeping [`BUSY_RETRY_MS`], until [`BUSY_TIMEOUT_MS`] is
-/// spent.
-///
-/// SQLite's own handler (`busy_timeout`) sleeps 1, 2, 5, 10, 15 and 20 ms,
-/// then 25, 50 and 100: a writer that has waited through a gc batch or two
-/// then sleeps past the pause gc leaves between batches (10 ms at least)
-/// and waits for the next ones too. Beside a gc pass over 1,000,000 runs
-/// the daemon's runs started 106 ms late at p99, though no batch held the
-/// lock longer than 29 ms (issue 32). Trying every millisecond gets in
-/// within a millisecond of the lock's release.
-fn wait_for_the_lock(tries: i32) -> bool {
-    let again = may_try_again(tries);
-    if again {
-        std::thread::sleep(std::time::Duration::from_millis(BUSY_RETRY_MS));
-    }
-    again
-}
-
-/// Whether a writer that failed `tries` times has time left to try again.
-fn may_try_again(tries: i32) -> bool {
-    u64::try_from(tries).is_ok_and(|n| n < BUSY_TIMEOUT_MS / BUSY_RETRY_MS)
-}
-
 /// Prepared statements kept per connection: more than the store has.
 const STATEMENT_CACHE: usize = 128;
 
@@ -285,7 +258,7 @@ fn prepare(
     auto: Option<AutoBackup>,
 ) -> Result<(Connection, Option<Backup>), OpenError> {
     let shown: PathBuf = path.map_or_else(|| PathBuf::from(":memory:"), Path::to_owned);
-    conn.busy_handler(Some(wait_for_the_lock))
+    conn.busy_handler(Some(super::busy::wait_for_the_lock))
         .map_err(OpenError::db("setting the busy timeout"))?;
     // rusqlite keeps 16 prepared statements by default; a workflow run
     // cycles through more than that for every step, and re-preparing the
@@ -554,16 +527,6 @@ mod tests {
             SCHEMA_VERSION, newest,
             "bump schema::SCHEMA_VERSION to the newest migration in crates/loops-store/migrations"
         );
-    }
-
-    #[test]
-    fn a_waiting_writer_tries_every_millisecond_for_the_busy_timeout() {
-        assert!(may_try_again(0));
-        let last = i32::try_from(BUSY_TIMEOUT_MS / BUSY_RETRY_MS).unwrap() - 1;
-        assert!(may_try_again(last));
-        assert!(!may_try_again(last + 1));
-        assert!(!may_try_again(-1));
-        assert_eq!(BUSY_RETRY_MS, 1);
     }
 
     #[test]
