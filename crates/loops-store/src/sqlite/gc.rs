@@ -78,9 +78,10 @@ pub(super) const WORKFLOW_BOUNDARY: &str = concat!(
     standalone!(),
     " ORDER BY w.created_at DESC, w.rowid ASC LIMIT 1 OFFSET ?2"
 );
-/// Runs of workflow `?1` after position `(?2, ?3)`, newest first.
+/// Runs of workflow `?1` after position `(?2, ?3)`, newest first, in the
+/// columns of [`AGED_CANDIDATES`] (no loop: NULL).
 pub(super) const WORKFLOW_CANDIDATES: &str = concat!(
-    "SELECT w.rowid, w.created_at, w.id, w.workflow_name, ",
+    "SELECT w.rowid, w.created_at, w.id, w.workflow_name, NULL, ",
     workflow_run_may_go!("+w.status"),
     " FROM workflow_runs w
      WHERE w.workflow_id = ?1 AND w.created_at <= ?2 AND (w.created_at < ?2 OR w.rowid > ?3)
@@ -440,8 +441,8 @@ impl Walk for Walker<'_> {
                 at: (r.get(1)?, r.get(0)?),
                 id: r.get(2)?,
                 name: r.get(3)?,
-                group: if loops { Some(r.get(4)?) } else { None },
-                may_go: r.get(if loops { 5 } else { 4 })?,
+                group: r.get(4)?,
+                may_go: r.get(5)?,
             })
         };
         let rows = if loops {
