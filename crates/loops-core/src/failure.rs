@@ -12,10 +12,14 @@
 //! original groups failures the same way. Its patterns are translated from
 //! JavaScript with care for the places where Rust's `regex` differs: `\b`
 //! is ASCII (`(?-u:\b)`), `.` stops at `\r`, U+2028 and U+2029 as well as
-//! `\n`, and `\s` is JavaScript's set (U+FEFF is a space, U+0085 is not).
-//! The one difference left: a case-insensitive pattern here also folds
-//! the Kelvin sign and the long s onto `k` and `s`, where JavaScript's does
-//! not.
+//! `\n`, `\s` is JavaScript's set (U+FEFF is a space, U+0085 is not), and
+//! case-insensitive matching folds ASCII letters only, as JavaScript's
+//! does for ASCII patterns (the Kelvin sign is not a `k`).
+//!
+//! The binary links regex without its Unicode tables (their relocations
+//! cost every process page faults at start), so no pattern may name a
+//! Unicode class or fold case in Unicode mode: [`pattern`] checks it where
+//! the tests run, since they link the tables through other crates.
 
 use std::fmt;
 use std::sync::LazyLock;
@@ -193,12 +197,55 @@ const RESTART_INTERRUPTED_PREFIX: &str = "daemon restart interrupted active run"
 /// JavaScript's `.`: anything but a line terminator.
 const JS_DOT: &str = r"[^\n\r\x{2028}\x{2029}]";
 
-/// JavaScript's `\s`: Unicode's white space without U+0085, plus U+FEFF.
-const JS_SPACE: &str = r"[[\s\x{FEFF}]--\x{85}]";
+/// JavaScript's `\s`: Unicode's white space without U+0085, plus U+FEFF,
+/// spelt out, so that it needs no Unicode tables and holds inside a
+/// case-insensitive ASCII pattern.
+const JS_SPACE: &str = r"(?u-i:[\t\n\x0B\x0C\r \x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{FEFF}])";
+
+/// Anything but JavaScript's `\s` ([`JS_SPACE`]).
+const JS_NOT_SPACE: &str = r"(?u-i:[^\t\n\x0B\x0C\r \x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{FEFF}])";
 
 /// Compiles one of this module's patterns.
 fn pattern(source: &str) -> Regex {
+    debug_assert_eq!(unicode_tables_needed(source), None, "{source}");
     Regex::new(source).expect("the failure module's patterns are valid")
+}
+
+/// Where `source` would need regex's Unicode tables, which the binary does
+/// not link: a Perl or Unicode class (`\s`, `\p{..}`), a word boundary
+/// outside `(?-u:\b)`, or a flag group that folds case in Unicode mode.
+/// Conservative: it reads the flags of each group, not their scope.
+fn unicode_tables_needed(source: &str) -> Option<String> {
+    let bytes = source.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => {
+                let next = bytes.get(i + 1).copied().unwrap_or(b' ');
+                if b"sSdDwWpP".contains(&next)
+                    || (b"bB".contains(&next) && !source[..i].ends_with("(?-u:"))
+                {
+                    return Some(format!("\\{} at {i}", char::from(next)));
+                }
+                i += 2;
+            }
+            b'(' if bytes.get(i + 1) == Some(&b'?') => {
+                let flags: String = source[i + 2..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphabetic() || *c == '-')
+                    .collect();
+                let (on, off) = flags.split_once('-').unwrap_or((&flags, ""));
+                if (on.contains('i') && !off.contains('u'))
+                    || (on.contains('u') && !off.contains('i'))
+                {
+                    return Some(format!("(?{flags} at {i}"));
+                }
+                i += 2;
+            }
+            _ => i += 1,
+        }
+    }
+    None
 }
 
 // Rules 5 to 7 and 10 to 14 search the lowercased text; rules 8 and 9, and
@@ -358,7 +405,7 @@ const FINGERPRINT_EVIDENCE_CHARS: usize = 120;
 /// An ISO-8601 instant and whatever sticks to it, as JavaScript's
 /// `\d{4}-\d{2}-\d{2}T\S+`.
 static TIMESTAMP: LazyLock<Regex> =
-    LazyLock::new(|| pattern(&format!("[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}T[^{JS_SPACE}]+")));
+    LazyLock::new(|| pattern(&format!("[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}T{JS_NOT_SPACE}+")));
 
 /// The failure's fingerprint (agents note §7.2): the first 16 lowercase hex
 /// characters of the SHA-256 of the loop id, the class, the status, the

@@ -45,6 +45,7 @@ mod gc;
 mod lease;
 mod loops;
 mod members;
+mod migrations;
 mod pools;
 mod postgres;
 mod runs;

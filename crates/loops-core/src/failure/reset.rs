@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 use chrono::{DateTime, Datelike, Local, NaiveDate, NaiveDateTime, NaiveTime, TimeDelta, TimeZone};
 use regex::{Captures, Regex};
 
-use super::pattern;
+use super::{JS_SPACE, pattern};
 use crate::cron::Zone;
 use crate::time::Timestamp;
 use crate::tz::Tz;
@@ -58,19 +58,20 @@ const KINDS: [(&str, Kind); 6] = [
 /// one place the first listed wins: `retry-after-ms` before `retry-after`,
 /// `resets in` before `resets`.
 static PHRASE: LazyLock<Regex> = LazyLock::new(|| {
-    let label = r#""?\s*[:=]\s*"?"#;
+    let s = JS_SPACE;
+    let label = format!(r#""?{s}*[:=]{s}*"?"#);
     let b = "(?-u:\\b)";
     pattern(&format!(
-        "(?i)\
+        "(?i-u)\
          (?P<millis>{b}retry-after-ms{label})|\
          (?P<seconds>{b}(?:retry-after|resets_in_seconds){label})|\
          (?P<duration>{b}(?:(?:retry|quotareset)delay{label}|\
-         (?:(?:try\\s+again|retry|retrying|resets?|available(?:\\s+again)?)\\s+in|\
-         (?:retry|resets?)\\s+after)\\s+))|\
+         (?:(?:try{s}+again|retry|retrying|resets?|available(?:{s}+again)?){s}+in|\
+         (?:retry|resets?){s}+after){s}+))|\
          (?P<stamp>{b}(?:(?:x-|anthropic-)?ratelimit-(?:[a-z]+-)*reset(?:-[a-z_]+)?|\
          resets?_?at){label})|\
-         (?P<epoch>usage\\s+limit\\s+reached\\|)|\
-         (?P<instant>{b}(?:resets?|try\\s+again|retry)(?:\\s+(?:at|on))?\\s+)"
+         (?P<epoch>usage{s}+limit{s}+reached\\|)|\
+         (?P<instant>{b}(?:resets?|try{s}+again|retry)(?:{s}+(?:at|on))?{s}+)"
     ))
 });
 
@@ -295,13 +296,14 @@ fn http_date(text: &str) -> Option<Timestamp> {
 /// A wall time at the start of a text, with the date, year and zone it
 /// may have.
 static WALL: LazyLock<Regex> = LazyLock::new(|| {
-    pattern(
-        "(?i)^(?:(?P<month>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\\.?\\s+\
-         (?P<day>[0-9]{1,2})(?:st|nd|rd|th)?,?(?:\\s+(?P<year>[0-9]{4}),?)?\\s+(?:at\\s+)?)?\
-         (?P<hour>[0-9]{1,2})(?::(?P<minute>[0-9]{2})(?::(?P<second>[0-9]{2}))?)?\
-         (?:\\s*(?P<half>[ap]m(?-u:\\b)|[ap]\\.m\\.))?\
-         (?:\\s*\\((?P<zone>[a-z_]+(?:/[a-z0-9_+-]+)*)\\)|\\s+(?P<utc>utc|gmt)(?-u:\\b))?",
-    )
+    let s = JS_SPACE;
+    pattern(&format!(
+        "(?i-u)^(?:(?P<month>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\\.?{s}+\
+         (?P<day>[0-9]{{1,2}})(?:st|nd|rd|th)?,?(?:{s}+(?P<year>[0-9]{{4}}),?)?{s}+(?:at{s}+)?)?\
+         (?P<hour>[0-9]{{1,2}})(?::(?P<minute>[0-9]{{2}})(?::(?P<second>[0-9]{{2}}))?)?\
+         (?:{s}*(?P<half>[ap]m(?-u:\\b)|[ap]\\.m\\.))?\
+         (?:{s}*\\((?P<zone>[a-z_]+(?:/[a-z0-9_+-]+)*)\\)|{s}+(?P<utc>utc|gmt)(?-u:\\b))?",
+    ))
 });
 
 const MONTHS: [&str; 12] = [

@@ -635,3 +635,64 @@ fn a_classified_run_fingerprints_its_summary() {
         )
     );
 }
+
+#[test]
+fn every_classifier_pattern_compiles_without_unicode_tables() {
+    // Forcing each compiles it through `pattern`, which checks it in a
+    // debug build (the reset and host patterns are forced by their tests).
+    for re in [
+        &PREFLIGHT,
+        &RATE_LIMIT,
+        &AUTH,
+        &MODEL_NOT_FOUND,
+        &CONTEXT_LENGTH,
+        &SCHEMA,
+        &NODE_INIT,
+        &SIGNAL_EXIT,
+        &SIGSEGV,
+        &TIMESTAMP,
+    ] {
+        assert_eq!(unicode_tables_needed(re.as_str()), None, "{}", re.as_str());
+    }
+}
+
+#[test]
+fn the_unicode_check_names_what_needs_the_tables() {
+    for (source, found) in [
+        (r"a\sb", Some(r"\s at 1")),
+        (r"\p{L}", Some(r"\p at 0")),
+        (r"x\d", Some(r"\d at 1")),
+        (r"\bword", Some(r"\b at 0")),
+        ("(?i)abc", Some("(?i at 0")),
+        ("(?i:abc)", Some("(?i at 0")),
+        ("(?i-u)x(?u:[a])", Some("(?u at 7")),
+    ] {
+        assert_eq!(unicode_tables_needed(source).as_deref(), found, "{source}");
+    }
+    for fine in [
+        r"(?-u:\b)429",
+        r"(?i-u)resets?(?u-i:[\t ])",
+        r"[\\/]x\.y",
+        "(?P<hour>[0-9]{1,2})(?:st|nd)",
+        JS_SPACE,
+        JS_NOT_SPACE,
+        JS_DOT,
+    ] {
+        assert_eq!(unicode_tables_needed(fine), None, "{fine}");
+    }
+    // JavaScript's space set, no more and no less.
+    let space = Regex::new(&format!("^{JS_SPACE}$")).unwrap();
+    let spaces: Vec<u32> = (0..=0x10FFFF_u32)
+        .filter_map(char::from_u32)
+        .filter(|c| space.is_match(c.encode_utf8(&mut [0; 4])))
+        .map(u32::from)
+        .collect();
+    let js = [
+        0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0xA0, 0x1680, 0x2000, 0x2001, 0x2002, 0x2003, 0x2004,
+        0x2005, 0x2006, 0x2007, 0x2008, 0x2009, 0x200A, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000,
+        0xFEFF,
+    ];
+    assert_eq!(spaces, js);
+    let not_space = Regex::new(&format!("^{JS_NOT_SPACE}$")).unwrap();
+    assert!(not_space.is_match("x") && !not_space.is_match("\u{FEFF}") && !not_space.is_match(" "));
+}

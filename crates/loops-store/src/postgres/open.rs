@@ -1,4 +1,4 @@
-//! Migrating a PostgreSQL database: refinery's migrations of
+//! Migrating a PostgreSQL database: the migrations of
 //! `migrations/postgres/` (versions shared with `migrations/sqlite/`),
 //! applied under a session advisory lock so hosts starting at once migrate
 //! one at a time, and the minimum compatible version every newer schema
@@ -11,11 +11,8 @@ use postgres::Client;
 
 use super::connect::DatabaseUrl;
 use crate::error::{OpenError, Result};
+use crate::migrations::{self, Applied};
 use crate::schema::SCHEMA_VERSION;
-
-mod embedded {
-    refinery::embed_migrations!("migrations/postgres");
-}
 
 /// The advisory lock key of migrations: "loopsmig" as a big-endian i64.
 const MIGRATION_LOCK_KEY: i64 = 0x6c6f_6f70_736d_6967;
@@ -107,10 +104,7 @@ pub(crate) fn migrate(client: &mut Client, url: &DatabaseUrl) -> Result<(), Open
         if !decide(schema_state(client)?, url)? {
             return Ok(());
         }
-        embedded::migrations::runner()
-            .run(client)
-            .map(drop)
-            .map_err(|e| OpenError::Migration(e.to_string()))
+        apply(client)
     })();
     let unlocked = client
         .query("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK_KEY])
@@ -118,37 +112,51 @@ pub(crate) fn migrate(client: &mut Client, url: &DatabaseUrl) -> Result<(), Open
     out.and(unlocked.map(drop))
 }
 
+/// Applies each migration [`migrations::plan`] returns, with its history
+/// row, in a transaction of its own.
+fn apply(client: &mut Client) -> Result<(), OpenError> {
+    client
+        .batch_execute(migrations::CREATE_HISTORY)
+        .map_err(db("creating the migration history"))?;
+    let applied: Vec<Applied> = client
+        .query(migrations::READ_HISTORY, &[])
+        .map_err(db("reading the migration history"))?
+        .iter()
+        .map(|r| Applied {
+            version: r.get(0),
+            name: r.get(1),
+            checksum: r.get(2),
+        })
+        .collect();
+    for migration in
+        migrations::plan(&applied, migrations::POSTGRES).map_err(OpenError::Migration)?
+    {
+        let failed = |e: postgres::Error| {
+            OpenError::Migration(format!(
+                "applying V{}__{}: {e}",
+                migration.version, migration.name
+            ))
+        };
+        let mut tx = client.transaction().map_err(failed)?;
+        tx.batch_execute(migration.sql).map_err(failed)?;
+        tx.execute(
+            migrations::INSERT_HISTORY,
+            &[
+                &migration.version,
+                &migration.name,
+                &migrations::applied_on(),
+                &migration.checksum().to_string(),
+            ],
+        )
+        .map_err(failed)?;
+        tx.commit().map_err(failed)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn postgres_and_sqlite_migrations_share_their_versions() {
-        let pg: Vec<(i32, String)> = embedded::migrations::runner()
-            .get_migrations()
-            .iter()
-            .map(|m| (m.version(), m.name().to_owned()))
-            .collect();
-        assert_eq!(
-            pg.iter().map(|m| i64::from(m.0)).max(),
-            Some(SCHEMA_VERSION),
-            "migrations/postgres must reach SCHEMA_VERSION"
-        );
-        let mut versions: Vec<i32> = pg.iter().map(|m| m.0).collect();
-        versions.sort_unstable();
-        // The SQLite migrations, by their file names: branches that add
-        // migrations side by side may leave a gap until they merge.
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/sqlite");
-        let mut sqlite: Vec<i32> = std::fs::read_dir(dir)
-            .unwrap()
-            .filter_map(|e| {
-                let name = e.unwrap().file_name().into_string().unwrap();
-                name.strip_prefix('V')?.split_once("__")?.0.parse().ok()
-            })
-            .collect();
-        sqlite.sort_unstable();
-        assert_eq!(versions, sqlite);
-    }
 
     #[test]
     fn a_newer_schema_is_used_only_when_it_admits_this_binary() {

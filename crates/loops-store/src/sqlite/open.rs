@@ -10,11 +10,8 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use crate::backup::{AutoBackup, Backup};
 use crate::error::{OpenError, Result};
+use crate::migrations::{self, Applied};
 use crate::schema::SCHEMA_VERSION;
-
-mod embedded {
-    refinery::embed_migrations!("migrations/sqlite");
-}
 
 /// The file name of the database inside the data directory.
 pub const DB_FILE: &str = "loops.db";
@@ -388,20 +385,54 @@ fn set_file_pragmas(conn: &Connection, shown: &Path) -> Result<(), OpenError> {
 }
 
 /// Brings a database that is not at [`SCHEMA_VERSION`] (and not newer) to
-/// it.
+/// it: each migration [`migrations::plan`] returns, with its history row,
+/// in a transaction of its own.
 fn migrate(conn: &mut Connection) -> Result<(), OpenError> {
     upgrade_pre_0_3(conn)?;
-    // refinery reads the applied migrations and applies each new one in
-    // transactions of its own; `BEGIN IMMEDIATE` takes the write lock up
-    // front, so a writer outside the migration lock (the original, run
-    // side by side) makes them wait out the busy timeout instead of
-    // failing at once on a stale read.
-    conn.set_transaction_behavior(rusqlite::TransactionBehavior::Immediate);
-    let ran = embedded::migrations::runner()
-        .run(conn)
-        .map_err(|e| OpenError::Migration(e.to_string()));
-    conn.set_transaction_behavior(rusqlite::TransactionBehavior::Deferred);
-    ran.map(drop)
+    conn.execute_batch(migrations::CREATE_HISTORY)
+        .map_err(OpenError::db("creating the migration history"))?;
+    let applied = read_history(conn).map_err(OpenError::db("reading the migration history"))?;
+    for migration in migrations::plan(&applied, migrations::SQLITE).map_err(OpenError::Migration)? {
+        let failed = |e: rusqlite::Error| {
+            OpenError::Migration(format!(
+                "applying V{}__{}: {e}",
+                migration.version, migration.name
+            ))
+        };
+        // `BEGIN IMMEDIATE` takes the write lock up front, so a writer
+        // outside the migration lock (the original, run side by side)
+        // makes it wait out the busy timeout instead of failing at once on
+        // a stale read.
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(failed)?;
+        tx.execute_batch(migration.sql).map_err(failed)?;
+        tx.execute(
+            migrations::INSERT_HISTORY,
+            rusqlite::params![
+                migration.version,
+                migration.name,
+                migrations::applied_on(),
+                migration.checksum().to_string()
+            ],
+        )
+        .map_err(failed)?;
+        tx.commit().map_err(failed)?;
+    }
+    Ok(())
+}
+
+/// `refinery_schema_history`, oldest first.
+fn read_history(conn: &Connection) -> rusqlite::Result<Vec<Applied>> {
+    let mut stmt = conn.prepare(migrations::READ_HISTORY)?;
+    let rows = stmt.query_map([], |r| {
+        Ok(Applied {
+            version: r.get(0)?,
+            name: r.get(1)?,
+            checksum: r.get(2)?,
+        })
+    })?;
+    rows.collect()
 }
 
 /// How long opening waits for another process's migration of the same
@@ -514,20 +545,6 @@ fn upgrade_pre_0_3(conn: &Connection) -> Result<(), OpenError> {
 mod tests {
     use super::testing::{fill, frames_of as wal_frames, private_tempdir};
     use super::*;
-
-    #[test]
-    fn schema_version_matches_the_embedded_migrations() {
-        let newest = embedded::migrations::runner()
-            .get_migrations()
-            .iter()
-            .map(|m| i64::from(m.version()))
-            .max()
-            .unwrap_or(0);
-        assert_eq!(
-            SCHEMA_VERSION, newest,
-            "bump schema::SCHEMA_VERSION to the newest migration in crates/loops-store/migrations"
-        );
-    }
 
     #[test]
     fn a_write_waits_for_another_connections_lock() {
