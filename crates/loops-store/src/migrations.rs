@@ -256,6 +256,12 @@ mod tests {
         assert_eq!(versions(SQLITE), versions(POSTGRES));
     }
 
+    #[test]
+    fn a_history_row_records_when_it_was_applied_in_rfc_3339() {
+        let at = loops_core::Timestamp::parse(&applied_on()).unwrap();
+        assert!(at > loops_core::Timestamp::EPOCH, "{at}");
+    }
+
     fn applied(m: &Migration) -> Applied {
         Applied {
             version: m.version,
