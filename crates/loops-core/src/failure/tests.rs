@@ -666,6 +666,8 @@ fn the_unicode_check_names_what_needs_the_tables() {
         ("(?i)abc", Some("(?i at 0")),
         ("(?i:abc)", Some("(?i at 0")),
         ("(?i-u)x(?u:[a])", Some("(?u at 7")),
+        // Past an escape, the scan goes on two bytes later.
+        (r"abc\.\s", Some(r"\s at 5")),
     ] {
         assert_eq!(unicode_tables_needed(source).as_deref(), found, "{source}");
     }
@@ -673,6 +675,8 @@ fn the_unicode_check_names_what_needs_the_tables() {
         r"(?-u:\b)429",
         r"(?i-u)resets?(?u-i:[\t ])",
         r"[\\/]x\.y",
+        // A group without flags, whatever follows its parenthesis.
+        "(xi|y)",
         "(?P<hour>[0-9]{1,2})(?:st|nd)",
         JS_SPACE,
         JS_NOT_SPACE,
