@@ -199,6 +199,16 @@ impl Browser {
         })
     }
 
+    /// Clicks the first element `css` matches, polling until the click
+    /// lands, failing after `timeout`. A page that a navigation or its live
+    /// view replaces between the find and the click leaves a stale element,
+    /// whose click does nothing: it is found again.
+    pub fn click_when_ready(&self, css: &str, timeout: Duration) {
+        crate::wait_for(&format!("a click on {css:?}"), timeout, || {
+            self.try_find(css).ok()?.try_click().ok()
+        });
+    }
+
     /// Runs `script` (a function body; `arguments` holds `args`) in the
     /// page and returns what it returns.
     pub fn execute(&self, script: &str, args: &[Value]) -> Value {
@@ -301,6 +311,11 @@ impl Element<'_> {
     /// Clicks it (a link or a button: the browser follows it).
     pub fn click(&self) {
         self.command("POST", "/click", Some(&json!({})));
+    }
+
+    /// Clicks it, or the driver's error (a stale element).
+    pub fn try_click(&self) -> Result<(), Error> {
+        self.send("POST", "/click", Some(&json!({}))).map(drop)
     }
 
     /// Types `text` into it, as keys ([`ENTER`] submits a form).

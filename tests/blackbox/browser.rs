@@ -140,20 +140,20 @@ fn the_loops_page_lists_the_loops_and_a_loop_is_paused_from_its_page() {
     // says paused; resume undoes it.
     let action = browser.find("form[action$=\"/pause\"]").attribute("action");
     assert_eq!(action, Some(format!("/loops/{nightly}/pause")));
-    browser.find("button#pause").click();
+    // The live view may show the new status before the POST's answer
+    // replaces the page, so each click after one finds its element again.
+    browser.click_when_ready("button#pause", DEADLINE);
     browser.wait_for_text(status, "paused", DEADLINE);
     web.wait_at(&format!("/loops/{nightly}"));
     assert_eq!(cli_json(&env, &["show", &nightly])["status"], "paused");
     web.shoot("loop-paused");
-    browser.find("button#resume").click();
+    browser.click_when_ready("button#resume", DEADLINE);
     browser.wait_for_text(status, "active", DEADLINE);
     assert_eq!(cli_json(&env, &["show", &nightly])["status"], "active");
     assert_eq!(cli_json(&env, &["show", &backup])["status"], "active");
 
     // The run's page, reached from the loop's.
-    browser
-        .find(&format!("table#runs tr[data-run=\"{run_id}\"] a"))
-        .click();
+    browser.click_when_ready(&format!("table#runs tr[data-run=\"{run_id}\"] a"), DEADLINE);
     web.wait_at(&format!("/runs/{run_id}"));
     let run_status = browser.find("dl#run dd[data-field=status]").text();
     assert!(run_status.contains("succeeded"), "{run_status}");
