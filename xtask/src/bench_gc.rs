@@ -150,6 +150,17 @@ pub(crate) fn bench(
                 "  beside it, the daemon: {} runs of 20 loops every 1s in the window ({} slots): lateness p50 {} ms, p99 {} ms, max {} ms",
                 late.runs, late.slots, late.p50, late.p99, late.max
             );
+            let latest: Vec<String> = late
+                .latest
+                .iter()
+                .map(|(at, ms)| format!("{ms} ms at {at} s"))
+                .collect();
+            println!(
+                "  runs over {} ms late: {}; the latest: {}",
+                crate::bench_scale::daemon::SLOW_RUN_MS,
+                late.slow_runs,
+                latest.join(", ")
+            );
         }
     }
     Ok(())

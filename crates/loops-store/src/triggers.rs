@@ -19,6 +19,8 @@ use crate::error::Result;
 
 pub(crate) mod ops;
 mod watch;
+#[cfg(test)]
+pub(crate) use watch::WATCH_LOOPS;
 
 /// One trigger of a loop.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -23,6 +23,8 @@ use crate::bench_daemon::{cpu_ns, cpu_ticks, now_ms, parse_runs};
 
 /// Loops due every second.
 const DUE_LOOPS: usize = 20;
+/// A run counts as slow when it starts later than this.
+pub(crate) const SLOW_RUN_MS: i64 = 10;
 /// What the window waits after `daemon start` returns.
 const WARM_UP_MS: i64 = 1000;
 
@@ -38,6 +40,11 @@ pub(crate) struct Figures {
     pub(crate) p50: i64,
     pub(crate) p99: i64,
     pub(crate) max: i64,
+    /// The runs that started more than [`SLOW_RUN_MS`] late, and the
+    /// three latest, as (seconds into the window, lateness): whether a
+    /// tail is one slow turn or many.
+    pub(crate) slow_runs: usize,
+    pub(crate) latest: Vec<(i64, i64)>,
     /// Daemon CPU per run in the window, in ms: from `utime + stime`, and
     /// from the threads' schedstat.
     pub(crate) cpu_ms: f64,
@@ -87,17 +94,22 @@ pub(crate) fn measure(bin: &Path, data: &Path, secs: u64) -> Result<Figures, Str
     let (ticks, ns) = cpu?;
     stopped?;
 
-    let mut late = Vec::new();
+    // (seconds into the window, lateness) of every run in it.
+    let mut runs = Vec::new();
     for name in &names {
         let out = loops(bin, data, &["--json", "runs", name, "--limit", "100000"])?;
-        late.extend(
+        runs.extend(
             parse_runs(&out)
                 .into_iter()
                 .filter(|(slot, _)| (window_start..window_end).contains(slot))
-                .map(|(slot, started)| started - slot),
+                .map(|(slot, started)| ((slot - window_start) / 1000, started - slot)),
         );
         loops(bin, data, &["stop", name])?;
     }
+    runs.sort_by_key(|&(_, late)| std::cmp::Reverse(late));
+    let slow_runs = runs.iter().filter(|&&(_, late)| late > SLOW_RUN_MS).count();
+    let latest = runs.iter().take(3).copied().collect();
+    let mut late: Vec<i64> = runs.iter().map(|&(_, late)| late).collect();
     if late.is_empty() {
         return Err(format!(
             "no run of the {DUE_LOOPS} due loops started in the {secs} s window"
@@ -113,6 +125,8 @@ pub(crate) fn measure(bin: &Path, data: &Path, secs: u64) -> Result<Figures, Str
         p50: pct(0.50),
         p99: pct(0.99),
         max: late[late.len() - 1],
+        slow_runs,
+        latest,
         cpu_ms: ticks as f64 * 1000.0 / clock_ticks_per_s() / runs,
         sched_ms: ns as f64 / 1e6 / runs,
     })

@@ -21,6 +21,7 @@ use crate::runs::EXPIRED_LEASES;
 use crate::runs::advance::ATTEMPT_CANCELLED;
 use crate::runs::facts::{COSTED_RUNS, FAILURE_GROUPS};
 use crate::runs::list::{LIST_ALL_RUNS, LIST_LOOP_RUNS, LIST_RUNS_BY_STATUS};
+use crate::triggers::WATCH_LOOPS;
 
 /// The query plan of `sql`, one line per step.
 fn plan(sql: &str) -> String {
@@ -81,6 +82,13 @@ fn counting_by_status_reads_the_kept_counts() {
 fn loop_expiry_reads_only_loops_that_expire() {
     assert_uses(NEXT_EXPIRY, "idx_loops_status_expires");
     assert_uses(EXPIRE_LOOPS, "idx_loops_status_expires");
+}
+
+#[test]
+fn the_watch_loops_are_read_down_their_partial_index() {
+    // Every daemon reads them every 5 s, so they must cost the few loops
+    // that watch, not every active loop.
+    assert_uses(WATCH_LOOPS, "idx_loops_watch");
 }
 
 #[test]
@@ -201,6 +209,7 @@ fn measured(db: &Sqlite) -> Vec<(&'static str, i32)> {
         ),
         ("next expiry (wake-up)", steps(db, NEXT_EXPIRY, [])),
         ("expire loops (tick)", steps(db, EXPIRE_LOOPS, params![NOW])),
+        ("watch loops (every 5 s)", steps(db, WATCH_LOOPS, [])),
         (
             "next lease expiry (wake-up)",
             steps(db, NEXT_LEASE_EXPIRY, params![NOW, "me"]),

@@ -10,11 +10,15 @@ use crate::error::Result;
 use crate::sql::{Db, Sql};
 use crate::triggers::{LoopTrigger, WatchFired};
 
-/// The active loops that watch paths (`idx_loops_watch`).
-const WATCH_LOOPS: &str = concat!(
+/// The loops that watch paths, read down `idx_loops_watch`; the caller
+/// keeps the active ones. With `status = 'active'` in the query, SQLite
+/// read every active loop down `idx_loops_status_next` and sorted them,
+/// every 5 s in every daemon: about 30 ms at 100,000 loops, which made
+/// the runs due meanwhile that late (`docs/perf.md`, "Retention batches").
+pub(crate) const WATCH_LOOPS: &str = concat!(
     "SELECT ",
     loop_columns!(),
-    " FROM loops WHERE watch_json IS NOT NULL AND status = 'active' ORDER BY id"
+    " FROM loops WHERE watch_json IS NOT NULL ORDER BY id"
 );
 
 /// How many of a loop's newest runs the own-change check reads: enough
@@ -24,14 +28,16 @@ const RECENT_RUNS: u32 = 4;
 
 /// [`crate::Store::watch_loops`].
 pub(super) fn watch_loops(db: &impl Db) -> Result<Vec<Loop>> {
-    db.read(|c| {
+    let mut loops = db.read(|c| {
         c.query_vec(
             WATCH_LOOPS,
             &[],
             ("loops", "listing the loops that watch paths"),
             columns::loop_row,
         )
-    })
+    })?;
+    loops.retain(|lp| lp.status == LoopStatus::Active);
+    Ok(loops)
 }
 
 /// [`crate::Store::add_watch_trigger`]: in one transaction, the loop's
