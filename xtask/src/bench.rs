@@ -10,8 +10,10 @@
 //!   spawning `true` directly from this process (the spawn floor);
 //! - the median wall time of `loops workflows run` over 50 `true` steps:
 //!   independent with `maxParallel` 1, independent with `maxParallel` 8, and
-//!   a chain where each step depends on the previous one. Each sample runs in
-//!   a fresh data directory with the workflow created beforehand.
+//!   a chain where each step depends on the previous one, and a run of one
+//!   step, the fixed cost that the chain's cost per step is given without.
+//!   Each sample runs in a fresh data directory with the workflow created
+//!   beforehand.
 //!
 //! - the daemon's figures (`bench_daemon.rs`): lateness, idle memory and
 //!   CPU, and the time from SIGTERM to exit.
@@ -251,30 +253,46 @@ const WORKFLOW_SAMPLES: usize = 5;
 /// The shape of a benchmarked workflow.
 struct WorkflowShape {
     label: &'static str,
+    steps: usize,
     max_parallel: u32,
     chain: bool,
-    goal_ms: u32,
+    /// The issue's goal for the median; none for the one-step run, which
+    /// only measures the fixed cost.
+    goal_ms: Option<u32>,
 }
 
 fn workflow_figures(bin: &Path, scratch: &Path) -> Result<(), String> {
     let shapes = [
         WorkflowShape {
             label: "independent, maxParallel 1",
+            steps: WORKFLOW_STEPS,
             max_parallel: 1,
             chain: false,
-            goal_ms: 150,
+            goal_ms: Some(150),
         },
         WorkflowShape {
             label: "independent, maxParallel 8",
+            steps: WORKFLOW_STEPS,
             max_parallel: 8,
             chain: false,
-            goal_ms: 50,
+            goal_ms: Some(50),
         },
         WorkflowShape {
             label: "chain (each step depends on the previous)",
+            steps: WORKFLOW_STEPS,
             max_parallel: 1,
             chain: true,
-            goal_ms: 60,
+            goal_ms: Some(60),
+        },
+        // What a run costs whatever its steps (start, open, create the
+        // run, the close checkpoint), so that the chain's cost per step
+        // can be told apart from it.
+        WorkflowShape {
+            label: "one step (the fixed cost)",
+            steps: 1,
+            max_parallel: 1,
+            chain: true,
+            goal_ms: None,
         },
     ];
     // The floor (issue 32): the same number of `true` spawned one after
@@ -296,6 +314,7 @@ fn workflow_figures(bin: &Path, scratch: &Path) -> Result<(), String> {
         "floor: {WORKFLOW_STEPS} sequential spawns of `true`: median {floor_ms:.2} ms (min {:.2} ms)",
         ms(floor[0])
     );
+    let mut medians = Vec::with_capacity(shapes.len());
     for (i, shape) in shapes.iter().enumerate() {
         let file = scratch.join(format!("workflow-{i}.json"));
         std::fs::write(&file, workflow_file(shape))
@@ -313,34 +332,45 @@ fn workflow_figures(bin: &Path, scratch: &Path) -> Result<(), String> {
                 .lines()
                 .next()
                 .is_some_and(|l| l.ends_with(" succeeded"))
-                || succeeded != WORKFLOW_STEPS
+                || succeeded != shape.steps
             {
                 return Err(format!("workflow run did not succeed:\n{out}"));
             }
         }
         samples.sort();
+        let median = ms(samples[WORKFLOW_SAMPLES / 2]);
+        let goal = shape
+            .goal_ms
+            .map_or_else(String::new, |g| format!("; goal <= {g} ms"));
         println!(
-            "workflow run: {WORKFLOW_STEPS} `true` steps, {}: median {:.2} ms (min {:.2} ms, max {:.2} ms, {WORKFLOW_SAMPLES} runs; goal <= {} ms)",
+            "workflow run: {} `true` step{}, {}: median {median:.2} ms (min {:.2} ms, max {:.2} ms, {WORKFLOW_SAMPLES} runs{goal})",
+            shape.steps,
+            if shape.steps == 1 { "" } else { "s" },
             shape.label,
-            ms(samples[WORKFLOW_SAMPLES / 2]),
             ms(samples[0]),
             ms(samples[WORKFLOW_SAMPLES - 1]),
-            shape.goal_ms
         );
-        if shape.chain {
-            let per_step = (ms(samples[WORKFLOW_SAMPLES / 2]) - floor_ms) / WORKFLOW_STEPS as f64;
-            println!(
-                "workflow run: chain overhead above the floor: {per_step:.3} ms per step (goal <= 0.2 ms)"
-            );
-        }
+        medians.push(median);
     }
+    let (chain, one) = (medians[2], medians[3]);
+    let per_step = (chain - floor_ms) / WORKFLOW_STEPS as f64;
+    println!(
+        "workflow run: chain overhead above the floor: {per_step:.3} ms per step (goal <= 0.2 ms)"
+    );
+    // The same, less the fixed cost: what each step after the first adds
+    // beyond its own spawn.
+    let steps = (WORKFLOW_STEPS - 1) as f64;
+    let marginal = (chain - one) / steps - floor_ms / WORKFLOW_STEPS as f64;
+    println!(
+        "workflow run: of which fixed {one:.2} ms a run (one step), and {marginal:.3} ms per further step above its spawn"
+    );
     Ok(())
 }
 
-/// A workflow file of [`WORKFLOW_STEPS`] `true` steps run without a shell,
+/// A workflow file of `shape.steps` `true` steps run without a shell,
 /// written by hand because xtask uses only std.
 fn workflow_file(shape: &WorkflowShape) -> String {
-    let steps: Vec<String> = (1..=WORKFLOW_STEPS)
+    let steps: Vec<String> = (1..=shape.steps)
         .map(|i| {
             let depends = if shape.chain && i > 1 {
                 format!(r#","dependsOn":["s{}"]"#, i - 1)
