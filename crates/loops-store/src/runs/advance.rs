@@ -25,8 +25,8 @@
 //! tested without a database.
 
 use loops_core::{
-    Backoff, Loop, LoopAdvance, LoopId, LoopRun, LoopStatus, ScheduleError, Streak, Timestamp,
-    loop_workflow_key, plan_advance_with,
+    Backoff, Loop, LoopAdvance, LoopId, LoopRun, LoopStatus, RunId, ScheduleError, Streak,
+    Timestamp, loop_workflow_key, plan_advance_with,
 };
 
 use crate::columns::{self, loop_columns};
@@ -219,6 +219,12 @@ pub(crate) fn advance_after(
     let Some(lp) = lock_loop(c, &run.loop_id)? else {
         return Ok((Advance::LoopMissing, None));
     };
+    // A triggered run never moves its loop's schedule and is not retried
+    // (issue 30, T5), however it ended: finalized, or abandoned by a
+    // recovery. Advancing a trigger-only loop after its run would stop it.
+    if triggered(c, &run.id)? {
+        return Ok((Advance::Triggered, Some(lp)));
+    }
     if lp.status != LoopStatus::Active {
         return Ok((Advance::NotActive, Some(lp)));
     }
@@ -264,6 +270,16 @@ pub(crate) fn advance_after(
             Ok((Advance::Paused(err), stored.or(Some(lp))))
         }
     }
+}
+
+/// Whether run `id` was started by a trigger (issue 30).
+fn triggered(c: &mut dyn Sql, id: &RunId) -> Result<bool> {
+    let n = c.query_int(
+        "SELECT COUNT(*) FROM loop_runs WHERE id = ?1 AND trigger_id IS NOT NULL",
+        &[id.as_str().into()],
+        "reading a run's trigger",
+    )?;
+    Ok(n > 0)
 }
 
 /// Whether `run`, which finished, may be retried (SPEC §9 item 21): not

@@ -158,16 +158,6 @@ const FINALIZE: [&str; 2] = [
 ];
 
 /// Applies a finalize; `Some(row)` when it was written.
-/// Whether run `id` was started by a trigger (issue 30).
-fn triggered(c: &mut dyn Sql, id: &RunId) -> Result<bool> {
-    let n = c.query_int(
-        "SELECT COUNT(*) FROM loop_runs WHERE id = ?1 AND trigger_id IS NOT NULL",
-        &[id.as_str().into()],
-        "reading a run's trigger",
-    )?;
-    Ok(n > 0)
-}
-
 fn apply_finalize(
     c: &mut dyn Sql,
     run_id: &RunId,
@@ -482,13 +472,9 @@ impl<D: RunHost> RunOps for D {
                     lock_loop_of_run(c, run_id)?;
                     match apply_finalize(c, run_id, result, Some(fence), now)? {
                         Some(run) => {
-                            // A triggered run never moves its loop's
-                            // schedule (issue 30, T5).
-                            let (advance, loop_) = if triggered(c, &run.id)? {
-                                (Advance::Triggered, read_loop(c, &run.loop_id)?)
-                            } else {
-                                advance_after(c, &run, now)?
-                            };
+                            // A triggered run's is `Advance::Triggered`:
+                            // its loop's schedule stays (issue 30, T5).
+                            let (advance, loop_) = advance_after(c, &run, now)?;
                             let retry_pending = matches!(
                                 &advance,
                                 Advance::Advanced(plan) if plan.retry_scheduled_for.is_some()

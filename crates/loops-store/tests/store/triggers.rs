@@ -126,6 +126,67 @@ fn a_trigger_is_claimed_once_and_never_moves_the_schedule() {
     );
 }
 
+/// A claimed trigger of a loop with attempts to spare, whose run is then
+/// abandoned by `recover`: the loop must stay as it was, as after a
+/// finalize. The abandon used to advance the loop as after a failure: a
+/// retry was scheduled here, and a trigger-only loop got a `nextRunAt` it
+/// must never have. CI's chaos run, which killed a daemon during a
+/// triggered run, then found the loop's later triggers all pending.
+fn abandoned_trigger_leaves_the_loop(recover: impl FnOnce(&Store, &LoopRun) -> Advance) {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let lp = create(&store, "deploy", 3);
+    let at = t0().add_ms(5_000);
+    let added = store
+        .add_trigger(&lp.id, &NewTrigger::default(), at)
+        .unwrap()
+        .unwrap();
+    let run = claimed(
+        store
+            .claim_trigger(&lp, &added.trigger.id, RUNNER_A, at.add_ms(1))
+            .unwrap(),
+    );
+    assert_eq!(recover(&store, &run), Advance::Triggered);
+    let stored = store.get_run(&run.id).unwrap().unwrap();
+    assert_eq!(stored.status, RunStatus::Abandoned);
+    let after = store.get_loop(&lp.id).unwrap().unwrap();
+    assert_eq!(after.status, lp.status);
+    assert_eq!(after.next_run_at, lp.next_run_at);
+    assert_eq!(after.retry_scheduled_for, None);
+    // The loop's next trigger is claimed as the first was.
+    let next = store
+        .add_trigger(&lp.id, &NewTrigger::default(), at.add_ms(100))
+        .unwrap()
+        .unwrap();
+    claimed(
+        store
+            .claim_trigger(&lp, &next.trigger.id, RUNNER_B, at.add_ms(101))
+            .unwrap(),
+    );
+}
+
+#[test]
+fn a_triggered_run_abandoned_by_its_restarted_daemon_never_moves_the_schedule() {
+    abandoned_trigger_leaves_the_loop(|store, run| {
+        let gone = run.started_at.unwrap().add_ms(50);
+        store
+            .abandon_orphaned_run(&run.id, RUNNER_A, "daemon gone", gone)
+            .unwrap()
+            .expect("abandoned")
+            .advance
+    });
+}
+
+#[test]
+fn a_triggered_run_abandoned_when_its_lease_expired_never_moves_the_schedule() {
+    abandoned_trigger_leaves_the_loop(|store, run| {
+        let expired = run.lease_expires_at.unwrap();
+        let mut recovered = store.recover_expired_run_leases(expired).unwrap();
+        assert_eq!(recovered.len(), 1, "{recovered:?}");
+        recovered.remove(0).advance
+    });
+}
+
 #[test]
 fn a_repeated_delivery_with_the_same_key_adds_nothing() {
     let fx = Fixture::new();
