@@ -4,6 +4,8 @@
 //! - `demo`: build `loops` and run the daemon on sample loops in a fresh data
 //!   directory, in the foreground.
 //! - `dist`: the release archive, with man pages and completions.
+//! - `hot-functions`: the functions an idle daemon runs, for the release
+//!   link to lay out together (`crates/loops-cli/build.rs`).
 //! - `bench`: end-to-end figures of the built binary (or of `--bin <path>`);
 //!   `--criterion` adds the Criterion micro-benchmarks; `--scale` compares
 //!   a small and a large database instead; `--postgres` measures the
@@ -34,6 +36,7 @@ mod bench_startup;
 mod chaos;
 mod demo;
 mod dist;
+mod hot_functions;
 mod mcp_python;
 mod postgres;
 mod reliability;
@@ -54,6 +57,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         "dist" => dist::dist(&args[1..]),
+        "hot-functions" => hot_functions::hot_functions(&args[1..]),
         "mcp-python" => mcp_python::mcp_python(&args[1..]),
         "postgres" => postgres::with_cluster(&args[1..]),
         "reliability" => reliability::reliability(&args[1..]),
@@ -74,6 +78,9 @@ fn main() -> ExitCode {
                  dup     the backend duplication figure tidy enforces, with each shared run of lines\n  \
                  dist    the release: target/dist/loops-<version>-<target>/ (binaries, man pages, completions, README,\n          \
                  CHANGELOG, LICENSE) and its .tar.gz with a .sha256\n  \
+                 hot-functions  run the release loops under callgrind (an idle daemon, then --version, list\n               \
+                 and create) and write crates/loops-cli/hot-functions.txt, the functions the link lays out\n               \
+                 together (--bin PATH, --seconds N)\n  \
                  bench   end-to-end CLI figures; --cli only create/list/tick, --workflows only the workflow runs,\n          \
                  --daemon only the daemon, --bin PATH measures PATH instead of building, --criterion adds Criterion;\n          \
                  --scale compares 1,000 loops / 10,000 runs with 100,000 / 1,000,000 (`bench --scale --help`);\n          \
