@@ -192,6 +192,14 @@ fn idle(bin: &Path, data: &Path) -> Result<(), String> {
         Ok(())
     })();
     let _ = loops(bin, data, &["daemon", "stop", "--grace", "5s"]);
+    // What the idle figure depends on most (crates/loops-cli/build.rs).
+    match crate::hot_functions::listed_in(bin) {
+        Ok((found, of)) => println!(
+            "daemon idle: {found} of the {of} hot functions listed are in the binary \
+             (fewer: `cargo xtask hot-functions` again)"
+        ),
+        Err(e) => println!("daemon idle: hot functions not checked: {e}"),
+    }
     result
 }
 

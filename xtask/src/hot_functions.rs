@@ -80,6 +80,29 @@ pub(crate) fn hot_functions(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// How many names of the committed list `bin`'s symbol table has, of
+/// how many: fewer than all means the list is stale (a dependency or the
+/// release profile changed) or `bin` was not built with it in mind.
+pub(crate) fn listed_in(bin: &Path) -> Result<(usize, usize), String> {
+    let list = root().join("crates/loops-cli/hot-functions.txt");
+    let list =
+        std::fs::read_to_string(&list).map_err(|e| format!("reading {}: {e}", list.display()))?;
+    let out = Command::new("nm")
+        .arg("--defined-only")
+        .arg(bin)
+        .stderr(Stdio::null())
+        .output()
+        .map_err(|e| format!("running nm: {e}"))?;
+    let symbols: HashSet<&str> = std::str::from_utf8(&out.stdout)
+        .map_err(|e| format!("nm's output: {e}"))?
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect();
+    let names: Vec<&str> = list.lines().filter(|l| !l.is_empty()).collect();
+    let found = names.iter().filter(|n| symbols.contains(*n)).count();
+    Ok((found, names.len()))
+}
+
 /// The daemon's functions, then those of a few short commands.
 fn collect(bin: &Path, scratch: &Path, idle: Duration) -> Result<Vec<String>, String> {
     let data = scratch.join("data");
