@@ -122,21 +122,7 @@ fn figures(bin: &Path, scratch: &Path) -> Result<(), String> {
     let data = scratch.join("create");
     let started = Instant::now();
     for i in 0..LOOPS {
-        let name = format!("bench-{i}");
-        loops(
-            bin,
-            &data,
-            &[
-                "create",
-                "command",
-                &name,
-                "--every",
-                "1h",
-                "--cmd",
-                "true",
-                "--no-shell",
-            ],
-        )?;
+        create_true(bin, &data, &format!("bench-{i}"), "1h")?;
     }
     let create_elapsed = started.elapsed();
     let creates_per_s = LOOPS as f64 / create_elapsed.as_secs_f64();
@@ -398,6 +384,26 @@ fn settle_disk() -> Result<(), String> {
     } else {
         Err(format!("sync failed ({status})"))
     }
+}
+
+/// `loops create command <name> --every <every> --cmd true --no-shell` in
+/// data dir `data`.
+pub(crate) fn create_true(bin: &Path, data: &Path, name: &str, every: &str) -> Result<(), String> {
+    loops(
+        bin,
+        data,
+        &[
+            "create",
+            "command",
+            name,
+            "--every",
+            every,
+            "--cmd",
+            "true",
+            "--no-shell",
+        ],
+    )
+    .map(drop)
 }
 
 /// Runs `loops <args>` in data dir `data`, returning its stdout.

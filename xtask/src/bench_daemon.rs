@@ -141,21 +141,7 @@ pub(crate) fn parse_runs(json: &str) -> Vec<(i64, i64)> {
 
 fn idle(bin: &Path, data: &Path) -> Result<(), String> {
     for i in 0..IDLE_LOOPS {
-        let name = format!("idle-{i}");
-        loops(
-            bin,
-            data,
-            &[
-                "create",
-                "command",
-                &name,
-                "--every",
-                "1h",
-                "--cmd",
-                "true",
-                "--no-shell",
-            ],
-        )?;
+        crate::bench::create_true(bin, data, &format!("idle-{i}"), "1h")?;
     }
     let out = loops(bin, data, &["daemon", "start"])?;
     let pid: u32 = out

@@ -6,18 +6,21 @@
 //! table: the release profile strips only debug info) under valgrind's
 //! callgrind: `daemon run` over 100 loops `--every 1h` and one `--every
 //! 2s` for N seconds (20 by default), then `--version`, `list` and
-//! `create`, and writes the
-//! mangled name of every function of the binary that ran, the daemon's
-//! first, each once. Run it again after a dependency update: the names
-//! carry a hash of each crate's build, so an older list matches fewer
-//! functions (`bench --daemon` then shows the idle daemon's memory grow).
+//! `create`. It writes the mangled name of every function of the binary
+//! that ran, each once: the daemon's first, then what each command added,
+//! each group sorted.
+//!
+//! Run it again after a dependency update: the names carry a hash of each
+//! crate's build settings, so an older list matches fewer functions
+//! (`bench --daemon` says how many, and shows the idle daemon's memory
+//! grow).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::bench::{loops, scratch_dir};
+use crate::bench::{create_true, scratch_dir};
 use crate::{cargo, root, run};
 
 /// Idle loops in the store the daemon runs on, as `bench --daemon`'s
@@ -108,41 +111,12 @@ fn collect(bin: &Path, scratch: &Path, idle: Duration) -> Result<Vec<String>, St
     let data = scratch.join("data");
     std::fs::create_dir(&data).map_err(|e| format!("creating {}: {e}", data.display()))?;
     for i in 0..LOOPS {
-        let name = format!("idle-{i}");
-        loops(
-            bin,
-            &data,
-            &[
-                "-q",
-                "create",
-                "command",
-                &name,
-                "--every",
-                "1h",
-                "--cmd",
-                "true",
-                "--no-shell",
-            ],
-        )?;
+        create_true(bin, &data, &format!("idle-{i}"), "1h")?;
     }
     // One loop that runs, so that starting, watching and finishing a run
     // are laid out with the rest: a daemon is idle between runs, not
     // without them.
-    loops(
-        bin,
-        &data,
-        &[
-            "-q",
-            "create",
-            "command",
-            "busy",
-            "--every",
-            "2s",
-            "--cmd",
-            "true",
-            "--no-shell",
-        ],
-    )?;
+    create_true(bin, &data, "busy", "2s")?;
     let mut names = Vec::new();
     let mut seen = HashSet::new();
     let runs: [(&str, &[&str]); 4] = [
@@ -173,11 +147,14 @@ fn collect(bin: &Path, scratch: &Path, idle: Duration) -> Result<Vec<String>, St
         }
         let text =
             std::fs::read_to_string(&out).map_err(|e| format!("reading {}: {e}", out.display()))?;
-        for name in functions_of(&text, bin) {
-            if seen.insert(name.clone()) {
-                names.push(name);
-            }
-        }
+        // Each run's new names sorted, so that the list changes only
+        // where the functions that ran did.
+        let mut new: Vec<String> = functions_of(&text, bin)
+            .into_iter()
+            .filter(|name| seen.insert(name.clone()))
+            .collect();
+        new.sort();
+        names.extend(new);
     }
     if names.len() < 100 {
         return Err(format!(

@@ -55,20 +55,7 @@ pub(crate) struct Figures {
 pub(crate) fn measure(bin: &Path, data: &Path, secs: u64) -> Result<Figures, String> {
     let names: Vec<String> = (0..DUE_LOOPS).map(|k| format!("scale-due-{k}")).collect();
     for name in &names {
-        loops(
-            bin,
-            data,
-            &[
-                "create",
-                "command",
-                name,
-                "--every",
-                "1s",
-                "--cmd",
-                "true",
-                "--no-shell",
-            ],
-        )?;
+        crate::bench::create_true(bin, data, name, "1s")?;
     }
     let t = Instant::now();
     let out = loops(bin, data, &["daemon", "start"])?;
