@@ -6,9 +6,10 @@
 //! table: the release profile strips only debug info) under valgrind's
 //! callgrind: `daemon run` over 100 loops `--every 1h` and one `--every
 //! 2s` for N seconds (20 by default), then `--version`, `list` and
-//! `create`. It writes the mangled name of every function of the binary
-//! that ran, each once: the daemon's first, then what each command added,
-//! each group sorted.
+//! `create`, then the same daemon on a throwaway PostgreSQL (skipped, and
+//! said, where none starts). It writes the mangled name of every function
+//! of the binary that ran, each once: the SQLite daemon's first, then
+//! what each later run added, each group sorted.
 //!
 //! Run it again after a dependency update: the names carry a hash of each
 //! crate's build settings, so an older list matches fewer functions
@@ -20,7 +21,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::bench::{create_true, scratch_dir};
+use crate::bench::scratch_dir;
+use crate::postgres::Cluster;
 use crate::{cargo, root, run};
 
 /// Idle loops in the store the daemon runs on, as `bench --daemon`'s
@@ -106,34 +108,139 @@ pub(crate) fn listed_in(bin: &Path) -> Result<(usize, usize), String> {
     Ok((found, names.len()))
 }
 
-/// The daemon's functions, then those of a few short commands.
-fn collect(bin: &Path, scratch: &Path, idle: Duration) -> Result<Vec<String>, String> {
-    let data = scratch.join("data");
-    std::fs::create_dir(&data).map_err(|e| format!("creating {}: {e}", data.display()))?;
-    for i in 0..LOOPS {
-        create_true(bin, &data, &format!("idle-{i}"), "1h")?;
+/// Where a run under callgrind keeps its loops: a data directory, and a
+/// PostgreSQL database when `url` is set.
+struct Place {
+    data: PathBuf,
+    url: Option<String>,
+}
+
+impl Place {
+    /// `cmd` with this place's variables.
+    fn env<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
+        cmd.env("LOOPS_DATA_DIR", &self.data).env("NO_COLOR", "1");
+        if let Some(url) = &self.url {
+            cmd.env("LOOPS_DATABASE_URL", url);
+        }
+        cmd
     }
-    // One loop that runs, so that starting, watching and finishing a run
-    // are laid out with the rest: a daemon is idle between runs, not
-    // without them.
-    create_true(bin, &data, "busy", "2s")?;
-    let mut names = Vec::new();
-    let mut seen = HashSet::new();
-    let runs: [(&str, &[&str]); 4] = [
-        ("daemon", &["daemon", "run"]),
-        ("version", &["--version"]),
-        ("list", &["list"]),
-        (
-            "create",
-            &[
-                "-q", "create", "command", "hot", "--every", "1h", "--cmd", "true",
-            ],
-        ),
+
+    /// A new place in `dir`, with 100 idle loops and one that runs.
+    fn seed(bin: &Path, dir: PathBuf, url: Option<String>) -> Result<Place, String> {
+        std::fs::create_dir(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let place = Place { data: dir, url };
+        // One loop that runs, so that starting, watching and finishing a
+        // run are laid out with the rest: a daemon is idle between runs,
+        // not without them.
+        let loops = (0..LOOPS)
+            .map(|i| (format!("idle-{i}"), "1h"))
+            .chain([("busy".to_owned(), "2s")]);
+        for (name, every) in loops {
+            let args = ["-q", "create", "command", &name, "--every", every];
+            let status = place
+                .env(
+                    Command::new(bin)
+                        .args(args)
+                        .args(["--cmd", "true", "--no-shell"]),
+                )
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .status()
+                .map_err(|e| format!("running {}: {e}", bin.display()))?;
+            if !status.success() {
+                return Err(format!("`loops {}` failed ({status})", args.join(" ")));
+            }
+        }
+        Ok(place)
+    }
+}
+
+/// The daemon's functions on SQLite, then those of a few short commands,
+/// then the daemon's on PostgreSQL when a throwaway cluster starts.
+fn collect(bin: &Path, scratch: &Path, idle: Duration) -> Result<Vec<String>, String> {
+    let sqlite = Place::seed(bin, scratch.join("data"), None)?;
+    let mut collected = Collected::default();
+    collected.run(
+        bin,
+        &sqlite,
+        scratch,
+        "daemon",
+        &["daemon", "run"],
+        Some(idle),
+    )?;
+    collected.run(bin, &sqlite, scratch, "version", &["--version"], None)?;
+    collected.run(bin, &sqlite, scratch, "list", &["list"], None)?;
+    let create = [
+        "-q", "create", "command", "hot", "--every", "1h", "--cmd", "true",
     ];
-    for (label, args) in runs {
+    collected.run(bin, &sqlite, scratch, "create", &create, None)?;
+    match Cluster::start() {
+        Ok(cluster) => {
+            cluster.psql(&cluster.url, "CREATE DATABASE hot")?;
+            let pg = Place::seed(bin, scratch.join("data-pg"), Some(cluster.url_of("hot")))?;
+            collected.run(
+                bin,
+                &pg,
+                scratch,
+                "daemon-pg",
+                &["daemon", "run"],
+                Some(idle),
+            )?;
+        }
+        Err(e) => {
+            eprintln!("hot-functions: PostgreSQL skipped ({e}): the list holds SQLite's paths only")
+        }
+    }
+    let names = collected.names;
+    if names.len() < 100 {
+        return Err(format!(
+            "only {} functions of {} ran: is its symbol table stripped?",
+            names.len(),
+            bin.display()
+        ));
+    }
+    Ok(names)
+}
+
+/// The names gathered so far, each once, in the order of the runs.
+#[derive(Default)]
+struct Collected {
+    names: Vec<String>,
+    seen: HashSet<String>,
+}
+
+impl Collected {
+    /// Runs `loops <args>` on `place` under callgrind (a daemon for
+    /// `idle`, then SIGTERM) and adds the names it ran that no earlier
+    /// run did, sorted, so that the list changes only where the functions
+    /// that ran did.
+    fn run(
+        &mut self,
+        bin: &Path,
+        place: &Place,
+        scratch: &Path,
+        label: &str,
+        args: &[&str],
+        idle: Option<Duration>,
+    ) -> Result<(), String> {
         let out = scratch.join(format!("{label}.callgrind"));
-        let mut child = callgrind(bin, &data, &out, args)?;
-        if label == "daemon" {
+        let mut child = place
+            .env(&mut Command::new("valgrind"))
+            .args([
+                "--tool=callgrind",
+                "--demangle=no",
+                "--compress-strings=no",
+                "--compress-pos=no",
+            ])
+            .arg(format!("--callgrind-out-file={}", out.display()))
+            .arg(bin)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("starting valgrind: {e}"))?;
+        if let Some(idle) = idle {
             stop_after(&mut child, idle)?;
         }
         let status = child
@@ -147,43 +254,14 @@ fn collect(bin: &Path, scratch: &Path, idle: Duration) -> Result<Vec<String>, St
         }
         let text =
             std::fs::read_to_string(&out).map_err(|e| format!("reading {}: {e}", out.display()))?;
-        // Each run's new names sorted, so that the list changes only
-        // where the functions that ran did.
         let mut new: Vec<String> = functions_of(&text, bin)
             .into_iter()
-            .filter(|name| seen.insert(name.clone()))
+            .filter(|name| self.seen.insert(name.clone()))
             .collect();
         new.sort();
-        names.extend(new);
+        self.names.extend(new);
+        Ok(())
     }
-    if names.len() < 100 {
-        return Err(format!(
-            "only {} functions of {} ran: is its symbol table stripped?",
-            names.len(),
-            bin.display()
-        ));
-    }
-    Ok(names)
-}
-
-fn callgrind(bin: &Path, data: &Path, out: &Path, args: &[&str]) -> Result<Child, String> {
-    Command::new("valgrind")
-        .args([
-            "--tool=callgrind",
-            "--demangle=no",
-            "--compress-strings=no",
-            "--compress-pos=no",
-        ])
-        .arg(format!("--callgrind-out-file={}", out.display()))
-        .arg(bin)
-        .args(args)
-        .env("LOOPS_DATA_DIR", data)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("starting valgrind: {e}"))
 }
 
 /// Lets the daemon idle for `idle`, then stops it with SIGTERM (callgrind
