@@ -291,8 +291,9 @@ fn stop_after(child: &mut Child, idle: Duration) -> Result<(), String> {
 
 /// The functions of `bin` in a callgrind profile written with
 /// `--compress-strings=no`: each `fn=` line after an `ob=` line naming
-/// `bin`, without the `'N` callgrind adds to a recursion's levels, and
-/// without the addresses it names functions it has no symbol for.
+/// `bin`, without the `'N` callgrind adds to a recursion's levels, the
+/// addresses it names functions it has no symbol for, and its own
+/// `(below main)`.
 fn functions_of(profile: &str, bin: &Path) -> Vec<String> {
     let bin = bin.to_string_lossy();
     let mut in_bin = false;
@@ -304,7 +305,7 @@ fn functions_of(profile: &str, bin: &Path) -> Vec<String> {
             && in_bin
         {
             let name = name.split('\'').next().unwrap_or(name);
-            if !name.starts_with("0x") && !name.is_empty() {
+            if !name.starts_with("0x") && !name.starts_with('(') && !name.is_empty() {
                 names.push(name.to_owned());
             }
         }
@@ -321,6 +322,7 @@ mod tests {
         let profile = "ob=/usr/lib/libc.so.6\nfn=malloc\n\
                        ob=/x/loops\nfn=_ZN5loops4main17h0123456789abcdefE\n\
                        cfn=skipped\nfn=sqlite3_step'2\nfn=0x0000000000358f30\n\
+                       fn=(below main)\n\
                        ob=/usr/lib/ld.so\nfn=_dl_start\n";
         assert_eq!(
             functions_of(profile, Path::new("/x/loops")),

@@ -78,8 +78,8 @@ fn main() -> ExitCode {
                  dup     the backend duplication figure tidy enforces, with each shared run of lines\n  \
                  dist    the release: target/dist/loops-<version>-<target>/ (binaries, man pages, completions, README,\n          \
                  CHANGELOG, LICENSE) and its .tar.gz with a .sha256\n  \
-                 hot-functions  run the release loops under callgrind (an idle daemon, then --version, list\n               \
-                 and create) and write crates/loops-cli/hot-functions.txt, the functions the link lays out\n               \
+                 hot-functions  run the release loops under callgrind (a daemon, then --version, list, create,\n               \
+                 then a daemon on PostgreSQL) and write crates/loops-cli/hot-functions.txt, the functions the link lays out\n               \
                  together (--bin PATH, --seconds N)\n  \
                  bench   end-to-end CLI figures; --cli only create/list/tick, --workflows only the workflow runs,\n          \
                  --daemon only the daemon, --bin PATH measures PATH instead of building, --criterion adds Criterion;\n          \

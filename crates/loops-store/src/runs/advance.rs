@@ -216,15 +216,16 @@ pub(crate) fn advance_after(
     run: &LoopRun,
     now: Timestamp,
 ) -> Result<(Advance, Option<Loop>)> {
-    let Some(lp) = lock_loop(c, &run.loop_id)? else {
-        return Ok((Advance::LoopMissing, None));
-    };
+    let lp = lock_loop(c, &run.loop_id)?;
     // A triggered run never moves its loop's schedule and is not retried
     // (issue 30, T5), however it ended: finalized, or abandoned by a
-    // recovery. Advancing a trigger-only loop after its run would stop it.
+    // recovery. Advancing would give a trigger-only loop a next run.
     if triggered(c, &run.id)? {
-        return Ok((Advance::Triggered, Some(lp)));
+        return Ok((Advance::Triggered, lp));
     }
+    let Some(lp) = lp else {
+        return Ok((Advance::LoopMissing, None));
+    };
     if lp.status != LoopStatus::Active {
         return Ok((Advance::NotActive, Some(lp)));
     }

@@ -472,7 +472,7 @@ impl<D: RunHost> RunOps for D {
                     lock_loop_of_run(c, run_id)?;
                     match apply_finalize(c, run_id, result, Some(fence), now)? {
                         Some(run) => {
-                            // A triggered run's is `Advance::Triggered`:
+                            // `Advance::Triggered` for a triggered run:
                             // its loop's schedule stays (issue 30, T5).
                             let (advance, loop_) = advance_after(c, &run, now)?;
                             let retry_pending = matches!(
