@@ -7,9 +7,12 @@
 //! daemon's claims and finalizes, a CLI command) get it between two
 //! batches instead of racing the next one. The store's busy handler
 //! retries a waiting writer every millisecond, so a pause of at least
-//! 10 ms lets it in; the pause is also twice the batch, so gc holds the
-//! lock a third of the time at most, and leaves the disk to the others
-//! too.
+//! 10 ms lets it in. The pause is also `PACE` times the batch's whole
+//! cycle (planning, deleting, checkpointing), not only its write. Paced
+//! on the write alone, a pass was busy about half of its time, and on a
+//! small machine a daemon's runs beside it waited for a CPU that gc kept
+//! busy (`docs/perf.md`, "Retention batches"). So gc now works at most a
+//! third of the time, its write lock included.
 //!
 //! Deleting a run costs one page write in the table and in each of its six
 //! indexes, and old runs lie scattered over the file, so a batch's time
@@ -52,6 +55,8 @@ pub const GC_FIRST_DELAY: Duration = Duration::from_secs(5);
 pub const GC_PERIOD: Duration = Duration::from_secs(3600);
 /// The shortest pause between two deleted batches.
 const MIN_PAUSE: Duration = Duration::from_millis(10);
+/// A pass rests this many times as long as each batch's cycle took.
+const PACE: u32 = 2;
 /// How long one batch aims to hold the write lock.
 const TARGET_HOLD: Duration = Duration::from_millis(4);
 
@@ -153,6 +158,7 @@ pub fn collect_garbage(
             report.after = store.space_usage()?;
             return Ok(report);
         }
+        let cycle = Instant::now();
         let batch = store.plan_gc_batch(&sized, &mut cursor)?;
         if batch.is_empty() {
             continue;
@@ -169,7 +175,7 @@ pub fn collect_garbage(
             report.longest_batch = report.longest_batch.max(held);
             report.write_time += held;
             sized.batch_size = next_size(sized.batch_size, held, policy.batch_size);
-            std::thread::sleep((held * 2).max(MIN_PAUSE));
+            std::thread::sleep(pause_after(cycle.elapsed()));
             counts
         } else {
             store.count_gc_batch(&batch)?
@@ -189,6 +195,13 @@ pub fn collect_garbage(
     report.after = store.space_usage()?;
     report.finished = true;
     Ok(report)
+}
+
+/// The rest after a batch whose cycle (plan, delete, checkpoint) took
+/// `work`: [`PACE`] times that, and at least [`MIN_PAUSE`], so a waiting
+/// writer gets the lock.
+fn pause_after(work: Duration) -> Duration {
+    (work * PACE).max(MIN_PAUSE)
 }
 
 /// The size of the batch after one of `size` runs that held the lock for
@@ -407,6 +420,16 @@ mod tests {
         assert_eq!(next_size(100, ms(100), 500), 50, "at most halved");
         assert_eq!(next_size(8, ms(100), 500), 8, "never below the least");
         assert_eq!(next_size(64, ms(1), 4), 4);
+    }
+
+    #[test]
+    fn a_pass_rests_a_multiple_of_each_batch_and_never_less_than_the_least() {
+        let ms = Duration::from_millis;
+        assert_eq!(pause_after(ms(0)), MIN_PAUSE);
+        assert_eq!(pause_after(ms(1)), MIN_PAUSE);
+        assert_eq!(pause_after(ms(5)), MIN_PAUSE);
+        assert_eq!(pause_after(ms(8)), ms(16));
+        assert_eq!(pause_after(ms(30)), ms(60));
     }
 
     #[test]
