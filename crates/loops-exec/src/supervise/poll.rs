@@ -74,7 +74,7 @@ impl Running {
         // stdout or stderr re-arms it (issue 27).
         let mut last_output = started;
         let mut buf = READ_BUF.take();
-        if buf.len() != READ_CHUNK {
+        if buf.is_empty() {
             buf = vec![0u8; READ_CHUNK];
         }
         let mut tee = limits
