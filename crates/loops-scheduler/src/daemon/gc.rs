@@ -339,7 +339,6 @@ fn pass(
         None => {
             // The daemon's first pass: a backup first when asked (at most
             // one an hour); when none can be taken, the pass deletes
-            // nothing and the next one tries again.
             // nothing and the next one tries again. A PostgreSQL
             // database is backed up with pg_dump, by its owner.
             if settings.backup_first
