@@ -327,6 +327,10 @@ pub(crate) trait TriggerOps {
     fn triggers_of_runs(&self, run_ids: &[RunId]) -> Result<Vec<crate::triggers::LoopTrigger>>;
     /// [`Store::watch_loops`](crate::Store::watch_loops).
     fn watch_loops(&self) -> Result<Vec<Loop>>;
+    /// [`Store::old_coalesced_triggers`](crate::Store::old_coalesced_triggers).
+    fn old_coalesced_triggers(&self, older_than: Timestamp) -> Result<u64>;
+    /// [`Store::delete_old_coalesced_triggers`](crate::Store::delete_old_coalesced_triggers).
+    fn delete_old_coalesced_triggers(&self, older_than: Timestamp, limit: u32) -> Result<u64>;
     /// [`Store::add_watch_trigger`](crate::Store::add_watch_trigger).
     fn add_watch_trigger(
         &self,

@@ -162,6 +162,10 @@ pub struct GcCounts {
     pub step_runs: u64,
     /// `workflow_events` rows of those workflow runs.
     pub events: u64,
+    /// `loop_triggers` rows that catch-up folded into another trigger
+    /// before the cutoff ([`Store::delete_old_coalesced_triggers`]); the
+    /// triggers of deleted runs go with them, uncounted.
+    pub coalesced_triggers: u64,
 }
 
 impl GcCounts {
@@ -171,11 +175,12 @@ impl GcCounts {
         self.workflow_runs += other.workflow_runs;
         self.step_runs += other.step_runs;
         self.events += other.events;
+        self.coalesced_triggers += other.coalesced_triggers;
     }
 
     /// Every row.
     pub fn total(&self) -> u64 {
-        self.loop_runs + self.workflow_runs + self.step_runs + self.events
+        self.loop_runs + self.workflow_runs + self.step_runs + self.events + self.coalesced_triggers
     }
 }
 

@@ -141,6 +141,22 @@ impl Store {
         self.backend().add_watch_trigger(loop_id, changed_at, now)
     }
 
+    /// How many triggers catch-up folded into another (T7) before
+    /// `older_than`: a gc pass's dry run.
+    pub fn old_coalesced_triggers(&self, older_than: Timestamp) -> Result<u64> {
+        self.backend().old_coalesced_triggers(older_than)
+    }
+
+    /// Deletes up to `limit` (at least one) of the triggers catch-up folded
+    /// into another (T7) before `older_than`, in one short write; returns
+    /// how many. They never run and belong to no run, so deleting runs
+    /// never takes them: without this they would pile up for as long as a
+    /// store lives (issue 32).
+    pub fn delete_old_coalesced_triggers(&self, older_than: Timestamp, limit: u32) -> Result<u64> {
+        self.backend()
+            .delete_old_coalesced_triggers(older_than, limit)
+    }
+
     /// The triggers that started the runs `run_ids`, for `runs` (T10).
     pub fn triggers_of_runs(&self, run_ids: &[RunId]) -> Result<Vec<LoopTrigger>> {
         self.backend().triggers_of_runs(run_ids)

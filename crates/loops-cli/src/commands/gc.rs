@@ -177,6 +177,7 @@ impl Request for Gc {
             workflow_runs: report.counts.workflow_runs,
             step_runs: report.counts.step_runs,
             events: report.counts.events,
+            coalesced_triggers: report.counts.coalesced_triggers,
             batches: report.batches,
             longest_batch_ms: u64::try_from(report.longest_batch.as_millis()).unwrap_or(u64::MAX),
             lock_held_ms: u64::try_from(report.write_time.as_millis()).unwrap_or(u64::MAX),
@@ -336,6 +337,8 @@ struct Summary {
     workflow_runs: u64,
     step_runs: u64,
     events: u64,
+    /// Triggers that catch-up folded into others before the cutoff.
+    coalesced_triggers: u64,
     /// Batches that deleted (or would delete) something.
     batches: u64,
     /// The longest one batch held the write lock (0 in a dry run).
@@ -356,7 +359,7 @@ struct Summary {
 impl Summary {
     /// Records deleted, or that a dry run would delete.
     fn total(&self) -> u64 {
-        self.loop_runs + self.workflow_runs + self.step_runs + self.events
+        self.loop_runs + self.workflow_runs + self.step_runs + self.events + self.coalesced_triggers
     }
 }
 
@@ -480,10 +483,13 @@ fn worktree_lines(s: &Summary) -> Vec<String> {
 
 /// The human report.
 fn human(s: &Summary) -> Vec<String> {
-    let counts = format!(
+    let mut counts = format!(
         "{} loop run(s), {} workflow run(s), {} step run(s), {} event(s)",
         s.loop_runs, s.workflow_runs, s.step_runs, s.events
     );
+    if s.coalesced_triggers > 0 {
+        counts.push_str(&format!(", {} coalesced trigger(s)", s.coalesced_triggers));
+    }
     let mut lines = vec![if s.applied {
         format!(
             "deleted {counts} in {} batch(es); the longest held the write lock {} ms",
@@ -583,6 +589,7 @@ mod tests {
             workflow_runs: 20,
             step_runs: 300,
             events: 4000,
+            coalesced_triggers: 0,
             batches: 0,
             longest_batch_ms: 0,
             lock_held_ms: 0,

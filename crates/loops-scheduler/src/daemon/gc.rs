@@ -152,11 +152,7 @@ pub fn collect_garbage(
     }
     while !cursor.is_done() {
         if stop() {
-            if apply {
-                store.checkpoint_wal()?;
-            }
-            report.after = store.space_usage()?;
-            return Ok(report);
+            return stopped(store, apply, report);
         }
         let cycle = Instant::now();
         let batch = store.plan_gc_batch(&sized, &mut cursor)?;
@@ -164,19 +160,9 @@ pub fn collect_garbage(
             continue;
         }
         let counts = if apply {
-            let started = Instant::now();
-            let counts = store.apply_gc_batch(&batch)?;
-            let held = started.elapsed();
-            // Copied into the file once the log passes the threshold (or
-            // when its size cannot be read), outside the write lock.
-            if store.wal_backlog().is_none_or(|b| b >= CHECKPOINT_AT) {
-                store.checkpoint_wal()?;
-            }
-            report.longest_batch = report.longest_batch.max(held);
-            report.write_time += held;
-            sized.batch_size = next_size(sized.batch_size, held, policy.batch_size);
-            std::thread::sleep(pause_after(cycle.elapsed()));
-            counts
+            paced_write(store, &mut report, &mut sized, policy, cycle, || {
+                store.apply_gc_batch(&batch)
+            })?
         } else {
             store.count_gc_batch(&batch)?
         };
@@ -188,6 +174,31 @@ pub fn collect_garbage(
         progress(&report.counts);
         merge_tallies(&mut report.per_loop, batch.per_loop);
     }
+    // Then the triggers that catch-up folded into others: they belong to
+    // no run, so no batch above took them (issue 32).
+    loop {
+        if stop() {
+            return stopped(store, apply, report);
+        }
+        let cycle = Instant::now();
+        let limit = sized.batch_size;
+        let gone = if apply {
+            paced_write(store, &mut report, &mut sized, policy, cycle, || {
+                store.delete_old_coalesced_triggers(policy.older_than, limit)
+            })?
+        } else {
+            store.old_coalesced_triggers(policy.older_than)?
+        };
+        if gone == 0 {
+            break;
+        }
+        report.batches += 1;
+        report.counts.coalesced_triggers += gone;
+        progress(&report.counts);
+        if !apply || gone < u64::from(limit) {
+            break;
+        }
+    }
     if apply {
         store.checkpoint_wal()?;
     }
@@ -195,6 +206,41 @@ pub fn collect_garbage(
     report.after = store.space_usage()?;
     report.finished = true;
     Ok(report)
+}
+
+/// The report of a pass that `stop` ended: every batch so far stands.
+fn stopped(store: &Store, apply: bool, mut report: GcReport) -> Result<GcReport, StoreError> {
+    if apply {
+        store.checkpoint_wal()?;
+    }
+    report.after = store.space_usage()?;
+    Ok(report)
+}
+
+/// One write of a pass whose cycle began at `cycle`: timed for the report,
+/// the log checkpointed once it is long, the next batch sized by how long
+/// this one held the lock, then the rest that lets other writers in.
+fn paced_write<T>(
+    store: &Store,
+    report: &mut GcReport,
+    sized: &mut GcPolicy,
+    policy: &GcPolicy,
+    cycle: Instant,
+    write: impl FnOnce() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    let started = Instant::now();
+    let written = write()?;
+    let held = started.elapsed();
+    // Copied into the file once the log passes the threshold (or when its
+    // size cannot be read), outside the write lock.
+    if store.wal_backlog().is_none_or(|b| b >= CHECKPOINT_AT) {
+        store.checkpoint_wal()?;
+    }
+    report.longest_batch = report.longest_batch.max(held);
+    report.write_time += held;
+    sized.batch_size = next_size(sized.batch_size, held, policy.batch_size);
+    std::thread::sleep(pause_after(cycle.elapsed()));
+    Ok(written)
 }
 
 /// The rest after a batch whose cycle (plan, delete, checkpoint) took
@@ -383,6 +429,9 @@ fn describe(report: &GcReport) -> String {
         report.batches,
         report.longest_batch.as_millis()
     );
+    if c.coalesced_triggers > 0 {
+        line.push_str(&format!(", {} coalesced trigger(s)", c.coalesced_triggers));
+    }
     if report.logs_removed > 0 {
         line.push_str(&format!(" and {} run log(s)", report.logs_removed));
     }
@@ -489,6 +538,55 @@ mod tests {
         assert!(seen.len() > 1, "one report per batch: {seen:?}");
         assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
         assert_eq!(seen.last(), Some(&39));
+    }
+
+    #[test]
+    fn a_pass_deletes_old_coalesced_triggers_in_batches_and_a_dry_run_counts_them() {
+        use loops_core::{CommandTarget, NewLoop, Schedule, Target};
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let store = Store::open_in_memory(Arc::new(|_| false)).unwrap();
+        let new = NewLoop::new(
+            "downstream",
+            Schedule::Interval {
+                every_ms: 60_000,
+                anchor: None,
+            },
+            Target::Command(CommandTarget::new("true")),
+        );
+        let lp = store.create_loop(&new, t0).unwrap();
+        for i in 0..25 {
+            store
+                .add_trigger(&lp.id, &loops_store::NewTrigger::default(), t0.add_ms(i))
+                .unwrap();
+        }
+        let newest = store.pending_triggers().unwrap().pop().unwrap();
+        // Catch-up `latest`: claiming the newest folds the 24 older ones.
+        let claim = store
+            .claim_trigger(&lp, &newest.id, "me", t0.add_ms(100))
+            .unwrap();
+        assert!(matches!(claim, loops_store::Claim::Claimed { .. }));
+        let mut policy = GcPolicy::new(86_400_000, 20, t0.add_ms(2 * 86_400_000));
+        policy.batch_size = 10;
+
+        let dry = collect_garbage(&store, &policy, false, &|| false, &|_| {}).unwrap();
+        assert_eq!(dry.counts.coalesced_triggers, 24);
+        assert_eq!(dry.counts.total(), 24);
+        assert_eq!(store.old_coalesced_triggers(policy.older_than).unwrap(), 24);
+
+        let seen = std::sync::Mutex::new(Vec::new());
+        let report = collect_garbage(&store, &policy, true, &|| false, &|c| {
+            seen.lock().unwrap().push(c.coalesced_triggers);
+        })
+        .unwrap();
+        assert_eq!(report.counts.coalesced_triggers, 24);
+        assert!(report.finished);
+        let seen = seen.into_inner().unwrap();
+        assert!(seen.len() >= 3, "batches of at most 10: {seen:?}");
+        assert_eq!(seen.last(), Some(&24));
+        assert_eq!(store.old_coalesced_triggers(policy.older_than).unwrap(), 0);
+        // The claimed trigger stays with its run.
+        assert_eq!(store.loop_triggers(&lp.id, 30).unwrap().len(), 1);
+        assert!(describe(&report).contains(", 24 coalesced trigger(s)"));
     }
 
     #[test]

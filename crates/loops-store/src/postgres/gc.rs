@@ -169,6 +169,7 @@ impl GcOps for Postgres {
                     step_runs: count_of(steps, ids)?,
                     workflow_runs: count_of(workflow_runs, ids)?,
                     loop_runs: count_of(loop_runs, ids)?,
+                    ..GcCounts::default()
                 });
             }
             if !batch.workflow_runs.is_empty() {
@@ -179,6 +180,7 @@ impl GcOps for Postgres {
                     step_runs: count_of(steps, ids)?,
                     workflow_runs: count_of(workflow_runs, ids)?,
                     loop_runs: 0,
+                    ..GcCounts::default()
                 });
             }
             Ok(counts)
@@ -271,6 +273,7 @@ fn delete_workflow_runs(c: &mut Conn<'_>, ids: &[String]) -> Result<GcCounts> {
         step_runs: c.execute(steps, &[&ids], DELETING)?,
         workflow_runs: c.execute(workflow_runs, &[&ids], DELETING)?,
         loop_runs: 0,
+        ..GcCounts::default()
     })
 }
 

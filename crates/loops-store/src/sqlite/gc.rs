@@ -217,6 +217,7 @@ impl GcOps for Sqlite {
                 workflow_runs: count(rows.workflow_runs[0], &ids)?,
                 step_runs: count(rows.steps[0], &ids)?,
                 events: count(rows.events[0], &ids)?,
+                ..GcCounts::default()
             });
         }
         Ok(counts)
@@ -267,6 +268,7 @@ impl GcOps for Sqlite {
                     step_runs: delete(rows.steps[1])?,
                     workflow_runs: delete(rows.workflow_runs[1])?,
                     loop_runs: rows.loop_runs.map_or(Ok(0), |[_, d]| delete(d))?,
+                    ..GcCounts::default()
                 });
             }
             Ok(counts)

@@ -60,6 +60,14 @@ const INSERT: (&str, &str) = (
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING",
 );
 
+/// A trigger that catch-up folded into another (T7) before `?1`: it never
+/// runs, has no run to be deleted with, and so goes by its own age.
+macro_rules! old_coalesced {
+    () => {
+        "run_id IS NULL AND coalesced_at IS NOT NULL AND coalesced_at < ?1"
+    };
+}
+
 pub(super) fn new_trigger_id() -> String {
     random_id_bytes()
         .iter()
@@ -260,6 +268,34 @@ impl<D: Db> TriggerOps for D {
                 )?);
             }
             Ok(out)
+        })
+    }
+
+    fn old_coalesced_triggers(&self, older_than: Timestamp) -> Result<u64> {
+        self.read(|c| {
+            let n = c.query_int(
+                concat!(
+                    "SELECT COUNT(*) FROM loop_triggers WHERE ",
+                    old_coalesced!()
+                ),
+                &[older_than.into()],
+                "counting the old coalesced triggers",
+            )?;
+            Ok(u64::try_from(n).unwrap_or(0))
+        })
+    }
+
+    fn delete_old_coalesced_triggers(&self, older_than: Timestamp, limit: u32) -> Result<u64> {
+        self.write(|c| {
+            c.execute(
+                concat!(
+                    "DELETE FROM loop_triggers WHERE id IN (SELECT id FROM loop_triggers WHERE ",
+                    old_coalesced!(),
+                    " LIMIT ?2)"
+                ),
+                &[older_than.into(), limit.max(1).into()],
+                "deleting old coalesced triggers",
+            )
         })
     }
 

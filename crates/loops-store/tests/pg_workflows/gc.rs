@@ -246,6 +246,7 @@ fn gc_keeps_and_deletes_what_sqlite_gc_does() {
             workflow_runs: 4,
             step_runs: 8,
             events: 12,
+            ..GcCounts::default()
         }
     );
     // A second pass finds nothing more.

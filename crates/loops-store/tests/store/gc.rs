@@ -236,6 +236,7 @@ fn workflow_rows_go_with_their_loop_run_and_an_unfinished_one_keeps_it() {
         workflow_runs: 2,
         step_runs: 4,
         events: 6,
+        ..GcCounts::default()
     };
     assert_eq!(dry, expected);
     assert_eq!(count(&fx, "loop_runs"), 3, "a dry run deletes nothing");
@@ -291,6 +292,7 @@ fn standalone_workflow_runs_keep_the_newest_of_each_workflow() {
             workflow_runs: 2,
             step_runs: 4,
             events: 6,
+            ..GcCounts::default()
         }
     );
     assert!(batches.iter().all(|b| b.per_loop.is_empty()));

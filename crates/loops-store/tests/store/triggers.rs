@@ -244,6 +244,55 @@ fn catch_up_latest_folds_older_triggers_into_the_newest() {
 }
 
 #[test]
+fn coalesced_triggers_go_by_their_own_age_and_nothing_else_does() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let lp = create(&store, "latest", 1);
+    for i in 0..3 {
+        store
+            .add_trigger(&lp.id, &NewTrigger::default(), t0().add_ms(i))
+            .unwrap();
+    }
+    let newest = store.pending_triggers().unwrap().pop().unwrap();
+    // The two older ones are coalesced at t0 + 10.
+    let run = claimed(
+        store
+            .claim_trigger(&lp, &newest.id, RUNNER_A, t0().add_ms(10))
+            .unwrap(),
+    );
+    finish(&store, &run, ExecutorStatus::Succeeded, t0().add_ms(20));
+    // One more arrives later, and stays pending.
+    store
+        .add_trigger(&lp.id, &NewTrigger::default(), t0().add_ms(30))
+        .unwrap();
+
+    let cutoff = t0().add_ms(11);
+    assert_eq!(store.old_coalesced_triggers(t0().add_ms(10)).unwrap(), 0);
+    assert_eq!(store.old_coalesced_triggers(cutoff).unwrap(), 2);
+    assert_eq!(
+        store
+            .delete_old_coalesced_triggers(t0().add_ms(10), 10)
+            .unwrap(),
+        0
+    );
+    assert_eq!(store.delete_old_coalesced_triggers(cutoff, 1).unwrap(), 1);
+    assert_eq!(store.delete_old_coalesced_triggers(cutoff, 10).unwrap(), 1);
+    assert_eq!(
+        store
+            .delete_old_coalesced_triggers(t0().add_ms(100), 10)
+            .unwrap(),
+        0
+    );
+
+    // The claimed trigger (its run's) and the pending one stay.
+    let left = store.loop_triggers(&lp.id, 10).unwrap();
+    assert_eq!(left.len(), 2, "{left:?}");
+    assert!(left.iter().all(|t| t.coalesced_at.is_none()));
+    assert!(left.iter().any(|t| t.run_id == Some(run.id)));
+    assert_eq!(store.pending_triggers().unwrap().len(), 1);
+}
+
+#[test]
 fn a_trigger_waits_while_its_skip_loop_runs_and_for_room_in_its_pool() {
     let fx = Fixture::new();
     let store = fx.store();
