@@ -181,8 +181,8 @@ pub fn collect_garbage(
             return stopped(store, apply, report);
         }
         let cycle = Instant::now();
-        let limit = sized.batch_size;
         let gone = if apply {
+            let limit = sized.batch_size;
             paced_write(store, &mut report, &mut sized, policy, cycle, || {
                 store.delete_old_coalesced_triggers(policy.older_than, limit)
             })?
@@ -195,7 +195,7 @@ pub fn collect_garbage(
         report.batches += 1;
         report.counts.coalesced_triggers += gone;
         progress(&report.counts);
-        if !apply || gone < u64::from(limit) {
+        if !apply {
             break;
         }
     }
@@ -455,175 +455,4 @@ fn millis(d: Duration) -> i64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn batches_grow_and_shrink_towards_the_target_hold() {
-        let ms = Duration::from_millis;
-        assert_eq!(next_size(64, ms(1), 500), 128, "at most doubled");
-        assert_eq!(next_size(64, ms(2), 500), 128);
-        assert_eq!(next_size(300, ms(1), 500), 500, "within the policy's size");
-        assert_eq!(next_size(100, ms(5), 500), 80);
-        assert_eq!(next_size(100, ms(100), 500), 50, "at most halved");
-        assert_eq!(next_size(8, ms(100), 500), 8, "never below the least");
-        assert_eq!(next_size(64, ms(1), 4), 4);
-    }
-
-    #[test]
-    fn a_pass_rests_a_multiple_of_each_batch_and_never_less_than_the_least() {
-        let ms = Duration::from_millis;
-        assert_eq!(pause_after(ms(0)), MIN_PAUSE);
-        assert_eq!(pause_after(ms(1)), MIN_PAUSE);
-        assert_eq!(pause_after(ms(5)), MIN_PAUSE);
-        assert_eq!(pause_after(ms(8)), ms(16));
-        assert_eq!(pause_after(ms(30)), ms(60));
-    }
-
-    #[test]
-    fn tallies_of_one_loop_across_batches_merge() {
-        let tally = |id: &str, runs| GcLoopTally {
-            loop_id: id.to_owned(),
-            loop_name: id.to_owned(),
-            runs,
-        };
-        let mut all = vec![tally("a", 2)];
-        merge_tallies(&mut all, vec![tally("a", 3), tally("b", 1)]);
-        assert_eq!(all, vec![tally("a", 5), tally("b", 1)]);
-    }
-
-    /// A pass reports its counts after every batch, growing to the
-    /// report's: `loops gc`'s live view shows them.
-    #[test]
-    fn a_pass_reports_its_progress_batch_by_batch() {
-        use loops_core::{
-            CommandTarget, ExecutorResult, ExecutorStatus, NewLoop, Schedule, Target,
-        };
-        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
-        let store = Store::open_in_memory(Arc::new(|_| false)).unwrap();
-        let new = NewLoop::new(
-            "old",
-            Schedule::Interval {
-                every_ms: 60_000,
-                anchor: None,
-            },
-            Target::Command(CommandTarget::new("true")),
-        );
-        let lp = store.create_loop(&new, t0).unwrap();
-        for i in 0..40 {
-            let slot = t0.add_ms(60_000 * i);
-            let loops_store::Claim::Claimed { run, .. } =
-                store.claim_run(&lp, slot, "me", slot).unwrap()
-            else {
-                panic!("not claimed");
-            };
-            let done = ExecutorResult::failed(String::new(), slot, slot.add_ms(5));
-            let done = ExecutorResult {
-                status: ExecutorStatus::Succeeded,
-                error: None,
-                ..done
-            };
-            store
-                .finalize_run(&run.id, &done, None, slot.add_ms(5))
-                .unwrap();
-        }
-        let policy = GcPolicy::new(86_400_000, 1, t0.add_ms(10 * 86_400_000));
-        let seen = std::sync::Mutex::new(Vec::new());
-        let report = collect_garbage(&store, &policy, true, &|| false, &|c| {
-            seen.lock().unwrap().push(c.loop_runs);
-        })
-        .unwrap();
-        let seen = seen.into_inner().unwrap();
-        assert_eq!(report.counts.loop_runs, 39, "all but the newest");
-        assert!(seen.len() > 1, "one report per batch: {seen:?}");
-        assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
-        assert_eq!(seen.last(), Some(&39));
-    }
-
-    #[test]
-    fn a_pass_deletes_old_coalesced_triggers_in_batches_and_a_dry_run_counts_them() {
-        use loops_core::{CommandTarget, NewLoop, Schedule, Target};
-        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
-        let store = Store::open_in_memory(Arc::new(|_| false)).unwrap();
-        let new = NewLoop::new(
-            "downstream",
-            Schedule::Interval {
-                every_ms: 60_000,
-                anchor: None,
-            },
-            Target::Command(CommandTarget::new("true")),
-        );
-        let lp = store.create_loop(&new, t0).unwrap();
-        for i in 0..25 {
-            store
-                .add_trigger(&lp.id, &loops_store::NewTrigger::default(), t0.add_ms(i))
-                .unwrap();
-        }
-        let newest = store.pending_triggers().unwrap().pop().unwrap();
-        // Catch-up `latest`: claiming the newest folds the 24 older ones.
-        let claim = store
-            .claim_trigger(&lp, &newest.id, "me", t0.add_ms(100))
-            .unwrap();
-        assert!(matches!(claim, loops_store::Claim::Claimed { .. }));
-        let mut policy = GcPolicy::new(86_400_000, 20, t0.add_ms(2 * 86_400_000));
-        policy.batch_size = 10;
-
-        let dry = collect_garbage(&store, &policy, false, &|| false, &|_| {}).unwrap();
-        assert_eq!(dry.counts.coalesced_triggers, 24);
-        assert_eq!(dry.counts.total(), 24);
-        assert_eq!(store.old_coalesced_triggers(policy.older_than).unwrap(), 24);
-
-        let seen = std::sync::Mutex::new(Vec::new());
-        let report = collect_garbage(&store, &policy, true, &|| false, &|c| {
-            seen.lock().unwrap().push(c.coalesced_triggers);
-        })
-        .unwrap();
-        assert_eq!(report.counts.coalesced_triggers, 24);
-        assert!(report.finished);
-        let seen = seen.into_inner().unwrap();
-        assert!(seen.len() >= 3, "batches of at most 10: {seen:?}");
-        assert_eq!(seen.last(), Some(&24));
-        assert_eq!(store.old_coalesced_triggers(policy.older_than).unwrap(), 0);
-        // The claimed trigger stays with its run.
-        assert_eq!(store.loop_triggers(&lp.id, 30).unwrap().len(), 1);
-        assert!(describe(&report).contains(", 24 coalesced trigger(s)"));
-    }
-
-    #[test]
-    fn a_pass_is_due_shortly_after_start_then_hourly_from_its_start() {
-        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let database = dir.path().join("loops.db");
-        drop(Store::open(&database, Arc::new(|_| false)).unwrap());
-        let settings = GcSettings {
-            max_age: Duration::from_secs(86_400),
-            keep_per_loop: 1,
-            backup_first: false,
-        };
-        let logged = std::sync::Mutex::new(Vec::<String>::new());
-        let log = |line: &str| logged.lock().unwrap().push(line.to_owned());
-        let (wake, woken) = channel();
-        std::thread::scope(|scope| {
-            let data_dir = dir.path().to_path_buf();
-            let mut gc = GcWorker::spawn(scope, database.into(), settings, wake, now, data_dir);
-            let first = now.add_ms(millis(GC_FIRST_DELAY));
-            assert_eq!(gc.next_due(), Some(first));
-            gc.poll(first.add_ms(-1), &log);
-            assert_eq!(gc.next_due(), Some(first), "not due yet");
-            gc.poll(first, &log);
-            assert_eq!(gc.next_due(), None, "a pass runs");
-            assert!(matches!(
-                woken.recv_timeout(Duration::from_secs(30)),
-                Ok(Report::Wake)
-            ));
-            gc.poll(first.add_ms(10), &log);
-            assert_eq!(gc.next_due(), Some(first.add_ms(millis(GC_PERIOD))));
-        });
-        let logged = logged.into_inner().unwrap();
-        assert_eq!(logged.len(), 1, "{logged:?}");
-        assert!(
-            logged[0].starts_with("gc: deleted 0 loop run(s)"),
-            "{logged:?}"
-        );
-    }
-}
+mod tests;
