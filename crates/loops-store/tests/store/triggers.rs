@@ -215,11 +215,10 @@ fn a_repeated_delivery_with_the_same_key_adds_nothing() {
     assert!(store.add_trigger(&missing, &new, t0()).unwrap().is_none());
 }
 
-#[test]
-fn catch_up_latest_folds_older_triggers_into_the_newest() {
-    let fx = Fixture::new();
-    let store = fx.store();
-    let lp = create(&store, "latest", 1);
+/// A catch-up `latest` loop with three triggers, the newest claimed at
+/// `t0 + 10`, which folds the two older ones; the loop and that run.
+fn three_triggers_folded(store: &Store) -> (Loop, LoopRun) {
+    let lp = create(store, "latest", 1);
     for i in 0..3 {
         store
             .add_trigger(&lp.id, &NewTrigger::default(), t0().add_ms(i))
@@ -228,11 +227,19 @@ fn catch_up_latest_folds_older_triggers_into_the_newest() {
     let pending = store.pending_triggers().unwrap();
     assert_eq!(pending.len(), 3);
     let newest = pending.last().unwrap();
-    claimed(
+    let run = claimed(
         store
             .claim_trigger(&lp, &newest.id, RUNNER_A, t0().add_ms(10))
             .unwrap(),
     );
+    (lp, run)
+}
+
+#[test]
+fn catch_up_latest_folds_older_triggers_into_the_newest() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let (lp, _) = three_triggers_folded(&store);
     assert!(store.pending_triggers().unwrap().is_empty());
     let coalesced = store
         .loop_triggers(&lp.id, 10)
@@ -247,19 +254,8 @@ fn catch_up_latest_folds_older_triggers_into_the_newest() {
 fn coalesced_triggers_go_by_their_own_age_and_nothing_else_does() {
     let fx = Fixture::new();
     let store = fx.store();
-    let lp = create(&store, "latest", 1);
-    for i in 0..3 {
-        store
-            .add_trigger(&lp.id, &NewTrigger::default(), t0().add_ms(i))
-            .unwrap();
-    }
-    let newest = store.pending_triggers().unwrap().pop().unwrap();
     // The two older ones are coalesced at t0 + 10.
-    let run = claimed(
-        store
-            .claim_trigger(&lp, &newest.id, RUNNER_A, t0().add_ms(10))
-            .unwrap(),
-    );
+    let (lp, run) = three_triggers_folded(&store);
     finish(&store, &run, ExecutorStatus::Succeeded, t0().add_ms(20));
     // One more arrives later, and stays pending.
     store

@@ -40,35 +40,9 @@ fn tallies_of_one_loop_across_batches_merge() {
 /// report's: `loops gc`'s live view shows them.
 #[test]
 fn a_pass_reports_its_progress_batch_by_batch() {
-    use loops_core::{CommandTarget, ExecutorResult, ExecutorStatus, NewLoop, Schedule, Target};
     let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
     let store = Store::open_in_memory(Arc::new(|_| false)).unwrap();
-    let new = NewLoop::new(
-        "old",
-        Schedule::Interval {
-            every_ms: 60_000,
-            anchor: None,
-        },
-        Target::Command(CommandTarget::new("true")),
-    );
-    let lp = store.create_loop(&new, t0).unwrap();
-    for i in 0..40 {
-        let slot = t0.add_ms(60_000 * i);
-        let loops_store::Claim::Claimed { run, .. } =
-            store.claim_run(&lp, slot, "me", slot).unwrap()
-        else {
-            panic!("not claimed");
-        };
-        let done = ExecutorResult::failed(String::new(), slot, slot.add_ms(5));
-        let done = ExecutorResult {
-            status: ExecutorStatus::Succeeded,
-            error: None,
-            ..done
-        };
-        store
-            .finalize_run(&run.id, &done, None, slot.add_ms(5))
-            .unwrap();
-    }
+    loop_with_runs(&store, t0, 40);
     let policy = GcPolicy::new(86_400_000, 1, t0.add_ms(10 * 86_400_000));
     let seen = std::sync::Mutex::new(Vec::new());
     let report = collect_garbage(&store, &policy, true, &|| false, &|c| {
@@ -83,20 +57,23 @@ fn a_pass_reports_its_progress_batch_by_batch() {
     assert!(!describe(&report).contains("coalesced"), "none to name");
 }
 
-/// A file store with `runs` finished runs of one loop, a day apart
-/// from `t0`.
-fn file_store_with_runs(dir: &Path, t0: Timestamp, runs: i64) -> Store {
-    use loops_core::{CommandTarget, ExecutorResult, NewLoop, Schedule, Target};
-    let store = Store::open(&dir.join("loops.db"), Arc::new(|_| false)).unwrap();
-    let new = NewLoop::new(
-        "old",
+/// A loop due every minute that runs `true`.
+fn every_minute(name: &str) -> loops_core::NewLoop {
+    use loops_core::{CommandTarget, NewLoop, Schedule, Target};
+    NewLoop::new(
+        name,
         Schedule::Interval {
             every_ms: 60_000,
             anchor: None,
         },
         Target::Command(CommandTarget::new("true")),
-    );
-    let lp = store.create_loop(&new, t0).unwrap();
+    )
+}
+
+/// A loop on `store` with `runs` succeeded runs, a minute apart from `t0`.
+fn loop_with_runs(store: &Store, t0: Timestamp, runs: i64) {
+    use loops_core::{ExecutorResult, ExecutorStatus};
+    let lp = store.create_loop(&every_minute("old"), t0).unwrap();
     for i in 0..runs {
         let slot = t0.add_ms(60_000 * i);
         let loops_store::Claim::Claimed { run, .. } =
@@ -104,11 +81,21 @@ fn file_store_with_runs(dir: &Path, t0: Timestamp, runs: i64) -> Store {
         else {
             panic!("not claimed");
         };
-        let done = ExecutorResult::failed(String::new(), slot, slot.add_ms(5));
+        let done = ExecutorResult {
+            status: ExecutorStatus::Succeeded,
+            error: None,
+            ..ExecutorResult::failed(String::new(), slot, slot.add_ms(5))
+        };
         store
             .finalize_run(&run.id, &done, None, slot.add_ms(5))
             .unwrap();
     }
+}
+
+/// A file store in `dir` with [`loop_with_runs`], its log checkpointed.
+fn file_store_with_runs(dir: &Path, t0: Timestamp, runs: i64) -> Store {
+    let store = Store::open(&dir.join("loops.db"), Arc::new(|_| false)).unwrap();
+    loop_with_runs(&store, t0, runs);
     store.checkpoint_wal().unwrap();
     store
 }
@@ -153,18 +140,9 @@ fn a_stopped_pass_deletes_nothing_more_and_still_reports_the_space() {
 
 #[test]
 fn a_pass_deletes_old_coalesced_triggers_in_batches_and_a_dry_run_counts_them() {
-    use loops_core::{CommandTarget, NewLoop, Schedule, Target};
     let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
     let store = Store::open_in_memory(Arc::new(|_| false)).unwrap();
-    let new = NewLoop::new(
-        "downstream",
-        Schedule::Interval {
-            every_ms: 60_000,
-            anchor: None,
-        },
-        Target::Command(CommandTarget::new("true")),
-    );
-    let lp = store.create_loop(&new, t0).unwrap();
+    let lp = store.create_loop(&every_minute("downstream"), t0).unwrap();
     for i in 0..25 {
         store
             .add_trigger(&lp.id, &loops_store::NewTrigger::default(), t0.add_ms(i))
