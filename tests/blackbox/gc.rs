@@ -2,7 +2,8 @@
 //! kept and what goes, a dry run that changes nothing, workflow rows that
 //! go with their runs, a gc beside a busy daemon without a `locked` error,
 //! the daemon's `--gc-max-age` and `--gc-keep-per-loop`, the installed
-//! unit carrying them, and `doctor`'s warning.
+//! unit carrying them, `doctor`'s warning, and the coalesced triggers
+//! that go by their own age.
 //!
 //! History is seeded through the CLI (`run-now`, `workflows run`) and then
 //! aged by rewriting `created_at` with SQL, or, for bulk, inserted
@@ -603,4 +604,49 @@ fn doctor_warns_about_a_large_history_without_gc() {
             .is_some_and(|d| d.contains("installed service")),
         "{check}"
     );
+}
+
+/// Triggers that catch-up `latest` folded into a newer one belong to no
+/// run; gc deletes those coalesced before its cutoff (issue 32).
+#[test]
+fn gc_deletes_the_triggers_catch_up_coalesced_before_its_cutoff() {
+    let env = TestEnv::new();
+    env.loops([
+        "create", "command", "fold", "--every", "1h", "--cmd", "true",
+    ])
+    .run();
+    for _ in 0..4 {
+        env.loops(["trigger", "fold"]).run();
+    }
+    // The tick runs the newest trigger and folds the three older ones.
+    env.loops(["tick"]).run();
+    let db = db(&env);
+    let coalesced = "SELECT COUNT(*) FROM loop_triggers WHERE coalesced_at IS NOT NULL";
+    assert_eq!(db.int(coalesced).unwrap(), 3);
+    // Two of them 40 days ago.
+    let two = if db.is_postgres() {
+        "(SELECT id FROM loop_triggers WHERE coalesced_at IS NOT NULL ORDER BY id LIMIT 2)"
+    } else {
+        "(SELECT id FROM loop_triggers WHERE coalesced_at IS NOT NULL ORDER BY rowid LIMIT 2)"
+    };
+    db.exec(&format!(
+        "UPDATE loop_triggers SET coalesced_at = {} WHERE id IN {two}",
+        instant_ago(40 * DAY_MS)
+    ));
+
+    let dry = env.loops(["--json", "gc"]).run().json();
+    assert_eq!(dry["coalescedTriggers"], 2, "{dry}");
+    assert_eq!(db.int(coalesced).unwrap(), 3, "a dry run deletes nothing");
+    let done = env.loops(["gc", "--apply"]).run();
+    assert!(
+        done.stdout.contains(", 2 coalesced trigger(s) in "),
+        "{}",
+        done.stdout
+    );
+    assert_eq!(db.int(coalesced).unwrap(), 1, "the young one stays");
+    // The trigger of the run that ran stays with its run.
+    let all = db.int("SELECT COUNT(*) FROM loop_triggers").unwrap();
+    assert_eq!(all, 2);
+    let again = env.loops(["--json", "gc", "--apply"]).run().json();
+    assert_eq!(again["coalescedTriggers"], 0, "{again}");
 }
