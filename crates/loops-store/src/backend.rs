@@ -329,8 +329,15 @@ pub(crate) trait TriggerOps {
     fn watch_loops(&self) -> Result<Vec<Loop>>;
     /// [`Store::old_coalesced_triggers`](crate::Store::old_coalesced_triggers).
     fn old_coalesced_triggers(&self, older_than: Timestamp) -> Result<u64>;
+    /// [`Store::plan_old_coalesced_triggers`](crate::Store::plan_old_coalesced_triggers).
+    fn plan_old_coalesced_triggers(
+        &self,
+        older_than: Timestamp,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<String>>;
     /// [`Store::delete_old_coalesced_triggers`](crate::Store::delete_old_coalesced_triggers).
-    fn delete_old_coalesced_triggers(&self, older_than: Timestamp, limit: u32) -> Result<u64>;
+    fn delete_old_coalesced_triggers(&self, ids: &[String], older_than: Timestamp) -> Result<u64>;
     /// [`Store::add_watch_trigger`](crate::Store::add_watch_trigger).
     fn add_watch_trigger(
         &self,

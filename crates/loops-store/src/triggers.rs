@@ -147,14 +147,33 @@ impl Store {
         self.backend().old_coalesced_triggers(older_than)
     }
 
-    /// Deletes up to `limit` (at least one) of the triggers catch-up folded
-    /// into another (T7) before `older_than`, in one short write; returns
-    /// how many. They never run and belong to no run, so deleting runs
-    /// never takes them: without this they would pile up for as long as a
-    /// store lives (issue 32).
-    pub fn delete_old_coalesced_triggers(&self, older_than: Timestamp, limit: u32) -> Result<u64> {
+    /// The next `limit` (at least one) triggers catch-up folded into
+    /// another (T7) before `older_than`, in id order after `after`: a read,
+    /// which takes no write lock however much of the table it passes over.
+    /// Hand them to [`Store::delete_old_coalesced_triggers`], and the last
+    /// one back as `after`.
+    pub fn plan_old_coalesced_triggers(
+        &self,
+        older_than: Timestamp,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<String>> {
         self.backend()
-            .delete_old_coalesced_triggers(older_than, limit)
+            .plan_old_coalesced_triggers(older_than, after, limit)
+    }
+
+    /// Deletes those of the triggers `ids` that catch-up folded into
+    /// another before `older_than`, in one short write; returns how many.
+    /// They never run and belong to no run, so deleting runs never takes
+    /// them: without this they would pile up for as long as a store lives
+    /// (issue 32).
+    pub fn delete_old_coalesced_triggers(
+        &self,
+        ids: &[String],
+        older_than: Timestamp,
+    ) -> Result<u64> {
+        self.backend()
+            .delete_old_coalesced_triggers(ids, older_than)
     }
 
     /// The triggers that started the runs `run_ids`, for `runs` (T10).

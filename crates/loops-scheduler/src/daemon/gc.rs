@@ -175,26 +175,33 @@ pub fn collect_garbage(
         merge_tallies(&mut report.per_loop, batch.per_loop);
     }
     // Then the triggers that catch-up folded into others: they belong to
-    // no run, so no batch above took them (issue 32).
+    // no run, so no batch above took them (issue 32). Each batch is read
+    // without the lock, on from the last, and deleted by id.
+    let mut after: Option<String> = None;
     loop {
         if stop() {
             return stopped(store, apply, report);
         }
         let cycle = Instant::now();
         let gone = if apply {
-            let limit = sized.batch_size;
+            let ids = store.plan_old_coalesced_triggers(
+                policy.older_than,
+                after.as_deref(),
+                sized.batch_size,
+            )?;
+            let Some(last) = ids.last() else { break };
+            after = Some(last.clone());
             paced_write(store, &mut report, &mut sized, policy, cycle, || {
-                store.delete_old_coalesced_triggers(policy.older_than, limit)
+                store.delete_old_coalesced_triggers(&ids, policy.older_than)
             })?
         } else {
             store.old_coalesced_triggers(policy.older_than)?
         };
-        if gone == 0 {
-            break;
+        if gone > 0 {
+            report.batches += 1;
+            report.counts.coalesced_triggers += gone;
+            progress(&report.counts);
         }
-        report.batches += 1;
-        report.counts.coalesced_triggers += gone;
-        progress(&report.counts);
         if !apply {
             break;
         }

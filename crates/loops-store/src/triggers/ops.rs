@@ -7,7 +7,7 @@ use crate::backend::TriggerOps;
 use crate::columns::{instant, instant_opt, parsed, parsed_opt, text, text_opt};
 use crate::error::Result;
 use crate::random_id_bytes;
-use crate::sql::{Col, Db, Fields, Sql};
+use crate::sql::{Col, Db, Fields, Sql, Value};
 use crate::triggers::{LoopTrigger, NewTrigger, TriggerAdded};
 
 /// The columns [`trigger_row`] reads, in order.
@@ -285,17 +285,50 @@ impl<D: Db> TriggerOps for D {
         })
     }
 
-    fn delete_old_coalesced_triggers(&self, older_than: Timestamp, limit: u32) -> Result<u64> {
-        self.write(|c| {
-            c.execute(
+    fn plan_old_coalesced_triggers(
+        &self,
+        older_than: Timestamp,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<String>> {
+        self.read(|c| {
+            c.query_vec(
                 concat!(
-                    "DELETE FROM loop_triggers WHERE id IN (SELECT id FROM loop_triggers WHERE ",
+                    "SELECT id FROM loop_triggers WHERE ",
                     old_coalesced!(),
-                    " LIMIT ?2)"
+                    " AND id > ?2 ORDER BY id LIMIT ?3"
                 ),
-                &[older_than.into(), limit.max(1).into()],
-                "deleting old coalesced triggers",
+                // Every id sorts after the empty string.
+                &[
+                    older_than.into(),
+                    after.unwrap_or("").into(),
+                    limit.max(1).into(),
+                ],
+                ("loop_triggers", "reading the old coalesced triggers"),
+                |row| text(row, &["id"], 0),
             )
+        })
+    }
+
+    fn delete_old_coalesced_triggers(&self, ids: &[String], older_than: Timestamp) -> Result<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        self.write(|c| {
+            let mut gone = 0;
+            // A hundred a statement, as `triggers_of_runs` reads them.
+            for chunk in ids.chunks(100) {
+                let marks: Vec<String> = (2..=chunk.len() + 1).map(|i| format!("?{i}")).collect();
+                let sql = format!(
+                    "DELETE FROM loop_triggers WHERE id IN ({}) AND {}",
+                    marks.join(", "),
+                    old_coalesced!()
+                );
+                let mut params: Vec<Value<'_>> = vec![older_than.into()];
+                params.extend(chunk.iter().map(|id| Value::from(id.as_str())));
+                gone += c.execute(&sql, &params, "deleting old coalesced triggers")?;
+            }
+            Ok(gone)
         })
     }
 

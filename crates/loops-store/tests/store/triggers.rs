@@ -265,20 +265,56 @@ fn coalesced_triggers_go_by_their_own_age_and_nothing_else_does() {
     let cutoff = t0().add_ms(11);
     assert_eq!(store.old_coalesced_triggers(t0().add_ms(10)).unwrap(), 0);
     assert_eq!(store.old_coalesced_triggers(cutoff).unwrap(), 2);
+    let too_young = store
+        .plan_old_coalesced_triggers(t0().add_ms(10), None, 10)
+        .unwrap();
+    assert!(too_young.is_empty(), "{too_young:?}");
+    let all = store.plan_old_coalesced_triggers(cutoff, None, 10).unwrap();
+    assert_eq!(all.len(), 2);
+    assert!(all[0] < all[1], "in id order: {all:?}");
+    // Batches go on from the last id.
+    let first = store.plan_old_coalesced_triggers(cutoff, None, 1).unwrap();
+    assert_eq!(first, all[..1]);
+    let second = store
+        .plan_old_coalesced_triggers(cutoff, Some(&first[0]), 1)
+        .unwrap();
+    assert_eq!(second, all[1..]);
+    assert!(
+        store
+            .plan_old_coalesced_triggers(cutoff, Some(&second[0]), 1)
+            .unwrap()
+            .is_empty()
+    );
+    // The delete checks the age again, and names only those ids.
     assert_eq!(
         store
-            .delete_old_coalesced_triggers(t0().add_ms(10), 10)
+            .delete_old_coalesced_triggers(&all, t0().add_ms(10))
             .unwrap(),
         0
     );
-    assert_eq!(store.delete_old_coalesced_triggers(cutoff, 1).unwrap(), 1);
-    assert_eq!(store.delete_old_coalesced_triggers(cutoff, 10).unwrap(), 1);
+    let claimed_one = store
+        .loop_triggers(&lp.id, 10)
+        .unwrap()
+        .into_iter()
+        .find(|t| t.run_id == Some(run.id))
+        .expect("the run's trigger")
+        .id;
     assert_eq!(
         store
-            .delete_old_coalesced_triggers(t0().add_ms(100), 10)
+            .delete_old_coalesced_triggers(&[all[0].clone(), claimed_one], cutoff)
             .unwrap(),
+        1,
+        "a claimed trigger is not a coalesced one"
+    );
+    assert_eq!(
+        store.delete_old_coalesced_triggers(&all, cutoff).unwrap(),
+        1
+    );
+    assert_eq!(
+        store.delete_old_coalesced_triggers(&all, cutoff).unwrap(),
         0
     );
+    assert_eq!(store.delete_old_coalesced_triggers(&[], cutoff).unwrap(), 0);
 
     // The claimed trigger (its run's) and the pending one stay.
     let left = store.loop_triggers(&lp.id, 10).unwrap();

@@ -148,16 +148,22 @@ fn a_pass_deletes_old_coalesced_triggers_in_batches_and_a_dry_run_counts_them() 
             .add_trigger(&lp.id, &loops_store::NewTrigger::default(), t0.add_ms(i))
             .unwrap();
     }
+    let mut policy = GcPolicy::new(86_400_000, 20, t0.add_ms(2 * 86_400_000));
+    policy.batch_size = 10;
+    // Pending triggers are not gc's, and a dry run of nothing counts no
+    // batch.
+    let none = collect_garbage(&store, &policy, false, &|| false, &|_| {}).unwrap();
+    assert_eq!((none.batches, none.counts.total()), (0, 0));
+
     let newest = store.pending_triggers().unwrap().pop().unwrap();
     // Catch-up `latest`: claiming the newest folds the 24 older ones.
     let claim = store
         .claim_trigger(&lp, &newest.id, "me", t0.add_ms(100))
         .unwrap();
     assert!(matches!(claim, loops_store::Claim::Claimed { .. }));
-    let mut policy = GcPolicy::new(86_400_000, 20, t0.add_ms(2 * 86_400_000));
-    policy.batch_size = 10;
 
     let dry = collect_garbage(&store, &policy, false, &|| false, &|_| {}).unwrap();
+    assert_eq!(dry.batches, 1);
     assert_eq!(dry.counts.coalesced_triggers, 24);
     assert_eq!(dry.counts.total(), 24);
     assert_eq!(store.old_coalesced_triggers(policy.older_than).unwrap(), 24);
