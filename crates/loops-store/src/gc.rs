@@ -24,6 +24,11 @@
 //!   one that no longer exists) that is finished and older than the cutoff,
 //!   beyond the newest `keep_per_loop` standalone runs of its workflow
 //!   (again at least one), with its step runs and events.
+//! - a **coalesced trigger**: one that catch-up `latest` folded into a
+//!   newer trigger of its loop before the cutoff. It never runs and names
+//!   no run, so no run takes it along; a pass deletes these last
+//!   ([`Store::plan_old_coalesced_triggers`]). Every other trigger goes
+//!   with its run, or with its loop.
 //!
 //! Ages count from `created_at`, when a run was claimed (a retry keeps its
 //! row's first claim), because that column is indexed per loop: the newest

@@ -145,7 +145,8 @@ pub(crate) struct ManArgs {
 #[derive(Debug, Args)]
 pub(crate) struct GcArgs {
     /// Delete finished runs created more than N days ago (a run's age counts
-    /// from its claim, `createdAt`), and remove the agent worktrees under
+    /// from its claim, `createdAt`) and the triggers catch-up coalesced more
+    /// than N days ago, and remove the agent worktrees under
     /// ~/.hasna/repos/worktrees that runs kept and no run has entered for N
     /// days: only clean, unlocked, registered git worktrees (git worktree
     /// remove, then prune; their branches stay).
