@@ -68,6 +68,14 @@ macro_rules! old_coalesced {
     };
 }
 
+/// `n` numbered placeholders from `?first` on, joined by commas.
+fn marks(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("?{i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 pub(super) fn new_trigger_id() -> String {
     random_id_bytes()
         .iter()
@@ -253,12 +261,8 @@ impl<D: Db> TriggerOps for D {
             let mut out = Vec::new();
             // A hundred runs a statement: a page of `runs` is one or two.
             for chunk in run_ids.chunks(100) {
-                let marks: Vec<String> = (1..=chunk.len()).map(|i| format!("?{i}")).collect();
-                let sql = format!(
-                    "{} WHERE run_id IN ({})",
-                    trigger_select!(),
-                    marks.join(", ")
-                );
+                let marks = marks(1, chunk.len());
+                let sql = format!("{} WHERE run_id IN ({})", trigger_select!(), marks);
                 let params: Vec<_> = chunk.iter().map(|id| id.as_str().into()).collect();
                 out.extend(c.query_vec(
                     &sql,
@@ -318,10 +322,10 @@ impl<D: Db> TriggerOps for D {
             let mut gone = 0;
             // A hundred a statement, as `triggers_of_runs` reads them.
             for chunk in ids.chunks(100) {
-                let marks: Vec<String> = (2..=chunk.len() + 1).map(|i| format!("?{i}")).collect();
+                let marks = marks(2, chunk.len());
                 let sql = format!(
                     "DELETE FROM loop_triggers WHERE id IN ({}) AND {}",
-                    marks.join(", "),
+                    marks,
                     old_coalesced!()
                 );
                 let mut params: Vec<Value<'_>> = vec![older_than.into()];
