@@ -39,7 +39,35 @@ use crate::{cargo, root, run};
 const LOOPS: usize = 1000;
 const LIST_SAMPLES: usize = 50;
 
+/// What `cargo xtask bench --help` prints.
+const USAGE: &str = "\
+usage: cargo xtask bench [MODE] [--bin PATH]... [--criterion]
+
+With no MODE: the create, list and tick figures, the workflow runs and the
+daemon's figures, against a fresh release build (or `--bin PATH`).
+
+modes:
+  --cli          only the create, list and tick figures
+  --workflows    only the workflow runs, beside the floor of 50 spawns
+  --daemon       only the daemon: lateness, idle memory and CPU, SIGTERM
+  --serve        what `loops serve` costs
+  --postgres     the PostgreSQL backend on a throwaway server
+  --startup      `loops --version` beside the `sqlite3` shell (several --bin)
+  --scale        a small and a large database (--scale --help)
+  --gc           what a gc pass writes against what it frees (several --bin)
+
+examples:
+  cargo xtask bench --workflows --bin /tmp/loops-before
+  cargo xtask bench --startup --bin /tmp/loops-a --bin /tmp/loops-b
+  cargo xtask bench --gc --gc-beside-daemon 30 --bin /tmp/loops-a --bin /tmp/loops-b
+
+docs/perf.md says what each figure means and lists the figures measured.";
+
 pub(crate) fn bench(args: &[String]) -> Result<(), String> {
+    if args.iter().any(|a| a == "-h" || a == "--help") && !args.iter().any(|a| a == "--scale") {
+        println!("{USAGE}");
+        return Ok(());
+    }
     if args.iter().any(|a| a == "--scale") {
         return match crate::bench_scale::options(args)? {
             Some(opts) => crate::bench_scale::scale(&binary(args)?, &opts),
@@ -49,6 +77,7 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
     if args.iter().any(|a| a == "--gc") {
         return crate::bench_gc::bench(args, || binary(&[]));
     }
+    check_options(args)?;
     if args.iter().any(|a| a == "--startup") {
         return crate::bench_startup::bench(args, || binary(&[]));
     }
@@ -82,6 +111,33 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
         let mut cmd = cargo();
         cmd.args(["bench", "--workspace", "--locked"]);
         run("cargo bench (Criterion)", cmd)?;
+    }
+    Ok(())
+}
+
+/// Refuses an option the modes without their own parser do not know, so
+/// that a typo does not run every figure for minutes.
+fn check_options(args: &[String]) -> Result<(), String> {
+    const FLAGS: [&str; 8] = [
+        "--cli",
+        "--workflows",
+        "--daemon",
+        "--serve",
+        "--postgres",
+        "--startup",
+        "--criterion",
+        "--bin",
+    ];
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        if !FLAGS.contains(&arg.as_str()) {
+            return Err(format!(
+                "unknown option {arg:?} for bench; see `cargo xtask bench --help`"
+            ));
+        }
+        if arg == "--bin" {
+            rest.next();
+        }
     }
     Ok(())
 }
@@ -450,4 +506,33 @@ pub(crate) fn scratch_dir(prefix: &str) -> Result<PathBuf, String> {
     let dir = std::env::temp_dir().join(format!("{prefix}-{}-{nanos}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_options;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|a| (*a).to_owned()).collect()
+    }
+
+    #[test]
+    fn known_modes_pass_and_a_bin_takes_its_value() {
+        assert_eq!(check_options(&args(&[])), Ok(()));
+        assert_eq!(
+            check_options(&args(&["--workflows", "--bin", "--cli", "--criterion"])),
+            Ok(())
+        );
+        // `--bin`'s value is not read as an option, whatever it looks like.
+        assert_eq!(check_options(&args(&["--bin", "--bogus"])), Ok(()));
+    }
+
+    #[test]
+    fn an_unknown_option_is_refused_by_name() {
+        let err = check_options(&args(&["--workflow"])).unwrap_err();
+        assert!(err.contains("\"--workflow\""), "{err}");
+        assert!(err.contains("cargo xtask bench --help"), "{err}");
+        let err = check_options(&args(&["--bin", "/tmp/x", "--help"])).unwrap_err();
+        assert!(err.contains("\"--help\""), "{err}");
+    }
 }
