@@ -2,6 +2,8 @@
 //! `args::LoopOptions` (`loops_create_*`, and `loops serve`'s create
 //! routes).
 
+use anyhow::{Result, bail};
+
 use super::params::LoopOptions;
 use super::tools::{count, duration};
 use crate::args;
@@ -10,9 +12,24 @@ use crate::args::policy::PolicyOptions;
 
 /// The options every create command shares; what is not given takes the
 /// command line's default.
-pub(crate) fn loop_options(o: LoopOptions) -> args::LoopOptions {
+///
+/// A relative `watch` path is refused: the command line makes it absolute
+/// against the caller's directory, but a client of the server has none
+/// here, and the server's own would watch a directory the client never
+/// named.
+pub(crate) fn loop_options(o: LoopOptions) -> Result<args::LoopOptions> {
+    if let Some(path) = o
+        .watch
+        .iter()
+        .find(|p| !p.trim().is_empty() && !std::path::Path::new(p).is_absolute())
+    {
+        bail!(
+            "watch path {path:?} is not absolute: the server would read it against its own \
+             directory; give the full path"
+        );
+    }
     let or = |value: Option<String>, default: &str| value.unwrap_or_else(|| default.to_owned());
-    args::LoopOptions {
+    Ok(args::LoopOptions {
         name: o.name,
         at: o.at,
         every: duration(o.every),
@@ -49,5 +66,5 @@ pub(crate) fn loop_options(o: LoopOptions) -> args::LoopOptions {
             on_success: o.on_success,
             hook_show_output: o.hook_show_output,
         },
-    }
+    })
 }

@@ -314,8 +314,9 @@ pub(crate) struct LoopOptions {
     /// Run only on triggers: give no schedule (at, every, cron, dynamic).
     #[serde(default)]
     pub(crate) trigger_only: bool,
-    /// Run when files under these absolute paths change; pins the loop to
-    /// this host unless runsOn places it [default: none].
+    /// Run when files under these absolute paths change (a relative path
+    /// is refused); pins the loop to this host unless runsOn places it
+    /// [default: none].
     #[serde(default)]
     pub(crate) watch: Vec<String>,
     /// How long watched files must stay unchanged before the run

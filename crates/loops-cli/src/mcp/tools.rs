@@ -421,7 +421,7 @@ pub(crate) fn create_command_request(p: CreateCommandParams) -> Result<Command> 
         }
     }
     Ok(Command::Create(Create::Command(args::CreateCommand {
-        options: loop_options(p.options),
+        options: loop_options(p.options)?,
         command: p.cmd,
         args: p.arg,
         no_shell: p.no_shell,
@@ -445,7 +445,7 @@ fn create_workflow(ctx: &Context, args: &JsonObject, _: Access) -> Result<Captur
     run(
         ctx,
         Command::Create(Create::Workflow(args::CreateWorkflow {
-            options: loop_options(p.options),
+            options: loop_options(p.options)?,
             workflow: p.workflow,
             timeout: duration(p.timeout),
         })),

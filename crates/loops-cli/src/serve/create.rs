@@ -20,7 +20,7 @@ pub(super) fn request(body: &[u8]) -> Result<Command> {
     if fields.contains_key("workflow") {
         let p: CreateWorkflowParams = params("the loop", &fields)?;
         return Ok(Command::Create(Create::Workflow(args::CreateWorkflow {
-            options: loop_options(p.options),
+            options: loop_options(p.options)?,
             workflow: p.workflow,
             timeout: p.timeout.map(|d| d.0),
         })));

@@ -39,6 +39,30 @@ fn values_that_look_like_flags_stay_values() {
 }
 
 #[test]
+fn a_relative_watch_path_is_refused_and_an_absolute_one_kept() {
+    let request = |watch: Value| {
+        let p: CreateCommandParams = parse(
+            "t",
+            &object(serde_json::json!({"name": "n", "cmd": "true", "watch": watch})),
+        )
+        .unwrap();
+        create_command_request(p)
+    };
+    let err = request(serde_json::json!(["/srv/repo", "repo/src"])).unwrap_err();
+    assert!(
+        err.to_string().contains("\"repo/src\" is not absolute"),
+        "{err}"
+    );
+    let Command::Create(Create::Command(c)) = request(serde_json::json!(["/srv/repo"])).unwrap()
+    else {
+        panic!("not a create command");
+    };
+    assert_eq!(c.options.policy.watch, ["/srv/repo"]);
+    // An empty path is no path (as `--watch ''` on the command line).
+    assert!(request(serde_json::json!([""])).is_ok());
+}
+
+#[test]
 fn what_a_create_tool_leaves_out_takes_the_command_lines_default() {
     use clap::Parser;
     let p: CreateCommandParams = parse(
