@@ -309,7 +309,9 @@ pub(crate) fn write_with_mode(path: &Path, text: &str, mode: u32) -> std::io::Re
         .mode(mode)
         .open(path)?;
     file.write_all(text.as_bytes())?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+    // Through the descriptor: the mode goes to the file written, whatever
+    // is at `path` by now.
+    file.set_permissions(std::fs::Permissions::from_mode(mode))
 }
 
 /// What [`uninstall_startup`] did.

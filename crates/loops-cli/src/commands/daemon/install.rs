@@ -128,7 +128,7 @@ fn service_url(text: &str, data_dir: &Path) -> Result<(Option<String>, Option<Pa
         return Ok((Some(text.to_owned()), None));
     };
     std::fs::create_dir_all(data_dir)
-        .and_then(|()| install::write_with_mode(&path, &moved.lines, 0o600))
+        .and_then(|()| moved.write_to(&path))
         .with_context(|| format!("writing the password file {}", path.display()))?;
     Ok((Some(moved.url), Some(path)))
 }

@@ -20,6 +20,31 @@ pub struct MovedPassword {
     pub lines: String,
 }
 
+impl MovedPassword {
+    /// Writes [`lines`](Self::lines) to `path`, mode 0600, through one
+    /// descriptor: a symbolic link, a FIFO or anything else that is not a
+    /// regular file already at `path` is refused, not followed or opened,
+    /// and is left as it was.
+    pub fn write_to(&self, path: &Path) -> std::io::Result<()> {
+        use std::io::{Error, ErrorKind, Write};
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .mode(0o600)
+            // A FIFO without a reader fails to open instead of blocking.
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)?;
+        if !file.metadata()?.is_file() {
+            return Err(Error::new(ErrorKind::InvalidInput, "not a regular file"));
+        }
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        file.set_len(0)?;
+        file.write_all(self.lines.as_bytes())?;
+        file.sync_all()
+    }
+}
+
 impl std::fmt::Debug for MovedPassword {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MovedPassword")
@@ -138,6 +163,59 @@ mod tests {
             assert_eq!(moved.lines, line, "{url}");
         }
         assert!(move_password("postgresql://u@h/d", file).unwrap().is_none());
+    }
+
+    #[test]
+    fn the_file_is_written_private_and_nothing_else_is_followed() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let moved = move_password("postgresql://u:pw@h/d", &dir.path().join("pgpass"))
+            .unwrap()
+            .unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+
+        // A file open to others, longer than the lines: made 0600, replaced.
+        let path = dir.path().join("pgpass");
+        std::fs::write(&path, "x".repeat(200)).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        moved.write_to(&path).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), moved.lines);
+        assert_eq!(mode(&path), 0o600);
+
+        // A link is not followed: its target keeps its text and its mode.
+        let target = dir.path().join("target");
+        std::fs::write(&target, "theirs").unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(moved.write_to(&link).is_err());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "theirs");
+        assert_eq!(mode(&target), 0o644);
+
+        // Nor is a FIFO opened and written (nor waited on).
+        let fifo = dir.path().join("fifo");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        assert!(moved.write_to(&fifo).is_err());
+        // Even with a reader at its other end, which lets the open succeed.
+        let reader = {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&fifo)
+                .unwrap()
+        };
+        let err = moved.write_to(&fifo).unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        drop(reader);
+        // A directory is not a file either.
+        assert!(moved.write_to(dir.path()).is_err());
     }
 
     #[test]
