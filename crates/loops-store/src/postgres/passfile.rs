@@ -96,12 +96,15 @@ pub(super) struct Target {
 }
 
 /// One [`Target`] per host of `config` (`localhost` when it names none),
-/// with libpq's defaults: port 5432, the user the OS user (`$USER`), the
-/// database the user.
+/// with libpq's defaults: port 5432, the user the OS user, the database
+/// the user.
+///
+/// The OS user is the effective user's name in the password database, as
+/// the connection takes it (tokio-postgres calls the same
+/// `whoami::username`), and as libpq does: not `$USER`, which a `su` or a
+/// service manager may leave naming someone else.
 pub(super) fn targets(config: &Config) -> Vec<Target> {
-    let os_user = std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_default();
+    let os_user = whoami::username().unwrap_or_default();
     let user = config.get_user().unwrap_or(&os_user);
     let dbname = config.get_dbname().unwrap_or(user);
     let ports = config.get_ports();

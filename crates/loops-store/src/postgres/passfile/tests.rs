@@ -143,3 +143,35 @@ fn a_url_without_a_password_gets_the_passfiles_and_masks_it() {
     let err = DatabaseUrl::parse(&text).unwrap_err().to_string();
     assert!(err.contains("refusing password file"), "{err}");
 }
+
+/// A string naming no user is looked up as the OS user by name, as the
+/// connection logs in, whatever `$USER` and `$LOGNAME` say: checked in a
+/// child of this test binary that has both naming someone else.
+#[test]
+fn a_string_without_a_user_is_looked_up_as_the_os_user_not_dollar_user() {
+    const CHILD: &str = "LOOPS_TEST_PASSFILE_USER_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        let config: Config = "host=/run/pg dbname=d".parse().unwrap();
+        let user = &targets(&config)[0].user;
+        assert_ne!(user, "someone-else");
+        assert_eq!(user, &whoami::username().unwrap());
+        return;
+    }
+    let name = format!(
+        "{}::a_string_without_a_user_is_looked_up_as_the_os_user_not_dollar_user",
+        module_path!().trim_start_matches("loops_store::")
+    );
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", &name, "--test-threads", "1"])
+        .env(CHILD, "1")
+        .env("USER", "someone-else")
+        .env("LOGNAME", "someone-else")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
